@@ -1,0 +1,5 @@
+"""``python -m traceprobe`` runs the CLI."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,24 @@
+"""Analyses: a :class:`~traceprobe.trace.Trace` in, DataFrames and dataclasses out.
+
+Nothing here prints, reads files, or imports typer or rich.
+"""
+
+from .busy import stream_busy
+from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
+from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
+from .report import OverlapReport, overlap_report
+from .verdicts import Verdict
+
+__all__ = [
+    "CpuGpuOverlap",
+    "DeviceConcurrency",
+    "OverlapReport",
+    "Verdict",
+    "comm_overlap",
+    "copy_overlap",
+    "cpu_gpu_overlap",
+    "device_concurrency",
+    "overlap_report",
+    "stream_busy",
+    "stream_concurrency",
+]

@@ -1,0 +1,107 @@
+"""Busy intervals: per (device, stream), per device, and the trace window.
+
+Definitions (quoted by the README):
+
+- *busy intervals* of a (device, stream): the union of the [start, end) intervals
+  of its kernels, memcpys and memsets; *busy time* is their total length.
+- *utilization*: busy time / trace window, where the *trace window* runs from the
+  first device event's start to the last device event's end (all devices).
+- a *device* is busy when any of its streams is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals as iv
+from ..trace import Trace
+
+Intervals = iv.Intervals
+
+
+def _pair(df: pd.DataFrame) -> Intervals:
+    return df["start_ns"].to_numpy(np.int64), df["end_ns"].to_numpy(np.int64)
+
+
+def stream_busy(trace: Trace) -> pd.DataFrame:
+    """Busy time per (device, stream).
+
+    Returns:
+        DataFrame with columns ``device`` (int64), ``stream`` (int64),
+        ``busy_ns`` (int64, length of the union of the stream's events),
+        ``utilization`` (float64, busy_ns / trace window), ``events`` (int64),
+        ``kernels``, ``memcpys``, ``memsets`` (int64 counts); one row per stream
+        that has device events, sorted by device and stream.
+    """
+    ev = trace.device_events
+    cols = ["device", "stream", "busy_ns", "utilization", "events", "kernels", "memcpys", "memsets"]
+    if ev.empty:
+        return pd.DataFrame({c: pd.Series([], dtype=np.float64 if c == "utilization" else np.int64) for c in cols})
+    key_df = ev[["device", "stream"]]
+    codes, uniques = pd.MultiIndex.from_frame(key_df).factorize()
+    k, s, e = iv.grouped_union(codes, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
+    busy = np.bincount(k, weights=(e - s), minlength=len(uniques)).astype(np.int64)
+    counts = pd.crosstab(codes, ev["kind"].to_numpy()).reindex(
+        index=range(len(uniques)), columns=["kernel", "memcpy", "memset"], fill_value=0
+    )
+    lo, hi = trace.window_ns
+    out = pd.DataFrame(
+        {
+            "device": uniques.get_level_values(0).astype(np.int64),
+            "stream": uniques.get_level_values(1).astype(np.int64),
+            "busy_ns": busy,
+            "utilization": busy / max(hi - lo, 1),
+            "events": np.bincount(codes, minlength=len(uniques)).astype(np.int64),
+            "kernels": counts["kernel"].to_numpy(np.int64),
+            "memcpys": counts["memcpy"].to_numpy(np.int64),
+            "memsets": counts["memset"].to_numpy(np.int64),
+        }
+    )
+    return out.sort_values(["device", "stream"]).reset_index(drop=True)
+
+
+def device_intervals(trace: Trace, mask: np.ndarray | None = None) -> dict[int, Intervals]:
+    """Busy interval set of each device, from the device events selected by ``mask``.
+
+    Returns:
+        ``{device: (starts, ends)}`` normalised int64 ns interval sets, for every
+        device that has any device event (possibly empty under ``mask``).
+    """
+    ev = trace.device_events
+    devices = np.unique(ev["device"].to_numpy()) if not ev.empty else np.zeros(0, np.int64)
+    sel = ev if mask is None else ev[mask]
+    out: dict[int, Intervals] = {int(d): iv.empty() for d in devices}
+    if sel.empty:
+        return out
+    k, s, e = iv.grouped_union(sel["device"].to_numpy(), sel["start_ns"].to_numpy(), sel["end_ns"].to_numpy())
+    bounds = np.flatnonzero(np.diff(k)) + 1
+    for ks, ss, es in zip(np.split(k, bounds), np.split(s, bounds), np.split(e, bounds)):
+        out[int(ks[0])] = (ss, es)
+    return out
+
+
+def stream_intervals(trace: Trace, device: int, mask: np.ndarray | None = None) -> list[Intervals]:
+    """Busy interval sets of each stream of ``device`` (events selected by ``mask``)."""
+    ev = trace.device_events
+    m = (ev["device"] == device).to_numpy()
+    if mask is not None:
+        m &= mask
+    sel = ev[m]
+    if sel.empty:
+        return []
+    k, s, e = iv.grouped_union(sel["stream"].to_numpy(), sel["start_ns"].to_numpy(), sel["end_ns"].to_numpy())
+    bounds = np.flatnonzero(np.diff(k)) + 1
+    return list(zip(np.split(s, bounds), np.split(e, bounds)))
+
+
+def compute_mask(trace: Trace) -> np.ndarray:
+    """Rows of ``device_events`` that are compute kernels (kernels that are not NCCL/RCCL)."""
+    ev = trace.device_events
+    return ((ev["kind"] == "kernel") & ~ev["is_comm"]).to_numpy()
+
+
+def comm_mask(trace: Trace) -> np.ndarray:
+    """Rows of ``device_events`` that are communication kernels (HTA: name contains nccl/rccl)."""
+    ev = trace.device_events
+    return ((ev["kind"] == "kernel") & ev["is_comm"]).to_numpy()

@@ -1,0 +1,21 @@
+"""traceprobe's one exception type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TraceFormatError(Exception):
+    """A trace file could not be read or is not a usable Chrome/Kineto trace.
+
+    Attributes:
+        path: the file that was being read.
+        reason: one line saying what is wrong, for a person.
+
+    ``str(err)`` is ``"<path>: <reason>"``, the single line the CLI prints.
+    """
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")

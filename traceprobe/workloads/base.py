@@ -1,0 +1,96 @@
+"""What a workload is: named variants that record() times and profiles.
+
+A workload module defines a :class:`Workload` whose ``variants(ctx)`` returns
+:class:`Variant` objects. Each variant's ``setup()`` allocates inputs and returns
+a ``step`` callable that runs the variant once and returns only when all its
+device work is done (it synchronizes), so wall-clock timing around it is honest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+class Skip(Exception):
+    """Raised by ``setup()`` (or found by the recorder) when the machine lacks what a variant needs."""
+
+
+@dataclass
+class Context:
+    """Where and how big workloads run.
+
+    Attributes:
+        device: ``cuda`` or ``cpu``. With ``cpu``, every GPU a variant would use is
+            replaced by the CPU so the whole record path still runs (no device
+            events are recorded then).
+        gpus: CUDA devices visible (0 with ``cpu``).
+        size: matrix size override (elements per side), or None for the workload's default.
+        repeat: repetition override (products per batch, steps, ...), or None.
+    """
+
+    device: str = "cpu"
+    gpus: int = 0
+    size: int | None = None
+    repeat: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device == "cuda"
+
+    def dev(self, i: int) -> str:
+        """The torch device string standing in for GPU ``i``."""
+        return f"cuda:{i}" if self.cuda else "cpu"
+
+    def pick(self, gpu_default: int, cpu_default: int, override: int | None) -> int:
+        """A size or count: the override if given, else the GPU or CPU default."""
+        if override is not None:
+            return override
+        return gpu_default if self.cuda else cpu_default
+
+
+@dataclass
+class Variant:
+    """One variant of a workload.
+
+    Attributes:
+        name: short name used in file names (``sequential``, ``overlapped``...).
+        description: one line on what the variant does and what it should show.
+        setup: allocates inputs; returns the step callable (see module doc).
+            May raise :class:`Skip`.
+        gpus: GPUs the variant needs on a CUDA machine.
+        gpu_bytes: rough GPU memory the variant needs on each GPU it uses, bytes.
+        params: sizes and counts, recorded in the manifest.
+        launcher: if set, the variant runs in other processes and writes its own
+            traces: ``launcher(out_dir, stem, force)`` returns a list of trace
+            file names and the wall time in seconds (used by ``data-parallel``'s
+            torchrun variant). ``setup`` is then ignored.
+    """
+
+    name: str
+    description: str
+    setup: Callable[[], Callable[[], None]]
+    gpus: int = 1
+    gpu_bytes: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    launcher: Callable[..., tuple[list[str], float]] | None = None
+
+
+@dataclass
+class Workload:
+    """A named experiment: a description and a function giving its variants."""
+
+    name: str
+    description: str
+    variants: Callable[[Context], list[Variant]]
+
+
+def synchronize(ctx: Context, *devices: int) -> None:
+    """Wait for all work on the given GPUs (all visible ones if none given); no-op on CPU."""
+    if not ctx.cuda:
+        return
+    import torch
+
+    for d in devices or range(ctx.gpus):
+        torch.cuda.synchronize(d)
