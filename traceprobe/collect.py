@@ -1,0 +1,142 @@
+"""Finding trace files, reading manifests, and analysing many traces at once.
+
+``analyze_paths`` is what ``traceprobe overlap-report`` runs: it expands files and
+folders into trace files, attaches what a ``manifest.json`` beside them says
+(workload, variant, wall time), and analyses each file, in worker processes when
+``jobs > 1``. A file that fails to load becomes a :class:`Failure`; the others are
+still reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .analysis.report import OverlapReport, overlap_report
+from .errors import TraceFormatError
+from .trace import load_trace
+
+TRACE_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz", "*.trace.json", "*.trace.json.gz", "*.json", "*.json.gz")
+"""Names taken as traces inside a folder (``manifest.json`` excepted)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A file that could not be analysed: ``path`` and a one-line ``error``."""
+
+    path: str
+    error: str
+
+
+def _is_trace_name(name: str) -> bool:
+    return name != "manifest.json" and (name.endswith(".json") or name.endswith(".json.gz"))
+
+
+def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
+    """Expand files and folders (recursively) into a sorted, de-duplicated list of trace files.
+
+    Returns:
+        ``(files, failures)``: a path that does not exist, or a folder with no
+        trace in it, is a :class:`Failure`.
+    """
+    files: list[Path] = []
+    failures: list[Failure] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.is_file() and _is_trace_name(f.name) and not f.name.startswith("."))
+            if not found:
+                failures.append(Failure(str(p), "folder holds no trace files (*.json, *.json.gz)"))
+            files.extend(found)
+        elif p.exists():
+            files.append(p)
+        else:
+            failures.append(Failure(str(p), "no such file or folder"))
+    seen: set[Path] = set()
+    unique = []
+    for f in files:
+        r = f.resolve()
+        if r not in seen:
+            seen.add(r)
+            unique.append(f)
+    return unique, failures
+
+
+def manifest_info(trace_file: Path) -> dict[str, Any]:
+    """What ``manifest.json`` beside ``trace_file`` says of it (empty if nothing).
+
+    Keys: ``workload``, ``variant``, ``wall_s``, ``description``, ``params``,
+    ``devices`` and the manifest's ``environment``.
+    """
+    m = trace_file.parent / "manifest.json"
+    if not m.is_file():
+        return {}
+    try:
+        doc = json.loads(m.read_text())
+    except (OSError, ValueError):
+        return {}
+    for e in doc.get("variants", []) if isinstance(doc, dict) else []:
+        t = e.get("trace")
+        names = t if isinstance(t, list) else [t]
+        if trace_file.name in names:
+            info = {k: e[k] for k in ("workload", "variant", "wall_s", "description", "params", "devices") if k in e}
+            env = doc.get("environment") or {}
+            info["environment"] = {k: env.get(k) for k in ("host", "torch", "cuda", "devices") if k in env}
+            return info
+    return {}
+
+
+def analyze_file(path: str | Path) -> OverlapReport | Failure:
+    """Load and analyse one trace; a :class:`TraceFormatError` becomes a :class:`Failure`."""
+    p = Path(path)
+    try:
+        return overlap_report(load_trace(p), manifest_info(p))
+    except TraceFormatError as e:
+        return Failure(str(p), e.reason)
+    except MemoryError:
+        return Failure(str(p), "not enough memory to load this trace")
+
+
+def analyze_paths(
+    paths: Iterable[str | Path],
+    jobs: int | None = None,
+    on_done: Callable[[OverlapReport | Failure], None] | None = None,
+) -> tuple[list[OverlapReport], list[Failure]]:
+    """Analyse every trace under ``paths``.
+
+    Args:
+        paths: trace files or folders.
+        jobs: worker processes (default: CPU count, at most one per file; 1 runs
+            in this process).
+        on_done: called once per file as it completes (for progress bars).
+
+    Returns:
+        ``(reports, failures)``, reports in the order of the sorted file list.
+    """
+    files, failures = discover(paths)
+    n = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
+    n = max(1, min(n, len(files)))
+    results: list[OverlapReport | Failure]
+    if n == 1:
+        results = []
+        for f in files:
+            r = analyze_file(f)
+            results.append(r)
+            if on_done:
+                on_done(r)
+    else:
+        with ProcessPoolExecutor(max_workers=n) as pool:
+            futures = [pool.submit(analyze_file, f) for f in files]
+            results = []
+            for fut in futures:
+                r = fut.result()
+                results.append(r)
+                if on_done:
+                    on_done(r)
+    reports = [r for r in results if isinstance(r, OverlapReport)]
+    failures += [r for r in results if isinstance(r, Failure)]
+    return reports, failures

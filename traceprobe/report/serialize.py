@@ -1,0 +1,99 @@
+"""The JSON document of ``overlap-report --format json`` (schema in the README).
+
+Times are int64 nanoseconds (``*_ns``), fractions are floats in 0..1, and an
+undefined figure (no copies, no second device...) is ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from ..analysis.ranks import rank_summary
+from ..analysis.report import OverlapReport
+from ..collect import Failure
+
+SCHEMA_VERSION = 1
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return None if math.isnan(f) or math.isinf(f) else f
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    if v is pd.NA or v is pd.NaT:
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
+
+
+def rows(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """DataFrame -> list of plain dicts (NaN/NA as None, numpy scalars as Python)."""
+    return [_clean(r) for r in df.astype(object).to_dict(orient="records")]
+
+
+def report_dict(r: OverlapReport) -> dict[str, Any]:
+    """One trace's report as a JSON-ready dict."""
+    dc = r.devices
+    out = {
+        "path": r.path,
+        "workload": r.info.get("workload"),
+        "variant": r.info.get("variant"),
+        "wall_s": r.info.get("wall_s"),
+        "rank": r.rank,
+        "event_count": r.event_count,
+        "window_ns": list(r.window_ns),
+        "duration_ns": r.window_ns[1] - r.window_ns[0],
+        "streams": rows(r.streams),
+        "copy_overlap": rows(r.copy_overlap),
+        "devices": rows(dc.devices),
+        "device_concurrency": {
+            "device_count": dc.device_count,
+            "any_busy_ns": dc.any_busy_ns,
+            "concurrent_ns": dc.concurrent_ns,
+            "concurrency": dc.concurrency,
+        },
+        "stream_concurrency": rows(r.stream_concurrency),
+        "comm_overlap": rows(r.comm_overlap),
+        "cpu_gpu": {
+            "host_compute_ns": r.cpu_gpu.host_compute_ns,
+            "device_busy_ns": r.cpu_gpu.device_busy_ns,
+            "overlapped_ns": r.cpu_gpu.overlapped_ns,
+            "fraction": r.cpu_gpu.fraction,
+            "fraction_of_device": r.cpu_gpu.fraction_of_device,
+        },
+        "steps": rows(r.steps),
+        "throughput_steps_per_s": r.throughput,
+        "verdicts": [
+            {"figure": v.figure, "subject": v.subject, "value": v.value, "level": v.level, "text": v.text} for v in r.verdicts
+        ],
+        "parallelism": r.parallelism,
+    }
+    return _clean(out)
+
+
+def document(reports: list[OverlapReport], failures: list[Failure]) -> dict[str, Any]:
+    """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``failures``."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "traceprobe": __version__,
+        "traces": [report_dict(r) for r in reports],
+        "rank_summary": rows(rank_summary(reports)),
+        "failures": [{"path": f.path, "error": f.error} for f in failures],
+    }
+
+
+def to_json(reports: list[OverlapReport], failures: list[Failure]) -> str:
+    """:func:`document` as indented JSON text."""
+    return json.dumps(document(reports, failures), indent=2) + "\n"

@@ -1,0 +1,90 @@
+"""Rich tables for the terminal (``overlap-report``'s default output)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis.ranks import rank_summary
+from ..analysis.report import OverlapReport
+from ..collect import Failure
+
+LEVEL_STYLE = {"confirmed": "bold green", "partial": "yellow", "none": "bold red"}
+
+
+def _ms(ns: float) -> str:
+    return "-" if ns is None or (isinstance(ns, float) and math.isnan(ns)) else f"{ns / 1e6:,.3f}"
+
+
+def _pct(f: float) -> str:
+    return "-" if f is None or (isinstance(f, float) and math.isnan(f)) else f"{f:.1%}"
+
+
+def _table(title: str, df: pd.DataFrame, cols: list[tuple[str, str, str]]) -> Table:
+    """cols: (column, header, format) with format ``ms``, ``pct``, ``int`` or ``str``."""
+    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for _, header, fmt in cols:
+        t.add_column(header, justify="left" if fmt == "str" else "right")
+    fmts = {"ms": _ms, "pct": _pct, "int": lambda v: f"{int(v):,}", "str": str}
+    for rec in df.to_dict(orient="records"):
+        t.add_row(*[fmts[f](rec[c]) for c, _, f in cols])
+    return t
+
+
+def render_report(r: OverlapReport) -> Panel:
+    """One trace as a rich Panel."""
+    parts: list = []
+    head = Text()
+    wall = r.info.get("wall_s")
+    if wall is not None:
+        head.append(f"wall clock (one timed run, outside the profiler): {wall * 1e3:,.1f} ms   ")
+    lo, hi = r.window_ns
+    head.append(f"trace window: {_ms(hi - lo)} ms   events: {r.event_count:,}")
+    if r.rank is not None:
+        head.append(f"   rank: {r.rank}")
+    parts.append(head)
+    if r.streams.empty:
+        parts.append(Text("no device activity in this trace (CPU-only, or the profiler had no CUDA activity)", style="dim"))
+    else:
+        parts.append(_table("busy time per stream", r.streams, [("device", "device", "int"), ("stream", "stream", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("kernels", "kernels", "int"), ("memcpys", "memcpys", "int"), ("memsets", "memsets", "int")]))
+        parts.append(_table("devices", r.devices.devices, [("device", "device", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("idle_ns", "idle ms", "ms"), ("concurrent_ns", "with another device ms", "ms"), ("concurrency", "concurrency", "pct")]))
+    if not r.copy_overlap.empty:
+        parts.append(_table("copy/compute overlap", r.copy_overlap, [("device", "device", "int"), ("direction", "direction", "str"), ("copies", "copies", "int"), ("copy_ns", "copy ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
+    multi = r.stream_concurrency[r.stream_concurrency["streams"] > 1] if not r.stream_concurrency.empty else r.stream_concurrency
+    if not multi.empty:
+        parts.append(_table("stream concurrency", multi, [("device", "device", "int"), ("streams", "streams", "int"), ("busy_ns", "busy ms", "ms"), ("multi_stream_ns", "2+ streams ms", "ms"), ("concurrency", "concurrency", "pct"), ("kernel_concurrency", "kernels only", "pct")]))
+    if not r.comm_overlap.empty:
+        parts.append(_table("communication/compute overlap", r.comm_overlap, [("device", "device", "int"), ("comm_kernels", "NCCL kernels", "int"), ("comm_ns", "comm ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
+    c = r.cpu_gpu
+    parts.append(Text(f"CPU/GPU: host compute {_ms(c.host_compute_ns)} ms, device busy {_ms(c.device_busy_ns)} ms, both at once {_ms(c.overlapped_ns)} ms ({_pct(c.fraction)} of host compute)"))
+    if not r.steps.empty:
+        parts.append(Text(f"steps: {len(r.steps)}, mean step time {_ms(r.steps['duration_ns'].mean())} ms, throughput {r.throughput:,.2f} steps/s"))
+    verdicts = Text()
+    for v in r.verdicts:
+        verdicts.append(f"[{v.level}] ", style=LEVEL_STYLE[v.level])
+        verdicts.append(v.text + "\n")
+    if not r.verdicts:
+        verdicts.append("no figure to judge: no copies, no second device or stream, no host compute beside device work", style="dim")
+    parts.append(verdicts)
+    name = ".".join(x for x in (r.info.get("workload"), r.info.get("variant")) if x) or r.path
+    return Panel(Group(*parts), title=f"[bold]{name}[/bold]", subtitle=r.path if name != r.path else None, title_align="left")
+
+
+def render(console: Console, reports: list[OverlapReport], failures: list[Failure]) -> None:
+    """Print every report, the across-rank summary and the failures."""
+    for r in reports:
+        console.print(render_report(r))
+    summary = rank_summary(reports)
+    if not summary.empty:
+        for run, g in summary.groupby("run"):
+            t = _table(f"across {int(g['ranks'].iloc[0])} ranks in {run} (slowest rank: {int(g['slowest_rank'].iloc[0])})", g, [("figure", "figure", "str"), ("min", "min", "str"), ("median", "median", "str"), ("max", "max", "str")])
+            console.print(t)
+    if failures:
+        console.print(Text(f"{len(failures)} file(s) could not be analysed:", style="bold red"))
+        for f in failures:
+            console.print(Text(f"  {f.path}: {f.error}", style="red"))
