@@ -86,7 +86,7 @@ def stream_intervals(trace: Trace, device: int, mask: np.ndarray | None = None) 
     ev = trace.device_events
     m = (ev["device"] == device).to_numpy()
     if mask is not None:
-        m &= mask
+        m = m & mask
     sel = ev[m]
     if sel.empty:
         return []

@@ -6,7 +6,9 @@ Thresholds (quoted by the README), applied to a fraction f of the figure:
 - 0.05 <= f < 0.5: ``partial`` ("partial overlap");
 - f < 0.05: ``none`` ("no overlap"), with a hint on how to get overlap.
 
-A figure whose denominator is zero (no copies, a single device, ...) gets no verdict.
+A figure whose denominator is zero (no copies, a single device, ...) gets no verdict,
+and CPU/GPU overlap gets none unless both sides did real work (see
+:func:`cpu_gpu_verdict`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pandas as pd
 
 CONFIRMED = 0.5
 PARTIAL = 0.05
+MIN_SIDE = 0.05
 
 
 @dataclass(frozen=True)
@@ -74,14 +77,12 @@ def copy_verdicts(copy: pd.DataFrame, same_stream: dict[int, bool], pageable: di
         if r.direction == "all" or not (r.copy_ns > 0) or math.isnan(r.fraction):
             continue
         lvl = level_of(r.fraction)
-        hints = []
         if same_stream.get(r.device):
-            hints.append("copies ran on the compute stream, after compute")
+            hint = "copies ran on the compute stream, so each waited for the compute before it; issue them on a separate stream ordered by CUDA events"
         else:
-            hints.append("copies ran while no compute kernel did")
+            hint = "copies ran while no compute kernel did; enqueue the next compute before waiting on a copy"
         if pageable.get((r.device, r.direction)):
-            hints.append("pageable host memory forces staged, synchronous copies")
-        hint = "; ".join(hints) + "; copy into pinned memory on a separate stream to overlap"
+            hint += "; pageable host memory makes copies staged and synchronous: copy into pinned memory"
         out.append(
             Verdict(
                 "copy_overlap",
@@ -157,9 +158,14 @@ def comm_verdicts(comm: pd.DataFrame) -> list[Verdict]:
 
 
 def cpu_gpu_verdict(host_ns: int, gpu_ns: int, over_ns: int) -> list[Verdict]:
-    """Verdict on CPU/GPU overlap, judged on overlapped / min(host compute, device busy)."""
+    """Verdict on CPU/GPU overlap, judged on overlapped / min(host compute, device busy).
+
+    No verdict unless both sides did real work: the shorter of host compute and
+    device busy time must be at least ``MIN_SIDE`` (5%) of the longer; otherwise a
+    0.1 ms host op under a 200 ms GPU run would "confirm" parallelism.
+    """
     den = min(host_ns, gpu_ns)
-    if den <= 0:
+    if den <= 0 or den < MIN_SIDE * max(host_ns, gpu_ns):
         return []
     f = over_ns / den
     lvl = level_of(f)

@@ -170,7 +170,7 @@ def compute_copy(ctx: Context) -> list[Variant]:
     return [
         Variant("sequential", f"{repeat} products of {n}x{n} on GPU 0, synchronize, then blocking copies to the host: expect no overlap",
                 sequential, gpus=1, gpu_bytes=need, params=params),
-        Variant("nonblocking", "the seed's y.to('cpu', non_blocking=True) into pageable memory on the compute stream: copies still wait for compute, expect no overlap",
+        Variant("nonblocking", "the seed's y.to('cpu', non_blocking=True) on the compute stream (torch picks the host buffer; the trace's memcpy name says Pageable or Pinned): copies still wait for compute, expect no overlap",
                 nonblocking, gpus=1, gpu_bytes=need, params=params),
         Variant("overlapped", "pinned host buffers and a copy stream ordered by CUDA events: result i-1 copied while result i is computed, expect overlap",
                 overlapped, gpus=1, gpu_bytes=_mat_bytes(n) * 3, params={**params, "host_memory": "pinned"}),

@@ -1,0 +1,348 @@
+"""traceprobe.intervals against a brute-force reference.
+
+The reference paints half-open intervals ``[s, e)`` onto a boolean numpy grid of
+small integer times (0 .. SPAN ns) and reads lengths and interval sets back off
+it. Every function is checked for its total length *and* its exact normalised
+output (sorted, disjoint, non-touching, non-empty; the grid rebuilt from the
+output must equal the reference grid).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from traceprobe import intervals as iv
+
+SPAN = 300
+BIG = 4_500_000_000_000_000  # large offset: int64 handling (fits, ~half of int64 max)
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# --- reference -----------------------------------------------------------------
+
+
+def paint(starts, ends, offset: int = 0) -> np.ndarray:
+    """Boolean grid over [0, SPAN): True where some [s, e) covers t (empty intervals paint nothing)."""
+    g = np.zeros(SPAN, dtype=bool)
+    for s, e in zip(np.asarray(starts).tolist(), np.asarray(ends).tolist()):
+        s, e = s - offset, e - offset
+        if e > s:
+            g[s:e] = True
+    return g
+
+
+def count_grid(sets, offset: int = 0) -> np.ndarray:
+    """How many of the interval collections cover each time (each collection counts once)."""
+    return np.sum([paint(s, e, offset).astype(np.int64) for s, e in sets], axis=0) if sets else np.zeros(SPAN, np.int64)
+
+
+def grid_to_set(g: np.ndarray) -> tuple[list[int], list[int]]:
+    """Maximal runs of True as a normalised interval set."""
+    padded = np.concatenate([[False], g, [False]]).astype(np.int8)
+    d = np.diff(padded)
+    return np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist()
+
+
+def assert_normalised(out, expected_grid: np.ndarray, offset: int = 0) -> None:
+    s, e = out
+    assert isinstance(s, np.ndarray) and isinstance(e, np.ndarray)
+    assert s.dtype == np.int64 and e.dtype == np.int64
+    assert s.ndim == 1 and s.shape == e.shape
+    if s.size:
+        assert (e > s).all(), "empty interval in output"
+        assert (s[1:] > e[:-1]).all(), "output not sorted, overlapping or touching"
+    # the grid rebuilt from the output equals the reference
+    got = paint(s, e, offset)
+    np.testing.assert_array_equal(got, expected_grid)
+    # normalised form is unique: it equals the runs of the reference grid exactly
+    rs, re_ = grid_to_set(expected_grid)
+    assert (s - offset).tolist() == rs
+    assert (e - offset).tolist() == re_
+    assert iv.length(out) == int(expected_grid.sum())
+
+
+# --- strategies ----------------------------------------------------------------
+
+
+_SHAPES = ("random", "random", "empty", "dup", "touch_after", "touch_before", "nested", "point")
+_coord = st.integers(0, SPAN)
+
+
+def _build(spec) -> tuple[np.ndarray, np.ndarray]:
+    """Raw intervals from (shape, a, b, j) tuples; shapes refer back to earlier intervals."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for shape, a, b, j in spec:
+        if shape in ("dup", "touch_after", "touch_before", "nested") and starts:
+            s0, e0 = starts[j % len(starts)], ends[j % len(starts)]
+            lo, hi = min(s0, e0), max(s0, e0)
+            if shape == "dup":
+                s, e = s0, e0
+            elif shape == "touch_after":  # starts where the earlier one ends
+                s, e = e0, max(e0, max(a, b))
+            elif shape == "touch_before":  # ends where the earlier one starts
+                s, e = min(s0, min(a, b)), s0
+            else:  # nested inside the earlier one, possibly empty
+                x, y = sorted((lo + a % (hi - lo + 1), lo + b % (hi - lo + 1)))
+                s, e = x, y
+        elif shape == "empty":  # end <= start
+            s, e = max(a, b), min(a, b)
+        elif shape == "point":
+            s = min(a, SPAN - 1)
+            e = s + 1
+        else:
+            s, e = a, b
+        starts.append(s)
+        ends.append(e)
+    return np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
+
+
+def raw_intervals(max_size: int = 12):
+    """Raw intervals in [0, SPAN]: random, empty (end <= start), duplicated, touching, nested."""
+    item = st.tuples(st.sampled_from(_SHAPES), _coord, _coord, st.integers(0, 64))
+    return st.lists(item, max_size=max_size).map(_build)
+
+
+offsets = st.sampled_from([0, BIG])
+
+
+def shifted(pair, offset):
+    return pair[0] + offset, pair[1] + offset
+
+
+# --- union / total ---------------------------------------------------------------
+
+
+@SETTINGS
+@given(raw_intervals(), offsets)
+def test_union_matches_grid(pair, offset):
+    s, e = shifted(pair, offset)
+    out = iv.union(s, e)
+    assert_normalised(out, paint(s, e, offset), offset)
+
+
+@SETTINGS
+@given(raw_intervals(), offsets)
+def test_total_matches_grid(pair, offset):
+    s, e = shifted(pair, offset)
+    t = iv.total(s, e)
+    assert isinstance(t, int)
+    assert t == int(paint(s, e, offset).sum())
+
+
+@SETTINGS
+@given(raw_intervals())
+def test_union_is_idempotent_and_input_order_free(pair):
+    s, e = pair
+    u = iv.union(s, e)
+    uu = iv.union(*u)
+    np.testing.assert_array_equal(u[0], uu[0])
+    np.testing.assert_array_equal(u[1], uu[1])
+    perm = np.random.default_rng(0).permutation(s.size)
+    up = iv.union(s[perm], e[perm])
+    np.testing.assert_array_equal(u[0], up[0])
+    np.testing.assert_array_equal(u[1], up[1])
+
+
+@SETTINGS
+@given(raw_intervals())
+def test_union_accepts_lists_and_does_not_mutate(pair):
+    s, e = pair
+    s0, e0 = s.copy(), e.copy()
+    out = iv.union(s.tolist(), e.tolist())
+    assert_normalised(out, paint(s, e))
+    np.testing.assert_array_equal(s, s0)
+    np.testing.assert_array_equal(e, e0)
+
+
+# --- coverage_at_least / intersect / subtract ----------------------------------------
+
+
+@SETTINGS
+@given(st.lists(raw_intervals(max_size=8), min_size=0, max_size=5), st.integers(1, 3), offsets)
+def test_coverage_at_least_matches_grid(sets, k, offset):
+    sets = [shifted(p, offset) for p in sets]
+    out = iv.coverage_at_least(sets, k)
+    expected = count_grid(sets, offset) >= k
+    assert_normalised(out, expected, offset)
+
+
+@SETTINGS
+@given(raw_intervals(), raw_intervals(), offsets)
+def test_intersect_matches_grid(a, b, offset):
+    a, b = shifted(a, offset), shifted(b, offset)
+    out = iv.intersect(a, b)
+    assert_normalised(out, paint(*a, offset) & paint(*b, offset), offset)
+
+
+@SETTINGS
+@given(raw_intervals(), raw_intervals(), offsets)
+def test_subtract_matches_grid(a, b, offset):
+    a, b = shifted(a, offset), shifted(b, offset)
+    out = iv.subtract(a, b)
+    assert_normalised(out, paint(*a, offset) & ~paint(*b, offset), offset)
+
+
+@SETTINGS
+@given(raw_intervals(), raw_intervals())
+def test_algebra_identities(a, b):
+    ga, gb = paint(*a), paint(*b)
+    union_len = iv.length(iv.coverage_at_least([a, b], 1))
+    inter_len = iv.length(iv.intersect(a, b))
+    assert union_len == int((ga | gb).sum())
+    assert union_len + inter_len == iv.total(*a) + iv.total(*b)
+    assert iv.length(iv.subtract(a, b)) + inter_len == iv.total(*a)
+
+
+# --- clip / length -------------------------------------------------------------------
+
+
+@SETTINGS
+@given(raw_intervals(), st.integers(-10, SPAN + 10), st.integers(-10, SPAN + 10), offsets)
+def test_clip_of_a_set_matches_grid(pair, lo, hi, offset):
+    u = iv.union(*shifted(pair, offset))
+    out = iv.clip(u, lo + offset, hi + offset)
+    window = np.zeros(SPAN, dtype=bool)
+    a, b = max(lo, 0), min(hi, SPAN)
+    if b > a:
+        window[a:b] = True
+    assert_normalised(out, paint(*pair) & window, offset)
+
+
+@SETTINGS
+@given(raw_intervals(), offsets)
+def test_length_of_a_set(pair, offset):
+    u = iv.union(*shifted(pair, offset))
+    n = iv.length(u)
+    assert isinstance(n, int)
+    assert n == int(paint(*pair).sum())
+
+
+# --- grouped_union -------------------------------------------------------------------
+
+
+@SETTINGS
+@given(
+    st.lists(st.tuples(st.integers(-2, 4), raw_intervals(max_size=6)), min_size=0, max_size=6),
+    offsets,
+    st.integers(0, 2**32),
+)
+def test_grouped_union_matches_per_group_union(groups, offset, seed):
+    keys = np.concatenate([np.full(p[0].size, k, np.int64) for k, p in groups]) if groups else np.zeros(0, np.int64)
+    s = np.concatenate([p[0] for _, p in groups]) + offset if groups else np.zeros(0, np.int64)
+    e = np.concatenate([p[1] for _, p in groups]) + offset if groups else np.zeros(0, np.int64)
+    perm = np.random.default_rng(seed).permutation(s.size)  # groups interleaved
+    keys, s, e = keys[perm], s[perm], e[perm]
+    ok, os_, oe = iv.grouped_union(keys, s, e)
+    for arr in (ok, os_, oe):
+        assert isinstance(arr, np.ndarray) and arr.dtype == np.int64
+    assert ok.shape == os_.shape == oe.shape
+    # sorted by key then start
+    if ok.size:
+        assert (np.diff(ok) >= 0).all()
+    exp_k: list[int] = []
+    exp_s: list[int] = []
+    exp_e: list[int] = []
+    for key in sorted(set(keys.tolist())):
+        m = keys == key
+        rs, re_ = grid_to_set(paint(s[m], e[m], offset))
+        exp_k += [key] * len(rs)
+        exp_s += [x + offset for x in rs]
+        exp_e += [x + offset for x in re_]
+    assert ok.tolist() == exp_k
+    assert os_.tolist() == exp_s
+    assert oe.tolist() == exp_e
+    # within each group the output is a normalised set
+    for key in np.unique(ok).tolist():
+        m = ok == key
+        assert_normalised((os_[m], oe[m]), paint(s[keys == key], e[keys == key], offset), offset)
+
+
+# --- examples --------------------------------------------------------------------
+
+
+def arr(*xs):
+    return np.array(xs, dtype=np.int64)
+
+
+def as_lists(p):
+    return p[0].tolist(), p[1].tolist()
+
+
+def test_union_examples():
+    # overlapping, touching (joined), nested, duplicate, empty and reversed dropped
+    out = iv.union(arr(0, 5, 10, 20, 20, 30, 40, 50), arr(6, 10, 12, 25, 25, 30, 35, 60))
+    assert as_lists(out) == ([0, 20, 50], [12, 25, 60])
+    assert iv.total(arr(0, 5, 10, 20, 20, 30, 40, 50), arr(6, 10, 12, 25, 25, 30, 35, 60)) == 12 + 5 + 10
+    assert as_lists(iv.union(arr(0, 2), arr(10, 3))) == ([0], [10])  # nested
+
+
+def test_empty_inputs():
+    for out in (
+        iv.union(arr(), arr()),
+        iv.union(arr(5), arr(5)),
+        iv.empty(),
+        iv.coverage_at_least([], 1),
+        iv.coverage_at_least([(arr(), arr())], 1),
+        iv.coverage_at_least([(arr(0), arr(10))], 2),
+        iv.intersect((arr(), arr()), (arr(0), arr(10))),
+        iv.subtract((arr(), arr()), (arr(0), arr(10))),
+        iv.subtract((arr(0), arr(10)), (arr(-5), arr(20))),
+        iv.clip((arr(0), arr(10)), 10, 20),
+        iv.clip((arr(0), arr(10)), 8, 2),
+    ):
+        assert out[0].dtype == np.int64 and out[1].dtype == np.int64
+        assert out[0].size == 0 and out[1].size == 0
+    assert iv.total(arr(), arr()) == 0
+    assert iv.length(iv.empty()) == 0
+    k, s, e = iv.grouped_union(arr(), arr(), arr())
+    assert k.size == s.size == e.size == 0
+
+
+def test_coverage_examples():
+    a = (arr(0, 20), arr(10, 30))
+    b = (arr(5), arr(25))
+    c = (arr(8, 8), arr(22, 22))  # duplicates count once
+    assert as_lists(iv.coverage_at_least([a, b, c], 1)) == ([0], [30])
+    assert as_lists(iv.coverage_at_least([a, b, c], 2)) == ([5], [25])
+    assert as_lists(iv.coverage_at_least([a, b, c], 3)) == ([8, 20], [10, 22])
+    assert as_lists(iv.coverage_at_least([a, b, c], 4)) == ([], [])
+    # touching intervals of different sets do not overlap (half-open)
+    assert as_lists(iv.intersect((arr(0), arr(10)), (arr(10), arr(20)))) == ([], [])
+    assert as_lists(iv.coverage_at_least([(arr(0), arr(10)), (arr(10), arr(20))], 1)) == ([0], [20])
+    with pytest.raises(ValueError):
+        iv.coverage_at_least([a], 0)
+
+
+def test_subtract_clip_examples():
+    assert as_lists(iv.subtract((arr(0), arr(100)), (arr(10, 50, 90), arr(20, 60, 120)))) == ([0, 20, 60], [10, 50, 90])
+    assert as_lists(iv.subtract((arr(0), arr(10)), (arr(10), arr(20)))) == ([0], [10])
+    assert as_lists(iv.clip((arr(0, 50), arr(30, 80)), 10, 60)) == ([10, 50], [30, 60])
+
+
+def test_grouped_union_example():
+    k, s, e = iv.grouped_union(arr(2, 1, 2, 1, 2), arr(0, 0, 10, 5, 40), arr(10, 3, 20, 9, 30))
+    assert (k.tolist(), s.tolist(), e.tolist()) == ([1, 1, 2], [0, 5, 0], [3, 9, 20])
+
+
+def test_mismatched_lengths_raise():
+    with pytest.raises(ValueError):
+        iv.union(arr(0, 1), arr(5))
+
+
+def test_large_offsets_example():
+    # near Kineto absolute timestamps in ns, and far beyond (2**62): still exact
+    for base in (4_526_647_612_879_555, BIG, 2**62):
+        s = arr(0, 1, 7) + base
+        e = arr(3, 5, 8) + base
+        out = iv.union(s, e)
+        assert as_lists(out) == ([base, base + 7], [base + 5, base + 8])
+        assert iv.total(s, e) == 6
+        k, gs, ge = iv.grouped_union(arr(0, 0, 0), s, e)
+        assert gs.tolist() == [base, base + 7] and ge.tolist() == [base + 5, base + 8]
+        assert as_lists(iv.intersect((s, e), (arr(2) + base, arr(100) + base))) == ([base + 2, base + 7], [base + 5, base + 8])
+        assert as_lists(iv.subtract((s, e), (arr(2) + base, arr(100) + base))) == ([base], [base + 2])

@@ -1,0 +1,75 @@
+"""``record`` end to end on the CPU (every GPU replaced by the CPU), and its safety rules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import traceprobe
+from traceprobe.record import record, trace_name
+from traceprobe.workloads import Context
+from traceprobe.workloads.base import Variant, Workload
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rec")
+    manifest = record(out, ["multi-gpu", "cpu-gpu", "compute-copy"], device="cpu", size=64, repeat=2)
+    return out, manifest
+
+
+def test_every_variant_recorded(recorded):
+    out, manifest = recorded
+    names = {(e["workload"], e["variant"]) for e in manifest["variants"]}
+    assert names == {
+        ("multi-gpu", "sequential"), ("multi-gpu", "concurrent"),
+        ("cpu-gpu", "sequential"), ("cpu-gpu", "concurrent"),
+        ("compute-copy", "sequential"), ("compute-copy", "nonblocking"), ("compute-copy", "overlapped"),
+    }
+    for e in manifest["variants"]:
+        assert e["status"] == "ok", e
+        assert e["wall_s"] > 0
+        t = traceprobe.load_trace(out / e["trace"])
+        assert not t.host_events.empty
+        assert (t.host_events["cat"] == "cpu_op").any()
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert on_disk["variants"] == manifest["variants"]
+    assert on_disk["environment"]["torch"]
+    # no temporary files left behind
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_existing_trace_kept_unless_force(recorded):
+    out, _ = recorded
+    path = out / trace_name("compute-copy", "sequential")
+    before = path.read_bytes()
+    m = record(out, ["compute-copy"], device="cpu", size=64, repeat=2)
+    e = [e for e in m["variants"] if e["variant"] == "sequential"][0]
+    assert e["status"] == "ok" and path.read_bytes() == before
+    m = record(out, ["compute-copy"], device="cpu", size=64, repeat=2, force=True)
+    assert path.read_bytes() != before
+
+
+def test_unknown_workload_and_device(tmp_path):
+    with pytest.raises(ValueError, match="unknown workload"):
+        record(tmp_path, ["nope"], device="cpu")
+    with pytest.raises(ValueError, match="--device"):
+        record(tmp_path, ["cpu-gpu"], device="tpu")
+
+
+def test_skip_and_failure_entries(tmp_path):
+    """Too few GPUs gives 'skipped'; an error inside a variant gives 'failed'; others still run."""
+    from traceprobe import record as rec
+
+    def boom():
+        raise RuntimeError("CUDA out of memory. Tried to allocate 62.00 MiB")
+
+    ctx = Context(device="cuda", gpus=0)
+    w = Workload("x", "test", lambda c: [])
+    skipped = rec.run_variant(ctx, w, Variant("two", "needs 2", setup=boom, gpus=2), tmp_path)
+    assert skipped["status"] == "skipped" and "needs 2 GPUs" in skipped["reason"]
+    ctx = Context(device="cpu")
+    failed = rec.run_variant(ctx, w, Variant("oom", "fails", setup=boom, gpus=0), tmp_path)
+    assert failed["status"] == "failed" and "out of memory" in failed["reason"]
+    assert not list(tmp_path.iterdir())
