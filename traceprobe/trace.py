@@ -34,25 +34,30 @@ from .errors import TraceFormatError
 # --- typed decode -----------------------------------------------------------------
 
 
+# Fields are typed ``Any`` where real traces disagree on types (pid as a label,
+# ids as strings...): a type that cannot be used becomes -1/NaN in the columns
+# and, for times, a TraceFormatError naming the event.
+
+
 class _Args(msgspec.Struct, gc=False):
-    device: Union[int, None] = -1
-    stream: Union[int, None] = -1
-    correlation: Union[int, None] = -1
-    bytes: Union[int, None] = -1
-    external_id: Union[int, None] = msgspec.field(default=-1, name="External id")
+    device: Any = -1
+    stream: Any = -1
+    correlation: Any = -1
+    bytes: Any = -1
+    external_id: Any = msgspec.field(default=-1, name="External id")
 
 
 _NO_ARGS = _Args()
 
 
 class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: Union[int, str] = -1
-    tid: Union[int, str] = -1
-    ts: Union[float, None] = math.nan
-    dur: Union[float, None] = 0.0
+    ph: Any = ""
+    cat: Any = ""
+    name: Any = ""
+    pid: Any = -1
+    tid: Any = -1
+    ts: Any = math.nan
+    dur: Any = 0.0
     args: Union[_Args, None] = None
 
 
@@ -94,10 +99,19 @@ HOST_CATEGORIES = {
 """Kineto ``cat`` (lower-cased) of host activity -> traceprobe ``cat``."""
 
 _MEMCPY_RE = re.compile(r"^Memcpy\s+(?P<direction>\w+)\s*\((?P<src>\w+)\s*->\s*(?P<dst>\w+)\)")
+# ROCm (roctracer) names copies CopyHostToDevice, CopyDeviceToHost, CopyDeviceToDevice
+_ROCM_COPY_RE = re.compile(r"^Copy(?P<src>Host|Device)To(?P<dst>Host|Device)")
 _COMM_RE = re.compile(r"nccl|rccl", re.IGNORECASE)
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
-MAX_TS_US = 2.0**43
+MAX_TS_US = 9.0e15
+"""Largest accepted ``ts`` in µs: beyond it ns would overflow int64 (year ~2255 as epoch µs)."""
+MAX_DUR_US = 7 * 24 * 3600 * 1e6
+"""Largest accepted ``dur`` in µs (7 days): longer is taken as a corrupt value."""
+MAX_STREAMS = 65536
+"""Most distinct (device, stream) pairs accepted in one trace."""
+MEMORY_FACTOR = 3
+"""Peak memory of a load, as a multiple of the decompressed JSON size (an upper bound)."""
 
 
 @dataclass(frozen=True)
@@ -219,82 +233,199 @@ def _args(objs: np.ndarray) -> np.ndarray:
     return args
 
 
-def _int_column(objs: np.ndarray, attr: str) -> np.ndarray:
-    vals = _column(objs, attr, object)
+def _to_int(vals: np.ndarray) -> np.ndarray:
+    """Object array -> int64; anything that is not a number becomes -1."""
     try:
         return vals.astype(np.int64)
-    except (TypeError, ValueError):  # nulls
-        return pd.array(vals, dtype="Int64").fillna(-1).to_numpy(dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        num = pd.to_numeric(pd.Series(vals, dtype=object), errors="coerce").to_numpy(np.float64)
+        ok = np.isfinite(num) & (np.abs(num) < 2.0**62)
+        out = np.full(len(vals), -1, dtype=np.int64)
+        out[ok] = num[ok].astype(np.int64)
+        return out
 
 
-def _times(path: Path, objs: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
-    ts = _column(objs, "ts", object)
-    dur = _column(objs, "dur", object)
+def _to_float(vals: np.ndarray) -> np.ndarray:
+    """Object array -> float64; non-numbers (strings, null) become NaN."""
     try:
-        ts_f = ts.astype(np.float64)
-        dur_f = dur.astype(np.float64)
-    except (TypeError, ValueError):
-        ts_f = pd.to_numeric(pd.Series(ts), errors="coerce").to_numpy(np.float64)
-        dur_f = pd.to_numeric(pd.Series(dur), errors="coerce").to_numpy(np.float64)
-    bad = ~np.isfinite(ts_f) | ~np.isfinite(dur_f) | (dur_f < 0) | (ts_f < 0) | (ts_f >= MAX_TS_US)
+        return vals.astype(np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return pd.to_numeric(pd.Series(vals, dtype=object), errors="coerce").to_numpy(np.float64)
+
+
+def _strings(vals: np.ndarray) -> np.ndarray:
+    """Object array -> object array of str (None and non-strings made str)."""
+    if pd.api.types.infer_dtype(vals, skipna=False) in ("string", "empty"):
+        return vals
+    out = np.empty(len(vals), dtype=object)
+    out[:] = ["" if v is None else str(v) for v in vals]
+    return out
+
+
+def _raw(objs: np.ndarray) -> dict[str, np.ndarray]:
+    """Columns of selected ``ph: X`` events, before validation."""
+    args = _args(objs)
+    return {
+        "ts": _to_float(_column(objs, "ts", object)),
+        "dur": _to_float(_column(objs, "dur", object)),
+        "name": _strings(_column(objs, "name", object)),
+        "pid": _column(objs, "pid", object),
+        "tid": _column(objs, "tid", object),
+        "args": args,
+    }
+
+
+def _pair_begin_end(objs: np.ndarray, is_begin: np.ndarray, warnings: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Turn ``ph: B``/``ph: E`` events into complete-event columns (vectorized).
+
+    Per (pid, tid), in timestamp order, a B opens a slice at depth k and the next E
+    at depth k closes it (the Chrome trace format's stack rule). The name and args
+    come from the B event. Unmatched events are dropped and counted in ``warnings``.
+    """
+    raw = _raw(objs)
+    n = len(objs)
+    if n == 0:
+        return {k: v[:0] for k, v in raw.items()}, np.zeros(0, np.int64)
+    thread = pd.MultiIndex.from_arrays(
+        [pd.Series(raw["pid"], dtype=object).astype(str), pd.Series(raw["tid"], dtype=object).astype(str)]
+    ).factorize()[0]
+    ts = raw["ts"]
+    order = np.lexsort((np.arange(n), np.nan_to_num(ts, nan=-1.0), thread))
+    delta = np.where(is_begin[order], 1, -1)
+    depth = pd.Series(delta).groupby(thread[order]).cumsum().to_numpy()
+    level = np.where(delta > 0, depth, depth + 1)
+    o2 = np.lexsort((np.arange(n), level, thread[order]))
+    idx = order[o2]
+    b = is_begin[idx]
+    same = (thread[idx][:-1] == thread[idx][1:]) & (level[o2][:-1] == level[o2][1:])
+    pair = b[:-1] & ~b[1:] & same
+    bi, ei = idx[:-1][pair], idx[1:][pair]
+    dropped = n - 2 * len(bi)
+    if dropped:
+        warnings.append(f"{dropped} unmatched B/E event(s) dropped")
+    out = {k: v[bi] for k, v in raw.items()}
+    out["dur"] = ts[ei] - ts[bi]
+    return out, bi
+
+
+def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    parts = [p for p in parts if len(p["ts"])]
+    if not parts:
+        return {k: np.empty(0, dtype=object if k not in ("ts", "dur") else np.float64) for k in ("ts", "dur", "name", "pid", "tid", "args")}
+    if len(parts) == 1:
+        return parts[0]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _times(path: Path, raw: dict[str, np.ndarray], what: str) -> tuple[np.ndarray, np.ndarray]:
+    ts_f, dur_f = raw["ts"], raw["dur"]
+    bad = ~np.isfinite(ts_f) | ~np.isfinite(dur_f) | (dur_f < 0) | (ts_f < 0) | (ts_f >= MAX_TS_US) | (dur_f > MAX_DUR_US)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise TraceFormatError(
             path,
-            f"{int(bad.sum())} {what} event(s) with missing, non-finite, negative or absurd "
-            f"ts/dur (first: {objs[i].name!r} ts={ts[i]!r} dur={dur[i]!r})",
+            f"{int(bad.sum())} {what} event(s) with missing, non-numeric, non-finite, negative or absurd "
+            f"ts/dur (first: {raw['name'][i]!r} ts={ts_f[i]!r} dur={dur_f[i]!r})",
         )
     start = _us_to_ns(ts_f)
     return start, start + _us_to_ns(dur_f)
 
 
-def _frame(
-    path: Path, objs: np.ndarray, kinds: np.ndarray, kind_col: str, what: str
-) -> dict[str, Any]:
-    start, end = _times(path, objs, what)
-    return {
-        kind_col: kinds,
-        "name": pd.Categorical(_column(objs, "name", object)),
-        "start_ns": start,
-        "end_ns": end,
-    }
+def _check_memory(path: Path) -> None:
+    """Fail early when the decoded trace cannot fit in available memory."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            magic = f.read(2)
+            if magic == b"\x1f\x8b" and size >= 18:
+                f.seek(-4, 2)
+                # gzip's ISIZE: uncompressed size mod 2**32; never below the compressed size
+                size = max(int.from_bytes(f.read(4), "little"), size * 4)
+    except OSError:
+        return  # _read_bytes reports unreadable files
+    need = size * MEMORY_FACTOR
+    avail = _available_memory()
+    if avail is not None and need > avail:
+        raise TraceFormatError(
+            path,
+            f"needs about {need / 2**30:.1f} GiB of memory to load ({size / 2**30:.1f} GiB of JSON), "
+            f"but only {avail / 2**30:.1f} GiB is available",
+        )
+
+
+def _available_memory() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # pragma: no cover - psutil is a dependency; be safe anyway
+        return None
 
 
 def load_trace(path: str | Path) -> Trace:
     """Read a Kineto/Chrome trace file into a :class:`Trace`.
 
+    Complete events (``ph: X``) and begin/end pairs (``ph: B``/``E``) of Kineto's
+    device and host categories are kept; flows, counters, instants, metadata and
+    memory events are ignored.
+
     Args:
         path: a ``.json`` or ``.json.gz`` file written by ``torch.profiler``
-            (``export_chrome_trace`` or ``tensorboard_trace_handler``) or any
-            Chrome trace whose device events follow Kineto's categories.
+            (``export_chrome_trace`` or ``tensorboard_trace_handler``, torch 1.13
+            or later, CUDA or ROCm) or any Chrome trace whose device events
+            follow Kineto's categories.
 
     Returns:
-        the :class:`Trace`; see its docstring for columns and dtypes.
+        the :class:`Trace`; see its docstring for columns and dtypes. Anything
+        the loader had to drop is listed in ``metadata["warnings"]``.
 
     Raises:
         TraceFormatError: the file is unreadable, empty, not JSON, truncated,
-            a corrupt gzip, not a Chrome trace, or holds device/host events whose
-            ``ts``/``dur`` are missing, non-finite, negative or absurd.
+            a corrupt gzip, not a Chrome trace, too large for available memory,
+            or holds device/host events whose ``ts``/``dur`` are missing,
+            non-numeric, non-finite, negative or absurd (``dur`` over 7 days), or
+            absurdly many streams (over 65,536).
     """
     p = Path(path)
+    _check_memory(p)
     doc = _decode(p, _read_bytes(p))
     events = doc.traceEvents
     n = len(events)
     objs = np.empty(n, dtype=object)
     objs[:] = events
+    warnings: list[str] = []
 
-    ph = pd.Categorical(_column(objs, "ph", object)) if n else pd.Categorical([])
-    cat_raw = pd.Categorical(_column(objs, "cat", object)) if n else pd.Categorical([])
-    cat_lower = cat_raw.rename_categories([str(c).lower() for c in cat_raw.categories]) if n else cat_raw
-    complete = np.asarray(ph == "X") if n else np.zeros(0, bool)
+    ph = pd.Series(pd.Categorical(_strings(_column(objs, "ph", object)))) if n else pd.Series([], dtype=object)
+    cat = pd.Series(pd.Categorical(_strings(_column(objs, "cat", object)))) if n else pd.Series([], dtype=object)
+    if n:  # lower-case once per distinct category, not per event
+        lower = {c: str(c).lower() for c in cat.cat.categories}
+        cat = cat.astype(object).map(lower) if len(set(lower.values())) < len(lower) else cat.cat.rename_categories(list(lower.values()))
+    complete = (ph == "X").to_numpy() if n else np.zeros(0, bool)
+    begin = (ph == "B").to_numpy() if n else np.zeros(0, bool)
+    endev = (ph == "E").to_numpy() if n else np.zeros(0, bool)
 
-    dev_kind = pd.Series(cat_lower, dtype="object").map(DEVICE_CATEGORIES) if n else pd.Series([], dtype=object)
-    dev_mask = complete & dev_kind.notna().to_numpy()
-    host_cat = pd.Series(cat_lower, dtype="object").map(HOST_CATEGORIES) if n else pd.Series([], dtype=object)
-    host_mask = complete & host_cat.notna().to_numpy()
+    frames = []
+    for table, what in ((DEVICE_CATEGORIES, "device"), (HOST_CATEGORIES, "host")):
+        kind = cat.astype(object).map(table).to_numpy() if n else np.empty(0, object)
+        known = pd.notna(kind) if n else np.zeros(0, bool)
+        x = complete & known
+        be = (begin | endev) & known
+        parts = [_raw(objs[x])]
+        kinds = [kind[x]]
+        if be.any():
+            paired, b_idx = _pair_begin_end(objs[be], begin[be], warnings)
+            parts.append(paired)
+            kinds.append(kind[be][b_idx])  # a pair's kind is its B event's
+        frames.append((_concat(parts), np.concatenate(kinds) if kinds else np.empty(0, object), what))
 
-    device_events = _device_frame(p, objs[dev_mask], dev_kind.to_numpy()[dev_mask])
-    host_events = _host_frame(p, objs[host_mask], host_cat.to_numpy()[host_mask])
+    (dev_raw, dev_kind, _), (host_raw, host_cat, _) = frames
+    device_events = _device_frame(p, dev_raw, dev_kind)
+    host_events = _host_frame(p, host_raw, host_cat)
+    n_streams = len(device_events[["device", "stream"]].drop_duplicates()) if len(device_events) else 0
+    if n_streams > MAX_STREAMS:
+        raise TraceFormatError(p, f"absurd trace: {n_streams:,} distinct (device, stream) pairs (limit {MAX_STREAMS:,})")
+    if n and device_events.empty and host_events.empty:
+        warnings.append("no device or host activity: only metadata, flows, counters or unknown categories")
 
     devices = pd.DataFrame(doc.deviceProperties or [])
     metadata = {
@@ -313,6 +444,7 @@ def load_trace(path: str | Path) -> Trace:
         if getattr(doc, k) is not None
     }
     metadata["event_count"] = n
+    metadata["warnings"] = warnings
     return Trace(
         path=str(p),
         device_events=device_events,
@@ -323,35 +455,38 @@ def load_trace(path: str | Path) -> Trace:
     )
 
 
-def _device_frame(path: Path, objs: np.ndarray, kinds: np.ndarray) -> pd.DataFrame:
-    cols = _frame(path, objs, kinds, "kind", "device")
-    args = _args(objs)
-    device = _int_column(args, "device")
-    stream = _int_column(args, "stream")
-    if len(objs):
-        pid = _column(objs, "pid", object)
-        tid = _column(objs, "tid", object)
-        miss = device < 0
-        if miss.any():
-            device[miss] = pd.to_numeric(pd.Series(pid[miss]), errors="coerce").fillna(-1).astype(np.int64)
-        miss = stream < 0
-        if miss.any():
-            stream[miss] = pd.to_numeric(pd.Series(tid[miss]), errors="coerce").fillna(-1).astype(np.int64)
+def _pid_tid_fallback(ids: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    miss = ids < 0
+    if miss.any():
+        ids = ids.copy()
+        ids[miss] = _to_int(fallback[miss])
+    return ids
+
+
+def _device_frame(path: Path, raw: dict[str, np.ndarray], kinds: np.ndarray) -> pd.DataFrame:
+    start, end = _times(path, raw, "device")
+    args = raw["args"]
+    device = _pid_tid_fallback(_to_int(_column(args, "device", object)), raw["pid"])
+    stream = _pid_tid_fallback(_to_int(_column(args, "stream", object)), raw["tid"])
     df = pd.DataFrame(
         {
             "device": device,
             "stream": stream,
-            "kind": pd.Categorical(cols["kind"], categories=["kernel", "memcpy", "memset"]),
-            "name": cols["name"],
-            "start_ns": cols["start_ns"],
-            "end_ns": cols["end_ns"],
-            "bytes": _int_column(args, "bytes"),
-            "correlation": _int_column(args, "correlation"),
+            "kind": pd.Categorical(kinds, categories=["kernel", "memcpy", "memset"]),
+            "name": pd.Categorical(raw["name"]),
+            "start_ns": start,
+            "end_ns": end,
+            "bytes": _to_int(_column(args, "bytes", object)),
+            "correlation": _to_int(_column(args, "correlation", object)),
         }
     )
     # Parse memcpy names once per distinct name, then map through the categories.
-    names = df["name"].cat.categories
-    parsed = pd.Series(names, dtype="object").str.extract(_MEMCPY_RE)
+    names = pd.Series(df["name"].cat.categories, dtype="object")
+    parsed = names.str.extract(_MEMCPY_RE)
+    rocm = names.str.extract(_ROCM_COPY_RE)
+    rocm["direction"] = rocm["src"].str[0] + "to" + rocm["dst"].str[0]
+    for col in ("direction", "src", "dst"):
+        parsed[col] = parsed[col].fillna(rocm[col])
     codes = df["name"].cat.codes.to_numpy()
     is_copy = (df["kind"] == "memcpy").to_numpy()
     for col in ("direction", "src", "dst"):
@@ -359,24 +494,24 @@ def _device_frame(path: Path, objs: np.ndarray, kinds: np.ndarray) -> pd.DataFra
         vals = np.where(is_copy, vals, None)
         out = "direction" if col == "direction" else f"{col}_kind"
         df[out] = pd.Categorical(vals)
-    comm_names = pd.Series(names, dtype="object").str.contains(_COMM_RE).to_numpy(dtype=bool)
+    comm_names = names.str.contains(_COMM_RE).to_numpy(dtype=bool)
     df["is_comm"] = (df["kind"] == "kernel").to_numpy() & (comm_names[codes] if len(names) else np.zeros(0, bool))
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
-def _host_frame(path: Path, objs: np.ndarray, cats: np.ndarray) -> pd.DataFrame:
-    cols = _frame(path, objs, cats, "cat", "host")
-    args = _args(objs)
+def _host_frame(path: Path, raw: dict[str, np.ndarray], cats: np.ndarray) -> pd.DataFrame:
+    start, end = _times(path, raw, "host")
+    args = raw["args"]
     df = pd.DataFrame(
         {
-            "pid": pd.Categorical(_column(objs, "pid", object).astype(str)),
-            "tid": pd.Categorical(_column(objs, "tid", object).astype(str)),
-            "cat": pd.Categorical(cols["cat"]),
-            "name": cols["name"],
-            "start_ns": cols["start_ns"],
-            "end_ns": cols["end_ns"],
-            "correlation": _int_column(args, "correlation"),
-            "external_id": _int_column(args, "external_id"),
+            "pid": pd.Categorical(pd.Series(raw["pid"], dtype=object).astype(str)),
+            "tid": pd.Categorical(pd.Series(raw["tid"], dtype=object).astype(str)),
+            "cat": pd.Categorical(cats),
+            "name": pd.Categorical(raw["name"]),
+            "start_ns": start,
+            "end_ns": end,
+            "correlation": _to_int(_column(args, "correlation", object)),
+            "external_id": _to_int(_column(args, "external_id", object)),
         }
     )
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)

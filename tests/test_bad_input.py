@@ -1,0 +1,233 @@
+"""Bad and unusual input: one clear TraceFormatError, never anything else.
+
+Every trace here is SYNTHETIC (built in the test) or a mutation of a real sample.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import traceprobe
+from traceprobe import TraceFormatError, load_trace, overlap_report
+from traceprobe import trace as trace_mod
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def write(tmp_path: Path, doc, name="t.json") -> Path:
+    p = tmp_path / name
+    text = doc if isinstance(doc, str) else json.dumps(doc)
+    if name.endswith(".gz"):
+        p.write_bytes(gzip.compress(text.encode()))
+    else:
+        p.write_text(text)
+    return p
+
+
+def kernel(ts, dur, device=0, stream=7, **extra):
+    ev = {"ph": "X", "cat": "kernel", "name": "gemm", "pid": device, "tid": stream, "ts": ts, "dur": dur,
+          "args": {"device": device, "stream": stream}}
+    ev.update(extra)
+    return ev
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("", "empty file"),
+        ("   \n", "empty file"),
+        ("hello", "not valid JSON"),
+        ('{"traceEvents": [', "truncated"),
+        ('{"a": 1}', "no 'traceEvents'"),
+        ('{"traceEvents": {"a": 1}}', "traceEvents"),
+        ('{"traceEvents": [1, 2]}', "traceEvents"),
+        ("[1, 2]", "unexpected trace content"),
+        ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": NaN, "dur": 1}]}', "JSON"),
+    ],
+)
+def test_malformed_files(tmp_path, content, needle):
+    p = write(tmp_path, content)
+    with pytest.raises(TraceFormatError) as e:
+        load_trace(p)
+    assert needle in str(e.value)
+    assert str(e.value).startswith(str(p))
+    assert "\n" not in str(e.value)
+
+
+def test_gzip_problems(tmp_path):
+    good = gzip.compress(json.dumps({"traceEvents": [kernel(1, 2)]}).encode())
+    trunc = tmp_path / "trunc.json.gz"
+    trunc.write_bytes(good[: len(good) // 2])
+    corrupt = tmp_path / "corrupt.json.gz"
+    corrupt.write_bytes(good[:10] + bytes(b ^ 0xFF for b in good[10:30]) + good[30:])
+    for p in (trunc, corrupt):
+        with pytest.raises(TraceFormatError, match="gzip"):
+            load_trace(p)
+
+
+@pytest.mark.parametrize(
+    "ts, dur",
+    [(None, 1), ("12", 1), ("abc", 1), (-5, 1), (5, -1), (1e300, 1), (5, 3.2e13), (5, None)],
+)
+def test_bad_times(tmp_path, ts, dur):
+    ev = kernel(ts, dur)
+    if ts is None:
+        del ev["ts"]
+    p = write(tmp_path, {"traceEvents": [kernel(1, 2), ev]})
+    if ts == "12":  # a numeric string is a number to pandas: accepted
+        assert len(load_trace(p).device_events) == 2
+        return
+    with pytest.raises(TraceFormatError, match="ts/dur"):
+        load_trace(p)
+
+
+def test_absurd_stream_count(tmp_path):
+    events = [kernel(i, 1, stream=i) for i in range(trace_mod.MAX_STREAMS + 1)]
+    p = write(tmp_path, {"traceEvents": events})
+    with pytest.raises(TraceFormatError, match="distinct"):
+        load_trace(p)
+
+
+def test_not_enough_memory_fails_early(tmp_path, monkeypatch):
+    p = write(tmp_path, {"traceEvents": [kernel(1, 2)]})
+    monkeypatch.setattr(trace_mod, "_available_memory", lambda: 10)
+    with pytest.raises(TraceFormatError, match="memory"):
+        load_trace(p)
+
+
+def test_missing_device_stream_falls_back_to_pid_tid(tmp_path):
+    ev = {"ph": "X", "cat": "kernel", "name": "k", "pid": 3, "tid": 21, "ts": 10, "dur": 5}
+    t = load_trace(write(tmp_path, {"traceEvents": [ev]}))
+    assert t.device_events[["device", "stream"]].values.tolist() == [[3, 21]]
+
+
+def test_begin_end_pairs(tmp_path):
+    """SYNTHETIC: nested B/E pairs on one thread, a device B/E pair, one stray E."""
+    events = [
+        {"ph": "B", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 1, "ts": 0},
+        {"ph": "B", "cat": "cpu_op", "name": "inner", "pid": 1, "tid": 1, "ts": 2},
+        {"ph": "E", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 5},
+        {"ph": "E", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 9},
+        {"ph": "E", "cat": "cpu_op", "pid": 1, "tid": 2, "ts": 9},
+        {"ph": "B", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "args": {"device": 0, "stream": 7}},
+        {"ph": "E", "cat": "kernel", "pid": 0, "tid": 7, "ts": 4},
+    ]
+    t = load_trace(write(tmp_path, {"traceEvents": events}))
+    host = t.host_events.set_index("name")
+    assert host.loc["outer", ["start_ns", "end_ns"]].tolist() == [0, 9000]
+    assert host.loc["inner", ["start_ns", "end_ns"]].tolist() == [2000, 5000]
+    assert t.device_events[["start_ns", "end_ns"]].values.tolist() == [[1000, 4000]]
+    assert t.metadata["warnings"] == ["1 unmatched B/E event(s) dropped"]
+
+
+def test_rocm_copies_and_old_torch_categories(tmp_path):
+    """SYNTHETIC: ROCm copy names and torch 1.13-style capitalised categories, absolute µs."""
+    base = 1_666_000_000_000_000  # epoch µs, as torch 1.13 wrote
+    events = [
+        {"ph": "X", "cat": "Kernel", "name": "Cijk_gemm", "pid": 0, "tid": 1, "ts": base, "dur": 100, "args": {"device": 0, "stream": 1}},
+        {"ph": "X", "cat": "Memcpy", "name": "CopyDeviceToHost", "pid": 0, "tid": 2, "ts": base + 10, "dur": 50, "args": {"device": 0, "stream": 2, "bytes": 4096}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 9, "tid": 9, "ts": base - 5, "dur": 3},
+        {"ph": "X", "cat": "Runtime", "name": "hipLaunchKernel", "pid": 9, "tid": 9, "ts": base - 4, "dur": 1},
+    ]
+    t = load_trace(write(tmp_path, {"traceEvents": events}))
+    copies = t.device_events[t.device_events["kind"] == "memcpy"]
+    assert copies["direction"].tolist() == ["DtoH"] and copies["bytes"].tolist() == [4096]
+    assert int(t.device_events["start_ns"].min()) == base * 1000
+    assert set(t.host_events["cat"]) == {"cpu_op", "cuda_runtime"}
+    r = overlap_report(t)
+    row = r.copy_overlap[r.copy_overlap["direction"] == "DtoH"].iloc[0]
+    assert row["fraction"] == 1.0
+
+
+def test_cpu_only_and_metadata_only(tmp_path):
+    cpu = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5}]}
+    r = overlap_report(load_trace(write(tmp_path, cpu, "cpu.json")))
+    assert r.streams.empty and r.verdicts == [] and r.cpu_gpu.host_compute_ns == 5000
+    meta = {"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}], "deviceProperties": [{"id": 0, "name": "GPU"}]}
+    t = load_trace(write(tmp_path, meta, "meta.json"))
+    assert t.device_events.empty and t.host_events.empty and len(t.devices) == 1
+    assert "no device or host activity" in t.metadata["warnings"][0]
+    assert overlap_report(t).verdicts == []
+
+
+def test_memory_events_and_odd_types_do_not_confuse(tmp_path):
+    """SYNTHETIC: profile_memory instant events, string pids, float ids, unknown categories."""
+    events = [
+        kernel(0, 10),
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 3, "s": "t",
+         "args": {"Device Type": 1, "Device Id": 0, "Addr": 123, "Bytes": 4096, "Total Allocated": 1, "Total Reserved": 2}},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "x", "pid": 0, "tid": 7, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "python_function", "name": "f", "pid": "Spans", "tid": "main", "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": 17, "pid": "host", "tid": 1.0, "ts": 1, "dur": 1, "args": {"External id": "x"}},
+    ]
+    t = load_trace(write(tmp_path, {"traceEvents": events}))
+    assert len(t.device_events) == 1 and len(t.host_events) == 1
+    assert t.host_events["name"].tolist() == ["17"] and t.host_events["external_id"].tolist() == [-1]
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    max_leaves=8,
+)
+_event = st.fixed_dictionaries(
+    {},
+    optional={
+        "ph": st.sampled_from(["X", "B", "E", "i", "M", "f", "s"]) | _json_values,
+        "cat": st.sampled_from(["kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runtime", "user_annotation", "Kernel"]) | _json_values,
+        "name": st.sampled_from(["Memcpy DtoH (Device -> Pinned)", "ProfilerStep#1", "nccl", "k"]) | _json_values,
+        "pid": _json_values,
+        "tid": _json_values,
+        "ts": st.floats(-10, 1e7) | _json_values,
+        "dur": st.floats(-1, 1e4) | _json_values,
+        "args": st.fixed_dictionaries({}, optional={"device": _json_values, "stream": _json_values, "bytes": _json_values, "correlation": _json_values}) | _json_values,
+    },
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(events=st.lists(_event, max_size=12), top=st.dictionaries(st.sampled_from(["deviceProperties", "distributedInfo", "schemaVersion"]), _json_values, max_size=2))
+def test_fuzz_loader_raises_only_trace_format_error(tmp_path, events, top):
+    p = tmp_path / "fuzz.json"
+    p.write_text(json.dumps({**top, "traceEvents": events}))
+    try:
+        t = load_trace(p)
+    except TraceFormatError:
+        return
+    overlap_report(t)  # whatever loads must also analyse
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_mutated_real_trace(tmp_path, seed):
+    rng = random.Random(seed)
+    raw = gzip.decompress((SAMPLES / "compute-copy.overlapped.pt.trace.json.gz").read_bytes())
+    data = bytearray(raw)
+    mode = seed % 3
+    if mode == 0:
+        data = data[: rng.randrange(len(data))]
+    elif mode == 1:
+        for _ in range(20):
+            data[rng.randrange(len(data))] = rng.choice(b'{}[],:"0123456789-eE.aX ')
+    else:
+        gz = bytearray(gzip.compress(bytes(data)))
+        gz[rng.randrange(10, len(gz))] ^= 0xFF
+        p = tmp_path / "m.json.gz"
+        p.write_bytes(bytes(gz))
+        try:
+            overlap_report(load_trace(p))
+        except TraceFormatError:
+            pass
+        return
+    p = tmp_path / "m.json"
+    p.write_bytes(bytes(data))
+    try:
+        overlap_report(load_trace(p))
+    except TraceFormatError:
+        pass
