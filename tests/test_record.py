@@ -44,9 +44,11 @@ def test_existing_trace_kept_unless_force(recorded):
     out, _ = recorded
     path = out / trace_name("compute-copy", "sequential")
     before = path.read_bytes()
-    m = record(out, ["compute-copy"], device="cpu", size=64, repeat=2)
-    e = [e for e in m["variants"] if e["variant"] == "sequential"][0]
-    assert e["status"] == "ok" and path.read_bytes() == before
+    with pytest.raises(FileExistsError, match="--resume"):
+        record(out, ["compute-copy"], device="cpu", size=64, repeat=2)
+    m = record(out, ["compute-copy"], device="cpu", size=64, repeat=2, resume=True)
+    e = [e for e in m["variants"] if (e["workload"], e["variant"]) == ("compute-copy", "sequential")][0]
+    assert e["status"] == "ok" and e["resumed"] and path.read_bytes() == before
     m = record(out, ["compute-copy"], device="cpu", size=64, repeat=2, force=True)
     assert path.read_bytes() != before
 
@@ -73,3 +75,45 @@ def test_skip_and_failure_entries(tmp_path):
     failed = rec.run_variant(ctx, w, Variant("oom", "fails", setup=boom, gpus=0), tmp_path)
     assert failed["status"] == "failed" and "out of memory" in failed["reason"]
     assert not list(tmp_path.iterdir())
+
+
+def test_interrupt_leaves_whole_traces_and_resume_completes(tmp_path, monkeypatch):
+    """Ctrl-C in the second variant: the first trace is whole and listed; --resume runs the rest."""
+    from traceprobe import record as rec
+
+    real = rec._profile
+    calls = {"n": 0}
+
+    def flaky(ctx, step, dest):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            # simulate Ctrl-C while torch writes the trace: a partial temp file exists
+            (dest.parent / f".{dest.name}.partial.tmp.json.gz").write_bytes(b"partial")
+            raise KeyboardInterrupt
+        real(ctx, step, dest)
+
+    monkeypatch.setattr(rec, "_profile", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        record(tmp_path, ["compute-copy"], device="cpu", size=32, repeat=2)
+    m = json.loads((tmp_path / "manifest.json").read_text())
+    status = {e["variant"]: e["status"] for e in m["variants"]}
+    assert status == {"sequential": "ok", "nonblocking": "interrupted"}
+    traceprobe.load_trace(tmp_path / trace_name("compute-copy", "sequential"))
+    assert not (tmp_path / trace_name("compute-copy", "nonblocking")).exists()
+    m = record(tmp_path, ["compute-copy"], device="cpu", size=32, repeat=2, resume=True)
+    status = {e["variant"]: (e["status"], e.get("resumed", False)) for e in m["variants"]}
+    assert status == {"sequential": ("ok", True), "nonblocking": ("ok", False), "overlapped": ("ok", False)}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_unwritable_or_full_output_fails_before_work(tmp_path, monkeypatch):
+    from traceprobe import record as rec
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OSError):
+        record(blocker / "sub", ["compute-copy"], device="cpu")
+    monkeypatch.setattr(rec.shutil, "disk_usage", lambda p: type("U", (), {"free": 10})())
+    with pytest.raises(OSError, match="free"):
+        record(tmp_path / "out", ["compute-copy"], device="cpu")
+    assert not (tmp_path / "out" / "manifest.json").exists()

@@ -44,7 +44,8 @@ def record(
     device: str = typer.Option("auto", help="auto (CUDA if available), cuda or cpu."),
     size: Optional[int] = typer.Option(None, help="Matrix size override (elements per side)."),
     repeat: Optional[int] = typer.Option(None, help="Repetitions override (products per batch, steps...)."),
-    force: bool = typer.Option(False, help="Overwrite traces that already exist."),
+    force: bool = typer.Option(False, help="Record everything again, overwriting existing traces."),
+    resume: bool = typer.Option(False, help="Complete an earlier recording in --out: run only what is missing."),
     list_: bool = typer.Option(False, "--list", help="List the workloads and exit."),
 ) -> None:
     """Run experiments under torch.profiler; write one gzipped Chrome trace per variant and manifest.json."""
@@ -67,9 +68,12 @@ def record(
         err.print(f"[{style}]{e['status']:8}[/{style}] {e['workload']}.{e['variant']}{wall}{why}", highlight=False)
 
     try:
-        manifest = rec.record(outp, workloads, device=device, size=size, repeat=repeat, force=force, on_entry=show)
-    except ValueError as e:
+        manifest = rec.record(outp, workloads, device=device, size=size, repeat=repeat, force=force, resume=resume, on_entry=show)
+    except (ValueError, FileExistsError) as e:
         _fail(str(e))
+    except KeyboardInterrupt:
+        _fail(f"interrupted: the traces written so far are whole and listed in {outp / 'manifest.json'}; "
+              f"finish with: traceprobe record --out {outp} --resume", code=130)
     except OSError as e:
         _fail(f"cannot write to {outp}: {e.strerror or e}")
     failed = [e for e in manifest["variants"] if e["status"] == "failed"]

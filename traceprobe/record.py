@@ -15,10 +15,12 @@ manifest listing exactly the traces that are whole.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import gc
 import json
 import os
 import platform
+import shutil
 import socket
 import sys
 import tempfile
@@ -213,6 +215,31 @@ def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
     atomic_write_bytes(out / MANIFEST, (json.dumps(manifest, indent=2, default=str) + "\n").encode())
 
 
+MIN_FREE_BYTES = 256 * 2**20
+"""Free disk space ``record`` asks for before starting (traces are a few MB each)."""
+
+
+def check_writable(out: Path) -> None:
+    """Create ``out`` and make sure a file can be written there and the disk has room.
+
+    Raises:
+        OSError: not creatable or writable, or less than :data:`MIN_FREE_BYTES` free.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    probe = out / f".traceprobe-write-test-{os.getpid()}.tmp"
+    probe.write_bytes(b"")
+    probe.unlink()
+    free = shutil.disk_usage(out).free
+    if free < MIN_FREE_BYTES:
+        raise OSError(errno.ENOSPC, f"only {free / 2**20:.0f} MiB free on the disk of {out}; need {MIN_FREE_BYTES / 2**20:.0f} MiB")
+
+
+def _traces_exist(out: Path, entry: dict[str, Any]) -> bool:
+    t = entry.get("trace")
+    names = t if isinstance(t, list) else [t]
+    return bool(names) and all(isinstance(n, str) and (out / n).is_file() for n in names)
+
+
 def select(names: Iterable[str] | None) -> list[Workload]:
     """Workloads by name (all when ``names`` is empty).
 
@@ -236,9 +263,17 @@ def record(
     size: int | None = None,
     repeat: int | None = None,
     force: bool = False,
+    resume: bool = False,
     on_entry: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Record the named workloads (all by default) into ``out``.
+
+    A folder that already holds a recording (a ``manifest.json``) is completed
+    with ``resume`` (variants recorded ``ok`` whose traces exist are not run
+    again) or recorded again with ``force``; without either it is refused.
+    Stale temporary files of an interrupted run are removed first. On Ctrl-C the
+    running variant is listed as ``interrupted``, the manifest is written, and
+    ``KeyboardInterrupt`` propagates: every trace already written is whole.
 
     Args:
         out: output folder; created if missing.
@@ -246,6 +281,7 @@ def record(
         device: ``auto`` (CUDA if available), ``cuda`` or ``cpu``.
         size, repeat: overrides of the workloads' matrix size and repetitions.
         force: overwrite existing traces.
+        resume: complete an earlier recording in ``out``.
         on_entry: called with each manifest entry as soon as it is known.
 
     Returns:
@@ -253,15 +289,21 @@ def record(
 
     Raises:
         ValueError: unknown workload or device.
-        OSError: ``out`` cannot be created or written (checked before any work).
+        OSError: ``out`` cannot be created or written, or its disk has less than
+            ``MIN_FREE_BYTES`` free (checked before any work).
+        FileExistsError: ``out`` holds a recording and neither ``resume`` nor ``force``.
     """
     chosen = select(workloads)
     ctx = make_context(device, size, repeat)
     outp = Path(out)
-    outp.mkdir(parents=True, exist_ok=True)
-    probe = outp / f".traceprobe-write-test-{os.getpid()}"
-    probe.write_bytes(b"")  # raises OSError early if the folder is not writable
-    probe.unlink()
+    check_writable(outp)
+    if (outp / MANIFEST).exists() and not (resume or force):
+        raise FileExistsError(
+            f"{outp} already holds a recording (manifest.json); pass --resume to run only what is missing "
+            "or --force to record everything again"
+        )
+    for stale in outp.glob(".*.tmp*"):
+        stale.unlink(missing_ok=True)
 
     manifest = load_manifest(outp)
     previous = {(e.get("workload"), e.get("variant")): e for e in manifest.get("variants", [])}
@@ -275,9 +317,19 @@ def record(
     )
     for w in chosen:
         for v in w.variants(ctx):
-            entry = run_variant(ctx, w, v, outp, force)
-            if entry["status"] == "kept" and (w.name, v.name) in previous:
-                entry = {**previous[(w.name, v.name)], "status": previous[(w.name, v.name)].get("status", "ok")}
+            before = previous.get((w.name, v.name))
+            if resume and not force and before and before.get("status") == "ok" and _traces_exist(outp, before):
+                entry = {**before, "status": "ok", "resumed": True}
+            else:
+                try:
+                    entry = run_variant(ctx, w, v, outp, force)
+                except KeyboardInterrupt:
+                    previous[(w.name, v.name)] = {"workload": w.name, "variant": v.name, "status": "interrupted", "reason": "Ctrl-C"}
+                    manifest["variants"] = list(previous.values())
+                    write_manifest(outp, manifest)
+                    raise
+                if entry["status"] == "kept" and before:
+                    entry = {**before, "status": before.get("status", "ok")}
             previous[(w.name, v.name)] = entry
             manifest["variants"] = list(previous.values())
             write_manifest(outp, manifest)
