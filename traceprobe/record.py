@@ -84,12 +84,29 @@ def environment() -> dict[str, Any]:
             env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         except Exception:  # pragma: no cover
             pass
+        driver = _nvidia_driver()
+        if driver:
+            env["driver"] = driver
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             env["devices"].append(
                 {"index": i, "name": p.name, "total_memory_bytes": int(p.total_memory), "capability": f"{p.major}.{p.minor}"}
             )
     return env
+
+
+def _nvidia_driver() -> str | None:
+    """The NVIDIA driver version from ``nvidia-smi``, or None where it cannot be asked."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out[0] if out else None
 
 
 def make_context(device: str = "auto", size: int | None = None, repeat: int | None = None) -> Context:

@@ -1,0 +1,26 @@
+"""Skip GPU-marked tests where torch sees no CUDA device."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        return 0
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [i for i in items if "gpu" in i.keywords or "multigpu" in i.keywords]
+    if not gpu_items:
+        return
+    n = _gpus()
+    for item in gpu_items:
+        if "multigpu" in item.keywords and n < 2:
+            item.add_marker(pytest.mark.skip(reason=f"needs 2 CUDA GPUs, found {n}"))
+        elif "gpu" in item.keywords and n < 1:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
