@@ -142,11 +142,10 @@ def length(iv: Intervals) -> int:
 
 
 def clip(iv: Intervals, lo: int, hi: int) -> Intervals:
-    """Restrict intervals to the window ``[lo, hi)``; empty results are dropped."""
-    s = np.clip(iv[0], lo, hi)
-    e = np.clip(iv[1], lo, hi)
-    keep = e > s
-    return s[keep], e[keep]
+    """Restrict intervals to the window ``[lo, hi)``, as a normalised interval set."""
+    s = np.clip(np.asarray(iv[0], dtype=np.int64), lo, hi)
+    e = np.clip(np.asarray(iv[1], dtype=np.int64), lo, hi)
+    return union(s, e)
 
 
 def grouped_union(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -75,6 +75,8 @@ def device_intervals(trace: Trace, mask: np.ndarray | None = None) -> dict[int, 
     if sel.empty:
         return out
     k, s, e = iv.grouped_union(sel["device"].to_numpy(), sel["start_ns"].to_numpy(), sel["end_ns"].to_numpy())
+    if k.size == 0:  # every selected event had zero length
+        return out
     bounds = np.flatnonzero(np.diff(k)) + 1
     for ks, ss, es in zip(np.split(k, bounds), np.split(s, bounds), np.split(e, bounds)):
         out[int(ks[0])] = (ss, es)
@@ -91,6 +93,8 @@ def stream_intervals(trace: Trace, device: int, mask: np.ndarray | None = None) 
     if sel.empty:
         return []
     k, s, e = iv.grouped_union(sel["stream"].to_numpy(), sel["start_ns"].to_numpy(), sel["end_ns"].to_numpy())
+    if k.size == 0:
+        return []
     bounds = np.flatnonzero(np.diff(k)) + 1
     return list(zip(np.split(s, bounds), np.split(e, bounds)))
 

@@ -81,7 +81,7 @@ def stream_concurrency(trace: Trace) -> pd.DataFrame:
 
     Returns:
         DataFrame with columns ``device`` (int64), ``streams`` (int64, streams
-        with events), ``busy_ns`` (int64), ``multi_stream_ns`` (int64, two or more
+        with non-zero busy time; zero-length events alone do not count), ``busy_ns`` (int64), ``multi_stream_ns`` (int64, two or more
         streams busy), ``concurrency`` (float64), ``kernel_busy_ns``,
         ``multi_stream_kernel_ns`` (int64), ``kernel_concurrency`` (float64).
     """
