@@ -143,12 +143,22 @@ def _check_fits(ctx: Context, v: Variant) -> None:
             )
 
 
+def _all_threads() -> dict[str, Any]:
+    """Profiler kwargs recording ops of every host thread (thread pools), where torch supports it."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        return {"experimental_config": _ExperimentalConfig(profile_all_threads=True)}
+    except (ImportError, TypeError):
+        return {}
+
+
 def _profile(ctx: Context, step: Callable[[], None], dest: Path) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.cuda else [])
-    with profile(activities=acts) as prof:
+    with profile(activities=acts, **_all_threads()) as prof:
         step()
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp.json.gz", dir=dest.parent)
     os.close(fd)
@@ -182,7 +192,7 @@ def run_variant(ctx: Context, w: Workload, v: Variant, out: Path, force: bool = 
         "description": v.description,
         "params": v.params,
         "device": ctx.device,
-        "devices": [ctx.dev(i) for i in range(max(v.gpus, 1))] if ctx.cuda else ["cpu"],
+        "devices": ([ctx.dev(i) for i in range(v.gpus)] or ["cpu"]) if ctx.cuda else ["cpu"],
     }
     name = trace_name(w.name, v.name)
     dest = out / name

@@ -1,0 +1,122 @@
+"""One rank of ``data-parallel``'s ``ddp`` variant; run by torchrun, never imported by record().
+
+Usage (what the launcher runs)::
+
+    python -m torch.distributed.run --standalone --nproc-per-node N \\
+        -m traceprobe.workloads.ddp_worker --out DIR --stem STEM --device cuda|cpu \\
+        --wall-json FILE --width W --layers L --batch B --steps S
+
+Each rank trains the ``data-parallel`` model wrapped in DistributedDataParallel
+(NCCL on ``cuda:<local rank>``, gloo on the CPU): one warm-up step, ``S`` timed
+steps (synchronized, not profiled), then five steps under ``torch.profiler`` with
+``schedule(wait=1, warmup=1, active=3)``; the three active steps appear as
+``ProfilerStep#2..4`` in ``DIR/STEM.rank<r>.pt.trace.json.gz`` (written to a
+temporary name, then renamed), whose ``distributedInfo`` carries the rank. Rank 0
+writes ``{"wall_s", "profiled_wall_s", ...}`` to ``FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from .data_parallel import TRACE_SUFFIX, make_batch, make_model, train
+
+WAIT, WARMUP, ACTIVE = 1, 1, 3
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m traceprobe.workloads.ddp_worker")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--stem", required=True)
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--wall-json", type=Path, required=True)
+    ap.add_argument("--width", type=int, required=True)
+    ap.add_argument("--layers", type=int, required=True)
+    ap.add_argument("--batch", type=int, required=True, help="per rank")
+    ap.add_argument("--steps", type=int, required=True, help="timed steps")
+    return ap.parse_args(argv)
+
+
+def _exporter(out: Path, dest_name: str):  # noqa: ANN202
+    def on_trace_ready(prof) -> None:  # noqa: ANN001
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest_name}.", suffix=".tmp.json.gz", dir=out)
+        os.close(fd)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        try:
+            prof.export_chrome_trace(tmp)  # gzipped: the name ends in .gz
+            os.replace(tmp, out / dest_name)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    return on_trace_ready
+
+
+@record
+def main(argv: list[str] | None = None) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    a = _args(argv)
+    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    cuda = a.device == "cuda"
+    if cuda:
+        torch.cuda.set_device(local)
+        dev = f"cuda:{local}"
+        dist.init_process_group("nccl", device_id=torch.device(dev))
+    else:
+        dev = "cpu"
+        dist.init_process_group("gloo")
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    try:
+        model = DDP(make_model(a.width, a.layers, dev), device_ids=[local] if cuda else None)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+        x, target = make_batch(a.batch, a.width, dev, seed=1 + rank)  # each rank its own shard
+
+        train(model, opt, x, target, 1)  # warm-up: kernels, NCCL communicators, buckets
+        sync()
+        dist.barrier()
+        t0 = time.perf_counter()
+        train(model, opt, x, target, a.steps)
+        sync()
+        wall = time.perf_counter() - t0
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        sched = schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
+        ready = _exporter(a.out, f"{a.stem}.rank{rank}{TRACE_SUFFIX}")
+        with profile(activities=acts, schedule=sched, on_trace_ready=ready) as prof:
+            for i in range(WAIT + WARMUP + ACTIVE):
+                if i == WAIT + WARMUP:
+                    sync()
+                    p0 = time.perf_counter()
+                train(model, opt, x, target, 1)
+                if i == WAIT + WARMUP + ACTIVE - 1:
+                    sync()
+                    profiled = time.perf_counter() - p0
+                prof.step()  # the last call ends the active window and writes the trace
+        dist.barrier()
+        if rank == 0:
+            info = {"wall_s": wall, "timed_steps": a.steps, "profiled_wall_s": profiled, "profiled_steps": ACTIVE,
+                    "world_size": dist.get_world_size(), "backend": dist.get_backend()}
+            a.wall_json.write_text(json.dumps(info) + "\n")
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
