@@ -82,7 +82,14 @@ def render(console: Console, reports: list[OverlapReport], failures: list[Failur
     summary = rank_summary(reports)
     if not summary.empty:
         for run, g in summary.groupby("run"):
-            t = _table(f"across {int(g['ranks'].iloc[0])} ranks in {run} (slowest rank: {int(g['slowest_rank'].iloc[0])})", g, [("figure", "figure", "str"), ("min", "min", "str"), ("median", "median", "str"), ("max", "max", "str")])
+            t = Table(title=f"across {int(g['ranks'].iloc[0])} ranks in {run} (slowest rank: {int(g['slowest_rank'].iloc[0])})", title_justify="left", show_edge=False)
+            for h in ("figure", "min", "median", "max"):
+                t.add_column(h, justify="left" if h == "figure" else "right")
+            for rec in g.to_dict(orient="records"):
+                is_time = rec["figure"].endswith("_ns")
+                fmt = (lambda v: f"{_ms(v)} ms") if is_time else _pct
+                label = rec["figure"][:-3] if is_time else rec["figure"]
+                t.add_row(label, fmt(rec["min"]), fmt(rec["median"]), fmt(rec["max"]))
             console.print(t)
     if failures:
         console.print(Text(f"{len(failures)} file(s) could not be analysed:", style="bold red"))
