@@ -8,7 +8,12 @@ Library API (the CLI is a thin layer over it)::
     report.copy_overlap          # DataFrame: device, direction, copy_ns, overlapped_ns, fraction
     [v.text for v in report.verdicts]
 
-Reading and analysing traces never imports torch; ``traceprobe.record`` does.
+Profiling your own code: ``with traceprobe.capture("runs/mine") as cap: ... cap.step()``
+(see :mod:`traceprobe.capture`); a script run by ``traceprobe record --script`` calls
+``traceprobe.step()``.
+
+Reading and analysing traces never imports torch; ``traceprobe.record`` and a
+running capture do.
 """
 
 from .analysis import OverlapReport, Verdict, overlap_report
@@ -17,4 +22,17 @@ from .trace import Trace, load_trace
 
 __version__ = "0.1.0"
 
-__all__ = ["OverlapReport", "Trace", "TraceFormatError", "Verdict", "load_trace", "overlap_report", "__version__"]
+__all__ = ["Capture", "OverlapReport", "Trace", "TraceFormatError", "Verdict", "capture", "load_trace", "overlap_report", "step", "__version__"]
+
+_LAZY = {"capture", "Capture", "step"}
+
+
+def __getattr__(name: str):
+    # traceprobe.capture (a callable module: traceprobe.capture(...) is traceprobe.capture.capture(...)),
+    # Capture and step are loaded on first use; none of them imports torch until a capture starts.
+    if name in _LAZY:
+        import importlib
+
+        mod = importlib.import_module(f"{__name__}.capture")
+        return mod if name == "capture" else getattr(mod, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,6 +32,11 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
+class Engine(str, Enum):
+    native = "native"
+    perfetto = "perfetto"
+
+
 def _fail(msg: str, code: int = 2) -> None:
     err.print(f"[bold red]error:[/bold red] {msg}", highlight=False)
     raise typer.Exit(code)
@@ -39,16 +44,33 @@ def _fail(msg: str, code: int = 2) -> None:
 
 @app.command()
 def record(
-    workloads: Optional[List[str]] = typer.Argument(None, help="Workloads to run (default: all). See --list."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default: runs/<date-time>)."),
+    workloads: Optional[List[str]] = typer.Argument(None, help="Workloads to run (default: all). See --list. With --script/--module: the target's arguments, after --."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default: runs/<date-time>; with --script/--module: runs/<target>-<date-time>)."),
     device: str = typer.Option("auto", help="auto (CUDA if available), cuda or cpu."),
     size: Optional[int] = typer.Option(None, help="Matrix size override (elements per side)."),
-    repeat: Optional[int] = typer.Option(None, help="Repetitions override (products per batch, steps...)."),
+    repeat: Optional[int] = typer.Option(None, help="Repetitions override (products per batch, steps...). With --script/--module: profiled windows (default 1; 0: until the run ends)."),
     force: bool = typer.Option(False, help="Record everything again, overwriting existing traces."),
     resume: bool = typer.Option(False, help="Complete an earlier recording in --out: run only what is missing."),
     list_: bool = typer.Option(False, "--list", help="List the workloads and exit."),
+    script: Optional[Path] = typer.Option(None, "--script", help="Run this Python script under the profiler, as python would; its arguments go after --."),
+    module: Optional[str] = typer.Option(None, "--module", help="Run this module under the profiler, as python -m would; its arguments go after --."),
+    wait: int = typer.Option(1, help="--script/--module with traceprobe.step() calls: steps skipped in each cycle (step 0 is never profiled)."),
+    warmup: int = typer.Option(1, help="--script/--module: profiler warm-up steps in each cycle."),
+    active: int = typer.Option(3, help="--script/--module: steps recorded in each window, one trace per window."),
+    record_shapes: bool = typer.Option(False, "--record-shapes", help="--script/--module: record operator input shapes."),
+    with_stack: bool = typer.Option(False, "--with-stack", help="--script/--module: record Python stacks."),
+    profile_memory: bool = typer.Option(False, "--profile-memory", help="--script/--module: record tensor memory allocations."),
 ) -> None:
-    """Run experiments under torch.profiler; write one gzipped Chrome trace per variant and manifest.json."""
+    """Run experiments under torch.profiler; write one gzipped Chrome trace per variant and manifest.json.
+
+    With --script or --module, run your own program instead (see traceprobe.runner): one trace of the
+    whole run, or one per window of steps where it calls traceprobe.step(); the exit code is the program's.
+    """
+    if script is not None or module is not None:
+        if list_ or force or resume or size is not None:
+            _fail("--list, --force, --resume and --size apply to the built-in workloads, not to --script/--module")
+        _record_target(script, module, workloads or [], out, device, wait, warmup, active, 1 if repeat is None else repeat,
+                       record_shapes, with_stack, profile_memory)
     from .workloads import WORKLOADS
 
     if list_:
@@ -82,6 +104,28 @@ def record(
         raise typer.Exit(1)
 
 
+def _record_target(script: Optional[Path], module: Optional[str], args: List[str], out: Optional[Path], device: str,
+                   wait: int, warmup: int, active: int, repeat: int, record_shapes: bool, with_stack: bool, profile_memory: bool) -> None:
+    """``record --script/--module``: run the target under traceprobe.runner and exit with its exit code."""
+    from . import runner
+
+    if device not in ("auto", "cuda", "cpu"):
+        _fail(f"--device must be auto, cuda or cpu, not {device!r}")
+    try:
+        code, cap = runner.run(script=script, module=module, args=args, out=out, wait=wait, warmup=warmup, active=active,
+                               repeat=repeat, record_shapes=record_shapes, with_stack=with_stack, profile_memory=profile_memory,
+                               cuda={"auto": None, "cuda": True, "cpu": False}[device])
+    except runner.TargetNotFound as e:
+        _fail(str(e), code=e.code)
+    except ValueError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"cannot write to {out}: {e.strerror or e}")
+    names = ", ".join(p.name for p in cap.trace_paths) or "no trace"
+    err.print(f"traceprobe: {names} and manifest in {cap.out}; next: traceprobe overlap-report {cap.out}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
 @app.command("overlap-report")
 def overlap_report(
     paths: List[Path] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
@@ -91,8 +135,13 @@ def overlap_report(
     min_device_concurrency: Optional[float] = typer.Option(None, help="Exit 1 if a multi-device trace's cross-device concurrency is below this fraction."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
     debug: bool = typer.Option(False, help="Show tracebacks."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw each trace's timeline into this PNG (several traces: <stem>.<trace>.png)."),
+    engine: Engine = typer.Option(Engine.native, "--engine", help="perfetto: compute the copy/compute and cross-device figures in SQL with trace_processor_shell instead (printed as text)."),
+    trace_processor: Optional[Path] = typer.Option(None, "--trace-processor", help="trace_processor_shell for --engine perfetto (default: $TRACEPROBE_TRACE_PROCESSOR, then PATH)."),
 ) -> None:
     """Per-stream busy time, copy/compute, cross-device, stream, comm and CPU/GPU overlap, with verdicts."""
+    if engine is Engine.perfetto:
+        _sql_report(paths, trace_processor, debug)
     from rich.progress import Progress
 
     from .collect import analyze_paths
@@ -118,6 +167,11 @@ def overlap_report(
             sys.stdout.write(text)
     for f in failures:
         err.print(f"[red]{f.path}: {f.error}[/red]", highlight=False)
+    if plot is not None and reports:
+        from .report.plot import plot_reports
+
+        for written in plot_reports(reports, plot):
+            err.print(f"wrote {written}", highlight=False)
 
     short = []
     for r in reports:
@@ -133,6 +187,96 @@ def overlap_report(
         raise typer.Exit(2)
     if short:
         raise typer.Exit(1)
+
+
+def _sql_report(paths: List[Path], trace_processor: Optional[Path], debug: bool) -> None:
+    """``overlap-report --engine perfetto``: the SQL figures of each trace, then exit."""
+    from .collect import discover
+    from .errors import TraceFormatError
+    from .report import perfetto as pf
+    from .trace import load_trace
+
+    try:
+        binary = pf.find_trace_processor(trace_processor)
+    except FileNotFoundError as e:
+        _fail(str(e))
+    if binary is None:
+        _fail(f"--engine perfetto needs trace_processor_shell: pass --trace-processor PATH or set {pf.ENV_TRACE_PROCESSOR}")
+    files, failures = discover(paths)
+    errors = [f"{x.path}: {x.error}" for x in failures]
+    for f in files:
+        try:
+            typer.echo(pf.format_sql_figures(pf.sql_figures(load_trace(f), binary)))
+        except TraceFormatError as e:
+            errors.append(str(e))
+        except Exception as e:  # noqa: BLE001 - trace_processor errors, one line unless --debug
+            if debug:
+                raise
+            errors.append(f"{f}: {type(e).__name__}: {e}")
+    for e in errors:
+        err.print(f"[red]{e}[/red]", highlight=False)
+    raise typer.Exit(2 if errors else 0)
+
+
+@app.command()
+def export(
+    paths: List[Path] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
+    perfetto: bool = typer.Option(False, "--perfetto", help="Write a native Perfetto trace <name>.pftrace with overlap tracks, counters, flows and verdicts."),
+    json_: bool = typer.Option(False, "--json", help="Write Chrome JSON <name>.perfetto.json.gz whose slices nest on every track, so Perfetto draws all of them."),
+    out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Folder for the files written."),
+) -> None:
+    """Rewrite traces for ui.perfetto.dev: a native .pftrace (--perfetto) and/or corrected Chrome JSON (--json)."""
+    if not (perfetto or json_):
+        _fail("choose --perfetto, --json or both")
+    from .collect import discover
+    from .errors import TraceFormatError
+    from .report import chrome
+    from .report import perfetto as pf
+    from .trace import load_trace
+
+    files, failures = discover(paths)
+    errors = [f"{x.path}: {x.error}" for x in failures]
+    for f, stem in zip(files, chrome.unique_stems(files)):
+        try:
+            trace = load_trace(f)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            if perfetto:
+                typer.echo(pf.write_perfetto(trace, out_dir / f"{stem}.pftrace").describe())
+            if json_:
+                typer.echo(chrome.write_chrome_json(trace, out_dir / f"{stem}.perfetto.json.gz").describe())
+        except TraceFormatError as e:
+            errors.append(str(e))
+        except OSError as e:
+            errors.append(f"{f}: cannot write to {out_dir}: {e.strerror or e}")
+    for e in errors:
+        err.print(f"[red]{e}[/red]", highlight=False)
+    if errors:
+        raise typer.Exit(2)
+
+
+@app.command("plot")
+def plot_cmd(
+    paths: List[Path] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
+    output: Path = typer.Option(..., "--output", "-o", help="PNG to write (several traces without --compare: <stem>.<trace>.png)."),
+    compare: bool = typer.Option(False, "--compare", help="Stack the traces on one time axis, each from its own first device event."),
+    title: Optional[str] = typer.Option(None, help="Title of the --compare figure."),
+) -> None:
+    """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top."""
+    from .collect import discover
+    from .errors import TraceFormatError
+    from .report import plot as pl
+
+    files, failures = discover(paths)
+    for f in failures:
+        _fail(f"{f.path}: {f.error}")
+    try:
+        written = pl.draw(pl.load_items(files), output, compare, title)
+    except TraceFormatError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"cannot write {output}: {e.strerror or e}")
+    for w in written:
+        typer.echo(f"wrote {w}")
 
 
 def main() -> None:

@@ -148,6 +148,22 @@ def clip(iv: Intervals, lo: int, hi: int) -> Intervals:
     return union(s, e)
 
 
+def _grouped_cummax(k: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Running maximum of ``e`` within runs of equal ``k`` (``k`` sorted)."""
+    group = np.empty(k.size, dtype=np.int64)
+    group[0] = 0
+    np.cumsum(k[1:] != k[:-1], out=group[1:])
+    lo, hi = int(e.min()), int(e.max())
+    span = hi - lo + 1
+    if group[-1] == 0:
+        return np.maximum.accumulate(e)
+    if (int(group[-1]) + 1) * span < 2**62:
+        # lift each group above every earlier one: one running max serves all groups
+        lift = group * span
+        return np.maximum.accumulate((e - lo) + lift) - lift + lo
+    return pd.Series(e).groupby(k, sort=False).cummax().to_numpy()  # values too far apart to lift
+
+
 def grouped_union(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`union` within each group, for many groups at once.
 
@@ -167,8 +183,7 @@ def grouped_union(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tup
         return k, s, e
     order = np.lexsort((s, k))
     k, s, e = k[order], s[order], e[order]
-    # running max of ends within each group (pandas' grouped cummax is vectorized)
-    run_max = pd.Series(e).groupby(k, sort=False).cummax().to_numpy()
+    run_max = _grouped_cummax(k, e)
     new = np.empty(s.size, dtype=bool)
     new[0] = True
     new[1:] = (k[1:] != k[:-1]) | (s[1:] > run_max[:-1])

@@ -21,9 +21,10 @@ import math
 import re
 import zlib
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Sequence, Union
 
 import msgspec
 import numpy as np
@@ -190,11 +191,15 @@ def _read_bytes(path: Path) -> bytes:
     return raw
 
 
+_LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip() removes
+
+
 def _decode(path: Path, raw: bytes) -> _TraceFile:
-    if not raw.strip():
+    first = _LEADING_SPACE.match(raw).end()  # (no copy of a JSON of gigabytes, unlike raw.strip())
+    if first == len(raw):
         raise TraceFormatError(path, "empty file")
     try:
-        if raw.lstrip()[:1] == b"[":
+        if raw[first : first + 1] == b"[":
             # Chrome's "JSON Array Format": a bare list of events
             return _TraceFile(traceEvents=_LIST_DECODER.decode(raw))
         return _DECODER.decode(raw)
@@ -217,18 +222,62 @@ def _us_to_ns(values: np.ndarray) -> np.ndarray:
     return whole.astype(np.int64) * 1000 + frac_ns.astype(np.int64)
 
 
-def _column(objs: np.ndarray, attr: str, dtype: Any) -> np.ndarray:
-    getter = attrgetter(attr)
-    if dtype is object:
-        out = np.empty(len(objs), dtype=object)
-        out[:] = list(map(getter, objs))
-        return out
-    return np.fromiter(map(getter, objs), dtype=dtype, count=len(objs))
+def _pluck(objs: Sequence[Any], attr: str) -> np.ndarray:
+    """``attr`` of every struct in ``objs`` (a list or an object array) as an object array."""
+    return np.fromiter(map(attrgetter(attr), objs), dtype=object, count=len(objs))
 
 
-def _args(objs: np.ndarray) -> np.ndarray:
+def _pluck_number(objs: Sequence[Any], attr: str, dtype: type) -> np.ndarray:
+    """``_to_int(_pluck(...))`` (``dtype`` int64) or ``_to_float(_pluck(...))`` (float64).
+
+    The values go straight into a typed array, which converts exactly as
+    ``ndarray.astype`` does; the object array is built only when some value is not
+    a number (None, a label...), for ``_to_int``/``_to_float``'s tolerant path.
+    """
+    try:
+        return np.fromiter(map(attrgetter(attr), objs), dtype=dtype, count=len(objs))
+    except (TypeError, ValueError, OverflowError):
+        vals = _pluck(objs, attr)
+        return _to_int(vals) if dtype is np.int64 else _to_float(vals)
+
+
+def _pluck_numbers(objs: Sequence[Any], attrs: tuple[str, ...], dtype: type) -> list[np.ndarray]:
+    """``[_pluck_number(objs, a, dtype) for a in attrs]`` in one pass over the structs when all are numbers."""
+    n = len(objs)
+    try:
+        both = np.fromiter(chain.from_iterable(map(attrgetter(*attrs), objs)), dtype=dtype, count=len(attrs) * n)
+    except (TypeError, ValueError, OverflowError):
+        return [_pluck_number(objs, a, dtype) for a in attrs]
+    both = both.reshape(n, len(attrs))
+    return [np.ascontiguousarray(both[:, i]) for i in range(len(attrs))]
+
+
+class _Codes(dict):
+    """Distinct value -> small int code, computed by ``fn`` once per distinct value."""
+
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def __missing__(self, key: Any) -> int:
+        code = self[key] = self.fn(key)
+        return code
+
+
+def _codes(objs: Sequence[Any], attr: str, fn: Any) -> np.ndarray:
+    """``fn(obj.attr)`` for every struct, as int8, with ``fn`` called once per distinct value.
+
+    ``fn`` must give one code to values that compare equal (``1``, ``1.0``, ``True``).
+    """
+    try:
+        return np.fromiter(map(_Codes(fn).__getitem__, map(attrgetter(attr), objs)), dtype=np.int8, count=len(objs))
+    except TypeError:  # an unhashable value (a list, a dict): call fn on every value
+        return np.fromiter(map(fn, map(attrgetter(attr), objs)), dtype=np.int8, count=len(objs))
+
+
+def _args(objs: Sequence[Any]) -> np.ndarray:
     """The events' ``args`` structs, with a default struct where absent or null."""
-    args = _column(objs, "args", object)
+    args = _pluck(objs, "args")
     args[np.equal(args, None)] = _NO_ARGS
     return args
 
@@ -262,15 +311,18 @@ def _strings(vals: np.ndarray) -> np.ndarray:
     return out
 
 
-def _raw(objs: np.ndarray) -> dict[str, np.ndarray]:
-    """Columns of selected ``ph: X`` events, before validation."""
+def _raw(objs: Sequence[Any]) -> dict[str, np.ndarray]:
+    """Columns of selected ``ph: X`` events (a list or object array of structs), before validation."""
     args = _args(objs)
+    ts, dur = _pluck_numbers(objs, ("ts", "dur"), np.float64)
+    n = len(objs)
+    ids = np.fromiter(chain.from_iterable(map(attrgetter("pid", "tid"), objs)), dtype=object, count=2 * n).reshape(n, 2)
     return {
-        "ts": _to_float(_column(objs, "ts", object)),
-        "dur": _to_float(_column(objs, "dur", object)),
-        "name": _strings(_column(objs, "name", object)),
-        "pid": _column(objs, "pid", object),
-        "tid": _column(objs, "tid", object),
+        "ts": ts,
+        "dur": dur,
+        "name": _strings(_pluck(objs, "name")),
+        "pid": np.ascontiguousarray(ids[:, 0]),
+        "tid": np.ascontiguousarray(ids[:, 1]),
         "args": args,
     }
 
@@ -362,6 +414,13 @@ def _available_memory() -> int | None:
         return None
 
 
+_PH_CODES = {"X": 1, "B": 2, "E": 3}
+
+
+def _ph_code(v: Any) -> int:
+    return _PH_CODES.get(v, 0) if isinstance(v, str) else 0
+
+
 def load_trace(path: str | Path) -> Trace:
     """Read a Kineto/Chrome trace file into a :class:`Trace`.
 
@@ -391,31 +450,33 @@ def load_trace(path: str | Path) -> Trace:
     doc = _decode(p, _read_bytes(p))
     events = doc.traceEvents
     n = len(events)
-    objs = np.empty(n, dtype=object)
-    objs[:] = events
     warnings: list[str] = []
 
-    ph = pd.Series(pd.Categorical(_strings(_column(objs, "ph", object)))) if n else pd.Series([], dtype=object)
-    cat = pd.Series(pd.Categorical(_strings(_column(objs, "cat", object)))) if n else pd.Series([], dtype=object)
-    if n:  # lower-case once per distinct category, not per event
-        lower = {c: str(c).lower() for c in cat.cat.categories}
-        cat = cat.astype(object).map(lower) if len(set(lower.values())) < len(lower) else cat.cat.rename_categories(list(lower.values()))
-    complete = (ph == "X").to_numpy() if n else np.zeros(0, bool)
-    begin = (ph == "B").to_numpy() if n else np.zeros(0, bool)
-    endev = (ph == "E").to_numpy() if n else np.zeros(0, bool)
+    # One pass per field over the structs; ph and cat are coded once per distinct value
+    # (cat lower-cased: older torch releases wrote capitalised names). A cat code is
+    # an index into kind_of: 0 unknown, then the device kinds, then the host categories.
+    ph = _codes(events, "ph", _ph_code)
+    tables = ((DEVICE_CATEGORIES, "device"), (HOST_CATEGORIES, "host"))
+    kind_of = np.array([None] + [k for t, _ in tables for k in dict.fromkeys(t.values())], dtype=object)
+    code_of = {k: i for i, k in enumerate(kind_of) if k is not None}
+    by_name = {c: code_of[k] for t, _ in tables for c, k in t.items()}
+    cat = _codes(events, "cat", lambda v: by_name.get(("" if v is None else str(v)).lower(), 0)).astype(np.intp)
+    n_dev_kinds = len(set(DEVICE_CATEGORIES.values()))
+    complete = ph == 1
+    begin = ph == 2
+    endev = ph == 3
 
     frames = []
-    for table, what in ((DEVICE_CATEGORIES, "device"), (HOST_CATEGORIES, "host")):
-        kind = cat.astype(object).map(table).to_numpy() if n else np.empty(0, object)
-        known = pd.notna(kind) if n else np.zeros(0, bool)
-        x = complete & known
-        be = (begin | endev) & known
-        parts = [_raw(objs[x])]
-        kinds = [kind[x]]
-        if be.any():
-            paired, b_idx = _pair_begin_end(objs[be], begin[be], warnings)
+    for _, what in tables:
+        in_table = ((cat > 0) & (cat <= n_dev_kinds)) if what == "device" else (cat > n_dev_kinds)
+        x = np.flatnonzero(complete & in_table)
+        be = np.flatnonzero((begin | endev) & in_table)
+        parts = [_raw(list(map(events.__getitem__, x.tolist())))]
+        kinds = [kind_of[cat[x]]]
+        if be.size:
+            paired, b_idx = _pair_begin_end(list(map(events.__getitem__, be.tolist())), begin[be], warnings)
             parts.append(paired)
-            kinds.append(kind[be][b_idx])  # a pair's kind is its B event's
+            kinds.append(kind_of[cat[be]][b_idx])  # a pair's kind is its B event's
         frames.append((_concat(parts), np.concatenate(kinds) if kinds else np.empty(0, object), what))
 
     (dev_raw, dev_kind, _), (host_raw, host_cat, _) = frames
@@ -466,8 +527,9 @@ def _pid_tid_fallback(ids: np.ndarray, fallback: np.ndarray) -> np.ndarray:
 def _device_frame(path: Path, raw: dict[str, np.ndarray], kinds: np.ndarray) -> pd.DataFrame:
     start, end = _times(path, raw, "device")
     args = raw["args"]
-    device = _pid_tid_fallback(_to_int(_column(args, "device", object)), raw["pid"])
-    stream = _pid_tid_fallback(_to_int(_column(args, "stream", object)), raw["tid"])
+    device, stream, nbytes, correlation = _pluck_numbers(args, ("device", "stream", "bytes", "correlation"), np.int64)
+    device = _pid_tid_fallback(device, raw["pid"])
+    stream = _pid_tid_fallback(stream, raw["tid"])
     df = pd.DataFrame(
         {
             "device": device,
@@ -476,8 +538,8 @@ def _device_frame(path: Path, raw: dict[str, np.ndarray], kinds: np.ndarray) -> 
             "name": pd.Categorical(raw["name"]),
             "start_ns": start,
             "end_ns": end,
-            "bytes": _to_int(_column(args, "bytes", object)),
-            "correlation": _to_int(_column(args, "correlation", object)),
+            "bytes": nbytes,
+            "correlation": correlation,
         }
     )
     # Parse memcpy names once per distinct name, then map through the categories.
@@ -499,19 +561,28 @@ def _device_frame(path: Path, raw: dict[str, np.ndarray], kinds: np.ndarray) -> 
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
+def _str_categorical(vals: np.ndarray) -> pd.Categorical:
+    """``pd.Categorical(pd.Series(vals, dtype=object).astype(str))``, converting each distinct value once."""
+    if pd.api.types.infer_dtype(vals, skipna=False) in ("integer", "string"):  # equal values <=> equal str forms
+        codes, uniques = pd.factorize(vals)
+        return pd.Categorical(pd.Series(uniques, dtype=object).astype(str)).take(codes)
+    return pd.Categorical(pd.Series(vals, dtype=object).astype(str))
+
+
 def _host_frame(path: Path, raw: dict[str, np.ndarray], cats: np.ndarray) -> pd.DataFrame:
     start, end = _times(path, raw, "host")
     args = raw["args"]
+    correlation, external_id = _pluck_numbers(args, ("correlation", "external_id"), np.int64)
     df = pd.DataFrame(
         {
-            "pid": pd.Categorical(pd.Series(raw["pid"], dtype=object).astype(str)),
-            "tid": pd.Categorical(pd.Series(raw["tid"], dtype=object).astype(str)),
+            "pid": _str_categorical(raw["pid"]),
+            "tid": _str_categorical(raw["tid"]),
             "cat": pd.Categorical(cats),
             "name": pd.Categorical(raw["name"]),
             "start_ns": start,
             "end_ns": end,
-            "correlation": _to_int(_column(args, "correlation", object)),
-            "external_id": _to_int(_column(args, "external_id", object)),
+            "correlation": correlation,
+            "external_id": external_id,
         }
     )
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)

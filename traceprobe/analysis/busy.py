@@ -38,24 +38,25 @@ def stream_busy(trace: Trace) -> pd.DataFrame:
     cols = ["device", "stream", "busy_ns", "utilization", "events", "kernels", "memcpys", "memsets"]
     if ev.empty:
         return pd.DataFrame({c: pd.Series([], dtype=np.float64 if c == "utilization" else np.int64) for c in cols})
-    key_df = ev[["device", "stream"]]
-    codes, uniques = pd.MultiIndex.from_frame(key_df).factorize()
+    # (device, stream) pairs: the rows are sorted at the end, so any numbering of pairs will do
+    dcode, devs = pd.factorize(ev["device"].to_numpy(np.int64))
+    scode, strs = pd.factorize(ev["stream"].to_numpy(np.int64))
+    codes, pairs = pd.factorize(dcode * len(strs) + scode)
+    n = len(pairs)
     k, s, e = iv.grouped_union(codes, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
-    busy = np.bincount(k, weights=(e - s), minlength=len(uniques)).astype(np.int64)
-    counts = pd.crosstab(codes, ev["kind"].to_numpy()).reindex(
-        index=range(len(uniques)), columns=["kernel", "memcpy", "memset"], fill_value=0
-    )
+    busy = np.bincount(k, weights=(e - s), minlength=n).astype(np.int64)
+    kind = ev["kind"].to_numpy()
     lo, hi = trace.window_ns
     out = pd.DataFrame(
         {
-            "device": uniques.get_level_values(0).astype(np.int64),
-            "stream": uniques.get_level_values(1).astype(np.int64),
+            "device": devs[pairs // len(strs)],
+            "stream": strs[pairs % len(strs)],
             "busy_ns": busy,
             "utilization": busy / max(hi - lo, 1),
-            "events": np.bincount(codes, minlength=len(uniques)).astype(np.int64),
-            "kernels": counts["kernel"].to_numpy(np.int64),
-            "memcpys": counts["memcpy"].to_numpy(np.int64),
-            "memsets": counts["memset"].to_numpy(np.int64),
+            "events": np.bincount(codes, minlength=n).astype(np.int64),
+            "kernels": np.bincount(codes[kind == "kernel"], minlength=n).astype(np.int64),
+            "memcpys": np.bincount(codes[kind == "memcpy"], minlength=n).astype(np.int64),
+            "memsets": np.bincount(codes[kind == "memset"], minlength=n).astype(np.int64),
         }
     )
     return out.sort_values(["device", "stream"]).reset_index(drop=True)
@@ -69,12 +70,14 @@ def device_intervals(trace: Trace, mask: np.ndarray | None = None) -> dict[int, 
         device that has any device event (possibly empty under ``mask``).
     """
     ev = trace.device_events
-    devices = np.unique(ev["device"].to_numpy()) if not ev.empty else np.zeros(0, np.int64)
-    sel = ev if mask is None else ev[mask]
+    dev, start, end = ev["device"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    devices = np.unique(dev) if not ev.empty else np.zeros(0, np.int64)
+    if mask is not None:  # numpy columns, not a copy of the whole frame
+        dev, start, end = dev[mask], start[mask], end[mask]
     out: dict[int, Intervals] = {int(d): iv.empty() for d in devices}
-    if sel.empty:
+    if dev.size == 0:
         return out
-    k, s, e = iv.grouped_union(sel["device"].to_numpy(), sel["start_ns"].to_numpy(), sel["end_ns"].to_numpy())
+    k, s, e = iv.grouped_union(dev, start, end)
     if k.size == 0:  # every selected event had zero length
         return out
     bounds = np.flatnonzero(np.diff(k)) + 1
@@ -86,13 +89,12 @@ def device_intervals(trace: Trace, mask: np.ndarray | None = None) -> dict[int, 
 def stream_intervals(trace: Trace, device: int, mask: np.ndarray | None = None) -> list[Intervals]:
     """Busy interval sets of each stream of ``device`` (events selected by ``mask``)."""
     ev = trace.device_events
-    m = (ev["device"] == device).to_numpy()
+    m = ev["device"].to_numpy() == device
     if mask is not None:
         m = m & mask
-    sel = ev[m]
-    if sel.empty:
+    if not m.any():
         return []
-    k, s, e = iv.grouped_union(sel["stream"].to_numpy(), sel["start_ns"].to_numpy(), sel["end_ns"].to_numpy())
+    k, s, e = iv.grouped_union(ev["stream"].to_numpy()[m], ev["start_ns"].to_numpy()[m], ev["end_ns"].to_numpy()[m])
     if k.size == 0:
         return []
     bounds = np.flatnonzero(np.diff(k)) + 1

@@ -50,24 +50,30 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
     """
     ev = trace.device_events
     rows = []
-    copies = ev[(ev["kind"] == "memcpy").to_numpy()]
-    if copies.empty:
+    is_copy = (ev["kind"] == "memcpy").to_numpy()
+    if not is_copy.any():
         return pd.DataFrame(columns=["device", "direction", "copies", "bytes", "copy_ns", "overlapped_ns", "fraction"])
     compute = device_intervals(trace, compute_mask(trace))
-    for device, per_dev in copies.groupby("device", sort=True):
+    # numpy columns of the copies and boolean masks per group (no DataFrame per group)
+    dev = ev["device"].to_numpy()[is_copy]
+    dirs = ev["direction"][is_copy].astype(object).fillna("unknown").to_numpy()
+    start, end, nbytes = (ev[c].to_numpy()[is_copy] for c in ("start_ns", "end_ns", "bytes"))
+    for device in np.unique(dev):
         comp = compute.get(int(device), iv.empty())
-        groups = [(str(d), g) for d, g in per_dev.groupby(per_dev["direction"].astype(object).fillna("unknown"), sort=False)]
+        on_dev = dev == device
+        # directions in order of first appearance, then in DIRECTIONS order (stable)
+        groups = [(str(d), on_dev & (dirs == d)) for d in dict.fromkeys(dirs[on_dev].tolist())]
         groups.sort(key=lambda t: DIRECTIONS.index(t[0]) if t[0] in DIRECTIONS else len(DIRECTIONS))
-        for direction, g in groups + [("all", per_dev)]:
-            u = iv.union(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())
+        for direction, g in groups + [("all", on_dev)]:
+            u = iv.union(start[g], end[g])
             copy_ns = iv.length(u)
             over = iv.length(iv.intersect(u, comp))
-            b = g["bytes"].to_numpy()
+            b = nbytes[g]
             rows.append(
                 {
                     "device": int(device),
                     "direction": direction,
-                    "copies": len(g),
+                    "copies": int(g.sum()),
                     "bytes": int(b[b >= 0].sum()),
                     "copy_ns": copy_ns,
                     "overlapped_ns": over,
@@ -92,7 +98,7 @@ def comm_overlap(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     comm = device_intervals(trace, cmask)
     comp = device_intervals(trace, compute_mask(trace))
-    counts = trace.device_events[cmask].groupby("device").size()
+    counts = trace.device_events[["device"]][cmask].groupby("device").size()
     rows = []
     for device, u in comm.items():
         if device not in counts.index:
@@ -114,6 +120,18 @@ def comm_overlap(trace: Trace) -> pd.DataFrame:
     return out
 
 
+def _thread_codes(host: pd.DataFrame) -> np.ndarray:
+    """A code per host event for its (pid, tid) as strings, numbered by first appearance."""
+    pid, tid = host["pid"], host["tid"]
+    if isinstance(pid.dtype, pd.CategoricalDtype) and isinstance(tid.dtype, pd.CategoricalDtype):
+        pc, tc = pid.cat.codes.to_numpy(np.int64), tid.cat.codes.to_numpy(np.int64)
+        cats = (pid.cat.categories, tid.cat.categories)
+        if pc.min(initial=0) >= 0 and tc.min(initial=0) >= 0 and all(pd.api.types.is_string_dtype(c) for c in cats):
+            # distinct categories are distinct strings: a pair of codes is a pair of strings
+            return pd.factorize(pc * len(cats[1]) + tc)[0]
+    return pd.MultiIndex.from_arrays([pid.astype(str), tid.astype(str)]).factorize()[0]
+
+
 def host_compute_intervals(trace: Trace) -> iv.Intervals:
     """Union of host compute ops (``cpu_op`` with no runtime/driver call inside; module doc)."""
     host = trace.host_events
@@ -125,7 +143,7 @@ def host_compute_intervals(trace: Trace) -> iv.Intervals:
         return iv.empty()
     # a runtime call belongs to an op when it starts inside the op on the same
     # thread; one searchsorted per thread (threads are few, events many)
-    thread = pd.MultiIndex.from_arrays([host["pid"].astype(str), host["tid"].astype(str)]).factorize()[0]
+    thread = _thread_codes(host)
     start = host["start_ns"].to_numpy()
     end = host["end_ns"].to_numpy()
     pure = np.ones(int(is_op.sum()), dtype=bool)

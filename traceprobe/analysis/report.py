@@ -7,7 +7,7 @@ Each figure is defined once, in the docstring of the function computing it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -99,9 +99,10 @@ def _fraction_of(df: pd.DataFrame, num: str, den: str) -> float:
 
 def _step_figures(trace: Trace) -> pd.DataFrame:
     windows = step_windows(trace)
+    device_only = replace(trace, host_events=trace.host_events.iloc[:0])  # _figures reads device events only
     rows = []
     for w in windows.itertuples(index=False):
-        f = _figures(clip_trace(trace, int(w.start_ns), int(w.end_ns)))
+        f = _figures(clip_trace(device_only, int(w.start_ns), int(w.end_ns)))
         copy_all = f["copy"][f["copy"]["direction"] == "all"] if not f["copy"].empty else f["copy"]
         rows.append(
             {

@@ -1,0 +1,88 @@
+"""Pictures: valid PNGs of sensible size, from the sample traces and a large SYNTHETIC trace."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from synthetic import TraceBuilder
+from traceprobe.cli import app
+from traceprobe.report import plot
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+SAMPLE_FILES = sorted(SAMPLES.glob("*.pt.trace.json.gz"))
+runner = CliRunner()
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) of a PNG, after checking its signature and IHDR chunk."""
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert data[12:16] == b"IHDR" and data[-8:-4] == b"IEND"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_sample_timelines(tmp_path):
+    items = plot.load_items(SAMPLE_FILES)
+    assert [i.label for i in items][0] == "compute-copy.nonblocking"  # from the manifest
+    written = plot.draw(items, tmp_path / "t.png")
+    assert len(written) == len(SAMPLE_FILES) and len({w.name for w in written}) == len(written)
+    for w in written:
+        width, height = png_size(w)
+        assert 1000 <= width <= 2000 and 150 <= height <= 1200
+        assert w.stat().st_size > 10_000  # not blank
+
+
+def test_compare_compute_copy(tmp_path):
+    res = runner.invoke(app, ["plot", *map(str, sorted(SAMPLES.glob("compute-copy.*.gz"))), "--compare", "--output", str(tmp_path / "c.png")])
+    assert res.exit_code == 0, res.output
+    width, height = png_size(tmp_path / "c.png")
+    assert 1000 <= width <= 2000 and 400 <= height <= 1500
+
+
+def test_overlap_report_plot(tmp_path):
+    f = SAMPLES / "multi-gpu.concurrent.pt.trace.json.gz"
+    res = runner.invoke(app, ["overlap-report", str(f), "--format", "json", "--plot", str(tmp_path / "r.png")])
+    assert res.exit_code == 0, res.output
+    assert png_size(tmp_path / "r.png")[0] > 1000
+
+
+def test_eight_devices_thirty_streams(tmp_path):
+    """SYNTHETIC: 8 devices x 30 streams of kernels, copies, NCCL and memsets: one lane each."""
+    rng = np.random.default_rng(0)
+    b = TraceBuilder("8 devices x 30 streams", devices=8)
+    for d in range(8):
+        for s in range(30):
+            t = int(rng.integers(0, 5_000))
+            for _ in range(8):
+                dur = int(rng.integers(1_000, 20_000))
+                [b.kernel, b.memcpy, b.nccl, b.memset][s % 4](d, 7 + s, t, dur)
+                t += dur + int(rng.integers(100, 10_000))
+    items = plot.load_items([b.write(tmp_path / "big.json")])
+    out = plot.timeline(items[0], tmp_path / "big.png")
+    width, height = png_size(out)
+    # 240 lanes plus the verdicts: tall enough for one readable label per lane, not absurd
+    assert height >= 240 * 0.11 * plot.DPI and height <= 6000 and width == int(plot.WIDTH_IN * plot.DPI)
+
+
+def test_no_device_events(tmp_path):
+    b = TraceBuilder("host only")
+    b.cpu_op(0, 1000)
+    items = plot.load_items([b.write(tmp_path / "h.json")])
+    assert png_size(plot.timeline(items[0], tmp_path / "h.png"))[1] > 100
+
+
+def test_plot_bad_file_exits_2(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    res = runner.invoke(app, ["plot", str(tmp_path / "bad.json"), "--output", str(tmp_path / "x.png")])
+    assert res.exit_code == 2 and "not valid JSON" in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize("labels,expect", [(["a"], ["out.png"]), (["a", "b"], ["out.a.png", "out.b.png"])])
+def test_per_trace_paths(labels, expect):
+    assert [p.name for p in plot.per_trace_paths("/x/out.png", labels)] == expect

@@ -1,0 +1,618 @@
+"""Profile your own code: ``traceprobe.capture()`` and ``traceprobe.step()``.
+
+::
+
+    import traceprobe
+    with traceprobe.capture("runs/mine") as cap:   # or @traceprobe.capture("runs/mine")
+        for batch in loader:
+            train_step(batch)
+            cap.step()                              # or traceprobe.step()
+    print(cap.report())                             # OverlapReport of cap.trace_path
+
+``traceprobe record --script/--module`` (:mod:`traceprobe.runner`) runs a whole
+program inside one capture.
+
+Windows
+    Code that never calls :meth:`Capture.step` (or :func:`step`) is profiled
+    whole: one trace, variant ``run``, from ``start`` to ``stop``. Code that
+    calls it is profiled in windows chosen by a ``torch.profiler.schedule`` of
+    ``wait``, ``warmup``, ``active`` and ``repeat`` steps, with torch's meaning:
+    step *n* runs from the *n*-th ``step()`` call to the next (step 0 from the
+    start to the first call), each cycle skips ``wait`` steps, warms the
+    profiler up for ``warmup`` steps and records ``active`` steps, and
+    ``repeat`` cycles are done (0: until the run ends). Each recorded window is
+    written as soon as it ends, as its own trace named by its steps
+    (``<name>.steps2-4[.rankR].pt.trace.json.gz``), holding ``ProfilerStep#N``
+    annotations. Step 0 (imports, set-up, the first iteration: one-time costs)
+    is never in a window; with ``wait=0`` the first cycle starts at step 1.
+    Until the first ``step()`` call the run is recorded as if it were to be
+    profiled whole; that recording is dropped at the first call.
+
+Default window: ``wait=1, warmup=1, active=3, repeat=1`` (torch's documented
+example), so steps 2-4 of a run: one trace. The aim is a trace under about
+100 MB of JSON (a few MB gzipped), which Perfetto UI opens in seconds: it runs
+in a browser tab, whose memory (about 2 GB typically, per Perfetto's "large
+traces" page) must hold the parsed trace, several times the JSON's size. Three
+steps of real training stay well inside that: a 12-layer transformer encoder
+(d=512, 16x256 tokens, AdamW) on an H200 wrote 9 MB of JSON (0.7 MB gzipped,
+36,000 events) for 3 steps, 16.5 MB with ``record_shapes`` and ``with_stack``;
+a model ten times that size still fits. Raise ``active`` for short steps,
+``repeat`` (one trace each) to follow a long run. A run profiled whole has no
+such bound: a trace over :data:`LARGE_TRACE_BYTES` of JSON gets a warning.
+
+Files
+    Traces go to ``out`` (default ``runs/<name>-<YYYYmmdd-HHMMSS>``;
+    ``runs/train.py-...`` for ``record --script train.py``), written
+    atomically (a hidden temporary name in the same folder, then a hard link
+    that fails rather than replace a file) and never over an existing file: a
+    name already taken gets ``-2``, ``-3``... after its variant. A window cut
+    short by the end of the run or a failure is written as
+    ``steps6-8-partial`` when at least one of its steps ended, and dropped
+    otherwise; a whole run is written however it ended. Both are listed as
+    ``partial`` unless complete. ``manifest.json`` lists the command line, the
+    environment (GPUs, driver, torch, CUDA, NCCL), each process (rank, target,
+    options, exit code) and each trace; it is rewritten atomically under an exclusive lock
+    (``.manifest.lock``) each time a trace is written, so several ranks can
+    share one folder.
+
+Ranks
+    Under torchrun (``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` set) trace names
+    include ``.rank<R>``, the default folder's time is the launcher's start
+    time (the parent process), so every rank of a node picks the same folder,
+    and a trace that lacks ``distributedInfo`` (the profiler started before
+    ``init_process_group``, as in a whole-run trace) gets one with the rank, so
+    ``overlap-report`` can summarize across ranks.
+
+Importing this module does not import torch; starting a capture does. The
+module itself is callable: ``traceprobe.capture(...)`` is :func:`capture`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import gzip
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import types
+import uuid
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from . import __version__
+
+if TYPE_CHECKING:
+    from .analysis import OverlapReport
+
+DEFAULT_WAIT = 1
+DEFAULT_WARMUP = 1
+DEFAULT_ACTIVE = 3
+DEFAULT_REPEAT = 1
+LARGE_TRACE_BYTES = 256 * 2**20
+"""JSON size above which a trace gets a warning: Perfetto UI may fail to open it."""
+GZIP_LEVEL = 6
+"""zlib's default: about the size of level 9 (torch's choice) in a fraction of the time."""
+
+MANIFEST = "manifest.json"
+LOCK = ".manifest.lock"
+
+_ACTIVE: Capture | None = None
+
+
+def step() -> None:
+    """End the current step of the running capture (a no-op when none runs).
+
+    A script run by ``traceprobe record --script`` calls this once per training
+    iteration, at its end, as it would call ``torch.profiler.profile.step()``;
+    run without traceprobe, the call does nothing and costs next to nothing.
+    """
+    if _ACTIVE is not None:
+        _ACTIVE.step()
+
+
+def current() -> Capture | None:
+    """The running capture of this process, if any."""
+    return _ACTIVE
+
+
+def dist_env() -> tuple[int | None, int | None, int | None]:
+    """``(rank, local_rank, world_size)`` from the variables torchrun sets (None where unset)."""
+
+    def num(name: str) -> int | None:
+        v = os.environ.get(name, "").strip()
+        try:
+            return int(v)
+        except ValueError:
+            return None
+
+    rank, local = num("RANK"), num("LOCAL_RANK")
+    return (rank if rank is not None else local), local, num("WORLD_SIZE")
+
+
+def default_out(label: str, root: str | Path = "runs") -> Path:
+    """``runs/<label>-<YYYYmmdd-HHMMSS>``.
+
+    In a process started by torchrun the time is the launcher's (the parent
+    process's start), so the ranks of one node agree on the folder; otherwise
+    it is now, and a folder that exists already gets ``-2``, ``-3``...
+    """
+    rank, _, _ = dist_env()
+    when = None
+    if rank is not None:
+        try:
+            import psutil
+
+            when = _dt.datetime.fromtimestamp(psutil.Process(os.getppid()).create_time())
+        except Exception:  # noqa: BLE001 - fall back to now
+            when = None
+    base = Path(root) / f"{label}-{(when or _dt.datetime.now()).strftime('%Y%m%d-%H%M%S')}"
+    if rank is not None:
+        return base
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
+
+
+def _default_name() -> str:
+    """The main script's stem (``train`` for ``python train.py``); ``capture`` elsewhere (notebooks, ``-m``, pytest)."""
+    f = getattr(sys.modules.get("__main__"), "__file__", None)
+    main = Path(f) if isinstance(f, str) else None
+    if main is not None and main.suffix == ".py" and main.stem not in ("__main__", "ipykernel_launcher"):
+        return main.stem
+    return "capture"
+
+
+def environment() -> dict[str, Any]:
+    """:func:`traceprobe.record.environment` (host, GPUs, driver, torch, CUDA, NCCL) plus the torchrun variables."""
+    from .record import environment as base
+
+    env = base()
+    rank, local, world = dist_env()
+    env.update({"rank": rank, "local_rank": local, "world_size": world})
+    return env
+
+
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """An exclusive lock on ``out`` for the manifest's read-modify-write (POSIX; none elsewhere)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: one writer assumed
+        yield
+        return
+    with open(out / LOCK, "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+class Capture(contextlib.ContextDecorator):
+    """Profile the code between :meth:`start` and :meth:`stop` (a ``with`` block, a decorated call).
+
+    See the module documentation for windows, files and ranks.
+
+    Args:
+        out: output folder (default ``runs/<name>-<YYYYmmdd-HHMMSS>``); may exist
+            (ranks share one), no file in it is ever replaced.
+        name: first part of trace names (default: the main script's name, else
+            ``capture``).
+        wait, warmup, active, repeat: the ``torch.profiler.schedule`` applied
+            when steps are used (``repeat=0``: every cycle until the end).
+        record_shapes, with_stack, profile_memory: passed to ``torch.profiler.profile``.
+        cuda: record CUDA activity (default: where torch sees a CUDA device).
+        target: what is run (for the manifest), e.g. ``{"script": "train.py", "args": [...]}``.
+        command: the command line for the manifest (default ``sys.argv`` at start).
+        echo: print what is written and any problem to stderr, ``traceprobe:`` first.
+
+    Attributes:
+        out: the output folder (resolved at the first start).
+        trace_paths: every trace written, in order.
+        entries: their manifest entries (``status`` ``ok`` or ``partial``,
+            ``steps`` [first, last] or None for a whole run, ``trace`` file name).
+        steps: ``step()`` calls in the current (or last) session.
+        notes: the messages about the run (also printed when ``echo``).
+    """
+
+    def __init__(
+        self,
+        out: str | Path | None = None,
+        *,
+        name: str | None = None,
+        wait: int = DEFAULT_WAIT,
+        warmup: int = DEFAULT_WARMUP,
+        active: int = DEFAULT_ACTIVE,
+        repeat: int = DEFAULT_REPEAT,
+        record_shapes: bool = False,
+        with_stack: bool = False,
+        profile_memory: bool = False,
+        cuda: bool | None = None,
+        target: dict[str, Any] | None = None,
+        command: list[str] | None = None,
+        echo: bool = True,
+    ) -> None:
+        for k, v, lo in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1), ("repeat", repeat, 0)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise ValueError(f"{k} must be an integer >= {lo}, not {v!r}")
+        self.name = name or _default_name()
+        if "/" in self.name or "\\" in self.name or self.name.startswith("."):
+            raise ValueError(f"name must be a plain file-name part, not {self.name!r}")
+        self.out: Path | None = Path(out) if out is not None else None
+        self.wait, self.warmup, self.active, self.repeat = wait, warmup, active, repeat
+        self.record_shapes, self.with_stack, self.profile_memory = record_shapes, with_stack, profile_memory
+        self.cuda = cuda
+        self.target = dict(target or {})
+        self.command = list(command) if command is not None else None
+        self.echo = echo
+        self.rank, self.local_rank, self.world_size = dist_env()
+        self.trace_paths: list[Path] = []
+        self.entries: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.steps = 0
+        self._prof: Any = None
+        self._mode: str | None = None  # "run" (no step yet) or "steps"
+        self._stepping = False
+        self._session = 0
+        self._process: dict[str, Any] = {}
+        self._sched: Callable[[int], Any] | None = None
+
+    # -- public -------------------------------------------------------------
+
+    @property
+    def trace_path(self) -> Path | None:
+        """The latest trace written (open it in https://ui.perfetto.dev), or None."""
+        return self.trace_paths[-1] if self.trace_paths else None
+
+    @property
+    def running(self) -> bool:
+        return self._prof is not None
+
+    def start(self) -> Capture:
+        """Start profiling (whole-run mode until the first :meth:`step`).
+
+        Raises:
+            RuntimeError: another capture is running in this process, or this one is.
+            ValueError: ``cuda=True`` and torch sees no CUDA device.
+            OSError: the output folder cannot be created or written.
+        """
+        global _ACTIVE
+        if _ACTIVE is not None:
+            raise RuntimeError(
+                "a traceprobe capture is already running in this process (torch.profiler allows one at a time); "
+                "a script run by 'traceprobe record' should call traceprobe.step(), not start its own capture"
+            )
+        import torch
+        from torch.profiler import ProfilerActivity, schedule
+
+        has_cuda = torch.cuda.is_available()
+        if self.cuda and not has_cuda:
+            raise ValueError("CUDA activity was asked for, but torch sees no CUDA device")
+        use_cuda = has_cuda if self.cuda is None else bool(self.cuda)
+        self._activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if use_cuda else [])
+        self._use_cuda = use_cuda
+        skip = 1 if self.wait == 0 else 0  # step 0 is never in a window
+        self._sched = schedule(wait=self.wait, warmup=self.warmup, active=self.active, repeat=self.repeat, skip_first=skip)
+        from .record import check_writable
+
+        if self.out is None:
+            self.out = default_out(self.name)
+        check_writable(self.out)
+        self._session += 1
+        self.steps = 0
+        now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self._process = {
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "world_size": self.world_size,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "id": uuid.uuid4().hex[:12],
+            "command": self.command if self.command is not None else list(sys.argv),
+            "target": self.target or None,
+            "options": {
+                "wait": self.wait, "warmup": self.warmup, "active": self.active, "repeat": self.repeat,
+                "record_shapes": self.record_shapes, "with_stack": self.with_stack,
+                "profile_memory": self.profile_memory, "cuda": use_cuda,
+            },
+            "started": now,
+            "status": "running",
+            "environment": environment(),
+        }
+        self._update_manifest()
+        # torch warns, once per process, that each cycle drops the last one's events: one trace per window is the intent
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle", category=UserWarning)
+        self._mode = "run"
+        self._prof = self._profile()
+        self._prof.__enter__()
+        _ACTIVE = self
+        return self
+
+    def step(self) -> None:
+        """End the current step (call at the end of each iteration); a no-op when not running.
+
+        Exceptions while writing a finished window's trace are reported, never raised.
+        """
+        if self._prof is None:
+            return
+        self.steps += 1
+        if self._mode == "run":
+            self._to_steps()
+            return
+        self._stepping = True
+        try:
+            self._prof.step()
+        finally:
+            self._stepping = False
+
+    def stop(self, *, exit_code: int | None = 0, error: str | None = None) -> None:
+        """Stop profiling, write the trace of the whole run or of the window in progress, and the manifest.
+
+        Args:
+            exit_code: the code the profiled code ended with (0: normal end).
+            error: a one-line description of an exception it ended with.
+        """
+        global _ACTIVE
+        prof, mode = self._prof, self._mode
+        if prof is None:
+            return
+        self._prof = None
+        final = exit_code == 0 and error is None
+        try:
+            prof.__exit__(None, None, None)  # a window in progress reaches _on_trace_ready (partial)
+            if mode == "run":
+                self._write(prof, "run", None, "ok" if final else "partial")
+        except Exception as e:  # noqa: BLE001 - the run's own outcome matters more
+            self._note(f"could not stop the profiler or write the trace: {type(e).__name__}: {e}")
+        finally:
+            _ACTIVE = None
+        if mode == "steps" and not [e for e in self.entries if e.get("session") == self._session]:
+            first = self._first_window()
+            self._note(
+                f"no trace written: the run ended after {self.steps} step(s), before a step of the first window "
+                f"(steps {first[0]}-{first[1]}) ended; lower --wait/--warmup/--active"
+                if first else f"no trace written after {self.steps} step(s)"
+            )
+        self._process.update(
+            {
+                "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "status": "ok" if final else "failed",
+                "exit_code": exit_code,
+                "error": error,
+                "steps": self.steps,
+            }
+        )
+        self._update_manifest()
+
+    def report(self, path: str | Path | None = None) -> OverlapReport:
+        """The :class:`~traceprobe.analysis.OverlapReport` of ``path`` (default: :attr:`trace_path`).
+
+        Raises:
+            RuntimeError: no trace was written.
+            TraceFormatError: the trace cannot be read.
+        """
+        p = Path(path) if path is not None else self.trace_path
+        if p is None:
+            raise RuntimeError("no trace written yet" + (f": {self.notes[-1]}" if self.notes else ""))
+        from .analysis import overlap_report
+        from .collect import manifest_info
+        from .trace import load_trace
+
+        return overlap_report(load_trace(p), manifest_info(p))
+
+    def reports(self) -> list[OverlapReport]:
+        """The overlap report of every trace written, in order."""
+        return [self.report(p) for p in self.trace_paths]
+
+    def __enter__(self) -> Capture:
+        return self.start()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is None:
+            self.stop()
+        elif issubclass(exc_type, SystemExit):
+            code = exc.code if isinstance(exc, SystemExit) else None
+            self.stop(exit_code=code if isinstance(code, int) else (0 if code is None else 1))
+        else:
+            self.stop(exit_code=1, error=f"{exc_type.__name__}: {exc}")
+        return False
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<traceprobe.Capture {self.name!r} out={str(self.out)!r} {state}, {len(self.trace_paths)} trace(s)>"
+
+    # -- internals ----------------------------------------------------------
+
+    def _note(self, msg: str) -> None:
+        self.notes.append(msg)
+        if self.echo:
+            sys.stdout.flush()
+            print(f"traceprobe: {msg}", file=sys.stderr, flush=True)
+
+    def _profile(self, **kw: Any) -> Any:
+        from torch.profiler import profile
+
+        return profile(
+            activities=self._activities,
+            record_shapes=self.record_shapes,
+            with_stack=self.with_stack,
+            profile_memory=self.profile_memory,
+            **kw,
+        )
+
+    def _active(self, n: int) -> bool:
+        from torch.profiler import ProfilerAction
+
+        return self._sched(n) in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+
+    def _first_window(self) -> tuple[int, int] | None:
+        for n in range(0, 1 + self.wait + self.warmup + self.active + 1):
+            if self._active(n):
+                return n, n + self.active - 1
+        return None
+
+    def _to_steps(self) -> None:
+        """First step() call: drop the whole-run recording, continue under the schedule at step 1."""
+        self._prof.__exit__(None, None, None)
+        self._prof = None
+        prof = self._profile(schedule=self._sched, on_trace_ready=self._on_trace_ready)
+        prof.__enter__()  # step 0: the schedule says NONE, nothing recorded
+        prof.step()  # now at step 1, as this capture's count says
+        self._prof = prof
+        self._mode = "steps"
+
+    def _on_trace_ready(self, prof: Any) -> None:
+        try:
+            complete = self._stepping  # from step(): the window's last step ended
+            last = prof.step_num - 1 if complete else prof.step_num
+            first = last
+            while first > 0 and self._active(first - 1):
+                first -= 1
+            if complete:
+                self._write(prof, f"steps{first}-{last}", [first, last], "ok")
+            elif last > first:  # cut short, but at least one step of it ended
+                self._write(prof, f"steps{first}-{last}-partial", [first, last], "partial")
+            else:
+                self._note(f"the window from step {first} was cut short before its first step ended: not written")
+        except Exception as e:  # noqa: BLE001 - never break the profiled loop
+            self._note(f"could not write a trace: {type(e).__name__}: {e}")
+
+    def _dist_info(self) -> dict[str, Any] | None:
+        if self.rank is None:
+            return None
+        info: dict[str, Any] = {"rank": self.rank, "world_size": self.world_size}
+        try:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized():
+                info.update({"backend": dist.get_backend(), "rank": dist.get_rank(), "world_size": dist.get_world_size()})
+        except Exception:  # noqa: BLE001 - informational
+            pass
+        info["source"] = "traceprobe (torchrun environment)"
+        return info
+
+    def _write(self, prof: Any, variant: str, steps: list[int] | None, status: str) -> None:
+        from .record import _umask_mode, trace_name
+
+        out = self.out
+        assert out is not None
+        name = trace_name(self.name, variant, self.rank)
+        fd, raw = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp.json", dir=out)
+        os.close(fd)
+        gz = Path(raw[: -len(".json")] + ".json.gz")
+        try:
+            prof.export_chrome_trace(raw)
+            size = os.path.getsize(raw)
+            _gzip_with_dist_info(Path(raw), gz, self._dist_info())
+            os.chmod(gz, _umask_mode())
+            dest = _publish(gz, out, lambda i: trace_name(self.name, variant if i == 1 else f"{variant}-{i}", self.rank))
+        finally:
+            Path(raw).unlink(missing_ok=True)
+            gz.unlink(missing_ok=True)
+        entry = {
+            "workload": self.name,
+            "variant": variant,
+            "description": "whole run" if steps is None else f"steps {steps[0]}-{steps[1]}",
+            "status": status,
+            "trace": dest.name,
+            "rank": self.rank,
+            "steps": steps,
+            "session": self._session,
+            "pid": os.getpid(),
+            "json_bytes": size,
+            "device": "cuda" if self._use_cuda else "cpu",
+        }
+        if status == "partial":
+            entry["reason"] = "the run ended or failed before this window's last step ended"
+        self.trace_paths.append(dest)
+        self.entries.append(entry)
+        self._update_manifest()
+        if size > LARGE_TRACE_BYTES:
+            self._note(
+                f"{dest.name} holds {size / 2**20:,.0f} MB of JSON: Perfetto UI may not open it; "
+                + ("call traceprobe.step() once per iteration to profile windows of steps" if steps is None else "lower --active")
+            )
+
+    def _update_manifest(self) -> None:
+        """Merge this process's entry and traces into ``manifest.json`` under the folder's lock."""
+        from .record import load_manifest, write_manifest
+
+        out = self.out
+        assert out is not None
+        with _locked(out):
+            m = load_manifest(out)
+            m.setdefault("traceprobe", __version__)
+            m.setdefault("created", self._process.get("started"))
+            m.setdefault("command", self._process.get("command"))
+            m.setdefault("environment", self._process.get("environment"))
+            procs = [p for p in m.get("processes", []) if p.get("id") != self._process.get("id")]
+            m["processes"] = sorted(procs + [self._process], key=lambda p: (p.get("rank") is None, p.get("rank") or 0, str(p.get("started"))))
+            mine = {e["trace"] for e in self.entries}
+            others = [e for e in m.get("variants", []) if e.get("trace") not in mine]
+            m["variants"] = others + list(self.entries)
+            write_manifest(out, m)
+
+
+def _gzip_with_dist_info(src: Path, dest: Path, info: dict[str, Any] | None) -> None:
+    """Gzip Kineto's JSON ``src`` to ``dest``, adding ``distributedInfo`` where it lacks one."""
+    with open(src, "rb") as fin, open(dest, "wb") as raw_out:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw_out, compresslevel=GZIP_LEVEL, mtime=0) as fout:
+            head = fin.read(1 << 20)
+            if info is not None:
+                cut = head.find(b'"traceEvents"')
+                header = head if cut < 0 else head[:cut]
+                brace = head.find(b"{")
+                if b'"distributedInfo"' not in header and brace >= 0 and not head[:brace].strip():
+                    extra = b'\n  "distributedInfo": ' + json.dumps(info).encode() + b","
+                    head = head[: brace + 1] + extra + head[brace + 1 :]
+            fout.write(head)
+            shutil.copyfileobj(fin, fout, 1 << 20)
+        raw_out.flush()
+        os.fsync(raw_out.fileno())
+
+
+def _publish(tmp: Path, out: Path, name_for: Callable[[int], str]) -> Path:
+    """Give ``tmp`` its final name without ever replacing a file: the first free of ``name_for(1)``, ``(2)``..."""
+    i = 1
+    while True:
+        dest = out / name_for(i)
+        try:
+            os.link(tmp, dest)  # fails if dest exists: atomic and never clobbers
+            return dest
+        except FileExistsError:
+            i += 1
+        except OSError:  # no hard links here (some network or FAT file systems)
+            if dest.exists():
+                i += 1
+                continue
+            os.rename(tmp, dest)
+            return dest
+
+
+def capture(out: str | Path | Callable[..., Any] | None = None, **options: Any) -> Any:
+    """A :class:`Capture`: use as ``with traceprobe.capture(out) as cap:`` or as a decorator.
+
+    ``@traceprobe.capture`` without parentheses decorates with the defaults.
+    Options are :class:`Capture`'s keyword arguments.
+    """
+    if callable(out) and not isinstance(out, (str, os.PathLike)):
+        return Capture(**options)(out)
+    return Capture(out, **options)
+
+
+class _CallableModule(types.ModuleType):
+    """This module's type: ``traceprobe.capture`` is this module (Python binds a
+    package's submodule to its name), so calling it calls :func:`capture`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return capture(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,409 @@
+"""Chrome JSON that Perfetto renders correctly, and the lane layout it relies on.
+
+Kineto's JSON breaks a rule of the Chrome trace format: complete (``ph: X``)
+events of one thread (one ``pid``/``tid``) must nest; two that overlap without
+one containing the other are not allowed. Perfetto then draws wrong durations or
+drops the slice (its import stats count ``slice_drop_overlapping_complete_event``;
+google/perfetto#432, #4280, #6421). GPU kernels hit it with programmatic
+dependent launch and clock jitter: a kernel starts a few ns before the previous
+one on its stream ends. Kineto also gives GPU *n* ``pid`` *n*, which collides with
+a host process of that pid (pid 1 in a container).
+
+:func:`assign_lanes` puts every slice of a track on *lane* 0 unless it crosses
+another slice of that track; such slices move to lanes 1, 2, ... so that each
+lane's slices nest properly. :func:`write_chrome_json` writes a trace with one
+``tid`` per (track, lane) and reports how many slices it moved. The derived
+series here (overlap intervals, busy counts, launch flows) are shared with the
+Perfetto export and the plot; they reuse the analysis' interval sets.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals as iv
+from ..analysis.busy import compute_mask, device_intervals
+from ..trace import Trace
+
+DEVICE_PID_BASE = 1 << 24
+"""Process id given to device d: ``DEVICE_PID_BASE + d`` (above Linux's largest pid)."""
+LANE_STRIDE = 1 << 22
+"""Lane k of thread (or stream) t gets tid ``t + k * LANE_STRIDE``."""
+
+KINETO_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
+
+
+# --- lanes -----------------------------------------------------------------------
+
+
+def _chain(pk: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Greedy chains: per run of equal ``pk`` (rows sorted by pk, start, -end), the
+    first row, then the first row starting at or after its end, and so on.
+
+    Vectorized: ``nxt`` by one searchsorted, chain membership by pointer doubling
+    (``log2(n)`` passes, no per-row loop).
+    """
+    m = s.size
+    bounds = np.flatnonzero(np.r_[True, pk[1:] != pk[:-1]])
+    grp = np.cumsum(np.r_[True, pk[1:] != pk[:-1]]) - 1
+    grp_end = np.append(bounds[1:], m)[grp]
+    lo = int(s.min())
+    width = int(e.max()) - lo + 1
+    if width * (int(grp[-1]) + 1) < 2**62:  # search within groups on offset times
+        key_s, key_q = grp * width + (s - lo), grp * width + (e - lo)
+    else:  # on dense ranks of the times
+        _, inv = np.unique(np.concatenate([s, e]), return_inverse=True)
+        width = 2 * m + 1
+        key_s, key_q = grp * width + inv[:m], grp * width + inv[m:]
+    nxt = np.searchsorted(key_s, key_q, side="left")
+    nxt = np.maximum(nxt, np.arange(1, m + 1))
+    nxt = np.where(nxt < grp_end, nxt, m)
+    jump = np.append(nxt, m)
+    on = np.zeros(m + 1, dtype=bool)
+    on[bounds] = True
+    for _ in range(int(math.ceil(math.log2(m + 1))) + 1):
+        on[jump[on]] = True
+        jump = jump[jump]
+    return on[:m]
+
+
+def _one_lane(k: np.ndarray, s: np.ndarray, e: np.ndarray, nest: bool) -> np.ndarray:
+    """Rows (sorted by key, start, -end) kept on the current lane: a laminar subset."""
+    kept = np.zeros(s.size, dtype=bool)
+    active = np.arange(s.size)
+    pk = k
+    while active.size:
+        ss, es = s[active], e[active]
+        chain = _chain(pk, ss, es)
+        kept[active[chain]] = True
+        if not nest:
+            break
+        last = np.maximum.accumulate(np.where(chain, np.arange(active.size), -1))
+        rest = np.flatnonzero(~chain)
+        parent = last[rest]
+        inside = es[rest] <= es[parent]
+        # children of a chain slice form the next level, grouped by that slice
+        pk = active[parent[inside]]
+        active = active[rest[inside]]
+    return kept
+
+
+def assign_lanes(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray, nest: bool = True) -> np.ndarray:
+    """Lane of each slice so that, per key and lane, slices nest properly.
+
+    Args:
+        keys: int64 track code per slice (e.g. a (device, stream) code).
+        starts, ends: int64 ns.
+        nest: allow a slice inside another on one lane (Chrome/Perfetto nesting);
+            with ``False`` a lane's slices never overlap at all.
+
+    Returns:
+        int64 lane per slice: 0 for the track itself; k > 0 only for slices that
+        cross (overlap without nesting) a slice of a lower lane. Lanes are filled
+        greedily, earliest start first, longer slices first at equal starts.
+    """
+    k = np.asarray(keys, dtype=np.int64)
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.maximum(np.asarray(ends, dtype=np.int64), s)
+    lanes = np.zeros(k.size, dtype=np.int64)
+    if k.size == 0:
+        return lanes
+    order = np.lexsort((-e, s, k))
+    k, s, e = k[order], s[order], e[order]
+    # clusters: runs of a track where each slice starts before the running end;
+    # a slice alone in its cluster overlaps nothing and stays on lane 0
+    run_end = pd.Series(e).groupby(k, sort=False).cummax().to_numpy()
+    new = np.r_[True, (k[1:] != k[:-1]) | (s[1:] >= run_end[:-1])]
+    cluster = np.cumsum(new) - 1
+    size = np.bincount(cluster)
+    pending = np.flatnonzero(size[cluster] > 1)
+    k = cluster
+    lane = 0
+    out = np.zeros(k.size, dtype=np.int64)
+    while pending.size:
+        kept = _one_lane(k[pending], s[pending], e[pending], nest)
+        out[pending[kept]] = lane
+        pending = pending[~kept]
+        lane += 1
+    lanes[order] = out
+    return lanes
+
+
+def device_lanes(trace: Trace) -> np.ndarray:
+    """Lane of each row of ``trace.device_events`` within its (device, stream)."""
+    ev = trace.device_events
+    if ev.empty:
+        return np.zeros(0, dtype=np.int64)
+    codes = pd.MultiIndex.from_frame(ev[["device", "stream"]]).factorize()[0]
+    return assign_lanes(codes, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
+
+
+def host_lanes(trace: Trace) -> np.ndarray:
+    """Lane of each row of ``trace.host_events`` within its (pid, tid)."""
+    h = trace.host_events
+    if h.empty:
+        return np.zeros(0, dtype=np.int64)
+    codes = pd.MultiIndex.from_arrays([h["pid"].astype(str), h["tid"].astype(str)]).factorize()[0]
+    return assign_lanes(codes, h["start_ns"].to_numpy(), h["end_ns"].to_numpy())
+
+
+def numeric_ids(labels: pd.Series, base: int) -> np.ndarray:
+    """Kineto pid/tid labels as int64: numbers as they are, other labels ``base + code``."""
+    num = pd.to_numeric(labels.astype(str), errors="coerce").to_numpy(np.float64)
+    codes = pd.factorize(labels.astype(str))[0]
+    ok = np.isfinite(num) & (num >= 0) & (num < 2**31)
+    return np.where(ok, np.nan_to_num(num), base + codes).astype(np.int64)
+
+
+# --- derived series: analysis building blocks, no new definitions -------------
+
+
+def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
+    """Per device with events selected by ``mask``: where they ran while a compute kernel did.
+
+    With ``mask`` = memcpys this is the interval set whose length is
+    ``copy_overlap``'s ``all`` row ``overlapped_ns``; with communication kernels,
+    ``comm_overlap``'s ``overlapped_ns``.
+    """
+    ev = trace.device_events
+    if not mask.any():
+        return {}
+    sel, comp = device_intervals(trace, mask), device_intervals(trace, compute_mask(trace))
+    return {int(d): iv.intersect(sel[int(d)], comp[int(d)]) for d in np.unique(ev["device"].to_numpy()[mask])}
+
+
+def copy_compute_overlap(trace: Trace) -> dict[int, iv.Intervals]:
+    """Per device with memcpys: where a memcpy and a compute kernel ran at once."""
+    return under_compute(trace, (trace.device_events["kind"] == "memcpy").to_numpy())
+
+
+def step_counts(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
+    """How many intervals of each key hold at once, as a step function.
+
+    Returns:
+        DataFrame ``key``, ``ts``, ``value`` (int64): per key, the count from ``ts``
+        until the key's next row; the last row of a key has value 0.
+    """
+    k = np.concatenate([keys, keys]).astype(np.int64)
+    t = np.concatenate([starts, ends]).astype(np.int64)
+    d = np.concatenate([np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)])
+    if not len(t):
+        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in ("key", "ts", "value")})
+    o = np.lexsort((d, t, k))
+    k, t, d = k[o], t[o], d[o]
+    value = pd.Series(d).groupby(k, sort=False).cumsum().to_numpy()
+    last = np.r_[(k[1:] != k[:-1]) | (t[1:] != t[:-1]), True]
+    return pd.DataFrame({"key": k[last], "ts": t[last], "value": value[last]})
+
+
+def busy_streams(trace: Trace) -> pd.DataFrame:
+    """Per device, the number of its streams busy at each change: ``device``, ``ts``, ``value``."""
+    ev = trace.device_events
+    codes, uniq = pd.MultiIndex.from_frame(ev[["device", "stream"]]).factorize() if len(ev) else (np.zeros(0, np.int64), None)
+    k, s, e = iv.grouped_union(codes, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
+    dev = uniq.get_level_values(0).to_numpy(np.int64)[k] if len(k) else k
+    return step_counts(dev, s, e).rename(columns={"key": "device"})
+
+
+def busy_devices(trace: Trace) -> pd.DataFrame:
+    """The number of devices busy at each change: ``ts``, ``value``."""
+    sets = list(device_intervals(trace).values())
+    s = np.concatenate([x[0] for x in sets]) if sets else np.zeros(0, np.int64)
+    e = np.concatenate([x[1] for x in sets]) if sets else np.zeros(0, np.int64)
+    return step_counts(np.zeros(len(s), np.int64), s, e)[["ts", "value"]]
+
+
+# --- Chrome JSON ---------------------------------------------------------------------
+
+
+def trace_stem(path: str | Path) -> str:
+    """A trace file's name without ``.pt.trace.json.gz`` (or ``.json``, ``.json.gz``)."""
+    name = Path(path).name
+    for suffix in (".gz", ".json", ".trace", ".pt"):
+        name = name[: -len(suffix)] if name.endswith(suffix) else name
+    return name
+
+
+def unique_stems(paths: list) -> list[str]:
+    """:func:`trace_stem` of each path, with ``.2``, ``.3``... added to repeats."""
+    seen: dict[str, int] = {}
+    out = []
+    for p in paths:
+        s = trace_stem(p)
+        seen[s] = seen.get(s, 0) + 1
+        out.append(s if seen[s] == 1 else f"{s}.{seen[s]}")
+    return out
+
+
+@dataclass(frozen=True)
+class ChromeExport:
+    """What :func:`write_chrome_json` wrote.
+
+    Attributes:
+        path: the file written.
+        slices: complete events written (device + host).
+        flows: launch -> device event flow pairs written.
+        split: slices moved to an extra lane because they crossed another slice of
+            their thread or stream (Perfetto would misdraw or drop them).
+        split_tracks: threads or streams that needed extra lanes.
+    """
+
+    path: str
+    slices: int
+    flows: int
+    split: int
+    split_tracks: int
+
+    def describe(self) -> str:
+        """One line for a person."""
+        moved = (f"{self.split:,} slice(s) overlapped others on their thread or stream without nesting and were moved "
+                 f"to extra lanes on {self.split_tracks} track(s)") if self.split else "no slice needed moving"
+        return f"wrote {self.path}: {self.slices:,} slices, {self.flows:,} launch flows; {moved}"
+
+
+def _jstr(values: pd.Series) -> np.ndarray:
+    """JSON string literals, escaped once per distinct value."""
+    cat = values.astype("category")
+    lit = np.array([json.dumps(str(c)) for c in cat.cat.categories] + ['""'], dtype=object)
+    return lit[cat.cat.codes.to_numpy()]
+
+
+def _us(ns: np.ndarray) -> np.ndarray:
+    """int64 ns -> exact decimal µs text (``123.456``)."""
+    ns = np.asarray(ns, dtype=np.int64)
+    whole = (ns // 1000).astype(str).astype(object)
+    frac = pd.Series(ns % 1000).astype(str).str.zfill(3).to_numpy(object)
+    return whole + "." + frac
+
+
+def _ints(v: np.ndarray) -> np.ndarray:
+    return np.asarray(v, dtype=np.int64).astype(str).astype(object)
+
+
+def _opt(name: str, v: np.ndarray) -> np.ndarray:
+    """``,"name":v`` where v >= 0, else empty."""
+    return np.where(v >= 0, f',"{name}":' + _ints(v), "")
+
+
+def _x_lines(cat, name, pid, tid, start, end, args) -> tuple[np.ndarray, np.ndarray]:
+    line = ('{"ph":"X","cat":' + cat + ',"name":' + name + ',"pid":' + pid + ',"tid":' + tid
+            + ',"ts":' + _us(start) + ',"dur":' + _us(end - start) + ',"args":{' + args + "}}")
+    return line, start
+
+
+def _meta(kind: str, pid: int, tid: int, key: str, value) -> str:
+    return json.dumps({"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {key: value}})
+
+
+def write_chrome_json(trace: Trace, path: str | Path) -> ChromeExport:
+    """Write ``trace`` as Chrome JSON whose slices nest on every thread and stream.
+
+    Device events keep Kineto's categories and args (``device``, ``stream``,
+    ``correlation``, ``bytes``) and go to process ``DEVICE_PID_BASE + device``,
+    thread ``stream`` (+ ``k * LANE_STRIDE`` on lane k). Host events keep their
+    pid and tid (lane k adds ``k * LANE_STRIDE``). Launches are linked to their
+    first device event by Kineto-style ``ac2g`` flows. ``traceprobe`` reads the
+    file back to the same device events. Gzipped when ``path`` ends in ``.gz``.
+    """
+    p = Path(path)
+    ev, host = trace.device_events, trace.host_events
+    dlane, hlane = device_lanes(trace), host_lanes(trace)
+    meta: list[str] = []
+    lines, stamps, durs = [], [], []
+
+    if not ev.empty:
+        dev = ev["device"].to_numpy(np.int64)
+        stream = ev["stream"].to_numpy(np.int64)
+        dpid = DEVICE_PID_BASE + dev
+        dtid = stream + dlane * LANE_STRIDE
+        args = ('"device":' + _ints(dev) + ',"stream":' + _ints(stream)
+                + _opt("correlation", ev["correlation"].to_numpy()) + _opt("bytes", ev["bytes"].to_numpy()))
+        cat = _jstr(ev["kind"].astype(object).map(KINETO_CAT))
+        l, t = _x_lines(cat, _jstr(ev["name"]), _ints(dpid), _ints(dtid), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), args)
+        lines.append(l)
+        stamps.append(t)
+        durs.append((ev["end_ns"] - ev["start_ns"]).to_numpy())
+        names = dict(zip(trace.devices.get("id", pd.Series(dtype=object)), trace.devices.get("name", pd.Series(dtype=object))))
+        for d in np.unique(dev).tolist():
+            label = f"cuda:{d}" + (f" {names[d]}" if d in names else "")
+            meta += [_meta("process_name", DEVICE_PID_BASE + d, 0, "name", label),
+                     _meta("process_sort_index", DEVICE_PID_BASE + d, 0, "sort_index", DEVICE_PID_BASE + d)]
+        for s_, k_, pid_, tid_ in pd.DataFrame({"s": stream, "k": dlane, "p": dpid, "t": dtid}).drop_duplicates().itertuples(index=False):
+            label = f"stream {s_}" + (f" (lane {k_}: slices overlapping lane 0)" if k_ else "")
+            meta += [_meta("thread_name", pid_, tid_, "name", label), _meta("thread_sort_index", pid_, tid_, "sort_index", tid_)]
+
+    if not host.empty:
+        hpid = numeric_ids(host["pid"], 1 << 30)
+        htid = numeric_ids(host["tid"], 1 << 30) + hlane * LANE_STRIDE
+        args = (_opt("correlation", host["correlation"].to_numpy()).astype(object)
+                + _opt("External id", host["external_id"].to_numpy()))
+        args = pd.Series(args).str.lstrip(",").to_numpy(object)
+        l, t = _x_lines(_jstr(host["cat"]), _jstr(host["name"]), _ints(hpid), _ints(htid), host["start_ns"].to_numpy(), host["end_ns"].to_numpy(), args)
+        lines.append(l)
+        stamps.append(t)
+        durs.append((host["end_ns"] - host["start_ns"]).to_numpy())
+        for pid_, tid_, k_ in pd.DataFrame({"p": hpid, "t": htid, "k": hlane}).drop_duplicates().itertuples(index=False):
+            base = tid_ - k_ * LANE_STRIDE
+            label = f"thread {base}" + (f" (lane {k_}: slices overlapping lane 0)" if k_ else "")
+            meta.append(_meta("thread_name", pid_, tid_, "name", label))
+
+    flows = launch_flows(trace)
+    if len(flows):
+        fi, hi, cid = flows["device_row"].to_numpy(), flows["host_row"].to_numpy(), _ints(flows["correlation"].to_numpy())
+        s_lines = ('{"ph":"s","cat":"ac2g","name":"ac2g","id":' + cid + ',"pid":' + _ints(hpid[hi]) + ',"tid":' + _ints(htid[hi])
+                   + ',"ts":' + _us(host["start_ns"].to_numpy()[hi]) + "}")
+        f_lines = ('{"ph":"f","cat":"ac2g","name":"ac2g","bp":"e","id":' + cid + ',"pid":' + _ints(dpid[fi]) + ',"tid":' + _ints(dtid[fi])
+                   + ',"ts":' + _us(ev["start_ns"].to_numpy()[fi]) + "}")
+        lines += [s_lines, f_lines]
+        stamps += [host["start_ns"].to_numpy()[hi], ev["start_ns"].to_numpy()[fi]]
+        durs += [np.full(len(flows), -1)] * 2
+
+    body = np.concatenate(lines) if lines else np.empty(0, dtype=object)
+    ts = np.concatenate(stamps) if stamps else np.empty(0, dtype=np.int64)
+    # by time; at equal times longer slices (parents) first, flows after their slices
+    dur = np.concatenate(durs) if durs else ts
+    body = body[np.lexsort((-dur, ts))]
+    head = {k: v for k, v in trace.metadata.items() if k not in ("warnings", "event_count")}
+    devs = trace.devices.astype(object)
+    head["deviceProperties"] = devs.where(pd.notna(devs), None).to_dict(orient="records")
+    head["traceName"] = f"traceprobe export of {Path(trace.path).name}"
+    text = json.dumps(head, default=str)[:-1] + ',"traceEvents":[\n' + ",\n".join(meta + body.tolist()) + "\n]}\n"
+    data = text.encode()
+    p.write_bytes(gzip.compress(data, 6) if p.name.endswith(".gz") else data)
+    moved_d, moved_h = int((dlane > 0).sum()), int((hlane > 0).sum())
+    tracks = 0
+    if moved_d:
+        tracks += len(ev.loc[dlane > 0, ["device", "stream"]].drop_duplicates())
+    if moved_h:
+        tracks += len(host.loc[hlane > 0, ["pid", "tid"]].drop_duplicates())
+    return ChromeExport(str(p), len(ev) + len(host), len(flows), moved_d + moved_h, tracks)
+
+
+def launch_flows(trace: Trace) -> pd.DataFrame:
+    """Launch -> device work links: one row per correlation id found on both sides.
+
+    Returns:
+        DataFrame with ``correlation`` (int64), ``host_row`` (row of the first
+        ``cuda_runtime``/``cuda_driver`` event with that id in ``host_events``) and
+        ``device_row`` (row of the earliest device event with that id), only where
+        the device event does not start before its launch.
+    """
+    ev, host = trace.device_events, trace.host_events
+    cols = ["correlation", "host_row", "device_row"]
+    if ev.empty or host.empty:
+        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in cols})
+    rt = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & (host["correlation"].to_numpy() >= 0)
+    h = pd.DataFrame({"correlation": host["correlation"].to_numpy()[rt], "host_row": np.flatnonzero(rt)})
+    h = h.drop_duplicates("correlation")  # host_events is sorted by start: first launch
+    d = pd.DataFrame({"correlation": ev["correlation"].to_numpy(), "device_row": np.arange(len(ev))})
+    d = d[d["correlation"] >= 0].drop_duplicates("correlation")  # earliest device event
+    m = h.merge(d, on="correlation", how="inner")
+    ok = ev["start_ns"].to_numpy()[m["device_row"].to_numpy()] >= host["start_ns"].to_numpy()[m["host_row"].to_numpy()]
+    return m[ok].reset_index(drop=True)[cols].astype(np.int64)

@@ -1,0 +1,421 @@
+"""Native Perfetto traces (``.pftrace``) and figures computed by trace_processor SQL.
+
+:func:`write_perfetto` writes, with the ``perfetto`` package's protos and trace builder:
+one process per device (pid ``DEVICE_PID_BASE + device``) with a track per stream
+holding its kernels, memcpys and memsets (debug annotations ``kind``, ``device``,
+``stream``, ``correlation``, ``bytes``, ``direction``; slices crossing another go
+to ``stream N (lane k)``, see :mod:`.chrome`); host processes and threads with their
+ops; per device an ``overlap`` track (where a memcpy and a compute kernel ran at
+once: the intervals behind ``copy_overlap``'s ``all`` row) and a ``busy streams``
+counter; a ``busy devices`` counter; ``traceprobe verdicts`` (one slice per verdict
+over the window); flows from each launch to its first device event.
+
+Timestamps are the DataFrames' int64 ns. Packets go out in chunks of
+``CHUNK_PACKETS`` (small ``Trace`` messages, which concatenate to one trace), on
+one sequence in timestamp order, with event and annotation names interned.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals as iv
+from ..analysis.report import OverlapReport, overlap_report
+from ..trace import Trace
+from .chrome import (
+    DEVICE_PID_BASE,
+    busy_devices,
+    busy_streams,
+    copy_compute_overlap,
+    device_lanes,
+    host_lanes,
+    launch_flows,
+    numeric_ids,
+)
+
+SEQ = 1
+CHUNK_PACKETS = 20_000
+OVERLAP_NAME = "copy under compute"
+ANNOTATIONS = ("kind", "device", "stream", "correlation", "bytes", "direction", "cat", "external_id", "figure", "level", "value", "text")
+_A = {n: i + 1 for i, n in enumerate(ANNOTATIONS)}
+ENV_TRACE_PROCESSOR = "TRACEPROBE_TRACE_PROCESSOR"
+_DEVICE, _HOST, _OVERLAP, _VERDICT = 0, 1, 2, 3
+_BEGIN, _END, _COUNTER = 1, 2, 4
+
+
+# --- layout ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PerfettoExport:
+    """What :func:`write_perfetto` wrote: file, packet and slice counts."""
+
+    path: str
+    packets: int
+    device_slices: int
+    host_slices: int
+    overlap_slices: int
+    overlap_ns: dict[int, int]
+    counter_points: int
+    flows: int
+    split: int
+
+    def describe(self) -> str:
+        """One line for a person."""
+        ov = ", ".join(f"cuda:{d} {ns / 1e6:,.3f} ms" for d, ns in self.overlap_ns.items()) or "none"
+        lanes = f"; {self.split:,} crossing slice(s) on extra lanes" if self.split else ""
+        return (f"wrote {self.path}: {self.device_slices:,} device and {self.host_slices:,} host slices, "
+                f"{self.flows:,} launch flows, copy-under-compute overlap {ov}{lanes}")
+
+
+def _layout(trace: Trace, report: OverlapReport):
+    """Tracks, slices (vectorized columns) and counter points of the export."""
+    ev, host = trace.device_events, trace.host_events
+    rows: list[dict] = []
+
+    def track(name: str, **kw) -> int:
+        rows.append({"uuid": len(rows) + 1, "name": name, **kw})
+        return len(rows)
+
+    names: list[str] = []
+    parts, counters = [], []
+    dlane = device_lanes(trace)
+    dev_uuid: dict[int, int] = {}
+    if len(ev):
+        dnames = dict(zip(trace.devices.get("id", []), trace.devices.get("name", [])))
+        keys = pd.DataFrame({"device": ev["device"], "stream": ev["stream"], "lane": dlane})
+        ukeys = keys.drop_duplicates().sort_values(["device", "stream", "lane"])
+        for d in ukeys["device"].unique().tolist():
+            label = f"cuda:{d}" + (f" {dnames[d]}" if d in dnames else "")
+            dev_uuid[d] = track(label, process=DEVICE_PID_BASE + d, ordered=True)
+        ranks = {d: 10 for d in dev_uuid}
+        uuids = []
+        for d, s, k in ukeys.itertuples(index=False):
+            uuids.append(track(f"stream {s}" + (f" (lane {k})" if k else ""), parent=dev_uuid[d], rank=ranks[d]))
+            ranks[d] += 1
+        ukeys["uuid"] = uuids
+        trk = keys.merge(ukeys, on=["device", "stream", "lane"], how="left")["uuid"].to_numpy()
+        parts.append(_slices(trk, ev, ev["name"], len(names), _DEVICE))
+        names += list(map(str, ev["name"].cat.categories))
+    hlane = host_lanes(trace)
+    if len(host):
+        pid, tid = numeric_ids(host["pid"], 1 << 30), numeric_ids(host["tid"], 1 << 30)
+        keys = pd.DataFrame({"pid": pid, "tid": tid, "lane": hlane})
+        ukeys = keys.drop_duplicates().sort_values(["pid", "tid", "lane"])
+        proc = {p: track(f"host process {p}", process=p) for p in ukeys["pid"].unique().tolist()}
+        ukeys["uuid"] = [track(f"thread {t}", thread=(p, t)) if not k else track(f"thread {t} (lane {k})", parent=proc[p])
+                         for p, t, k in ukeys.itertuples(index=False)]
+        trk = keys.merge(ukeys, on=["pid", "tid", "lane"], how="left")["uuid"].to_numpy()
+        parts.append(_slices(trk, host, host["name"], len(names), _HOST))
+        names += list(map(str, host["name"].cat.categories))
+    overlap = copy_compute_overlap(trace)
+    names.append(OVERLAP_NAME)
+    for d, (s, e) in overlap.items():
+        u = track("overlap", parent=dev_uuid[d], rank=0)
+        parts.append(pd.DataFrame({"track": u, "start": s, "end": e, "name_iid": len(names), "src": _OVERLAP, "row": -1}))
+    bs = busy_streams(trace)
+    for d, g in bs.groupby("device", sort=True):
+        u = track("busy streams", parent=dev_uuid[int(d)], rank=1, counter=True)
+        counters.append(pd.DataFrame({"track": u, "ts": g["ts"].to_numpy(), "value": g["value"].to_numpy()}))
+    if len(dev_uuid):
+        bd = busy_devices(trace)
+        u = track("busy devices", counter=True)
+        counters.append(pd.DataFrame({"track": u, "ts": bd["ts"].to_numpy(), "value": bd["value"].to_numpy()}))
+    lo, hi = report.window_ns
+    if report.verdicts and hi > lo:
+        u = track("traceprobe verdicts")
+        n0 = len(names)
+        names += [f"{v.level}: {v.figure} {v.subject} {v.value:.1%}" for v in report.verdicts]
+        nv = len(report.verdicts)
+        parts.append(pd.DataFrame({"track": u, "start": lo, "end": hi, "name_iid": np.arange(n0 + 1, n0 + nv + 1), "src": _VERDICT, "row": np.arange(nv)}))
+    cols = {"track": np.int64, "start": np.int64, "end": np.int64, "name_iid": np.int64, "src": np.int64, "row": np.int64}
+    slices = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
+    slices = slices.astype(cols)
+    slices["flow_out"], slices["flow_in"] = 0, 0
+    fl = launch_flows(trace)
+    if len(fl):
+        slices.loc[len(ev) + fl["host_row"].to_numpy(), "flow_out"] = fl["correlation"].to_numpy()  # host rows follow device rows
+        slices.loc[fl["device_row"].to_numpy(), "flow_in"] = fl["correlation"].to_numpy()
+    cnt = pd.concat(counters, ignore_index=True) if counters else pd.DataFrame({"track": [], "ts": [], "value": []}, dtype=np.int64)
+    split = int((dlane > 0).sum() + (hlane > 0).sum())
+    return rows, names, slices, cnt, overlap, len(fl), split
+
+
+def _slices(track: np.ndarray, df: pd.DataFrame, name: pd.Series, offset: int, src: int) -> pd.DataFrame:
+    return pd.DataFrame({"track": track, "start": df["start_ns"].to_numpy(), "end": df["end_ns"].to_numpy(),
+                         "name_iid": name.cat.codes.to_numpy(np.int64) + offset + 1, "src": src, "row": np.arange(len(df))})
+
+
+def _endpoints(slices: pd.DataFrame, cnt: pd.DataFrame) -> dict[str, np.ndarray]:
+    """BEGIN/END/COUNTER rows in emission order: by time; per track ends before
+    begins, inner ends first, outer begins first, zero-length slices as adjacent pairs."""
+    n = len(slices)
+    tr, s, e = (slices[c].to_numpy(np.int64) for c in ("track", "start", "end"))
+    oi = np.empty(n, np.int64)
+    oi[np.lexsort((np.arange(n), -e, s, tr))] = np.arange(n)
+    z = e == s
+    ts = np.concatenate([s, e, cnt["ts"].to_numpy(np.int64)])
+    nc = len(cnt)
+    phase = np.concatenate([np.where(z, 2, 1), np.where(z, 2, 0), np.full(nc, 3)])
+    k1 = np.concatenate([np.where(z, oi, -e), np.where(z, oi, -s), np.zeros(nc, np.int64)])
+    k2 = np.concatenate([np.where(z, 0, oi), np.where(z, 1, -oi), np.zeros(nc, np.int64)])
+    typ = np.concatenate([np.full(n, _BEGIN), np.full(n, _END), np.full(nc, _COUNTER)])
+    ref = np.concatenate([np.arange(n), np.arange(n), np.arange(nc)])
+    trk = np.concatenate([tr, tr, cnt["track"].to_numpy(np.int64)])
+    o = np.lexsort((k2, k1, phase, ts))
+    out = {"ts": ts[o], "typ": typ[o], "ref": ref[o], "trk": trk[o]}
+    # interned names go in the packet of their first use
+    first = np.zeros(len(o), dtype=bool)
+    begins = np.flatnonzero(out["typ"] == _BEGIN)
+    nid = slices["name_iid"].to_numpy()[out["ref"][begins]]
+    first[begins[np.unique(nid, return_index=True)[1]]] = True
+    out["first"] = first
+    return out
+
+
+# --- writing -----------------------------------------------------------------------
+
+
+def _descriptor_packets(builder, rows: list[dict], pb) -> None:
+    for i, r in enumerate(rows):
+        pkt = builder.add_packet()
+        pkt.trusted_packet_sequence_id = SEQ
+        if i == 0:
+            pkt.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+            for n, iid in _A.items():
+                pkt.interned_data.debug_annotation_names.add(iid=iid, name=n)
+        td = pkt.track_descriptor
+        td.uuid = r["uuid"]
+        if "process" in r:
+            td.process.pid = r["process"]
+            td.process.process_name = r["name"]
+            if r.get("ordered"):
+                td.child_ordering = pb.TrackDescriptor.EXPLICIT
+        elif "thread" in r:
+            td.thread.pid, td.thread.tid = r["thread"]
+            td.thread.thread_name = r["name"]
+        else:
+            td.name = r["name"]
+        if "parent" in r:
+            td.parent_uuid = r["parent"]
+        if "rank" in r:
+            td.sibling_order_rank = r["rank"]
+        if r.get("counter"):
+            td.counter.SetInParent()
+
+
+def _annotators(trace: Trace, report: OverlapReport):
+    """One function per slice source, filling a TrackEvent's debug annotations."""
+    ev, host = trace.device_events, trace.host_events
+    kind, dev, stream = ev["kind"].astype(str).tolist(), ev["device"].tolist(), ev["stream"].tolist()
+    corr, nbytes = ev["correlation"].tolist(), ev["bytes"].tolist()
+    direction = ev["direction"].astype(object).where(ev["direction"].notna(), None).tolist()
+    hcat, hcorr, hext = host["cat"].astype(str).tolist(), host["correlation"].tolist(), host["external_id"].tolist()
+    verdicts = report.verdicts
+
+    def device(te, i):
+        add = te.debug_annotations.add
+        add(name_iid=_A["kind"], string_value=kind[i])
+        add(name_iid=_A["device"], int_value=dev[i])
+        add(name_iid=_A["stream"], int_value=stream[i])
+        if corr[i] >= 0:
+            add(name_iid=_A["correlation"], int_value=corr[i])
+        if nbytes[i] >= 0:
+            add(name_iid=_A["bytes"], int_value=nbytes[i])
+        if direction[i] is not None:
+            add(name_iid=_A["direction"], string_value=direction[i])
+
+    def hostev(te, i):
+        add = te.debug_annotations.add
+        add(name_iid=_A["cat"], string_value=hcat[i])
+        if hcorr[i] >= 0:
+            add(name_iid=_A["correlation"], int_value=hcorr[i])
+        if hext[i] >= 0:
+            add(name_iid=_A["external_id"], int_value=hext[i])
+
+    def verdict(te, i):
+        v = verdicts[i]
+        add = te.debug_annotations.add
+        add(name_iid=_A["figure"], string_value=v.figure)
+        add(name_iid=_A["level"], string_value=v.level)
+        add(name_iid=_A["value"], double_value=float(v.value))
+        add(name_iid=_A["text"], string_value=v.text)
+
+    return {_DEVICE: device, _HOST: hostev, _OVERLAP: lambda te, i: None, _VERDICT: verdict}
+
+
+def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None = None,
+                   chunk_packets: int = CHUNK_PACKETS) -> PerfettoExport:
+    """Write ``trace`` as a native Perfetto trace (module doc); gzipped if ``path`` ends in ``.gz``.
+
+    Args:
+        trace: the loaded trace.
+        path: output file, conventionally ``*.pftrace``.
+        report: its :func:`~traceprobe.analysis.overlap_report` (computed if not given),
+            for the verdicts track.
+        chunk_packets: packets per chunk written to the file.
+    """
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    report = report if report is not None else overlap_report(trace)
+    rows, names, slices, cnt, overlap, nflows, split = _layout(trace, report)
+    ep = _endpoints(slices, cnt)
+    fill = _annotators(trace, report)
+    ts, typ, ref, trk, first = (ep[c].tolist() for c in ("ts", "typ", "ref", "trk", "first"))
+    name_iid, src, row = (slices[c].tolist() for c in ("name_iid", "src", "row"))
+    fo, fi = slices["flow_out"].tolist(), slices["flow_in"].tolist()
+    cval = cnt["value"].tolist()
+    needs = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+    p = Path(path)
+    packets = len(rows)
+    with (gzip.open(p, "wb") if p.name.endswith(".gz") else open(p, "wb")) as f:
+        builder = TraceProtoBuilder()
+        _descriptor_packets(builder, rows, pb)
+        f.write(builder.serialize())
+        builder, pending = TraceProtoBuilder(), 0
+        for j in range(len(ts)):
+            pkt = builder.add_packet()
+            pkt.timestamp = ts[j]
+            pkt.trusted_packet_sequence_id = SEQ
+            pkt.sequence_flags = needs
+            te = pkt.track_event
+            te.track_uuid = trk[j]
+            t = te.type = typ[j]
+            if t == _BEGIN:
+                i = ref[j]
+                te.name_iid = name_iid[i]
+                if first[j]:
+                    pkt.interned_data.event_names.add(iid=name_iid[i], name=names[name_iid[i] - 1])
+                fill[src[i]](te, row[i])
+                if fo[i]:
+                    te.flow_ids.append(fo[i])
+                if fi[i]:
+                    te.terminating_flow_ids.append(fi[i])
+            elif t == _COUNTER:
+                te.counter_value = cval[ref[j]]
+            pending += 1
+            if pending == chunk_packets:
+                f.write(builder.serialize())
+                builder, pending = TraceProtoBuilder(), 0
+        if pending:
+            f.write(builder.serialize())
+    packets += len(ts)
+    src_a = slices["src"].to_numpy()
+    return PerfettoExport(
+        path=str(p), packets=packets, device_slices=int((src_a == _DEVICE).sum()), host_slices=int((src_a == _HOST).sum()),
+        overlap_slices=int((src_a == _OVERLAP).sum()), overlap_ns={d: iv.length(x) for d, x in overlap.items()},
+        counter_points=len(cnt), flows=nflows, split=split,
+    )
+
+
+# --- the trace_processor engine ----------------------------------------------------
+
+
+def find_trace_processor(path: str | Path | None = None) -> str | None:
+    """The trace_processor_shell to use: ``path``, else ``$TRACEPROBE_TRACE_PROCESSOR``,
+    else one on ``PATH``; None if there is none (nothing is downloaded).
+
+    Raises:
+        FileNotFoundError: ``path`` or the variable names a file that does not exist.
+    """
+    for given in (path, os.environ.get(ENV_TRACE_PROCESSOR)):
+        if given:
+            if not Path(given).is_file():
+                raise FileNotFoundError(f"trace processor not found: {given}")
+            return str(given)
+    return shutil.which("trace_processor_shell") or shutil.which("trace_processor")
+
+
+def _union(name: str, src: str) -> str:
+    """SQL CTEs: the union of ``src``'s intervals (device, grp, s, e) per (device, grp),
+    touching intervals joined, as in :func:`traceprobe.intervals.union`."""
+    return f"""{name}_o AS (SELECT device, grp, s, e, MAX(e) OVER (PARTITION BY device, grp ORDER BY s, e
+    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS pm FROM {src} WHERE e > s),
+{name}_g AS (SELECT device, grp, s, e, SUM(CASE WHEN pm IS NULL OR s > pm THEN 1 ELSE 0 END)
+    OVER (PARTITION BY device, grp ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS gid FROM {name}_o),
+{name} AS (SELECT device, grp, MIN(s) AS s, MAX(e) AS e FROM {name}_g GROUP BY device, grp, gid)"""
+
+
+_EV = """ev AS (SELECT ts AS s, ts + dur AS e, EXTRACT_ARG(arg_set_id, 'debug.device') AS device,
+    EXTRACT_ARG(arg_set_id, 'debug.kind') AS kind, lower(name) AS lname,
+    COALESCE(EXTRACT_ARG(arg_set_id, 'debug.direction'), 'unknown') AS direction
+    FROM slice WHERE EXTRACT_ARG(arg_set_id, 'debug.kind') IS NOT NULL)"""
+
+COPY_SQL = f"""WITH {_EV},
+cp AS (SELECT device, direction AS grp, s, e FROM ev WHERE kind = 'memcpy'
+    UNION ALL SELECT device, 'all' AS grp, s, e FROM ev WHERE kind = 'memcpy'),
+kp AS (SELECT device, 'compute' AS grp, s, e FROM ev
+    WHERE kind = 'kernel' AND NOT (lname GLOB '*nccl*' OR lname GLOB '*rccl*')),
+{_union('cu', 'cp')},
+{_union('ku', 'kp')},
+n AS (SELECT device, grp, COUNT(*) AS copies FROM cp GROUP BY device, grp),
+t AS (SELECT device, grp, SUM(e - s) AS copy_ns FROM cu GROUP BY device, grp),
+o AS (SELECT c.device, c.grp, SUM(MIN(c.e, k.e) - MAX(c.s, k.s)) AS overlapped_ns FROM cu c
+    JOIN ku k ON k.device = c.device AND k.s < c.e AND c.s < k.e GROUP BY c.device, c.grp)
+SELECT n.device AS device, n.grp AS direction, n.copies AS copies, COALESCE(t.copy_ns, 0) AS copy_ns,
+    COALESCE(o.overlapped_ns, 0) AS overlapped_ns
+FROM n LEFT JOIN t ON t.device = n.device AND t.grp = n.grp
+    LEFT JOIN o ON o.device = n.device AND o.grp = n.grp ORDER BY device, direction"""
+
+DEVICE_SQL = f"""WITH {_EV},
+dv AS (SELECT device, 'busy' AS grp, s, e FROM ev),
+{_union('du', 'dv')},
+p AS (SELECT s AS t, 1 AS d FROM du UNION ALL SELECT e AS t, -1 AS d FROM du),
+w AS (SELECT t, SUM(d) OVER (ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS c, LEAD(t) OVER (ORDER BY t, d) AS nt FROM p)
+SELECT COALESCE(SUM(CASE WHEN c >= 1 THEN nt - t ELSE 0 END), 0) AS any_busy_ns,
+    COALESCE(SUM(CASE WHEN c >= 2 THEN nt - t ELSE 0 END), 0) AS concurrent_ns,
+    (SELECT COUNT(DISTINCT device) FROM ev) AS device_count
+FROM w WHERE nt IS NOT NULL"""
+
+
+@dataclass(frozen=True)
+class SqlFigures:
+    """Figures computed by trace_processor SQL from the exported device slices:
+    ``copy_overlap`` with the columns of :func:`~traceprobe.analysis.copy_overlap` but
+    ``bytes``, and cross-device concurrency as in :class:`~traceprobe.analysis.DeviceConcurrency`."""
+
+    path: str
+    copy_overlap: pd.DataFrame
+    any_busy_ns: int
+    concurrent_ns: int
+    concurrency: float
+    device_count: int
+
+
+def sql_figures(trace: Trace, bin_path: str) -> SqlFigures:
+    """Export ``trace`` to a temporary .pftrace and compute copy/compute overlap and
+    cross-device concurrency in SQL through ``perfetto.trace_processor.TraceProcessor``."""
+    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
+
+    with tempfile.TemporaryDirectory(prefix="traceprobe-") as tmp:
+        pf = Path(tmp) / "trace.pftrace"
+        write_perfetto(trace, pf)
+        with TraceProcessor(trace=str(pf), config=TraceProcessorConfig(bin_path=bin_path)) as tp:
+            copy = tp.query(COPY_SQL).as_pandas_dataframe()
+            dev = tp.query(DEVICE_SQL).as_pandas_dataframe()
+    copy = copy.astype({"device": np.int64, "copies": np.int64, "copy_ns": np.int64, "overlapped_ns": np.int64})
+    copy["fraction"] = np.where(copy["copy_ns"] > 0, copy["overlapped_ns"] / copy["copy_ns"].where(copy["copy_ns"] > 0, 1), np.nan)
+    any_ns, conc = (int(dev[c].iloc[0]) if len(dev) and pd.notna(dev[c].iloc[0]) else 0 for c in ("any_busy_ns", "concurrent_ns"))
+    count = int(dev["device_count"].iloc[0]) if len(dev) else 0
+    return SqlFigures(trace.path, copy, any_ns, conc, conc / any_ns if any_ns else float("nan"), count)
+
+
+def format_sql_figures(f: SqlFigures) -> str:
+    """Plain-text lines of :class:`SqlFigures` for the terminal."""
+    out = [f"{f.path} (trace_processor SQL)"]
+    for r in f.copy_overlap.itertuples(index=False):
+        out.append(f"  cuda:{r.device} {r.direction:8} copies {r.copies:6,}  copy {r.copy_ns / 1e6:12,.3f} ms  "
+                   f"under compute {r.overlapped_ns / 1e6:12,.3f} ms  {r.fraction:7.1%}")
+    if f.device_count:
+        out.append(f"  {f.device_count} device(s): any busy {f.any_busy_ns / 1e6:,.3f} ms, 2+ busy "
+                   f"{f.concurrent_ns / 1e6:,.3f} ms ({f.concurrency:.1%})")
+    return "\n".join(out)
