@@ -133,11 +133,12 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None) -> OverlapR
     throughput = float(len(steps) / (total / 1e9)) if total > 0 else float("nan")
     same, pageable = _copy_context(trace)
     dev = f["dev"]
+    window = trace.window_ns[1] - trace.window_ns[0]
     verdicts = (
-        vd.copy_verdicts(f["copy"], same, pageable)
+        vd.copy_verdicts(f["copy"], same, pageable, window)
         + vd.device_verdict(dev.any_busy_ns, dev.concurrent_ns, dev.concurrency, dev.device_count)
         + vd.stream_verdicts(f["streams"])
-        + vd.comm_verdicts(f["comm"])
+        + vd.comm_verdicts(f["comm"], window)
         + vd.cpu_gpu_verdict(cpu.host_compute_ns, cpu.device_busy_ns, cpu.overlapped_ns)
     )
     return OverlapReport(

@@ -7,6 +7,7 @@ Thresholds (quoted by the README), applied to a fraction f of the figure:
 - f < 0.05: ``none`` ("no overlap"), with a hint on how to get overlap.
 
 A figure whose denominator is zero (no copies, a single device, ...) gets no verdict,
+nor do copies or communication taking under 1% of the trace window (``MIN_SHARE``),
 and CPU/GPU overlap gets none unless both sides did real work (see
 :func:`cpu_gpu_verdict`).
 """
@@ -21,6 +22,7 @@ import pandas as pd
 CONFIRMED = 0.5
 PARTIAL = 0.05
 MIN_SIDE = 0.05
+MIN_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,13 @@ def ms(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms"
 
 
-def copy_verdicts(copy: pd.DataFrame, same_stream: dict[int, bool], pageable: dict[tuple[int, str], bool]) -> list[Verdict]:
+def copy_verdicts(
+    copy: pd.DataFrame, same_stream: dict[int, bool], pageable: dict[tuple[int, str], bool], window_ns: int = 0
+) -> list[Verdict]:
     """Verdicts on copy/compute overlap, one per device and direction (not ``all``).
+
+    Copies that take less than ``MIN_SHARE`` (1%) of the trace window get no
+    verdict: whether a few µs of copies overlapped does not matter to the run.
 
     ``same_stream[d]`` says whether every copy on d shared a stream with compute
     kernels; ``pageable[(d, direction)]`` whether any copy touched pageable memory.
@@ -74,7 +81,7 @@ def copy_verdicts(copy: pd.DataFrame, same_stream: dict[int, bool], pageable: di
     """
     out = []
     for r in copy.itertuples(index=False):
-        if r.direction == "all" or not (r.copy_ns > 0) or math.isnan(r.fraction):
+        if r.direction == "all" or not (r.copy_ns > 0) or math.isnan(r.fraction) or r.copy_ns < MIN_SHARE * window_ns:
             continue
         lvl = level_of(r.fraction)
         if same_stream.get(r.device):
@@ -135,11 +142,11 @@ def stream_verdicts(streams: pd.DataFrame) -> list[Verdict]:
     return out
 
 
-def comm_verdicts(comm: pd.DataFrame) -> list[Verdict]:
-    """Verdicts on communication/compute overlap, one per device."""
+def comm_verdicts(comm: pd.DataFrame, window_ns: int = 0) -> list[Verdict]:
+    """Verdicts on communication/compute overlap, one per device (none under ``MIN_SHARE`` of the window)."""
     out = []
     for r in comm.itertuples(index=False):
-        if not (r.comm_ns > 0):
+        if not (r.comm_ns > 0) or r.comm_ns < MIN_SHARE * window_ns:
             continue
         lvl = level_of(r.fraction)
         rank = "" if pd.isna(r.rank) else f" (rank {r.rank})"
