@@ -16,70 +16,28 @@ to ``baseTimeNanoseconds`` and stay far below that.
 
 from __future__ import annotations
 
-import gzip
-import math
 import re
-import zlib
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import attrgetter
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any
 
-import msgspec
 import numpy as np
 import pandas as pd
 
 from .errors import TraceFormatError
+from .kineto import (
+    code_column,
+    concat_columns,
+    decode,
+    pair_begin_end,
+    ph_code,
+    pluck_numbers,
+    raw_columns,
+    read_bytes,
+    to_int,
+    us_to_ns,
+)
 
-# --- typed decode -----------------------------------------------------------------
-
-
-# Fields are typed ``Any`` where real traces disagree on types (pid as a label,
-# ids as strings...): a type that cannot be used becomes -1/NaN in the columns
-# and, for times, a TraceFormatError naming the event.
-
-
-class _Args(msgspec.Struct, gc=False):
-    device: Any = -1
-    stream: Any = -1
-    correlation: Any = -1
-    bytes: Any = -1
-    external_id: Any = msgspec.field(default=-1, name="External id")
-
-
-_NO_ARGS = _Args()
-
-
-class _Event(msgspec.Struct, gc=False):
-    ph: Any = ""
-    cat: Any = ""
-    name: Any = ""
-    pid: Any = -1
-    tid: Any = -1
-    ts: Any = math.nan
-    dur: Any = 0.0
-    args: Union[_Args, None] = None
-
-
-class _TraceFile(msgspec.Struct):
-    traceEvents: list[_Event]
-    schemaVersion: Any = None
-    deviceProperties: Union[list[dict[str, Any]], None] = None
-    distributedInfo: Union[dict[str, Any], None] = None
-    cuda_runtime_version: Any = None
-    cuda_driver_version: Any = None
-    cupti_version: Any = None
-    trace_id: Any = None
-    displayTimeUnit: Any = None
-    baseTimeNanoseconds: Any = None
-    traceName: Any = None
-
-
-_DECODER = msgspec.json.Decoder(_TraceFile)
-_LIST_DECODER = msgspec.json.Decoder(list[_Event])
-
-# Kineto categories, lower-cased; older torch releases wrote capitalised names.
 DEVICE_CATEGORIES = {
     "kernel": "kernel",
     "gpu_memcpy": "memcpy",
@@ -176,199 +134,6 @@ class Trace:
         return int(r) if isinstance(r, (int, float)) else None
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise TraceFormatError(path, "is a directory, not a trace file") from None
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceFormatError(path, f"corrupt or truncated gzip data ({exc})") from None
-    return raw
-
-
-_LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip() removes
-
-
-def _decode(path: Path, raw: bytes) -> _TraceFile:
-    first = _LEADING_SPACE.match(raw).end()  # (no copy of a JSON of gigabytes, unlike raw.strip())
-    if first == len(raw):
-        raise TraceFormatError(path, "empty file")
-    try:
-        if raw[first : first + 1] == b"[":
-            # Chrome's "JSON Array Format": a bare list of events
-            return _TraceFile(traceEvents=_LIST_DECODER.decode(raw))
-        return _DECODER.decode(raw)
-    except msgspec.ValidationError as exc:
-        msg = str(exc)
-        if "missing required field `traceEvents`" in msg:
-            raise TraceFormatError(path, "not a Chrome trace: no 'traceEvents' list") from None
-        raise TraceFormatError(path, f"unexpected trace content: {msg}") from None
-    except msgspec.DecodeError as exc:
-        msg = str(exc)
-        if "truncated" in msg.lower():
-            raise TraceFormatError(path, f"truncated JSON ({msg})") from None
-        raise TraceFormatError(path, f"not valid JSON ({msg})") from None
-
-
-def _us_to_ns(values: np.ndarray) -> np.ndarray:
-    """float64 µs -> int64 ns, exact to the ns below 2**43 µs (see module doc)."""
-    whole = np.floor(values)
-    frac_ns = np.rint((values - whole) * 1000.0)
-    return whole.astype(np.int64) * 1000 + frac_ns.astype(np.int64)
-
-
-def _pluck(objs: Sequence[Any], attr: str) -> np.ndarray:
-    """``attr`` of every struct in ``objs`` (a list or an object array) as an object array."""
-    return np.fromiter(map(attrgetter(attr), objs), dtype=object, count=len(objs))
-
-
-def _pluck_number(objs: Sequence[Any], attr: str, dtype: type) -> np.ndarray:
-    """``_to_int(_pluck(...))`` (``dtype`` int64) or ``_to_float(_pluck(...))`` (float64).
-
-    The values go straight into a typed array, which converts exactly as
-    ``ndarray.astype`` does; the object array is built only when some value is not
-    a number (None, a label...), for ``_to_int``/``_to_float``'s tolerant path.
-    """
-    try:
-        return np.fromiter(map(attrgetter(attr), objs), dtype=dtype, count=len(objs))
-    except (TypeError, ValueError, OverflowError):
-        vals = _pluck(objs, attr)
-        return _to_int(vals) if dtype is np.int64 else _to_float(vals)
-
-
-def _pluck_numbers(objs: Sequence[Any], attrs: tuple[str, ...], dtype: type) -> list[np.ndarray]:
-    """``[_pluck_number(objs, a, dtype) for a in attrs]`` in one pass over the structs when all are numbers."""
-    n = len(objs)
-    try:
-        both = np.fromiter(chain.from_iterable(map(attrgetter(*attrs), objs)), dtype=dtype, count=len(attrs) * n)
-    except (TypeError, ValueError, OverflowError):
-        return [_pluck_number(objs, a, dtype) for a in attrs]
-    both = both.reshape(n, len(attrs))
-    return [np.ascontiguousarray(both[:, i]) for i in range(len(attrs))]
-
-
-class _Codes(dict):
-    """Distinct value -> small int code, computed by ``fn`` once per distinct value."""
-
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def __missing__(self, key: Any) -> int:
-        code = self[key] = self.fn(key)
-        return code
-
-
-def _codes(objs: Sequence[Any], attr: str, fn: Any) -> np.ndarray:
-    """``fn(obj.attr)`` for every struct, as int8, with ``fn`` called once per distinct value.
-
-    ``fn`` must give one code to values that compare equal (``1``, ``1.0``, ``True``).
-    """
-    try:
-        return np.fromiter(map(_Codes(fn).__getitem__, map(attrgetter(attr), objs)), dtype=np.int8, count=len(objs))
-    except TypeError:  # an unhashable value (a list, a dict): call fn on every value
-        return np.fromiter(map(fn, map(attrgetter(attr), objs)), dtype=np.int8, count=len(objs))
-
-
-def _args(objs: Sequence[Any]) -> np.ndarray:
-    """The events' ``args`` structs, with a default struct where absent or null."""
-    args = _pluck(objs, "args")
-    args[np.equal(args, None)] = _NO_ARGS
-    return args
-
-
-def _to_int(vals: np.ndarray) -> np.ndarray:
-    """Object array -> int64; anything that is not a number becomes -1."""
-    try:
-        return vals.astype(np.int64)
-    except (TypeError, ValueError, OverflowError):
-        num = pd.to_numeric(pd.Series(vals, dtype=object), errors="coerce").to_numpy(np.float64)
-        ok = np.isfinite(num) & (np.abs(num) < 2.0**62)
-        out = np.full(len(vals), -1, dtype=np.int64)
-        out[ok] = num[ok].astype(np.int64)
-        return out
-
-
-def _to_float(vals: np.ndarray) -> np.ndarray:
-    """Object array -> float64; non-numbers (strings, null) become NaN."""
-    try:
-        return vals.astype(np.float64)
-    except (TypeError, ValueError, OverflowError):
-        return pd.to_numeric(pd.Series(vals, dtype=object), errors="coerce").to_numpy(np.float64)
-
-
-def _strings(vals: np.ndarray) -> np.ndarray:
-    """Object array -> object array of str (None and non-strings made str)."""
-    if pd.api.types.infer_dtype(vals, skipna=False) in ("string", "empty"):
-        return vals
-    out = np.empty(len(vals), dtype=object)
-    out[:] = ["" if v is None else str(v) for v in vals]
-    return out
-
-
-def _raw(objs: Sequence[Any]) -> dict[str, np.ndarray]:
-    """Columns of selected ``ph: X`` events (a list or object array of structs), before validation."""
-    args = _args(objs)
-    ts, dur = _pluck_numbers(objs, ("ts", "dur"), np.float64)
-    n = len(objs)
-    ids = np.fromiter(chain.from_iterable(map(attrgetter("pid", "tid"), objs)), dtype=object, count=2 * n).reshape(n, 2)
-    return {
-        "ts": ts,
-        "dur": dur,
-        "name": _strings(_pluck(objs, "name")),
-        "pid": np.ascontiguousarray(ids[:, 0]),
-        "tid": np.ascontiguousarray(ids[:, 1]),
-        "args": args,
-    }
-
-
-def _pair_begin_end(objs: np.ndarray, is_begin: np.ndarray, warnings: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Turn ``ph: B``/``ph: E`` events into complete-event columns (vectorized).
-
-    Per (pid, tid), in timestamp order, a B opens a slice at depth k and the next E
-    at depth k closes it (the Chrome trace format's stack rule). The name and args
-    come from the B event. Unmatched events are dropped and counted in ``warnings``.
-    """
-    raw = _raw(objs)
-    n = len(objs)
-    if n == 0:
-        return {k: v[:0] for k, v in raw.items()}, np.zeros(0, np.int64)
-    thread = pd.MultiIndex.from_arrays(
-        [pd.Series(raw["pid"], dtype=object).astype(str), pd.Series(raw["tid"], dtype=object).astype(str)]
-    ).factorize()[0]
-    ts = raw["ts"]
-    order = np.lexsort((np.arange(n), np.nan_to_num(ts, nan=-1.0), thread))
-    delta = np.where(is_begin[order], 1, -1)
-    depth = pd.Series(delta).groupby(thread[order]).cumsum().to_numpy()
-    level = np.where(delta > 0, depth, depth + 1)
-    o2 = np.lexsort((np.arange(n), level, thread[order]))
-    idx = order[o2]
-    b = is_begin[idx]
-    same = (thread[idx][:-1] == thread[idx][1:]) & (level[o2][:-1] == level[o2][1:])
-    pair = b[:-1] & ~b[1:] & same
-    bi, ei = idx[:-1][pair], idx[1:][pair]
-    dropped = n - 2 * len(bi)
-    if dropped:
-        warnings.append(f"{dropped} unmatched B/E event(s) dropped")
-    out = {k: v[bi] for k, v in raw.items()}
-    out["dur"] = ts[ei] - ts[bi]
-    return out, bi
-
-
-def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    parts = [p for p in parts if len(p["ts"])]
-    if not parts:
-        return {k: np.empty(0, dtype=object if k not in ("ts", "dur") else np.float64) for k in ("ts", "dur", "name", "pid", "tid", "args")}
-    if len(parts) == 1:
-        return parts[0]
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
 def _times(path: Path, raw: dict[str, np.ndarray], what: str) -> tuple[np.ndarray, np.ndarray]:
     ts_f, dur_f = raw["ts"], raw["dur"]
     bad = ~np.isfinite(ts_f) | ~np.isfinite(dur_f) | (dur_f < 0) | (ts_f < 0) | (ts_f >= MAX_TS_US) | (dur_f > MAX_DUR_US)
@@ -379,8 +144,8 @@ def _times(path: Path, raw: dict[str, np.ndarray], what: str) -> tuple[np.ndarra
             f"{int(bad.sum())} {what} event(s) with missing, non-numeric, non-finite, negative or absurd "
             f"ts/dur (first: {raw['name'][i]!r} ts={ts_f[i]!r} dur={dur_f[i]!r})",
         )
-    start = _us_to_ns(ts_f)
-    return start, start + _us_to_ns(dur_f)
+    start = us_to_ns(ts_f)
+    return start, start + us_to_ns(dur_f)
 
 
 def _check_memory(path: Path) -> None:
@@ -394,7 +159,7 @@ def _check_memory(path: Path) -> None:
                 # gzip's ISIZE: uncompressed size mod 2**32; never below the compressed size
                 size = max(int.from_bytes(f.read(4), "little"), size * 4)
     except OSError:
-        return  # _read_bytes reports unreadable files
+        return  # read_bytes reports unreadable files
     need = size * MEMORY_FACTOR
     avail = _available_memory()
     if avail is not None and need > avail:
@@ -412,13 +177,6 @@ def _available_memory() -> int | None:
         return int(psutil.virtual_memory().available)
     except Exception:  # pragma: no cover - psutil is a dependency; be safe anyway
         return None
-
-
-_PH_CODES = {"X": 1, "B": 2, "E": 3}
-
-
-def _ph_code(v: Any) -> int:
-    return _PH_CODES.get(v, 0) if isinstance(v, str) else 0
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -447,7 +205,7 @@ def load_trace(path: str | Path) -> Trace:
     """
     p = Path(path)
     _check_memory(p)
-    doc = _decode(p, _read_bytes(p))
+    doc = decode(p, read_bytes(p))
     events = doc.traceEvents
     n = len(events)
     warnings: list[str] = []
@@ -455,12 +213,12 @@ def load_trace(path: str | Path) -> Trace:
     # One pass per field over the structs; ph and cat are coded once per distinct value
     # (cat lower-cased: older torch releases wrote capitalised names). A cat code is
     # an index into kind_of: 0 unknown, then the device kinds, then the host categories.
-    ph = _codes(events, "ph", _ph_code)
+    ph = code_column(events, "ph", ph_code)
     tables = ((DEVICE_CATEGORIES, "device"), (HOST_CATEGORIES, "host"))
     kind_of = np.array([None] + [k for t, _ in tables for k in dict.fromkeys(t.values())], dtype=object)
     code_of = {k: i for i, k in enumerate(kind_of) if k is not None}
     by_name = {c: code_of[k] for t, _ in tables for c, k in t.items()}
-    cat = _codes(events, "cat", lambda v: by_name.get(("" if v is None else str(v)).lower(), 0)).astype(np.intp)
+    cat = code_column(events, "cat", lambda v: by_name.get(("" if v is None else str(v)).lower(), 0)).astype(np.intp)
     n_dev_kinds = len(set(DEVICE_CATEGORIES.values()))
     complete = ph == 1
     begin = ph == 2
@@ -471,13 +229,13 @@ def load_trace(path: str | Path) -> Trace:
         in_table = ((cat > 0) & (cat <= n_dev_kinds)) if what == "device" else (cat > n_dev_kinds)
         x = np.flatnonzero(complete & in_table)
         be = np.flatnonzero((begin | endev) & in_table)
-        parts = [_raw(list(map(events.__getitem__, x.tolist())))]
+        parts = [raw_columns(list(map(events.__getitem__, x.tolist())))]
         kinds = [kind_of[cat[x]]]
         if be.size:
-            paired, b_idx = _pair_begin_end(list(map(events.__getitem__, be.tolist())), begin[be], warnings)
+            paired, b_idx = pair_begin_end(list(map(events.__getitem__, be.tolist())), begin[be], warnings)
             parts.append(paired)
             kinds.append(kind_of[cat[be]][b_idx])  # a pair's kind is its B event's
-        frames.append((_concat(parts), np.concatenate(kinds) if kinds else np.empty(0, object), what))
+        frames.append((concat_columns(parts), np.concatenate(kinds) if kinds else np.empty(0, object), what))
 
     (dev_raw, dev_kind, _), (host_raw, host_cat, _) = frames
     device_events = _device_frame(p, dev_raw, dev_kind)
@@ -520,14 +278,14 @@ def _pid_tid_fallback(ids: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     miss = ids < 0
     if miss.any():
         ids = ids.copy()
-        ids[miss] = _to_int(fallback[miss])
+        ids[miss] = to_int(fallback[miss])
     return ids
 
 
 def _device_frame(path: Path, raw: dict[str, np.ndarray], kinds: np.ndarray) -> pd.DataFrame:
     start, end = _times(path, raw, "device")
     args = raw["args"]
-    device, stream, nbytes, correlation = _pluck_numbers(args, ("device", "stream", "bytes", "correlation"), np.int64)
+    device, stream, nbytes, correlation = pluck_numbers(args, ("device", "stream", "bytes", "correlation"), np.int64)
     device = _pid_tid_fallback(device, raw["pid"])
     stream = _pid_tid_fallback(stream, raw["tid"])
     df = pd.DataFrame(
@@ -572,7 +330,7 @@ def _str_categorical(vals: np.ndarray) -> pd.Categorical:
 def _host_frame(path: Path, raw: dict[str, np.ndarray], cats: np.ndarray) -> pd.DataFrame:
     start, end = _times(path, raw, "host")
     args = raw["args"]
-    correlation, external_id = _pluck_numbers(args, ("correlation", "external_id"), np.int64)
+    correlation, external_id = pluck_numbers(args, ("correlation", "external_id"), np.int64)
     df = pd.DataFrame(
         {
             "pid": _str_categorical(raw["pid"]),
