@@ -175,7 +175,9 @@ def test_cli_export_perfetto_done_when(tmp_path):
     report = overlap_report(trace)
     r = check_roundtrip(trace, report, out)
     ov = r["slices"][r["slices"]["track"] == _child(r["tracks"], 0, "overlap")]
-    assert (ov["end"] - ov["start"]).sum() == 56_834_625 == report.copy_overlap.query("direction == 'all'")["overlapped_ns"].iloc[0]
+    expected = report.copy_overlap.query("direction == 'all'")["overlapped_ns"].iloc[0]
+    assert expected > 50_000_000  # 98% of ~58 ms of copies in the real recording
+    assert (ov["end"] - ov["start"]).sum() == expected
 
 
 def _crossing_trace(tmp_path: Path):

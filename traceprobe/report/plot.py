@@ -55,11 +55,12 @@ class Item:
     report: OverlapReport
 
 
-def label_of(path: str | Path, info: dict | None = None) -> str:
-    """``workload.variant`` from manifest facts, else the file name without ``.pt.trace.json.gz``."""
+def label_of(path: str | Path, info: dict | None = None, rank: int | None = None) -> str:
+    """``workload.variant[.rankR]`` from manifest facts, else the file name without ``.pt.trace.json.gz``."""
     info = info or {}
     if info.get("workload"):
-        return ".".join(x for x in (info.get("workload"), info.get("variant")) if x)
+        label = ".".join(x for x in (info.get("workload"), info.get("variant")) if x)
+        return label if rank is None else f"{label}.rank{rank}"
     return trace_stem(path)
 
 
@@ -71,7 +72,7 @@ def load_items(paths: Sequence[str | Path]) -> list[Item]:
     for p in paths:
         trace = load_trace(p)
         info = manifest_info(Path(p))
-        items.append(Item(label_of(p, info), trace, overlap_report(trace, info)))
+        items.append(Item(label_of(p, info, trace.rank), trace, overlap_report(trace, info)))
     return items
 
 
@@ -240,4 +241,4 @@ def draw(items: Sequence[Item], output: str | Path, compare_: bool = False, titl
 
 def plot_reports(reports: Sequence[OverlapReport], output: str | Path) -> list[Path]:
     """One timeline per analysed report (its trace is read again for the events)."""
-    return draw([Item(label_of(r.path, r.info), load_trace(r.path), r) for r in reports], output)
+    return draw([Item(label_of(r.path, r.info, r.rank), load_trace(r.path), r) for r in reports], output)
