@@ -30,7 +30,7 @@ def png_size(path: Path) -> tuple[int, int]:
 def test_sample_timelines(tmp_path):
     items = plot.load_items(SAMPLE_FILES)
     labels = [i.label for i in items]
-    assert "compute-copy.nonblocking" in labels and "data-parallel.ddp" in labels  # names from the manifest
+    assert "compute-copy.nonblocking" in labels and "data-parallel.ddp.rank1" in labels  # names from the manifest
     written = plot.draw(items, tmp_path / "t.png")
     assert len(written) == len(SAMPLE_FILES) and len({w.name for w in written}) == len(written)
     for w in written:
