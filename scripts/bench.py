@@ -34,7 +34,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gzip
 import importlib.util
 import json
 import math

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import traceprobe
 from traceprobe import TraceFormatError, load_trace, overlap_report
 from traceprobe import trace as trace_mod
 

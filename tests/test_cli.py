@@ -76,3 +76,15 @@ def test_record_cpu_then_report(tmp_path):
 def test_record_list():
     res = runner.invoke(app, ["record", "--list"])
     assert res.exit_code == 0 and "compute-copy" in res.stdout
+
+
+def test_record_perfetto_writes_pftrace(tmp_path):
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["record", "compute-copy", "--out", str(out), "--device", "cpu", "--size", "32", "--repeat", "2", "--perfetto"])
+    assert res.exit_code == 0, res.output
+    names = sorted(p.name for p in out.iterdir())
+    assert [n for n in names if n.endswith(".pftrace")] == [
+        "compute-copy.nonblocking.pftrace", "compute-copy.overlapped.pftrace", "compute-copy.sequential.pftrace"]
+    # pftrace files are not taken for Chrome traces by overlap-report
+    res = runner.invoke(app, ["overlap-report", str(out), "--format", "json"])
+    assert res.exit_code == 0 and len(json.loads(res.stdout)["traces"]) == 3

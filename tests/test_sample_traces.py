@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 import traceprobe
 from traceprobe.analysis import overlap_report

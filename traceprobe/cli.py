@@ -51,6 +51,7 @@ def record(
     repeat: Optional[int] = typer.Option(None, help="Repetitions override (products per batch, steps...). With --script/--module: profiled windows (default 1; 0: until the run ends)."),
     force: bool = typer.Option(False, help="Record everything again, overwriting existing traces."),
     resume: bool = typer.Option(False, help="Complete an earlier recording in --out: run only what is missing."),
+    perfetto: bool = typer.Option(False, "--perfetto", help="Also write each trace as a native Perfetto .pftrace with overlap tracks (see export)."),
     list_: bool = typer.Option(False, "--list", help="List the workloads and exit."),
     script: Optional[Path] = typer.Option(None, "--script", help="Run this Python script under the profiler, as python would; its arguments go after --."),
     module: Optional[str] = typer.Option(None, "--module", help="Run this module under the profiler, as python -m would; its arguments go after --."),
@@ -99,6 +100,9 @@ def record(
     except OSError as e:
         _fail(f"cannot write to {outp}: {e.strerror or e}")
     failed = [e for e in manifest["variants"] if e["status"] == "failed"]
+    if perfetto:
+        _export_perfetto([outp / t for e in manifest["variants"] if e["status"] == "ok"
+                          for t in (e["trace"] if isinstance(e["trace"], list) else [e["trace"]])], outp)
     err.print(f"traces and manifest in {outp}; next: traceprobe overlap-report {outp}", highlight=False)
     if failed:
         raise typer.Exit(1)
@@ -252,6 +256,20 @@ def export(
         err.print(f"[red]{e}[/red]", highlight=False)
     if errors:
         raise typer.Exit(2)
+
+
+def _export_perfetto(traces: List[Path], out_dir: Path) -> None:
+    """Write ``<stem>.pftrace`` beside each trace (``record --perfetto``)."""
+    from .errors import TraceFormatError
+    from .report import chrome
+    from .report import perfetto as pf
+    from .trace import load_trace
+
+    for f, stem in zip(traces, chrome.unique_stems(traces)):
+        try:
+            err.print(pf.write_perfetto(load_trace(f), out_dir / f"{stem}.pftrace").describe(), highlight=False)
+        except TraceFormatError as e:
+            err.print(f"[red]{e}[/red]", highlight=False)
 
 
 @app.command("plot")

@@ -29,31 +29,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import __version__
+from .fileio import _umask_mode, atomic_write_bytes
 from .workloads import WORKLOADS, Context, Skip, Variant, Workload
 
 MANIFEST = "manifest.json"
 TRACE_SUFFIX = ".pt.trace.json.gz"
-
-
-def _umask_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.chmod(tmp, _umask_mode())
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def trace_name(workload: str, variant: str, rank: int | None = None) -> str:

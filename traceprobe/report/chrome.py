@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..fileio import atomic_write_bytes
 from .. import intervals as iv
 from ..analysis.busy import compute_mask, device_intervals
 from ..trace import Trace
@@ -376,7 +377,7 @@ def write_chrome_json(trace: Trace, path: str | Path) -> ChromeExport:
     head["traceName"] = f"traceprobe export of {Path(trace.path).name}"
     text = json.dumps(head, default=str)[:-1] + ',"traceEvents":[\n' + ",\n".join(meta + body.tolist()) + "\n]}\n"
     data = text.encode()
-    p.write_bytes(gzip.compress(data, 6) if p.name.endswith(".gz") else data)
+    atomic_write_bytes(p, gzip.compress(data, 6) if p.name.endswith(".gz") else data)
     moved_d, moved_h = int((dlane > 0).sum()), int((hlane > 0).sum())
     tracks = 0
     if moved_d:

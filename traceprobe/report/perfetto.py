@@ -17,7 +17,6 @@ one sequence in timestamp order, with event and annotation names interned.
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
+from ..fileio import atomic_open
 from ..analysis.report import OverlapReport, overlap_report
 from ..trace import Trace
 from .chrome import (
@@ -277,7 +277,7 @@ def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None 
     needs = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
     p = Path(path)
     packets = len(rows)
-    with (gzip.open(p, "wb") if p.name.endswith(".gz") else open(p, "wb")) as f:
+    with atomic_open(p) as f:
         builder = TraceProtoBuilder()
         _descriptor_packets(builder, rows, pb)
         f.write(builder.serialize())

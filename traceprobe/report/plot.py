@@ -86,7 +86,7 @@ def _rects(x0, x1, y0, y1) -> np.ndarray:
 
 
 def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
-    trace, report = item.trace, item.report
+    trace = item.trace
     ev = trace.device_events
     lanes = _lanes(trace)
     n = len(lanes)

@@ -102,7 +102,7 @@ def cpu_gpu(ctx: Context) -> list[Variant]:
     return [
         Variant("sequential", f"{repeat} products of {n_gpu}x{n_gpu} on GPU 0, synchronize, then {repeat} of {n_cpu}x{n_cpu} on the CPU",
                 sequential, gpus=1, gpu_bytes=need, params=params),
-        Variant("concurrent", f"GPU products enqueued first, then CPU products while the GPU works, then synchronize: expect CPU/GPU overlap",
+        Variant("concurrent", "GPU products enqueued first, then CPU products while the GPU works, then synchronize: expect CPU/GPU overlap",
                 concurrent, gpus=1, gpu_bytes=need, params=params),
     ]
 
