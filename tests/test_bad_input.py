@@ -230,3 +230,12 @@ def test_mutated_real_trace(tmp_path, seed):
         overlap_report(load_trace(p))
     except TraceFormatError:
         pass
+
+
+def test_stream_label_tid_of_old_torch(tmp_path):
+    """SYNTHETIC, in the torch 1.8-1.10 layout (kineto tb_plugin test data): tid "stream 7", no args.stream."""
+    ev = {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7",
+          "ts": 405, "dur": 10, "args": {"correlation": 334, "external id": 4}}
+    t = load_trace(write(tmp_path, {"traceEvents": [ev]}))
+    assert t.device_events[["device", "stream"]].values.tolist() == [[0, 7]]
+    assert t.device_events["direction"].tolist() == ["HtoD"]

@@ -1,7 +1,8 @@
 """Decoding Kineto / Chrome trace JSON into columns of numpy arrays.
 
 The low layer under :func:`traceprobe.trace.load_trace`: read (and gunzip) the
-bytes, decode them once with ``msgspec`` into typed structs holding only the
+bytes, decode them with ``msgspec`` (all at once, or in batches of events split
+by :func:`split_events`) into typed structs holding only the
 fields traceprobe needs, and pull columns out of the structs with C-level
 iteration (``map``/``attrgetter``/``numpy.fromiter``), never a Python loop per
 event. ``ph: B``/``E`` pairs become complete events here too.
@@ -71,7 +72,77 @@ class _TraceFile(msgspec.Struct):
 _DECODER = msgspec.json.Decoder(_TraceFile)
 _LIST_DECODER = msgspec.json.Decoder(list[_Event])
 
-# Kineto categories, lower-cased; older torch releases wrote capitalised names.
+
+class _TraceHead(_TraceFile):
+    """``_TraceFile`` with each event left undecoded (for :func:`split_events`)."""
+
+    traceEvents: list[msgspec.Raw]
+
+
+_HEAD_DECODER = msgspec.json.Decoder(_TraceHead)
+_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def split_events(raw: bytes) -> tuple[_TraceFile, list[msgspec.Raw]]:
+    """The trace's top-level fields (``traceEvents`` empty) and one ``msgspec.Raw`` per event.
+
+    The Raw objects are views into ``raw``: decoding them in batches
+    (:func:`EventBatches`) holds only one batch of structs at a time. Any
+    msgspec error propagates: callers fall back to :func:`decode`, whose messages
+    are the ones users see.
+    """
+    first = _LEADING_SPACE.match(raw).end()
+    if raw[first : first + 1] == b"[":
+        return _TraceFile(traceEvents=[]), _RAW_LIST_DECODER.decode(raw)
+    head = _HEAD_DECODER.decode(raw)
+    items = head.traceEvents
+    head.traceEvents = []
+    return head, items
+
+
+def _address(buf: Any) -> int:
+    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
+
+
+class EventBatches:
+    """Decode, in order, batches of ``size`` events split by :func:`split_events` from ``raw``.
+
+    A batch of consecutive events is one stretch of ``raw`` (events, commas and
+    white space), decoded as a JSON list after one copy; so only the stretches'
+    bounds are kept, not the Raw objects. Where the Raw objects are not views
+    into ``raw``, they are kept and joined instead.
+    """
+
+    def __init__(self, raw: bytes, items: list[msgspec.Raw], size: int) -> None:
+        self.raw = raw
+        self.n = len(items)
+        base = _address(raw) if len(raw) else 0
+        bounds = []
+        for lo in range(0, self.n, size):
+            first, last = items[lo], items[min(lo + size, self.n) - 1]
+            start = _address(first) - base
+            end = _address(last) - base + len(last)
+            if not 0 <= start < end <= len(raw):
+                bounds = None
+                break
+            bounds.append((start, end))
+        self.bounds = bounds
+        self.items = items if bounds is None else None
+        self.size = size
+
+    def __len__(self) -> int:
+        return max(1, -(-self.n // self.size))
+
+    def decode(self, i: int) -> list[_Event]:
+        """The ``i``-th batch (the only one, empty, when there are no events)."""
+        if self.n == 0:
+            return []
+        if self.bounds is None:
+            return _LIST_DECODER.decode(b"[" + b",".join(self.items[i * self.size : (i + 1) * self.size]) + b"]")
+        start, end = self.bounds[i]
+        return _LIST_DECODER.decode(b"".join((b"[", memoryview(self.raw)[start:end], b"]")))
+
+
 def read_bytes(path: Path) -> bytes:
     try:
         raw = path.read_bytes()
@@ -230,8 +301,12 @@ def pair_begin_end(objs: np.ndarray, is_begin: np.ndarray, warnings: list[str]) 
     at depth k closes it (the Chrome trace format's stack rule). The name and args
     come from the B event. Unmatched events are dropped and counted in ``warnings``.
     """
-    raw = raw_columns(objs)
-    n = len(objs)
+    return pair_columns(raw_columns(objs), is_begin, warnings)
+
+
+def pair_columns(raw: dict[str, np.ndarray], is_begin: np.ndarray, warnings: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """:func:`pair_begin_end` on the events' columns (``raw_columns`` or the like, any extra keys)."""
+    n = len(raw["ts"])
     if n == 0:
         return {k: v[:0] for k, v in raw.items()}, np.zeros(0, np.int64)
     thread = pd.MultiIndex.from_arrays(

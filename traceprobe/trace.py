@@ -2,10 +2,15 @@
 
 ``load_trace(path)`` reads what ``torch.profiler``'s ``export_chrome_trace`` and
 ``tensorboard_trace_handler`` write (``.json`` or gzipped ``.json.gz``; gzip is
-detected from the file's magic bytes, not its name). The file is decoded once by
-``msgspec`` into typed structs holding only the fields traceprobe needs; columns
-are then built with C-level iteration (``map``/``attrgetter``/``numpy.fromiter``)
-and every later step is vectorized. Reading a trace never imports torch.
+detected from the file's magic bytes, not its name). ``msgspec`` splits the
+event list into one ``msgspec.Raw`` view per event, then decodes it in chunks of
+``_CHUNK_EVENTS`` events into typed structs holding only the fields traceprobe
+needs; each chunk's columns are built with C-level iteration
+(``map``/``attrgetter``/``numpy.fromiter``) before the next chunk is decoded, so
+only one chunk of structs is alive at a time (peak memory about 1.5x the JSON
+size). A trace with an error to report, or with values only the whole-trace
+conversions handle, is decoded at once instead (same results, same messages).
+Every later step is vectorized. Reading a trace never imports torch.
 
 Timestamps: Kineto writes ``ts`` and ``dur`` in microseconds, often with three
 decimals. They are converted to int64 nanoseconds by splitting integer and
@@ -25,15 +30,25 @@ import numpy as np
 import pandas as pd
 
 from .errors import TraceFormatError
+from itertools import chain
+from operator import attrgetter
+
+import msgspec
+
 from .kineto import (
+    _args,
+    _strings,
     code_column,
     concat_columns,
     decode,
+    EventBatches,
     pair_begin_end,
+    pair_columns,
     ph_code,
     pluck_numbers,
     raw_columns,
     read_bytes,
+    split_events,
     to_int,
     us_to_ns,
 )
@@ -205,39 +220,21 @@ def load_trace(path: str | Path) -> Trace:
     """
     p = Path(path)
     _check_memory(p)
-    doc = decode(p, read_bytes(p))
-    events = doc.traceEvents
-    n = len(events)
+    raw = read_bytes(p)
     warnings: list[str] = []
-
-    # One pass per field over the structs; ph and cat are coded once per distinct value
-    # (cat lower-cased: older torch releases wrote capitalised names). A cat code is
-    # an index into kind_of: 0 unknown, then the device kinds, then the host categories.
-    ph = code_column(events, "ph", ph_code)
-    tables = ((DEVICE_CATEGORIES, "device"), (HOST_CATEGORIES, "host"))
-    kind_of = np.array([None] + [k for t, _ in tables for k in dict.fromkeys(t.values())], dtype=object)
-    code_of = {k: i for i, k in enumerate(kind_of) if k is not None}
-    by_name = {c: code_of[k] for t, _ in tables for c, k in t.items()}
-    cat = code_column(events, "cat", lambda v: by_name.get(("" if v is None else str(v)).lower(), 0)).astype(np.intp)
-    n_dev_kinds = len(set(DEVICE_CATEGORIES.values()))
-    complete = ph == 1
-    begin = ph == 2
-    endev = ph == 3
-
-    frames = []
-    for _, what in tables:
-        in_table = ((cat > 0) & (cat <= n_dev_kinds)) if what == "device" else (cat > n_dev_kinds)
-        x = np.flatnonzero(complete & in_table)
-        be = np.flatnonzero((begin | endev) & in_table)
-        parts = [raw_columns(list(map(events.__getitem__, x.tolist())))]
-        kinds = [kind_of[cat[x]]]
-        if be.size:
-            paired, b_idx = pair_begin_end(list(map(events.__getitem__, be.tolist())), begin[be], warnings)
-            parts.append(paired)
-            kinds.append(kind_of[cat[be]][b_idx])  # a pair's kind is its B event's
-        frames.append((concat_columns(parts), np.concatenate(kinds) if kinds else np.empty(0, object), what))
-
-    (dev_raw, dev_kind, _), (host_raw, host_cat, _) = frames
+    chunked = _chunked_parts(raw)
+    if chunked is not None:
+        del raw
+        doc, n, acc = chunked
+        del chunked
+        frames = _chunked_frames(acc, warnings)
+    else:  # an error to report, or values the chunked pass does not take: decode all at once
+        doc = decode(p, raw)
+        del raw
+        n = len(doc.traceEvents)
+        frames = _frames(doc.traceEvents, warnings)
+        doc.traceEvents = []
+    (dev_raw, dev_kind), (host_raw, host_cat) = frames
     device_events = _device_frame(p, dev_raw, dev_kind)
     host_events = _host_frame(p, host_raw, host_cat)
     n_streams = len(device_events[["device", "stream"]].drop_duplicates()) if len(device_events) else 0
@@ -274,18 +271,186 @@ def load_trace(path: str | Path) -> Trace:
     )
 
 
+_TABLES = ((DEVICE_CATEGORIES, "device"), (HOST_CATEGORIES, "host"))
+_KIND_OF = np.array([None] + [k for t, _ in _TABLES for k in dict.fromkeys(t.values())], dtype=object)
+_CODE_OF = {k: i for i, k in enumerate(_KIND_OF) if k is not None}
+_BY_NAME = {c: _CODE_OF[k] for t, _ in _TABLES for c, k in t.items()}
+_N_DEV_KINDS = len(set(DEVICE_CATEGORIES.values()))
+_ARG_COLUMNS = {"device": ("device", "stream", "bytes", "correlation"), "host": ("correlation", "external_id")}
+_CHUNK_EVENTS = 10_000
+"""Events decoded to structs at a time by the chunked load."""
+
+
+def _cat_code(v: Any) -> int:
+    return _BY_NAME.get(("" if v is None else str(v)).lower(), 0)
+
+
+def _codes(events: Any) -> tuple[np.ndarray, np.ndarray]:
+    """ph code (0 other, 1 X, 2 B, 3 E) and cat code (an index into _KIND_OF) of every event.
+
+    cat is lower-cased: older torch releases wrote capitalised names. A cat code
+    is 0 for unknown, then the device kinds, then the host categories.
+    """
+    ph = code_column(events, "ph", ph_code)
+    cat = code_column(events, "cat", _cat_code).astype(np.intp)
+    return ph, cat
+
+
+def _in_table(cat: np.ndarray, what: str) -> np.ndarray:
+    return ((cat > 0) & (cat <= _N_DEV_KINDS)) if what == "device" else (cat > _N_DEV_KINDS)
+
+
+def _frames(events: list[Any], warnings: list[str]) -> list[tuple[dict[str, np.ndarray], np.ndarray]]:
+    """Device and host columns (with ``args`` structs) and kinds from all decoded events."""
+    # One pass per field over the structs; ph and cat are coded once per distinct value.
+    ph, cat = _codes(events)
+    complete = ph == 1
+    begin = ph == 2
+    endev = ph == 3
+
+    frames = []
+    for _, what in _TABLES:
+        in_table = _in_table(cat, what)
+        x = np.flatnonzero(complete & in_table)
+        be = np.flatnonzero((begin | endev) & in_table)
+        parts = [raw_columns(list(map(events.__getitem__, x.tolist())))]
+        kinds = [_KIND_OF[cat[x]]]
+        if be.size:
+            paired, b_idx = pair_begin_end(list(map(events.__getitem__, be.tolist())), begin[be], warnings)
+            parts.append(paired)
+            kinds.append(_KIND_OF[cat[be]][b_idx])  # a pair's kind is its B event's
+        frames.append((concat_columns(parts), np.concatenate(kinds) if kinds else np.empty(0, object)))
+    return frames
+
+
+class _Fallback(Exception):
+    """A value the chunked load cannot convert chunk by chunk exactly as the whole-trace load does."""
+
+
+def _interned(vals: np.ndarray, pool: dict) -> np.ndarray:
+    """``vals`` with equal str (or equal int) values sharing one object, to save memory."""
+    if len(vals) and pd.api.types.infer_dtype(vals, skipna=False) in ("string", "integer"):
+        return np.fromiter(map(pool.setdefault, vals, vals), dtype=object, count=len(vals))
+    return vals
+
+
+def _chunk_columns(objs: list[Any], what: str, pools: tuple[dict, dict]) -> dict[str, np.ndarray]:
+    """Columns of some events of one table: numbers converted, names/pid/tid as objects.
+
+    Numbers take only the fast path of ``pluck_numbers`` (each value converted on
+    its own, so chunk by chunk gives what the whole trace gives); a value needing
+    the tolerant path raises _Fallback.
+    """
+    n = len(objs)
+    try:
+        both = np.fromiter(chain.from_iterable(map(attrgetter("ts", "dur"), objs)), dtype=np.float64, count=2 * n).reshape(n, 2)
+        attrs = _ARG_COLUMNS[what]
+        args = np.fromiter(chain.from_iterable(map(attrgetter(*attrs), _args(objs))), dtype=np.int64, count=len(attrs) * n)
+    except (TypeError, ValueError, OverflowError):
+        raise _Fallback from None
+    args = args.reshape(n, len(attrs))
+    ids = np.fromiter(chain.from_iterable(map(attrgetter("pid", "tid"), objs)), dtype=object, count=2 * n).reshape(n, 2)
+    names, ids_pool = pools
+    out = {
+        "ts": np.ascontiguousarray(both[:, 0]),
+        "dur": np.ascontiguousarray(both[:, 1]),
+        "name": _interned(np.fromiter(map(attrgetter("name"), objs), dtype=object, count=n), names),
+        "pid": _interned(np.ascontiguousarray(ids[:, 0]), ids_pool),
+        "tid": _interned(np.ascontiguousarray(ids[:, 1]), ids_pool),
+    }
+    for i, a in enumerate(attrs):
+        out[a] = np.ascontiguousarray(args[:, i])
+    return out
+
+
+def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _chunked_parts(raw: bytes) -> tuple[Any, int, dict] | None:
+    """Columns of the trace's events, decoding ``_CHUNK_EVENTS`` events at a time.
+
+    Only one chunk of structs is alive at a time. None when the trace has an
+    error to report (the whole-trace decode reports it, with its messages) or a
+    value that only the whole-trace conversions handle exactly. Put together by
+    :func:`_chunked_frames` once ``raw`` is freed.
+    """
+    try:
+        head, items = split_events(raw)
+    except (msgspec.MsgspecError, ValueError):
+        return None
+    n = len(items)
+    batches = EventBatches(raw, items, _CHUNK_EVENTS)
+    del items
+    pools: tuple[dict, dict] = ({}, {})
+    acc: dict[str, dict[str, list]] = {what: {"x": [], "x_cat": [], "be": [], "be_cat": [], "be_begin": []} for _, what in _TABLES}
+    try:
+        for i in range(len(batches)):
+            events = batches.decode(i)
+            ph, cat = _codes(events)
+            cat = cat.astype(np.int8)
+            begin = ph == 2
+            be_any = begin | (ph == 3)
+            for _, what in _TABLES:
+                a = acc[what]
+                in_table = _in_table(cat, what)
+                x = np.flatnonzero((ph == 1) & in_table)
+                a["x"].append(_chunk_columns(list(map(events.__getitem__, x.tolist())), what, pools))
+                a["x_cat"].append(cat[x])
+                be = np.flatnonzero(be_any & in_table)
+                if be.size:
+                    a["be"].append(_chunk_columns(list(map(events.__getitem__, be.tolist())), what, pools))
+                    a["be_cat"].append(cat[be])
+                    a["be_begin"].append(begin[be])
+            del events
+    except (msgspec.MsgspecError, _Fallback):
+        return None
+    return head, n, acc
+
+
+def _chunked_frames(acc: dict, warnings: list[str]) -> list[tuple[dict[str, np.ndarray], np.ndarray]]:
+    """What :func:`_frames` gives, from :func:`_chunked_parts`' columns (emptied on the way)."""
+    frames = []
+    for _, what in _TABLES:
+        a = acc.pop(what)
+        cols = _concat(a.pop("x"))
+        cols["name"] = _strings(cols["name"])
+        parts = [cols]
+        kinds = [_KIND_OF[np.concatenate(a.pop("x_cat"))]]
+        if a["be"]:
+            cols = _concat(a.pop("be"))
+            cols["name"] = _strings(cols["name"])
+            paired, b_idx = pair_columns(cols, np.concatenate(a["be_begin"]), warnings)
+            del cols
+            parts.append(paired)
+            kinds.append(_KIND_OF[np.concatenate(a["be_cat"])][b_idx])
+        frames.append((_concat(parts) if len(parts) > 1 else parts[0], np.concatenate(kinds)))
+    return frames
+
 def _pid_tid_fallback(ids: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """Device or stream ids from pid/tid where ``args`` lacks them.
+
+    Numbers are taken as they are; labels such as ``"stream 7"`` (torch 1.8-1.10
+    traces) give their trailing number.
+    """
     miss = ids < 0
     if miss.any():
         ids = ids.copy()
-        ids[miss] = to_int(fallback[miss])
+        fb = to_int(fallback[miss])
+        bad = fb < 0
+        if bad.any():
+            digits = pd.Series(fallback[miss][bad], dtype=object).astype(str).str.extract(r"(\d+)\s*$")[0]
+            fb[bad] = pd.to_numeric(digits, errors="coerce").fillna(-1).to_numpy(np.int64)
+        ids[miss] = fb
     return ids
 
 
 def _device_frame(path: Path, raw: dict[str, np.ndarray], kinds: np.ndarray) -> pd.DataFrame:
     start, end = _times(path, raw, "device")
-    args = raw["args"]
-    device, stream, nbytes, correlation = pluck_numbers(args, ("device", "stream", "bytes", "correlation"), np.int64)
+    if "args" in raw:
+        device, stream, nbytes, correlation = pluck_numbers(raw["args"], _ARG_COLUMNS["device"], np.int64)
+    else:  # the chunked load converted them
+        device, stream, nbytes, correlation = (raw[a] for a in _ARG_COLUMNS["device"])
     device = _pid_tid_fallback(device, raw["pid"])
     stream = _pid_tid_fallback(stream, raw["tid"])
     df = pd.DataFrame(
@@ -329,8 +494,10 @@ def _str_categorical(vals: np.ndarray) -> pd.Categorical:
 
 def _host_frame(path: Path, raw: dict[str, np.ndarray], cats: np.ndarray) -> pd.DataFrame:
     start, end = _times(path, raw, "host")
-    args = raw["args"]
-    correlation, external_id = pluck_numbers(args, ("correlation", "external_id"), np.int64)
+    if "args" in raw:
+        correlation, external_id = pluck_numbers(raw["args"], _ARG_COLUMNS["host"], np.int64)
+    else:  # the chunked load converted them
+        correlation, external_id = (raw[a] for a in _ARG_COLUMNS["host"])
     df = pd.DataFrame(
         {
             "pid": _str_categorical(raw["pid"]),
