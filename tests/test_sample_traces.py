@@ -162,3 +162,19 @@ def test_script_under_torchrun_one_trace_per_rank():
     for r in reports:
         assert r.steps["step"].tolist() == [2, 3, 4]
         assert r.comm_overlap["comm_kernels"].sum() > 0
+
+
+def test_one_gpu_machine_skips_multi_gpu_variants_with_reasons():
+    import json
+
+    m = json.loads((SAMPLES / "h100-1gpu" / "manifest.json").read_text())
+    assert "H100" in m["environment"]["devices"][0]["name"] and len(m["environment"]["devices"]) == 1
+    skipped = {(e["workload"], e["variant"]): e["reason"] for e in m["variants"] if e["status"] == "skipped"}
+    assert set(skipped) == {
+        ("multi-gpu", "sequential"), ("multi-gpu", "concurrent"), ("data-parallel", "dataparallel"),
+        ("data-parallel", "ddp"), ("model-parallel", "naive"), ("model-parallel", "pipelined"), ("tile-parallel", "tiled"),
+    }
+    assert all(r == "needs 2 GPUs, this machine has 1" for r in skipped.values())
+    assert all(e["status"] in ("ok", "skipped") for e in m["variants"])
+    ov = overlap_report(traceprobe.load_trace(SAMPLES / "h100-1gpu" / "compute-copy.overlapped.pt.trace.json.gz"))
+    assert dtoh(ov)["fraction"] >= 0.9
