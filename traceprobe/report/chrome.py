@@ -13,8 +13,8 @@ a host process of that pid (pid 1 in a container).
 another slice of that track; such slices move to lanes 1, 2, ... so that each
 lane's slices nest properly. :func:`write_chrome_json` writes a trace with one
 ``tid`` per (track, lane) and reports how many slices it moved. The derived
-series here (overlap intervals, busy counts, launch flows) are shared with the
-Perfetto export and the plot; they reuse the analysis' interval sets.
+series it draws (overlap intervals, busy counts, launch flows) come from
+:mod:`traceprobe.analysis.timeline`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_bytes
-from .. import intervals as iv
-from ..analysis.busy import compute_mask, device_intervals
+from ..analysis.timeline import launch_flows
 from ..trace import Trace
 
 DEVICE_PID_BASE = 1 << 24
@@ -161,64 +160,6 @@ def numeric_ids(labels: pd.Series, base: int) -> np.ndarray:
     codes = pd.factorize(labels.astype(str))[0]
     ok = np.isfinite(num) & (num >= 0) & (num < 2**31)
     return np.where(ok, np.nan_to_num(num), base + codes).astype(np.int64)
-
-
-# --- derived series: analysis building blocks, no new definitions -------------
-
-
-def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
-    """Per device with events selected by ``mask``: where they ran while a compute kernel did.
-
-    With ``mask`` = memcpys this is the interval set whose length is
-    ``copy_overlap``'s ``all`` row ``overlapped_ns``; with communication kernels,
-    ``comm_overlap``'s ``overlapped_ns``.
-    """
-    ev = trace.device_events
-    if not mask.any():
-        return {}
-    sel, comp = device_intervals(trace, mask), device_intervals(trace, compute_mask(trace))
-    return {int(d): iv.intersect(sel[int(d)], comp[int(d)]) for d in np.unique(ev["device"].to_numpy()[mask])}
-
-
-def copy_compute_overlap(trace: Trace) -> dict[int, iv.Intervals]:
-    """Per device with memcpys: where a memcpy and a compute kernel ran at once."""
-    return under_compute(trace, (trace.device_events["kind"] == "memcpy").to_numpy())
-
-
-def step_counts(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
-    """How many intervals of each key hold at once, as a step function.
-
-    Returns:
-        DataFrame ``key``, ``ts``, ``value`` (int64): per key, the count from ``ts``
-        until the key's next row; the last row of a key has value 0.
-    """
-    k = np.concatenate([keys, keys]).astype(np.int64)
-    t = np.concatenate([starts, ends]).astype(np.int64)
-    d = np.concatenate([np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)])
-    if not len(t):
-        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in ("key", "ts", "value")})
-    o = np.lexsort((d, t, k))
-    k, t, d = k[o], t[o], d[o]
-    value = pd.Series(d).groupby(k, sort=False).cumsum().to_numpy()
-    last = np.r_[(k[1:] != k[:-1]) | (t[1:] != t[:-1]), True]
-    return pd.DataFrame({"key": k[last], "ts": t[last], "value": value[last]})
-
-
-def busy_streams(trace: Trace) -> pd.DataFrame:
-    """Per device, the number of its streams busy at each change: ``device``, ``ts``, ``value``."""
-    ev = trace.device_events
-    codes, uniq = pd.MultiIndex.from_frame(ev[["device", "stream"]]).factorize() if len(ev) else (np.zeros(0, np.int64), None)
-    k, s, e = iv.grouped_union(codes, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
-    dev = uniq.get_level_values(0).to_numpy(np.int64)[k] if len(k) else k
-    return step_counts(dev, s, e).rename(columns={"key": "device"})
-
-
-def busy_devices(trace: Trace) -> pd.DataFrame:
-    """The number of devices busy at each change: ``ts``, ``value``."""
-    sets = list(device_intervals(trace).values())
-    s = np.concatenate([x[0] for x in sets]) if sets else np.zeros(0, np.int64)
-    e = np.concatenate([x[1] for x in sets]) if sets else np.zeros(0, np.int64)
-    return step_counts(np.zeros(len(s), np.int64), s, e)[["ts", "value"]]
 
 
 # --- Chrome JSON ---------------------------------------------------------------------
@@ -385,26 +326,3 @@ def write_chrome_json(trace: Trace, path: str | Path) -> ChromeExport:
     if moved_h:
         tracks += len(host.loc[hlane > 0, ["pid", "tid"]].drop_duplicates())
     return ChromeExport(str(p), len(ev) + len(host), len(flows), moved_d + moved_h, tracks)
-
-
-def launch_flows(trace: Trace) -> pd.DataFrame:
-    """Launch -> device work links: one row per correlation id found on both sides.
-
-    Returns:
-        DataFrame with ``correlation`` (int64), ``host_row`` (row of the first
-        ``cuda_runtime``/``cuda_driver`` event with that id in ``host_events``) and
-        ``device_row`` (row of the earliest device event with that id), only where
-        the device event does not start before its launch.
-    """
-    ev, host = trace.device_events, trace.host_events
-    cols = ["correlation", "host_row", "device_row"]
-    if ev.empty or host.empty:
-        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in cols})
-    rt = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & (host["correlation"].to_numpy() >= 0)
-    h = pd.DataFrame({"correlation": host["correlation"].to_numpy()[rt], "host_row": np.flatnonzero(rt)})
-    h = h.drop_duplicates("correlation")  # host_events is sorted by start: first launch
-    d = pd.DataFrame({"correlation": ev["correlation"].to_numpy(), "device_row": np.arange(len(ev))})
-    d = d[d["correlation"] >= 0].drop_duplicates("correlation")  # earliest device event
-    m = h.merge(d, on="correlation", how="inner")
-    ok = ev["start_ns"].to_numpy()[m["device_row"].to_numpy()] >= host["start_ns"].to_numpy()[m["host_row"].to_numpy()]
-    return m[ok].reset_index(drop=True)[cols].astype(np.int64)

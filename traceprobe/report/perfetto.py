@@ -30,16 +30,8 @@ from .. import intervals as iv
 from ..fileio import atomic_open
 from ..analysis.report import OverlapReport, overlap_report
 from ..trace import Trace
-from .chrome import (
-    DEVICE_PID_BASE,
-    busy_devices,
-    busy_streams,
-    copy_compute_overlap,
-    device_lanes,
-    host_lanes,
-    launch_flows,
-    numeric_ids,
-)
+from ..analysis.timeline import busy_devices, busy_streams, copy_compute_overlap, launch_flows
+from .chrome import DEVICE_PID_BASE, device_lanes, host_lanes, numeric_ids
 
 SEQ = 1
 CHUNK_PACKETS = 20_000

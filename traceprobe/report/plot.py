@@ -34,7 +34,8 @@ from .. import intervals as iv
 from ..analysis.busy import comm_mask, device_intervals
 from ..analysis.report import OverlapReport, overlap_report
 from ..trace import Trace, load_trace
-from .chrome import trace_stem, under_compute
+from ..analysis.timeline import under_compute
+from .chrome import trace_stem
 
 CLASSES = ("compute kernel", "memcpy", "communication kernel", "memset")
 COLORS = ("#1f77b4", "#ff7f0e", "#9467bd", "#7f7f7f")
