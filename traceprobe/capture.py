@@ -71,10 +71,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import gzip
-import json
 import os
-import shutil
 import socket
 import sys
 import tempfile
@@ -82,9 +79,21 @@ import types
 import uuid
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import __version__
+from .capture_files import (  # noqa: F401 - part of this module's API
+    GZIP_LEVEL,
+    LOCK,
+    MANIFEST,
+    default_name,
+    gzip_with_dist_info,
+    manifest_lock,
+    publish,
+    default_out,
+    dist_env,
+    environment,
+)
 
 if TYPE_CHECKING:
     from .analysis import OverlapReport
@@ -95,11 +104,7 @@ DEFAULT_ACTIVE = 3
 DEFAULT_REPEAT = 1
 LARGE_TRACE_BYTES = 256 * 2**20
 """JSON size above which a trace gets a warning: Perfetto UI may fail to open it."""
-GZIP_LEVEL = 6
-"""zlib's default: about the size of level 9 (torch's choice) in a fraction of the time."""
 
-MANIFEST = "manifest.json"
-LOCK = ".manifest.lock"
 
 _ACTIVE: Capture | None = None
 
@@ -118,81 +123,6 @@ def step() -> None:
 def current() -> Capture | None:
     """The running capture of this process, if any."""
     return _ACTIVE
-
-
-def dist_env() -> tuple[int | None, int | None, int | None]:
-    """``(rank, local_rank, world_size)`` from the variables torchrun sets (None where unset)."""
-
-    def num(name: str) -> int | None:
-        v = os.environ.get(name, "").strip()
-        try:
-            return int(v)
-        except ValueError:
-            return None
-
-    rank, local = num("RANK"), num("LOCAL_RANK")
-    return (rank if rank is not None else local), local, num("WORLD_SIZE")
-
-
-def default_out(label: str, root: str | Path = "runs") -> Path:
-    """``runs/<label>-<YYYYmmdd-HHMMSS>``.
-
-    In a process started by torchrun the time is the launcher's (the parent
-    process's start), so the ranks of one node agree on the folder; otherwise
-    it is now, and a folder that exists already gets ``-2``, ``-3``...
-    """
-    rank, _, _ = dist_env()
-    when = None
-    if rank is not None:
-        try:
-            import psutil
-
-            when = _dt.datetime.fromtimestamp(psutil.Process(os.getppid()).create_time())
-        except Exception:  # noqa: BLE001 - fall back to now
-            when = None
-    base = Path(root) / f"{label}-{(when or _dt.datetime.now()).strftime('%Y%m%d-%H%M%S')}"
-    if rank is not None:
-        return base
-    out, n = base, 1
-    while out.exists():
-        n += 1
-        out = base.with_name(f"{base.name}-{n}")
-    return out
-
-
-def _default_name() -> str:
-    """The main script's stem (``train`` for ``python train.py``); ``capture`` elsewhere (notebooks, ``-m``, pytest)."""
-    f = getattr(sys.modules.get("__main__"), "__file__", None)
-    main = Path(f) if isinstance(f, str) else None
-    if main is not None and main.suffix == ".py" and main.stem not in ("__main__", "ipykernel_launcher"):
-        return main.stem
-    return "capture"
-
-
-def environment() -> dict[str, Any]:
-    """:func:`traceprobe.record.environment` (host, GPUs, driver, torch, CUDA, NCCL) plus the torchrun variables."""
-    from .record import environment as base
-
-    env = base()
-    rank, local, world = dist_env()
-    env.update({"rank": rank, "local_rank": local, "world_size": world})
-    return env
-
-
-@contextlib.contextmanager
-def _locked(out: Path) -> Iterator[None]:
-    """An exclusive lock on ``out`` for the manifest's read-modify-write (POSIX; none elsewhere)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: one writer assumed
-        yield
-        return
-    with open(out / LOCK, "a+") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 class Capture(contextlib.ContextDecorator):
@@ -242,7 +172,7 @@ class Capture(contextlib.ContextDecorator):
         for k, v, lo in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1), ("repeat", repeat, 0)):
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                 raise ValueError(f"{k} must be an integer >= {lo}, not {v!r}")
-        self.name = name or _default_name()
+        self.name = name or default_name()
         if "/" in self.name or "\\" in self.name or self.name.startswith("."):
             raise ValueError(f"name must be a plain file-name part, not {self.name!r}")
         self.out: Path | None = Path(out) if out is not None else None
@@ -510,9 +440,9 @@ class Capture(contextlib.ContextDecorator):
         try:
             prof.export_chrome_trace(raw)
             size = os.path.getsize(raw)
-            _gzip_with_dist_info(Path(raw), gz, self._dist_info())
+            gzip_with_dist_info(Path(raw), gz, self._dist_info())
             os.chmod(gz, _umask_mode())
-            dest = _publish(gz, out, lambda i: trace_name(self.name, variant if i == 1 else f"{variant}-{i}", self.rank))
+            dest = publish(gz, out, lambda i: trace_name(self.name, variant if i == 1 else f"{variant}-{i}", self.rank))
         finally:
             Path(raw).unlink(missing_ok=True)
             gz.unlink(missing_ok=True)
@@ -546,7 +476,7 @@ class Capture(contextlib.ContextDecorator):
 
         out = self.out
         assert out is not None
-        with _locked(out):
+        with manifest_lock(out):
             m = load_manifest(out)
             m.setdefault("traceprobe", __version__)
             m.setdefault("created", self._process.get("started"))
@@ -558,42 +488,6 @@ class Capture(contextlib.ContextDecorator):
             others = [e for e in m.get("variants", []) if e.get("trace") not in mine]
             m["variants"] = others + list(self.entries)
             write_manifest(out, m)
-
-
-def _gzip_with_dist_info(src: Path, dest: Path, info: dict[str, Any] | None) -> None:
-    """Gzip Kineto's JSON ``src`` to ``dest``, adding ``distributedInfo`` where it lacks one."""
-    with open(src, "rb") as fin, open(dest, "wb") as raw_out:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw_out, compresslevel=GZIP_LEVEL, mtime=0) as fout:
-            head = fin.read(1 << 20)
-            if info is not None:
-                cut = head.find(b'"traceEvents"')
-                header = head if cut < 0 else head[:cut]
-                brace = head.find(b"{")
-                if b'"distributedInfo"' not in header and brace >= 0 and not head[:brace].strip():
-                    extra = b'\n  "distributedInfo": ' + json.dumps(info).encode() + b","
-                    head = head[: brace + 1] + extra + head[brace + 1 :]
-            fout.write(head)
-            shutil.copyfileobj(fin, fout, 1 << 20)
-        raw_out.flush()
-        os.fsync(raw_out.fileno())
-
-
-def _publish(tmp: Path, out: Path, name_for: Callable[[int], str]) -> Path:
-    """Give ``tmp`` its final name without ever replacing a file: the first free of ``name_for(1)``, ``(2)``..."""
-    i = 1
-    while True:
-        dest = out / name_for(i)
-        try:
-            os.link(tmp, dest)  # fails if dest exists: atomic and never clobbers
-            return dest
-        except FileExistsError:
-            i += 1
-        except OSError:  # no hard links here (some network or FAT file systems)
-            if dest.exists():
-                i += 1
-                continue
-            os.rename(tmp, dest)
-            return dest
 
 
 def capture(out: str | Path | Callable[..., Any] | None = None, **options: Any) -> Any:
