@@ -178,3 +178,21 @@ def test_one_gpu_machine_skips_multi_gpu_variants_with_reasons():
     assert all(e["status"] in ("ok", "skipped") for e in m["variants"])
     ov = overlap_report(traceprobe.load_trace(SAMPLES / "h100-1gpu" / "compute-copy.overlapped.pt.trace.json.gz"))
     assert dtoh(ov)["fraction"] >= 0.9
+
+
+def test_stopwatch_against_evidence():
+    """The wall clock says nonblocking copies are 11x faster; the trace says not from overlap."""
+    from traceprobe.analysis.variants import variant_summary
+    from traceprobe.collect import analyze_paths
+
+    reports, _ = analyze_paths([SAMPLES], jobs=1)
+    v = variant_summary(reports)
+    h200 = v[v["run"] == str(SAMPLES)].set_index(["workload", "variant"])
+    nb = h200.loc[("compute-copy", "nonblocking")]
+    assert nb["speedup"] > 5 and nb["evidence"] == "" and nb["agreement"] == "disagrees"
+    ov = h200.loc[("compute-copy", "overlapped")]
+    assert ov["agreement"] == "agrees" and "copy_overlap cuda:0 DtoH" in ov["evidence"]
+    for key in (("multi-gpu", "concurrent"), ("cpu-gpu", "concurrent"), ("model-parallel", "pipelined"), ("data-parallel", "ddp")):
+        assert h200.loc[key]["agreement"] == "agrees" and h200.loc[key]["speedup"] > 1.05, key
+    assert h200.loc[("multi-gpu", "sequential")]["agreement"] == "baseline"
+    assert h200.loc[("small-ops", "cpu-threads")]["baseline"] == "cpu-serial"  # CPU variants vs the CPU baseline

@@ -70,7 +70,8 @@ def manifest_info(trace_file: Path) -> dict[str, Any]:
     """What ``manifest.json`` beside ``trace_file`` says of it (empty if nothing).
 
     Keys: ``workload``, ``variant``, ``wall_s``, ``description``, ``params``,
-    ``devices`` and the manifest's ``environment``.
+    ``devices``, ``order`` (the variant's position in the manifest: ``record``
+    writes each workload's baseline first) and the manifest's ``environment``.
     """
     m = trace_file.parent / "manifest.json"
     if not m.is_file():
@@ -79,11 +80,12 @@ def manifest_info(trace_file: Path) -> dict[str, Any]:
         doc = json.loads(m.read_text())
     except (OSError, ValueError):
         return {}
-    for e in doc.get("variants", []) if isinstance(doc, dict) else []:
+    for order, e in enumerate(doc.get("variants", []) if isinstance(doc, dict) else []):
         t = e.get("trace")
         names = t if isinstance(t, list) else [t]
         if trace_file.name in names:
             info = {k: e[k] for k in ("workload", "variant", "wall_s", "description", "params", "devices") if k in e}
+            info["order"] = order
             env = doc.get("environment") or {}
             info["environment"] = {k: env.get(k) for k in ("host", "torch", "cuda", "devices") if k in env}
             return info

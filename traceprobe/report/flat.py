@@ -13,6 +13,7 @@ from dataclasses import asdict
 import pandas as pd
 
 from ..analysis.ranks import rank_summary
+from ..analysis.variants import variant_summary
 from ..analysis.report import OverlapReport
 from ..collect import Failure
 
@@ -68,6 +69,9 @@ def to_markdown(reports: list[OverlapReport], failures: list[Failure]) -> str:
     summary = rank_summary(reports)
     if not summary.empty:
         out.append("## Across ranks\n\n" + summary.to_markdown(index=False))
+    variants = variant_summary(reports)
+    if (variants["agreement"] != "baseline").any():
+        out.append("## Stopwatch against evidence\n\n" + variants.to_markdown(index=False))
     if failures:
         out.append("## Failures\n\n" + "\n".join(f"- `{f.path}`: {f.error}" for f in failures))
     return "\n\n".join(out) + "\n"

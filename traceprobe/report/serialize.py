@@ -15,6 +15,7 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.ranks import rank_summary
+from ..analysis.variants import variant_summary
 from ..analysis.report import OverlapReport
 from ..collect import Failure
 
@@ -84,12 +85,13 @@ def report_dict(r: OverlapReport) -> dict[str, Any]:
 
 
 def document(reports: list[OverlapReport], failures: list[Failure]) -> dict[str, Any]:
-    """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``failures``."""
+    """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``failures``."""
     return {
         "schema": SCHEMA_VERSION,
         "traceprobe": __version__,
         "traces": [report_dict(r) for r in reports],
         "rank_summary": rows(rank_summary(reports)),
+        "variants": rows(variant_summary(reports)),
         "failures": [{"path": f.path, "error": f.error} for f in failures],
     }
 

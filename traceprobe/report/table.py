@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.ranks import rank_summary
+from ..analysis.variants import variant_summary
 from ..analysis.report import OverlapReport
 from ..collect import Failure
 
@@ -91,6 +92,22 @@ def render(console: Console, reports: list[OverlapReport], failures: list[Failur
                 label = rec["figure"][:-3] if is_time else rec["figure"]
                 t.add_row(label, fmt(rec["min"]), fmt(rec["median"]), fmt(rec["max"]))
             console.print(t)
+    variants = variant_summary(reports)
+    for run, g in variants.groupby("run", sort=False):
+        if not (g["agreement"] != "baseline").any():
+            continue
+        t = Table(title=f"stopwatch against evidence in {run}: wall clock (manifest, one timed run) vs the workload's first variant",
+                  title_justify="left", show_edge=False)
+        for h in ("variant", "wall ms", "speed-up", "agreement"):
+            t.add_column(h, justify="right" if h in ("wall ms", "speed-up") else "left", no_wrap=True)
+        style = {"agrees": "green", "disagrees": "bold yellow", "baseline": "dim"}
+        for rec in g.to_dict(orient="records"):
+            t.add_row(f"{rec['workload']}.{rec['variant']}", f"{rec['wall_s'] * 1e3:,.1f}", f"{rec['speedup']:.2f}x",
+                      Text(rec["agreement"], style=style[rec["agreement"]]))
+        console.print(t)
+        for rec in g[g["agreement"] == "disagrees"].to_dict(orient="records"):
+            console.print(Text(f"  {rec['workload']}.{rec['variant']}: {rec['speedup']:.2f}x against {rec['baseline']}; {rec['reading']}",
+                               style="yellow"))
     if failures:
         console.print(Text(f"{len(failures)} file(s) could not be analysed:", style="bold red"))
         for f in failures:

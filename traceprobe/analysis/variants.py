@@ -1,0 +1,92 @@
+"""Stopwatch against evidence: do a workload's wall-clock timings agree with its traces?
+
+For the variants of one workload recorded by ``traceprobe record`` (same folder,
+manifest facts in ``OverlapReport.info``):
+
+- the *baseline* of a variant is the first variant of its workload in the manifest
+  that ran on the same kind of device (all-CPU variants are compared with the
+  first all-CPU one); ``record`` writes each workload's serial variant first;
+- *speed-up* = baseline wall time / the variant's wall time (one timed run each,
+  outside the profiler);
+- *evidence* of parallelism: a figure whose verdict is ``confirmed`` or
+  ``partial`` and whose value exceeds the baseline's for the same figure and
+  subject by at least 0.05;
+- the timings *agree* with the traces when there is evidence and a speed-up of at
+  least ``GAIN`` (5%), or no evidence and no such speed-up.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .report import OverlapReport
+
+GAIN = 1.05
+MARGIN = 0.05
+
+
+def _device_kind(r: OverlapReport) -> str:
+    devs = r.info.get("devices") or []
+    return "cpu" if devs and all(str(d) == "cpu" for d in devs) else "gpu"
+
+
+def _best(r: OverlapReport) -> dict[tuple[str, str], tuple[float, str]]:
+    out: dict[tuple[str, str], tuple[float, str]] = {}
+    for v in r.verdicts:
+        key = (v.figure, v.subject.split(" (rank")[0])
+        if key not in out or v.value > out[key][0]:
+            out[key] = (v.value, v.level)
+    return out
+
+
+def _evidence(r: OverlapReport, base: OverlapReport) -> list[str]:
+    mine, theirs = _best(r), _best(base)
+    found = []
+    for (figure, subject), (value, level) in mine.items():
+        if level in ("confirmed", "partial") and value >= theirs.get((figure, subject), (0.0, ""))[0] + MARGIN:
+            found.append(f"{figure} {subject} {value:.0%}")
+    return found
+
+
+def variant_summary(reports: list[OverlapReport]) -> pd.DataFrame:
+    """One row per recorded variant with a wall time (first rank only for multi-rank runs).
+
+    Returns:
+        DataFrame with columns ``run`` (str, the folder), ``workload``,
+        ``variant``, ``baseline`` (str),
+        ``wall_s``, ``baseline_wall_s``, ``speedup`` (float64), ``evidence`` (str:
+        the figures that show more parallelism than the baseline, ``""`` if none)
+        ``agreement`` (``baseline``, ``agrees`` or ``disagrees``) and ``reading``
+        (str, one sentence for a person). Empty when no report carries manifest
+        facts.
+    """
+    cols = ["run", "workload", "variant", "baseline", "wall_s", "baseline_wall_s", "speedup", "evidence", "agreement", "reading"]
+    seen: dict[tuple[str, str, str], OverlapReport] = {}
+    for r in sorted(reports, key=lambda r: (r.path.rsplit("/", 1)[0], r.info.get("order", 0), r.rank or 0)):
+        w, v = r.info.get("workload"), r.info.get("variant")
+        if w and v and r.info.get("wall_s") is not None:
+            seen.setdefault((r.path.rsplit("/", 1)[0], w, v), r)
+    rows = []
+    baselines: dict[tuple[str, str, str], OverlapReport] = {}
+    for (folder, w, v), r in seen.items():
+        base = baselines.setdefault((folder, w, _device_kind(r)), r)
+        wall, bwall = float(r.info["wall_s"]), float(base.info["wall_s"])
+        speedup = bwall / wall if wall > 0 else float("nan")
+        if base is r:
+            rows.append([folder, w, v, v, wall, bwall, 1.0, "", "baseline", "the serial form the others are timed against"])
+            continue
+        ev = _evidence(r, base)
+        faster = speedup >= GAIN
+        rows.append([folder, w, v, base.info["variant"], wall, bwall, speedup, "; ".join(ev),
+                     "agrees" if bool(ev) == faster else "disagrees", _reading(bool(ev), faster, speedup)])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _reading(evidence: bool, faster: bool, speedup: float) -> str:
+    if evidence and faster:
+        return "faster, and the trace shows the overlap"
+    if evidence:
+        return "overlap in the trace, no gain on the clock"
+    if faster:
+        return "faster, but not from parallelism: less work or waiting"
+    return "no overlap, no gain"
