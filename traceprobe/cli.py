@@ -160,9 +160,11 @@ def overlap_report(
             raise
         _fail(f"{type(e).__name__}: {e}")
 
-    if fmt is Format.table:
-        console = Console(file=open(output, "w") if output else None, width=140 if output else None)
-        table.render(console, reports, failures)
+    if fmt is Format.table and output:
+        with open(output, "w") as fh:
+            table.render(Console(file=fh, width=140), reports, failures)
+    elif fmt is Format.table:
+        table.render(Console(), reports, failures)
     else:
         text = {Format.json: serialize.to_json, Format.csv: flat.to_csv, Format.markdown: flat.to_markdown}[fmt](reports, failures)
         if output:
@@ -177,14 +179,9 @@ def overlap_report(
         for written in plot_reports(reports, plot):
             err.print(f"wrote {written}", highlight=False)
 
-    short = []
-    for r in reports:
-        if min_copy_overlap is not None:
-            for row in r.copy_overlap[r.copy_overlap["direction"] == "all"].itertuples() if not r.copy_overlap.empty else []:
-                if row.fraction < min_copy_overlap:
-                    short.append(f"{r.path}: cuda:{row.device} copy/compute overlap {row.fraction:.1%} < {min_copy_overlap:.1%}")
-        if min_device_concurrency is not None and r.devices.device_count >= 2 and r.devices.concurrency < min_device_concurrency:
-            short.append(f"{r.path}: cross-device concurrency {r.devices.concurrency:.1%} < {min_device_concurrency:.1%}")
+    from .analysis.gates import shortfalls
+
+    short = shortfalls(reports, min_copy_overlap, min_device_concurrency)
     for s in short:
         err.print(f"[yellow]below threshold: {s}[/yellow]", highlight=False)
     if failures:
