@@ -20,6 +20,18 @@ from ..trace import Trace
 Intervals = iv.Intervals
 
 
+def fraction(num: int, den: int) -> float:
+    """``num / den``, NaN when ``den`` is not positive (an undefined figure)."""
+    return float(num) / den if den > 0 else float("nan")
+
+
+def fraction_of(df: pd.DataFrame, num: str, den: str) -> float:
+    """Sum of column ``num`` over sum of column ``den`` (NaN when empty or the sum is not positive)."""
+    if df.empty:
+        return float("nan")
+    return fraction(df[num].sum(), df[den].sum())
+
+
 def _pair(df: pd.DataFrame) -> Intervals:
     return df["start_ns"].to_numpy(np.int64), df["end_ns"].to_numpy(np.int64)
 

@@ -20,11 +20,8 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import device_intervals, stream_intervals
+from .busy import fraction, device_intervals, stream_intervals
 
-
-def _fraction(num: int, den: int) -> float:
-    return float(num) / den if den > 0 else float("nan")
 
 
 @dataclass(frozen=True)
@@ -65,15 +62,15 @@ def device_concurrency(trace: Trace) -> DeviceConcurrency:
             {
                 "device": d,
                 "busy_ns": busy,
-                "utilization": _fraction(busy, window),
+                "utilization": fraction(busy, window),
                 "idle_ns": window - busy,
                 "concurrent_ns": conc,
-                "concurrency": _fraction(conc, busy),
+                "concurrency": fraction(conc, busy),
             }
         )
     df = pd.DataFrame(rows, columns=["device", "busy_ns", "utilization", "idle_ns", "concurrent_ns", "concurrency"])
     any_ns, two_ns = iv.length(any_busy), iv.length(two)
-    return DeviceConcurrency(df, any_ns, two_ns, _fraction(two_ns, any_ns), len(per_dev))
+    return DeviceConcurrency(df, any_ns, two_ns, fraction(two_ns, any_ns), len(per_dev))
 
 
 def stream_concurrency(trace: Trace) -> pd.DataFrame:
@@ -101,10 +98,10 @@ def stream_concurrency(trace: Trace) -> pd.DataFrame:
                 "streams": len(streams),
                 "busy_ns": busy,
                 "multi_stream_ns": multi,
-                "concurrency": _fraction(multi, busy),
+                "concurrency": fraction(multi, busy),
                 "kernel_busy_ns": kbusy,
                 "multi_stream_kernel_ns": kmulti,
-                "kernel_concurrency": _fraction(kmulti, kbusy),
+                "kernel_concurrency": fraction(kmulti, kbusy),
             }
         )
     return pd.DataFrame(

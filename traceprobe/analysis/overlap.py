@@ -29,13 +29,10 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import comm_mask, compute_mask, device_intervals
+from .busy import fraction, comm_mask, compute_mask, device_intervals
 
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
 
-
-def _fraction(num: int, den: int) -> float:
-    return float(num) / den if den > 0 else float("nan")
 
 
 def copy_overlap(trace: Trace) -> pd.DataFrame:
@@ -77,7 +74,7 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
                     "bytes": int(b[b >= 0].sum()),
                     "copy_ns": copy_ns,
                     "overlapped_ns": over,
-                    "fraction": _fraction(over, copy_ns),
+                    "fraction": fraction(over, copy_ns),
                 }
             )
     return pd.DataFrame(rows)
@@ -112,7 +109,7 @@ def comm_overlap(trace: Trace) -> pd.DataFrame:
                 "comm_kernels": int(counts[device]),
                 "comm_ns": comm_ns,
                 "overlapped_ns": over,
-                "fraction": _fraction(over, comm_ns),
+                "fraction": fraction(over, comm_ns),
             }
         )
     out = pd.DataFrame(rows, columns=cols)
@@ -187,4 +184,4 @@ def cpu_gpu_overlap(trace: Trace) -> CpuGpuOverlap:
     gpu = iv.coverage_at_least(devs, 1) if devs else iv.empty()
     host_ns, gpu_ns = iv.length(host), iv.length(gpu)
     over = iv.length(iv.intersect(host, gpu))
-    return CpuGpuOverlap(host_ns, gpu_ns, over, _fraction(over, host_ns), _fraction(over, gpu_ns))
+    return CpuGpuOverlap(host_ns, gpu_ns, over, fraction(over, host_ns), fraction(over, gpu_ns))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .busy import fraction_of
 from .report import OverlapReport
 
 
@@ -22,19 +23,14 @@ def headline(r: OverlapReport) -> dict[str, float]:
     """One report's headline figures (fractions in 0..1, times in ns; NaN where undefined)."""
     copy_all = r.copy_overlap[r.copy_overlap["direction"] == "all"] if not r.copy_overlap.empty else r.copy_overlap
 
-    def frac(df: pd.DataFrame, num: str, den: str) -> float:
-        if df.empty or df[den].sum() <= 0:
-            return math.nan
-        return float(df[num].sum() / df[den].sum())
-
     steps = r.steps
     return {
         "window_ns": float(r.window_ns[1] - r.window_ns[0]),
         "mean_step_ns": float(steps["duration_ns"].mean()) if not steps.empty else math.nan,
         "utilization": float(r.devices.devices["utilization"].mean()) if not r.devices.devices.empty else math.nan,
-        "copy_overlap": frac(copy_all, "overlapped_ns", "copy_ns"),
-        "comm_overlap": frac(r.comm_overlap, "overlapped_ns", "comm_ns"),
-        "stream_concurrency": frac(r.stream_concurrency, "multi_stream_ns", "busy_ns"),
+        "copy_overlap": fraction_of(copy_all, "overlapped_ns", "copy_ns"),
+        "comm_overlap": fraction_of(r.comm_overlap, "overlapped_ns", "comm_ns"),
+        "stream_concurrency": fraction_of(r.stream_concurrency, "multi_stream_ns", "busy_ns"),
         "cpu_gpu_overlap": r.cpu_gpu.fraction,
     }
 

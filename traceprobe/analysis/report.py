@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..trace import Trace
 from . import verdicts as vd
-from .busy import compute_mask, stream_busy
+from .busy import compute_mask, fraction_of, stream_busy
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
 from .steps import clip_trace, step_windows
@@ -90,13 +90,6 @@ def _figures(trace: Trace) -> dict[str, Any]:
     return {"copy": copy, "dev": dev, "streams": streams, "comm": comm}
 
 
-def _fraction_of(df: pd.DataFrame, num: str, den: str) -> float:
-    if df.empty:
-        return float("nan")
-    d = df[den].sum()
-    return float(df[num].sum() / d) if d > 0 else float("nan")
-
-
 def _step_figures(trace: Trace) -> pd.DataFrame:
     windows = step_windows(trace)
     device_only = replace(trace, host_events=trace.host_events.iloc[:0])  # _figures reads device events only
@@ -107,9 +100,9 @@ def _step_figures(trace: Trace) -> pd.DataFrame:
         rows.append(
             {
                 "device_concurrency": f["dev"].concurrency,
-                "copy_overlap": _fraction_of(copy_all, "overlapped_ns", "copy_ns"),
-                "comm_overlap": _fraction_of(f["comm"], "overlapped_ns", "comm_ns"),
-                "stream_concurrency": _fraction_of(f["streams"], "multi_stream_ns", "busy_ns"),
+                "copy_overlap": fraction_of(copy_all, "overlapped_ns", "copy_ns"),
+                "comm_overlap": fraction_of(f["comm"], "overlapped_ns", "comm_ns"),
+                "stream_concurrency": fraction_of(f["streams"], "multi_stream_ns", "busy_ns"),
             }
         )
     figs = pd.DataFrame(rows, columns=["device_concurrency", "copy_overlap", "comm_overlap", "stream_concurrency"], dtype=np.float64)
