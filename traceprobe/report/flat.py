@@ -40,7 +40,7 @@ def to_csv(reports: list[OverlapReport], failures: list[Failure]) -> str:
         for name, df in sections(r).items():
             if df.empty:
                 continue
-            df = df.copy()
+            df = df.drop(columns=["rank"], errors="ignore")  # the trace's rank goes in front, once
             df.insert(0, "section", name)
             df.insert(0, "rank", r.rank)
             df.insert(0, "variant", r.info.get("variant"))
