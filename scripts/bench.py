@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         traces.append((Path(t).name, Path(t), False))
 
     rows = []
-    for label, path, synthetic in traces:
+    for _label, path, synthetic in traces:
         print(f"{label}: floor...", file=sys.stderr, end="", flush=True)
         floor = bench_floor(path, a.repeat, a.timeout)
         print(" traceprobe...", file=sys.stderr, end="", flush=True)
@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.json_out).write_text(json.dumps(report, indent=2, default=str))
         print(f"results written to {a.json_out}", file=sys.stderr)
     if not a.keep:
-        for label, path, synthetic in traces:
+        for _label, path, synthetic in traces:
             if synthetic and path.stat().st_size > 1e9:
                 path.unlink()
                 path.with_name(path.name + ".args").unlink(missing_ok=True)

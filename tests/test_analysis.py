@@ -18,12 +18,11 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synthetic import NCCL_ALLREDUCE, SYNTHETIC_PREFIX, TraceBuilder, write_trace
 
 import traceprobe
 from traceprobe import TraceFormatError, analysis, load_trace, overlap_report
 from traceprobe.analysis import verdicts as vd
-
-from synthetic import NCCL_ALLREDUCE, SYNTHETIC_PREFIX, TraceBuilder, write_trace
 
 BASE = 4_526_647_612_879_555  # a Kineto-like absolute ts in ns (4526647612879.555 µs)
 

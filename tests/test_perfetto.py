@@ -12,17 +12,17 @@ import gzip
 import json
 import re
 import sqlite3
-from decimal import Decimal
 from collections import defaultdict
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
-from synthetic import TraceBuilder
 from traceprobe import load_trace, overlap_report
 from traceprobe.cli import app
 from traceprobe.report import perfetto as pf

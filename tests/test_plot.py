@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
-from synthetic import TraceBuilder
 from traceprobe.cli import app
 from traceprobe.report import plot
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 import traceprobe
 from traceprobe.analysis import overlap_report
 from traceprobe.collect import manifest_info
@@ -123,8 +122,8 @@ def test_branches_run_at_once_only_without_synchronization():
 
 
 def test_ddp_allreduce_overlaps_backward_on_every_rank():
-    from traceprobe.collect import analyze_paths
     from traceprobe.analysis.ranks import rank_summary
+    from traceprobe.collect import analyze_paths
 
     files = sorted(SAMPLES.glob("data-parallel.ddp.rank*.pt.trace.json.gz"))
     assert len(files) == 2

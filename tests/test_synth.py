@@ -33,7 +33,7 @@ _spec.loader.exec_module(synth)
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
-def write(tmp_path: Path, name: str = "t.json", **kw) -> tuple[Path, "synth.Plan"]:
+def write(tmp_path: Path, name: str = "t.json", **kw) -> tuple[Path, synth.Plan]:
     cfg = synth.Config(**kw)
     path = tmp_path / name
     return path, synth.write(cfg, path)

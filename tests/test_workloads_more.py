@@ -9,8 +9,7 @@ import pytest
 import traceprobe
 from traceprobe import record as rec
 from traceprobe.record import record, trace_name
-from traceprobe.workloads import WORKLOADS, Context
-from traceprobe.workloads import tile_parallel
+from traceprobe.workloads import WORKLOADS, Context, tile_parallel
 
 NEW = {
     "streams": {"one-stream", "multi-stream"},

@@ -78,8 +78,9 @@ import tempfile
 import types
 import uuid
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .capture_files import (  # noqa: F401 - part of this module's API
@@ -87,12 +88,12 @@ from .capture_files import (  # noqa: F401 - part of this module's API
     LOCK,
     MANIFEST,
     default_name,
-    gzip_with_dist_info,
-    manifest_lock,
-    publish,
     default_out,
     dist_env,
     environment,
+    gzip_with_dist_info,
+    manifest_lock,
+    publish,
 )
 
 if TYPE_CHECKING:

@@ -15,8 +15,9 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 MANIFEST = "manifest.json"
 LOCK = ".manifest.lock"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -44,17 +43,17 @@ def _fail(msg: str, code: int = 2) -> None:
 
 @app.command()
 def record(
-    workloads: Optional[List[str]] = typer.Argument(None, help="Workloads to run (default: all). See --list. With --script/--module: the target's arguments, after --."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default: runs/<date-time>; with --script/--module: runs/<target>-<date-time>)."),
+    workloads: list[str] | None = typer.Argument(None, help="Workloads to run (default: all). See --list. With --script/--module: the target's arguments, after --."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output folder (default: runs/<date-time>; with --script/--module: runs/<target>-<date-time>)."),
     device: str = typer.Option("auto", help="auto (CUDA if available), cuda or cpu."),
-    size: Optional[int] = typer.Option(None, help="Matrix size override (elements per side)."),
-    repeat: Optional[int] = typer.Option(None, help="Repetitions override (products per batch, steps...). With --script/--module: profiled windows (default 1; 0: until the run ends)."),
+    size: int | None = typer.Option(None, help="Matrix size override (elements per side)."),
+    repeat: int | None = typer.Option(None, help="Repetitions override (products per batch, steps...). With --script/--module: profiled windows (default 1; 0: until the run ends)."),
     force: bool = typer.Option(False, help="Record everything again, overwriting existing traces."),
     resume: bool = typer.Option(False, help="Complete an earlier recording in --out: run only what is missing."),
     perfetto: bool = typer.Option(False, "--perfetto", help="Also write each trace as a native Perfetto .pftrace with overlap tracks (see export)."),
     list_: bool = typer.Option(False, "--list", help="List the workloads and exit."),
-    script: Optional[Path] = typer.Option(None, "--script", help="Run this Python script under the profiler, as python would; its arguments go after --."),
-    module: Optional[str] = typer.Option(None, "--module", help="Run this module under the profiler, as python -m would; its arguments go after --."),
+    script: Path | None = typer.Option(None, "--script", help="Run this Python script under the profiler, as python would; its arguments go after --."),
+    module: str | None = typer.Option(None, "--module", help="Run this module under the profiler, as python -m would; its arguments go after --."),
     wait: int = typer.Option(1, help="--script/--module with traceprobe.step() calls: steps skipped in each cycle (step 0 is never profiled)."),
     warmup: int = typer.Option(1, help="--script/--module: profiler warm-up steps in each cycle."),
     active: int = typer.Option(3, help="--script/--module: steps recorded in each window, one trace per window."),
@@ -108,7 +107,7 @@ def record(
         raise typer.Exit(1)
 
 
-def _record_target(script: Optional[Path], module: Optional[str], args: List[str], out: Optional[Path], device: str,
+def _record_target(script: Path | None, module: str | None, args: list[str], out: Path | None, device: str,
                    wait: int, warmup: int, active: int, repeat: int, record_shapes: bool, with_stack: bool, profile_memory: bool) -> None:
     """``record --script/--module``: run the target under traceprobe.runner and exit with its exit code."""
     from . import runner
@@ -132,16 +131,16 @@ def _record_target(script: Optional[Path], module: Optional[str], args: List[str
 
 @app.command("overlap-report")
 def overlap_report(
-    paths: List[Path] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
+    paths: list[Path] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", help="Write the report to this file instead of stdout."),
-    min_copy_overlap: Optional[float] = typer.Option(None, help="Exit 1 if a trace's copy/compute overlap (all directions, per device) is below this fraction."),
-    min_device_concurrency: Optional[float] = typer.Option(None, help="Exit 1 if a multi-device trace's cross-device concurrency is below this fraction."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
+    output: Path | None = typer.Option(None, "--output", help="Write the report to this file instead of stdout."),
+    min_copy_overlap: float | None = typer.Option(None, help="Exit 1 if a trace's copy/compute overlap (all directions, per device) is below this fraction."),
+    min_device_concurrency: float | None = typer.Option(None, help="Exit 1 if a multi-device trace's cross-device concurrency is below this fraction."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
     debug: bool = typer.Option(False, help="Show tracebacks."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw each trace's timeline into this PNG (several traces: <stem>.<trace>.png)."),
+    plot: Path | None = typer.Option(None, "--plot", help="Also draw each trace's timeline into this PNG (several traces: <stem>.<trace>.png)."),
     engine: Engine = typer.Option(Engine.native, "--engine", help="perfetto: compute the copy/compute and cross-device figures in SQL with trace_processor_shell instead (printed as text)."),
-    trace_processor: Optional[Path] = typer.Option(None, "--trace-processor", help="trace_processor_shell for --engine perfetto (default: $TRACEPROBE_TRACE_PROCESSOR, then PATH)."),
+    trace_processor: Path | None = typer.Option(None, "--trace-processor", help="trace_processor_shell for --engine perfetto (default: $TRACEPROBE_TRACE_PROCESSOR, then PATH)."),
 ) -> None:
     """Per-stream busy time, copy/compute, cross-device, stream, comm and CPU/GPU overlap, with verdicts."""
     if engine is Engine.perfetto:
@@ -190,7 +189,7 @@ def overlap_report(
         raise typer.Exit(1)
 
 
-def _sql_report(paths: List[Path], trace_processor: Optional[Path], debug: bool) -> None:
+def _sql_report(paths: list[Path], trace_processor: Path | None, debug: bool) -> None:
     """``overlap-report --engine perfetto``: the SQL figures of each trace, then exit."""
     from .collect import discover
     from .errors import TraceFormatError
@@ -221,7 +220,7 @@ def _sql_report(paths: List[Path], trace_processor: Optional[Path], debug: bool)
 
 @app.command()
 def export(
-    paths: List[Path] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
+    paths: list[Path] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
     perfetto: bool = typer.Option(False, "--perfetto", help="Write a native Perfetto trace <name>.pftrace with overlap tracks, counters, flows and verdicts."),
     json_: bool = typer.Option(False, "--json", help="Write Chrome JSON <name>.perfetto.json.gz whose slices nest on every track, so Perfetto draws all of them."),
     out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Folder for the files written."),
@@ -255,7 +254,7 @@ def export(
         raise typer.Exit(2)
 
 
-def _export_perfetto(traces: List[Path], out_dir: Path) -> None:
+def _export_perfetto(traces: list[Path], out_dir: Path) -> None:
     """Write ``<stem>.pftrace`` beside each trace (``record --perfetto``)."""
     from .errors import TraceFormatError
     from .report import chrome
@@ -271,10 +270,10 @@ def _export_perfetto(traces: List[Path], out_dir: Path) -> None:
 
 @app.command("plot")
 def plot_cmd(
-    paths: List[Path] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
+    paths: list[Path] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
     output: Path = typer.Option(..., "--output", "-o", help="PNG to write (several traces without --compare: <stem>.<trace>.png)."),
     compare: bool = typer.Option(False, "--compare", help="Stack the traces on one time axis, each from its own first device event."),
-    title: Optional[str] = typer.Option(None, help="Title of the --compare figure."),
+    title: str | None = typer.Option(None, help="Title of the --compare figure."),
 ) -> None:
     """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top."""
     from .collect import discover

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .analysis.report import OverlapReport, overlap_report
 from .errors import TraceFormatError

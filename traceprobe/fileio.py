@@ -10,8 +10,9 @@ import contextlib
 import gzip
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 
 def _umask_mode() -> int:

@@ -14,7 +14,7 @@ wherever a start lies beyond every earlier end.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

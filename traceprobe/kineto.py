@@ -14,10 +14,11 @@ import gzip
 import math
 import re
 import zlib
+from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -52,14 +53,14 @@ class _Event(msgspec.Struct, gc=False):
     tid: Any = -1
     ts: Any = math.nan
     dur: Any = 0.0
-    args: Union[_Args, None] = None
+    args: _Args | None = None
 
 
 class _TraceFile(msgspec.Struct):
     traceEvents: list[_Event]
     schemaVersion: Any = None
-    deviceProperties: Union[list[dict[str, Any]], None] = None
-    distributedInfo: Union[dict[str, Any], None] = None
+    deviceProperties: list[dict[str, Any]] | None = None
+    distributedInfo: dict[str, Any] | None = None
     cuda_runtime_version: Any = None
     cuda_driver_version: Any = None
     cupti_version: Any = None

@@ -25,8 +25,9 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from . import __version__
 from .fileio import _umask_mode, atomic_write_bytes

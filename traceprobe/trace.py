@@ -23,25 +23,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
 from .errors import TraceFormatError
-from itertools import chain
-from operator import attrgetter
-
-import msgspec
-
 from .kineto import (
+    EventBatches,
     _args,
     _strings,
     code_column,
     concat_columns,
     decode,
-    EventBatches,
     pair_begin_end,
     pair_columns,
     ph_code,

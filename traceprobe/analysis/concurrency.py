@@ -20,8 +20,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import fraction, device_intervals, stream_intervals
-
+from .busy import device_intervals, fraction, stream_intervals
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import fraction, comm_mask, compute_mask, device_intervals
+from .busy import comm_mask, compute_mask, device_intervals, fraction
 
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
 

@@ -16,6 +16,7 @@ from .. import intervals as iv
 from ..trace import Trace
 from .busy import compute_mask, device_intervals
 
+
 def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
     """Per device with events selected by ``mask``: where they ran while a compute kernel did.
 

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..fileio import atomic_write_bytes
 from ..analysis.timeline import launch_flows
+from ..fileio import atomic_write_bytes
 from ..trace import Trace
 
 DEVICE_PID_BASE = 1 << 24

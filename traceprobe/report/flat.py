@@ -13,8 +13,8 @@ from dataclasses import asdict
 import pandas as pd
 
 from ..analysis.ranks import rank_summary
-from ..analysis.variants import variant_summary
 from ..analysis.report import OverlapReport
+from ..analysis.variants import variant_summary
 from ..collect import Failure
 
 

@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..fileio import atomic_open
 from ..analysis.report import OverlapReport, overlap_report
-from ..trace import Trace
 from ..analysis.timeline import busy_devices, busy_streams, copy_compute_overlap, launch_flows
+from ..fileio import atomic_open
+from ..trace import Trace
 from .chrome import DEVICE_PID_BASE, device_lanes, host_lanes, numeric_ids
 
 SEQ = 1

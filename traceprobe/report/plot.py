@@ -19,9 +19,9 @@ of a thousand and short kernels stay visible.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,8 +33,8 @@ from matplotlib.patches import Patch
 from .. import intervals as iv
 from ..analysis.busy import comm_mask, device_intervals
 from ..analysis.report import OverlapReport, overlap_report
-from ..trace import Trace, load_trace
 from ..analysis.timeline import under_compute
+from ..trace import Trace, load_trace
 from .chrome import trace_stem
 
 CLASSES = ("compute kernel", "memcpy", "communication kernel", "memset")

@@ -15,8 +15,8 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.ranks import rank_summary
-from ..analysis.variants import variant_summary
 from ..analysis.report import OverlapReport
+from ..analysis.variants import variant_summary
 from ..collect import Failure
 
 SCHEMA_VERSION = 1

@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.ranks import rank_summary
-from ..analysis.variants import variant_summary
 from ..analysis.report import OverlapReport
+from ..analysis.variants import variant_summary
 from ..collect import Failure
 
 LEVEL_STYLE = {"confirmed": "bold green", "partial": "yellow", "none": "bold red"}

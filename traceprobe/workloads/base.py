@@ -8,8 +8,9 @@ device work is done (it synchronizes), so wall-clock timing around it is honest.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 class Skip(Exception):

@@ -18,7 +18,7 @@ framework is free to run the branches at once if nothing forces an order.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .base import Context, Variant, Workload, synchronize
 

@@ -28,8 +28,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .base import Context, Skip, Variant, Workload, synchronize
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path

@@ -23,7 +23,7 @@ On the CPU both halves run on the CPU, one after the other.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .base import Context, Variant, Workload, synchronize
 

@@ -10,10 +10,9 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .base import Context, Variant, Workload, synchronize
-
 
 
 def _products(x, repeat: int):  # noqa: ANN001

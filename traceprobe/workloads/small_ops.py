@@ -21,8 +21,8 @@ launch-bound and concurrency may gain little or lose.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 from .base import Context, Variant, Workload, synchronize
 

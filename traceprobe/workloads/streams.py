@@ -16,7 +16,7 @@ On the CPU both variants run the products one after the other.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .base import Context, Variant, Workload, synchronize
 

@@ -21,7 +21,7 @@ On the CPU the image is still cut into four strips (all on the CPU) and checked.
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from collections.abc import Callable
 
 from .base import Context, Variant, Workload, synchronize
 
