@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         traces.append((Path(t).name, Path(t), False))
 
     rows = []
-    for _label, path, synthetic in traces:
+    for label, path, synthetic in traces:
         print(f"{label}: floor...", file=sys.stderr, end="", flush=True)
         floor = bench_floor(path, a.repeat, a.timeout)
         print(" traceprobe...", file=sys.stderr, end="", flush=True)
