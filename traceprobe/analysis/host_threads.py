@@ -62,11 +62,11 @@ class HostThreadConcurrency:
 def host_thread_concurrency(trace: Trace) -> HostThreadConcurrency:
     """Host-thread concurrency of ``trace`` (module docstring); never raises on empty traces."""
     host = trace.host_events
-    ops = host[(host["cat"] == "cpu_op").to_numpy()] if not host.empty else host
+    ops: pd.DataFrame = host.loc[host["cat"] == "cpu_op"] if not host.empty else host
     if ops.empty:
         return HostThreadConcurrency(0, 0, 0, 0, 0, float("nan"), float("nan"))
     thread = pd.MultiIndex.from_arrays([ops["pid"].astype(str), ops["tid"].astype(str)]).factorize()[0]
-    k, s, e = iv.grouped_union(thread, ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64))
+    k, s, e = iv.grouped_union(thread, np.asarray(ops["start_ns"], np.int64), np.asarray(ops["end_ns"], np.int64))
     if s.size == 0:
         return HostThreadConcurrency(0, 0, 0, 0, 0, float("nan"), float("nan"))
     bounds = np.flatnonzero(np.diff(k)) + 1
