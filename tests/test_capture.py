@@ -72,7 +72,8 @@ def test_script_windows_through_cli(tmp_path, monkeypatch):
     assert proc["options"]["active"] == 2 and proc["options"]["repeat"] == 2
     assert [(e["variant"], e["status"], e["steps"]) for e in m["variants"]] == [("steps2-3", "ok", [2, 3]), ("steps6-7", "ok", [6, 7])]
 
-    reports, failures = analyze_paths([out], jobs=1)
+    summary = analyze_paths([out], jobs=1)
+    reports, failures = list(summary.reports), list(summary.failures)
     assert not failures and len(reports) == 2
     assert reports[0].info["workload"] == "train_small" and reports[0].info["variant"] == "steps2-3"
     assert reports[0].steps["step"].tolist() == [2, 3] and reports[0].throughput > 0
@@ -206,7 +207,8 @@ def test_ranks_share_a_folder(tmp_path, monkeypatch):
     assert _names(out) == ["manifest.json", "train_small.run.rank0.pt.trace.json.gz", "train_small.run.rank1.pt.trace.json.gz"]
     # a whole-run trace starts before init_process_group: traceprobe adds distributedInfo from the environment
     assert traceprobe.load_trace(out / "train_small.run.rank1.pt.trace.json.gz").rank == 1
-    reports, failures = analyze_paths([out], jobs=1)
+    summary = analyze_paths([out], jobs=1)
+    reports, failures = list(summary.reports), list(summary.failures)
     assert not failures and sorted(r.rank for r in reports) == [0, 1]
     summary = rank_summary(reports)
     assert set(summary["ranks"]) == {2}
@@ -280,7 +282,8 @@ def test_torchrun_two_ranks(tmp_path):
     """Real processes: torchrun starts two `python -m traceprobe record --script` ranks, DDP over gloo."""
     out = _torchrun(tmp_path, ["--active", "2", "--", "--ddp", "--steps", "5"])
     assert _names(out) == ["manifest.json", "train_small.steps2-3.rank0.pt.trace.json.gz", "train_small.steps2-3.rank1.pt.trace.json.gz"]
-    reports, failures = analyze_paths([out], jobs=1)
+    summary = analyze_paths([out], jobs=1)
+    reports, failures = list(summary.reports), list(summary.failures)
     assert not failures and sorted(r.rank for r in reports) == [0, 1]
     assert all(r.steps["step"].tolist() == [2, 3] for r in reports)
     assert not rank_summary(reports).empty
@@ -303,7 +306,8 @@ def test_script_on_gpu(tmp_path):
 @pytest.mark.multigpu
 def test_torchrun_nccl_two_gpus(tmp_path):
     out = _torchrun(tmp_path, ["--", "--ddp", "--device", "cuda", "--steps", "6", "--width", "1024"], timeout=300)
-    reports, failures = analyze_paths([out], jobs=1)
+    summary = analyze_paths([out], jobs=1)
+    reports, failures = list(summary.reports), list(summary.failures)
     assert not failures and sorted(r.rank for r in reports) == [0, 1]
     for r in reports:
         print(f"rank {r.rank}: comm kernels {r.comm_overlap['comm_kernels'].sum() if not r.comm_overlap.empty else 0}, steps {r.steps['step'].tolist()}")

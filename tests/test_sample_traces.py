@@ -127,7 +127,8 @@ def test_ddp_allreduce_overlaps_backward_on_every_rank():
 
     files = sorted(SAMPLES.glob("data-parallel.ddp.rank*.pt.trace.json.gz"))
     assert len(files) == 2
-    reports, failures = analyze_paths(files, jobs=1)
+    summary = analyze_paths(files, jobs=1)
+    reports, failures = list(summary.reports), list(summary.failures)
     assert not failures and sorted(r.rank for r in reports) == [0, 1]
     for r in reports:
         assert len(r.steps) == 3
@@ -156,7 +157,8 @@ def test_tile_parallel_tiles_run_at_once():
 def test_script_under_torchrun_one_trace_per_rank():
     from traceprobe.collect import analyze_paths
 
-    reports, failures = analyze_paths([SAMPLES / "script-ddp"], jobs=1)
+    summary = analyze_paths([SAMPLES / "script-ddp"], jobs=1)
+    reports, failures = list(summary.reports), list(summary.failures)
     assert not failures and sorted(r.rank for r in reports) == [0, 1]
     for r in reports:
         assert r.steps["step"].tolist() == [2, 3, 4]
@@ -181,11 +183,9 @@ def test_one_gpu_machine_skips_multi_gpu_variants_with_reasons():
 
 def test_stopwatch_against_evidence():
     """The wall clock says nonblocking copies are 11x faster; the trace says not from overlap."""
-    from traceprobe.analysis.variants import variant_summary
     from traceprobe.collect import analyze_paths
 
-    reports, _ = analyze_paths([SAMPLES], jobs=1)
-    v = variant_summary(reports)
+    v = analyze_paths([SAMPLES], jobs=1).variants
     h200 = v[v["run"] == str(SAMPLES)].set_index(["workload", "variant"])
     nb = h200.loc[("compute-copy", "nonblocking")]
     assert nb["speedup"] > 5 and nb["evidence"] == "" and nb["agreement"] == "disagrees"

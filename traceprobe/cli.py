@@ -153,7 +153,8 @@ def overlap_report(
     try:
         with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task("analysing traces", total=None)
-            reports, failures = analyze_paths(paths, jobs=jobs, on_done=lambda _: progress.advance(task))
+            summary = analyze_paths(paths, jobs=jobs, on_done=lambda _: progress.advance(task))
+        reports, failures = list(summary.reports), list(summary.failures)
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
             raise

@@ -3,8 +3,9 @@
 ``analyze_paths`` is what ``traceprobe overlap-report`` runs: it expands files and
 folders into trace files, attaches what a ``manifest.json`` beside them says
 (workload, variant, wall time), and analyses each file, in worker processes when
-``jobs > 1``. A file that fails to load becomes a :class:`Failure`; the others are
-still reported.
+``jobs > 1``, then groups them into runs (:func:`~traceprobe.analysis.summary.summarize`).
+A file that fails to load becomes a :class:`~traceprobe.errors.Failure`; the others
+are still reported.
 """
 
 from __future__ import annotations
@@ -13,25 +14,15 @@ import json
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .analysis.report import OverlapReport, overlap_report
-from .errors import TraceFormatError
+from .analysis.summary import Summary, summarize
+from .errors import Failure, TraceFormatError
 from .trace import load_trace
 
-TRACE_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz", "*.trace.json", "*.trace.json.gz", "*.json", "*.json.gz")
-"""Names taken as traces inside a folder (``manifest.json`` excepted)."""
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A file that could not be analysed: ``path`` and a one-line ``error``."""
-
-    path: str
-    error: str
-
+__all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "manifest_info"]
 
 def _is_trace_name(name: str) -> bool:
     return name != "manifest.json" and (name.endswith(".json") or name.endswith(".json.gz"))
@@ -71,7 +62,8 @@ def manifest_info(trace_file: Path) -> dict[str, Any]:
     """What ``manifest.json`` beside ``trace_file`` says of it (empty if nothing).
 
     Keys: ``workload``, ``variant``, ``wall_s``, ``description``, ``params``,
-    ``devices``, ``order`` (the variant's position in the manifest: ``record``
+    ``devices``, ``rank`` and ``steps`` (``record --script``: the trace's rank and
+    its window's first and last step), ``order`` (the variant's position in the manifest: ``record``
     writes each workload's baseline first) and the manifest's ``environment``.
     """
     m = trace_file.parent / "manifest.json"
@@ -85,7 +77,7 @@ def manifest_info(trace_file: Path) -> dict[str, Any]:
         t = e.get("trace")
         names = t if isinstance(t, list) else [t]
         if trace_file.name in names:
-            info = {k: e[k] for k in ("workload", "variant", "wall_s", "description", "params", "devices") if k in e}
+            info = {k: e[k] for k in ("workload", "variant", "wall_s", "description", "params", "devices", "rank", "steps") if k in e}
             info["order"] = order
             env = doc.get("environment") or {}
             info["environment"] = {k: env.get(k) for k in ("host", "torch", "cuda", "devices") if k in env}
@@ -108,8 +100,8 @@ def analyze_paths(
     paths: Iterable[str | Path],
     jobs: int | None = None,
     on_done: Callable[[OverlapReport | Failure], None] | None = None,
-) -> tuple[list[OverlapReport], list[Failure]]:
-    """Analyse every trace under ``paths``.
+) -> Summary:
+    """Analyse every trace under ``paths`` and summarise them.
 
     Args:
         paths: trace files or folders.
@@ -118,7 +110,8 @@ def analyze_paths(
         on_done: called once per file as it completes (for progress bars).
 
     Returns:
-        ``(reports, failures)``, reports in the order of the sorted file list.
+        the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
+        the sorted file list, runs, rank and variant tables, failures, warnings.
     """
     files, failures = discover(paths)
     n = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
@@ -142,4 +135,4 @@ def analyze_paths(
                     on_done(r)
     reports = [r for r in results if isinstance(r, OverlapReport)]
     failures += [r for r in results if isinstance(r, Failure)]
-    return reports, failures
+    return summarize(reports, failures)

@@ -1,7 +1,8 @@
-"""traceprobe's one exception type."""
+"""traceprobe's one exception type, and :class:`Failure`, a file that could not be analysed."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -19,3 +20,11 @@ class TraceFormatError(Exception):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A file that could not be analysed: ``path`` and a one-line ``error`` (for a person)."""
+
+    path: str
+    error: str

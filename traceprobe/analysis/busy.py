@@ -32,10 +32,6 @@ def fraction_of(df: pd.DataFrame, num: str, den: str) -> float:
     return fraction(df[num].sum(), df[den].sum())
 
 
-def _pair(df: pd.DataFrame) -> Intervals:
-    return df["start_ns"].to_numpy(np.int64), df["end_ns"].to_numpy(np.int64)
-
-
 def stream_busy(trace: Trace) -> pd.DataFrame:
     """Busy time per (device, stream).
 

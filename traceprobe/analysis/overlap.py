@@ -12,8 +12,11 @@ Definitions (quoted by the README):
   the definition of HTA's ``get_comm_comp_overlap``
   (``hta/analyzers/communication_analysis.py``), where communication kernels
   are NCCL/RCCL kernels.
-- *CPU/GPU overlap*: host compute time during which any device is busy / host
-  compute time. *Host compute* is the union, over all host threads, of ``cpu_op``
+- *CPU/GPU overlap*: host compute time during which any device is busy, given
+  two ways: as a fraction of host compute time (``fraction``) and as a fraction
+  of the shorter side, min(host compute, device busy) (``fraction_of_shorter``,
+  the one the verdict judges: full overlap of the shorter side is all the overlap
+  there can be). *Host compute* is the union, over all host threads, of ``cpu_op``
   events that launch no device work and wait on none: ops with no
   ``cuda_runtime``/``cuda_driver`` call inside them on their thread. An op that
   only launches kernels or synchronizes is the host *waiting for* or *feeding*
@@ -32,7 +35,6 @@ from ..trace import Trace
 from .busy import comm_mask, compute_mask, device_intervals, fraction
 
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
-
 
 
 def copy_overlap(trace: Trace) -> pd.DataFrame:
@@ -168,6 +170,8 @@ class CpuGpuOverlap:
         overlapped_ns: host compute time during which some device was busy, ns.
         fraction: overlapped_ns / host_compute_ns (NaN when no host compute).
         fraction_of_device: overlapped_ns / device_busy_ns (NaN when no device work).
+        fraction_of_shorter: overlapped_ns / min(host_compute_ns, device_busy_ns)
+            (NaN when either is zero); the figure the verdict judges.
     """
 
     host_compute_ns: int
@@ -175,6 +179,7 @@ class CpuGpuOverlap:
     overlapped_ns: int
     fraction: float
     fraction_of_device: float
+    fraction_of_shorter: float
 
 
 def cpu_gpu_overlap(trace: Trace) -> CpuGpuOverlap:
@@ -184,4 +189,4 @@ def cpu_gpu_overlap(trace: Trace) -> CpuGpuOverlap:
     gpu = iv.coverage_at_least(devs, 1) if devs else iv.empty()
     host_ns, gpu_ns = iv.length(host), iv.length(gpu)
     over = iv.length(iv.intersect(host, gpu))
-    return CpuGpuOverlap(host_ns, gpu_ns, over, fraction(over, host_ns), fraction(over, gpu_ns))
+    return CpuGpuOverlap(host_ns, gpu_ns, over, fraction(over, host_ns), fraction(over, gpu_ns), fraction(over, min(host_ns, gpu_ns)))

@@ -44,6 +44,10 @@ class OverlapReport:
         rank: distributed rank from the trace's ``distributedInfo``, if any.
         info: manifest facts about the run (workload, variant, wall_s, ...).
         event_count: number of events in the file.
+        warnings: what the loader dropped or could not use (one line each).
+
+    A report is small and picklable (it travels between worker processes): it
+    holds figures, never the :class:`~traceprobe.trace.Trace`.
     """
 
     path: str
@@ -60,6 +64,7 @@ class OverlapReport:
     rank: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
     event_count: int = 0
+    warnings: tuple[str, ...] = ()
 
     @property
     def parallelism(self) -> bool:
@@ -126,13 +131,13 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None) -> OverlapR
     throughput = float(len(steps) / (total / 1e9)) if total > 0 else float("nan")
     same, pageable = _copy_context(trace)
     dev = f["dev"]
-    window = trace.window_ns[1] - trace.window_ns[0]
+    duration = trace.window_ns[1] - trace.window_ns[0]
     verdicts = (
-        vd.copy_verdicts(f["copy"], same, pageable, window)
+        vd.copy_verdicts(f["copy"], same, pageable, duration)
         + vd.device_verdict(dev.any_busy_ns, dev.concurrent_ns, dev.concurrency, dev.device_count)
         + vd.stream_verdicts(f["streams"])
-        + vd.comm_verdicts(f["comm"], window)
-        + vd.cpu_gpu_verdict(cpu.host_compute_ns, cpu.device_busy_ns, cpu.overlapped_ns)
+        + vd.comm_verdicts(f["comm"], duration)
+        + vd.cpu_gpu_verdict(cpu)
     )
     return OverlapReport(
         path=trace.path,
@@ -149,4 +154,5 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None) -> OverlapR
         rank=trace.rank,
         info=dict(info or {}),
         event_count=int(trace.metadata.get("event_count", 0)),
+        warnings=tuple(trace.metadata.get("warnings") or ()),
     )

@@ -9,7 +9,7 @@ steps per second.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,7 @@ def clip_trace(trace: Trace, lo: int, hi: int) -> Trace:
     """A copy of ``trace`` whose device and host events are clipped to ``[lo, hi)``.
 
     Events wholly outside the window are dropped; others are cut at its edges.
+    Everything derived from the events (steps, window) describes the clipped copy.
     """
 
     def clip(df: pd.DataFrame) -> pd.DataFrame:
@@ -32,7 +33,10 @@ def clip_trace(trace: Trace, lo: int, hi: int) -> Trace:
         out["end_ns"] = e[keep]
         return out.reset_index(drop=True)
 
-    return replace(trace, device_events=clip(trace.device_events), host_events=clip(trace.host_events))
+    kw = {"device_events": clip(trace.device_events), "host_events": clip(trace.host_events)}
+    if "steps" in {f.name for f in fields(trace)}:  # a stored copy: clip it too, never carry it stale
+        kw["steps"] = clip(trace.steps) if not trace.steps.empty else trace.steps
+    return replace(trace, **kw)
 
 
 def step_windows(trace: Trace) -> pd.DataFrame:

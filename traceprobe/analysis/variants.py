@@ -1,7 +1,8 @@
 """Stopwatch against evidence: do a workload's wall-clock timings agree with its traces?
 
 For the variants of one workload recorded by ``traceprobe record`` (same folder,
-manifest facts in ``OverlapReport.info``):
+manifest facts in ``OverlapReport.info``; each variant is one run of
+:func:`.run.build_runs`):
 
 - the *baseline* of a variant is the first variant of its workload in the manifest
   that ran on the same kind of device (all-CPU variants are compared with the
@@ -20,6 +21,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .report import OverlapReport
+from .run import Run, build_runs
 
 GAIN = 1.05
 MARGIN = 0.05
@@ -48,27 +50,35 @@ def _evidence(r: OverlapReport, base: OverlapReport) -> list[str]:
     return found
 
 
-def variant_summary(reports: list[OverlapReport]) -> pd.DataFrame:
-    """One row per recorded variant with a wall time (first rank only for multi-rank runs).
+def variant_summary(reports: list[OverlapReport] | None = None, runs: list[Run] | None = None) -> pd.DataFrame:
+    """One row per recorded run with a wall time (its first window's lowest rank stands for it).
+
+    Args:
+        reports: per-trace reports, grouped with :func:`.run.build_runs`; or
+        runs: runs already built (one of the two).
 
     Returns:
-        DataFrame with columns ``run`` (str, the folder), ``workload``,
-        ``variant``, ``baseline`` (str),
+        DataFrame with columns ``run`` (str, the folder of the recording),
+        ``workload``, ``variant``, ``baseline`` (str),
         ``wall_s``, ``baseline_wall_s``, ``speedup`` (float64), ``evidence`` (str:
         the figures that show more parallelism than the baseline, ``""`` if none)
         ``agreement`` (``baseline``, ``agrees`` or ``disagrees``) and ``reading``
-        (str, one sentence for a person). Empty when no report carries manifest
-        facts.
+        (str, one sentence for a person). Rows in manifest order within each
+        folder. Empty when no report carries manifest facts.
     """
     cols = ["run", "workload", "variant", "baseline", "wall_s", "baseline_wall_s", "speedup", "evidence", "agreement", "reading"]
-    seen: dict[tuple[str, str, str], OverlapReport] = {}
-    for r in sorted(reports, key=lambda r: (r.path.rsplit("/", 1)[0], r.info.get("order", 0), r.rank or 0)):
-        w, v = r.info.get("workload"), r.info.get("variant")
-        if w and v and r.info.get("wall_s") is not None:
-            seen.setdefault((r.path.rsplit("/", 1)[0], w, v), r)
+    if runs is None:
+        runs = build_runs(reports or [])
+    picks: list[tuple[str, int, OverlapReport]] = []
+    for run in runs:
+        timed = [r for r in run.reports if r.info.get("workload") and r.info.get("variant") and r.info.get("wall_s") is not None]
+        if timed:
+            picks.append((run.folder, int(timed[0].info.get("order", 0)), timed[0]))
+    picks.sort(key=lambda p: (p[0], p[1]))
     rows = []
     baselines: dict[tuple[str, str, str], OverlapReport] = {}
-    for (folder, w, v), r in seen.items():
+    for folder, _, r in picks:
+        w, v = r.info["workload"], r.info["variant"]
         base = baselines.setdefault((folder, w, _device_kind(r)), r)
         wall, bwall = float(r.info["wall_s"]), float(base.info["wall_s"])
         speedup = bwall / wall if wall > 0 else float("nan")

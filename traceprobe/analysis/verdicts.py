@@ -7,7 +7,7 @@ Thresholds (quoted by the README), applied to a fraction f of the figure:
 - f < 0.05: ``none`` ("no overlap"), with a hint on how to get overlap.
 
 A figure whose denominator is zero (no copies, a single device, ...) gets no verdict,
-nor do copies or communication taking under 1% of the trace window (``MIN_SHARE``),
+nor do copies or communication taking under 1% of the trace's duration (``MIN_SHARE``),
 and CPU/GPU overlap gets none unless both sides did real work (see
 :func:`cpu_gpu_verdict`).
 """
@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
+
+from .overlap import CpuGpuOverlap
 
 CONFIRMED = 0.5
 PARTIAL = 0.05
@@ -68,11 +70,11 @@ def ms(ns: float) -> str:
 
 
 def copy_verdicts(
-    copy: pd.DataFrame, same_stream: dict[int, bool], pageable: dict[tuple[int, str], bool], window_ns: int = 0
+    copy: pd.DataFrame, same_stream: dict[int, bool], pageable: dict[tuple[int, str], bool], duration_ns: int = 0
 ) -> list[Verdict]:
     """Verdicts on copy/compute overlap, one per device and direction (not ``all``).
 
-    Copies that take less than ``MIN_SHARE`` (1%) of the trace window get no
+    Copies that take less than ``MIN_SHARE`` (1%) of ``duration_ns`` (the trace window's length) get no
     verdict: whether a few µs of copies overlapped does not matter to the run.
 
     ``same_stream[d]`` says whether every copy on d shared a stream with compute
@@ -81,7 +83,7 @@ def copy_verdicts(
     """
     out = []
     for r in copy.itertuples(index=False):
-        if r.direction == "all" or not (r.copy_ns > 0) or math.isnan(r.fraction) or r.copy_ns < MIN_SHARE * window_ns:
+        if r.direction == "all" or not (r.copy_ns > 0) or math.isnan(r.fraction) or r.copy_ns < MIN_SHARE * duration_ns:
             continue
         lvl = level_of(r.fraction)
         if same_stream.get(r.device):
@@ -142,11 +144,11 @@ def stream_verdicts(streams: pd.DataFrame) -> list[Verdict]:
     return out
 
 
-def comm_verdicts(comm: pd.DataFrame, window_ns: int = 0) -> list[Verdict]:
-    """Verdicts on communication/compute overlap, one per device (none under ``MIN_SHARE`` of the window)."""
+def comm_verdicts(comm: pd.DataFrame, duration_ns: int = 0) -> list[Verdict]:
+    """Verdicts on communication/compute overlap, one per device (none under ``MIN_SHARE`` of ``duration_ns``)."""
     out = []
     for r in comm.itertuples(index=False):
-        if not (r.comm_ns > 0) or r.comm_ns < MIN_SHARE * window_ns:
+        if not (r.comm_ns > 0) or r.comm_ns < MIN_SHARE * duration_ns:
             continue
         lvl = level_of(r.fraction)
         rank = "" if pd.isna(r.rank) else f" (rank {r.rank})"
@@ -164,17 +166,18 @@ def comm_verdicts(comm: pd.DataFrame, window_ns: int = 0) -> list[Verdict]:
     return out
 
 
-def cpu_gpu_verdict(host_ns: int, gpu_ns: int, over_ns: int) -> list[Verdict]:
-    """Verdict on CPU/GPU overlap, judged on overlapped / min(host compute, device busy).
+def cpu_gpu_verdict(c: CpuGpuOverlap) -> list[Verdict]:
+    """Verdict on CPU/GPU overlap, judged on ``c.fraction_of_shorter``.
 
     No verdict unless both sides did real work: the shorter of host compute and
     device busy time must be at least ``MIN_SIDE`` (5%) of the longer; otherwise a
     0.1 ms host op under a 200 ms GPU run would "confirm" parallelism.
     """
+    host_ns, gpu_ns, over_ns = c.host_compute_ns, c.device_busy_ns, c.overlapped_ns
     den = min(host_ns, gpu_ns)
     if den <= 0 or den < MIN_SIDE * max(host_ns, gpu_ns):
         return []
-    f = over_ns / den
+    f = c.fraction_of_shorter
     lvl = level_of(f)
     return [
         Verdict(

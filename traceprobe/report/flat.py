@@ -15,7 +15,7 @@ import pandas as pd
 from ..analysis.ranks import rank_summary
 from ..analysis.report import OverlapReport
 from ..analysis.variants import variant_summary
-from ..collect import Failure
+from ..errors import Failure
 
 
 def sections(r: OverlapReport) -> dict[str, pd.DataFrame]:

@@ -17,7 +17,7 @@ from .. import __version__
 from ..analysis.ranks import rank_summary
 from ..analysis.report import OverlapReport
 from ..analysis.variants import variant_summary
-from ..collect import Failure
+from ..errors import Failure
 
 SCHEMA_VERSION = 1
 
@@ -73,6 +73,7 @@ def report_dict(r: OverlapReport) -> dict[str, Any]:
             "overlapped_ns": r.cpu_gpu.overlapped_ns,
             "fraction": r.cpu_gpu.fraction,
             "fraction_of_device": r.cpu_gpu.fraction_of_device,
+            "fraction_of_shorter": r.cpu_gpu.fraction_of_shorter,
         },
         "steps": rows(r.steps),
         "throughput_steps_per_s": r.throughput,

@@ -13,7 +13,7 @@ from rich.text import Text
 from ..analysis.ranks import rank_summary
 from ..analysis.report import OverlapReport
 from ..analysis.variants import variant_summary
-from ..collect import Failure
+from ..errors import Failure
 
 LEVEL_STYLE = {"confirmed": "bold green", "partial": "yellow", "none": "bold red"}
 
@@ -62,7 +62,7 @@ def render_report(r: OverlapReport) -> Panel:
     if not r.comm_overlap.empty:
         parts.append(_table("communication/compute overlap", r.comm_overlap, [("device", "device", "int"), ("comm_kernels", "NCCL kernels", "int"), ("comm_ns", "comm ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
     c = r.cpu_gpu
-    parts.append(Text(f"CPU/GPU: host compute {_ms(c.host_compute_ns)} ms, device busy {_ms(c.device_busy_ns)} ms, both at once {_ms(c.overlapped_ns)} ms ({_pct(c.fraction)} of host compute)"))
+    parts.append(Text(f"CPU/GPU: host compute {_ms(c.host_compute_ns)} ms, device busy {_ms(c.device_busy_ns)} ms, both at once {_ms(c.overlapped_ns)} ms ({_pct(c.fraction)} of host compute, {_pct(c.fraction_of_shorter)} of the shorter side)"))
     if not r.steps.empty:
         parts.append(Text(f"steps: {len(r.steps)}, mean step time {_ms(r.steps['duration_ns'].mean())} ms, throughput {r.throughput:,.2f} steps/s"))
     verdicts = Text()
@@ -82,8 +82,8 @@ def render(console: Console, reports: list[OverlapReport], failures: list[Failur
         console.print(render_report(r))
     summary = rank_summary(reports)
     if not summary.empty:
-        for run, g in summary.groupby("run"):
-            t = Table(title=f"across {int(g['ranks'].iloc[0])} ranks in {run} (slowest rank: {int(g['slowest_rank'].iloc[0])})", title_justify="left", show_edge=False)
+        for (run, window), g in summary.groupby(["run", "window"], sort=False):
+            t = Table(title=f"across {int(g['ranks'].iloc[0])} ranks in {run}, {window} (slowest rank: {int(g['slowest_rank'].iloc[0])})", title_justify="left", show_edge=False)
             for h in ("figure", "min", "median", "max"):
                 t.add_column(h, justify="left" if h == "figure" else "right")
             for rec in g.to_dict(orient="records"):

@@ -1,0 +1,104 @@
+"""Runs (ranks x profiler windows) and the Summary, on SYNTHETIC traces and the real DDP samples.
+
+Synthetic traces come from :mod:`synthetic` (hand-written events); the sample folders under
+``sample_traces/training`` are real recordings on 2x H200.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+from synthetic import TraceBuilder
+
+from traceprobe.analysis.run import build_runs, trace_key
+from traceprobe.collect import analyze_paths
+from traceprobe.errors import Failure
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def _window_trace(folder: Path, name: str, rank: int | None, first_step: int) -> Path:
+    """SYNTHETIC: three steps starting at ``first_step``, one kernel launched in each."""
+    b = TraceBuilder(f"rank {rank} steps {first_step}-{first_step + 2}", rank=rank, world_size=2 if rank is not None else None)
+    for i in range(3):
+        b.step(first_step + i, i * 1_000_000, 1_000_000)
+        c = b.runtime(i * 1_000_000 + 10_000, 5_000)["args"]["correlation"]
+        b.kernel(0, 7, i * 1_000_000 + 20_000, 500_000, correlation=c)
+    folder.mkdir(parents=True, exist_ok=True)
+    return b.write(folder / name)
+
+
+def test_two_windows_two_ranks_in_one_folder(tmp_path):
+    d = tmp_path / "tb"
+    for rank in (0, 1):
+        _window_trace(d, f"rank{rank}.111.pt.trace.json", rank, 2)
+        _window_trace(d, f"rank{rank}.222.pt.trace.json", rank, 7)
+    s = analyze_paths([d], jobs=1)
+    assert not s.failures and len(s.runs) == 1
+    run = s.runs[0]
+    assert run.name == str(d) and run.ranks == (0, 1)
+    assert [(w.label, w.steps, w.ranks) for w in run.windows] == [("steps 2-4", (2, 4), (0, 1)), ("steps 7-9", (7, 9), (0, 1))]
+    rs = s.rank_summary
+    assert sorted(set(zip(rs["window"], rs["ranks"]))) == [("steps 2-4", 2), ("steps 7-9", 2)]
+    assert not s.warnings
+
+
+def test_rank_from_file_name_and_window_from_name(tmp_path):
+    d = tmp_path / "named"
+    _window_trace(d, "job.steps4-6.rank3.pt.trace.json", None, 4)
+    b = TraceBuilder("no steps, no distributedInfo")
+    b.kernel(0, 7, 0, 100)
+    b.write(d / "job.steps4-6.rank5.pt.trace.json")
+    s = analyze_paths([d], jobs=1)
+    keys = {Path(r.path).name: trace_key(r) for r in s.reports}
+    assert keys["job.steps4-6.rank3.pt.trace.json"].rank == 3
+    k5 = keys["job.steps4-6.rank5.pt.trace.json"]
+    assert (k5.rank, k5.window, k5.steps) == (5, "steps 4-6", (4, 6))  # window from the name: no steps in the file
+    assert [w.ranks for w in s.runs[0].windows] == [(3, 5)]
+
+
+def test_traces_without_steps_repeat_by_rank(tmp_path):
+    d = tmp_path / "nosteps"
+    d.mkdir()
+    for name, rank in (("a.rank0.json", 0), ("a.rank1.json", 1), ("b.rank0.json", 0), ("b.rank1.json", 1)):
+        b = TraceBuilder("no steps", rank=rank, world_size=2)
+        b.kernel(0, 7, 0, 100)
+        b.write(d / name)
+    s = analyze_paths([d], jobs=1)
+    assert [(w.label, w.ranks) for w in s.runs[0].windows] == [("trace 1", (0, 1)), ("trace 2", (0, 1))]
+
+
+def test_repeated_rank_is_a_warning(tmp_path):
+    d = tmp_path / "dup"
+    _window_trace(d, "x.pt.trace.json", 0, 2)
+    _window_trace(d, "y.pt.trace.json", 0, 2)
+    _window_trace(d, "z.pt.trace.json", 1, 2)
+    s = analyze_paths([d], jobs=1)
+    assert s.warnings == (f"{d}: rank 0 has 2 traces in window steps 2-4",)
+
+
+def test_summary_is_small_and_picklable(tmp_path):
+    d = tmp_path / "p"
+    _window_trace(d, "rank0.pt.trace.json", 0, 2)
+    s = analyze_paths([d, tmp_path / "missing"], jobs=1)
+    assert s.failures == (Failure(str(tmp_path / "missing"), "no such file or folder"),)
+    back = pickle.loads(pickle.dumps(s))
+    assert back.reports[0].path == s.reports[0].path and back.runs[0].name == s.runs[0].name
+    assert not any(type(v).__name__ == "Trace" for v in vars(s.reports[0]).values())
+
+
+@pytest.mark.parametrize("folder", ["tb-ddp", "rec-ddp"])
+def test_sample_training_folders_are_two_windows_of_two_ranks(folder):
+    """Real: plain tensorboard_trace_handler (rank0.<ts>.pt.trace.json.gz) and record --script --repeat 2."""
+    s = analyze_paths([SAMPLES / "training" / folder], jobs=1)
+    assert len(s.runs) == 1
+    assert [(w.label, w.ranks) for w in s.runs[0].windows] == [("steps 2-4", (0, 1)), ("steps 7-9", (0, 1))]
+    assert set(s.rank_summary["ranks"]) == {2}
+
+
+def test_build_runs_places_every_report_once():
+    s = analyze_paths([SAMPLES / "training" / "tb-ddp", SAMPLES / "script-ddp"], jobs=1)
+    placed = [r.path for run in build_runs(s.reports) for r in run.reports]
+    assert sorted(placed) == sorted(r.path for r in s.reports)

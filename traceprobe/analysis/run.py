@@ -1,0 +1,172 @@
+"""Runs: the traces of one job, as ranks x profiler windows.
+
+A distributed training job profiled with a repeating schedule writes one trace
+per rank per profiler window (``tensorboard_trace_handler``: ``rank0.<ts>.pt.trace.json``
+for every window; ``traceprobe record --script --repeat N``:
+``<script>.steps2-4.rank0.pt.trace.json.gz``). HolisticTraceAnalysis's
+multi-rank ``Trace`` (``hta/common/trace.py``) is the model: the ranks of a job
+are one object, built once. traceprobe adds the second axis, the profiler
+window, because one folder often holds several.
+
+Each trace is placed by three keys, computed by :func:`trace_key` from what one
+per-trace report carries (no file is read here):
+
+- *run*: the trace's folder, and, when a ``manifest.json`` names the trace, its
+  workload (and its variant, unless the manifest entry records a step window, as
+  ``record --script`` does: there the variant *is* the window). The label is
+  ``<folder>/<workload>[.<variant>]`` or the folder alone.
+- *window*: the step range of the trace's ``ProfilerStep#N`` annotations
+  (``steps 2-4``); else a ``.stepsA-B.`` in the file name or the manifest's
+  ``steps``; else the trace is its own window (``trace``), and repeated ranks are
+  told apart by file name order (``trace 1``, ``trace 2``, ...).
+- *rank*: ``distributedInfo.rank``; else the manifest's ``rank``; else a
+  ``rank<N>`` in the file name; else none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from .report import OverlapReport
+
+_NAME_STEPS = re.compile(r"(?:^|[._-])steps(\d+)-(\d+)(?:[._-]|$)")
+_NAME_RANK = re.compile(r"(?:^|[._-])rank(\d+)(?:[._-]|$)")
+
+
+@dataclass(frozen=True)
+class TraceKey:
+    """Where one trace sits: ``run`` label, ``window`` label, ``steps`` (first, last) or None, ``rank`` or None."""
+
+    run: str
+    window: str
+    steps: tuple[int, int] | None
+    rank: int | None
+
+
+def _steps_of(r: OverlapReport) -> tuple[int, int] | None:
+    if not r.steps.empty:
+        s = r.steps["step"]
+        return int(s.min()), int(s.max())
+    m = _NAME_STEPS.search(Path(r.path).name)
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    st = r.info.get("steps")
+    if isinstance(st, (list, tuple)) and len(st) == 2 and all(isinstance(x, int) for x in st):
+        return int(st[0]), int(st[1])
+    return None
+
+
+def _rank_of(r: OverlapReport) -> int | None:
+    if r.rank is not None:
+        return r.rank
+    if isinstance(r.info.get("rank"), int):
+        return int(r.info["rank"])
+    m = _NAME_RANK.search(Path(r.path).name)
+    return int(m.group(1)) if m else None
+
+
+def _run_of(r: OverlapReport) -> str:
+    folder = str(Path(r.path).parent)
+    w, v = r.info.get("workload"), r.info.get("variant")
+    if not w:
+        return folder
+    return f"{folder}/{w}" if r.info.get("steps") is not None or not v else f"{folder}/{w}.{v}"
+
+
+def trace_key(r: OverlapReport) -> TraceKey:
+    """The run, window and rank of one report (rules in the module docstring).
+
+    A window without steps is labelled ``trace``; :func:`build_runs` numbers it when
+    one rank has several such traces in a run.
+    """
+    steps = _steps_of(r)
+    window = f"steps {steps[0]}-{steps[1]}" if steps else "trace"
+    return TraceKey(_run_of(r), window, steps, _rank_of(r))
+
+
+@dataclass(frozen=True)
+class RunWindow:
+    """One profiler window of a run: the traces of its ranks.
+
+    Attributes:
+        label: ``steps A-B``, ``trace`` or ``trace N``.
+        steps: (first, last) ``ProfilerStep`` number, or None.
+        reports: the window's reports, sorted by rank (unranked last), then path.
+        ranks: the rank of each report (None where unknown), in the same order.
+    """
+
+    label: str
+    steps: tuple[int, int] | None
+    reports: tuple[OverlapReport, ...]
+    ranks: tuple[int | None, ...]
+
+    @property
+    def rank_count(self) -> int:
+        """Number of distinct known ranks in this window."""
+        return len({r for r in self.ranks if r is not None})
+
+
+@dataclass(frozen=True)
+class Run:
+    """The traces of one job: ranks x profiler windows (module docstring).
+
+    Attributes:
+        name: the run label (folder, or ``<folder>/<workload>[.<variant>]``).
+        folder: the folder holding its traces.
+        windows: its windows, in step order (windows without steps last, by label).
+    """
+
+    name: str
+    folder: str
+    windows: tuple[RunWindow, ...]
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The distinct known ranks across all windows, sorted."""
+        return tuple(sorted({r for w in self.windows for r in w.ranks if r is not None}))
+
+    @property
+    def reports(self) -> tuple[OverlapReport, ...]:
+        """Every report of the run, window by window."""
+        return tuple(r for w in self.windows for r in w.reports)
+
+
+def _rank_order(item: tuple[TraceKey, OverlapReport]) -> tuple[int, int, str]:
+    k, r = item
+    return (k.rank is None, k.rank if k.rank is not None else 0, r.path)
+
+
+def build_runs(reports: list[OverlapReport] | tuple[OverlapReport, ...]) -> list[Run]:
+    """Group per-trace reports into runs and windows (rules in the module docstring).
+
+    Returns:
+        the runs sorted by name; every report is in exactly one window of one run.
+    """
+    by_run: dict[tuple[str, str], dict[str, list[tuple[TraceKey, OverlapReport]]]] = defaultdict(lambda: defaultdict(list))
+    for r in reports:
+        k = trace_key(r)
+        by_run[(k.run, str(Path(r.path).parent))][k.window].append((k, r))
+    runs = []
+    for (name, folder), windows in sorted(by_run.items()):
+        out: list[RunWindow] = []
+        for label, items in windows.items():
+            if label != "trace":
+                items.sort(key=_rank_order)
+                out.append(RunWindow(label, items[0][0].steps, tuple(r for _, r in items), tuple(k.rank for k, _ in items)))
+                continue
+            # traces without steps: the n-th trace (by path) of each rank is window n
+            seen: dict[int | None, int] = defaultdict(int)
+            numbered: dict[int, list[tuple[TraceKey, OverlapReport]]] = defaultdict(list)
+            for k, r in sorted(items, key=lambda kr: kr[1].path):
+                numbered[seen[k.rank]].append((k, r))
+                seen[k.rank] += 1
+            for n, group in sorted(numbered.items()):
+                group.sort(key=_rank_order)
+                lbl = "trace" if len(numbered) == 1 else f"trace {n + 1}"
+                out.append(RunWindow(lbl, None, tuple(r for _, r in group), tuple(k.rank for k, _ in group)))
+        out.sort(key=lambda w: (w.steps is None, w.steps or (0, 0), w.label))
+        runs.append(Run(name, folder, tuple(out)))
+    return runs

@@ -1,0 +1,80 @@
+"""Summary: everything one ``overlap-report`` call produced, computed once.
+
+Renderers take a :class:`Summary` and only format it; nothing here reads files
+(``collect.analyze_paths`` loads the traces and calls :func:`summarize`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..errors import Failure
+from .ranks import rank_summary
+from .report import OverlapReport
+from .run import Run, build_runs
+from .variants import variant_summary
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The result of analysing a set of traces.
+
+    Attributes:
+        reports: one :class:`~traceprobe.analysis.report.OverlapReport` per trace
+            that loaded, in the order of the sorted file list.
+        runs: the reports grouped into runs (ranks x windows), see
+            :func:`.run.build_runs`.
+        rank_summary: across-rank figures per window, see :func:`.ranks.rank_summary`.
+        variants: stopwatch against evidence, see :func:`.variants.variant_summary`.
+        failures: files that could not be analysed (path and one-line reason).
+        warnings: one line each, ``<path>: <what the loader dropped>`` for each
+            trace, then what grouping found odd (a rank repeated in a window, a
+            window missing a rank its run has).
+    """
+
+    reports: tuple[OverlapReport, ...]
+    runs: tuple[Run, ...]
+    rank_summary: pd.DataFrame
+    variants: pd.DataFrame
+    failures: tuple[Failure, ...]
+    warnings: tuple[str, ...]
+
+
+def _run_warnings(runs: list[Run]) -> list[str]:
+    out = []
+    for run in runs:
+        ranks = set(run.ranks)
+        for w in run.windows:
+            for rank, n in sorted(Counter(r for r in w.ranks if r is not None).items()):
+                if n > 1:
+                    out.append(f"{run.name}: rank {rank} has {n} traces in window {w.label}")
+            missing = sorted(ranks - set(w.ranks))
+            if missing and w.rank_count:
+                out.append(f"{run.name}: window {w.label} has no trace of rank(s) {', '.join(map(str, missing))}")
+    return out
+
+
+def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures: list[Failure] | tuple[Failure, ...] = ()) -> Summary:
+    """Group ``reports`` into runs and compute every across-trace table once.
+
+    Args:
+        reports: per-trace reports (their order is kept).
+        failures: files that did not load.
+
+    Returns:
+        a :class:`Summary`.
+    """
+    reports = tuple(reports)
+    runs = build_runs(reports)
+    warnings = [f"{r.path}: {w}" for r in reports for w in r.warnings] + _run_warnings(runs)
+    return Summary(
+        reports=reports,
+        runs=tuple(runs),
+        rank_summary=rank_summary(runs=runs),
+        variants=variant_summary(runs=runs),
+        failures=tuple(failures),
+        warnings=tuple(warnings),
+    )
