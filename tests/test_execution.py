@@ -1,0 +1,104 @@
+"""traceprobe.execution: in-process, local worker processes (with crashed workers), Dask."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from traceprobe.execution import default_jobs, map_items
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def _crashed(x, why: str) -> str:
+    return f"crashed: {why}"
+
+
+def _die_on_minus_one(x: int) -> int:
+    """Kills its own process on -1 (as the OOM killer would), squares anything else."""
+    if x == -1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x * x
+
+
+def _die_first_time(arg: tuple[str, int]) -> int:
+    """Dies the first time it sees an item (a marker file remembers it), succeeds the second time."""
+    folder, x = arg
+    marker = Path(folder) / f"seen-{x}"
+    with open(Path(folder) / f"attempts-{x}", "a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    if not marker.exists():
+        marker.touch()
+        os._exit(3)
+    return x
+
+
+def _raise_on_two(x: int) -> int:
+    if x == 2:
+        raise ValueError("two")
+    return x
+
+
+def test_default_jobs():
+    assert default_jobs(1, 8) == 1
+    assert default_jobs(5, 8) == 5
+    assert default_jobs(50, 3) == 3
+    assert default_jobs(0, None) == 1
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_results_in_item_order_and_on_done_once_each(jobs):
+    seen = []
+    out = map_items(_square, list(range(20)), jobs=jobs, on_crash=_crashed, on_done=seen.append)
+    assert out == [x * x for x in range(20)]
+    assert sorted(seen) == sorted(out)
+
+
+def test_empty():
+    assert map_items(_square, [], jobs=2, on_crash=_crashed) == []
+
+
+def test_dead_worker_is_retried_once_then_a_failure_and_the_others_go_on():
+    items = [1, 2, -1, 3, 4, 5, 6]
+    out = map_items(_die_on_minus_one, items, jobs=2, on_crash=_crashed)
+    assert out[:2] == [1, 4] and out[3:] == [9, 16, 25, 36]
+    assert out[2].startswith("crashed: worker process died twice") and "SIGKILL" in out[2]
+
+
+def test_worker_that_dies_once_succeeds_on_the_retry(tmp_path):
+    items = [(str(tmp_path), x) for x in range(6)]
+    out = map_items(_die_first_time, items, jobs=2, on_crash=_crashed)
+    assert out == list(range(6))
+    for x in range(6):  # each item ran exactly twice, in two different processes
+        pids = (tmp_path / f"attempts-{x}").read_text().split()
+        assert len(pids) == 2 and pids[0] != pids[1] and str(os.getpid()) not in pids
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_exceptions_of_fn_propagate(jobs):
+    with pytest.raises(ValueError, match="two"):
+        map_items(_raise_on_two, [1, 2, 3], jobs=jobs, on_crash=_crashed)
+
+
+@pytest.fixture(scope="module")
+def dask_address():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def test_dask_cluster_gives_the_same_results(dask_address):
+    seen = []
+    out = map_items(_square, list(range(10)), scheduler=dask_address, on_crash=_crashed, on_done=seen.append)
+    assert out == [x * x for x in range(10)]
+    assert sorted(seen) == sorted(out)
+
+
+def test_dask_exceptions_propagate(dask_address):
+    with pytest.raises(ValueError, match="two"):
+        map_items(_raise_on_two, [1, 2, 3], scheduler=dask_address, on_crash=_crashed)

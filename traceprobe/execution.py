@@ -1,0 +1,233 @@
+"""Where per-trace work runs: in this process, in local worker processes, or on a Dask cluster.
+
+:func:`map_items` applies one function to every item of a list (trace paths, for
+``overlap-report``, ``diff`` and ``export``) and returns the results in the
+items' order. The function must be importable by name (a module-level function):
+it is sent to the workers by reference, never by value.
+
+Three ways to run, chosen by the caller:
+
+- ``jobs == 1`` (or a single item): in this process, one item after another.
+- ``jobs > 1``: ``jobs`` local worker processes, forked from this one, each
+  taking the next item as it finishes the last. A worker that dies while on an
+  item (killed by the OOM killer, a segfault in a C extension, ``os._exit``) takes
+  only that item with it: the item is run once more in a fresh worker; if that
+  worker dies too, the item's result is ``on_crash(item, reason)`` (a per-file
+  failure) and the other items go on. (``concurrent.futures.ProcessPoolExecutor``
+  cannot do this: one dead worker breaks the whole pool and every pending item
+  with it, ``BrokenProcessPool``.) The retry runs in a worker process, not in
+  this one, so a file that kills every process it is read in cannot take the
+  whole command down with it.
+- ``scheduler`` given: the items are submitted to the Dask distributed cluster at
+  that address (``dask.distributed.Client(scheduler)``), which runs ``fn`` on its
+  workers, where the paths are opened (local paths must therefore be visible to
+  the workers, on a shared filesystem; fsspec URLs such as ``s3://`` are read by
+  each worker directly). Only ``fn``'s results travel back. A task whose workers
+  keep dying is given up by the scheduler after its ``allowed-failures`` retries
+  (Dask's ``KilledWorker``); that item's result is ``on_crash(item, reason)``.
+  Dask is imported only on this path.
+
+Exceptions raised by ``fn`` itself (not a dead process) propagate to the caller
+in every mode: ``fn`` is expected to turn expected errors into results.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_CRASHES = 2
+"""Worker deaths on one item before it becomes ``on_crash(item, reason)``: one retry."""
+
+
+def default_jobs(n_items: int, jobs: int | None = None) -> int:
+    """Worker processes for ``n_items`` items: ``jobs`` (default: the CPU count), at most one per item, at least 1."""
+    n = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
+    return max(1, min(n, n_items))
+
+
+def map_items(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    on_crash: Callable[[T, str], R],
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    on_done: Callable[[R], None] | None = None,
+) -> list[R]:
+    """``[fn(x) for x in items]``, run as the module docstring says.
+
+    Args:
+        fn: a module-level function (sent to workers by name).
+        items: its inputs (picklable; small: paths, not data).
+        on_crash: builds the result of an item whose worker processes died
+            (``reason`` is one line, e.g. ``"worker process died twice (killed by
+            SIGKILL: out of memory?)"``). Runs in this process.
+        jobs: local worker processes (default: CPU count, at most one per item;
+            1 runs here). Ignored with ``scheduler``.
+        scheduler: address of a Dask distributed scheduler (``tcp://host:8786``),
+            or None for local execution.
+        on_done: called in this process with each result as it arrives (for
+            progress bars), in completion order.
+
+    Returns:
+        the results, in the order of ``items``.
+
+    Raises:
+        ImportError: ``scheduler`` given but ``distributed`` is not installed.
+        OSError: the scheduler cannot be reached (Dask's own errors otherwise).
+        Exception: whatever ``fn`` raised, re-raised here.
+    """
+    if not items:
+        return []
+    if scheduler:
+        return _on_dask(fn, items, scheduler, on_crash, on_done)
+    n = default_jobs(len(items), jobs)
+    if n == 1:
+        out = []
+        for x in items:
+            r = fn(x)
+            if on_done:
+                on_done(r)
+            out.append(r)
+        return out
+    return _on_local_workers(fn, items, n, on_crash, on_done)
+
+
+# --- local worker processes ----------------------------------------------------------------
+
+
+def _serve(conn: Connection, fn: Callable[[Any], Any]) -> None:
+    """Worker loop: receive ``(item,)``, send ``("ok", fn(item))`` or ``("raise", exception)``; stop on ``None`` or EOF."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the workers
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        (item,) = job
+        try:
+            msg: tuple[str, Any] = ("ok", fn(item))
+        except BaseException as exc:  # noqa: BLE001 - handed to the parent, which re-raises it
+            msg = ("raise", exc)
+        try:
+            conn.send(msg)
+        except Exception as exc:  # an unpicklable result or exception
+            conn.send(("raise", RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+@dataclass
+class _Worker(Generic[T]):
+    process: Any  # multiprocessing.Process (fork context)
+    conn: Connection
+    index: int | None = None  # the item it is on
+
+
+def _start(fn: Callable[[Any], Any]) -> _Worker[Any]:
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(child, fn), daemon=True)
+    proc.start()
+    child.close()  # so that the parent sees EOF when the worker dies
+    return _Worker(proc, parent)
+
+
+def _death(proc: Any) -> str:
+    proc.join(timeout=5)
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}" + (": out of memory?" if -code == signal.SIGKILL else "")
+    return f"exit code {code}"
+
+
+def _on_local_workers(
+    fn: Callable[[T], R], items: Sequence[T], n: int, on_crash: Callable[[T, str], R], on_done: Callable[[R], None] | None
+) -> list[R]:
+    results: list[Any] = [None] * len(items)
+    pending = deque(range(len(items)))
+    crashes = [0] * len(items)
+    left = len(items)
+    workers = [_start(fn) for _ in range(n)]
+    try:
+        while left:
+            for w in workers:
+                if w.index is None and pending:
+                    w.index = pending.popleft()
+                    w.conn.send((items[w.index],))
+            busy = [w for w in workers if w.index is not None]
+            ready = set(wait([w.conn for w in busy]))
+            for k, w in enumerate(workers):
+                if w.index is None or w.conn not in ready:
+                    continue
+                i, w.index = w.index, None
+                try:
+                    status, value = w.conn.recv()
+                except EOFError:  # the worker died on items[i]
+                    crashes[i] += 1
+                    why = _death(w.process)
+                    w.conn.close()
+                    workers[k] = _start(fn)
+                    if crashes[i] < MAX_CRASHES:
+                        pending.appendleft(i)
+                        continue
+                    times = "once" if crashes[i] == 1 else "twice" if crashes[i] == 2 else f"{crashes[i]} times"
+                    value = on_crash(items[i], f"worker process died {times} while analysing it ({why})")
+                else:
+                    if status == "raise":
+                        raise value
+                results[i] = value
+                left -= 1
+                if on_done:
+                    on_done(value)
+    finally:
+        for w in workers:
+            try:
+                w.conn.send(None)
+            except OSError:
+                pass
+            w.conn.close()
+        for w in workers:
+            w.process.join(timeout=1)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join()
+    return results
+
+
+# --- Dask distributed ------------------------------------------------------------------------
+
+
+def _on_dask(
+    fn: Callable[[T], R], items: Sequence[T], address: str, on_crash: Callable[[T, str], R], on_done: Callable[[R], None] | None
+) -> list[R]:
+    from distributed import Client, KilledWorker, as_completed
+
+    results: list[Any] = [None] * len(items)
+    with Client(address) as client:
+        futures = client.map(fn, list(items), pure=False)
+        where = {f.key: i for i, f in enumerate(futures)}
+        for fut in as_completed(futures):
+            i = where[fut.key]
+            try:
+                value = fut.result()
+            except KilledWorker as exc:
+                value = on_crash(items[i], f"Dask workers died while analysing it ({exc})")
+            results[i] = value
+            if on_done:
+                on_done(value)
+    return results
