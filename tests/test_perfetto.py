@@ -23,7 +23,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
-from traceprobe import load_trace, overlap_report
+from traceprobe import load_trace, overlap_report, perfetto_sql
 from traceprobe.cli import app
 from traceprobe.report import perfetto as pf
 from traceprobe.report.chrome import DEVICE_PID_BASE, assign_lanes, write_chrome_json
@@ -302,20 +302,20 @@ def test_sql_matches_native_on_sqlite(name, tmp_path):
     report = overlap_report(trace)
     pf.write_perfetto(trace, tmp_path / "t.pftrace", report)
     db = _sqlite_from_replay(replay(tmp_path / "t.pftrace"))
-    copy = pd.read_sql_query(pf.COPY_SQL, db)
+    copy = pd.read_sql_query(perfetto_sql.COPY_SQL, db)
     native = report.copy_overlap
     assert len(copy) == len(native)
     if len(native):
         m = native.merge(copy, on=["device", "direction"], suffixes=("", "_sql"))
         assert (m["copy_ns"] == m["copy_ns_sql"]).all() and (m["overlapped_ns"] == m["overlapped_ns_sql"]).all()
-    dev = pd.read_sql_query(pf.DEVICE_SQL, db).iloc[0]
+    dev = pd.read_sql_query(perfetto_sql.DEVICE_SQL, db).iloc[0]
     assert (dev["any_busy_ns"], dev["concurrent_ns"], dev["device_count"]) == (
         report.devices.any_busy_ns, report.devices.concurrent_ns, report.devices.device_count)
 
 
 def _binary():
     try:
-        return pf.find_trace_processor()
+        return perfetto_sql.find_trace_processor()
     except FileNotFoundError:
         return None
 
@@ -325,7 +325,7 @@ def _binary():
 def test_engines_agree(name):
     trace = load_trace(SAMPLES / f"{name}.pt.trace.json.gz")
     report = overlap_report(trace)
-    sql = pf.sql_figures(trace, _binary())
+    sql = perfetto_sql.sql_figures(trace, _binary())
     m = report.copy_overlap.merge(sql.copy_overlap, on=["device", "direction"], suffixes=("", "_sql"))
     assert len(m) == len(report.copy_overlap) == len(sql.copy_overlap)
     assert (m["overlapped_ns"] == m["overlapped_ns_sql"]).all() and (m["copy_ns"] == m["copy_ns_sql"]).all()

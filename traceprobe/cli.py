@@ -192,9 +192,9 @@ def overlap_report(
 
 def _sql_report(paths: list[Path], trace_processor: Path | None, debug: bool) -> None:
     """``overlap-report --engine perfetto``: the SQL figures of each trace, then exit."""
+    from . import perfetto_sql as pf
     from .collect import discover
     from .errors import TraceFormatError
-    from .report import perfetto as pf
     from .trace import load_trace
 
     try:
@@ -229,6 +229,7 @@ def export(
     """Rewrite traces for ui.perfetto.dev: a native .pftrace (--perfetto) and/or corrected Chrome JSON (--json)."""
     if not (perfetto or json_):
         _fail("choose --perfetto, --json or both")
+    from .analysis.report import overlap_report
     from .collect import discover
     from .errors import TraceFormatError
     from .report import chrome
@@ -242,7 +243,7 @@ def export(
             trace = load_trace(f)
             out_dir.mkdir(parents=True, exist_ok=True)
             if perfetto:
-                typer.echo(pf.write_perfetto(trace, out_dir / f"{stem}.pftrace").describe())
+                typer.echo(pf.write_perfetto(trace, out_dir / f"{stem}.pftrace", overlap_report(trace)).describe())
             if json_:
                 typer.echo(chrome.write_chrome_json(trace, out_dir / f"{stem}.perfetto.json.gz").describe())
         except TraceFormatError as e:
@@ -257,6 +258,7 @@ def export(
 
 def _export_perfetto(traces: list[Path], out_dir: Path) -> None:
     """Write ``<stem>.pftrace`` beside each trace (``record --perfetto``)."""
+    from .analysis.report import overlap_report
     from .errors import TraceFormatError
     from .report import chrome
     from .report import perfetto as pf
@@ -264,7 +266,8 @@ def _export_perfetto(traces: list[Path], out_dir: Path) -> None:
 
     for f, stem in zip(traces, chrome.unique_stems(traces)):
         try:
-            err.print(pf.write_perfetto(load_trace(f), out_dir / f"{stem}.pftrace").describe(), highlight=False)
+            trace = load_trace(f)
+            err.print(pf.write_perfetto(trace, out_dir / f"{stem}.pftrace", overlap_report(trace)).describe(), highlight=False)
         except TraceFormatError as e:
             err.print(f"[red]{e}[/red]", highlight=False)
 

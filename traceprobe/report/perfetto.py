@@ -1,4 +1,4 @@
-"""Native Perfetto traces (``.pftrace``) and figures computed by trace_processor SQL.
+"""Native Perfetto traces (``.pftrace``): a renderer of one trace and its report.
 
 :func:`write_perfetto` writes, with the ``perfetto`` package's protos and trace builder:
 one process per device (pid ``DEVICE_PID_BASE + device``) with a track per stream
@@ -17,9 +17,6 @@ one sequence in timestamp order, with event and annotation names interned.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..analysis.report import OverlapReport, overlap_report
+from ..analysis.report import OverlapReport
 from ..analysis.timeline import busy_devices, busy_streams, copy_compute_overlap, launch_flows
 from ..fileio import atomic_open
 from ..trace import Trace
@@ -38,7 +35,6 @@ CHUNK_PACKETS = 20_000
 OVERLAP_NAME = "copy under compute"
 ANNOTATIONS = ("kind", "device", "stream", "correlation", "bytes", "direction", "cat", "external_id", "figure", "level", "value", "text")
 _A = {n: i + 1 for i, n in enumerate(ANNOTATIONS)}
-ENV_TRACE_PROCESSOR = "TRACEPROBE_TRACE_PROCESSOR"
 _DEVICE, _HOST, _OVERLAP, _VERDICT = 0, 1, 2, 3
 _BEGIN, _END, _COUNTER = 1, 2, 4
 
@@ -68,7 +64,7 @@ class PerfettoExport:
                 f"{self.flows:,} launch flows, copy-under-compute overlap {ov}{lanes}")
 
 
-def _layout(trace: Trace, report: OverlapReport):
+def _layout(trace: Trace, report: OverlapReport | None):
     """Tracks, slices (vectorized columns) and counter points of the export."""
     ev, host = trace.device_events, trace.host_events
     rows: list[dict] = []
@@ -121,8 +117,8 @@ def _layout(trace: Trace, report: OverlapReport):
         bd = busy_devices(trace)
         u = track("busy devices", counter=True)
         counters.append(pd.DataFrame({"track": u, "ts": bd["ts"].to_numpy(), "value": bd["value"].to_numpy()}))
-    lo, hi = report.window_ns
-    if report.verdicts and hi > lo:
+    lo, hi = report.window_ns if report is not None else (0, 0)
+    if report is not None and report.verdicts and hi > lo:
         u = track("traceprobe verdicts")
         n0 = len(names)
         names += [f"{v.level}: {v.figure} {v.subject} {v.value:.1%}" for v in report.verdicts]
@@ -204,14 +200,14 @@ def _descriptor_packets(builder, rows: list[dict], pb) -> None:
             td.counter.SetInParent()
 
 
-def _annotators(trace: Trace, report: OverlapReport):
+def _annotators(trace: Trace, report: OverlapReport | None):
     """One function per slice source, filling a TrackEvent's debug annotations."""
     ev, host = trace.device_events, trace.host_events
     kind, dev, stream = ev["kind"].astype(str).tolist(), ev["device"].tolist(), ev["stream"].tolist()
     corr, nbytes = ev["correlation"].tolist(), ev["bytes"].tolist()
     direction = ev["direction"].astype(object).where(ev["direction"].notna(), None).tolist()
     hcat, hcorr, hext = host["cat"].astype(str).tolist(), host["correlation"].tolist(), host["external_id"].tolist()
-    verdicts = report.verdicts
+    verdicts = report.verdicts if report is not None else []
 
     def device(te, i):
         add = te.debug_annotations.add
@@ -244,21 +240,20 @@ def _annotators(trace: Trace, report: OverlapReport):
     return {_DEVICE: device, _HOST: hostev, _OVERLAP: lambda te, i: None, _VERDICT: verdict}
 
 
-def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None = None,
+def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None,
                    chunk_packets: int = CHUNK_PACKETS) -> PerfettoExport:
     """Write ``trace`` as a native Perfetto trace (module doc); gzipped if ``path`` ends in ``.gz``.
 
     Args:
         trace: the loaded trace.
         path: output file, conventionally ``*.pftrace``.
-        report: its :func:`~traceprobe.analysis.overlap_report` (computed if not given),
-            for the verdicts track.
+        report: its :func:`~traceprobe.analysis.overlap_report`, for the verdicts track
+            (None: no verdicts track; nothing is computed here).
         chunk_packets: packets per chunk written to the file.
     """
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
-    report = report if report is not None else overlap_report(trace)
     rows, names, slices, cnt, overlap, nflows, split = _layout(trace, report)
     ep = _endpoints(slices, cnt)
     fill = _annotators(trace, report)
@@ -307,107 +302,3 @@ def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None 
         overlap_slices=int((src_a == _OVERLAP).sum()), overlap_ns={d: iv.length(x) for d, x in overlap.items()},
         counter_points=len(cnt), flows=nflows, split=split,
     )
-
-
-# --- the trace_processor engine ----------------------------------------------------
-
-
-def find_trace_processor(path: str | Path | None = None) -> str | None:
-    """The trace_processor_shell to use: ``path``, else ``$TRACEPROBE_TRACE_PROCESSOR``,
-    else one on ``PATH``; None if there is none (nothing is downloaded).
-
-    Raises:
-        FileNotFoundError: ``path`` or the variable names a file that does not exist.
-    """
-    for given in (path, os.environ.get(ENV_TRACE_PROCESSOR)):
-        if given:
-            if not Path(given).is_file():
-                raise FileNotFoundError(f"trace processor not found: {given}")
-            return str(given)
-    return shutil.which("trace_processor_shell") or shutil.which("trace_processor")
-
-
-def _union(name: str, src: str) -> str:
-    """SQL CTEs: the union of ``src``'s intervals (device, grp, s, e) per (device, grp),
-    touching intervals joined, as in :func:`traceprobe.intervals.union`."""
-    return f"""{name}_o AS (SELECT device, grp, s, e, MAX(e) OVER (PARTITION BY device, grp ORDER BY s, e
-    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS pm FROM {src} WHERE e > s),
-{name}_g AS (SELECT device, grp, s, e, SUM(CASE WHEN pm IS NULL OR s > pm THEN 1 ELSE 0 END)
-    OVER (PARTITION BY device, grp ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS gid FROM {name}_o),
-{name} AS (SELECT device, grp, MIN(s) AS s, MAX(e) AS e FROM {name}_g GROUP BY device, grp, gid)"""
-
-
-_EV = """ev AS (SELECT ts AS s, ts + dur AS e, EXTRACT_ARG(arg_set_id, 'debug.device') AS device,
-    EXTRACT_ARG(arg_set_id, 'debug.kind') AS kind, lower(name) AS lname,
-    COALESCE(EXTRACT_ARG(arg_set_id, 'debug.direction'), 'unknown') AS direction
-    FROM slice WHERE EXTRACT_ARG(arg_set_id, 'debug.kind') IS NOT NULL)"""
-
-COPY_SQL = f"""WITH {_EV},
-cp AS (SELECT device, direction AS grp, s, e FROM ev WHERE kind = 'memcpy'
-    UNION ALL SELECT device, 'all' AS grp, s, e FROM ev WHERE kind = 'memcpy'),
-kp AS (SELECT device, 'compute' AS grp, s, e FROM ev
-    WHERE kind = 'kernel' AND NOT (lname GLOB '*nccl*' OR lname GLOB '*rccl*')),
-{_union('cu', 'cp')},
-{_union('ku', 'kp')},
-n AS (SELECT device, grp, COUNT(*) AS copies FROM cp GROUP BY device, grp),
-t AS (SELECT device, grp, SUM(e - s) AS copy_ns FROM cu GROUP BY device, grp),
-o AS (SELECT c.device, c.grp, SUM(MIN(c.e, k.e) - MAX(c.s, k.s)) AS overlapped_ns FROM cu c
-    JOIN ku k ON k.device = c.device AND k.s < c.e AND c.s < k.e GROUP BY c.device, c.grp)
-SELECT n.device AS device, n.grp AS direction, n.copies AS copies, COALESCE(t.copy_ns, 0) AS copy_ns,
-    COALESCE(o.overlapped_ns, 0) AS overlapped_ns
-FROM n LEFT JOIN t ON t.device = n.device AND t.grp = n.grp
-    LEFT JOIN o ON o.device = n.device AND o.grp = n.grp ORDER BY device, direction"""
-
-DEVICE_SQL = f"""WITH {_EV},
-dv AS (SELECT device, 'busy' AS grp, s, e FROM ev),
-{_union('du', 'dv')},
-p AS (SELECT s AS t, 1 AS d FROM du UNION ALL SELECT e AS t, -1 AS d FROM du),
-w AS (SELECT t, SUM(d) OVER (ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS c, LEAD(t) OVER (ORDER BY t, d) AS nt FROM p)
-SELECT COALESCE(SUM(CASE WHEN c >= 1 THEN nt - t ELSE 0 END), 0) AS any_busy_ns,
-    COALESCE(SUM(CASE WHEN c >= 2 THEN nt - t ELSE 0 END), 0) AS concurrent_ns,
-    (SELECT COUNT(DISTINCT device) FROM ev) AS device_count
-FROM w WHERE nt IS NOT NULL"""
-
-
-@dataclass(frozen=True)
-class SqlFigures:
-    """Figures computed by trace_processor SQL from the exported device slices:
-    ``copy_overlap`` with the columns of :func:`~traceprobe.analysis.copy_overlap` but
-    ``bytes``, and cross-device concurrency as in :class:`~traceprobe.analysis.DeviceConcurrency`."""
-
-    path: str
-    copy_overlap: pd.DataFrame
-    any_busy_ns: int
-    concurrent_ns: int
-    concurrency: float
-    device_count: int
-
-
-def sql_figures(trace: Trace, bin_path: str) -> SqlFigures:
-    """Export ``trace`` to a temporary .pftrace and compute copy/compute overlap and
-    cross-device concurrency in SQL through ``perfetto.trace_processor.TraceProcessor``."""
-    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
-
-    with tempfile.TemporaryDirectory(prefix="traceprobe-") as tmp:
-        pf = Path(tmp) / "trace.pftrace"
-        write_perfetto(trace, pf)
-        with TraceProcessor(trace=str(pf), config=TraceProcessorConfig(bin_path=bin_path)) as tp:
-            copy = tp.query(COPY_SQL).as_pandas_dataframe()
-            dev = tp.query(DEVICE_SQL).as_pandas_dataframe()
-    copy = copy.astype({"device": np.int64, "copies": np.int64, "copy_ns": np.int64, "overlapped_ns": np.int64})
-    copy["fraction"] = np.where(copy["copy_ns"] > 0, copy["overlapped_ns"] / copy["copy_ns"].where(copy["copy_ns"] > 0, 1), np.nan)
-    any_ns, conc = (int(dev[c].iloc[0]) if len(dev) and pd.notna(dev[c].iloc[0]) else 0 for c in ("any_busy_ns", "concurrent_ns"))
-    count = int(dev["device_count"].iloc[0]) if len(dev) else 0
-    return SqlFigures(trace.path, copy, any_ns, conc, conc / any_ns if any_ns else float("nan"), count)
-
-
-def format_sql_figures(f: SqlFigures) -> str:
-    """Plain-text lines of :class:`SqlFigures` for the terminal."""
-    out = [f"{f.path} (trace_processor SQL)"]
-    for r in f.copy_overlap.itertuples(index=False):
-        out.append(f"  cuda:{r.device} {r.direction:8} copies {r.copies:6,}  copy {r.copy_ns / 1e6:12,.3f} ms  "
-                   f"under compute {r.overlapped_ns / 1e6:12,.3f} ms  {r.fraction:7.1%}")
-    if f.device_count:
-        out.append(f"  {f.device_count} device(s): any busy {f.any_busy_ns / 1e6:,.3f} ms, 2+ busy "
-                   f"{f.concurrent_ns / 1e6:,.3f} ms ({f.concurrency:.1%})")
-    return "\n".join(out)
