@@ -19,11 +19,13 @@ import pytest
 from typer.testing import CliRunner
 
 import traceprobe
-from traceprobe import runner as tp_runner
 from traceprobe.analysis import OverlapReport
 from traceprobe.analysis.ranks import rank_summary
 from traceprobe.cli import app
 from traceprobe.collect import analyze_paths
+from traceprobe.manifest import Entry
+from traceprobe.recording import profiler
+from traceprobe.recording import runner as tp_runner
 
 DATA = Path(__file__).resolve().parent / "data"
 SCRIPT = DATA / "train_small.py"
@@ -49,6 +51,7 @@ def _manifest(folder: Path) -> dict:
     return json.loads((folder / "manifest.json").read_text())
 
 
+@pytest.mark.slow
 def test_script_windows_through_cli(tmp_path, monkeypatch):
     """Windows of steps by schedule, named by step, ProfilerStep#N inside, default folder, report and manifest."""
     monkeypatch.chdir(tmp_path)
@@ -79,6 +82,7 @@ def test_script_windows_through_cli(tmp_path, monkeypatch):
     assert reports[0].steps["step"].tolist() == [2, 3] and reports[0].throughput > 0
 
 
+@pytest.mark.slow
 def test_module_whole_run(tmp_path, monkeypatch, capsys):
     """--module as python -m would (cwd on sys.path, __main__); no step() calls: one trace of the whole run."""
     monkeypatch.chdir(DATA)
@@ -129,9 +133,10 @@ def test_capture_context_decorator_and_whole_run(tmp_path):
             traceprobe.capture(tmp_path / "nested").start()
     assert whole.trace_path.name == "whole.run.pt.trace.json.gz" and whole.report().steps.empty
     traceprobe.step()  # no capture running: a no-op
-    assert traceprobe.capture.current() is None
+    assert profiler.current() is None
 
 
+@pytest.mark.slow
 def test_failing_script_keeps_completed_windows(tmp_path, capsys):
     """An exception: exit 1, python's traceback from the script's frame on; windows that ended are on disk."""
     out = tmp_path / "fail"
@@ -162,6 +167,7 @@ def test_failing_script_keeps_completed_windows(tmp_path, capsys):
         ([], 0, None),
     ],
 )
+@pytest.mark.slow
 def test_exit_code_passthrough(tmp_path, capsys, args, code, message):
     got, cap = tp_runner.run(script=SCRIPT, args=["--no-steps", "--steps", "1", *args], out=tmp_path / "x")
     assert got == code
@@ -172,6 +178,7 @@ def test_exit_code_passthrough(tmp_path, capsys, args, code, message):
     assert _manifest(tmp_path / "x")["processes"][0]["exit_code"] == code
 
 
+@pytest.mark.slow
 def test_cli_exit_code_and_missing_target(tmp_path):
     out = tmp_path / "c"
     res = cli.invoke(app, ["record", "--script", str(SCRIPT), "--out", str(out), "--", "--no-steps", "--steps", "1", "--exit-code", "4"])
@@ -184,6 +191,7 @@ def test_cli_exit_code_and_missing_target(tmp_path):
     assert res.exit_code == 2 and "--script/--module" in res.output
 
 
+@pytest.mark.slow
 def test_never_overwrites(tmp_path):
     out = tmp_path / "again"
     _, first = tp_runner.run(script=SCRIPT, args=["--no-steps", "--steps", "1"], out=out)
@@ -192,9 +200,10 @@ def test_never_overwrites(tmp_path):
     assert second.trace_path.name == "train_small.run-2.pt.trace.json.gz"
     assert first.trace_path.read_bytes() == before
     m = _manifest(out)
-    assert len(m["processes"]) == 2 and [e["trace"] for e in m["variants"]] == [first.trace_path.name, second.trace_path.name]
+    assert len(m["processes"]) == 2 and [e["traces"] for e in m["variants"]] == [[first.trace_path.name], [second.trace_path.name]]
 
 
+@pytest.mark.slow
 def test_ranks_share_a_folder(tmp_path, monkeypatch):
     """What each torchrun process does, one after the other here: rank in names and in the trace, one manifest."""
     out = tmp_path / "ranks"
@@ -218,17 +227,15 @@ def test_ranks_share_a_folder(tmp_path, monkeypatch):
 
 def test_manifest_merge_is_locked(tmp_path):
     """Many writers at once (ranks sharing a folder): every process and trace entry survives."""
-    from traceprobe.capture import Capture
-
     out = tmp_path / "m"
     out.mkdir()
 
     def writer(i):
-        c = Capture(out, name=f"w{i}", echo=False)
+        c = profiler.Capture(out, name=f"w{i}", echo=False)
         c.out = out
         for k in range(5):
             c._process = {"id": f"p{i}", "rank": i, "started": "t"}
-            c.entries.append({"workload": f"w{i}", "variant": f"v{k}", "trace": f"w{i}.v{k}.pt.trace.json.gz"})
+            c.entries.append(Entry(f"w{i}", f"v{k}", traces=[f"w{i}.v{k}.pt.trace.json.gz"]))
             c._update_manifest()
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
@@ -252,9 +259,10 @@ def test_options_are_checked(tmp_path):
 
 def test_import_does_not_import_torch():
     code = (
-        "import sys, traceprobe, traceprobe.runner; traceprobe.step(); "
+        "import sys, traceprobe, traceprobe.recording.runner; traceprobe.step(); "
         "assert callable(traceprobe.capture) and traceprobe.Capture; "
-        "assert 'torch' not in sys.modules, 'torch imported'"
+        "assert 'torch' not in sys.modules, 'torch imported'; "
+        "assert 'pandas' not in sys.modules, 'pandas imported'"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
@@ -278,6 +286,7 @@ def _torchrun(tmp_path: Path, args: list[str], timeout: float = 120) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_torchrun_two_ranks(tmp_path):
     """Real processes: torchrun starts two `python -m traceprobe record --script` ranks, DDP over gloo."""
     out = _torchrun(tmp_path, ["--active", "2", "--", "--ddp", "--steps", "5"])

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 import traceprobe
-from traceprobe.record import record, trace_name
+from traceprobe.manifest import trace_name
+from traceprobe.recording.record import record
 
 
 def _report(out, workload, variant):
@@ -18,7 +19,7 @@ def _report(out, workload, variant):
 @pytest.mark.gpu
 def test_compute_copy_on_gpu(tmp_path):
     m = record(tmp_path, ["compute-copy"], device="cuda", size=2048, repeat=20)
-    assert all(e["status"] == "ok" for e in m["variants"]), m["variants"]
+    assert all(e.status == "ok" for e in m.variants), m.variants
     for variant, check in (("overlapped", lambda f: f >= 0.9), ("nonblocking", lambda f: f < 0.05), ("sequential", lambda f: f < 0.05)):
         r = _report(tmp_path, "compute-copy", variant)
         row = r.copy_overlap[(r.copy_overlap["device"] == 0) & (r.copy_overlap["direction"] == "DtoH")].iloc[0]
@@ -47,7 +48,7 @@ def test_multi_gpu_on_gpus(tmp_path):
 def test_record_skips_cleanly_without_enough_gpus(tmp_path):
     """On any machine: --device auto never raises for too few GPUs; entries say why."""
     m = record(tmp_path, ["multi-gpu"], device="auto", size=32, repeat=2)
-    for e in m["variants"]:
-        assert e["status"] in ("ok", "skipped"), e
-        if e["status"] == "skipped":
-            assert "GPU" in e["reason"]
+    for e in m.variants:
+        assert e.status in ("ok", "skipped"), e
+        if e.status == "skipped":
+            assert "GPU" in e.reason

@@ -7,9 +7,13 @@ import json
 import pytest
 
 import traceprobe
-from traceprobe.record import record, trace_name
-from traceprobe.workloads import Context
-from traceprobe.workloads.base import Variant, Workload
+from traceprobe.fileio import scratch_path
+from traceprobe.manifest import trace_name
+from traceprobe.recording import record as rec
+from traceprobe.recording import trace_files
+from traceprobe.recording.record import record
+from traceprobe.recording.workloads import Context
+from traceprobe.recording.workloads.base import Variant, Workload
 
 
 @pytest.fixture(scope="module")
@@ -19,27 +23,31 @@ def recorded(tmp_path_factory):
     return out, manifest
 
 
+@pytest.mark.slow
 def test_every_variant_recorded(recorded):
     out, manifest = recorded
-    names = {(e["workload"], e["variant"]) for e in manifest["variants"]}
+    names = {e.key for e in manifest.variants}
     assert names == {
         ("multi-gpu", "sequential"), ("multi-gpu", "concurrent"),
         ("cpu-gpu", "sequential"), ("cpu-gpu", "concurrent"),
         ("compute-copy", "sequential"), ("compute-copy", "nonblocking"), ("compute-copy", "overlapped"),
     }
-    for e in manifest["variants"]:
-        assert e["status"] == "ok", e
-        assert e["wall_s"] > 0
-        t = traceprobe.load_trace(out / e["trace"])
+    for e in manifest.variants:
+        assert e.status == "ok", e
+        assert e.wall_s > 0
+        (name,) = e.traces
+        t = traceprobe.load_trace(out / name)
         assert not t.host_events.empty
         assert (t.host_events["cat"] == "cpu_op").any()
     on_disk = json.loads((out / "manifest.json").read_text())
-    assert on_disk["variants"] == manifest["variants"]
+    assert on_disk["variants"] == [e.to_json() for e in manifest.variants]
+    assert all(isinstance(e["traces"], list) for e in on_disk["variants"])
     assert on_disk["environment"]["torch"]
     # no temporary files left behind
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_existing_trace_kept_unless_force(recorded):
     out, _ = recorded
     path = out / trace_name("compute-copy", "sequential")
@@ -47,8 +55,8 @@ def test_existing_trace_kept_unless_force(recorded):
     with pytest.raises(FileExistsError, match="--resume"):
         record(out, ["compute-copy"], device="cpu", size=64, repeat=2)
     m = record(out, ["compute-copy"], device="cpu", size=64, repeat=2, resume=True)
-    e = [e for e in m["variants"] if (e["workload"], e["variant"]) == ("compute-copy", "sequential")][0]
-    assert e["status"] == "ok" and e["resumed"] and path.read_bytes() == before
+    e = [e for e in m.variants if e.key == ("compute-copy", "sequential")][0]
+    assert e.status == "ok" and e.extra["resumed"] and path.read_bytes() == before
     m = record(out, ["compute-copy"], device="cpu", size=64, repeat=2, force=True)
     assert path.read_bytes() != before
 
@@ -62,25 +70,22 @@ def test_unknown_workload_and_device(tmp_path):
 
 def test_skip_and_failure_entries(tmp_path):
     """Too few GPUs gives 'skipped'; an error inside a variant gives 'failed'; others still run."""
-    from traceprobe import record as rec
-
     def boom():
         raise RuntimeError("CUDA out of memory. Tried to allocate 62.00 MiB")
 
     ctx = Context(device="cuda", gpus=0)
     w = Workload("x", "test", lambda c: [])
     skipped = rec.run_variant(ctx, w, Variant("two", "needs 2", setup=boom, gpus=2), tmp_path)
-    assert skipped["status"] == "skipped" and "needs 2 GPUs" in skipped["reason"]
+    assert skipped.status == "skipped" and "needs 2 GPUs" in skipped.reason
     ctx = Context(device="cpu")
     failed = rec.run_variant(ctx, w, Variant("oom", "fails", setup=boom, gpus=0), tmp_path)
-    assert failed["status"] == "failed" and "out of memory" in failed["reason"]
+    assert failed.status == "failed" and "out of memory" in failed.reason
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_interrupt_leaves_whole_traces_and_resume_completes(tmp_path, monkeypatch):
     """Ctrl-C in the second variant: the first trace is whole and listed; --resume runs the rest."""
-    from traceprobe import record as rec
-
     real = rec._profile
     calls = {"n": 0}
 
@@ -88,7 +93,7 @@ def test_interrupt_leaves_whole_traces_and_resume_completes(tmp_path, monkeypatc
         calls["n"] += 1
         if calls["n"] == 2:
             # simulate Ctrl-C while torch writes the trace: a partial temp file exists
-            (dest.parent / f".{dest.name}.partial.tmp.json.gz").write_bytes(b"partial")
+            scratch_path(dest.parent, dest.name, ".json").write_bytes(b"partial")
             raise KeyboardInterrupt
         real(ctx, step, dest)
 
@@ -96,24 +101,22 @@ def test_interrupt_leaves_whole_traces_and_resume_completes(tmp_path, monkeypatc
     with pytest.raises(KeyboardInterrupt):
         record(tmp_path, ["compute-copy"], device="cpu", size=32, repeat=2)
     m = json.loads((tmp_path / "manifest.json").read_text())
-    status = {e["variant"]: e["status"] for e in m["variants"]}
+    status = {e["variant"]: e["status"] for e in m["variants"]}  # as written on disk
     assert status == {"sequential": "ok", "nonblocking": "interrupted"}
     traceprobe.load_trace(tmp_path / trace_name("compute-copy", "sequential"))
     assert not (tmp_path / trace_name("compute-copy", "nonblocking")).exists()
     m = record(tmp_path, ["compute-copy"], device="cpu", size=32, repeat=2, resume=True)
-    status = {e["variant"]: (e["status"], e.get("resumed", False)) for e in m["variants"]}
+    status = {e.variant: (e.status, e.extra.get("resumed", False)) for e in m.variants}
     assert status == {"sequential": ("ok", True), "nonblocking": ("ok", False), "overlapped": ("ok", False)}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_unwritable_or_full_output_fails_before_work(tmp_path, monkeypatch):
-    from traceprobe import record as rec
-
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(OSError):
         record(blocker / "sub", ["compute-copy"], device="cpu")
-    monkeypatch.setattr(rec.shutil, "disk_usage", lambda p: type("U", (), {"free": 10})())
+    monkeypatch.setattr(trace_files.shutil, "disk_usage", lambda p: type("U", (), {"free": 10})())
     with pytest.raises(OSError, match="free"):
         record(tmp_path / "out", ["compute-copy"], device="cpu")
     assert not (tmp_path / "out" / "manifest.json").exists()

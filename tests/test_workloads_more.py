@@ -7,9 +7,11 @@ import subprocess
 import pytest
 
 import traceprobe
-from traceprobe import record as rec
-from traceprobe.record import record, trace_name
-from traceprobe.workloads import WORKLOADS, Context, tile_parallel
+from traceprobe.manifest import trace_name
+from traceprobe.recording import launch
+from traceprobe.recording import record as rec
+from traceprobe.recording.record import record
+from traceprobe.recording.workloads import WORKLOADS, Context, tile_parallel
 
 NEW = {
     "streams": {"one-stream", "multi-stream"},
@@ -39,34 +41,36 @@ def ddp_recording(tmp_path_factory):
     return out, record(out, ["data-parallel"], device="cpu", size=SIZE, repeat=REPEAT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in NEW if n != "data-parallel"])
 def test_in_process_workloads_record_on_cpu(tmp_path, name):
     manifest = record(tmp_path, [name], device="cpu", size=SIZE, repeat=REPEAT)
-    entries = manifest["variants"]
-    assert {e["variant"] for e in entries} == NEW[name]
+    entries = manifest.variants
+    assert {e.variant for e in entries} == NEW[name]
     for e in entries:
-        assert e["status"] == "ok", e
-        assert e["wall_s"] > 0 and e["params"]
-        assert e["trace"] == trace_name(name, e["variant"])
-        t = traceprobe.load_trace(tmp_path / e["trace"])
+        assert e.status == "ok", e
+        assert e.wall_s > 0 and e.params
+        assert e.traces == [trace_name(name, e.variant)]
+        t = traceprobe.load_trace(tmp_path / e.traces[0])
         assert (t.host_events["cat"] == "cpu_op").any()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_data_parallel_records_single_dataparallel_and_ddp_ranks(ddp_recording):
     out, manifest = ddp_recording
-    entries = {e["variant"]: e for e in manifest["variants"]}
+    entries = {e.variant: e for e in manifest.variants}
     assert set(entries) == NEW["data-parallel"]
     for e in entries.values():
-        assert e["status"] == "ok", e
-        assert e["wall_s"] > 0
+        assert e.status == "ok", e
+        assert e.wall_s > 0
     for v in ("single", "dataparallel"):
-        assert not traceprobe.load_trace(out / entries[v]["trace"]).host_events.empty
+        assert not traceprobe.load_trace(out / entries[v].traces[0]).host_events.empty
     ddp = entries["ddp"]
-    assert ddp["trace"] == [trace_name("data-parallel", "ddp", r) for r in (0, 1)]
-    assert ddp["params"]["backend"] == "gloo" and ddp["params"]["ranks"] == 2
-    assert ddp["params"]["profiled_wall_s"] > 0 and "profiled_wall_s" not in entries["single"]["params"]
-    for r, name in enumerate(ddp["trace"]):
+    assert ddp.traces == [trace_name("data-parallel", "ddp", r) for r in (0, 1)]
+    assert ddp.params["backend"] == "gloo" and ddp.params["ranks"] == 2
+    assert ddp.params["profiled_wall_s"] > 0 and "profiled_wall_s" not in entries["single"].params
+    for r, name in enumerate(ddp.traces):
         t = traceprobe.load_trace(out / name)
         assert t.rank == r
         assert len(t.steps) == 3
@@ -74,6 +78,7 @@ def test_data_parallel_records_single_dataparallel_and_ddp_ranks(ddp_recording):
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_ddp_keeps_existing_rank_traces_unless_forced(ddp_recording):
     out, _ = ddp_recording
     before = (out / trace_name("data-parallel", "ddp", 0)).read_bytes()
@@ -81,7 +86,7 @@ def test_ddp_keeps_existing_rank_traces_unless_forced(ddp_recording):
     w = WORKLOADS["data-parallel"]
     ddp = [v for v in w.variants(ctx) if v.name == "ddp"][0]
     entry = rec.run_variant(ctx, w, ddp, out, force=False)
-    assert entry["status"] == "skipped" and "--force" in entry["reason"]
+    assert entry.status == "kept" and "--force" in entry.reason
     assert (out / trace_name("data-parallel", "ddp", 0)).read_bytes() == before
 
 
@@ -90,16 +95,16 @@ def test_ddp_failure_is_reported_with_stderr(tmp_path, monkeypatch):
     ctx = Context(device="cpu", size=SIZE, repeat=REPEAT)
     w = WORKLOADS["data-parallel"]
     ddp = [v for v in w.variants(ctx) if v.name == "ddp"][0]
-    orig = subprocess.run
+    orig = subprocess.Popen
 
     def broken(cmd, **kw):  # a child that dies at once, like a worker that cannot import
-        assert "torch.distributed.run" in cmd and kw["env"]["NCCL_NVLS_ENABLE"] == "0"
+        assert "torch.distributed.run" in cmd and kw["env"]["NCCL_NVLS_ENABLE"] == "0" and kw["start_new_session"]
         return orig([cmd[0], "-c", "import sys; sys.stderr.write('ModuleNotFoundError: no_such_worker\\n'); sys.exit(3)"], **kw)
 
-    monkeypatch.setattr(subprocess, "run", broken)
+    monkeypatch.setattr(launch.subprocess, "Popen", broken)
     entry = rec.run_variant(ctx, w, ddp, tmp_path, force=True)
-    assert entry["status"] == "failed"
-    assert "torchrun exited with 3" in entry["reason"] and "ModuleNotFoundError" in entry["reason"]
+    assert entry.status == "failed"
+    assert "torchrun exited with 3" in entry.reason and "ModuleNotFoundError" in entry.reason
 
 
 def test_too_few_gpus_skips_before_touching_cuda(tmp_path):
@@ -113,7 +118,7 @@ def test_too_few_gpus_skips_before_touching_cuda(tmp_path):
         for v in w.variants(ctx):
             if v.gpus > ctx.gpus:
                 entry = rec.run_variant(ctx, w, v, tmp_path)
-                assert entry["status"] == "skipped" and "needs 2 GPUs" in entry["reason"], entry
+                assert entry.status == "skipped" and "needs 2 GPUs" in entry.reason, entry
                 seen.add((name, v.name))
             assert v.gpu_bytes >= 0
     assert seen == two_gpu
@@ -122,6 +127,7 @@ def test_too_few_gpus_skips_before_touching_cuda(tmp_path):
     assert WORKLOADS["branches"].variants(Context(device="cuda", gpus=2))[0].params["placement"] == "cpu, cuda:0, cuda:1"
 
 
+@pytest.mark.slow
 def test_tile_strips_cover_the_image_and_the_check_catches_missing_halos(tmp_path, monkeypatch):
     for height, k in ((32, 4), (1024, 4), (1024, 3), (64, 2), (16, 4)):
         plan = tile_parallel.strips(height, k)
@@ -130,6 +136,6 @@ def test_tile_strips_cover_the_image_and_the_check_catches_missing_halos(tmp_pat
             assert lo % tile_parallel.SCALE == 0 and (hi - lo) // tile_parallel.SCALE >= crop + n
     monkeypatch.setattr(tile_parallel, "HALO", 0)  # cut without halos: the boundary rows go wrong
     manifest = record(tmp_path, ["tile-parallel"], device="cpu", size=SIZE, repeat=REPEAT)
-    entries = {e["variant"]: e for e in manifest["variants"]}
-    assert entries["single"]["status"] == "ok"
-    assert entries["tiled"]["status"] == "failed" and "differs from the untiled" in entries["tiled"]["reason"]
+    entries = {e.variant: e for e in manifest.variants}
+    assert entries["single"].status == "ok"
+    assert entries["tiled"].status == "failed" and "differs from the untiled" in entries["tiled"].reason

@@ -9,30 +9,43 @@ Library API (the CLI is a thin layer over it)::
     [v.text for v in report.verdicts]
 
 Profiling your own code: ``with traceprobe.capture("runs/mine") as cap: ... cap.step()``
-(see :mod:`traceprobe.capture`); a script run by ``traceprobe record --script`` calls
-``traceprobe.step()``.
+(see :mod:`traceprobe.recording.profiler`); a script run by ``traceprobe record --script``
+calls ``traceprobe.step()``.
 
-Reading and analysing traces never imports torch; ``traceprobe.record`` and a
-running capture do.
+Every name here is loaded on first use: ``import traceprobe`` (and
+``traceprobe.step()`` in a script run without traceprobe) costs next to nothing.
+Reading and analysing traces never imports torch; recording does.
 """
 
-from .analysis import OverlapReport, Verdict, overlap_report
-from .errors import TraceFormatError
-from .trace import Trace, load_trace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from .analysis import OverlapReport, Verdict, overlap_report
+    from .errors import TraceFormatError
+    from .recording.profiler import Capture, capture, step
+    from .trace import Trace, load_trace
+
 __all__ = ["Capture", "OverlapReport", "Trace", "TraceFormatError", "Verdict", "capture", "load_trace", "overlap_report", "step", "__version__"]
 
-_LAZY = {"capture", "Capture", "step"}
+_LAZY = {
+    "OverlapReport": ".analysis", "Verdict": ".analysis", "overlap_report": ".analysis",
+    "TraceFormatError": ".errors", "Trace": ".trace", "load_trace": ".trace",
+    "capture": ".recording.profiler", "Capture": ".recording.profiler", "step": ".recording.profiler",
+}
 
 
-def __getattr__(name: str):
-    # traceprobe.capture (a callable module: traceprobe.capture(...) is traceprobe.capture.capture(...)),
-    # Capture and step are loaded on first use; none of them imports torch until a capture starts.
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
-        mod = importlib.import_module(f"{__name__}.capture")
-        return mod if name == "capture" else getattr(mod, name)
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # once loaded, a plain attribute
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

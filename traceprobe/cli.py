@@ -63,15 +63,17 @@ def record(
 ) -> None:
     """Run experiments under torch.profiler; write one gzipped Chrome trace per variant and manifest.json.
 
-    With --script or --module, run your own program instead (see traceprobe.runner): one trace of the
-    whole run, or one per window of steps where it calls traceprobe.step(); the exit code is the program's.
+    With --script or --module, run your own program instead (see traceprobe.recording.runner): one trace of
+    the whole run, or one per window of steps where it calls traceprobe.step(); the exit code is the program's.
     """
     if script is not None or module is not None:
         if list_ or force or resume or size is not None:
             _fail("--list, --force, --resume and --size apply to the built-in workloads, not to --script/--module")
         _record_target(script, module, workloads or [], out, device, wait, warmup, active, 1 if repeat is None else repeat,
                        record_shapes, with_stack, profile_memory)
-    from .workloads import WORKLOADS
+    from rich.markup import escape
+
+    from .recording.workloads import WORKLOADS
 
     if list_:
         for w in WORKLOADS.values():
@@ -79,53 +81,59 @@ def record(
         return
     import datetime as dt
 
-    from . import record as rec
+    from .fileio import WriteError
+    from .manifest import Entry
+    from .recording import record as rec
+    from .recording.folder_lock import FolderBusy
 
     outp = out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
 
-    def show(e: dict) -> None:
-        style = {"ok": "green", "kept": "cyan", "skipped": "yellow", "failed": "red"}[e["status"]]
-        wall = f"  {e['wall_s'] * 1e3:,.1f} ms" if e.get("wall_s") is not None else ""
-        why = f"  ({e['reason']})" if e.get("reason") else ""
-        err.print(f"[{style}]{e['status']:8}[/{style}] {e['workload']}.{e['variant']}{wall}{why}", highlight=False)
+    def show(e: Entry) -> None:
+        style = {"ok": "green", "kept": "cyan", "skipped": "yellow"}.get(e.status, "red")
+        wall = f"  {e.wall_s * 1e3:,.1f} ms" if e.wall_s is not None else ""
+        why = f"  ({escape(e.reason)})" if e.reason else ""
+        err.print(f"[{style}]{e.status:8}[/{style}] {escape(e.workload)}.{escape(e.variant)}{wall}{why}", highlight=False)
 
     try:
         manifest = rec.record(outp, workloads, device=device, size=size, repeat=repeat, force=force, resume=resume, on_entry=show)
-    except (ValueError, FileExistsError) as e:
-        _fail(str(e))
+    except (ValueError, FileExistsError, FolderBusy, WriteError) as e:
+        _fail(escape(str(e)))
     except KeyboardInterrupt:
-        _fail(f"interrupted: the traces written so far are whole and listed in {outp / 'manifest.json'}; "
-              f"finish with: traceprobe record --out {outp} --resume", code=130)
+        _fail(escape(f"interrupted: the traces written so far are whole and listed in {outp / 'manifest.json'}; "
+                     f"finish with: traceprobe record --out {outp} --resume"), code=130)
     except OSError as e:
-        _fail(f"cannot write to {outp}: {e.strerror or e}")
-    failed = [e for e in manifest["variants"] if e["status"] == "failed"]
+        _fail(escape(f"cannot write to {outp}: {e.strerror or e}"))
+    failed = [e for e in manifest.variants if e.status == "failed"]
     if perfetto:
-        _export_perfetto([outp / t for e in manifest["variants"] if e["status"] == "ok"
-                          for t in (e["trace"] if isinstance(e["trace"], list) else [e["trace"]])], outp)
-    err.print(f"traces and manifest in {outp}; next: traceprobe overlap-report {outp}", highlight=False)
+        _export_perfetto([outp / t for e in manifest.variants if e.status == "ok" for t in e.traces], outp)
+    err.print(escape(f"traces and manifest in {outp}; next: traceprobe overlap-report {outp}"), highlight=False)
     if failed:
         raise typer.Exit(1)
 
 
 def _record_target(script: Path | None, module: str | None, args: list[str], out: Path | None, device: str,
                    wait: int, warmup: int, active: int, repeat: int, record_shapes: bool, with_stack: bool, profile_memory: bool) -> None:
-    """``record --script/--module``: run the target under traceprobe.runner and exit with its exit code."""
-    from . import runner
+    """``record --script/--module``: run the target under traceprobe.recording.runner and exit with its exit code."""
+    from rich.markup import escape
 
-    if device not in ("auto", "cuda", "cpu"):
-        _fail(f"--device must be auto, cuda or cpu, not {device!r}")
+    from .fileio import WriteError
+    from .recording import runner
+    from .recording.environment import resolve_device
+    from .recording.folder_lock import FolderBusy
+
     try:
+        cuda = resolve_device(device) == "cuda"
         code, cap = runner.run(script=script, module=module, args=args, out=out, wait=wait, warmup=warmup, active=active,
                                repeat=repeat, record_shapes=record_shapes, with_stack=with_stack, profile_memory=profile_memory,
-                               cuda={"auto": None, "cuda": True, "cpu": False}[device])
+                               cuda=cuda)
     except runner.TargetNotFound as e:
-        _fail(str(e), code=e.code)
-    except ValueError as e:
-        _fail(str(e))
+        _fail(escape(str(e)), code=e.code)
+    except (ValueError, FolderBusy, WriteError) as e:
+        _fail(escape(str(e)))
     except OSError as e:
-        _fail(f"cannot write to {out}: {e.strerror or e}")
+        _fail(escape(f"cannot write to {out}: {e.strerror or e}"))
     names = ", ".join(p.name for p in cap.trace_paths) or "no trace"
-    err.print(f"traceprobe: {names} and manifest in {cap.out}; next: traceprobe overlap-report {cap.out}", highlight=False, soft_wrap=True)
+    err.print(escape(f"traceprobe: {names} and manifest in {cap.out}; next: traceprobe overlap-report {cap.out}"), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

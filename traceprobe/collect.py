@@ -10,16 +10,15 @@ are still reported.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from .analysis.report import OverlapReport, overlap_report
 from .analysis.summary import Summary, summarize
 from .errors import Failure, TraceFormatError
+from .manifest import info_for as manifest_info
 from .trace import load_trace
 
 __all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "manifest_info"]
@@ -56,33 +55,6 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
             seen.add(r)
             unique.append(f)
     return unique, failures
-
-
-def manifest_info(trace_file: Path) -> dict[str, Any]:
-    """What ``manifest.json`` beside ``trace_file`` says of it (empty if nothing).
-
-    Keys: ``workload``, ``variant``, ``wall_s``, ``description``, ``params``,
-    ``devices``, ``rank`` and ``steps`` (``record --script``: the trace's rank and
-    its window's first and last step), ``order`` (the variant's position in the manifest: ``record``
-    writes each workload's baseline first) and the manifest's ``environment``.
-    """
-    m = trace_file.parent / "manifest.json"
-    if not m.is_file():
-        return {}
-    try:
-        doc = json.loads(m.read_text())
-    except (OSError, ValueError):
-        return {}
-    for order, e in enumerate(doc.get("variants", []) if isinstance(doc, dict) else []):
-        t = e.get("trace")
-        names = t if isinstance(t, list) else [t]
-        if trace_file.name in names:
-            info = {k: e[k] for k in ("workload", "variant", "wall_s", "description", "params", "devices", "rank", "steps") if k in e}
-            info["order"] = order
-            env = doc.get("environment") or {}
-            info["environment"] = {k: env.get(k) for k in ("host", "torch", "cuda", "devices") if k in env}
-            return info
-    return {}
 
 
 def analyze_file(path: str | Path) -> OverlapReport | Failure:

@@ -1,18 +1,62 @@
-"""Atomic file writes: a temporary name in the same folder, then a rename.
+"""The one way traceprobe writes a file: atomically, never half-written under its final name.
 
-A reader never sees a half-written file under its final name, and a crash leaves
-only a hidden ``.<name>.*.tmp`` file behind (``record`` removes stale ones).
+Every file traceprobe writes (traces, ``manifest.json``, reports, plots,
+``.pftrace``) goes through :func:`atomic_open` or :func:`atomic_write`:
+
+1. the data goes to a temporary file in the destination's folder, named
+   ``.<final name>.traceprobe-<8 random characters>.tmp`` (:data:`TEMP_PATTERN`);
+2. it is flushed and ``fsync``-ed;
+3. it is renamed over the final name (``os.replace``), or, with
+   ``exclusive=True``, hard-linked to it, which fails rather than replace a file.
+
+A reader therefore sees the old file or the new one, never a mix. If anything
+fails (full disk, read-only folder, an exception in the caller's block), the
+temporary file is removed, the old file is left as it was, and a
+:class:`WriteError` (an ``OSError``) says why in one line. A process killed
+mid-write leaves only a temporary file; :func:`remove_stale_temps` removes those
+by their exact name pattern and nothing else (a user's ``.env.tmpl`` stays).
+
+Tools that insist on writing a file by name themselves (``torch.profiler``'s
+``export_chrome_trace``) get a scratch name with the same pattern from
+:func:`scratch_path`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import os
+import re
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+TEMP_MARK = ".traceprobe-"
+TEMP_PATTERN = re.compile(r"^\..+\.traceprobe-[a-z0-9_]{8}\.tmp(\.json)?$")
+"""Names of traceprobe's temporary files: ``.<name>.traceprobe-<mkstemp's 8 characters>.tmp``,
+plus ``.json`` for a profiler's scratch export (:func:`scratch_path`)."""
+GZIP_LEVEL = 6
+"""zlib's default: about the size of level 9 (torch's choice) in a fraction of the time."""
+
+
+class WriteError(OSError):
+    """A file could not be written; the old file, if any, is intact.
+
+    ``str(err)`` is one line, ``cannot write <path>: <reason>``; ``errno`` and
+    ``filename`` are those of the underlying ``OSError``.
+    """
+
+    def __init__(self, path: str | Path, cause: BaseException) -> None:
+        reason = (cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)) or type(cause).__name__
+        super().__init__(getattr(cause, "errno", None), " ".join(reason.split()), str(path))
+        self.path = str(path)
+        self.reason = " ".join(reason.split())
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
 
 
 def _umask_mode() -> int:
@@ -21,36 +65,146 @@ def _umask_mode() -> int:
     return 0o666 & ~mask
 
 
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # not possible everywhere (Windows); the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _commit(tmp: Path, dest: Path, exclusive: bool) -> None:
+    if not exclusive:
+        os.replace(tmp, dest)
+        return
+    try:
+        os.link(tmp, dest)  # fails if dest exists: atomic and never clobbers
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here (some network or FAT file systems): check, then rename
+        if dest.exists():
+            raise FileExistsError(17, "File exists", str(dest)) from None
+        os.rename(tmp, dest)
+        return
+    tmp.unlink()
+
+
+def scratch_path(folder: str | Path, name: str, suffix: str = "") -> Path:
+    """A new, empty file in ``folder`` named by :data:`TEMP_PATTERN`, for tools that write a file by name.
+
+    ``suffix`` may be ``""`` or ``".json"`` (torch's exporter gzips a name ending
+    in ``.gz``). The caller removes the file; :func:`remove_stale_temps` removes a leftover.
+
+    Raises:
+        ValueError: another suffix.
+    """
+    if suffix not in ("", ".json"):
+        raise ValueError(f"scratch suffix must be '' or '.json', not {suffix!r}")
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}{TEMP_MARK}", suffix=".tmp" + suffix, dir=folder)
+    os.close(fd)
+    os.chmod(tmp, _umask_mode())
+    return Path(tmp)
+
+
 @contextlib.contextmanager
-def atomic_open(path: str | Path, compress: bool | None = None) -> Iterator[IO[bytes]]:
-    """Open ``path`` for binary writing through a temporary file renamed on success.
+def scratch_file(folder: str | Path, name: str) -> Iterator[Path]:
+    """:func:`scratch_path` as a context: the file is removed when the block ends."""
+    p = scratch_path(folder, name)
+    try:
+        yield p
+    finally:
+        p.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_open(
+    path: str | Path, *, text: bool = False, compress: bool | None = None, exclusive: bool = False
+) -> Iterator[IO[Any]]:
+    """Open ``path`` for writing through a temporary file committed when the block ends.
 
     Args:
         path: final file name; its folder must exist.
-        compress: gzip the stream (default: when the name ends in ``.gz``).
+        text: yield a UTF-8 text stream (``str``) instead of a binary one.
+        compress: gzip the stream, level :data:`GZIP_LEVEL`, mtime 0 (default:
+            when the name ends in ``.gz``).
+        exclusive: never replace an existing ``path``: ``FileExistsError`` instead.
 
-    On an exception the temporary file is removed and ``path`` is untouched.
+    Raises:
+        FileExistsError: ``exclusive`` and ``path`` exists (nothing written).
+        WriteError: the folder is missing or read-only, the disk is full, any
+            other ``OSError`` while writing; the old file is intact.
+        Exceptions of the caller's block propagate unchanged (the temporary file
+        is removed, the old file is intact).
     """
     p = Path(path)
     gz = p.name.endswith(".gz") if compress is None else compress
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.chmod(tmp, _umask_mode())
     try:
-        with os.fdopen(fd, "wb") as raw:
-            if gz:
-                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
-                    yield f
-            else:
-                yield raw
+        tmp = scratch_path(p.parent, p.name)
+    except OSError as e:
+        raise WriteError(p, e) from e
+    try:
+        with open(tmp, "wb") as raw:
+            gzf = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) if gz else None
+            stream: IO[Any] = gzf if gzf is not None else raw  # pyright: ignore[reportAssignmentType]
+            wrapper = io.TextIOWrapper(stream, encoding="utf-8", newline="") if text else None
+            try:
+                yield wrapper if wrapper is not None else stream
+                if wrapper is not None:
+                    wrapper.detach()  # flushes into stream; the wrapper no longer owns it
+                if gzf is not None:
+                    gzf.close()  # the gzip trailer
+            except BaseException:
+                with contextlib.suppress(Exception):  # the file is dropped: close quietly
+                    (wrapper or stream).close()
+                raise
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _commit(tmp, p, exclusive)
+        _fsync_dir(p.parent)
+    except (FileExistsError, WriteError):
         raise
+    except OSError as e:
+        raise WriteError(p, e) from e
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write(path: str | Path, data: bytes | str, *, compress: bool | None = None, exclusive: bool = False) -> None:
+    """Write ``data`` (``str`` as UTF-8) to ``path`` atomically; see :func:`atomic_open` for the rest."""
+    with atomic_open(path, text=isinstance(data, str), compress=compress, exclusive=exclusive) as f:
+        f.write(data)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (see :func:`atomic_open`); never gzips."""
-    with atomic_open(path, compress=False) as f:
-        f.write(data)
+    """``atomic_write(path, data, compress=False)``: bytes as given, whatever the name."""
+    atomic_write(path, data, compress=False)
+
+
+def remove_stale_temps(folder: str | Path, older_than_s: float = 0.0) -> list[Path]:
+    """Remove traceprobe's leftover temporary files in ``folder`` (not recursive).
+
+    Only names matching :data:`TEMP_PATTERN` are touched, and only those last
+    modified more than ``older_than_s`` seconds ago (so a writer still busy in
+    another process keeps its file). Returns the files removed.
+    """
+    removed: list[Path] = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for e in entries:
+        if not TEMP_PATTERN.match(e.name):
+            continue
+        try:
+            if e.is_file(follow_symlinks=False) and now - e.stat(follow_symlinks=False).st_mtime >= older_than_s:
+                os.unlink(e.path)
+                removed.append(Path(e.path))
+        except OSError:
+            pass
+    return removed

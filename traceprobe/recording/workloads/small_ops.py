@@ -26,6 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .base import Context, Variant, Workload, synchronize
 
+N_STREAMS = 4
+"""CUDA streams of the multi-stream variant."""
+N_THREADS = 4
+"""Host threads of the cpu-threads variant."""
+
 
 def _ops(x, count: int) -> None:  # noqa: ANN001
     for _ in range(count):
@@ -37,8 +42,8 @@ def small_ops(ctx: Context) -> list[Variant]:
 
     n = ctx.pick(64, 64, ctx.size)
     count = ctx.pick(2000, 200, ctx.repeat)
-    n_streams = int(ctx.extra.get("streams", 4))
-    n_threads = int(ctx.extra.get("threads", 4))
+    n_streams = N_STREAMS
+    n_threads = N_THREADS
     block = 8  # ops per stream switch: a context switch per op would dominate
     params = {"size": n, "ops": count, "op": "x.mm(x).add_(x)", "dtype": "float32"}
     need = 4 * n * n * 16

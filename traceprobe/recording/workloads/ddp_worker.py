@@ -3,16 +3,16 @@
 Usage (what the launcher runs)::
 
     python -m torch.distributed.run --standalone --nproc-per-node N \\
-        -m traceprobe.workloads.ddp_worker --out DIR --stem STEM --device cuda|cpu \\
-        --wall-json FILE --width W --layers L --batch B --steps S
+        -m traceprobe.recording.workloads.ddp_worker --out DIR --workload W --variant V \\
+        --device cuda|cpu --wall-json FILE --width W --layers L --batch B --steps S
 
 Each rank trains the ``data-parallel`` model wrapped in DistributedDataParallel
 (NCCL on ``cuda:<local rank>``, gloo on the CPU): one warm-up step, ``S`` timed
 steps (synchronized, not profiled), then five steps under ``torch.profiler`` with
 ``schedule(wait=1, warmup=1, active=3)``; the three active steps appear as
-``ProfilerStep#2..4`` in ``DIR/STEM.rank<r>.pt.trace.json.gz`` (written to a
-temporary name, then renamed), whose ``distributedInfo`` carries the rank. Rank 0
-writes ``{"wall_s", "profiled_wall_s", ...}`` to ``FILE``.
+``ProfilerStep#2..4`` in ``DIR/W.V.rank<r>.pt.trace.json.gz`` (written
+atomically), whose ``distributedInfo`` carries the rank. Rank 0 writes
+``{"wall_s", "profiled_wall_s", ...}`` to ``FILE`` (atomically).
 """
 
 from __future__ import annotations
@@ -21,21 +21,24 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from .data_parallel import TRACE_SUFFIX, make_batch, make_model, train
+from ...fileio import atomic_write
+from ...manifest import trace_name
+from ..trace_files import write_trace
+from .data_parallel import make_batch, make_model, train
 
 WAIT, WARMUP, ACTIVE = 1, 1, 3
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m traceprobe.workloads.ddp_worker")
+    ap = argparse.ArgumentParser(prog="python -m traceprobe.recording.workloads.ddp_worker")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--stem", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--variant", required=True)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--wall-json", type=Path, required=True)
     ap.add_argument("--width", type=int, required=True)
@@ -47,17 +50,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 def _exporter(out: Path, dest_name: str):  # noqa: ANN202
     def on_trace_ready(prof) -> None:  # noqa: ANN001
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest_name}.", suffix=".tmp.json.gz", dir=out)
-        os.close(fd)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        try:
-            prof.export_chrome_trace(tmp)  # gzipped: the name ends in .gz
-            os.replace(tmp, out / dest_name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_trace(prof, out, lambda _: dest_name, exclusive=False)
 
     return on_trace_ready
 
@@ -99,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         sched = schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
-        ready = _exporter(a.out, f"{a.stem}.rank{rank}{TRACE_SUFFIX}")
+        ready = _exporter(a.out, trace_name(a.workload, a.variant, rank))
         with profile(activities=acts, schedule=sched, on_trace_ready=ready) as prof:
             for i in range(WAIT + WARMUP + ACTIVE):
                 if i == WAIT + WARMUP:
@@ -114,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         if rank == 0:
             info = {"wall_s": wall, "timed_steps": a.steps, "profiled_wall_s": profiled, "profiled_steps": ACTIVE,
                     "world_size": dist.get_world_size(), "backend": dist.get_backend()}
-            a.wall_json.write_text(json.dumps(info) + "\n")
+            atomic_write(a.wall_json, json.dumps(info) + "\n")
     finally:
         dist.destroy_process_group()
 

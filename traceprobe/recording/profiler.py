@@ -9,51 +9,27 @@
             cap.step()                              # or traceprobe.step()
     print(cap.report())                             # OverlapReport of cap.trace_path
 
-``traceprobe record --script/--module`` (:mod:`traceprobe.runner`) runs a whole
+``traceprobe record --script/--module`` (:mod:`traceprobe.recording.runner`) runs a whole
 program inside one capture.
 
 Windows
     Code that never calls :meth:`Capture.step` (or :func:`step`) is profiled
-    whole: one trace, variant ``run``, from ``start`` to ``stop``. Code that
-    calls it is profiled in windows chosen by a ``torch.profiler.schedule`` of
-    ``wait``, ``warmup``, ``active`` and ``repeat`` steps, with torch's meaning:
-    step *n* runs from the *n*-th ``step()`` call to the next (step 0 from the
-    start to the first call), each cycle skips ``wait`` steps, warms the
-    profiler up for ``warmup`` steps and records ``active`` steps, and
-    ``repeat`` cycles are done (0: until the run ends). Each recorded window is
-    written as soon as it ends, as its own trace named by its steps
-    (``<name>.steps2-4[.rankR].pt.trace.json.gz``), holding ``ProfilerStep#N``
-    annotations. Step 0 (imports, set-up, the first iteration: one-time costs)
-    is never in a window; with ``wait=0`` the first cycle starts at step 1.
-    Until the first ``step()`` call the run is recorded as if it were to be
-    profiled whole; that recording is dropped at the first call.
-
-Default window: ``wait=1, warmup=1, active=3, repeat=1`` (torch's documented
-example), so steps 2-4 of a run: one trace. The aim is a trace under about
-100 MB of JSON (a few MB gzipped), which Perfetto UI opens in seconds: it runs
-in a browser tab, whose memory (about 2 GB typically, per Perfetto's "large
-traces" page) must hold the parsed trace, several times the JSON's size. Three
-steps of real training stay well inside that: a 12-layer transformer encoder
-(d=512, 16x256 tokens, AdamW) on an H200 wrote 9 MB of JSON (0.7 MB gzipped,
-36,000 events) for 3 steps, 16.5 MB with ``record_shapes`` and ``with_stack``;
-a model ten times that size still fits. Raise ``active`` for short steps,
-``repeat`` (one trace each) to follow a long run. A run profiled whole has no
-such bound: a trace over :data:`LARGE_TRACE_BYTES` of JSON gets a warning.
+    whole: one trace, variant ``run``. Code that calls it is profiled in
+    windows of steps, one trace each: see :mod:`traceprobe.recording.windows`
+    (by default steps 2-4, one trace). A run profiled whole has no size bound:
+    a trace over :data:`LARGE_TRACE_BYTES` of JSON gets a warning.
 
 Files
-    Traces go to ``out`` (default ``runs/<name>-<YYYYmmdd-HHMMSS>``;
-    ``runs/train.py-...`` for ``record --script train.py``), written
-    atomically (a hidden temporary name in the same folder, then a hard link
-    that fails rather than replace a file) and never over an existing file: a
-    name already taken gets ``-2``, ``-3``... after its variant. A window cut
-    short by the end of the run or a failure is written as
-    ``steps6-8-partial`` when at least one of its steps ended, and dropped
-    otherwise; a whole run is written however it ended. Both are listed as
-    ``partial`` unless complete. ``manifest.json`` lists the command line, the
-    environment (GPUs, driver, torch, CUDA, NCCL), each process (rank, target,
-    options, exit code) and each trace; it is rewritten atomically under an exclusive lock
-    (``.manifest.lock``) each time a trace is written, so several ranks can
-    share one folder.
+    Traces go to ``out`` (default ``runs/<name>-<YYYYmmdd-HHMMSS>``), written
+    atomically (:mod:`traceprobe.fileio`), never over an existing file: a taken
+    name gets ``-2``, ``-3``... after its variant. A window cut short by the end
+    of the run or a failure is written as ``steps6-8-partial`` when one of its
+    steps ended, else dropped; a whole run is written however it ended (status
+    ``partial`` unless complete). ``manifest.json`` (:mod:`traceprobe.manifest`)
+    lists the command line, the machine, each process (rank, target, options,
+    exit code) and each trace, rewritten under its lock after every trace, so
+    several ranks share one folder (a built-in ``record`` run cannot:
+    :mod:`traceprobe.recording.folder_lock`).
 
 Ranks
     Under torchrun (``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` set) trace names
@@ -63,8 +39,9 @@ Ranks
     ``init_process_group``, as in a whole-run trace) gets one with the rank, so
     ``overlap-report`` can summarize across ranks.
 
-Importing this module does not import torch; starting a capture does. The
-module itself is callable: ``traceprobe.capture(...)`` is :func:`capture`.
+Importing this module does not import torch; starting a capture does.
+``traceprobe.capture``, ``traceprobe.Capture`` and ``traceprobe.step`` are this
+module's :func:`capture`, :class:`Capture` and :func:`step`.
 """
 
 from __future__ import annotations
@@ -74,35 +51,21 @@ import datetime as _dt
 import os
 import socket
 import sys
-import tempfile
-import types
 import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from .capture_files import (  # noqa: F401 - part of this module's API
-    GZIP_LEVEL,
-    LOCK,
-    MANIFEST,
-    default_name,
-    default_out,
-    dist_env,
-    environment,
-    gzip_with_dist_info,
-    manifest_lock,
-    publish,
-)
+from .. import manifest as mf
+from .environment import dist_env, machine
+from .folder_lock import FolderLock
+from .trace_files import check_writable, default_name, default_out, dist_info, write_trace
+from .windows import Windows
 
 if TYPE_CHECKING:
-    from .analysis import OverlapReport
+    from ..analysis import OverlapReport
 
-DEFAULT_WAIT = 1
-DEFAULT_WARMUP = 1
-DEFAULT_ACTIVE = 3
-DEFAULT_REPEAT = 1
 LARGE_TRACE_BYTES = 256 * 2**20
 """JSON size above which a trace gets a warning: Perfetto UI may fail to open it."""
 
@@ -149,7 +112,7 @@ class Capture(contextlib.ContextDecorator):
         trace_paths: every trace written, in order.
         entries: their manifest entries (``status`` ``ok`` or ``partial``,
             ``steps`` [first, last] or None for a whole run, ``trace`` file name).
-        steps: ``step()`` calls in the current (or last) session.
+        steps: ``step()`` calls since the current (or last) start.
         notes: the messages about the run (also printed when ``echo``).
     """
 
@@ -158,10 +121,10 @@ class Capture(contextlib.ContextDecorator):
         out: str | Path | None = None,
         *,
         name: str | None = None,
-        wait: int = DEFAULT_WAIT,
-        warmup: int = DEFAULT_WARMUP,
-        active: int = DEFAULT_ACTIVE,
-        repeat: int = DEFAULT_REPEAT,
+        wait: int = Windows.wait,
+        warmup: int = Windows.warmup,
+        active: int = Windows.active,
+        repeat: int = Windows.repeat,
         record_shapes: bool = False,
         with_stack: bool = False,
         profile_memory: bool = False,
@@ -170,14 +133,11 @@ class Capture(contextlib.ContextDecorator):
         command: list[str] | None = None,
         echo: bool = True,
     ) -> None:
-        for k, v, lo in (("wait", wait, 0), ("warmup", warmup, 0), ("active", active, 1), ("repeat", repeat, 0)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise ValueError(f"{k} must be an integer >= {lo}, not {v!r}")
+        self.windows = Windows(wait, warmup, active, repeat)
         self.name = name or default_name()
         if "/" in self.name or "\\" in self.name or self.name.startswith("."):
             raise ValueError(f"name must be a plain file-name part, not {self.name!r}")
         self.out: Path | None = Path(out) if out is not None else None
-        self.wait, self.warmup, self.active, self.repeat = wait, warmup, active, repeat
         self.record_shapes, self.with_stack, self.profile_memory = record_shapes, with_stack, profile_memory
         self.cuda = cuda
         self.target = dict(target or {})
@@ -185,15 +145,15 @@ class Capture(contextlib.ContextDecorator):
         self.echo = echo
         self.rank, self.local_rank, self.world_size = dist_env()
         self.trace_paths: list[Path] = []
-        self.entries: list[dict[str, Any]] = []
+        self.entries: list[mf.Entry] = []
         self.notes: list[str] = []
         self.steps = 0
         self._prof: Any = None
         self._mode: str | None = None  # "run" (no step yet) or "steps"
         self._stepping = False
-        self._session = 0
+        self._starts = 0
+        self._lock: FolderLock | None = None
         self._process: dict[str, Any] = {}
-        self._sched: Callable[[int], Any] | None = None
 
     # -- public -------------------------------------------------------------
 
@@ -221,7 +181,7 @@ class Capture(contextlib.ContextDecorator):
                 "a script run by 'traceprobe record' should call traceprobe.step(), not start its own capture"
             )
         import torch
-        from torch.profiler import ProfilerActivity, schedule
+        from torch.profiler import ProfilerActivity
 
         has_cuda = torch.cuda.is_available()
         if self.cuda and not has_cuda:
@@ -229,14 +189,11 @@ class Capture(contextlib.ContextDecorator):
         use_cuda = has_cuda if self.cuda is None else bool(self.cuda)
         self._activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if use_cuda else [])
         self._use_cuda = use_cuda
-        skip = 1 if self.wait == 0 else 0  # step 0 is never in a window
-        self._sched = schedule(wait=self.wait, warmup=self.warmup, active=self.active, repeat=self.repeat, skip_first=skip)
-        from .record import check_writable
-
         if self.out is None:
             self.out = default_out(self.name)
         check_writable(self.out)
-        self._session += 1
+        self._lock = FolderLock(self.out, shared=True)  # ranks share a folder; a built-in record run does not
+        self._starts += 1
         self.steps = 0
         now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self._process = {
@@ -249,13 +206,13 @@ class Capture(contextlib.ContextDecorator):
             "command": self.command if self.command is not None else list(sys.argv),
             "target": self.target or None,
             "options": {
-                "wait": self.wait, "warmup": self.warmup, "active": self.active, "repeat": self.repeat,
+                **self.windows.options(),
                 "record_shapes": self.record_shapes, "with_stack": self.with_stack,
                 "profile_memory": self.profile_memory, "cuda": use_cuda,
             },
             "started": now,
             "status": "running",
-            "environment": environment(),
+            "environment": machine(with_ranks=True),
         }
         self._update_manifest()
         # torch warns, once per process, that each cycle drops the last one's events: one trace per window is the intent
@@ -304,8 +261,8 @@ class Capture(contextlib.ContextDecorator):
             self._note(f"could not stop the profiler or write the trace: {type(e).__name__}: {e}")
         finally:
             _ACTIVE = None
-        if mode == "steps" and not [e for e in self.entries if e.get("session") == self._session]:
-            first = self._first_window()
+        if mode == "steps" and not [e for e in self.entries if e.extra.get("start") == self._starts]:
+            first = self.windows.first()
             self._note(
                 f"no trace written: the run ended after {self.steps} step(s), before a step of the first window "
                 f"(steps {first[0]}-{first[1]}) ended; lower --wait/--warmup/--active"
@@ -321,6 +278,9 @@ class Capture(contextlib.ContextDecorator):
             }
         )
         self._update_manifest()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def report(self, path: str | Path | None = None) -> OverlapReport:
         """The :class:`~traceprobe.analysis.OverlapReport` of ``path`` (default: :attr:`trace_path`).
@@ -332,11 +292,10 @@ class Capture(contextlib.ContextDecorator):
         p = Path(path) if path is not None else self.trace_path
         if p is None:
             raise RuntimeError("no trace written yet" + (f": {self.notes[-1]}" if self.notes else ""))
-        from .analysis import overlap_report
-        from .collect import manifest_info
-        from .trace import load_trace
+        from ..analysis import overlap_report
+        from ..trace import load_trace
 
-        return overlap_report(load_trace(p), manifest_info(p))
+        return overlap_report(load_trace(p), mf.info_for(p))
 
     def reports(self) -> list[OverlapReport]:
         """The overlap report of every trace written, in order."""
@@ -378,22 +337,11 @@ class Capture(contextlib.ContextDecorator):
             **kw,
         )
 
-    def _active(self, n: int) -> bool:
-        from torch.profiler import ProfilerAction
-
-        return self._sched(n) in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
-
-    def _first_window(self) -> tuple[int, int] | None:
-        for n in range(0, 1 + self.wait + self.warmup + self.active + 1):
-            if self._active(n):
-                return n, n + self.active - 1
-        return None
-
     def _to_steps(self) -> None:
         """First step() call: drop the whole-run recording, continue under the schedule at step 1."""
         self._prof.__exit__(None, None, None)
         self._prof = None
-        prof = self._profile(schedule=self._sched, on_trace_ready=self._on_trace_ready)
+        prof = self._profile(schedule=self.windows.schedule, on_trace_ready=self._on_trace_ready)
         prof.__enter__()  # step 0: the schedule says NONE, nothing recorded
         prof.step()  # now at step 1, as this capture's count says
         self._prof = prof
@@ -402,10 +350,7 @@ class Capture(contextlib.ContextDecorator):
     def _on_trace_ready(self, prof: Any) -> None:
         try:
             complete = self._stepping  # from step(): the window's last step ended
-            last = prof.step_num - 1 if complete else prof.step_num
-            first = last
-            while first > 0 and self._active(first - 1):
-                first -= 1
+            first, last = self.windows.ending(prof.step_num, complete)
             if complete:
                 self._write(prof, f"steps{first}-{last}", [first, last], "ok")
             elif last > first:  # cut short, but at least one step of it ended
@@ -415,53 +360,18 @@ class Capture(contextlib.ContextDecorator):
         except Exception as e:  # noqa: BLE001 - never break the profiled loop
             self._note(f"could not write a trace: {type(e).__name__}: {e}")
 
-    def _dist_info(self) -> dict[str, Any] | None:
-        if self.rank is None:
-            return None
-        info: dict[str, Any] = {"rank": self.rank, "world_size": self.world_size}
-        try:
-            import torch.distributed as dist
-
-            if dist.is_available() and dist.is_initialized():
-                info.update({"backend": dist.get_backend(), "rank": dist.get_rank(), "world_size": dist.get_world_size()})
-        except Exception:  # noqa: BLE001 - informational
-            pass
-        info["source"] = "traceprobe (torchrun environment)"
-        return info
-
     def _write(self, prof: Any, variant: str, steps: list[int] | None, status: str) -> None:
-        from .record import _umask_mode, trace_name
-
         out = self.out
         assert out is not None
-        name = trace_name(self.name, variant, self.rank)
-        fd, raw = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp.json", dir=out)
-        os.close(fd)
-        gz = Path(raw[: -len(".json")] + ".json.gz")
-        try:
-            prof.export_chrome_trace(raw)
-            size = os.path.getsize(raw)
-            gzip_with_dist_info(Path(raw), gz, self._dist_info())
-            os.chmod(gz, _umask_mode())
-            dest = publish(gz, out, lambda i: trace_name(self.name, variant if i == 1 else f"{variant}-{i}", self.rank))
-        finally:
-            Path(raw).unlink(missing_ok=True)
-            gz.unlink(missing_ok=True)
-        entry = {
-            "workload": self.name,
-            "variant": variant,
-            "description": "whole run" if steps is None else f"steps {steps[0]}-{steps[1]}",
-            "status": status,
-            "trace": dest.name,
-            "rank": self.rank,
-            "steps": steps,
-            "session": self._session,
-            "pid": os.getpid(),
-            "json_bytes": size,
-            "device": "cuda" if self._use_cuda else "cpu",
-        }
-        if status == "partial":
-            entry["reason"] = "the run ended or failed before this window's last step ended"
+        dest, size = write_trace(prof, out, lambda i: mf.trace_name(self.name, variant if i == 1 else f"{variant}-{i}", self.rank),
+                                 dist_info=dist_info(self.rank, self.world_size))
+        entry = mf.Entry(
+            workload=self.name, variant=variant, status=status, traces=[dest.name],
+            description="whole run" if steps is None else f"steps {steps[0]}-{steps[1]}",
+            reason="the run ended or failed before this window's last step ended" if status == "partial" else None,
+            device="cuda" if self._use_cuda else "cpu", rank=self.rank, steps=steps,
+            extra={"start": self._starts, "pid": os.getpid(), "json_bytes": size},
+        )
         self.trace_paths.append(dest)
         self.entries.append(entry)
         self._update_manifest()
@@ -472,23 +382,10 @@ class Capture(contextlib.ContextDecorator):
             )
 
     def _update_manifest(self) -> None:
-        """Merge this process's entry and traces into ``manifest.json`` under the folder's lock."""
-        from .record import load_manifest, write_manifest
-
-        out = self.out
-        assert out is not None
-        with manifest_lock(out):
-            m = load_manifest(out)
-            m.setdefault("traceprobe", __version__)
-            m.setdefault("created", self._process.get("started"))
-            m.setdefault("command", self._process.get("command"))
-            m.setdefault("environment", self._process.get("environment"))
-            procs = [p for p in m.get("processes", []) if p.get("id") != self._process.get("id")]
-            m["processes"] = sorted(procs + [self._process], key=lambda p: (p.get("rank") is None, p.get("rank") or 0, str(p.get("started"))))
-            mine = {e["trace"] for e in self.entries}
-            others = [e for e in m.get("variants", []) if e.get("trace") not in mine]
-            m["variants"] = others + list(self.entries)
-            write_manifest(out, m)
+        """Merge this process and its traces into ``manifest.json`` under the folder's lock."""
+        assert self.out is not None
+        proc, mine = self._process, list(self.entries)
+        mf.update(self.out, lambda m: m.put_process(proc, mine))
 
 
 def capture(out: str | Path | Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -499,15 +396,4 @@ def capture(out: str | Path | Callable[..., Any] | None = None, **options: Any) 
     """
     if callable(out) and not isinstance(out, (str, os.PathLike)):
         return Capture(**options)(out)
-    return Capture(out, **options)
-
-
-class _CallableModule(types.ModuleType):
-    """This module's type: ``traceprobe.capture`` is this module (Python binds a
-    package's submodule to its name), so calling it calls :func:`capture`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return capture(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+    return Capture(out if out is None or isinstance(out, Path) else Path(out), **options)

@@ -31,9 +31,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .base import Context, Skip, Variant, Workload, synchronize
+from ..launch import run_job
+from .base import Context, Variant, Workload, synchronize
 
-TRACE_SUFFIX = ".pt.trace.json.gz"
 DDP_TIMEOUT_S = 600
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 """Set for every torchrun launch: NVLink multicast must stay off on the GPU machines."""
@@ -102,37 +102,31 @@ def data_parallel(ctx: Context) -> list[Variant]:
     ddp_params = {**params, "ranks": n, "backend": "nccl" if ctx.cuda else "gloo", "per_rank_batch": per_gpu,
                   "profiled_steps": 3}  # wall_s: `steps` unprofiled steps on rank 0
 
-    def launcher(out_dir: Path, stem: str, force: bool) -> tuple[list[str], float]:
-        out_dir = Path(out_dir)
-        names = [f"{stem}.rank{r}{TRACE_SUFFIX}" for r in range(n)]
-        if not force and any((out_dir / name).exists() for name in names):
-            raise Skip("traces exist; pass --force")
-        for name in names:  # so a run that writes nothing cannot pass off old traces as new
-            (out_dir / name).unlink(missing_ok=True)
+    def launcher(out_dir: Path, workload: str) -> float:
         env = {**os.environ, **MULTICAST_OFF}
-        root = str(Path(__file__).resolve().parents[2])  # so the workers import this traceprobe
+        root = str(Path(__file__).resolve().parents[3])  # so the workers import this traceprobe
         env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         tmp = Path(tempfile.mkdtemp(prefix="traceprobe-ddp-"))
         cmd = [
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n),
-            "-m", "traceprobe.workloads.ddp_worker", "--out", str(out_dir), "--stem", stem,
+            "-m", "traceprobe.recording.workloads.ddp_worker", "--out", str(out_dir), "--workload", workload, "--variant", "ddp",
             "--device", ctx.device, "--wall-json", str(tmp / "wall.json"), *_worker_sizes(width, layers, per_gpu, steps),
         ]
         try:
             try:
-                p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=DDP_TIMEOUT_S)
+                p = run_job(cmd, env, DDP_TIMEOUT_S)
             except subprocess.TimeoutExpired as e:
                 raise RuntimeError(f"torchrun did not finish in {DDP_TIMEOUT_S} s: {_tail(e.stderr)}") from None
             if p.returncode != 0:
                 raise RuntimeError(f"torchrun exited with {p.returncode}: {_tail(p.stderr)}")
-            missing = [name for name in names if not (out_dir / name).is_file()]
-            if missing:
-                raise RuntimeError(f"torchrun finished but wrote no {', '.join(missing)}: {_tail(p.stderr)}")
-            info = json.loads((tmp / "wall.json").read_text())
+            try:
+                info = json.loads((tmp / "wall.json").read_text())
+            except (OSError, ValueError):
+                raise RuntimeError(f"torchrun finished but rank 0 noted no wall time: {_tail(p.stderr)}") from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         ddp_params["profiled_wall_s"] = info["profiled_wall_s"]  # the 3 active steps, under the profiler
-        return names, float(info["wall_s"])
+        return float(info["wall_s"])
 
     def no_setup() -> Callable[[], None]:
         raise RuntimeError("the ddp variant runs through its launcher")
@@ -143,7 +137,7 @@ def data_parallel(ctx: Context) -> list[Variant]:
         Variant("dataparallel", f"the same steps through nn.DataParallel over {n} GPUs: expect weight broadcasts and gradient reduction through GPU 0",
                 lambda: setup_with(True), gpus=2, gpu_bytes=need, params={**params, "replicas": n if ctx.cuda else 1}),
         Variant("ddp", f"the same steps with DistributedDataParallel, {n} processes via torchrun: expect all-reduce overlapping backward on every rank",
-                no_setup, gpus=2, gpu_bytes=need, params=ddp_params, launcher=launcher),
+                no_setup, gpus=2, gpu_bytes=need, params=ddp_params, ranks=n, launcher=launcher),
     ]
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from .base import Context, Skip, Variant, Workload
 from .branches import BRANCHES
+from .compute_copy import COMPUTE_COPY
+from .cpu_gpu import CPU_GPU
 from .data_parallel import DATA_PARALLEL
 from .model_parallel import MODEL_PARALLEL
-from .seeds import COMPUTE_COPY, CPU_GPU, MULTI_GPU
+from .multi_gpu import MULTI_GPU
 from .small_ops import SMALL_OPS
 from .streams import STREAMS
 from .tile_parallel import TILE_PARALLEL

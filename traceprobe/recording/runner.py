@@ -1,4 +1,4 @@
-"""Run a Python script or module under a :class:`~traceprobe.capture.Capture`, as ``python`` would.
+"""Run a Python script or module under a :class:`~traceprobe.recording.profiler.Capture`, as ``python`` would.
 
 ``traceprobe record --script train.py -- ARGS`` and ``--module pkg.train -- ARGS``
 call :func:`run`. The target runs in this process through :mod:`runpy`, as
@@ -14,7 +14,7 @@ by ``os._exit``, keeps the traces already written; its manifest entry stays
 ``running``.)
 
 Steps: the target calls ``traceprobe.step()`` once per iteration to be
-profiled in windows (see :mod:`traceprobe.capture`); without such calls the
+profiled in windows (see :mod:`traceprobe.recording.windows`); without such calls the
 whole run is one trace. Under torchrun, run one ``traceprobe record`` per rank::
 
     torchrun --nproc-per-node 8 -m traceprobe record --script train.py -- --epochs 1
@@ -23,6 +23,14 @@ Every rank writes ``<name>...rank<R>.pt.trace.json.gz`` into the same folder
 (the default folder is named after torchrun's start time, so the ranks of a
 node agree on it; give ``--out`` on a shared file system across nodes, or
 under a launcher that does not start the ranks itself).
+
+The target's module globals are kept alive until the interpreter exits, as
+``python`` keeps ``__main__``'s. Freeing them earlier (as ``runpy`` does when it
+returns) destroys what the program left in them, a DDP model for one, while the
+interpreter runs: with gloo on torch 2.13 the process group's destructor then
+joins its worker thread while holding the GIL, and that thread, freeing the
+last all-reduce, waits for the GIL: the rank hangs for ever after writing its
+trace. At interpreter exit the same objects are freed without that wait.
 """
 
 from __future__ import annotations
@@ -34,7 +42,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .capture import Capture, default_out
+from .profiler import Capture
+from .trace_files import default_out
+
+_KEEP: list[dict[str, Any]] = []
+"""Globals of the targets run in this process, freed only at interpreter exit (see the module documentation)."""
 
 
 class TargetNotFound(Exception):
@@ -65,6 +77,16 @@ def _print_exception(e: BaseException) -> None:
     sys.stdout.flush()
     sys.excepthook(type(e), e.with_traceback(tb), tb)
     sys.stderr.flush()
+
+
+def _keep_target_globals(e: BaseException) -> None:
+    """Keep the globals of the target's outermost frame in ``e``'s traceback (its ``__main__`` dict)."""
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__") == "__main__" and os.path.abspath(tb.tb_frame.f_code.co_filename) not in _INTERNAL:
+            _KEEP.append(tb.tb_frame.f_globals)
+            return
+        tb = tb.tb_next
 
 
 def resolve(script: str | Path | None = None, module: str | None = None) -> tuple[str, str, str]:
@@ -117,7 +139,7 @@ def run(
         script, module: the target (exactly one).
         args: the target's arguments (its ``sys.argv[1:]``).
         out: output folder (default ``runs/<script-or-module>-<YYYYmmdd-HHMMSS>``).
-        options: :class:`~traceprobe.capture.Capture` options (``wait``,
+        options: :class:`~traceprobe.recording.profiler.Capture` options (``wait``,
             ``warmup``, ``active``, ``repeat``, ``record_shapes``,
             ``with_stack``, ``profile_memory``, ``cuda``, ``echo``).
 
@@ -151,18 +173,21 @@ def run(
         else:
             sys.path.insert(0, first)
         if kind == "script":
-            runpy.run_path(target, run_name="__main__")
+            _KEEP.append(runpy.run_path(target, run_name="__main__"))
         else:
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
+            _KEEP.append(runpy.run_module(target, run_name="__main__", alter_sys=True))
     except SystemExit as e:
+        _keep_target_globals(e)
         code, msg = _exit_code(e.code)
         if msg is not None:
             sys.stdout.flush()
             print(msg, file=sys.stderr, flush=True)
     except KeyboardInterrupt as e:
+        _keep_target_globals(e)
         _print_exception(e)
         code, error = 130, "KeyboardInterrupt"
     except BaseException as e:  # noqa: BLE001 - the target's failure becomes its exit code, as in python
+        _keep_target_globals(e)
         _print_exception(e)
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
         code, error = 1, f"{type(e).__name__}: {first_line}" if first_line else type(e).__name__

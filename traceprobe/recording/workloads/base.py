@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from ...manifest import trace_name
 
 
 class Skip(Exception):
@@ -34,7 +37,6 @@ class Context:
     gpus: int = 0
     size: int | None = None
     repeat: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def cuda(self) -> bool:
@@ -63,9 +65,11 @@ class Variant:
         gpus: GPUs the variant needs on a CUDA machine.
         gpu_bytes: rough GPU memory the variant needs on each GPU it uses, bytes.
         params: sizes and counts, recorded in the manifest.
-        launcher: if set, the variant runs in other processes and writes its own
-            traces: ``launcher(out_dir, stem, force)`` returns a list of trace
-            file names and the wall time in seconds (used by ``data-parallel``'s
+        ranks: processes the variant runs in (0: this one). With ranks, it writes
+            one trace per rank itself, through ``launcher``.
+        launcher: with ``ranks``: ``launcher(out_dir, workload)`` runs the
+            variant's processes, which write :meth:`trace_names` into
+            ``out_dir``, and returns the wall time in seconds (``data-parallel``'s
             torchrun variant). ``setup`` is then ignored.
     """
 
@@ -75,7 +79,14 @@ class Variant:
     gpus: int = 1
     gpu_bytes: int = 0
     params: dict[str, Any] = field(default_factory=dict)
-    launcher: Callable[..., tuple[list[str], float]] | None = None
+    ranks: int = 0
+    launcher: Callable[[Path, str], float] | None = None
+
+    def trace_names(self, workload: str) -> list[str]:
+        """The file names of the variant's traces (:func:`traceprobe.manifest.trace_name`), one per rank."""
+        if self.ranks:
+            return [trace_name(workload, self.name, r) for r in range(self.ranks)]
+        return [trace_name(workload, self.name)]
 
 
 @dataclass
@@ -85,6 +96,16 @@ class Workload:
     name: str
     description: str
     variants: Callable[[Context], list[Variant]]
+
+
+def products(x: Any, repeat: int) -> list[Any]:
+    """``repeat`` independent products ``x.mm(x)`` (the seeds' ``run``)."""
+    return [x.mm(x) for _ in range(repeat)]
+
+
+def mat_bytes(n: int) -> int:
+    """Bytes of one n x n float32 matrix."""
+    return 4 * n * n
 
 
 def synchronize(ctx: Context, *devices: int) -> None:

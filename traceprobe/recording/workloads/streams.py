@@ -20,13 +20,16 @@ from collections.abc import Callable
 
 from .base import Context, Variant, Workload, synchronize
 
+N_STREAMS = 4
+"""CUDA streams the multi-stream variant deals its products over."""
+
 
 def streams(ctx: Context) -> list[Variant]:
     import torch
 
     n = ctx.pick(1024, 64, ctx.size)
     repeat = ctx.pick(64, 8, ctx.repeat)
-    n_streams = int(ctx.extra.get("streams", 4))
+    n_streams = N_STREAMS
     params = {"size": n, "repeat": repeat, "dtype": "float32"}
     need = 4 * n * n * (repeat + 1)
 
