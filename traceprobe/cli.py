@@ -1,6 +1,6 @@
 """The ``traceprobe`` command: a thin typer layer over the library.
 
-It parses options, calls :mod:`traceprobe.record`, :mod:`traceprobe.collect` and
+It parses options, calls :mod:`traceprobe.recording`, :mod:`traceprobe.collect` and
 the renderers in :mod:`traceprobe.report`, and prints. It computes no figure.
 
 Exit codes of ``overlap-report``: 0 all good; 1 a ``--min-*`` gate was not met;
