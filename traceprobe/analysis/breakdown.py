@@ -111,6 +111,9 @@ class DeviceTime:
         compute: C. compute_or_comm: C ∪ M. busy_known: C ∪ M ∪ P. busy: B.
         idle_sync, idle_launch: the idle parts of the module docstring; the rest
             of the idle time is idle_other. All normalised int64 ns interval sets.
+        idle_queued: the part of idle_other in gaps whose next work was already
+            launched when the gap began, by the stream of that work: the stream
+            waited on an event of another stream or device.
     """
 
     device: int
@@ -121,6 +124,7 @@ class DeviceTime:
     busy: Intervals
     idle_sync: Intervals
     idle_launch: Intervals
+    idle_queued: dict[int, Intervals]
 
     def idle(self) -> Intervals:
         """W \\ B."""
@@ -128,25 +132,37 @@ class DeviceTime:
         return iv.subtract((np.array([lo]), np.array([hi])), self.busy)
 
 
-def _starved_gaps(busy: Intervals, window: tuple[int, int], ev_start: np.ndarray, launch: np.ndarray) -> Intervals:
-    """Idle gaps of one device whose next work was launched after the gap began."""
-    lo, hi = window
+def _gaps(busy: Intervals, window: tuple[int, int], ev_start: np.ndarray, ev_stream: np.ndarray,
+          launch: np.ndarray) -> tuple[Intervals, dict[int, Intervals]]:
+    """Idle gaps of one device by what ended them.
+
+    Returns:
+        ``(starved, queued)``: the gaps whose next work was launched after the gap
+        began (a normalised interval set), and, per stream, the gaps whose next
+        work (on that stream) was already launched when the gap began.
+    """
+    lo, _ = window
     bs, be = busy
     if bs.size == 0:
-        return iv.empty()
-    gap_s = np.concatenate([[lo], be])[:-1]  # gap before busy interval k
+        return iv.empty(), {}
+    gap_s = np.concatenate([[lo], be])[:-1]  # the gap before busy interval k
     gap_e = bs
     order = np.argsort(ev_start, kind="stable")
-    st, la = ev_start[order], np.where(launch[order] >= 0, launch[order], _NO_LAUNCH)
+    st, la, sm = ev_start[order], np.where(launch[order] >= 0, launch[order], _NO_LAUNCH), ev_stream[order]
     first_start, first_idx = np.unique(st, return_index=True)
-    first_launch = np.minimum.reduceat(la, first_idx) if st.size else la
+    first_launch = np.minimum.reduceat(la, first_idx)
     pos = np.searchsorted(first_start, bs)
     found = pos < first_start.size
     found[found] = first_start[pos[found]] == bs[found]
     nxt = np.full(bs.size, _NO_LAUNCH, dtype=np.int64)
     nxt[found] = first_launch[pos[found]]
-    starved = (gap_e > gap_s) & (nxt != _NO_LAUNCH) & (nxt > gap_s)
-    return iv.union(gap_s[starved], gap_e[starved])
+    stream = np.full(bs.size, -1, dtype=np.int64)
+    stream[found] = sm[first_idx[pos[found]]]
+    gap = (gap_e > gap_s) & (nxt != _NO_LAUNCH)
+    starved = gap & (nxt > gap_s)
+    queued = gap & (nxt <= gap_s)
+    per_stream = {int(x): iv.union(gap_s[queued & (stream == x)], gap_e[queued & (stream == x)]) for x in np.unique(stream[queued])}
+    return iv.union(gap_s[starved], gap_e[starved]), per_stream
 
 
 def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[DeviceTime]:
@@ -170,6 +186,7 @@ def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[De
     launch = launch_start_ns(trace)
     sync = iv.clip(sync_intervals(trace), lo, hi)
     raw_start = ev["start_ns"].to_numpy(np.int64)
+    stream = ev["stream"].to_numpy(np.int64)
     out = []
     for d in np.unique(dev).tolist():
         on = dev == d
@@ -181,7 +198,7 @@ def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[De
         busy = u(np.ones_like(on))
         idle = iv.subtract((np.array([lo]), np.array([hi])), busy)
         idle_sync = iv.intersect(idle, sync)
-        starved = _starved_gaps(busy, (lo, hi), raw_start[on], launch[on])
+        starved, queued = _gaps(busy, (lo, hi), raw_start[on], stream[on], launch[on])
         out.append(
             DeviceTime(
                 device=int(d),
@@ -192,6 +209,7 @@ def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[De
                 busy=busy,
                 idle_sync=idle_sync,
                 idle_launch=iv.subtract(starved, idle_sync),
+                idle_queued={k: iv.subtract(v, idle_sync) for k, v in queued.items()},
             )
         )
     return out

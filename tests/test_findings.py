@@ -1,0 +1,72 @@
+"""Ranked findings (analysis/findings.py).
+
+SYNTHETIC traces built here (and random ones from hypothesis) with hand-computed
+headroom; the real sample traces for the copy findings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from test_breakdown import make_trace, traces
+
+from traceprobe import load_trace
+from traceprobe.analysis.findings import findings
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+@settings(max_examples=60, deadline=None)
+@given(traces())
+def test_headroom_never_exceeds_the_window(tr):
+    lo, hi = tr.window_ns
+    f = findings(tr, min_share=0.0)
+    assert f["headroom_ns"].sum() <= hi - lo
+    assert (f["headroom_ns"] > 0).all()
+    assert f["headroom_ns"].is_monotonic_decreasing
+
+
+def test_one_span_claimed_once_and_small_findings_dropped():
+    # cuda:0 copy [0,40) exposed; cuda:1 NCCL [20,70) exposed: [20,40) is claimed once, by the larger
+    # (cuda:1's comm, 50 ns); the copy keeps [0,20). cuda:0 is idle [40,100) while cuda:1 works
+    # (compute [70,100)): cross_device keeps [70,100) = 30 ns (no launches known: not idle_launch).
+    tr = make_trace([(0, 7, "copy", 0, 40, 1), (1, 7, "comm", 20, 70, 2), (1, 7, "compute", 70, 100, 3)])
+    f = findings(tr, min_share=0.0)
+    got = [(r.kind, r.subject, r.headroom_ns) for r in f.itertuples()]
+    assert got == [("exposed_comm", "cuda:1", 50), ("cross_device", "cuda:0", 30), ("exposed_copy", "cuda:0 HtoD", 20)]
+    # under 2% of the 100 ns window: a 1 ns exposed copy is dropped
+    tiny = make_trace([(0, 7, "compute", 0, 99, 1), (0, 7, "copy", 99, 100, 2)])
+    assert findings(tiny).empty
+
+
+def test_launch_bound_sync_and_stream_wait():
+    # A [0,10) launched at 0; gap [10,30) host-bound (B launched at 25); gap [40,50) with C queued since 5
+    # on stream 9 (stream_wait); gap [60,80) while the host sits in cudaStreamSynchronize [60,80); D [80,100).
+    tr = make_trace(
+        [(0, 7, "compute", 0, 10, 1), (0, 7, "compute", 30, 40, 2), (0, 9, "compute", 50, 60, 3), (0, 7, "compute", 80, 100, 4)],
+        [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cuda_runtime", "cudaLaunchKernel", 25, 26, 2),
+         ("cuda_runtime", "cudaLaunchKernel", 5, 6, 3), ("cuda_runtime", "cudaStreamSynchronize", 60, 80, -1),
+         ("cuda_runtime", "cudaLaunchKernel", 81, 82, 4)],
+    )
+    got = {(r.kind, r.subject): r.headroom_ns for r in findings(tr).itertuples()}
+    assert got == {("idle_launch", "cuda:0"): 20, ("stream_wait", "cuda:0 stream 9"): 10, ("idle_sync", "cuda:0"): 20}
+
+
+def test_nonblocking_top_finding_is_dtoh_and_overlapped_has_no_copy_finding():
+    nb = findings(load_trace(SAMPLES / "compute-copy.nonblocking.pt.trace.json.gz"))
+    top = nb.iloc[0]
+    assert (top["kind"], top["subject"]) == ("exposed_copy", "cuda:0 DtoH")
+    assert top["headroom_ns"] == pytest.approx(58.0e6, rel=0.03)
+    ov = findings(load_trace(SAMPLES / "compute-copy.overlapped.pt.trace.json.gz"))
+    assert not (ov["kind"] == "exposed_copy").any()
+
+
+@pytest.mark.parametrize("name", ["multi-gpu.sequential", "data-parallel.ddp.rank1", "small-ops.one-stream", "model-parallel.naive"])
+def test_samples_headroom_within_window(name):
+    tr = load_trace(SAMPLES / f"{name}.pt.trace.json.gz")
+    f = findings(tr)
+    lo, hi = tr.window_ns
+    assert 0 < f["headroom_ns"].sum() <= hi - lo
+    assert (f["headroom_ns"] >= 0.02 * (hi - lo)).all()
