@@ -40,9 +40,43 @@ class _Args(msgspec.Struct, gc=False):
     correlation: Any = -1
     bytes: Any = -1
     external_id: Any = msgspec.field(default=-1, name="External id")
+    # collectives (torch's record_param_comms, and NCCL kernels of newer torch)
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=-1, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=-1, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=-1, name="Group size")
+    dtype: Any = None
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
 
 
 _NO_ARGS = _Args()
+
+COLLECTIVE_ARGS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "correlation", "external_id")
+"""Fields of :func:`collective_columns`, from Kineto's args ``Collective name``, ``In msg nelems``,
+``Out msg nelems``, ``Group size``, ``dtype``, ``Process Group Name``, ``correlation``, ``External id``."""
+
+
+def comm_structs(args: Any) -> np.ndarray:
+    """The ``args`` structs (from :func:`_args`) of events naming a collective; None for every other event."""
+    names = _pluck(args, "collective")
+    out = np.full(len(args), None, dtype=object)
+    has = pd.notna(names)
+    out[has] = args[has]
+    return out
+
+
+def collective_columns(comm: Any) -> dict[str, np.ndarray]:
+    """Row positions (``row``) and :data:`COLLECTIVE_ARGS` columns of the events whose ``comm`` struct is set.
+
+    Numbers are int64 (-1 where absent or not a number); names are str (``""`` where absent).
+    """
+    rows = np.flatnonzero(pd.notna(comm))
+    structs = comm[rows]
+    out: dict[str, np.ndarray] = {"row": rows}
+    for a in COLLECTIVE_ARGS:
+        vals = _pluck(structs, a)
+        out[a] = _strings(np.where(pd.notna(vals), vals, "")) if a in ("collective", "dtype", "pg_name") else to_int(vals)
+    return out
 
 
 class _Event(msgspec.Struct, gc=False):

@@ -34,10 +34,13 @@ import pandas as pd
 
 from .errors import TraceFormatError
 from .kineto import (
+    COLLECTIVE_ARGS,
     EventBatches,
     _args,
     _strings,
     code_column,
+    collective_columns,
+    comm_structs,
     concat_columns,
     decode,
     pair_begin_end,
@@ -120,6 +123,14 @@ class Trace:
             empty if the trace has none.
         metadata: other top-level fields (``distributedInfo``, ``schemaVersion``,
             ``cuda_runtime_version``, ``baseTimeNanoseconds``, ``traceName``, ...).
+        collective_args: one row per event whose args name a collective
+            (Kineto's ``Collective name``: torch's ``record_param_comms`` host
+            op, and the NCCL kernels of newer torch): ``side`` (``device`` or
+            ``host``), ``name`` (str), ``start_ns`` (int64), ``collective``
+            (str), ``in_nelems``, ``out_nelems``, ``group_size`` (int64, -1 if
+            absent), ``dtype``, ``pg_name`` (str, ``""`` if absent; from
+            ``Process Group Name``), ``correlation``, ``external_id`` (int64, -1
+            if absent).
         steps: ``ProfilerStep#N`` annotations: columns ``step`` (int64),
             ``start_ns``, ``end_ns`` (int64); empty if none.
     """
@@ -130,6 +141,7 @@ class Trace:
     devices: pd.DataFrame
     metadata: dict[str, Any] = field(default_factory=dict)
     steps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    collective_args: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def window_ns(self) -> tuple[int, int]:
@@ -235,6 +247,7 @@ def load_trace(path: str | Path) -> Trace:
     (dev_raw, dev_kind), (host_raw, host_cat) = frames
     device_events = _device_frame(p, dev_raw, dev_kind)
     host_events = _host_frame(p, host_raw, host_cat)
+    coll_args = _collective_args(dev_raw, host_raw)
     n_streams = len(device_events[["device", "stream"]].drop_duplicates()) if len(device_events) else 0
     if n_streams > MAX_STREAMS:
         raise TraceFormatError(p, f"absurd trace: {n_streams:,} distinct (device, stream) pairs (limit {MAX_STREAMS:,})")
@@ -266,6 +279,7 @@ def load_trace(path: str | Path) -> Trace:
         devices=devices,
         metadata=metadata,
         steps=_steps(host_events),
+        collective_args=coll_args,
     )
 
 
@@ -343,7 +357,8 @@ def _chunk_columns(objs: list[Any], what: str, pools: tuple[dict, dict]) -> dict
     try:
         both = np.fromiter(chain.from_iterable(map(attrgetter("ts", "dur"), objs)), dtype=np.float64, count=2 * n).reshape(n, 2)
         attrs = _ARG_COLUMNS[what]
-        args = np.fromiter(chain.from_iterable(map(attrgetter(*attrs), _args(objs))), dtype=np.int64, count=len(attrs) * n)
+        arg_structs = _args(objs)
+        args = np.fromiter(chain.from_iterable(map(attrgetter(*attrs), arg_structs)), dtype=np.int64, count=len(attrs) * n)
     except (TypeError, ValueError, OverflowError):
         raise _Fallback from None
     args = args.reshape(n, len(attrs))
@@ -358,6 +373,7 @@ def _chunk_columns(objs: list[Any], what: str, pools: tuple[dict, dict]) -> dict
     }
     for i, a in enumerate(attrs):
         out[a] = np.ascontiguousarray(args[:, i])
+    out["comm"] = comm_structs(arg_structs)
     return out
 
 
@@ -424,6 +440,18 @@ def _chunked_frames(acc: dict, warnings: list[str]) -> list[tuple[dict[str, np.n
             kinds.append(_KIND_OF[np.concatenate(a["be_cat"])][b_idx])
         frames.append((_concat(parts) if len(parts) > 1 else parts[0], np.concatenate(kinds)))
     return frames
+
+def _collective_args(dev_raw: dict[str, np.ndarray], host_raw: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``Trace.collective_args`` from the device and host columns (their ``comm`` structs, or their ``args``)."""
+    parts = []
+    for side, raw in (("device", dev_raw), ("host", host_raw)):
+        comm = raw["comm"] if "comm" in raw else comm_structs(raw["args"])
+        cols = collective_columns(comm)
+        rows = cols.pop("row")
+        part = pd.DataFrame({"side": side, "name": _strings(raw["name"][rows]), "start_ns": us_to_ns(raw["ts"][rows]), **cols})
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True).reindex(columns=["side", "name", "start_ns", *COLLECTIVE_ARGS])
+
 
 def _pid_tid_fallback(ids: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """Device or stream ids from pid/tid where ``args`` lacks them.

@@ -68,8 +68,22 @@ COLUMNS = ["device", "rank", "window_ns", *PARTS, *IDLE_PARTS]
 _NO_LAUNCH = np.iinfo(np.int64).max
 
 
-def launch_start_ns(trace: Trace) -> np.ndarray:
-    """Start of the host call that launched each device event, in ns.
+def first_match(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Index of the first element of ``keys`` equal to each ``query`` value (int64), -1 where none or negative."""
+    keys = np.asarray(keys, dtype=np.int64)
+    query = np.asarray(query, dtype=np.int64)
+    out = np.full(query.size, -1, dtype=np.int64)
+    ids, first = np.unique(keys, return_index=True)
+    if ids.size == 0:
+        return out
+    pos = np.minimum(np.searchsorted(ids, query), ids.size - 1)
+    hit = (query >= 0) & (ids[pos] == query)
+    out[hit] = first[pos[hit]]
+    return out
+
+
+def launch_rows(trace: Trace) -> np.ndarray:
+    """Row in ``trace.host_events`` of the host call that launched each device event.
 
     The call is the first ``cuda_runtime``/``cuda_driver`` event whose CUPTI
     ``correlation`` id equals the device event's (Kineto's launch -> kernel
@@ -80,14 +94,17 @@ def launch_start_ns(trace: Trace) -> np.ndarray:
     out = np.full(len(ev), -1, dtype=np.int64)
     if ev.empty or host.empty:
         return out
-    rt = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & (host["correlation"].to_numpy() >= 0)
-    ids, first = np.unique(host["correlation"].to_numpy(np.int64)[rt], return_index=True)  # first: earliest call
-    starts = host["start_ns"].to_numpy(np.int64)[rt][first]
-    corr = ev["correlation"].to_numpy(np.int64)
-    pos = np.minimum(np.searchsorted(ids, corr), max(ids.size - 1, 0))
-    hit = (corr >= 0) & (ids.size > 0) & (ids[pos] == corr) if ids.size else np.zeros(corr.size, bool)
-    out[hit] = starts[pos[hit]]
+    rt = np.flatnonzero(host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & (host["correlation"].to_numpy() >= 0))
+    pos = first_match(host["correlation"].to_numpy(np.int64)[rt], ev["correlation"].to_numpy(np.int64))  # earliest call
+    out[pos >= 0] = rt[pos[pos >= 0]]
     return out
+
+
+def launch_start_ns(trace: Trace) -> np.ndarray:
+    """Start (int64 ns) of the launching call of each device event (:func:`launch_rows`), -1 where none."""
+    rows = launch_rows(trace)
+    start = trace.host_events["start_ns"].to_numpy(np.int64) if len(trace.host_events) else np.zeros(0, np.int64)
+    return np.where(rows >= 0, start[np.maximum(rows, 0)] if start.size else -1, -1)
 
 
 def sync_intervals(trace: Trace) -> Intervals:

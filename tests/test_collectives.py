@@ -1,0 +1,133 @@
+"""Collectives across ranks (analysis/collectives.py).
+
+SYNTHETIC multi-rank traces (written by tests/synthetic.py's TraceBuilder, with
+Kineto's collective args on the NCCL kernels) with hand-computed skew, wait,
+straggler and bandwidth; the real DDP and FSDP sample runs for matching.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from synthetic import TraceBuilder
+
+from traceprobe import load_trace
+from traceprobe.analysis.collectives import collective_table, collective_type, match_window
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def nccl(b: TraceBuilder, start: int, dur: int, pg: str = "0", coll: str = "allreduce", nelems: int = 1000, args: bool = True):
+    """A launched NCCL kernel (launch 1 µs before) carrying Kineto's collective args."""
+    ev = b.nccl(0, 17, start, dur)
+    b.runtime(start - 1000, 500, name="cudaLaunchKernel", correlation=ev["args"]["correlation"])
+    if args:
+        ev["args"].update({"Collective name": coll, "In msg nelems": nelems, "Out msg nelems": nelems, "Group size": 2,
+                           "dtype": "Float", "Process Group Name": pg})
+    return ev
+
+
+def table(b: TraceBuilder, tmp_path: Path, name: str):
+    return collective_table(load_trace(b.write(tmp_path / f"{name}.pt.trace.json")))
+
+
+def test_straggler_whose_collectives_start_late(tmp_path):
+    r0, r1 = TraceBuilder("rank 0", rank=0, world_size=2), TraceBuilder("rank 1", rank=1, world_size=2)
+    for i in range(3):
+        t = 100_000 * (i + 1)
+        nccl(r0, t, 60_000)            # rank 0 arrives first and spins until rank 1 comes
+        nccl(r1, t + 40_000, 20_000)   # rank 1 arrives 40 µs late; both end at t + 60 µs
+    w = match_window({0: table(r0, tmp_path, "r0"), 1: table(r1, tmp_path, "r1")})
+    assert w.matched == 3 and not w.mismatched
+    assert w.wait_ns == {0: 3 * 40_000, 1: 0}
+    assert w.straggler_rank == 1
+    m = w.matches
+    assert m["skew_ns"].tolist() == [40_000] * 3 and m["last_rank"].tolist() == [1] * 3
+    assert m["time_ns"].tolist() == [20_000] * 3
+    # S = 1000 x 4 bytes over 20 µs = 0.2 GB/s; all-reduce busbw factor 2(n-1)/n = 1 for n = 2
+    assert m["algbw_gbps"].tolist() == pytest.approx([0.2] * 3)
+    assert m["busbw_gbps"].tolist() == pytest.approx([0.2] * 3)
+    assert w.implausible == 0
+
+
+def test_two_process_groups_and_a_mismatched_count(tmp_path):
+    r0, r1 = TraceBuilder("rank 0", rank=0, world_size=2), TraceBuilder("rank 1", rank=1, world_size=2)
+    # pg "0": all-reduce at 100 and 300 µs on both ranks; pg "1": all-gathers, interleaved differently
+    for b in (r0, r1):
+        nccl(b, 100_000, 10_000, pg="0")
+        nccl(b, 300_000, 10_000, pg="0")
+    nccl(r0, 200_000, 10_000, pg="1", coll="_allgather_base")
+    nccl(r1, 50_000, 10_000, pg="1", coll="_allgather_base")
+    w = match_window({0: table(r0, tmp_path, "r0"), 1: table(r1, tmp_path, "r1")})
+    assert w.matched == 3
+    assert sorted(zip(w.matches["pg"], w.matches["collective"])) == [("0", "allreduce"), ("0", "allreduce"), ("1", "allgather")]
+    ag = w.matches[w.matches["pg"] == "1"].iloc[0]
+    assert (ag["skew_ns"], ag["last_rank"]) == (150_000, 0)
+    # the all-gather of rank 0 ends (210 µs) after rank 1's starts (50 µs): plausible; rank 1's ends at 60 µs,
+    # before rank 0's starts: clocks would disagree by 140 µs
+    assert (w.implausible, w.max_offset_ns) == (1, 140_000)
+    # a third all-gather on rank 0 only: pg "1" is reported, not guessed; pg "0" still matches
+    nccl(r0, 400_000, 10_000, pg="1", coll="_allgather_base")
+    w = match_window({0: table(r0, tmp_path, "r0b"), 1: table(r1, tmp_path, "r1b")})
+    assert w.matched == 2
+    assert w.mismatched == ("process group '1': rank 0 has 2, rank 1 has 1: not matched",)
+
+
+def test_kernels_launched_before_the_trace_and_names_only(tmp_path):
+    b = TraceBuilder("rank 0", rank=0, world_size=2)
+    b.nccl(0, 17, 0, 5_000)  # no launch in the trace: in flight from an unrecorded step
+    nccl(b, 100_000, 10_000, args=False)  # type and dtype from the kernel name only
+    t = table(b, tmp_path, "r0")
+    assert len(t) == 1
+    assert (t["collective"][0], t["dtype"][0], t["bytes"][0], t["pg"][0]) == ("allreduce", "f32", -1, "")
+
+
+@pytest.mark.parametrize("name,want", [("allreduce", "allreduce"), ("_allgather_base", "allgather"),
+                                       ("_reduce_scatter_base", "reducescatter"), ("ncclDevKernel_Broadcast_RING_LL", "broadcast"),
+                                       ("all_to_all", "alltoall"), ("barrier", "other")])
+def test_collective_type(name, want):
+    assert collective_type(name) == want
+
+
+def _window(files: list[Path]):
+    tabs = {}
+    for f in files:
+        t = load_trace(f)
+        assert t.rank is not None
+        tabs[t.rank] = collective_table(t)
+    return tabs, match_window(tabs)
+
+
+def test_ddp_sample_matched_one_to_one():
+    tabs, w = _window([SAMPLES / f"data-parallel.ddp.rank{r}.pt.trace.json.gz" for r in (0, 1)])
+    assert len(tabs[0]) == len(tabs[1]) == w.matched == 24
+    assert not w.mismatched and w.implausible == 0
+    assert set(w.by_type["collective"]) == {"allreduce"}
+    assert (w.matches["bytes"] == 16781312 * 4).all()
+    assert 100 < w.by_type["busbw_gbps"][0] < 500
+    # the straggler is the rank the other waited for
+    assert w.straggler_rank == 0 and w.wait_ns[1] > w.wait_ns[0]
+
+
+@pytest.mark.parametrize("run,count", [("tb-ddp", 45), ("tb-fsdp", 78)])
+def test_training_runs_match_per_window(run, count):
+    files = sorted((SAMPLES / "training" / run).glob("*.pt.trace.json.gz"))
+    by_rank = {r: [f for f in files if f.name.startswith(f"rank{r}.")] for r in (0, 1)}
+    for window in range(2):  # file names sort by window within a rank
+        _, w = _window([by_rank[0][window], by_rank[1][window]])
+        assert w.matched == count and not w.mismatched and w.implausible == 0
+
+
+def test_args_from_the_host_op_that_launched_the_kernel(tmp_path):
+    # older torch: the kernel has no collective args; record_param_comms has them, linked by the launch's External id
+    b = TraceBuilder("rank 0", rank=0, world_size=2)
+    ev = nccl(b, 100_000, 10_000, args=False)
+    launch = next(e for e in b.events if e["cat"] == "cuda_runtime")
+    op = b.cpu_op(98_000, 5_000, name="record_param_comms")
+    op["args"].update({"Collective name": "_reduce_scatter_base", "In msg nelems": 4096, "Out msg nelems": 2048,
+                       "dtype": "BFloat16", "Group size": 2, "Process Group Name": "7"})
+    launch["args"]["External id"] = op["args"]["External id"]
+    t = table(b, tmp_path, "r0")
+    assert ev["args"].get("Collective name") is None
+    assert t[["collective", "bytes", "dtype", "pg", "group_size"]].values.tolist() == [["reducescatter", 8192, "BFloat16", "7", 2]]

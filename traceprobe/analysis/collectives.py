@@ -1,0 +1,302 @@
+"""Collectives across ranks: matching, arrival skew, wait, stragglers and bandwidth.
+
+Two steps, so that the work can be spread over machines: :func:`collective_table`
+turns one trace into a small table of its collective kernels (no ``Trace`` is
+needed after it), and :func:`match_window` matches the tables of the ranks of
+one profiler window.
+
+Definitions (quoted by the README; NCCL's ``doc/PERFORMANCE.md`` and TraceLens's
+NCCL analyser are the anchors):
+
+- *collective kernel*: a communication kernel (NCCL/RCCL, :func:`.busy.comm_mask`).
+  Its type, message size, dtype and process group come from Kineto's args
+  (``Collective name``, ``In msg nelems``/``Out msg nelems``, ``dtype``,
+  ``Group size``, ``Process Group Name``) on the kernel, else on the host op
+  (``record_param_comms``) whose ``External id`` its launch carries, else from
+  the kernel name (type and dtype only; process group unknown).
+- *matching*: within each process group, the k-th collective kernel of every
+  rank (by start time) is one collective. Only kernels launched inside the trace
+  take part (the ones launched before it are in flight from an unrecorded step).
+  When the ranks of a group hold different counts, or the k-th kernels disagree
+  on type, the group is reported as mismatched and not matched at all.
+- per collective: each rank's ``start_ns``, ``end_ns``, duration; *arrival skew*
+  = latest start - earliest start; each rank's *wait* = its kernel time before
+  the last rank arrived, min(end, latest start) - start; the *last rank* is the
+  one whose kernel started last.
+- *message size* S (bytes) = max(in, out) elements x dtype size: the whole
+  buffer for all-reduce and broadcast, the gathered output of all-gather, the
+  scattered input of reduce-scatter, as nccl-tests count it.
+- *time* t = latest end - latest start: the collective once every rank was in
+  (the skew is reported apart).
+- *algorithm bandwidth* = S / t; *bus bandwidth* = algbw x factor, with NCCL's
+  factors for n ranks: all-reduce 2(n-1)/n; all-gather, reduce-scatter and
+  all-to-all (n-1)/n; broadcast and reduce 1. In GB/s (1e9 bytes per second).
+- per window: *wait per rank* (total); the *straggler* is the rank the others
+  waited for most: each collective charges the other ranks' waits to its last
+  rank, and the straggler is the rank charged most.
+- per type: collectives, bytes, summed t, busbw = sum(S x factor) / sum(t), the
+  best single busbw seen, and their ratio.
+
+Clocks: matching compares timestamps of different processes, so they must share
+a clock (ranks on one host, or hosts with synchronized clocks). A collective in
+which every rank sends and receives (all-reduce, all-gather, reduce-scatter,
+all-to-all) cannot end on one rank before it starts on another; such
+collectives are counted as *implausible* and the largest gap is reported: the
+clocks disagree by at least that much.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..trace import Trace
+from .breakdown import first_match, launch_rows
+from .busy import comm_mask
+
+TABLE_COLUMNS = ["rank", "device", "stream", "pg", "collective", "name", "start_ns", "end_ns", "bytes", "dtype", "group_size"]
+
+BUSBW_FACTOR = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+"""NCCL's bus bandwidth factors (``doc/PERFORMANCE.md`` of nccl-tests) by collective type, for n ranks."""
+
+_ALL_TO_ALL_TYPES = ("allreduce", "allgather", "reducescatter", "alltoall")
+
+DTYPE_BYTES = {
+    "float": 4, "float32": 4, "f32": 4, "half": 2, "float16": 2, "f16": 2, "bfloat16": 2, "bf16": 2,
+    "double": 8, "float64": 8, "f64": 8, "int": 4, "int32": 4, "i32": 4, "long": 8, "int64": 8, "i64": 8,
+    "byte": 1, "uint8": 1, "u8": 1, "char": 1, "int8": 1, "i8": 1, "bool": 1, "u32": 4, "u64": 8,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "f8e4m3": 1, "f8e5m2": 1,
+}
+"""Bytes per element of Kineto's ``dtype`` names and NCCL kernel-name dtypes (lower case)."""
+
+_TYPE_RE = re.compile(r"(allreduce|allgather|reducescatter|reduce_scatter|broadcast|alltoall|all_to_all|reduce|sendrecv|send|recv)")
+_NAME_DTYPE_RE = re.compile(r"_(f32|f16|bf16|f64|i32|i64|u8|i8|u32|u64|f8e4m3|f8e5m2)(?:_|\()")
+
+
+def collective_type(name: str) -> str:
+    """Normalised collective type of a ``Collective name`` arg or an NCCL kernel name.
+
+    ``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``, ``alltoall``,
+    ``reduce``, ``sendrecv``, ``send``, ``recv``; ``other`` when none is named.
+    """
+    m = _TYPE_RE.search(name.lower().replace("_base", "").replace("into_tensor_coalesced", ""))
+    if not m:
+        return "other"
+    t = m.group(1).replace("_", "")
+    return {"alltoall": "alltoall", "reducescatter": "reducescatter"}.get(t, t)
+
+
+def _empty_table() -> pd.DataFrame:
+    dt = {"rank": "Int64", "pg": object, "collective": object, "name": object, "dtype": object}
+    return pd.DataFrame({c: pd.Series([], dtype=dt.get(c, np.int64)) for c in TABLE_COLUMNS})
+
+
+def collective_table(trace: Trace) -> pd.DataFrame:
+    """The collective kernels of one trace that were launched inside it (module docstring).
+
+    Returns:
+        DataFrame sorted by ``start_ns``: ``rank`` (Int64), ``device``,
+        ``stream`` (int64), ``pg`` (str, process group name; ``""`` unknown),
+        ``collective`` (str, :func:`collective_type`), ``name`` (str, kernel),
+        ``start_ns``, ``end_ns`` (int64 ns), ``bytes`` (int64 message size S,
+        -1 unknown), ``dtype`` (str), ``group_size`` (int64, -1 unknown).
+    """
+    ev = trace.device_events
+    m = comm_mask(trace) if not ev.empty else np.zeros(0, bool)
+    rows = launch_rows(trace)
+    m = m & (rows >= 0)
+    if not m.any():
+        return _empty_table()
+    k = ev.loc[m]
+    n = len(k)
+    names = k["name"].astype(str).to_numpy(dtype=object)
+    a = trace.collective_args
+    pos = np.full(n, -1, dtype=np.int64)
+    if not a.empty:
+        side = a["side"].to_numpy(dtype=object)
+        for col, on, query in (("correlation", "device", k["correlation"].to_numpy(np.int64)),
+                               ("external_id", "host", trace.host_events["external_id"].to_numpy(np.int64)[rows[m]])):
+            cand = np.flatnonzero(side == on)
+            if cand.size == 0:
+                continue
+            hit = first_match(a[col].to_numpy(np.int64)[cand], query)
+            pos = np.where((pos < 0) & (hit >= 0), cand[np.maximum(hit, 0)], pos)
+    found = pos >= 0
+
+    def arg(col: str, fill: object) -> np.ndarray:
+        vals = np.full(n, fill, dtype=object)
+        if found.any():
+            vals[found] = a[col].to_numpy(dtype=object)[pos[found]]
+        return vals
+
+    coll, dtype, pg = arg("collective", ""), arg("dtype", ""), arg("pg_name", "")
+    nelems = np.maximum(arg("in_nelems", -1), arg("out_nelems", -1)).astype(np.int64)
+    ctype = np.array([collective_type(c or nm) for c, nm in zip(coll, names)], dtype=object)
+    name_dtype = pd.Series(names, dtype=object).str.extract(_NAME_DTYPE_RE)[0].fillna("").to_numpy(dtype=object)
+    dtype = np.where(dtype != "", dtype, name_dtype)
+    size = np.array([DTYPE_BYTES.get(str(d).lower(), -1) for d in dtype], dtype=np.int64)
+    nbytes = np.where((nelems >= 0) & (size > 0), nelems * size, -1)
+    out = pd.DataFrame(
+        {
+            "rank": pd.array([trace.rank] * n, dtype="Int64"),
+            "device": k["device"].to_numpy(np.int64),
+            "stream": k["stream"].to_numpy(np.int64),
+            "pg": pg.astype(str),
+            "collective": ctype,
+            "name": names,
+            "start_ns": k["start_ns"].to_numpy(np.int64),
+            "end_ns": k["end_ns"].to_numpy(np.int64),
+            "bytes": nbytes.astype(np.int64),
+            "dtype": dtype.astype(str),
+            "group_size": arg("group_size", -1).astype(np.int64),
+        }
+    )
+    return out.sort_values(by="start_ns", kind="stable").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class WindowCollectives:
+    """Collectives of one window of a run, matched across its ranks (module docstring).
+
+    Attributes:
+        run, window: labels of the run and window.
+        ranks: the ranks with a table, sorted.
+        matched: collectives matched across every rank.
+        mismatched: one line per process group whose counts or types differ.
+        straggler_rank: the rank the others waited for most (None without a
+            matched collective or without any wait).
+        wait_ns: total wait per rank (int ns).
+        by_type: per ``collective`` type: ``collective`` (str), ``count``,
+            ``bytes``, ``time_ns`` (int64), ``busbw_gbps``, ``best_busbw_gbps``,
+            ``vs_best`` (float64; NaN where sizes are unknown).
+        matches: one row per matched collective: ``pg``, ``seq``, ``collective``,
+            ``bytes``, ``ranks``, ``skew_ns``, ``last_rank``, ``time_ns`` (int64),
+            ``algbw_gbps``, ``busbw_gbps`` (float64).
+        per_rank: one row per matched collective and rank: ``pg``, ``seq``,
+            ``rank``, ``start_ns``, ``end_ns``, ``duration_ns``, ``wait_ns`` (int64).
+        implausible: matched collectives that end on one rank before they start
+            on another (all-to-all kinds only); ``max_offset_ns`` the largest gap.
+    """
+
+    run: str
+    window: str
+    ranks: tuple[int, ...]
+    matched: int
+    mismatched: tuple[str, ...]
+    straggler_rank: int | None
+    wait_ns: dict[int, int]
+    by_type: pd.DataFrame
+    matches: pd.DataFrame
+    per_rank: pd.DataFrame
+    implausible: int = 0
+    max_offset_ns: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _busbw_factor(kind: np.ndarray, n: np.ndarray) -> np.ndarray:
+    out = np.full(kind.size, np.nan)
+    for k, f in BUSBW_FACTOR.items():
+        sel = kind == k
+        if sel.any():
+            out[sel] = [f(int(x)) if x > 0 else np.nan for x in n[sel]]
+    return out
+
+
+def _by_type(per: pd.DataFrame, sized: np.ndarray) -> pd.DataFrame:
+    """Per collective type: count, bytes, time, busbw over all sized collectives, best busbw, ratio."""
+    kinds = per["collective"].to_numpy(dtype=object)
+    rows = []
+    for kind in sorted(set(kinds.tolist())):
+        sel = kinds == kind
+        ok = sel & sized
+        nbytes = per["bytes"].to_numpy(np.int64)[sel]
+        t = per["time_ns"].to_numpy(np.int64)
+        sized_t = int(t[ok].sum())
+        bus = float(per["_bus_bytes"].to_numpy(np.float64)[ok].sum())
+        busbw = bus / sized_t if sized_t > 0 else float("nan")
+        best = float(np.nanmax(per["busbw_gbps"].to_numpy(np.float64)[ok])) if ok.any() else float("nan")
+        rows.append({"collective": kind, "count": int(sel.sum()), "bytes": int(nbytes[nbytes > 0].sum()), "time_ns": int(t[sel].sum()),
+                     "busbw_gbps": busbw, "best_busbw_gbps": best, "vs_best": busbw / best if ok.any() else float("nan")})
+    return pd.DataFrame(rows, columns=["collective", "count", "bytes", "time_ns", "busbw_gbps", "best_busbw_gbps", "vs_best"])
+
+
+def match_window(tables: dict[int, pd.DataFrame], run: str = "", window: str = "") -> WindowCollectives:
+    """Match the collective tables of one window's ranks (module docstring).
+
+    Args:
+        tables: ``{rank: collective_table(trace)}`` for the ranks of one window.
+        run, window: labels carried into the result.
+
+    Returns:
+        a :class:`WindowCollectives`.
+    """
+    ranks = tuple(sorted(tables))
+    frames = [t.assign(rank=r) for r, t in sorted(tables.items()) if not t.empty]
+    allk = pd.concat(frames, ignore_index=True) if frames else _empty_table()
+    mismatched: list[str] = []
+    keep = []
+    for pg, g in allk.groupby("pg", sort=True):
+        counts = g.groupby("rank").size().reindex(list(ranks), fill_value=0)
+        label = f"process group {pg!r}" if pg else "collectives without a process group"
+        if counts.nunique() > 1:
+            mismatched.append(f"{label}: " + ", ".join(f"rank {r} has {c}" for r, c in counts.items()) + ": not matched")
+            continue
+        g = g.sort_values(by=["rank", "start_ns"], kind="stable").copy()
+        g["seq"] = g.groupby("rank").cumcount().to_numpy(np.int64)
+        types = g.groupby("seq")["collective"].nunique()
+        if (types > 1).any():
+            s = int(types.index[types.to_numpy() > 1][0])
+            mismatched.append(f"{label}: collective {s} differs in type across ranks: not matched")
+            continue
+        keep.append(g)
+    if len(ranks) < 2 or not keep:
+        empty = pd.DataFrame()
+        return WindowCollectives(run, window, ranks, 0, tuple(mismatched), None, dict.fromkeys(ranks, 0), empty, empty, empty)
+    k = pd.concat(keep, ignore_index=True)
+    key = ["pg", "seq"]
+    grp = k.groupby(key, sort=True)
+    last_start = grp["start_ns"].transform("max").to_numpy(np.int64)
+    start, end = k["start_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
+    k["duration_ns"] = end - start
+    k["wait_ns"] = np.maximum(np.minimum(end, last_start) - start, 0)
+    per = grp.agg(collective=("collective", "first"), bytes=("bytes", "max"), ranks=("rank", "size"),
+                  first_start=("start_ns", "min"), last_start=("start_ns", "max"), first_end=("end_ns", "min"),
+                  last_end=("end_ns", "max"), wait=("wait_ns", "sum")).reset_index()
+    last_rank = k.loc[grp["start_ns"].idxmax().to_numpy(), ["pg", "seq", "rank"]].rename(columns={"rank": "last_rank"})
+    per = per.merge(last_rank, on=key)
+    per["skew_ns"] = per["last_start"] - per["first_start"]
+    per["time_ns"] = per["last_end"] - per["last_start"]
+    sized = (per["bytes"] > 0) & (per["time_ns"] > 0)
+    algbw = np.where(sized, per["bytes"] / per["time_ns"].clip(lower=1), np.nan)  # bytes/ns = GB/s
+    factor = _busbw_factor(per["collective"].to_numpy(dtype=object), per["ranks"].to_numpy(np.int64))
+    per["algbw_gbps"] = algbw
+    per["busbw_gbps"] = algbw * factor
+    per["_bus_bytes"] = np.where(sized, per["bytes"] * factor, np.nan)
+    rank_pos = np.searchsorted(np.array(ranks, dtype=np.int64), k["rank"].to_numpy(np.int64))
+    wait = np.bincount(rank_pos, weights=k["wait_ns"].to_numpy(np.float64), minlength=len(ranks)).astype(np.int64)
+    last_pos = np.searchsorted(np.array(ranks, dtype=np.int64), per["last_rank"].to_numpy(np.int64))
+    charged = np.bincount(last_pos, weights=per["wait"].to_numpy(np.float64), minlength=len(ranks))
+    straggler = int(ranks[int(np.argmax(charged))]) if charged.max(initial=0) > 0 else None
+    a2a = per["collective"].isin(_ALL_TO_ALL_TYPES).to_numpy()
+    gap = np.where(a2a, per["last_start"].to_numpy(np.int64) - per["first_end"].to_numpy(np.int64), 0)
+    implausible = int((gap > 0).sum())
+    by_type = _by_type(per, sized.to_numpy())
+    matches = per.reindex(columns=["pg", "seq", "collective", "bytes", "ranks", "skew_ns", "last_rank", "time_ns", "algbw_gbps", "busbw_gbps"])
+    per_rank = k.reindex(columns=["pg", "seq", "rank", "start_ns", "end_ns", "duration_ns", "wait_ns"])
+    per_rank = per_rank.sort_values(by=["pg", "seq", "rank"], kind="stable").reset_index(drop=True)
+    return WindowCollectives(
+        run=run, window=window, ranks=ranks, matched=len(per), mismatched=tuple(mismatched), straggler_rank=straggler,
+        wait_ns={int(r): int(w) for r, w in zip(ranks, wait)}, by_type=by_type,
+        matches=matches.reset_index(drop=True), per_rank=per_rank, implausible=implausible,
+        max_offset_ns=int(gap.max()) if implausible else 0,
+    )
