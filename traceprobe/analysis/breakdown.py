@@ -201,7 +201,7 @@ def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[De
     comp, comm = compute_mask(trace), comm_mask(trace)
     copy = (ev["kind"] == "memcpy").to_numpy()
     launch = launch_start_ns(trace)
-    sync = iv.clip(sync_intervals(trace), lo, hi)
+    sync = iv.intersect(sync_intervals(trace), (np.array([lo], np.int64), np.array([hi], np.int64)))
     raw_start = ev["start_ns"].to_numpy(np.int64)
     stream = ev["stream"].to_numpy(np.int64)
     out = []
