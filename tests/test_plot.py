@@ -10,7 +10,9 @@ import pytest
 from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
+from traceprobe import load_trace, overlap_report
 from traceprobe.cli import app
+from traceprobe.collect import manifest_info
 from traceprobe.report import plot
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -18,9 +20,18 @@ SAMPLE_FILES = sorted(SAMPLES.glob("*.pt.trace.json.gz"))
 runner = CliRunner()
 
 
-def png_size(path: Path) -> tuple[int, int]:
+def items(paths) -> list[plot.Item]:
+    """Load and analyse each trace (manifest facts attached), as the CLI does."""
+    out = []
+    for p in paths:
+        trace = load_trace(p)
+        out.append(plot.item_of(trace, overlap_report(trace, manifest_info(Path(p)))))
+    return out
+
+
+def png_size(path: Path | bytes) -> tuple[int, int]:
     """(width, height) of a PNG, after checking its signature and IHDR chunk."""
-    data = Path(path).read_bytes()
+    data = path if isinstance(path, bytes) else Path(path).read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     assert data[12:16] == b"IHDR" and data[-8:-4] == b"IEND"
     width, height = struct.unpack(">II", data[16:24])
@@ -28,11 +39,13 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def test_sample_timelines(tmp_path):
-    items = plot.load_items(SAMPLE_FILES)
-    labels = [i.label for i in items]
-    assert "compute-copy.nonblocking" in labels and "data-parallel.ddp.rank1" in labels  # names from the manifest
-    written = plot.draw(items, tmp_path / "t.png")
-    assert len(written) == len(SAMPLE_FILES) and len({w.name for w in written}) == len(written)
+    res = runner.invoke(app, ["plot", str(SAMPLES), "--output", str(tmp_path / "t.png"), "--jobs", "2"])
+    assert res.exit_code == 0, res.output
+    written = sorted(tmp_path.glob("t.*.png"))
+    names = {w.name for w in written}
+    assert "t.compute-copy.nonblocking.png" in names and "t.data-parallel.ddp.rank1.png" in names  # names from the manifest
+    assert "t.compute-copy.nonblocking.2.png" in names  # the H100 recording of the same variant is not overwritten
+    assert len(written) == len(res.stderr.splitlines()) >= len(SAMPLE_FILES)
     for w in written:
         width, height = png_size(w)
         assert 1000 <= width <= 2000 and 150 <= height <= 1200
@@ -64,9 +77,7 @@ def test_eight_devices_thirty_streams(tmp_path):
                 dur = int(rng.integers(1_000, 20_000))
                 [b.kernel, b.memcpy, b.nccl, b.memset][s % 4](d, 7 + s, t, dur)
                 t += dur + int(rng.integers(100, 10_000))
-    items = plot.load_items([b.write(tmp_path / "big.json")])
-    out = plot.timeline(items[0], tmp_path / "big.png")
-    width, height = png_size(out)
+    width, height = png_size(plot.timeline(items([b.write(tmp_path / "big.json")])[0]))
     # 240 lanes plus the verdicts: tall enough for one readable label per lane, not absurd
     assert height >= 240 * 0.11 * plot.DPI and height <= 6000 and width == int(plot.WIDTH_IN * plot.DPI)
 
@@ -74,16 +85,18 @@ def test_eight_devices_thirty_streams(tmp_path):
 def test_no_device_events(tmp_path):
     b = TraceBuilder("host only")
     b.cpu_op(0, 1000)
-    items = plot.load_items([b.write(tmp_path / "h.json")])
-    assert png_size(plot.timeline(items[0], tmp_path / "h.png"))[1] > 100
+    assert png_size(plot.timeline(items([b.write(tmp_path / "h.json")])[0]))[1] > 100
 
 
-def test_plot_bad_file_exits_2(tmp_path):
+def test_plot_bad_file_exits_2_others_drawn(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
-    res = runner.invoke(app, ["plot", str(tmp_path / "bad.json"), "--output", str(tmp_path / "x.png")])
+    good = SAMPLES / "multi-gpu.concurrent.pt.trace.json.gz"
+    res = runner.invoke(app, ["plot", str(tmp_path / "bad.json"), str(good), "--output", str(tmp_path / "x.png"), "--jobs", "1"])
     assert res.exit_code == 2 and "not valid JSON" in " ".join(res.output.split())
+    assert png_size(tmp_path / "x.png")[0] > 1000  # the one trace drawn
 
 
-@pytest.mark.parametrize("labels,expect", [(["a"], ["out.png"]), (["a", "b"], ["out.a.png", "out.b.png"])])
+@pytest.mark.parametrize("labels,expect", [(["a"], ["out.png"]), (["a", "b"], ["out.a.png", "out.b.png"]),
+                                           (["a", "a", "b", "a"], ["out.a.png", "out.a.2.png", "out.b.png", "out.a.3.png"])])
 def test_per_trace_paths(labels, expect):
     assert [p.name for p in plot.per_trace_paths("/x/out.png", labels)] == expect

@@ -154,11 +154,10 @@ def test_reading_traces_never_imports_torch(tmp_path):
     code = (
         "import sys, traceprobe.cli\n"
         "from traceprobe.collect import analyze_paths\n"
-        "from traceprobe.report import serialize\n"
+        "from traceprobe.report import json_document\n"
         f"s = analyze_paths([{str(path)!r}], jobs=1)\n"
-        "reports, failures = list(s.reports), list(s.failures)\n"
-        "assert reports and not failures\n"
-        "serialize.to_json(reports, failures)\n"
+        "assert s.reports and not s.failures\n"
+        "json_document.to_json(s)\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

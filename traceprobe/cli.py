@@ -15,6 +15,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 app = typer.Typer(
     add_completion=False,
@@ -36,8 +37,23 @@ class Engine(str, Enum):
     perfetto = "perfetto"
 
 
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(32), 127]} | {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with newlines and other control characters escaped (``\\n``, ``\\x1b``), so
+    that a name from a trace or a path can neither split nor forge a message line."""
+    return str(text).translate(_ESCAPES)
+
+
+def say(msg: str, style: str = "") -> None:
+    """Print one message line on stderr: literally (no rich markup, so ``[/red]`` in a
+    kernel or folder name prints as it is), never wrapped, control characters escaped."""
+    err.print(Text(one_line(msg), style=style), soft_wrap=True, highlight=False)
+
+
 def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/bold red] {msg}", highlight=False)
+    err.print(Text("error: ", style="bold red") + Text(one_line(msg)), soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
@@ -156,13 +172,21 @@ def overlap_report(
     from rich.progress import Progress
 
     from .collect import analyze_paths
-    from .report import flat, serialize, table
+    from .report import csv_long, json_document, markdown, table
 
+    drawn: list = []  # (report, image bytes), drawn where each trace was analysed
+    then = None
+    if plot is not None:
+        from functools import partial
+
+        from .report import plot as pl
+
+        then = partial(pl.timeline_of, fmt=pl.image_format(plot))
     try:
         with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task("analysing traces", total=None)
-            summary = analyze_paths(paths, jobs=jobs, on_done=lambda _: progress.advance(task))
-        reports, failures = list(summary.reports), list(summary.failures)
+            summary = analyze_paths(paths, jobs=jobs, on_done=lambda _: progress.advance(task),
+                                    then=then, on_then=lambda r, png: drawn.append((r, png)))
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
             raise
@@ -170,29 +194,27 @@ def overlap_report(
 
     if fmt is Format.table and output:
         with open(output, "w") as fh:
-            table.render(Console(file=fh, width=140), reports, failures)
+            table.render(Console(file=fh, width=140), summary)
     elif fmt is Format.table:
-        table.render(Console(), reports, failures)
+        table.render(Console(), summary)
     else:
-        text = {Format.json: serialize.to_json, Format.csv: flat.to_csv, Format.markdown: flat.to_markdown}[fmt](reports, failures)
+        text = {Format.json: json_document.to_json, Format.csv: csv_long.to_csv, Format.markdown: markdown.to_markdown}[fmt](summary)
         if output:
             output.write_text(text)
         else:
             sys.stdout.write(text)
-    for f in failures:
-        err.print(f"[red]{f.path}: {f.error}[/red]", highlight=False)
-    if plot is not None and reports:
-        from .report.plot import plot_reports
-
-        for written in plot_reports(reports, plot):
-            err.print(f"wrote {written}", highlight=False)
+    errors = [f"{f.path}: {f.error}" for f in summary.failures]
+    if plot is not None:
+        errors += _write_timelines(plot, drawn)
+    for e in errors:
+        say(e, "red")
 
     from .analysis.gates import shortfalls
 
-    short = shortfalls(reports, min_copy_overlap, min_device_concurrency)
+    short = shortfalls(list(summary.reports), min_copy_overlap, min_device_concurrency)
     for s in short:
-        err.print(f"[yellow]below threshold: {s}[/yellow]", highlight=False)
-    if failures:
+        say(f"below threshold: {s}", "yellow")
+    if errors:
         raise typer.Exit(2)
     if short:
         raise typer.Exit(1)
@@ -223,7 +245,7 @@ def _sql_report(paths: list[Path], trace_processor: Path | None, debug: bool) ->
                 raise
             errors.append(f"{f}: {type(e).__name__}: {e}")
     for e in errors:
-        err.print(f"[red]{e}[/red]", highlight=False)
+        say(e, "red")
     raise typer.Exit(2 if errors else 0)
 
 
@@ -259,7 +281,7 @@ def export(
         except OSError as e:
             errors.append(f"{f}: cannot write to {out_dir}: {e.strerror or e}")
     for e in errors:
-        err.print(f"[red]{e}[/red]", highlight=False)
+        say(e, "red")
     if errors:
         raise typer.Exit(2)
 
@@ -275,9 +297,9 @@ def _export_perfetto(traces: list[Path], out_dir: Path) -> None:
     for f, stem in zip(traces, chrome.unique_stems(traces)):
         try:
             trace = load_trace(f)
-            err.print(pf.write_perfetto(trace, out_dir / f"{stem}.pftrace", overlap_report(trace)).describe(), highlight=False)
+            say(pf.write_perfetto(trace, out_dir / f"{stem}.pftrace", overlap_report(trace)).describe())
         except TraceFormatError as e:
-            err.print(f"[red]{e}[/red]", highlight=False)
+            say(e, "red")
 
 
 @app.command("plot")
@@ -286,23 +308,50 @@ def plot_cmd(
     output: Path = typer.Option(..., "--output", "-o", help="PNG to write (several traces without --compare: <stem>.<trace>.png)."),
     compare: bool = typer.Option(False, "--compare", help="Stack the traces on one time axis, each from its own first device event."),
     title: str | None = typer.Option(None, help="Title of the --compare figure."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
 ) -> None:
     """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top."""
-    from .collect import discover
-    from .errors import TraceFormatError
+    from functools import partial
+
+    from .collect import analyze_paths
     from .report import plot as pl
 
-    files, failures = discover(paths)
-    for f in failures:
-        _fail(f"{f.path}: {f.error}")
-    try:
-        written = pl.draw(pl.load_items(files), output, compare, title)
-    except TraceFormatError as e:
-        _fail(str(e))
-    except OSError as e:
-        _fail(f"cannot write {output}: {e.strerror or e}")
-    for w in written:
-        typer.echo(f"wrote {w}")
+    drawn: list = []
+    if compare:  # every trace in this process, drawn together
+        summary = analyze_paths(paths, jobs=1, then=pl.item_of, on_then=lambda _, item: drawn.append(item))
+        errors = [f"{f.path}: {f.error}" for f in summary.failures]
+        if drawn:
+            errors += _write_pictures(output, [(output, pl.compare(drawn, title, pl.image_format(output)))])
+    else:
+        summary = analyze_paths(paths, jobs=jobs, then=partial(pl.timeline_of, fmt=pl.image_format(output)),
+                                on_then=lambda r, png: drawn.append((r, png)))
+        errors = [f"{f.path}: {f.error}" for f in summary.failures] + _write_timelines(output, drawn)
+    for e in errors:
+        say(e, "red")
+    if errors:
+        raise typer.Exit(2)
+
+
+def _write_timelines(output: Path, drawn: list) -> list[str]:
+    """Write each ``(report, image bytes)`` to :func:`~traceprobe.report.plot.per_trace_paths`; the errors, one line each."""
+    from .report import plot as pl
+
+    names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
+    return _write_pictures(output, [(name, png) for name, (_, png) in zip(names, drawn)])
+
+
+def _write_pictures(output: Path, pictures: list[tuple[Path, bytes]]) -> list[str]:
+    """Write ``(path, bytes)`` pairs atomically, saying ``wrote PATH`` for each; the errors, one line each."""
+    from .fileio import atomic_write_bytes
+
+    errors = []
+    for path, data in pictures:
+        try:
+            atomic_write_bytes(path, data)
+            say(f"wrote {path}")
+        except OSError as e:
+            errors.append(f"cannot write {path}: {e.strerror or e}")
+    return errors
 
 
 def main() -> None:

@@ -14,12 +14,16 @@ import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from .analysis.report import OverlapReport, overlap_report
 from .analysis.summary import Summary, summarize
 from .errors import Failure, TraceFormatError
 from .manifest import info_for as manifest_info
-from .trace import load_trace
+from .trace import Trace, load_trace
+
+Then = Callable[[Trace, OverlapReport], Any]
+"""Work done on each loaded trace beside its analysis (a module-level function, picklable)."""
 
 __all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "manifest_info"]
 
@@ -57,21 +61,30 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
     return unique, failures
 
 
-def analyze_file(path: str | Path) -> OverlapReport | Failure:
-    """Load and analyse one trace; a :class:`TraceFormatError` becomes a :class:`Failure`."""
+def analyze_file(path: str | Path, then: Then | None = None) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
+    """Load and analyse one trace; a :class:`TraceFormatError` becomes a :class:`Failure`.
+
+    With ``then``, also ``then(trace, report)`` while the trace is loaded (for
+    pictures and exports, so that no trace is parsed twice), and return
+    ``(report, its result)``.
+    """
     p = Path(path)
     try:
-        return overlap_report(load_trace(p), manifest_info(p))
+        trace = load_trace(p)
+        report = overlap_report(trace, manifest_info(p))
     except TraceFormatError as e:
         return Failure(str(p), e.reason)
     except MemoryError:
         return Failure(str(p), "not enough memory to load this trace")
+    return report if then is None else (report, then(trace, report))
 
 
 def analyze_paths(
     paths: Iterable[str | Path],
     jobs: int | None = None,
-    on_done: Callable[[OverlapReport | Failure], None] | None = None,
+    on_done: Callable[[Any], None] | None = None,
+    then: Then | None = None,
+    on_then: Callable[[OverlapReport, Any], None] | None = None,
 ) -> Summary:
     """Analyse every trace under ``paths`` and summarise them.
 
@@ -80,6 +93,9 @@ def analyze_paths(
         jobs: worker processes (default: CPU count, at most one per file; 1 runs
             in this process).
         on_done: called once per file as it completes (for progress bars).
+        then: a module-level function ``then(trace, report)`` run on each trace
+            that loaded, where it was analysed (see :func:`analyze_file`);
+        on_then: receives ``(report, then's result)`` in this process, in file order.
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
@@ -88,23 +104,27 @@ def analyze_paths(
     files, failures = discover(paths)
     n = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
     n = max(1, min(n, len(files)))
-    results: list[OverlapReport | Failure]
+    results: list[Any]
     if n == 1:
         results = []
         for f in files:
-            r = analyze_file(f)
+            r = analyze_file(f, then)
             results.append(r)
             if on_done:
                 on_done(r)
     else:
         with ProcessPoolExecutor(max_workers=n) as pool:
-            futures = [pool.submit(analyze_file, f) for f in files]
+            futures = [pool.submit(analyze_file, f, then) for f in files]
             results = []
             for fut in futures:
                 r = fut.result()
                 results.append(r)
                 if on_done:
                     on_done(r)
+    for r in results:
+        if isinstance(r, tuple) and on_then:
+            on_then(*r)
+    results = [r[0] if isinstance(r, tuple) else r for r in results]
     reports = [r for r in results if isinstance(r, OverlapReport)]
     failures += [r for r in results if isinstance(r, Failure)]
     return summarize(reports, failures)

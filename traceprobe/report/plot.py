@@ -3,6 +3,9 @@
 matplotlib through its Agg canvas (``matplotlib.figure.Figure``, no pyplot): no
 display is needed and no global backend is changed.
 
+Renderers only: each function takes loaded traces and their reports and returns
+the image's bytes; the caller writes them (through :mod:`traceprobe.fileio`).
+
 - :func:`timeline`: one lane per (device, stream) over the trace window; compute
   kernels, copies, communication kernels and memsets in distinct colours; where
   copies or communication ran under compute, the device's lanes are shaded; with
@@ -18,6 +21,7 @@ of a thousand and short kernels stay visible.
 
 from __future__ import annotations
 
+import io
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,9 +36,9 @@ from matplotlib.patches import Patch
 
 from .. import intervals as iv
 from ..analysis.busy import comm_mask, device_intervals
-from ..analysis.report import OverlapReport, overlap_report
+from ..analysis.report import OverlapReport
 from ..analysis.timeline import under_compute
-from ..trace import Trace, load_trace
+from ..trace import Trace
 from .chrome import trace_stem
 
 CLASSES = ("compute kernel", "memcpy", "communication kernel", "memset")
@@ -63,18 +67,6 @@ def label_of(path: str | Path, info: dict | None = None, rank: int | None = None
         label = ".".join(x for x in (info.get("workload"), info.get("variant")) if x)
         return label if rank is None else f"{label}.rank{rank}"
     return trace_stem(path)
-
-
-def load_items(paths: Sequence[str | Path]) -> list[Item]:
-    """Load and analyse each trace file (manifest facts attached when present)."""
-    from ..collect import manifest_info
-
-    items = []
-    for p in paths:
-        trace = load_trace(p)
-        info = manifest_info(Path(p))
-        items.append(Item(label_of(p, info, trace.rank), trace, overlap_report(trace, info)))
-    return items
 
 
 def _lanes(trace: Trace) -> pd.DataFrame:
@@ -170,7 +162,7 @@ def _lane_in(n: int) -> float:
     return float(np.clip(7.0 / max(n, 1), 0.11, 0.32))
 
 
-def _render(items: Sequence[Item], path: str | Path, span_ns: int, title: str | None) -> Path:
+def _render(items: Sequence[Item], span_ns: int, title: str | None, fmt: str) -> bytes:
     line_in = FONT * 1.45 / 72
     chars = int((WIDTH_IN - 0.4) * 72 / (FONT * 0.52))
     sections = []
@@ -208,38 +200,49 @@ def _render(items: Sequence[Item], path: str | Path, span_ns: int, title: str | 
         y -= ax_in + axis_in
     if axes:
         axes[-1].set_xlabel("time since the first device event (ms)", fontsize=FONT)
-    out = Path(path)
-    fig.savefig(out, dpi=DPI, facecolor="white")
-    return out
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=DPI, facecolor="white")
+    return buf.getvalue()
 
 
-def timeline(item: Item, path: str | Path) -> Path:
-    """Draw one trace over its window (module doc) into ``path`` (PNG, or any format matplotlib writes)."""
+def timeline(item: Item, fmt: str = "png") -> bytes:
+    """One trace over its window (module doc), as the bytes of a ``fmt`` image (any format matplotlib writes)."""
     lo, hi = item.report.window_ns
-    return _render([item], path, max(hi - lo, 1), None)
+    return _render([item], max(hi - lo, 1), None, fmt)
 
 
-def compare(items: Sequence[Item], path: str | Path, title: str | None = None) -> Path:
-    """Draw several traces stacked on one time axis, each relative to its own first device event."""
+def compare(items: Sequence[Item], title: str | None = None, fmt: str = "png") -> bytes:
+    """Several traces stacked on one time axis, each relative to its own first device event, as image bytes."""
     span = max([r.report.window_ns[1] - r.report.window_ns[0] for r in items] + [1])
-    return _render(items, path, span, title or "compared: " + ", ".join(i.label for i in items))
+    return _render(items, span, title or "compared: " + ", ".join(i.label for i in items), fmt)
+
+
+def item_of(trace: Trace, report: OverlapReport) -> Item:
+    """The :class:`Item` of one analysed trace, labelled by :func:`label_of`."""
+    return Item(label_of(report.path, report.info, report.rank), trace, report)
+
+
+def timeline_of(trace: Trace, report: OverlapReport, fmt: str = "png") -> bytes:
+    """:func:`timeline` of one analysed trace: a module-level function, so that
+    worker processes can draw the picture where the trace was analysed."""
+    return timeline(item_of(trace, report), fmt)
+
+
+def image_format(output: str | Path) -> str:
+    """The image format named by ``output``'s suffix (``png`` without one)."""
+    return Path(output).suffix.lstrip(".").lower() or "png"
 
 
 def per_trace_paths(output: str | Path, labels: Sequence[str]) -> list[Path]:
-    """``output`` for one trace; ``<stem>.<label><suffix>`` beside it for several."""
+    """``output`` for one trace; ``<stem>.<label><suffix>`` beside it for several
+    (a repeated label gets ``.2``, ``.3``...)."""
     out = Path(output)
     if len(labels) == 1:
         return [out]
-    return [out.with_name(f"{out.stem}.{label}{out.suffix or '.png'}") for label in labels]
-
-
-def draw(items: Sequence[Item], output: str | Path, compare_: bool = False, title: str | None = None) -> list[Path]:
-    """One :func:`compare` figure of all items, or a :func:`timeline` per item; the files written."""
-    if compare_:
-        return [compare(items, output, title)]
-    return [timeline(it, p) for it, p in zip(items, per_trace_paths(output, [i.label for i in items]))]
-
-
-def plot_reports(reports: Sequence[OverlapReport], output: str | Path) -> list[Path]:
-    """One timeline per analysed report (its trace is read again for the events)."""
-    return draw([Item(label_of(r.path, r.info, r.rank), load_trace(r.path), r) for r in reports], output)
+    seen: dict[str, int] = {}
+    paths = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        name = label if seen[label] == 1 else f"{label}.{seen[label]}"
+        paths.append(out.with_name(f"{out.stem}.{name}{out.suffix or '.png'}"))
+    return paths

@@ -10,10 +10,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.ranks import rank_summary
 from ..analysis.report import OverlapReport
-from ..analysis.variants import variant_summary
-from ..errors import Failure
+from ..analysis.summary import Summary
 
 LEVEL_STYLE = {"confirmed": "bold green", "partial": "yellow", "none": "bold red"}
 
@@ -76,13 +74,12 @@ def render_report(r: OverlapReport) -> Panel:
     return Panel(Group(*parts), title=f"[bold]{name}[/bold]", subtitle=r.path if name != r.path else None, title_align="left")
 
 
-def render(console: Console, reports: list[OverlapReport], failures: list[Failure]) -> None:
+def render(console: Console, summary: Summary) -> None:
     """Print every report, the across-rank summary and the failures."""
-    for r in reports:
+    for r in summary.reports:
         console.print(render_report(r))
-    summary = rank_summary(reports)
-    if not summary.empty:
-        for (run, window), g in summary.groupby(["run", "window"], sort=False):
+    if not summary.rank_summary.empty:
+        for (run, window), g in summary.rank_summary.groupby(["run", "window"], sort=False):
             t = Table(title=f"across {int(g['ranks'].iloc[0])} ranks in {run}, {window} (slowest rank: {int(g['slowest_rank'].iloc[0])})", title_justify="left", show_edge=False)
             for h in ("figure", "min", "median", "max"):
                 t.add_column(h, justify="left" if h == "figure" else "right")
@@ -92,7 +89,7 @@ def render(console: Console, reports: list[OverlapReport], failures: list[Failur
                 label = rec["figure"][:-3] if is_time else rec["figure"]
                 t.add_row(label, fmt(rec["min"]), fmt(rec["median"]), fmt(rec["max"]))
             console.print(t)
-    variants = variant_summary(reports)
+    variants = summary.variants
     for run, g in variants.groupby("run", sort=False):
         if not (g["agreement"] != "baseline").any():
             continue
@@ -108,7 +105,7 @@ def render(console: Console, reports: list[OverlapReport], failures: list[Failur
         for rec in g[g["agreement"] == "disagrees"].to_dict(orient="records"):
             console.print(Text(f"  {rec['workload']}.{rec['variant']}: {rec['speedup']:.2f}x against {rec['baseline']}; {rec['reading']}",
                                style="yellow"))
-    if failures:
-        console.print(Text(f"{len(failures)} file(s) could not be analysed:", style="bold red"))
-        for f in failures:
+    if summary.failures:
+        console.print(Text(f"{len(summary.failures)} file(s) could not be analysed:", style="bold red"))
+        for f in summary.failures:
             console.print(Text(f"  {f.path}: {f.error}", style="red"))

@@ -1,4 +1,4 @@
-"""The JSON document of ``overlap-report --format json`` (schema in the README).
+"""The JSON document of ``overlap-report --format json``, rendered from a :class:`~traceprobe.analysis.summary.Summary`.
 
 Times are int64 nanoseconds (``*_ns``), fractions are floats in 0..1, and an
 undefined figure (no copies, no second device...) is ``null``.
@@ -14,10 +14,8 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..analysis.ranks import rank_summary
 from ..analysis.report import OverlapReport
-from ..analysis.variants import variant_summary
-from ..errors import Failure
+from ..analysis.summary import Summary
 
 SCHEMA_VERSION = 1
 
@@ -85,18 +83,18 @@ def report_dict(r: OverlapReport) -> dict[str, Any]:
     return _clean(out)
 
 
-def document(reports: list[OverlapReport], failures: list[Failure]) -> dict[str, Any]:
+def document(summary: Summary) -> dict[str, Any]:
     """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``failures``."""
     return {
         "schema": SCHEMA_VERSION,
         "traceprobe": __version__,
-        "traces": [report_dict(r) for r in reports],
-        "rank_summary": rows(rank_summary(reports)),
-        "variants": rows(variant_summary(reports)),
-        "failures": [{"path": f.path, "error": f.error} for f in failures],
+        "traces": [report_dict(r) for r in summary.reports],
+        "rank_summary": rows(summary.rank_summary),
+        "variants": rows(summary.variants),
+        "failures": [{"path": f.path, "error": f.error} for f in summary.failures],
     }
 
 
-def to_json(reports: list[OverlapReport], failures: list[Failure]) -> str:
+def to_json(summary: Summary) -> str:
     """:func:`document` as indented JSON text."""
-    return json.dumps(document(reports, failures), indent=2) + "\n"
+    return json.dumps(document(summary), indent=2) + "\n"

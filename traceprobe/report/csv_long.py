@@ -1,0 +1,36 @@
+"""``overlap-report --format csv``: long-form CSV of a :class:`~traceprobe.analysis.summary.Summary`.
+
+One row per table row of every trace, with the columns ``path``, ``workload``,
+``variant``, ``rank`` and ``section`` (``streams``, ``copy_overlap``, ``devices``,
+``stream_concurrency``, ``comm_overlap``, ``cpu_gpu``, ``steps``, ``verdicts``; see
+:func:`.sections.sections`) in front of that section's own columns; failures are
+``section=failure`` rows.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..analysis.summary import Summary
+from .sections import sections
+
+
+def to_csv(summary: Summary) -> str:
+    """Long-form CSV of every report (module doc); failures as ``section=failure`` rows."""
+    frames = []
+    for r in summary.reports:
+        for name, df in sections(r).items():
+            if df.empty:
+                continue
+            df = df.drop(columns=["rank"], errors="ignore")  # the trace's rank goes in front, once
+            df.insert(0, "section", name)
+            df.insert(0, "rank", r.rank)
+            df.insert(0, "variant", r.info.get("variant"))
+            df.insert(0, "workload", r.info.get("workload"))
+            df.insert(0, "path", r.path)
+            frames.append(df)
+    for f in summary.failures:
+        frames.append(pd.DataFrame([{"path": f.path, "section": "failure", "text": f.error}]))
+    if not frames:
+        return ""
+    return pd.concat(frames, ignore_index=True).to_csv(index=False)
