@@ -342,15 +342,15 @@ def _write_timelines(output: Path, drawn: list) -> list[str]:
 
 def _write_pictures(output: Path, pictures: list[tuple[Path, bytes]]) -> list[str]:
     """Write ``(path, bytes)`` pairs atomically, saying ``wrote PATH`` for each; the errors, one line each."""
-    from .fileio import atomic_write_bytes
+    from .fileio import WriteError, atomic_write_bytes
 
     errors = []
     for path, data in pictures:
         try:
             atomic_write_bytes(path, data)
             say(f"wrote {path}")
-        except OSError as e:
-            errors.append(f"cannot write {path}: {e.strerror or e}")
+        except WriteError as e:
+            errors.append(str(e))
     return errors
 
 
