@@ -15,8 +15,12 @@ import pandas as pd
 
 from ..trace import Trace
 from . import verdicts as vd
+from .breakdown import gpu_breakdown, step_breakdown
 from .busy import compute_mask, fraction_of, stream_busy
+from .collectives import collective_table
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
+from .findings import findings
+from .kernels import kernel_table, queue_times
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
 from .steps import clip_trace, step_windows
 
@@ -45,6 +49,13 @@ class OverlapReport:
         info: manifest facts about the run (workload, variant, wall_s, ...).
         event_count: number of events in the file.
         warnings: what the loader dropped or could not use (one line each).
+        breakdown: GPU time breakdown per device, see :func:`.breakdown.gpu_breakdown`.
+        breakdown_steps: the same per step window, see :func:`.breakdown.step_breakdown`.
+        findings: ranked headroom, see :func:`.findings.findings`.
+        kernels: device time per kernel name, see :func:`.kernels.kernel_table`.
+        queue: launch-to-start delay, see :func:`.kernels.queue_times`.
+        collectives: the collective kernels launched in the trace, see
+            :func:`.collectives.collective_table` (matched across ranks in the Summary).
 
     A report is small and picklable (it travels between worker processes): it
     holds figures, never the :class:`~traceprobe.trace.Trace`.
@@ -65,6 +76,12 @@ class OverlapReport:
     info: dict[str, Any] = field(default_factory=dict)
     event_count: int = 0
     warnings: tuple[str, ...] = ()
+    breakdown: pd.DataFrame = field(default_factory=pd.DataFrame)
+    breakdown_steps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    findings: pd.DataFrame = field(default_factory=pd.DataFrame)
+    kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
+    queue: pd.DataFrame = field(default_factory=pd.DataFrame)
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def parallelism(self) -> bool:
@@ -155,4 +172,10 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None) -> OverlapR
         info=dict(info or {}),
         event_count=int(trace.metadata.get("event_count", 0)),
         warnings=tuple(trace.metadata.get("warnings") or ()),
+        breakdown=gpu_breakdown(trace),
+        breakdown_steps=step_breakdown(trace, steps),
+        findings=findings(trace),
+        kernels=kernel_table(trace),
+        queue=queue_times(trace),
+        collectives=collective_table(trace),
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..errors import Failure
+from .collectives import WindowCollectives, match_window
 from .ranks import rank_summary
 from .report import OverlapReport
 from .run import Run, build_runs
@@ -30,6 +31,8 @@ class Summary:
         rank_summary: across-rank figures per window, see :func:`.ranks.rank_summary`.
         variants: stopwatch against evidence, see :func:`.variants.variant_summary`.
         failures: files that could not be analysed (path and one-line reason).
+        collectives: collectives matched across the ranks of each window with
+            two or more ranks, see :func:`.collectives.match_window`.
         warnings: one line each, ``<path>: <what the loader dropped>`` for each
             trace, then what grouping found odd (a rank repeated in a window, a
             window missing a rank its run has).
@@ -41,6 +44,7 @@ class Summary:
     variants: pd.DataFrame
     failures: tuple[Failure, ...]
     warnings: tuple[str, ...]
+    collectives: tuple[WindowCollectives, ...] = ()
 
 
 def _run_warnings(runs: list[Run]) -> list[str]:
@@ -54,6 +58,17 @@ def _run_warnings(runs: list[Run]) -> list[str]:
             missing = sorted(ranks - set(w.ranks))
             if missing and w.rank_count:
                 out.append(f"{run.name}: window {w.label} has no trace of rank(s) {', '.join(map(str, missing))}")
+    return out
+
+
+def run_collectives(runs: list[Run] | tuple[Run, ...]) -> list[WindowCollectives]:
+    """Collectives matched across ranks, for every window of two or more known ranks (one trace per rank)."""
+    out = []
+    for run in runs:
+        for w in run.windows:
+            tables = {r: rep.collectives for r, rep in zip(w.ranks, w.reports) if r is not None}
+            if len(tables) >= 2 and any(not t.empty for t in tables.values()):
+                out.append(match_window(tables, run.name, w.label))
     return out
 
 
@@ -77,4 +92,5 @@ def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures
         variants=variant_summary(runs=runs),
         failures=tuple(failures),
         warnings=tuple(warnings),
+        collectives=tuple(run_collectives(runs)),
     )

@@ -1,0 +1,81 @@
+"""Top kernels and launch queue time per device (HolisticTraceAnalysis-style tables).
+
+Definitions (quoted by the README):
+
+- *kernel table* of device d: its device events grouped by ``kind`` and ``name``:
+  ``count``, ``total_ns`` (sum of durations, overlaps counted twice, as HTA's
+  kernel breakdown does), ``mean_ns``, ``max_ns``, and ``share`` = total_ns / the
+  summed durations of every device event of d.
+- *queue time* (launch-to-start delay) of a device event: its start minus the end
+  of the host call that launched it (the ``cuda_runtime``/``cuda_driver`` event
+  with its correlation id; HTA's ``launch_delay``). Events with no launch in the
+  trace are left out. Summarised per device and kind: ``launched`` (count),
+  ``mean_ns``, ``p50_ns``, ``p95_ns``, ``max_ns``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace import Trace
+from .breakdown import launch_rows
+
+KERNEL_COLUMNS = ["device", "kind", "name", "count", "total_ns", "mean_ns", "max_ns", "share"]
+QUEUE_COLUMNS = ["device", "kind", "launched", "mean_ns", "p50_ns", "p95_ns", "max_ns"]
+
+
+def _empty(cols: list[str], text: tuple[str, ...]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=object if c in text else (np.float64 if c == "share" else np.int64)) for c in cols})
+
+
+def kernel_table(trace: Trace) -> pd.DataFrame:
+    """Device time per kernel name (module docstring).
+
+    Returns:
+        DataFrame with ``device`` (int64), ``kind`` (str: kernel, memcpy,
+        memset), ``name`` (str), ``count``, ``total_ns``, ``mean_ns``, ``max_ns``
+        (int64; mean rounded down), ``share`` (float64); sorted by device, then
+        total time, largest first.
+    """
+    ev = trace.device_events
+    if ev.empty:
+        return _empty(KERNEL_COLUMNS, ("kind", "name"))
+    dur = ev["end_ns"].to_numpy(np.int64) - ev["start_ns"].to_numpy(np.int64)
+    df = pd.DataFrame({"device": ev["device"].to_numpy(np.int64), "kind": ev["kind"].astype(str).to_numpy(dtype=object),
+                       "name": ev["name"].astype(str).to_numpy(dtype=object), "dur": dur})
+    g = df.groupby(["device", "kind", "name"], sort=False)["dur"]
+    out = pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "max_ns": g.max()}).reset_index()
+    out["mean_ns"] = out["total_ns"].to_numpy(np.int64) // out["count"].to_numpy(np.int64)
+    dev_total = out.groupby("device")["total_ns"].transform("sum").to_numpy(np.float64)
+    out["share"] = np.where(dev_total > 0, out["total_ns"].to_numpy(np.float64) / np.maximum(dev_total, 1), np.nan)
+    out = out.sort_values(by=["device", "total_ns", "name"], ascending=[True, False, True], kind="stable")
+    return out.reindex(columns=KERNEL_COLUMNS).reset_index(drop=True).astype(
+        {"count": np.int64, "total_ns": np.int64, "mean_ns": np.int64, "max_ns": np.int64})
+
+
+def queue_times(trace: Trace) -> pd.DataFrame:
+    """Launch-to-start delay per device and kind (module docstring).
+
+    Returns:
+        DataFrame with ``device`` (int64), ``kind`` (str), ``launched`` (int64),
+        ``mean_ns``, ``p50_ns``, ``p95_ns``, ``max_ns`` (int64; percentiles by the
+        nearest-rank rule, ``numpy.percentile(method="inverted_cdf")``).
+    """
+    ev = trace.device_events
+    rows = launch_rows(trace)
+    ok = rows >= 0
+    if not ok.any():
+        return _empty(QUEUE_COLUMNS, ("kind",))
+    launch_end = trace.host_events["end_ns"].to_numpy(np.int64)[rows[ok]]
+    delay = ev["start_ns"].to_numpy(np.int64)[ok] - launch_end
+    dev = ev["device"].to_numpy(np.int64)[ok]
+    kind = ev["kind"].astype(str).to_numpy(dtype=object)[ok]
+    out = []
+    for d in np.unique(dev).tolist():
+        for k in sorted(set(kind[dev == d].tolist())):
+            x = delay[(dev == d) & (kind == k)]
+            out.append({"device": d, "kind": k, "launched": int(x.size), "mean_ns": int(x.sum() // x.size),
+                        "p50_ns": int(np.percentile(x, 50, method="inverted_cdf")),
+                        "p95_ns": int(np.percentile(x, 95, method="inverted_cdf")), "max_ns": int(x.max())})
+    return pd.DataFrame(out, columns=QUEUE_COLUMNS)
