@@ -169,10 +169,11 @@ def overlap_report(
     """Per-stream busy time, copy/compute, cross-device, stream, comm and CPU/GPU overlap, with verdicts."""
     if engine is Engine.perfetto:
         _sql_report(paths, trace_processor, debug)
+    _check_outputs(paths, {"--output": output, "--plot": plot})
     from rich.progress import Progress
 
     from .collect import analyze_paths
-    from .report import csv_long, json_document, markdown, table
+    from .report import csv_long, json_document, markdown
 
     drawn: list = []  # (report, image bytes), drawn where each trace was analysed
     then = None
@@ -192,18 +193,12 @@ def overlap_report(
             raise
         _fail(f"{type(e).__name__}: {e}")
 
-    if fmt is Format.table and output:
-        with open(output, "w") as fh:
-            table.render(Console(file=fh, width=140), summary)
-    elif fmt is Format.table:
-        table.render(Console(), summary)
+    errors = [f"{f.path}: {f.error}" for f in summary.failures]
+    if fmt is Format.table:
+        text = _table_text(summary, output)
     else:
         text = {Format.json: json_document.to_json, Format.csv: csv_long.to_csv, Format.markdown: markdown.to_markdown}[fmt](summary)
-        if output:
-            output.write_text(text)
-        else:
-            sys.stdout.write(text)
-    errors = [f"{f.path}: {f.error}" for f in summary.failures]
+    errors += _emit(text, output)
     if plot is not None:
         errors += _write_timelines(plot, drawn)
     for e in errors:
@@ -218,6 +213,57 @@ def overlap_report(
         raise typer.Exit(2)
     if short:
         raise typer.Exit(1)
+
+
+def _check_outputs(paths: list, outputs: dict[str, Path | None]) -> None:
+    """Refuse, in one line and before any work, an output that is one of the input
+    traces or whose folder does not exist."""
+    from .collect import discover
+
+    given = {o: p for o, p in outputs.items() if p is not None}
+    if not given:
+        return
+    inputs = {Path(p).resolve() for p in paths if not _is_url(p)}
+    inputs |= {Path(f).resolve() for f in discover(paths)[0] if not _is_url(f)}
+    for option, path in given.items():
+        if path.resolve() in inputs:
+            _fail(f"{option} {path} is one of the input traces: refusing to overwrite it")
+        if not path.parent.is_dir():
+            _fail(f"cannot write {path}: no folder {path.parent}")
+
+
+def _is_url(p: object) -> bool:
+    return "://" in str(p)
+
+
+def _table_text(summary, output: Path | None) -> str | None:
+    """The table for a file (140 columns, no colour), or None: printed to the terminal as it is rendered."""
+    from .report import table
+
+    if output is None:
+        table.render(Console(), summary)
+        return None
+    import io
+
+    buf = io.StringIO()
+    table.render(Console(file=buf, width=140, no_color=True), summary)
+    return buf.getvalue()
+
+
+def _emit(text: str | None, output: Path | None) -> list[str]:
+    """Write ``text`` to ``output`` atomically, or to stdout; the error, if any, as one line."""
+    from .fileio import WriteError, atomic_write
+
+    if text is None:
+        return []
+    if output is None:
+        sys.stdout.write(text)
+        return []
+    try:
+        atomic_write(output, text, compress=False)
+    except WriteError as e:
+        return [str(e)]
+    return []
 
 
 def _sql_report(paths: list[Path], trace_processor: Path | None, debug: bool) -> None:
@@ -311,6 +357,7 @@ def plot_cmd(
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
 ) -> None:
     """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top."""
+    _check_outputs(paths, {"--output": output})
     from functools import partial
 
     from .collect import analyze_paths
@@ -355,5 +402,13 @@ def _write_pictures(output: Path, pictures: list[tuple[Path, bytes]]) -> list[st
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: exit 0, 1 (a gate not met), 2 (an error), 130 (interrupted).
+
+    An exception nothing else caught is a bug, but it still ends in one line and
+    exit code 2, never in a traceback and exit code 1 (which means "gate not met").
+    """
+    try:
+        app()
+    except Exception as e:  # noqa: BLE001 - the last guard
+        say(f"error: {type(e).__name__}: {e}", "red")
+        sys.exit(2)

@@ -31,7 +31,7 @@ def _table(title: str, df: pd.DataFrame, cols: list[tuple[str, str, str]]) -> Ta
         t.add_column(header, justify="left" if fmt == "str" else "right")
     fmts = {"ms": _ms, "pct": _pct, "int": lambda v: f"{int(v):,}", "str": str}
     for rec in df.to_dict(orient="records"):
-        t.add_row(*[fmts[f](rec[c]) for c, _, f in cols])
+        t.add_row(*[Text(fmts[f](rec[c])) for c, _, f in cols])
     return t
 
 
@@ -71,41 +71,37 @@ def render_report(r: OverlapReport) -> Panel:
         verdicts.append("no figure to judge: no copies, no second device or stream, no host compute beside device work", style="dim")
     parts.append(verdicts)
     name = ".".join(x for x in (r.info.get("workload"), r.info.get("variant")) if x) or r.path
-    return Panel(Group(*parts), title=f"[bold]{name}[/bold]", subtitle=r.path if name != r.path else None, title_align="left")
+    return Panel(Group(*parts), title=Text(name, style="bold"), subtitle=Text(r.path) if name != r.path else None, title_align="left")
 
 
 def render(console: Console, summary: Summary) -> None:
-    """Print every report, the across-rank summary and the failures."""
+    """Print every report and the across-rank and stopwatch tables (failures go to stderr, from the CLI)."""
     for r in summary.reports:
         console.print(render_report(r))
     if not summary.rank_summary.empty:
         for (run, window), g in summary.rank_summary.groupby(["run", "window"], sort=False):
-            t = Table(title=f"across {int(g['ranks'].iloc[0])} ranks in {run}, {window} (slowest rank: {int(g['slowest_rank'].iloc[0])})", title_justify="left", show_edge=False)
+            t = Table(title=Text(f"across {int(g['ranks'].iloc[0])} ranks in {run}, {window} (slowest rank: {int(g['slowest_rank'].iloc[0])})"), title_justify="left", show_edge=False)
             for h in ("figure", "min", "median", "max"):
                 t.add_column(h, justify="left" if h == "figure" else "right")
             for rec in g.to_dict(orient="records"):
                 is_time = rec["figure"].endswith("_ns")
                 fmt = (lambda v: f"{_ms(v)} ms") if is_time else _pct
                 label = rec["figure"][:-3] if is_time else rec["figure"]
-                t.add_row(label, fmt(rec["min"]), fmt(rec["median"]), fmt(rec["max"]))
+                t.add_row(*map(Text, (label, fmt(rec["min"]), fmt(rec["median"]), fmt(rec["max"]))))
             console.print(t)
     variants = summary.variants
     for run, g in variants.groupby("run", sort=False):
         if not (g["agreement"] != "baseline").any():
             continue
-        t = Table(title=f"stopwatch against evidence in {run}: wall clock (manifest, one timed run) vs the workload's first variant",
+        t = Table(title=Text(f"stopwatch against evidence in {run}: wall clock (manifest, one timed run) vs the workload's first variant"),
                   title_justify="left", show_edge=False)
         for h in ("variant", "wall ms", "speed-up", "agreement"):
             t.add_column(h, justify="right" if h in ("wall ms", "speed-up") else "left", no_wrap=True)
         style = {"agrees": "green", "disagrees": "bold yellow", "baseline": "dim"}
         for rec in g.to_dict(orient="records"):
-            t.add_row(f"{rec['workload']}.{rec['variant']}", f"{rec['wall_s'] * 1e3:,.1f}", f"{rec['speedup']:.2f}x",
+            t.add_row(Text(f"{rec['workload']}.{rec['variant']}"), f"{rec['wall_s'] * 1e3:,.1f}", f"{rec['speedup']:.2f}x",
                       Text(rec["agreement"], style=style[rec["agreement"]]))
         console.print(t)
         for rec in g[g["agreement"] == "disagrees"].to_dict(orient="records"):
             console.print(Text(f"  {rec['workload']}.{rec['variant']}: {rec['speedup']:.2f}x against {rec['baseline']}; {rec['reading']}",
                                style="yellow"))
-    if summary.failures:
-        console.print(Text(f"{len(summary.failures)} file(s) could not be analysed:", style="bold red"))
-        for f in summary.failures:
-            console.print(Text(f"  {f.path}: {f.error}", style="red"))
