@@ -18,7 +18,7 @@ def test_json_report_on_samples():
     res = runner.invoke(app, ["overlap-report", str(SAMPLES), "--format", "json", "--jobs", "1"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["schema"] == 1 and not doc["failures"]
+    assert doc["schema"] == 2 and not doc["failures"]
     by = {(t["workload"], t["variant"]): t for t in doc["traces"]}
     ov = by[("compute-copy", "overlapped")]
     dtoh = [r for r in ov["copy_overlap"] if r["direction"] == "DtoH"][0]

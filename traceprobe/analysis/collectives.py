@@ -57,6 +57,9 @@ from ..trace import Trace
 from .breakdown import first_match, launch_rows
 from .busy import comm_mask
 
+CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"
+"""What matching across ranks assumes of the traces' timestamps."""
+
 TABLE_COLUMNS = ["rank", "device", "stream", "pg", "collective", "name", "start_ns", "end_ns", "bytes", "dtype", "group_size"]
 
 BUSBW_FACTOR = {
@@ -177,8 +180,10 @@ class WindowCollectives:
             matched collective or without any wait).
         wait_ns: total wait per rank (int ns).
         by_type: per ``collective`` type: ``collective`` (str), ``count``,
-            ``bytes``, ``time_ns`` (int64), ``busbw_gbps``, ``best_busbw_gbps``,
-            ``vs_best`` (float64; NaN where sizes are unknown).
+            ``bytes`` (total), ``time_ns``, ``mean_skew_ns`` (int64),
+            ``busbw_gbps``, ``best_busbw_gbps``, ``vs_best`` (float64; NaN where
+            sizes are unknown).
+        by_size: the same per type and message size (``bytes`` is the size of one).
         matches: one row per matched collective: ``pg``, ``seq``, ``collective``,
             ``bytes``, ``ranks``, ``skew_ns``, ``last_rank``, ``time_ns`` (int64),
             ``algbw_gbps``, ``busbw_gbps`` (float64).
@@ -198,9 +203,11 @@ class WindowCollectives:
     by_type: pd.DataFrame
     matches: pd.DataFrame
     per_rank: pd.DataFrame
+    by_size: pd.DataFrame = field(default_factory=pd.DataFrame)
     implausible: int = 0
     max_offset_ns: int = 0
-    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    clock: str = CLOCK_ASSUMPTION
 
 
 def _busbw_factor(kind: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -212,22 +219,29 @@ def _busbw_factor(kind: np.ndarray, n: np.ndarray) -> np.ndarray:
     return out
 
 
-def _by_type(per: pd.DataFrame, sized: np.ndarray) -> pd.DataFrame:
-    """Per collective type: count, bytes, time, busbw over all sized collectives, best busbw, ratio."""
+def _by_type(per: pd.DataFrame, sized: np.ndarray, by_size: bool = False) -> pd.DataFrame:
+    """Per collective type (and message size): count, bytes, time, skew, busbw over sized collectives, best busbw, ratio."""
     kinds = per["collective"].to_numpy(dtype=object)
+    sizes = per["bytes"].to_numpy(np.int64)
+    t = per["time_ns"].to_numpy(np.int64)
+    skew = per["skew_ns"].to_numpy(np.int64)
+    bus_bytes = per["_bus_bytes"].to_numpy(np.float64)
+    busbw_each = per["busbw_gbps"].to_numpy(np.float64)
+    keys = sorted(set(zip(kinds.tolist(), sizes.tolist() if by_size else [0] * len(sizes))))
     rows = []
-    for kind in sorted(set(kinds.tolist())):
-        sel = kinds == kind
+    for kind, size in keys:
+        sel = (kinds == kind) & ((sizes == size) if by_size else True)
         ok = sel & sized
-        nbytes = per["bytes"].to_numpy(np.int64)[sel]
-        t = per["time_ns"].to_numpy(np.int64)
         sized_t = int(t[ok].sum())
-        bus = float(per["_bus_bytes"].to_numpy(np.float64)[ok].sum())
-        busbw = bus / sized_t if sized_t > 0 else float("nan")
-        best = float(np.nanmax(per["busbw_gbps"].to_numpy(np.float64)[ok])) if ok.any() else float("nan")
-        rows.append({"collective": kind, "count": int(sel.sum()), "bytes": int(nbytes[nbytes > 0].sum()), "time_ns": int(t[sel].sum()),
-                     "busbw_gbps": busbw, "best_busbw_gbps": best, "vs_best": busbw / best if ok.any() else float("nan")})
-    return pd.DataFrame(rows, columns=["collective", "count", "bytes", "time_ns", "busbw_gbps", "best_busbw_gbps", "vs_best"])
+        busbw = float(bus_bytes[ok].sum()) / sized_t if sized_t > 0 else float("nan")
+        best = float(np.nanmax(busbw_each[ok])) if ok.any() else float("nan")
+        row = {"collective": kind, "count": int(sel.sum()), "bytes": int(sizes[sel][sizes[sel] > 0].sum()),
+               "time_ns": int(t[sel].sum()), "mean_skew_ns": int(skew[sel].sum() // max(int(sel.sum()), 1)),
+               "busbw_gbps": busbw, "best_busbw_gbps": best, "vs_best": busbw / best if ok.any() else float("nan")}
+        if by_size:
+            row["bytes"] = int(size)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["collective", "count", "bytes", "time_ns", "mean_skew_ns", "busbw_gbps", "best_busbw_gbps", "vs_best"])
 
 
 def match_window(tables: dict[int, pd.DataFrame], run: str = "", window: str = "") -> WindowCollectives:
@@ -291,12 +305,13 @@ def match_window(tables: dict[int, pd.DataFrame], run: str = "", window: str = "
     gap = np.where(a2a, per["last_start"].to_numpy(np.int64) - per["first_end"].to_numpy(np.int64), 0)
     implausible = int((gap > 0).sum())
     by_type = _by_type(per, sized.to_numpy())
+    by_size = _by_type(per, sized.to_numpy(), by_size=True)
     matches = per.reindex(columns=["pg", "seq", "collective", "bytes", "ranks", "skew_ns", "last_rank", "time_ns", "algbw_gbps", "busbw_gbps"])
     per_rank = k.reindex(columns=["pg", "seq", "rank", "start_ns", "end_ns", "duration_ns", "wait_ns"])
     per_rank = per_rank.sort_values(by=["pg", "seq", "rank"], kind="stable").reset_index(drop=True)
     return WindowCollectives(
         run=run, window=window, ranks=ranks, matched=len(per), mismatched=tuple(mismatched), straggler_rank=straggler,
-        wait_ns={int(r): int(w) for r, w in zip(ranks, wait)}, by_type=by_type,
+        wait_ns={int(r): int(w) for r, w in zip(ranks, wait)}, by_type=by_type, by_size=by_size,
         matches=matches.reset_index(drop=True), per_rank=per_rank, implausible=implausible,
         max_offset_ns=int(gap.max()) if implausible else 0,
     )

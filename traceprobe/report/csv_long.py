@@ -2,8 +2,11 @@
 
 One row per table row of every trace, with the columns ``path``, ``workload``,
 ``variant``, ``rank`` and ``section`` (``streams``, ``copy_overlap``, ``devices``,
-``stream_concurrency``, ``comm_overlap``, ``cpu_gpu``, ``steps``, ``verdicts``; see
-:func:`.sections.sections`) in front of that section's own columns; failures are
+``stream_concurrency``, ``comm_overlap``, ``cpu_gpu``, ``steps``, ``verdicts``,
+``breakdown``, ``breakdown_steps``, ``findings``, ``kernels``, ``queue``; see
+:func:`.sections.sections`) in front of that section's own columns; collectives
+across ranks are ``collective_wait``, ``collective_types`` and ``collective_sizes``
+rows whose ``path`` is the run, with a ``window`` column; failures are
 ``section=failure`` rows.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis.summary import Summary
-from .sections import sections
+from .sections import collective_sections, sections
 
 
 def to_csv(summary: Summary) -> str:
@@ -29,8 +32,19 @@ def to_csv(summary: Summary) -> str:
             df.insert(0, "workload", r.info.get("workload"))
             df.insert(0, "path", r.path)
             frames.append(df)
+    for c in summary.collectives:
+        for name, df in collective_sections(c).items():
+            if df.empty:
+                continue
+            df = df.copy()
+            df.insert(0, "window", c.window)
+            df.insert(0, "section", name)
+            df.insert(0, "path", c.run)
+            frames.append(df)
     for f in summary.failures:
         frames.append(pd.DataFrame([{"path": f.path, "section": "failure", "text": f.error}]))
     if not frames:
         return ""
-    return pd.concat(frames, ignore_index=True).to_csv(index=False)
+    out = pd.concat(frames, ignore_index=True)
+    out["rank"] = pd.array(pd.to_numeric(out["rank"], errors="coerce"), dtype="Int64")  # rows without a rank keep ranks integers
+    return out.to_csv(index=False)

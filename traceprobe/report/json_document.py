@@ -14,10 +14,12 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..analysis.collectives import WindowCollectives
 from ..analysis.report import OverlapReport
 from ..analysis.summary import Summary
+from .sections import top_kernels
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def _clean(v: Any) -> Any:
@@ -79,18 +81,42 @@ def report_dict(r: OverlapReport) -> dict[str, Any]:
             {"figure": v.figure, "subject": v.subject, "value": v.value, "level": v.level, "text": v.text} for v in r.verdicts
         ],
         "parallelism": r.parallelism,
+        "breakdown": rows(r.breakdown),
+        "breakdown_steps": rows(r.breakdown_steps),
+        "findings": rows(r.findings),
+        "kernels": rows(top_kernels(r)),
+        "queue": rows(r.queue),
     }
     return _clean(out)
 
 
+def collectives_dict(c: WindowCollectives) -> dict[str, Any]:
+    """One window's collectives across ranks as a JSON-ready dict."""
+    return _clean({
+        "run": c.run,
+        "window": c.window,
+        "ranks": list(c.ranks),
+        "matched": c.matched,
+        "mismatched": list(c.mismatched),
+        "straggler_rank": c.straggler_rank,
+        "wait_ns": {str(k): v for k, v in c.wait_ns.items()},
+        "by_type": rows(c.by_type),
+        "by_size": rows(c.by_size),
+        "implausible": c.implausible,
+        "max_offset_ns": c.max_offset_ns,
+        "clock": c.clock,
+    })
+
+
 def document(summary: Summary) -> dict[str, Any]:
-    """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``failures``."""
+    """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``collectives``, ``failures``."""
     return {
         "schema": SCHEMA_VERSION,
         "traceprobe": __version__,
         "traces": [report_dict(r) for r in summary.reports],
         "rank_summary": rows(summary.rank_summary),
         "variants": rows(summary.variants),
+        "collectives": [collectives_dict(c) for c in summary.collectives],
         "failures": [{"path": f.path, "error": f.error} for f in summary.failures],
     }
 

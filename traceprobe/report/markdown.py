@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..analysis.summary import Summary
-from .sections import sections
+from .sections import collective_sections, sections
 
 
 def to_markdown(summary: Summary) -> str:
@@ -20,6 +20,15 @@ def to_markdown(summary: Summary) -> str:
                 out.append(f"### {name_}\n\n" + df.to_markdown(index=False))
     if not summary.rank_summary.empty:
         out.append("## Across ranks\n\n" + summary.rank_summary.to_markdown(index=False))
+    for c in summary.collectives:
+        head = (f"## Collectives across ranks: {c.run}, {c.window}\n\n{c.matched} matched across ranks "
+                f"{', '.join(map(str, c.ranks))}; straggler: {'rank ' + str(c.straggler_rank) if c.straggler_rank is not None else 'none'}; "
+                f"clocks: {c.clock}")
+        notes = [f"- {m}" for m in c.mismatched]
+        if c.implausible:
+            notes.append(f"- {c.implausible} collective(s) end on one rank before they start on another: the clocks disagree by at least {c.max_offset_ns:,} ns")
+        out.append("\n\n".join([head, *(["\n".join(notes)] if notes else []),
+                                  *(df.to_markdown(index=False) for df in collective_sections(c).values() if not df.empty)]))
     variants = summary.variants
     if (variants["agreement"] != "baseline").any():
         out.append("## Stopwatch against evidence\n\n" + variants.to_markdown(index=False))

@@ -13,6 +13,9 @@ from rich.text import Text
 from ..analysis.report import OverlapReport
 from ..analysis.summary import Summary
 
+TOP_FINDINGS = 3
+"""Findings shown per trace in the table (JSON, CSV and Markdown list them all)."""
+
 LEVEL_STYLE = {"confirmed": "bold green", "partial": "yellow", "none": "bold red"}
 
 
@@ -70,6 +73,11 @@ def render_report(r: OverlapReport) -> Panel:
     if not r.verdicts:
         verdicts.append("no figure to judge: no copies, no second device or stream, no host compute beside device work", style="dim")
     parts.append(verdicts)
+    if not r.findings.empty:
+        found = Text("headroom (at most recoverable; largest first):\n", style="bold")
+        for rec in r.findings.head(TOP_FINDINGS).to_dict(orient="records"):
+            found.append(f"  {rec['text']}\n")
+        parts.append(found)
     name = ".".join(x for x in (r.info.get("workload"), r.info.get("variant")) if x) or r.path
     return Panel(Group(*parts), title=Text(name, style="bold"), subtitle=Text(r.path) if name != r.path else None, title_align="left")
 
@@ -89,6 +97,23 @@ def render(console: Console, summary: Summary) -> None:
                 label = rec["figure"][:-3] if is_time else rec["figure"]
                 t.add_row(*map(Text, (label, fmt(rec["min"]), fmt(rec["median"]), fmt(rec["max"]))))
             console.print(t)
+    for c in summary.collectives:
+        straggler = f"rank {c.straggler_rank}" if c.straggler_rank is not None else "none"
+        t = Table(title=f"collectives across ranks {', '.join(map(str, c.ranks))} in {c.run}, {c.window}: {c.matched} matched, "
+                        f"straggler {straggler}", title_justify="left", show_edge=False)
+        for h in ("collective", "bytes", "count", "mean skew ms", "time ms", "busbw GB/s", "vs best"):
+            t.add_column(h, justify="left" if h == "collective" else "right")
+        for rec in c.by_size.to_dict(orient="records"):
+            t.add_row(rec["collective"], f"{rec['bytes']:,}", f"{rec['count']:,}", _ms(rec["mean_skew_ns"]), _ms(rec["time_ns"]),
+                      "-" if math.isnan(rec["busbw_gbps"]) else f"{rec['busbw_gbps']:,.1f}", _pct(rec["vs_best"]))
+        console.print(t)
+        waits = ", ".join(f"rank {k} {_ms(v)} ms" for k, v in c.wait_ns.items())
+        console.print(Text(f"  waiting for the last rank: {waits}; clocks: {c.clock}", style="dim"))
+        for m in c.mismatched:
+            console.print(Text(f"  {m}", style="yellow"))
+        if c.implausible:
+            console.print(Text(f"  {c.implausible} collective(s) end on one rank before they start on another: "
+                               f"the clocks disagree by at least {_ms(c.max_offset_ns)} ms", style="yellow"))
     variants = summary.variants
     for run, g in variants.groupby("run", sort=False):
         if not (g["agreement"] != "baseline").any():
