@@ -160,6 +160,8 @@ def overlap_report(
     output: Path | None = typer.Option(None, "--output", help="Write the report to this file instead of stdout."),
     min_copy_overlap: float | None = typer.Option(None, help="Exit 1 if a trace's copy/compute overlap (all directions, per device) is below this fraction."),
     min_device_concurrency: float | None = typer.Option(None, help="Exit 1 if a multi-device trace's cross-device concurrency is below this fraction."),
+    max_exposed_comm: float | None = typer.Option(None, help="Exit 1 if a device's exposed communication (no compute beside it) is above this fraction of its window, on any rank."),
+    max_idle: float | None = typer.Option(None, help="Exit 1 if a device is idle for more than this fraction of its window, on any rank."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
     debug: bool = typer.Option(False, help="Show tracebacks."),
     plot: Path | None = typer.Option(None, "--plot", help="Also draw each trace's timeline into this PNG (several traces: <stem>.<trace>.png)."),
@@ -206,7 +208,7 @@ def overlap_report(
 
     from .analysis.gates import shortfalls
 
-    short = shortfalls(list(summary.reports), min_copy_overlap, min_device_concurrency)
+    short = shortfalls(list(summary.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
     for s in short:
         say(f"below threshold: {s}", "yellow")
     if errors:
