@@ -248,6 +248,26 @@ def test_manifest_merge_is_locked(tmp_path):
     assert len(m["variants"]) == 40
 
 
+def test_kineto_progress_lines_are_dropped_and_nothing_else(tmp_path, capfd):
+    """Kineto's USDT/STAGE lines (C++, descriptor 2) do not reach the terminal; other stderr output does, in order."""
+    import torch
+
+    from traceprobe.recording.quiet import KinetoFilter
+
+    with traceprobe.capture(tmp_path / "q", name="q", wait=0, warmup=1, active=1, echo=False) as cap:
+        for _ in range(3):
+            torch.randn(8, 8).sum()
+            cap.step()
+    kf = KinetoFilter()
+    with kf.around():
+        os.write(2, b"USDT:2026-11-23 06:58:27 9734:9734 SyncActivityProfilerHandler.cpp:52] profiler_start\nreal problem\n")
+        os.write(2, b"STAGE:2026-11-23 07:27:24 4887:4887 SyncActivityProfilerHandler.cpp:51] Completed Stage: Warm Up\nmore\n")
+    kf.close()
+    err = capfd.readouterr().err
+    assert "USDT" not in err and "STAGE" not in err and err.endswith("real problem\nmore\n")
+    assert cap.trace_path is not None
+
+
 def test_options_are_checked(tmp_path):
     with pytest.raises(ValueError, match="active"):
         traceprobe.capture(tmp_path, active=0)
@@ -268,12 +288,12 @@ def test_import_does_not_import_torch():
     assert res.returncode == 0, res.stderr
 
 
-def _torchrun(tmp_path: Path, args: list[str], timeout: float = 120) -> Path:
-    """``torchrun --standalone --nproc-per-node 2 -m traceprobe record --script train_small.py ...`` in tmp_path; its one run folder."""
+def _torchrun(tmp_path: Path, args: list[str], timeout: float = 120, script: Path = SCRIPT) -> Path:
+    """``torchrun --standalone --nproc-per-node 2 -m traceprobe record --script SCRIPT ...`` in tmp_path; its one run folder."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(Path(traceprobe.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
         env.pop(k, None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "traceprobe", "record", "--script", str(SCRIPT), *args]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "traceprobe", "record", "--script", str(script), *args]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         _, stderr = proc.communicate(timeout=timeout)
@@ -299,6 +319,17 @@ def test_torchrun_two_ranks(tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     assert [p["rank"] for p in m["processes"]] == [0, 1]
     assert all(p["command"][-5:] == ["--active", "2", "--", "--ddp", "--steps", "5"][-5:] for p in m["processes"])
+
+
+@pytest.mark.slow
+def test_torchrun_gloo_ddp_exits_every_time(tmp_path):
+    """A module-level gloo DDP script under torchrun + record --script, three times: every run ends, exit 0, both traces."""
+    for i in range(3):
+        run = tmp_path / str(i)
+        run.mkdir()
+        out = _torchrun(run, [], timeout=90, script=DATA / "ddp_gloo.py")
+        assert _names(out) == ["ddp_gloo.steps2-4.rank0.pt.trace.json.gz", "ddp_gloo.steps2-4.rank1.pt.trace.json.gz", "manifest.json"]
+        assert [p["exit_code"] for p in _manifest(out)["processes"]] == [0, 0]
 
 
 @pytest.mark.gpu

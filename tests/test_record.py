@@ -8,7 +8,7 @@ import pytest
 
 import traceprobe
 from traceprobe.fileio import scratch_path
-from traceprobe.manifest import trace_name
+from traceprobe.manifest import Entry, trace_name
 from traceprobe.recording import record as rec
 from traceprobe.recording import trace_files
 from traceprobe.recording.record import record
@@ -120,3 +120,91 @@ def test_unwritable_or_full_output_fails_before_work(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="free"):
         record(tmp_path / "out", ["compute-copy"], device="cpu")
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_one_recording_per_folder(tmp_path):
+    """A folder being recorded into is refused to a second record (and to record --script), in one line."""
+    from typer.testing import CliRunner
+
+    from traceprobe.cli import app
+    from traceprobe.recording.folder_lock import FolderBusy, FolderLock
+
+    with FolderLock(tmp_path):  # what a running `traceprobe record --out tmp_path` holds
+        with pytest.raises(FolderBusy) as ei:
+            record(tmp_path, ["cpu-gpu"], device="cpu")
+        assert str(ei.value).startswith(f"{tmp_path} is in use") and "\n" not in str(ei.value)
+        res = CliRunner().invoke(app, ["record", "--out", str(tmp_path), "cpu-gpu", "--device", "cpu"])
+        assert res.exit_code == 2 and "is in use" in res.output and "Traceback" not in res.output
+        with pytest.raises(FolderBusy):
+            traceprobe.capture(tmp_path, name="x").start()
+    assert not (tmp_path / "manifest.json").exists()
+    with FolderLock(tmp_path, shared=True), FolderLock(tmp_path, shared=True):  # ranks of one job share it
+        with pytest.raises(FolderBusy):
+            FolderLock(tmp_path)
+
+
+def _gz_trace(path, complete=True) -> None:
+    """A synthetic trace file: whole, or cut inside the gzip stream."""
+    import gzip as gz
+
+    data = gz.compress(json.dumps({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}] * 50}).encode())
+    path.write_bytes(data if complete else data[: len(data) // 2])
+
+
+def test_resume_adopts_whole_rank_traces_and_removes_the_rest(tmp_path):
+    """Traces a killed run left behind: a whole set of ranks is adopted; a partial or broken set is removed and run again."""
+    from traceprobe.recording.workloads import WORKLOADS
+
+    w = WORKLOADS["data-parallel"]
+    ddp = [v for v in w.variants(Context(device="cpu")) if v.name == "ddp"][0]
+    names = ddp.trace_names(w.name)
+    assert names == [trace_name("data-parallel", "ddp", r) for r in (0, 1)]
+    for n in names:
+        _gz_trace(tmp_path / n)
+    running = Entry(w.name, "ddp", "running", names)
+    e = rec._adopt(tmp_path, w, ddp, running)
+    assert e is not None and e.status == "ok" and e.traces == names and e.wall_s is None and e.extra["adopted"]
+    _gz_trace(tmp_path / names[1], complete=False)
+    assert rec._adopt(tmp_path, w, ddp, running) is None and not any((tmp_path / n).exists() for n in names)
+    _gz_trace(tmp_path / names[0])
+    assert rec._adopt(tmp_path, w, ddp, None) is None and not (tmp_path / names[0]).exists()
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_killed_record_takes_its_ranks_along_and_resume_completes(tmp_path):
+    """kill -9 of record while torchrun runs the ddp ranks: no process survives it; --resume then completes the folder."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import psutil
+
+    out = tmp_path / "r"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(traceprobe.__file__).parents[1])}
+    cmd = [sys.executable, "-m", "traceprobe", "record", "--out", str(out), "data-parallel", "--device", "cpu", "--size", "32", "--repeat", "200"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    family: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until torchrun has started both ranks
+            family = psutil.Process(proc.pid).children(recursive=True)
+            if len(family) >= 3:
+                break
+            time.sleep(0.2)
+        assert len(family) >= 3, "torchrun and two ranks never started"
+        m = json.loads((out / "manifest.json").read_text())
+        assert {e["variant"]: e["status"] for e in m["variants"]}["ddp"] == "running"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    gone, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, f"left running after record was killed: {[p.cmdline()[:4] for p in alive]}"
+
+    m = record(out, ["data-parallel"], device="cpu", size=32, repeat=2, resume=True)
+    status = {e.variant: (e.status, bool(e.extra.get("resumed")), bool(e.extra.get("adopted"))) for e in m.variants}
+    assert status == {"single": ("ok", True, False), "dataparallel": ("ok", True, False), "ddp": ("ok", False, False)}
+    assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != ".manifest.lock"]

@@ -6,10 +6,12 @@ Importing this module does not import torch; :func:`resolve_device` and
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import platform
 import socket
 import subprocess
+import uuid
 from typing import Any
 
 DEVICES = ("auto", "cuda", "cpu")
@@ -108,3 +110,21 @@ def machine(with_ranks: bool = False) -> dict[str, Any]:
         rank, local, world = dist_env()
         env.update({"rank": rank, "local_rank": local, "world_size": world})
     return env
+
+
+def process_record(command: list[str], target: dict[str, Any] | None, options: dict[str, Any]) -> dict[str, Any]:
+    """A ``manifest.json`` ``processes`` entry for this process, status ``running``.
+
+    Keys: ``rank``, ``local_rank``, ``world_size`` (:func:`dist_env`), ``host``,
+    ``pid``, ``id`` (12 hex digits, unique per start), ``command``, ``target``,
+    ``options``, ``started`` (ISO time, UTC), ``status`` and ``environment``
+    (:func:`machine` with the ranks). The capture adds ``finished``,
+    ``exit_code``, ``error`` and ``steps`` when it stops.
+    """
+    rank, local, world = dist_env()
+    return {
+        "rank": rank, "local_rank": local, "world_size": world, "host": socket.gethostname(), "pid": os.getpid(),
+        "id": uuid.uuid4().hex[:12], "command": command, "target": target, "options": options,
+        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "status": "running",
+        "environment": machine(with_ranks=True),
+    }

@@ -49,17 +49,16 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
-import socket
 import sys
-import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import manifest as mf
-from .environment import dist_env, machine
+from .environment import dist_env, process_record
 from .folder_lock import FolderLock
+from .quiet import KinetoFilter
 from .trace_files import check_writable, default_name, default_out, dist_info, write_trace
 from .windows import Windows
 
@@ -153,6 +152,7 @@ class Capture(contextlib.ContextDecorator):
         self._stepping = False
         self._starts = 0
         self._lock: FolderLock | None = None
+        self._quiet: KinetoFilter
         self._process: dict[str, Any] = {}
 
     # -- public -------------------------------------------------------------
@@ -195,31 +195,17 @@ class Capture(contextlib.ContextDecorator):
         self._lock = FolderLock(self.out, shared=True)  # ranks share a folder; a built-in record run does not
         self._starts += 1
         self.steps = 0
-        now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        self._process = {
-            "rank": self.rank,
-            "local_rank": self.local_rank,
-            "world_size": self.world_size,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "id": uuid.uuid4().hex[:12],
-            "command": self.command if self.command is not None else list(sys.argv),
-            "target": self.target or None,
-            "options": {
-                **self.windows.options(),
-                "record_shapes": self.record_shapes, "with_stack": self.with_stack,
-                "profile_memory": self.profile_memory, "cuda": use_cuda,
-            },
-            "started": now,
-            "status": "running",
-            "environment": machine(with_ranks=True),
-        }
+        options = {**self.windows.options(), "record_shapes": self.record_shapes, "with_stack": self.with_stack,
+                   "profile_memory": self.profile_memory, "cuda": use_cuda}
+        self._process = process_record(self.command if self.command is not None else list(sys.argv), self.target or None, options)
         self._update_manifest()
         # torch warns, once per process, that each cycle drops the last one's events: one trace per window is the intent
         warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle", category=UserWarning)
         self._mode = "run"
+        self._quiet = KinetoFilter()
         self._prof = self._profile()
-        self._prof.__enter__()
+        with self._quiet.around():
+            self._prof.__enter__()
         _ACTIVE = self
         return self
 
@@ -236,7 +222,8 @@ class Capture(contextlib.ContextDecorator):
             return
         self._stepping = True
         try:
-            self._prof.step()
+            with self._quiet.around():
+                self._prof.step()
         finally:
             self._stepping = False
 
@@ -254,13 +241,15 @@ class Capture(contextlib.ContextDecorator):
         self._prof = None
         final = exit_code == 0 and error is None
         try:
-            prof.__exit__(None, None, None)  # a window in progress reaches _on_trace_ready (partial)
+            with self._quiet.around():
+                prof.__exit__(None, None, None)  # a window in progress reaches _on_trace_ready (partial)
             if mode == "run":
                 self._write(prof, "run", None, "ok" if final else "partial")
         except Exception as e:  # noqa: BLE001 - the run's own outcome matters more
             self._note(f"could not stop the profiler or write the trace: {type(e).__name__}: {e}")
         finally:
             _ACTIVE = None
+            self._quiet.close()
         if mode == "steps" and not [e for e in self.entries if e.extra.get("start") == self._starts]:
             first = self.windows.first()
             self._note(
@@ -339,11 +328,12 @@ class Capture(contextlib.ContextDecorator):
 
     def _to_steps(self) -> None:
         """First step() call: drop the whole-run recording, continue under the schedule at step 1."""
-        self._prof.__exit__(None, None, None)
-        self._prof = None
-        prof = self._profile(schedule=self.windows.schedule, on_trace_ready=self._on_trace_ready)
-        prof.__enter__()  # step 0: the schedule says NONE, nothing recorded
-        prof.step()  # now at step 1, as this capture's count says
+        with self._quiet.around():
+            self._prof.__exit__(None, None, None)
+            self._prof = None
+            prof = self._profile(schedule=self.windows.schedule, on_trace_ready=self._on_trace_ready)
+            prof.__enter__()  # step 0: the schedule says NONE, nothing recorded
+            prof.step()  # now at step 1, as this capture's count says
         self._prof = prof
         self._mode = "steps"
 

@@ -32,6 +32,7 @@ from .. import manifest as mf
 from ..fileio import remove_stale_temps
 from .environment import machine, resolve_device
 from .folder_lock import FolderLock
+from .quiet import kineto_quiet
 from .trace_files import check_writable, write_trace
 from .workloads import WORKLOADS, Context, Skip, Variant, Workload
 
@@ -82,7 +83,7 @@ def _profile(ctx: Context, step: Callable[[], None], dest: Path) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.cuda else [])
-    with profile(activities=acts, **_all_threads()) as prof:
+    with kineto_quiet(), profile(activities=acts, **_all_threads()) as prof:
         step()
     write_trace(prof, dest.parent, lambda _: dest.name, exclusive=False)
     del prof

@@ -28,6 +28,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from ...fileio import atomic_write
 from ...manifest import trace_name
+from ..quiet import kineto_quiet
 from ..trace_files import write_trace
 from .data_parallel import make_batch, make_model, train
 
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         sched = schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1)
         ready = _exporter(a.out, trace_name(a.workload, a.variant, rank))
-        with profile(activities=acts, schedule=sched, on_trace_ready=ready) as prof:
+        with kineto_quiet(), profile(activities=acts, schedule=sched, on_trace_ready=ready) as prof:
             for i in range(WAIT + WARMUP + ACTIVE):
                 if i == WAIT + WARMUP:
                     sync()
