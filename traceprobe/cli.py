@@ -87,8 +87,6 @@ def record(
             _fail("--list, --force, --resume and --size apply to the built-in workloads, not to --script/--module")
         _record_target(script, module, workloads or [], out, device, wait, warmup, active, 1 if repeat is None else repeat,
                        record_shapes, with_stack, profile_memory)
-    from rich.markup import escape
-
     from .recording.workloads import WORKLOADS
 
     if list_:
@@ -107,22 +105,22 @@ def record(
     def show(e: Entry) -> None:
         style = {"ok": "green", "kept": "cyan", "skipped": "yellow"}.get(e.status, "red")
         wall = f"  {e.wall_s * 1e3:,.1f} ms" if e.wall_s is not None else ""
-        why = f"  ({escape(e.reason)})" if e.reason else ""
-        err.print(f"[{style}]{e.status:8}[/{style}] {escape(e.workload)}.{escape(e.variant)}{wall}{why}", highlight=False)
+        why = f"  ({e.reason})" if e.reason else ""
+        err.print(Text(f"{e.status:8}", style=style) + Text(one_line(f" {e.workload}.{e.variant}{wall}{why}")), soft_wrap=True, highlight=False)
 
     try:
         manifest = rec.record(outp, workloads, device=device, size=size, repeat=repeat, force=force, resume=resume, on_entry=show)
     except (ValueError, FileExistsError, FolderBusy, WriteError) as e:
-        _fail(escape(str(e)))
+        _fail(str(e))
     except KeyboardInterrupt:
-        _fail(escape(f"interrupted: the traces written so far are whole and listed in {outp / 'manifest.json'}; "
-                     f"finish with: traceprobe record --out {outp} --resume"), code=130)
+        _fail(f"interrupted: the traces written so far are whole and listed in {outp / 'manifest.json'}; "
+              f"finish with: traceprobe record --out {outp} --resume", code=130)
     except OSError as e:
-        _fail(escape(f"cannot write to {outp}: {e.strerror or e}"))
+        _fail(f"cannot write to {outp}: {e.strerror or e}")
     failed = [e for e in manifest.variants if e.status == "failed"]
     if perfetto:
         _export_perfetto([outp / t for e in manifest.variants if e.status == "ok" for t in e.traces], outp)
-    err.print(escape(f"traces and manifest in {outp}; next: traceprobe overlap-report {outp}"), highlight=False)
+    say(f"traces and manifest in {outp}; next: traceprobe overlap-report {outp}")
     if failed:
         raise typer.Exit(1)
 
@@ -130,8 +128,6 @@ def record(
 def _record_target(script: Path | None, module: str | None, args: list[str], out: Path | None, device: str,
                    wait: int, warmup: int, active: int, repeat: int, record_shapes: bool, with_stack: bool, profile_memory: bool) -> None:
     """``record --script/--module``: run the target under traceprobe.recording.runner and exit with its exit code."""
-    from rich.markup import escape
-
     from .fileio import WriteError
     from .recording import runner
     from .recording.environment import resolve_device
@@ -143,13 +139,13 @@ def _record_target(script: Path | None, module: str | None, args: list[str], out
                                repeat=repeat, record_shapes=record_shapes, with_stack=with_stack, profile_memory=profile_memory,
                                cuda=cuda)
     except runner.TargetNotFound as e:
-        _fail(escape(str(e)), code=e.code)
+        _fail(str(e), code=e.code)
     except (ValueError, FolderBusy, WriteError) as e:
-        _fail(escape(str(e)))
+        _fail(str(e))
     except OSError as e:
-        _fail(escape(f"cannot write to {out}: {e.strerror or e}"))
+        _fail(f"cannot write to {out}: {e.strerror or e}")
     names = ", ".join(p.name for p in cap.trace_paths) or "no trace"
-    err.print(escape(f"traceprobe: {names} and manifest in {cap.out}; next: traceprobe overlap-report {cap.out}"), highlight=False, soft_wrap=True)
+    say(f"traceprobe: {names} and manifest in {cap.out}; next: traceprobe overlap-report {cap.out}")
     raise typer.Exit(code)
 
 
