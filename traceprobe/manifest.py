@@ -9,7 +9,7 @@ trace's workload and variant and to compare wall times. Layout on disk
      "environment": {...machine facts...},
      "processes": [{...one per record --script / capture process...}],
      "variants": [{"workload", "variant", "status", "traces": [file names], "description",
-                   "reason", "wall_s", "params", "device", "devices", "rank", "steps", ...}]}
+                   "reason", "wall_s", "wall_runs_s", "params", "device", "devices", "rank", "steps", ...}]}
 
 Older manifests name a variant's file(s) under ``trace`` (a string or a list);
 both are read into :attr:`Entry.traces`, always a list. Keys this module does not
@@ -91,6 +91,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "description": (lambda v: isinstance(v, str), "a string"),
     "reason": (lambda v: isinstance(v, str), "a string"),
     "wall_s": (lambda v: _is_num(v) and v >= 0, "a number of seconds >= 0"),
+    "wall_runs_s": (lambda v: isinstance(v, list) and bool(v) and all(_is_num(x) and x >= 0 for x in v), "a list of seconds >= 0"),
     "params": (lambda v: isinstance(v, dict), "an object"),
     "device": (lambda v: isinstance(v, str), "a string"),
     "devices": (lambda v: isinstance(v, list) and all(isinstance(d, str) for d in v), "a list of strings"),
@@ -110,7 +111,10 @@ class Entry:
         traces: file names in the manifest's folder, one per rank (empty when none was written).
         description: one line on what the variant does.
         reason: why it is not ``ok`` (None when it is).
-        wall_s: float seconds of one timed run on the wall clock, or None.
+        wall_s: float seconds on the wall clock of one run: the median of
+            ``wall_runs_s`` where the variant was timed several times, or None.
+        wall_runs_s: every timed run, float seconds, in order (``record``
+            times each in-process variant :data:`~traceprobe.recording.record.TIMED_RUNS` times), or None.
         params: sizes and counts.
         device: ``cuda`` or ``cpu``; devices: torch device strings used.
         rank: the torchrun rank that wrote it (``record --script``), else None.
@@ -125,6 +129,7 @@ class Entry:
     description: str | None = None
     reason: str | None = None
     wall_s: float | None = None
+    wall_runs_s: list[float] | None = None
     params: dict[str, Any] | None = None
     device: str | None = None
     devices: list[str] | None = None
@@ -171,7 +176,7 @@ class Entry:
             if v is None:
                 continue
             if ok(v):
-                kw[k] = float(v) if k == "wall_s" else v
+                kw[k] = float(v) if k == "wall_s" else [float(x) for x in v] if k == "wall_runs_s" else v
             else:
                 problems.append(f"{where}: {k} must be {what}, not {_short(v)}; ignored")
         extra = {k: v for k, v in d.items() if k not in _CHECKS and k not in ("workload", "variant", "status", "trace", "traces")}
@@ -339,7 +344,7 @@ def _cached(path: str, mtime_ns: int, size: int) -> Manifest | None:
 def info_for(trace_file: str | Path) -> dict[str, Any]:
     """What the ``manifest.json`` beside ``trace_file`` says of it; empty when nothing (or the manifest is unusable).
 
-    Keys: ``workload``, ``variant``, ``wall_s``, ``description``, ``params``,
+    Keys: ``workload``, ``variant``, ``wall_s``, ``wall_runs_s``, ``description``, ``params``,
     ``devices``, ``rank`` and ``steps`` (``record --script``: the trace's rank and
     its window's first and last step), those the entry has; ``order`` (the entry's position:
     ``record`` writes each workload's baseline first) and ``environment``
@@ -356,7 +361,7 @@ def info_for(trace_file: str | Path) -> dict[str, Any]:
         return {}
     order, e = hit
     info: dict[str, Any] = {"workload": e.workload, "variant": e.variant}
-    for k in ("wall_s", "description", "params", "devices", "rank", "steps"):
+    for k in ("wall_s", "wall_runs_s", "description", "params", "devices", "rank", "steps"):
         v = getattr(e, k)
         if v is not None:
             info[k] = v

@@ -1,8 +1,9 @@
 """Run workloads' variants under torch.profiler; write traces and a manifest.
 
 For each variant: check the machine has what it needs (GPUs, GPU memory), set it
-up, run it once to warm up, time one run on the wall clock (the step ends
-synchronized, as the seeds time it), then run it once more under
+up, run it once to warm up, time :data:`TIMED_RUNS` runs on the wall clock (each
+ends synchronized, as the seeds time it; ``wall_s`` is their median, every run is
+in ``wall_runs_s``), then run it once more under
 ``torch.profiler.profile(activities=[CPU, CUDA])`` (CUDA only where available) and
 export a gzipped Chrome trace ``<workload>.<variant>.pt.trace.json.gz``.
 
@@ -19,6 +20,7 @@ import datetime as _dt
 import gc
 import gzip
 import signal
+import statistics
 import sys
 import time
 import zlib
@@ -35,6 +37,10 @@ from .folder_lock import FolderLock
 from .quiet import kineto_quiet
 from .trace_files import check_writable, write_trace
 from .workloads import WORKLOADS, Context, Skip, Variant, Workload
+
+TIMED_RUNS = 3
+"""Wall-clock runs of each in-process variant: enough for a median, and for a reader
+to see how much one run varies (a single run on a busy CPU can be off by 2x)."""
 
 
 def make_context(device: str = "auto", size: int | None = None, repeat: int | None = None) -> Context:
@@ -109,7 +115,7 @@ def run_variant(ctx: Context, w: Workload, v: Variant, out: Path, force: bool = 
     Status ``ok``; ``kept`` when its trace(s) exist and not ``force`` (not run);
     ``skipped`` when the machine lacks what it needs; ``failed`` for an
     out-of-memory or other error inside the variant (never raised). ``wall_s``
-    is one timed run, float seconds.
+    is the median of the :data:`TIMED_RUNS` timed runs (``wall_runs_s``), float seconds.
     """
     import torch
 
@@ -132,9 +138,12 @@ def run_variant(ctx: Context, w: Workload, v: Variant, out: Path, force: bool = 
             return entry
         step = v.setup()
         step()  # warm-up: kernels, allocator, handles
-        t0 = time.perf_counter()
-        step()
-        entry.wall_s = time.perf_counter() - t0
+        runs = []
+        for _ in range(TIMED_RUNS):
+            t0 = time.perf_counter()
+            step()
+            runs.append(time.perf_counter() - t0)
+        entry.wall_runs_s, entry.wall_s = runs, statistics.median(runs)
         _profile(ctx, step, out / names[0])
         return entry
     except Skip as s:
