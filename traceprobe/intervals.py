@@ -15,19 +15,28 @@ wherever a start lies beyond every earlier end.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
 
-Intervals = tuple[np.ndarray, np.ndarray]
+I64 = npt.NDArray[np.int64]
+"""A one-dimensional int64 array (ns, or group keys)."""
+
+Intervals = tuple[I64, I64]
 """A pair ``(starts, ends)`` of int64 arrays of the same length, in ns."""
 
-_EMPTY = np.zeros(0, dtype=np.int64)
+ArrayLike = npt.ArrayLike
+"""What the functions accept for ``starts``/``ends``/``keys``: arrays or sequences of ints."""
 
 
-def _as_pair(starts: np.ndarray, ends: np.ndarray) -> Intervals:
-    s = np.asarray(starts, dtype=np.int64).ravel()
-    e = np.asarray(ends, dtype=np.int64).ravel()
+
+def _i64(values: Any) -> I64:
+    return np.asarray(values, dtype=np.int64).ravel()
+
+
+def _as_pair(starts: ArrayLike, ends: ArrayLike) -> Intervals:
+    s, e = _i64(starts), _i64(ends)
     if s.shape != e.shape:
         raise ValueError(f"starts and ends differ in length ({s.size} vs {e.size})")
     keep = e > s
@@ -38,10 +47,10 @@ def _as_pair(starts: np.ndarray, ends: np.ndarray) -> Intervals:
 
 def empty() -> Intervals:
     """The empty interval set."""
-    return _EMPTY.copy(), _EMPTY.copy()
+    return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
 
 
-def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+def union(starts: ArrayLike, ends: ArrayLike) -> Intervals:
     """Merge intervals into a normalised interval set.
 
     Args:
@@ -64,12 +73,6 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     group_first = np.flatnonzero(new)
     group_last = np.append(group_first[1:] - 1, s.size - 1)
     return s[group_first], run_max[group_last]
-
-
-def total(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length in ns of the union of the intervals (overlaps counted once)."""
-    s, e = union(starts, ends)
-    return int((e - s).sum())
 
 
 def coverage_at_least(sets: Sequence[Intervals], k: int) -> Intervals:
@@ -141,30 +144,26 @@ def length(iv: Intervals) -> int:
     return int((iv[1] - iv[0]).sum())
 
 
-def clip(iv: Intervals, lo: int, hi: int) -> Intervals:
-    """Restrict intervals to the window ``[lo, hi)``, as a normalised interval set."""
-    s = np.clip(np.asarray(iv[0], dtype=np.int64), lo, hi)
-    e = np.clip(np.asarray(iv[1], dtype=np.int64), lo, hi)
-    return union(s, e)
-
-
-def _grouped_cummax(k: np.ndarray, e: np.ndarray) -> np.ndarray:
+def _grouped_cummax(k: I64, e: I64) -> I64:
     """Running maximum of ``e`` within runs of equal ``k`` (``k`` sorted)."""
-    group = np.empty(k.size, dtype=np.int64)
+    group: I64 = np.empty(k.size, dtype=np.int64)
     group[0] = 0
     np.cumsum(k[1:] != k[:-1], out=group[1:])
-    lo, hi = int(e.min()), int(e.max())
-    span = hi - lo + 1
     if group[-1] == 0:
         return np.maximum.accumulate(e)
+    lo, hi = int(e.min()), int(e.max())
+    span = hi - lo + 1
     if (int(group[-1]) + 1) * span < 2**62:
         # lift each group above every earlier one: one running max serves all groups
         lift = group * span
         return np.maximum.accumulate((e - lo) + lift) - lift + lo
-    return pd.Series(e).groupby(k, sort=False).cummax().to_numpy()  # values too far apart to lift
+    # values too far apart to lift: lift their ranks instead (order-preserving, at most k.size apart)
+    uniq, rank = np.unique(e, return_inverse=True)
+    lift = group * uniq.size
+    return uniq[np.maximum.accumulate(rank.astype(np.int64) + lift) - lift]
 
 
-def grouped_union(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def grouped_union(keys: ArrayLike, starts: ArrayLike, ends: ArrayLike) -> tuple[I64, I64, I64]:
     """:func:`union` within each group, for many groups at once.
 
     Args:
@@ -174,9 +173,7 @@ def grouped_union(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tup
     Returns:
         ``(keys, starts, ends)`` of the merged intervals, sorted by key then start.
     """
-    k = np.asarray(keys, dtype=np.int64).ravel()
-    s = np.asarray(starts, dtype=np.int64).ravel()
-    e = np.asarray(ends, dtype=np.int64).ravel()
+    k, s, e = _i64(keys), _i64(starts), _i64(ends)
     keep = e > s
     k, s, e = k[keep], s[keep], e[keep]
     if s.size == 0:
