@@ -328,7 +328,7 @@ def test_coverage_examples():
 def test_subtract_examples():
     assert as_lists(iv.subtract((arr(0), arr(100)), (arr(10, 50, 90), arr(20, 60, 120)))) == ([0, 20, 60], [10, 50, 90])
     assert as_lists(iv.subtract((arr(0), arr(10)), (arr(10), arr(20)))) == ([0], [10])
-    # |M \\ C|: the part of M (a copy, say) outside C (compute), as exposed time is defined
+    # |M \ C|: the part of M (a copy, say) outside C (compute), as exposed time is defined
     assert iv.length(iv.subtract((arr(0, 40), arr(30, 70)), (arr(10, 60), arr(20, 65)))) == 10 + 10 + 20 + 5
 
 
