@@ -30,7 +30,6 @@ ArrayLike = npt.ArrayLike
 """What the functions accept for ``starts``/``ends``/``keys``: arrays or sequences of ints."""
 
 
-
 def _i64(values: Any) -> I64:
     return np.asarray(values, dtype=np.int64).ravel()
 
