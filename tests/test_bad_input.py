@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from traceprobe import TraceFormatError, load_trace, overlap_report
 from traceprobe import trace as trace_mod
+from traceprobe import tracefile
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 
@@ -96,9 +97,12 @@ def test_absurd_stream_count(tmp_path):
 
 def test_not_enough_memory_fails_early(tmp_path, monkeypatch):
     p = write(tmp_path, {"traceEvents": [kernel(1, 2)]})
-    monkeypatch.setattr(trace_mod, "_available_memory", lambda: 10)
-    with pytest.raises(TraceFormatError, match="memory"):
+    monkeypatch.setattr(tracefile, "available_memory", lambda: 10)
+    with pytest.raises(TraceFormatError, match="too large.*memory"):
         load_trace(p)
+    assert len(load_trace(p, max_bytes=1000).device_events) == 1  # an explicit limit wins
+    with pytest.raises(TraceFormatError, match="too large.*max_bytes"):
+        load_trace(p, max_bytes=10)
 
 
 def test_missing_device_stream_falls_back_to_pid_tid(tmp_path):

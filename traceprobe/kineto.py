@@ -1,214 +1,369 @@
-"""Decoding Kineto / Chrome trace JSON into columns of numpy arrays.
+"""Decoding Kineto / Chrome trace JSON into columns of numpy arrays: the one decode path.
 
-The low layer under :func:`traceprobe.trace.load_trace`: read (and gunzip) the
-bytes, decode them with ``msgspec`` (all at once, or in batches of events split
-by :func:`split_events`) into typed structs holding only the
-fields traceprobe needs, and pull columns out of the structs with C-level
-iteration (``map``/``attrgetter``/``numpy.fromiter``), never a Python loop per
-event. ``ph: B``/``E`` pairs become complete events here too.
+The low layer under :func:`traceprobe.trace.load_trace`. :func:`read_events`
+reads a trace file's bytes and returns, per table (device activity, host activity),
+columns of complete events, B/E pairs already joined:
+
+1. The ``traceEvents`` list is cut into pieces of at most :data:`PIECE_BYTES` at
+   event boundaries (``}`` ``,`` ``{`` between two events), and each piece is
+   decoded by ``msgspec`` into typed structs holding only the fields traceprobe
+   needs. ``ph`` is a tagged union: flow, instant, counter and metadata events
+   decode to empty structs. Columns are pulled out of each piece's structs with
+   C-level iteration (``map``/``attrgetter``/``numpy.fromiter``) before the next
+   piece is decoded, so only one piece of structs is alive at a time.
+2. Where that strict reading fails (a cut inside an event, an unknown ``ph``, a
+   float or a label where an id should be, invalid JSON...), the whole trace is
+   decoded at once with tolerant types and goes through the same column
+   builder. Its messages are the ones users see for broken files.
+
+``ts`` and ``dur`` are kept as their JSON text and converted to int64 ns exactly
+by :func:`traceprobe.timestamps.parse_us`.
 """
 
 from __future__ import annotations
 
-import gzip
-import math
 import re
-import zlib
-from collections.abc import Sequence
-from itertools import chain
-from operator import attrgetter
+from dataclasses import dataclass, field
+from functools import reduce
+from operator import attrgetter, or_
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 
+from .columns import (
+    ID_COLUMNS,
+    NO_ID,
+    PH_CODES,
+    Codes,
+    Lookup,
+    check_times,
+    collective_columns,
+    empty_columns,
+    id_columns,
+    pair_begin_end,
+)
 from .errors import TraceFormatError
+from .timestamps import MISSING, parse_us
+from .tracefile import not_kineto_reason, read_trace_bytes
 
-# --- typed decode -----------------------------------------------------------------
+PIECE_BYTES = 16 << 20
+"""Largest stretch of ``traceEvents`` decoded to structs at a time (bytes)."""
 
+DEVICE_CATEGORIES = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+}
+"""Kineto ``cat`` (lower-cased) of device activity -> traceprobe ``kind``."""
 
-# Fields are typed ``Any`` where real traces disagree on types (pid as a label,
-# ids as strings...): a type that cannot be used becomes -1/NaN in the columns
-# and, for times, a TraceFormatError naming the event.
+HOST_CATEGORIES = {
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "cuda_runtime": "cuda_runtime",
+    "runtime": "cuda_runtime",
+    "cuda_driver": "cuda_driver",
+    "user_annotation": "user_annotation",
+}
+"""Kineto ``cat`` (lower-cased) of host activity -> traceprobe ``cat``."""
 
-
+KINDS = np.array([None, *dict.fromkeys(DEVICE_CATEGORIES.values()), *dict.fromkeys(HOST_CATEGORIES.values())], dtype=object)
+"""traceprobe kind/cat per category code (0: not kept)."""
+_N_DEVICE = len(set(DEVICE_CATEGORIES.values()))
+_CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0]) for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES).items()}
 class _Args(msgspec.Struct, gc=False):
-    device: Any = -1
-    stream: Any = -1
-    correlation: Any = -1
-    bytes: Any = -1
-    external_id: Any = msgspec.field(default=-1, name="External id")
+    device: int = NO_ID
+    stream: int = NO_ID
+    correlation: int = NO_ID
+    bytes: int = NO_ID
+    external_id: int = msgspec.field(default=NO_ID, name="External id")
     # collectives (torch's record_param_comms, and NCCL kernels of newer torch)
+    collective: str | None = msgspec.field(default=None, name="Collective name")
+    in_nelems: int = msgspec.field(default=NO_ID, name="In msg nelems")
+    out_nelems: int = msgspec.field(default=NO_ID, name="Out msg nelems")
+    group_size: int = msgspec.field(default=NO_ID, name="Group size")
+    dtype: str | None = None
+    pg_name: str | None = msgspec.field(default=None, name="Process Group Name")
+
+
+_EMPTY_RAW = msgspec.Raw(b"")
+
+
+def _event_struct(tag: str, name: str) -> type:
+    """The strict struct of one ``ph`` (X, B or E): every field traceprobe reads."""
+    return msgspec.defstruct(
+        name,
+        [
+            ("cat", str, ""),
+            ("name", str, ""),
+            ("pid", "int | str", -1),
+            ("tid", "int | str", -1),
+            ("ts", msgspec.Raw, _EMPTY_RAW),
+            ("dur", msgspec.Raw, _EMPTY_RAW),
+            ("args", "_Args | None", None),
+        ],
+        tag_field="ph",
+        tag=tag,
+        gc=False,
+        namespace={"_Args": _Args},
+    )
+
+
+_KEPT = {ph: _event_struct(ph, f"_Event{ph}") for ph in PH_CODES}
+# Every other phase of the Chrome trace format: decoded to an empty struct, skipped.
+_SKIPPED = {
+    ph: msgspec.defstruct(f"_Skip{i}", [], tag_field="ph", tag=ph, gc=False)
+    for i, ph in enumerate(["i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M", "R", "(", ")", "c", "S", "T", "F", "p", "a"])
+}
+_PH_OF_TYPE = {t: PH_CODES[ph] for ph, t in _KEPT.items()} | {t: 0 for t in _SKIPPED.values()}
+_PIECE_DECODER = msgspec.json.Decoder(list[reduce(or_, [*_KEPT.values(), *_SKIPPED.values()])])  # type: ignore[misc]
+
+
+class _AnyArgs(msgspec.Struct, gc=False):
+    device: Any = NO_ID
+    stream: Any = NO_ID
+    correlation: Any = NO_ID
+    bytes: Any = NO_ID
+    external_id: Any = msgspec.field(default=NO_ID, name="External id")
     collective: Any = msgspec.field(default=None, name="Collective name")
-    in_nelems: Any = msgspec.field(default=-1, name="In msg nelems")
-    out_nelems: Any = msgspec.field(default=-1, name="Out msg nelems")
-    group_size: Any = msgspec.field(default=-1, name="Group size")
+    in_nelems: Any = msgspec.field(default=NO_ID, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=NO_ID, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=NO_ID, name="Group size")
     dtype: Any = None
     pg_name: Any = msgspec.field(default=None, name="Process Group Name")
 
 
-_NO_ARGS = _Args()
+class _AnyEvent(msgspec.Struct, gc=False):
+    """Tolerant struct of any event: types checked later, column by column."""
 
-COLLECTIVE_ARGS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "correlation", "external_id")
-"""Fields of :func:`collective_columns`, from Kineto's args ``Collective name``, ``In msg nelems``,
-``Out msg nelems``, ``Group size``, ``dtype``, ``Process Group Name``, ``correlation``, ``External id``."""
-
-
-def comm_structs(args: Any) -> np.ndarray:
-    """The ``args`` structs (from :func:`_args`) of events naming a collective; None for every other event."""
-    names = _pluck(args, "collective")
-    out = np.full(len(args), None, dtype=object)
-    has = pd.notna(names)
-    out[has] = args[has]
-    return out
-
-
-def collective_columns(comm: Any) -> dict[str, np.ndarray]:
-    """Row positions (``row``) and :data:`COLLECTIVE_ARGS` columns of the events whose ``comm`` struct is set.
-
-    Numbers are int64 (-1 where absent or not a number); names are str (``""`` where absent).
-    """
-    rows = np.flatnonzero(pd.notna(comm))
-    structs = comm[rows]
-    out: dict[str, np.ndarray] = {"row": rows}
-    for a in COLLECTIVE_ARGS:
-        vals = _pluck(structs, a)
-        out[a] = _strings(np.where(pd.notna(vals), vals, "")) if a in ("collective", "dtype", "pg_name") else to_int(vals)
-    return out
-
-
-class _Event(msgspec.Struct, gc=False):
     ph: Any = ""
     cat: Any = ""
     name: Any = ""
     pid: Any = -1
     tid: Any = -1
-    ts: Any = math.nan
-    dur: Any = 0.0
-    args: _Args | None = None
+    ts: msgspec.Raw = _EMPTY_RAW
+    dur: msgspec.Raw = _EMPTY_RAW
+    args: _AnyArgs | None = None
 
 
-class _TraceFile(msgspec.Struct):
-    traceEvents: list[_Event]
+class _Head(msgspec.Struct):
+    """Top-level fields of a trace (the ones kept in ``Trace.metadata``)."""
+
     schemaVersion: Any = None
     deviceProperties: list[dict[str, Any]] | None = None
     distributedInfo: dict[str, Any] | None = None
     cuda_runtime_version: Any = None
     cuda_driver_version: Any = None
     cupti_version: Any = None
+    hip_runtime_version: Any = None
+    roctracer_version: Any = None
     trace_id: Any = None
     displayTimeUnit: Any = None
     baseTimeNanoseconds: Any = None
     traceName: Any = None
 
 
-_DECODER = msgspec.json.Decoder(_TraceFile)
-_LIST_DECODER = msgspec.json.Decoder(list[_Event])
+class _HeadOnly(_Head):
+    traceEvents: list[msgspec.Raw] = []
 
 
-class _TraceHead(_TraceFile):
-    """``_TraceFile`` with each event left undecoded (for :func:`split_events`)."""
-
-    traceEvents: list[msgspec.Raw]
+class _WholeTrace(_Head, kw_only=True):
+    traceEvents: list[_AnyEvent]
 
 
-_HEAD_DECODER = msgspec.json.Decoder(_TraceHead)
-_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+HEAD_FIELDS = tuple(f for f in _Head.__struct_fields__ if f != "deviceProperties")
+"""Top-level fields copied into ``Trace.metadata`` when present."""
+
+_WHOLE = msgspec.json.Decoder(_WholeTrace)
+_WHOLE_LIST = msgspec.json.Decoder(list[_AnyEvent])
+_HEAD = msgspec.json.Decoder(_HeadOnly)
+_TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
+_CUT = re.compile(rb"\}\s*,\s*\{")
+_SPACE = re.compile(rb"[ \t\n\r]*")
 
 
-def split_events(raw: bytes) -> tuple[_TraceFile, list[msgspec.Raw]]:
-    """The trace's top-level fields (``traceEvents`` empty) and one ``msgspec.Raw`` per event.
+@dataclass
+class Decoded:
+    """What :func:`decode_events` read.
 
-    The Raw objects are views into ``raw``: decoding them in batches
-    (:func:`EventBatches`) holds only one batch of structs at a time. Any
-    msgspec error propagates: callers fall back to :func:`decode`, whose messages
-    are the ones users see.
-    """
-    first = _LEADING_SPACE.match(raw).end()
-    if raw[first : first + 1] == b"[":
-        return _TraceFile(traceEvents=[]), _RAW_LIST_DECODER.decode(raw)
-    head = _HEAD_DECODER.decode(raw)
-    items = head.traceEvents
-    head.traceEvents = []
-    return head, items
-
-
-def _address(buf: Any) -> int:
-    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
-
-
-class EventBatches:
-    """Decode, in order, batches of ``size`` events split by :func:`split_events` from ``raw``.
-
-    A batch of consecutive events is one stretch of ``raw`` (events, commas and
-    white space), decoded as a JSON list after one copy; so only the stretches'
-    bounds are kept, not the Raw objects. Where the Raw objects are not views
-    into ``raw``, they are kept and joined instead.
+    Attributes:
+        head: the top-level fields (``deviceProperties``, ``distributedInfo``...).
+        event_count: length of ``traceEvents``.
+        tables: ``{"device": columns, "host": columns}``, see :func:`decode_events`.
+        names: event name per ``name`` code, as written (str, or another JSON
+            value in odd traces).
+        threads: ``pid``/``tid`` value (int or str as written) per code.
+        collectives: the :data:`COLLECTIVE_ARGS` of events whose args name a
+            collective (Kineto's ``Collective name``), one row per such event;
+            a table's int64 ``comm`` column indexes them (-1: none).
+        warnings: what was dropped or guessed, one line each.
     """
 
-    def __init__(self, raw: bytes, items: list[msgspec.Raw], size: int) -> None:
-        self.raw = raw
-        self.n = len(items)
-        base = _address(raw) if len(raw) else 0
-        bounds = []
-        for lo in range(0, self.n, size):
-            first, last = items[lo], items[min(lo + size, self.n) - 1]
-            start = _address(first) - base
-            end = _address(last) - base + len(last)
-            if not 0 <= start < end <= len(raw):
-                bounds = None
+    head: _Head
+    event_count: int
+    tables: dict[str, dict[str, np.ndarray]]
+    names: list[str]
+    threads: list[Any]
+    collectives: dict[str, np.ndarray]
+    warnings: list[str] = field(default_factory=list)
+
+
+
+def _cat_code(v: Any) -> int:
+    """Category code: older torch releases wrote capitalised names (``Kernel``, ``Memcpy``)."""
+    return _CAT_CODE.get(v.lower(), 0) if isinstance(v, str) else 0
+
+
+def _ph_code(v: Any) -> int:
+    return PH_CODES.get(v, 0) if isinstance(v, str) else 0
+
+
+_NO_ARGS = _Args()
+_NONE = np.array(None, dtype=object)
+
+
+class _Builder:
+    """Columns of the kept events (``ph`` X/B/E of a known category), piece by piece."""
+
+    def __init__(self) -> None:
+        self.names, self.threads = Codes(), Codes()
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.comm_parts: list[dict[str, np.ndarray]] = []
+        self.count = 0
+        self.n_comm = 0
+
+    def add(self, events: list[Any]) -> None:
+        self.count += len(events)
+        if events and type(events[0]) is _AnyEvent:
+            ph = Lookup(_ph_code).column(list(map(attrgetter("ph"), events)))
+        else:
+            ph = np.fromiter(map(_PH_OF_TYPE.__getitem__, map(type, events)), np.int8, len(events))
+        sel = np.flatnonzero(ph)
+        objs = list(map(events.__getitem__, sel.tolist()))
+        cat = Lookup(_cat_code).column(list(map(attrgetter("cat"), objs)))
+        keep = np.flatnonzero(cat)
+        if keep.size < len(objs):
+            objs = list(map(objs.__getitem__, keep.tolist()))
+        n = len(objs)
+        ts, ts_status = parse_us(list(map(attrgetter("ts"), objs)))
+        dur, dur_status = parse_us(list(map(attrgetter("dur"), objs)))
+        args = np.fromiter(map(attrgetter("args"), objs), object, n)
+        args[np.equal(args, _NONE)] = _NO_ARGS
+        cols = dict(zip(ID_COLUMNS, id_columns(args)))
+        cols["comm"] = self._collectives(args)
+        cols |= {
+            "ph": ph[sel][keep],
+            "cat": cat[keep],
+            "name": self.names.code(list(map(attrgetter("name"), objs))),
+            "pid": self.threads.code(list(map(attrgetter("pid"), objs))),
+            "tid": self.threads.code(list(map(attrgetter("tid"), objs))),
+            "ts": ts,
+            "ts_status": ts_status,
+            "dur": dur,
+            "dur_status": dur_status,
+        }
+        self.parts.append(cols)
+
+    def _collectives(self, args: np.ndarray) -> np.ndarray:
+        """Keep the collective args of the events naming one; their index per event (-1: none)."""
+        rows = np.flatnonzero(~np.equal(np.fromiter(map(attrgetter("collective"), args), object, len(args)), _NONE))
+        index = np.full(len(args), -1, dtype=np.int64)
+        if rows.size:
+            index[rows] = np.arange(self.n_comm, self.n_comm + rows.size)
+            self.n_comm += rows.size
+            self.comm_parts.append(collective_columns(args[rows]))
+        return index
+
+    def collectives(self) -> dict[str, np.ndarray]:
+        parts = self.comm_parts or [collective_columns(np.zeros(0, object))]
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+    def tables(self, path: Path, warnings: list[str]) -> dict[str, dict[str, np.ndarray]]:
+        """Device and host columns of complete events (B/E pairs joined), times checked."""
+        parts, self.parts = self.parts, []
+        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else empty_columns()
+        out = {}
+        for what, in_table in (("device", (cols["cat"] > 0) & (cols["cat"] <= _N_DEVICE)), ("host", cols["cat"] > _N_DEVICE)):
+            x = {k: v[in_table & (cols["ph"] == 1)] for k, v in cols.items()}
+            be = {k: v[in_table & (cols["ph"] > 1)] for k, v in cols.items()}
+            missing_dur = int((x["dur_status"] == MISSING).sum())
+            if missing_dur:
+                warnings.append(f"{missing_dur} {what} complete event(s) without 'dur': taken as 0 ns long")
+                x["dur_status"] = np.where(x["dur_status"] == MISSING, 0, x["dur_status"]).astype(np.int8)
+            check_times(path, x, what, self.names.values)
+            if len(be["ts"]):
+                check_times(path, be, what, self.names.values, with_dur=False)
+                be = pair_begin_end(be, warnings)
+                x = {k: np.concatenate([x[k], be[k]]) for k in x}
+            x["end"] = x["ts"] + x["dur"]
+            out[what] = x
+        return out
+
+
+def _skip_space(raw: Any, pos: int, end: int) -> int:
+    """Position of the first non-white-space byte of ``raw[pos:end]`` (``end`` if none)."""
+    m = _SPACE.match(raw, pos, end)
+    return m.end() if m else pos
+
+
+def _split(raw: Any) -> tuple[_Head, list[tuple[int, int]]] | None:
+    """The top-level fields and the (start, end) byte spans of the pieces of ``traceEvents``.
+
+    None where the layout is not recognised (the caller decodes the whole trace).
+    A span always starts at an event's ``{`` (or the list's start) and ends at an
+    event's ``}`` (or the list's end); any mistake in finding them makes a piece
+    invalid JSON, which the caller's decode reports, and it falls back.
+    """
+    first = _skip_space(raw, 0, len(raw))
+    if raw[first : first + 1] == b"[":  # Chrome's "JSON Array Format": a bare list of events
+        close = raw.rfind(b"]")
+        if close < 0 or _skip_space(raw, close + 1, len(raw)) != len(raw):
+            return None
+        head: _Head = _Head()
+        start = first + 1
+    else:
+        m = _TRACE_EVENTS.search(raw)
+        if m is None:
+            return None
+        start, close, head_only = m.end(), len(raw), None
+        for _ in range(16):  # the list ends at one of the last ']': the one that leaves a valid head
+            close = raw.rfind(b"]", start, close)
+            if close < 0:
+                return None
+            try:
+                head_only = _HEAD.decode(b"".join((raw[: m.start()], b'"traceEvents": []', raw[close + 1 :])))
                 break
-            bounds.append((start, end))
-        self.bounds = bounds
-        self.items = items if bounds is None else None
-        self.size = size
-
-    def __len__(self) -> int:
-        return max(1, -(-self.n // self.size))
-
-    def decode(self, i: int) -> list[_Event]:
-        """The ``i``-th batch (the only one, empty, when there are no events)."""
-        if self.n == 0:
-            return []
-        if self.bounds is None:
-            return _LIST_DECODER.decode(b"[" + b",".join(self.items[i * self.size : (i + 1) * self.size]) + b"]")
-        start, end = self.bounds[i]
-        return _LIST_DECODER.decode(b"".join((b"[", memoryview(self.raw)[start:end], b"]")))
+            except msgspec.DecodeError:
+                continue
+        if head_only is None or head_only.traceEvents:
+            return None
+        head = head_only
+    spans = []
+    while _skip_space(raw, start, close) < close:
+        if close - start <= PIECE_BYTES or (cut := _CUT.search(raw, start + PIECE_BYTES, close)) is None:
+            spans.append((start, close))
+            break
+        spans.append((start, cut.start() + 1))
+        start = cut.end() - 1
+    return head, spans
 
 
-def read_bytes(path: Path) -> bytes:
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise TraceFormatError(path, "is a directory, not a trace file") from None
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceFormatError(path, f"corrupt or truncated gzip data ({exc})") from None
-    return raw
-
-
-_LEADING_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip() removes
-
-
-def decode(path: Path, raw: bytes) -> _TraceFile:
-    first = _LEADING_SPACE.match(raw).end()  # (no copy of a JSON of gigabytes, unlike raw.strip())
+def _decode_whole(path: Path, raw: Any) -> _WholeTrace:
+    """Every event at once, tolerant types; the messages users see for broken files."""
+    first = _skip_space(raw, 0, len(raw))
     if first == len(raw):
         raise TraceFormatError(path, "empty file")
     try:
         if raw[first : first + 1] == b"[":
-            # Chrome's "JSON Array Format": a bare list of events
-            return _TraceFile(traceEvents=_LIST_DECODER.decode(raw))
-        return _DECODER.decode(raw)
+            return _WholeTrace(traceEvents=_WHOLE_LIST.decode(raw))
+        return _WHOLE.decode(raw)
     except msgspec.ValidationError as exc:
         msg = str(exc)
         if "missing required field `traceEvents`" in msg:
-            raise TraceFormatError(path, "not a Chrome trace: no 'traceEvents' list") from None
+            raise TraceFormatError(path, not_kineto_reason(raw)) from None
         raise TraceFormatError(path, f"unexpected trace content: {msg}") from None
     except msgspec.DecodeError as exc:
         msg = str(exc)
@@ -217,166 +372,45 @@ def decode(path: Path, raw: bytes) -> _TraceFile:
         raise TraceFormatError(path, f"not valid JSON ({msg})") from None
 
 
-def us_to_ns(values: np.ndarray) -> np.ndarray:
-    """float64 µs -> int64 ns, exact to the ns below 2**43 µs (see module doc)."""
-    whole = np.floor(values)
-    frac_ns = np.rint((values - whole) * 1000.0)
-    return whole.astype(np.int64) * 1000 + frac_ns.astype(np.int64)
+def read_events(path: Path, max_bytes: int | None = None) -> Decoded:
+    """Read and decode a trace file into device and host columns.
 
+    Args:
+        path: the file (see :func:`traceprobe.tracefile.read_trace_bytes`).
+        max_bytes: largest decompressed size accepted.
 
-def _pluck(objs: Sequence[Any], attr: str) -> np.ndarray:
-    """``attr`` of every struct in ``objs`` (a list or an object array) as an object array."""
-    return np.fromiter(map(attrgetter(attr), objs), dtype=object, count=len(objs))
+    Returns:
+        a :class:`Decoded`. Each table holds int64 ``ts``/``dur``/``end`` (ns,
+        exact), the ``ID_COLUMNS`` (int64, :data:`NO_ID` where absent), int8
+        ``cat`` (an index into :data:`KINDS`), and int32 ``name``, ``pid``,
+        ``tid`` codes into ``Decoded.names`` / ``Decoded.threads``.
 
-
-def _pluck_number(objs: Sequence[Any], attr: str, dtype: type) -> np.ndarray:
-    """``to_int(_pluck(...))`` (``dtype`` int64) or ``_to_float(_pluck(...))`` (float64).
-
-    The values go straight into a typed array, which converts exactly as
-    ``ndarray.astype`` does; the object array is built only when some value is not
-    a number (None, a label...), for ``to_int``/``_to_float``'s tolerant path.
+    Raises:
+        TraceFormatError: unreadable, too large, not JSON, not a Chrome trace,
+            or events whose ``ts``/``dur`` are unusable.
     """
+    raw = read_trace_bytes(path, max_bytes)
+    builder = _Builder()
     try:
-        return np.fromiter(map(attrgetter(attr), objs), dtype=dtype, count=len(objs))
-    except (TypeError, ValueError, OverflowError):
-        vals = _pluck(objs, attr)
-        return to_int(vals) if dtype is np.int64 else _to_float(vals)
-
-
-def pluck_numbers(objs: Sequence[Any], attrs: tuple[str, ...], dtype: type) -> list[np.ndarray]:
-    """``[_pluck_number(objs, a, dtype) for a in attrs]`` in one pass over the structs when all are numbers."""
-    n = len(objs)
-    try:
-        both = np.fromiter(chain.from_iterable(map(attrgetter(*attrs), objs)), dtype=dtype, count=len(attrs) * n)
-    except (TypeError, ValueError, OverflowError):
-        return [_pluck_number(objs, a, dtype) for a in attrs]
-    both = both.reshape(n, len(attrs))
-    return [np.ascontiguousarray(both[:, i]) for i in range(len(attrs))]
-
-
-class _Codes(dict):
-    """Distinct value -> small int code, computed by ``fn`` once per distinct value."""
-
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def __missing__(self, key: Any) -> int:
-        code = self[key] = self.fn(key)
-        return code
-
-
-def code_column(objs: Sequence[Any], attr: str, fn: Any) -> np.ndarray:
-    """``fn(obj.attr)`` for every struct, as int8, with ``fn`` called once per distinct value.
-
-    ``fn`` must give one code to values that compare equal (``1``, ``1.0``, ``True``).
-    """
-    try:
-        return np.fromiter(map(_Codes(fn).__getitem__, map(attrgetter(attr), objs)), dtype=np.int8, count=len(objs))
-    except TypeError:  # an unhashable value (a list, a dict): call fn on every value
-        return np.fromiter(map(fn, map(attrgetter(attr), objs)), dtype=np.int8, count=len(objs))
-
-
-def _args(objs: Sequence[Any]) -> np.ndarray:
-    """The events' ``args`` structs, with a default struct where absent or null."""
-    args = _pluck(objs, "args")
-    args[np.equal(args, None)] = _NO_ARGS
-    return args
-
-
-def to_int(vals: np.ndarray) -> np.ndarray:
-    """Object array -> int64; anything that is not a number becomes -1."""
-    try:
-        return vals.astype(np.int64)
-    except (TypeError, ValueError, OverflowError):
-        num = pd.to_numeric(pd.Series(vals, dtype=object), errors="coerce").to_numpy(np.float64)
-        ok = np.isfinite(num) & (np.abs(num) < 2.0**62)
-        out = np.full(len(vals), -1, dtype=np.int64)
-        out[ok] = num[ok].astype(np.int64)
-        return out
-
-
-def _to_float(vals: np.ndarray) -> np.ndarray:
-    """Object array -> float64; non-numbers (strings, null) become NaN."""
-    try:
-        return vals.astype(np.float64)
-    except (TypeError, ValueError, OverflowError):
-        return pd.to_numeric(pd.Series(vals, dtype=object), errors="coerce").to_numpy(np.float64)
-
-
-def _strings(vals: np.ndarray) -> np.ndarray:
-    """Object array -> object array of str (None and non-strings made str)."""
-    if pd.api.types.infer_dtype(vals, skipna=False) in ("string", "empty"):
-        return vals
-    out = np.empty(len(vals), dtype=object)
-    out[:] = ["" if v is None else str(v) for v in vals]
-    return out
-
-
-def raw_columns(objs: Sequence[Any]) -> dict[str, np.ndarray]:
-    """Columns of selected ``ph: X`` events (a list or object array of structs), before validation."""
-    args = _args(objs)
-    ts, dur = pluck_numbers(objs, ("ts", "dur"), np.float64)
-    n = len(objs)
-    ids = np.fromiter(chain.from_iterable(map(attrgetter("pid", "tid"), objs)), dtype=object, count=2 * n).reshape(n, 2)
-    return {
-        "ts": ts,
-        "dur": dur,
-        "name": _strings(_pluck(objs, "name")),
-        "pid": np.ascontiguousarray(ids[:, 0]),
-        "tid": np.ascontiguousarray(ids[:, 1]),
-        "args": args,
-    }
-
-
-def pair_begin_end(objs: np.ndarray, is_begin: np.ndarray, warnings: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Turn ``ph: B``/``ph: E`` events into complete-event columns (vectorized).
-
-    Per (pid, tid), in timestamp order, a B opens a slice at depth k and the next E
-    at depth k closes it (the Chrome trace format's stack rule). The name and args
-    come from the B event. Unmatched events are dropped and counted in ``warnings``.
-    """
-    return pair_columns(raw_columns(objs), is_begin, warnings)
-
-
-def pair_columns(raw: dict[str, np.ndarray], is_begin: np.ndarray, warnings: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """:func:`pair_begin_end` on the events' columns (``raw_columns`` or the like, any extra keys)."""
-    n = len(raw["ts"])
-    if n == 0:
-        return {k: v[:0] for k, v in raw.items()}, np.zeros(0, np.int64)
-    thread = pd.MultiIndex.from_arrays(
-        [pd.Series(raw["pid"], dtype=object).astype(str), pd.Series(raw["tid"], dtype=object).astype(str)]
-    ).factorize()[0]
-    ts = raw["ts"]
-    order = np.lexsort((np.arange(n), np.nan_to_num(ts, nan=-1.0), thread))
-    delta = np.where(is_begin[order], 1, -1)
-    depth = pd.Series(delta).groupby(thread[order]).cumsum().to_numpy()
-    level = np.where(delta > 0, depth, depth + 1)
-    o2 = np.lexsort((np.arange(n), level, thread[order]))
-    idx = order[o2]
-    b = is_begin[idx]
-    same = (thread[idx][:-1] == thread[idx][1:]) & (level[o2][:-1] == level[o2][1:])
-    pair = b[:-1] & ~b[1:] & same
-    bi, ei = idx[:-1][pair], idx[1:][pair]
-    dropped = n - 2 * len(bi)
-    if dropped:
-        warnings.append(f"{dropped} unmatched B/E event(s) dropped")
-    out = {k: v[bi] for k, v in raw.items()}
-    out["dur"] = ts[ei] - ts[bi]
-    return out, bi
-
-
-def concat_columns(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    parts = [p for p in parts if len(p["ts"])]
-    if not parts:
-        return {k: np.empty(0, dtype=object if k not in ("ts", "dur") else np.float64) for k in ("ts", "dur", "name", "pid", "tid", "args")}
-    if len(parts) == 1:
-        return parts[0]
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
-_PH_CODES = {"X": 1, "B": 2, "E": 3}
-
-
-def ph_code(v: Any) -> int:
-    return _PH_CODES.get(v, 0) if isinstance(v, str) else 0
+        split = _split(raw)
+        if split is not None:
+            head, spans = split
+            view = memoryview(raw)
+            for a, b in spans:
+                builder.add(_PIECE_DECODER.decode(b"".join((b"[", view[a:b], b"]"))))
+            del view
+    except msgspec.MsgspecError:
+        split = None
+    if split is None:
+        builder = _Builder()
+        doc = _decode_whole(path, raw)
+        del raw
+        head = doc
+        events, doc.traceEvents = doc.traceEvents, []
+        builder.add(events)
+        del events
+    else:
+        del raw
+    warnings: list[str] = []
+    tables = builder.tables(path, warnings)
+    return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings)

@@ -1,92 +1,43 @@
-"""Loading Kineto / Chrome trace JSON into pandas DataFrames.
+"""The loaded trace: :class:`Trace` and :func:`load_trace`.
 
 ``load_trace(path)`` reads what ``torch.profiler``'s ``export_chrome_trace`` and
 ``tensorboard_trace_handler`` write (``.json`` or gzipped ``.json.gz``; gzip is
-detected from the file's magic bytes, not its name). ``msgspec`` splits the
-event list into one ``msgspec.Raw`` view per event, then decodes it in chunks of
-``_CHUNK_EVENTS`` events into typed structs holding only the fields traceprobe
-needs; each chunk's columns are built with C-level iteration
-(``map``/``attrgetter``/``numpy.fromiter``) before the next chunk is decoded, so
-only one chunk of structs is alive at a time (peak memory about 1.5x the JSON
-size). A trace with an error to report, or with values only the whole-trace
-conversions handle, is decoded at once instead (same results, same messages).
-Every later step is vectorized. Reading a trace never imports torch.
+detected from the file's magic bytes, not its name): :mod:`.tracefile` reads the
+bytes within a memory limit, :mod:`.kineto` decodes them into columns, and this
+module turns the columns into DataFrames. Reading a trace never imports torch.
 
-Timestamps: Kineto writes ``ts`` and ``dur`` in microseconds, often with three
-decimals. They are converted to int64 nanoseconds by splitting integer and
-fractional microseconds, so the conversion is exact (to the nanosecond) for every
-``ts`` below 2**43 µs (about 101 days of trace clock); torch's traces are relative
-to ``baseTimeNanoseconds`` and stay far below that.
+Timestamps: Kineto writes ``ts`` and ``dur`` in microseconds as decimal text,
+often with three decimals; they are converted to int64 nanoseconds from that
+text, exactly (:mod:`.timestamps`), ``1712195495505582.988`` µs giving
+``1712195495505582988`` ns.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import attrgetter
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 import pandas as pd
 
+from .columns import COLLECTIVE_ARGS, MAX_DUR_US, MAX_TS_US, NO_ID
 from .errors import TraceFormatError
-from .kineto import (
-    COLLECTIVE_ARGS,
-    EventBatches,
-    _args,
-    _strings,
-    code_column,
-    collective_columns,
-    comm_structs,
-    concat_columns,
-    decode,
-    pair_begin_end,
-    pair_columns,
-    ph_code,
-    pluck_numbers,
-    raw_columns,
-    read_bytes,
-    split_events,
-    to_int,
-    us_to_ns,
-)
+from .kineto import DEVICE_CATEGORIES, HEAD_FIELDS, HOST_CATEGORIES, KINDS, Decoded, read_events
 
-DEVICE_CATEGORIES = {
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
-}
-"""Kineto ``cat`` (lower-cased) of device activity -> traceprobe ``kind``."""
-
-HOST_CATEGORIES = {
-    "cpu_op": "cpu_op",
-    "operator": "cpu_op",
-    "cuda_runtime": "cuda_runtime",
-    "runtime": "cuda_runtime",
-    "cuda_driver": "cuda_driver",
-    "user_annotation": "user_annotation",
-}
-"""Kineto ``cat`` (lower-cased) of host activity -> traceprobe ``cat``."""
+__all__ = ["DEVICE_CATEGORIES", "HOST_CATEGORIES", "MAX_DUR_US", "MAX_STREAMS", "MAX_TS_US", "Trace", "load_trace"]
 
 _MEMCPY_RE = re.compile(r"^Memcpy\s+(?P<direction>\w+)\s*\((?P<src>\w+)\s*->\s*(?P<dst>\w+)\)")
 # ROCm (roctracer) names copies CopyHostToDevice, CopyDeviceToHost, CopyDeviceToDevice
 _ROCM_COPY_RE = re.compile(r"^Copy(?P<src>Host|Device)To(?P<dst>Host|Device)")
 _COMM_RE = re.compile(r"nccl|rccl", re.IGNORECASE)
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_ID_RE = re.compile(r"^\s*(-?\d+)\s*$|(?<![-\d])(\d+)\s*$")
 
-MAX_TS_US = 9.0e15
-"""Largest accepted ``ts`` in µs: beyond it ns would overflow int64 (year ~2255 as epoch µs)."""
-MAX_DUR_US = 7 * 24 * 3600 * 1e6
-"""Largest accepted ``dur`` in µs (7 days): longer is taken as a corrupt value."""
 MAX_STREAMS = 65536
 """Most distinct (device, stream) pairs accepted in one trace."""
-MEMORY_FACTOR = 3
-"""Peak memory of a load, as a multiple of the decompressed JSON size (an upper bound)."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +73,9 @@ class Trace:
             keys as columns: ``id``, ``name``, ``totalGlobalMem`` in bytes, ...);
             empty if the trace has none.
         metadata: other top-level fields (``distributedInfo``, ``schemaVersion``,
-            ``cuda_runtime_version``, ``baseTimeNanoseconds``, ``traceName``, ...).
+            ``cuda_runtime_version``, ``baseTimeNanoseconds``, ``traceName``, ...),
+            plus ``event_count`` (length of ``traceEvents``) and ``warnings``
+            (list of str: what the loader dropped, guessed or found odd).
         collective_args: one row per event whose args name a collective
             (Kineto's ``Collective name``: torch's ``record_param_comms`` host
             op, and the NCCL kernels of newer torch): ``side`` (``device`` or
@@ -131,8 +84,9 @@ class Trace:
             absent), ``dtype``, ``pg_name`` (str, ``""`` if absent; from
             ``Process Group Name``), ``correlation``, ``external_id`` (int64, -1
             if absent).
-        steps: ``ProfilerStep#N`` annotations: columns ``step`` (int64),
-            ``start_ns``, ``end_ns`` (int64); empty if none.
+    Derived tables (``steps``) are cached properties computed from these
+    fields, so a copy made with ``dataclasses.replace`` (as
+    :func:`traceprobe.analysis.steps.clip_trace` does) derives its own.
     """
 
     path: str
@@ -140,7 +94,6 @@ class Trace:
     host_events: pd.DataFrame
     devices: pd.DataFrame
     metadata: dict[str, Any] = field(default_factory=dict)
-    steps: pd.DataFrame = field(default_factory=pd.DataFrame)
     collective_args: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
@@ -158,53 +111,17 @@ class Trace:
         r = info.get("rank")
         return int(r) if isinstance(r, (int, float)) else None
 
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """``ProfilerStep#N`` host annotations: columns ``step``, ``start_ns``, ``end_ns`` (int64); empty if none.
 
-def _times(path: Path, raw: dict[str, np.ndarray], what: str) -> tuple[np.ndarray, np.ndarray]:
-    ts_f, dur_f = raw["ts"], raw["dur"]
-    bad = ~np.isfinite(ts_f) | ~np.isfinite(dur_f) | (dur_f < 0) | (ts_f < 0) | (ts_f >= MAX_TS_US) | (dur_f > MAX_DUR_US)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise TraceFormatError(
-            path,
-            f"{int(bad.sum())} {what} event(s) with missing, non-numeric, non-finite, negative or absurd "
-            f"ts/dur (first: {raw['name'][i]!r} ts={ts_f[i]!r} dur={dur_f[i]!r})",
-        )
-    start = us_to_ns(ts_f)
-    return start, start + us_to_ns(dur_f)
+        The same step written twice (as ``cpu_op`` and ``user_annotation``) keeps
+        its widest span.
+        """
+        return _steps(self.host_events)
 
 
-def _check_memory(path: Path) -> None:
-    """Fail early when the decoded trace cannot fit in available memory."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            magic = f.read(2)
-            if magic == b"\x1f\x8b" and size >= 18:
-                f.seek(-4, 2)
-                # gzip's ISIZE: uncompressed size mod 2**32; never below the compressed size
-                size = max(int.from_bytes(f.read(4), "little"), size * 4)
-    except OSError:
-        return  # read_bytes reports unreadable files
-    need = size * MEMORY_FACTOR
-    avail = _available_memory()
-    if avail is not None and need > avail:
-        raise TraceFormatError(
-            path,
-            f"needs about {need / 2**30:.1f} GiB of memory to load ({size / 2**30:.1f} GiB of JSON), "
-            f"but only {avail / 2**30:.1f} GiB is available",
-        )
-
-
-def _available_memory() -> int | None:
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except Exception:  # pragma: no cover - psutil is a dependency; be safe anyway
-        return None
-
-
-def load_trace(path: str | Path) -> Trace:
+def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
     """Read a Kineto/Chrome trace file into a :class:`Trace`.
 
     Complete events (``ph: X``) and begin/end pairs (``ph: B``/``E``) of Kineto's
@@ -216,279 +133,114 @@ def load_trace(path: str | Path) -> Trace:
             (``export_chrome_trace`` or ``tensorboard_trace_handler``, torch 1.13
             or later, CUDA or ROCm) or any Chrome trace whose device events
             follow Kineto's categories.
+        max_bytes: largest decompressed size accepted (default: half the
+            memory available, see :func:`traceprobe.tracefile.default_max_bytes`).
 
     Returns:
-        the :class:`Trace`; see its docstring for columns and dtypes. Anything
-        the loader had to drop is listed in ``metadata["warnings"]``.
+        the :class:`Trace`; see its docstring for columns and dtypes. What the
+        loader dropped or found odd is listed in ``metadata["warnings"]``.
 
     Raises:
-        TraceFormatError: the file is unreadable, empty, not JSON, truncated,
-            a corrupt gzip, not a Chrome trace, too large for available memory,
-            or holds device/host events whose ``ts``/``dur`` are missing,
-            non-numeric, non-finite, negative or absurd (``dur`` over 7 days), or
-            absurdly many streams (over 65,536).
+        TraceFormatError: whatever the cause (unreadable, not a regular file,
+            too large, not JSON, truncated, corrupt gzip, nested too deep, not a
+            Chrome trace, an empty ``traceEvents``, events whose ``ts``/``dur``
+            are missing, non-numeric, negative or absurd, absurdly many streams).
     """
     p = Path(path)
-    _check_memory(p)
-    raw = read_bytes(p)
-    warnings: list[str] = []
-    chunked = _chunked_parts(raw)
-    if chunked is not None:
-        del raw
-        doc, n, acc = chunked
-        del chunked
-        frames = _chunked_frames(acc, warnings)
-    else:  # an error to report, or values the chunked pass does not take: decode all at once
-        doc = decode(p, raw)
-        del raw
-        n = len(doc.traceEvents)
-        frames = _frames(doc.traceEvents, warnings)
-        doc.traceEvents = []
-    (dev_raw, dev_kind), (host_raw, host_cat) = frames
-    device_events = _device_frame(p, dev_raw, dev_kind)
-    host_events = _host_frame(p, host_raw, host_cat)
-    coll_args = _collective_args(dev_raw, host_raw)
+    try:
+        return _build(p, read_events(p, max_bytes))
+    except TraceFormatError:
+        raise
+    except RecursionError:
+        raise TraceFormatError(p, "nested too deeply to be a trace") from None
+    except MemoryError:
+        raise TraceFormatError(p, "not enough memory to load this trace") from None
+    except (UnicodeError, ValueError, OverflowError, TypeError, OSError) as exc:
+        raise TraceFormatError(p, f"unreadable trace ({type(exc).__name__}: {exc})".splitlines()[0][:300]) from None
+
+
+def _build(p: Path, dec: Decoded) -> Trace:
+    if dec.event_count == 0:
+        raise TraceFormatError(p, "no events: 'traceEvents' is empty")
+    warnings = dec.warnings
+    device_events = _device_frame(dec, warnings)
+    host_events = _host_frame(dec)
     n_streams = len(device_events[["device", "stream"]].drop_duplicates()) if len(device_events) else 0
     if n_streams > MAX_STREAMS:
         raise TraceFormatError(p, f"absurd trace: {n_streams:,} distinct (device, stream) pairs (limit {MAX_STREAMS:,})")
-    if n and device_events.empty and host_events.empty:
+    if device_events.empty and host_events.empty:
         warnings.append("no device or host activity: only metadata, flows, counters or unknown categories")
-
-    devices = pd.DataFrame(doc.deviceProperties or [])
-    metadata = {
-        k: getattr(doc, k)
-        for k in (
-            "schemaVersion",
-            "distributedInfo",
-            "cuda_runtime_version",
-            "cuda_driver_version",
-            "cupti_version",
-            "trace_id",
-            "displayTimeUnit",
-            "baseTimeNanoseconds",
-            "traceName",
-        )
-        if getattr(doc, k) is not None
-    }
-    metadata["event_count"] = n
+    metadata = {k: getattr(dec.head, k) for k in HEAD_FIELDS if getattr(dec.head, k) is not None}
+    metadata["event_count"] = dec.event_count
     metadata["warnings"] = warnings
+    devices = pd.DataFrame(dec.head.deviceProperties or [])
     return Trace(
         path=str(p),
         device_events=device_events,
         host_events=host_events,
         devices=devices,
         metadata=metadata,
-        steps=_steps(host_events),
-        collective_args=coll_args,
+        collective_args=_collective_args(dec),
     )
 
 
-_TABLES = ((DEVICE_CATEGORIES, "device"), (HOST_CATEGORIES, "host"))
-_KIND_OF = np.array([None] + [k for t, _ in _TABLES for k in dict.fromkeys(t.values())], dtype=object)
-_CODE_OF = {k: i for i, k in enumerate(_KIND_OF) if k is not None}
-_BY_NAME = {c: _CODE_OF[k] for t, _ in _TABLES for c, k in t.items()}
-_N_DEV_KINDS = len(set(DEVICE_CATEGORIES.values()))
-_ARG_COLUMNS = {"device": ("device", "stream", "bytes", "correlation"), "host": ("correlation", "external_id")}
-_CHUNK_EVENTS = 10_000
-"""Events decoded to structs at a time by the chunked load."""
-
-
-def _cat_code(v: Any) -> int:
-    return _BY_NAME.get(("" if v is None else str(v)).lower(), 0)
-
-
-def _codes(events: Any) -> tuple[np.ndarray, np.ndarray]:
-    """ph code (0 other, 1 X, 2 B, 3 E) and cat code (an index into _KIND_OF) of every event.
-
-    cat is lower-cased: older torch releases wrote capitalised names. A cat code
-    is 0 for unknown, then the device kinds, then the host categories.
-    """
-    ph = code_column(events, "ph", ph_code)
-    cat = code_column(events, "cat", _cat_code).astype(np.intp)
-    return ph, cat
-
-
-def _in_table(cat: np.ndarray, what: str) -> np.ndarray:
-    return ((cat > 0) & (cat <= _N_DEV_KINDS)) if what == "device" else (cat > _N_DEV_KINDS)
-
-
-def _frames(events: list[Any], warnings: list[str]) -> list[tuple[dict[str, np.ndarray], np.ndarray]]:
-    """Device and host columns (with ``args`` structs) and kinds from all decoded events."""
-    # One pass per field over the structs; ph and cat are coded once per distinct value.
-    ph, cat = _codes(events)
-    complete = ph == 1
-    begin = ph == 2
-    endev = ph == 3
-
-    frames = []
-    for _, what in _TABLES:
-        in_table = _in_table(cat, what)
-        x = np.flatnonzero(complete & in_table)
-        be = np.flatnonzero((begin | endev) & in_table)
-        parts = [raw_columns(list(map(events.__getitem__, x.tolist())))]
-        kinds = [_KIND_OF[cat[x]]]
-        if be.size:
-            paired, b_idx = pair_begin_end(list(map(events.__getitem__, be.tolist())), begin[be], warnings)
-            parts.append(paired)
-            kinds.append(_KIND_OF[cat[be]][b_idx])  # a pair's kind is its B event's
-        frames.append((concat_columns(parts), np.concatenate(kinds) if kinds else np.empty(0, object)))
-    return frames
-
-
-class _Fallback(Exception):
-    """A value the chunked load cannot convert chunk by chunk exactly as the whole-trace load does."""
-
-
-def _interned(vals: np.ndarray, pool: dict) -> np.ndarray:
-    """``vals`` with equal str (or equal int) values sharing one object, to save memory."""
-    if len(vals) and pd.api.types.infer_dtype(vals, skipna=False) in ("string", "integer"):
-        return np.fromiter(map(pool.setdefault, vals, vals), dtype=object, count=len(vals))
-    return vals
-
-
-def _chunk_columns(objs: list[Any], what: str, pools: tuple[dict, dict]) -> dict[str, np.ndarray]:
-    """Columns of some events of one table: numbers converted, names/pid/tid as objects.
-
-    Numbers take only the fast path of ``pluck_numbers`` (each value converted on
-    its own, so chunk by chunk gives what the whole trace gives); a value needing
-    the tolerant path raises _Fallback.
-    """
-    n = len(objs)
-    try:
-        both = np.fromiter(chain.from_iterable(map(attrgetter("ts", "dur"), objs)), dtype=np.float64, count=2 * n).reshape(n, 2)
-        attrs = _ARG_COLUMNS[what]
-        arg_structs = _args(objs)
-        args = np.fromiter(chain.from_iterable(map(attrgetter(*attrs), arg_structs)), dtype=np.int64, count=len(attrs) * n)
-    except (TypeError, ValueError, OverflowError):
-        raise _Fallback from None
-    args = args.reshape(n, len(attrs))
-    ids = np.fromiter(chain.from_iterable(map(attrgetter("pid", "tid"), objs)), dtype=object, count=2 * n).reshape(n, 2)
-    names, ids_pool = pools
-    out = {
-        "ts": np.ascontiguousarray(both[:, 0]),
-        "dur": np.ascontiguousarray(both[:, 1]),
-        "name": _interned(np.fromiter(map(attrgetter("name"), objs), dtype=object, count=n), names),
-        "pid": _interned(np.ascontiguousarray(ids[:, 0]), ids_pool),
-        "tid": _interned(np.ascontiguousarray(ids[:, 1]), ids_pool),
-    }
-    for i, a in enumerate(attrs):
-        out[a] = np.ascontiguousarray(args[:, i])
-    out["comm"] = comm_structs(arg_structs)
-    return out
-
-
-def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
-def _chunked_parts(raw: bytes) -> tuple[Any, int, dict] | None:
-    """Columns of the trace's events, decoding ``_CHUNK_EVENTS`` events at a time.
-
-    Only one chunk of structs is alive at a time. None when the trace has an
-    error to report (the whole-trace decode reports it, with its messages) or a
-    value that only the whole-trace conversions handle exactly. Put together by
-    :func:`_chunked_frames` once ``raw`` is freed.
-    """
-    try:
-        head, items = split_events(raw)
-    except (msgspec.MsgspecError, ValueError):
-        return None
-    n = len(items)
-    batches = EventBatches(raw, items, _CHUNK_EVENTS)
-    del items
-    pools: tuple[dict, dict] = ({}, {})
-    acc: dict[str, dict[str, list]] = {what: {"x": [], "x_cat": [], "be": [], "be_cat": [], "be_begin": []} for _, what in _TABLES}
-    try:
-        for i in range(len(batches)):
-            events = batches.decode(i)
-            ph, cat = _codes(events)
-            cat = cat.astype(np.int8)
-            begin = ph == 2
-            be_any = begin | (ph == 3)
-            for _, what in _TABLES:
-                a = acc[what]
-                in_table = _in_table(cat, what)
-                x = np.flatnonzero((ph == 1) & in_table)
-                a["x"].append(_chunk_columns(list(map(events.__getitem__, x.tolist())), what, pools))
-                a["x_cat"].append(cat[x])
-                be = np.flatnonzero(be_any & in_table)
-                if be.size:
-                    a["be"].append(_chunk_columns(list(map(events.__getitem__, be.tolist())), what, pools))
-                    a["be_cat"].append(cat[be])
-                    a["be_begin"].append(begin[be])
-            del events
-    except (msgspec.MsgspecError, _Fallback):
-        return None
-    return head, n, acc
-
-
-def _chunked_frames(acc: dict, warnings: list[str]) -> list[tuple[dict[str, np.ndarray], np.ndarray]]:
-    """What :func:`_frames` gives, from :func:`_chunked_parts`' columns (emptied on the way)."""
-    frames = []
-    for _, what in _TABLES:
-        a = acc.pop(what)
-        cols = _concat(a.pop("x"))
-        cols["name"] = _strings(cols["name"])
-        parts = [cols]
-        kinds = [_KIND_OF[np.concatenate(a.pop("x_cat"))]]
-        if a["be"]:
-            cols = _concat(a.pop("be"))
-            cols["name"] = _strings(cols["name"])
-            paired, b_idx = pair_columns(cols, np.concatenate(a["be_begin"]), warnings)
-            del cols
-            parts.append(paired)
-            kinds.append(_KIND_OF[np.concatenate(a["be_cat"])][b_idx])
-        frames.append((_concat(parts) if len(parts) > 1 else parts[0], np.concatenate(kinds)))
-    return frames
-
-def _collective_args(dev_raw: dict[str, np.ndarray], host_raw: dict[str, np.ndarray]) -> pd.DataFrame:
-    """``Trace.collective_args`` from the device and host columns (their ``comm`` structs, or their ``args``)."""
+def _collective_args(dec: Decoded) -> pd.DataFrame:
+    """``Trace.collective_args``: device rows, then host rows, each in the order of their table's columns."""
+    names = np.array(dec.names, dtype=object)
     parts = []
-    for side, raw in (("device", dev_raw), ("host", host_raw)):
-        comm = raw["comm"] if "comm" in raw else comm_structs(raw["args"])
-        cols = collective_columns(comm)
-        rows = cols.pop("row")
-        part = pd.DataFrame({"side": side, "name": _strings(raw["name"][rows]), "start_ns": us_to_ns(raw["ts"][rows]), **cols})
-        parts.append(part)
+    for side in ("device", "host"):
+        c = dec.tables[side]
+        rows = np.flatnonzero(c["comm"] >= 0)
+        k = c["comm"][rows]
+        name = np.array([v if isinstance(v, str) else str(v) for v in names[c["name"][rows]]], dtype=object)
+        parts.append(pd.DataFrame({"side": side, "name": name, "start_ns": c["ts"][rows], **{a: dec.collectives[a][k] for a in COLLECTIVE_ARGS}}))
     return pd.concat(parts, ignore_index=True).reindex(columns=["side", "name", "start_ns", *COLLECTIVE_ARGS])
 
 
-def _pid_tid_fallback(ids: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    """Device or stream ids from pid/tid where ``args`` lacks them.
-
-    Numbers are taken as they are; labels such as ``"stream 7"`` (torch 1.8-1.10
-    traces) give their trailing number.
-    """
-    miss = ids < 0
-    if miss.any():
-        ids = ids.copy()
-        fb = to_int(fallback[miss])
-        bad = fb < 0
-        if bad.any():
-            digits = pd.Series(fallback[miss][bad], dtype=object).astype(str).str.extract(r"(\d+)\s*$")[0]
-            fb[bad] = pd.to_numeric(digits, errors="coerce").fillna(-1).to_numpy(np.int64)
-        ids[miss] = fb
-    return ids
+def _categorical(codes: np.ndarray, labels: list[Any], categories: list[str] | None = None) -> pd.Categorical:
+    """``pd.Categorical`` of ``labels[codes]`` (made str), each distinct label converted once."""
+    if categories is not None:
+        return pd.Categorical.from_codes(codes, categories=categories)
+    present = np.flatnonzero(np.bincount(codes, minlength=len(labels)))
+    used = np.array([v if isinstance(v, str) else str(v) for v in np.asarray(labels, dtype=object)[present]], dtype=object)
+    cats, inverse = np.unique(used, return_inverse=True) if used.size else (used, np.zeros(0, np.intp))
+    lut = np.full(len(labels), -1, dtype=np.int64)
+    lut[present] = inverse
+    return pd.Categorical.from_codes(lut[codes], categories=pd.Index(cats, dtype=object))
 
 
-def _device_frame(path: Path, raw: dict[str, np.ndarray], kinds: np.ndarray) -> pd.DataFrame:
-    start, end = _times(path, raw, "device")
-    if "args" in raw:
-        device, stream, nbytes, correlation = pluck_numbers(raw["args"], _ARG_COLUMNS["device"], np.int64)
-    else:  # the chunked load converted them
-        device, stream, nbytes, correlation = (raw[a] for a in _ARG_COLUMNS["device"])
-    device = _pid_tid_fallback(device, raw["pid"])
-    stream = _pid_tid_fallback(stream, raw["tid"])
+def _thread_ids(threads: list[Any]) -> np.ndarray:
+    """Device or stream id from each distinct ``pid``/``tid`` value: numbers as they are,
+    labels such as ``"stream 7"`` (torch 1.8-1.10) by their trailing number; -1 if none."""
+    out = np.full(len(threads), -1, dtype=np.int64)
+    for i, v in enumerate(threads):  # once per distinct value
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)) and abs(v) < 2**62:
+            out[i] = int(v)
+        elif isinstance(v, str) and (m := _ID_RE.search(v)):
+            out[i] = int(m.group(1) or m.group(2))
+    return out
+
+
+def _device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
+    c = dec.tables["device"]
+    ids = _thread_ids(dec.threads)
+    device = np.where(c["device"] == NO_ID, ids[c["pid"]], c["device"])
+    stream = np.where(c["stream"] == NO_ID, ids[c["tid"]], c["stream"])
+    negative = int(((device < 0) | (stream < 0)).sum())
+    if negative:
+        warnings.append(f"{negative} device event(s) with a negative or missing device or stream id (kept as given, -1 where none)")
     df = pd.DataFrame(
         {
             "device": device,
             "stream": stream,
-            "kind": pd.Categorical(kinds, categories=["kernel", "memcpy", "memset"]),
-            "name": pd.Categorical(raw["name"]),
-            "start_ns": start,
-            "end_ns": end,
-            "bytes": nbytes,
-            "correlation": correlation,
+            "kind": _categorical(c["cat"].astype(np.int64) - 1, [], ["kernel", "memcpy", "memset"]),
+            "name": _categorical(c["name"], dec.names),
+            "start_ns": c["ts"],
+            "end_ns": c["end"],
+            "bytes": np.where(c["bytes"] == NO_ID, -1, c["bytes"]),
+            "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"]),
         }
     )
     # Parse memcpy names once per distinct name, then map through the categories.
@@ -502,7 +254,7 @@ def _device_frame(path: Path, raw: dict[str, np.ndarray], kinds: np.ndarray) -> 
     is_copy = (df["kind"] == "memcpy").to_numpy()
     for col in ("direction", "src", "dst"):
         vals = parsed[col].to_numpy(dtype=object)[codes] if len(names) else np.empty(0, object)
-        vals = np.where(is_copy, vals, None)
+        vals = np.where(is_copy, vals, np.array(None, dtype=object))
         out = "direction" if col == "direction" else f"{col}_kind"
         df[out] = pd.Categorical(vals)
     comm_names = names.str.contains(_COMM_RE).to_numpy(dtype=bool)
@@ -510,30 +262,20 @@ def _device_frame(path: Path, raw: dict[str, np.ndarray], kinds: np.ndarray) -> 
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
-def _str_categorical(vals: np.ndarray) -> pd.Categorical:
-    """``pd.Categorical(pd.Series(vals, dtype=object).astype(str))``, converting each distinct value once."""
-    if pd.api.types.infer_dtype(vals, skipna=False) in ("integer", "string"):  # equal values <=> equal str forms
-        codes, uniques = pd.factorize(vals)
-        return pd.Categorical(pd.Series(uniques, dtype=object).astype(str)).take(codes)
-    return pd.Categorical(pd.Series(vals, dtype=object).astype(str))
 
 
-def _host_frame(path: Path, raw: dict[str, np.ndarray], cats: np.ndarray) -> pd.DataFrame:
-    start, end = _times(path, raw, "host")
-    if "args" in raw:
-        correlation, external_id = pluck_numbers(raw["args"], _ARG_COLUMNS["host"], np.int64)
-    else:  # the chunked load converted them
-        correlation, external_id = (raw[a] for a in _ARG_COLUMNS["host"])
+def _host_frame(dec: Decoded) -> pd.DataFrame:
+    c = dec.tables["host"]
     df = pd.DataFrame(
         {
-            "pid": _str_categorical(raw["pid"]),
-            "tid": _str_categorical(raw["tid"]),
-            "cat": pd.Categorical(cats),
-            "name": pd.Categorical(raw["name"]),
-            "start_ns": start,
-            "end_ns": end,
-            "correlation": correlation,
-            "external_id": external_id,
+            "pid": _categorical(c["pid"], dec.threads),
+            "tid": _categorical(c["tid"], dec.threads),
+            "cat": _categorical(c["cat"].astype(np.int64), list(KINDS)),
+            "name": _categorical(c["name"], dec.names),
+            "start_ns": c["ts"],
+            "end_ns": c["end"],
+            "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"]),
+            "external_id": np.where(c["external_id"] == NO_ID, -1, c["external_id"]),
         }
     )
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)

@@ -1,0 +1,149 @@
+"""The one decode path: pieces, the whole-trace fallback, exact timestamps.
+
+Every trace here is SYNTHETIC, written as JSON text in the test so that the
+decimal digits of ``ts``/``dur`` are exactly the ones chosen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from traceprobe import TraceFormatError, kineto, load_trace
+from traceprobe.analysis.steps import clip_trace
+from traceprobe.timestamps import INVALID, MISSING, OK, parse_us
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def exact_ns(text: str) -> int:
+    return int((Decimal(text) * 1000).to_integral_value(ROUND_HALF_EVEN))
+
+
+def event(ph: str, cat: str, name: str, ts: str, dur: str | None = None, pid: int | str = 1, tid: int | str = 1, args: str = "") -> str:
+    fields = [f'"ph": "{ph}"', f'"cat": "{cat}"', f'"name": {json.dumps(name)}', f'"pid": {json.dumps(pid)}', f'"tid": {json.dumps(tid)}', f'"ts": {ts}']
+    if dur is not None:
+        fields.append(f'"dur": {dur}')
+    if args:
+        fields.append(f'"args": {{{args}}}')
+    return "{" + ", ".join(fields) + "}"
+
+
+def write(tmp_path: Path, events: list[str], name: str = "t.json") -> Path:
+    p = tmp_path / name
+    p.write_text('{"traceName": "synthetic: decode", "traceEvents": [\n  ' + ",\n  ".join(events) + "\n]}")
+    return p
+
+
+def test_nanosecond_digits_are_exact(tmp_path):
+    """SYNTHETIC: the value float64 turns into ...583000 ns (651 ns off) loads exactly."""
+    p = write(
+        tmp_path,
+        [
+            event("X", "kernel", "k", "1712195495505582.988", "1.001", pid=0, tid=7, args='"device": 0, "stream": 7'),
+            event("X", "user_annotation", "ProfilerStep#3", "1712195495505580.001", "10.999"),
+            event("X", "cpu_op", "aten::mm", "1712195495505581.111", "0.333"),
+        ],
+    )
+    t = load_trace(p)
+    assert t.device_events[["start_ns", "end_ns"]].values.tolist() == [[1712195495505582988, 1712195495505583989]]
+    assert t.steps[["start_ns", "end_ns"]].values.tolist() == [[1712195495505580001, 1712195495505591000]]
+    mm = t.host_events[t.host_events["name"] == "aten::mm"]
+    assert mm[["start_ns", "end_ns"]].values.tolist() == [[1712195495505581111, 1712195495505581444]]
+    assert float("1712195495505582.988") * 1000 != 1712195495505582988  # what a float would have given
+
+
+decimals = st.builds(
+    lambda neg, whole, frac, exp: ("-" if neg else "") + str(whole) + (f".{frac}" if frac else "") + exp,
+    st.booleans(),
+    st.integers(0, 10**16),
+    st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=12)),
+    st.one_of(st.just(""), st.sampled_from(["e0", "e3", "E-3", "e+2", "e-9", "e20", "e400"])),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(decimals, max_size=40))
+def test_parse_us_matches_decimal_reference(texts):
+    ns, status = parse_us([t.encode() for t in texts])
+    for t, v, s in zip(texts, ns.tolist(), status.tolist()):
+        want = exact_ns(t) if abs(Decimal(t)) < Decimal(10) ** 17 else None
+        if want is None or not -(2**63) <= want < 2**63:
+            assert s == INVALID, t
+        else:
+            assert (s, v) == (OK, want), t
+
+
+def test_parse_us_odd_values():
+    texts = [b"", b"null", b'"12"', b'"x"', b"true", b"{}", b'"1 2"', b"[1]", b"9223372036854775.807", b"9223372036854775.808", b"1" * 40]
+    ns, status = parse_us(texts)
+    assert status.tolist() == [MISSING, INVALID, OK, INVALID, INVALID, INVALID, INVALID, INVALID, OK, INVALID, INVALID]
+    assert ns[2] == 12000 and ns[8] == 2**63 - 1
+
+
+kept_cats = st.sampled_from(["kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runtime", "user_annotation", "Kernel"])
+us_text = st.builds(lambda a, b: f"{a}.{b:03d}", st.integers(0, 10**15), st.integers(0, 999))
+
+
+@st.composite
+def traces(draw):
+    events = []
+    for _ in range(draw(st.integers(0, 30))):
+        ph = draw(st.sampled_from(["X", "X", "B", "E", "i", "M", "f", "s"]))
+        cat = draw(kept_cats)
+        name = draw(st.sampled_from(["k", "Memcpy DtoH (Device -> Pinned)", "ProfilerStep#1", "nccl", "é ünïcode"]))
+        pid, tid = draw(st.sampled_from([0, 1, 2, "host"])), draw(st.sampled_from([7, 8, "stream 9"]))
+        ids = [f'"{k}": {draw(st.integers(0, 5))}' for k in ("device", "stream", "correlation", "bytes", "External id") if draw(st.booleans())]
+        dur = draw(st.sampled_from(["0.000", "1.5", "12.345", "99999.999", "-1", "null"])) if ph == "X" and draw(st.integers(0, 9)) else None
+        events.append(event(ph, cat, name, draw(us_text), dur, pid, tid, ", ".join(ids)))
+    return events
+
+
+@SETTINGS
+@given(traces(), st.sampled_from([64, 300, 1 << 20]))
+def test_pieces_and_whole_trace_fallback_agree(tmp_path, monkeypatch, events, piece):
+    """SYNTHETIC: the strict piece-by-piece decode and the tolerant whole decode give the same Trace."""
+    p = write(tmp_path, events or ['{"ph": "M", "name": "process_name", "pid": 1}'])
+    monkeypatch.setattr(kineto, "PIECE_BYTES", piece)
+    try:
+        fast = load_trace(p)
+    except TraceFormatError as e:
+        monkeypatch.setattr(kineto, "_split", lambda raw: None)
+        with pytest.raises(TraceFormatError) as e2:
+            load_trace(p)
+        assert str(e2.value) == str(e)
+        return
+    monkeypatch.setattr(kineto, "_split", lambda raw: None)
+    whole = load_trace(p)
+    for a, b in ((fast.device_events, whole.device_events), (fast.host_events, whole.host_events), (fast.steps, whole.steps)):
+        pd.testing.assert_frame_equal(a, b)
+    assert fast.metadata == whole.metadata
+
+
+def test_the_fast_path_is_taken(tmp_path, monkeypatch):
+    """SYNTHETIC: a plain Kineto layout never reaches the whole-trace decode."""
+    p = write(tmp_path, [event("X", "kernel", f"k{i}", f"{i}.5", "1.25", 0, 7, '"device": 0, "stream": 7') for i in range(200)])
+    monkeypatch.setattr(kineto, "PIECE_BYTES", 1000)
+    monkeypatch.setattr(kineto, "_decode_whole", None)  # would raise TypeError if called
+    assert len(load_trace(p).device_events) == 200
+
+
+def test_trace_is_frozen_and_steps_follow_the_events(tmp_path):
+    """SYNTHETIC: steps are derived from host events, also in a clipped copy."""
+    p = write(tmp_path, [event("X", "user_annotation", f"ProfilerStep#{i}", f"{10 * i}.000", "10.000") for i in range(3)])
+    t = load_trace(p)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.path = "x"  # type: ignore[misc]
+    assert t.steps["step"].tolist() == [0, 1, 2]
+    clipped = clip_trace(t, 10_000, 20_000)
+    assert clipped.steps["step"].tolist() == [1]
+    assert t.steps["step"].tolist() == [0, 1, 2]
+    assert np.array_equal(t.steps["start_ns"].to_numpy(), [0, 10_000, 20_000])

@@ -1,0 +1,140 @@
+"""Exact conversion of Kineto's decimal microsecond text to int64 nanoseconds.
+
+Kineto writes ``ts`` and ``dur`` in microseconds as decimal text, usually with
+three decimals (``1712195495505582.988``). A float64 holds only 15-17 significant
+digits, so epoch-based microsecond times lose up to ~650 ns through it. Here the
+number's text itself is read, digit by digit, with integer arithmetic:
+``ns = round_half_even(decimal_value * 1000)``, exact for every number whose
+result fits in int64 (digits past the nanosecond are rounded half to even).
+
+The common shape (``-?digits[.digits]``, at most 16 integer and 9 fractional
+digits) is parsed for all values at once with numpy: the texts become a
+fixed-width byte matrix, each row is aligned on its decimal point (rows are
+grouped by where the point is), and the digits are weighted by one matrix
+product. Anything else (exponents, numeric strings such as ``"12"``, ``null``,
+objects, texts longer than the matrix) is rare and read one by one with
+:class:`decimal.Decimal`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from typing import Any
+
+import msgspec
+import numpy as np
+
+OK, MISSING, INVALID = 0, 1, 2
+"""Status of each value: a number, no text (the field was absent), not a usable number."""
+
+_INT_DIGITS = 16  # µs: up to 9.99e15, i.e. ns up to 10**19 - 1 (checked against int64 below)
+_FRAC_DIGITS = 9  # 3 kept (ns), 1 rounding digit, 5 more that only break ties
+_POINT = 1 + _INT_DIGITS  # column of the decimal point once aligned (column 0: the sign)
+_WIDTH = _POINT + 1 + _FRAC_DIGITS + 1  # and one column that stays empty unless a text is too long
+_COLUMN = np.arange(_WIDTH, dtype=np.uint8)[:, None]
+_COLUMN64 = _COLUMN.astype(np.int64)
+_I64_MAX = 2**63 - 1
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+_NS = Decimal(1000)
+_CHUNK = 1 << 15  # values parsed at once (bounds the temporaries to a few tens of MB)
+
+
+def _one(text: bytes) -> int | None:
+    """Exact ns of one value's JSON text, or None when it is not a usable number."""
+    if text[:1] == b'"':
+        try:
+            value = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            return None
+    else:
+        value = text.decode("ascii", "replace")
+    if not isinstance(value, str) or not _NUMBER.fullmatch(value):
+        return None
+    try:
+        d = Decimal(value.strip())
+    except InvalidOperation:
+        return None
+    if not d.is_finite() or (d.adjusted() > 18 and d != 0):
+        return None
+    ns = int((d * _NS).to_integral_value(ROUND_HALF_EVEN))
+    return ns if -(2**63) <= ns < 2**63 else None
+
+
+def parse_us(raws: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Microsecond JSON numbers -> exact int64 nanoseconds.
+
+    Args:
+        raws: each value's JSON text (``msgspec.Raw`` or bytes; empty when the
+            field was absent).
+
+    Returns:
+        ``(ns, status)``: int64 ns (0 where not OK) and int8 status per value:
+        :data:`OK`, :data:`MISSING` (empty text) or :data:`INVALID` (not a
+        number, a numeric string excepted, or beyond int64 ns).
+    """
+    n = len(raws)
+    ns = np.zeros(n, dtype=np.int64)
+    status = np.full(n, INVALID, dtype=np.int8)
+    lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    for lo in range(0, n, _CHUNK):
+        hi = min(n, lo + _CHUNK)
+        part = raws[lo:hi]
+        text = np.frombuffer(b"".join(part) + bytes(_WIDTH), dtype=np.uint8)
+        v, ok = _parse_plain(text, lens[lo:hi])
+        ns[lo:hi] = v
+        status[lo:hi] = np.where(ok, OK, np.where(lens[lo:hi] == 0, MISSING, INVALID))
+        for i in np.flatnonzero(~ok & (lens[lo:hi] > 0)).tolist():  # exponents, strings, null, long texts: one by one
+            value = _one(bytes(part[i]))
+            if value is not None:
+                ns[lo + i], status[lo + i] = value, OK
+    return ns, status
+
+
+def _parse_plain(text: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Values of the concatenated texts (``lens`` bytes each) shaped ``-?digits[.digits]``.
+
+    Returns ``(ns, ok)``; ``ok`` is False for other shapes, for texts longer than
+    the matrix and for values beyond int64. The texts become a zero-padded byte
+    matrix with one row per character position (so every step runs along
+    contiguous memory), gathered straight from ``text`` (padded with
+    ``_WIDTH`` zero bytes).
+    """
+    starts = np.zeros(lens.size, dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    t = text[starts + _COLUMN64]
+    t *= _COLUMN < lens
+    d = t - np.uint8(ord("0"))
+    digit = d < 10
+    is_dot = t == ord(".")
+    pad = t == 0
+    neg = t[0] == ord("-")
+    allowed = digit | is_dot | pad
+    allowed[0] |= neg
+    dots = is_dot.sum(axis=0)
+    point = np.where(dots > 0, (is_dot * _COLUMN).sum(axis=0, dtype=np.int64), lens)
+    ok = allowed.all(axis=0) & (lens > 0) & (lens < _WIDTH) & (dots <= 1) & (lens - neg > dots)
+    ok &= (point - neg <= _INT_DIGITS) & (lens - point - 1 <= _FRAC_DIGITS)
+    d[~digit] = 0
+    value = np.zeros(t.shape[1], dtype=np.uint64)
+    for p in np.unique(point[ok]).tolist():  # values whose point is at row p: digits at fixed rows
+        same = ok & (point == p)
+        cols = np.flatnonzero(same)
+        sub = d if cols.size == same.size else d[:, cols]
+        rows = list(range(p)) + list(range(p + 1, p + 4))  # integer digits, then three decimals: ns
+        v = np.zeros(cols.size, dtype=np.uint64)
+        for lo in range(0, len(rows), 8):  # eight digits at a time in uint32, then into uint64
+            block = rows[lo : lo + 8]
+            part = np.zeros(cols.size, dtype=np.uint32)
+            for c in block:
+                part = part * np.uint32(10) + sub[c] if c < _WIDTH else part * np.uint32(10)
+            v = v * np.uint64(10 ** len(block)) + part
+        if p + 4 < _WIDTH:  # digits past the ns: round half to even
+            r = sub[p + 4]
+            sticky = sub[p + 5 :].any(axis=0)
+            v += ((r > 5) | ((r == 5) & (sticky | (v % np.uint64(2) == 1)))).astype(np.uint64)
+        value[cols] = v
+    ok &= value <= np.uint64(_I64_MAX)
+    out = np.where(ok, value, np.uint64(0)).astype(np.int64)
+    return np.where(neg, -out, out), ok

@@ -1,0 +1,169 @@
+"""Reading a trace file's bytes safely, and naming JSON that is not a Kineto trace.
+
+:func:`read_trace_bytes` reads regular files only (a FIFO, a device or a socket is
+refused at once, before any read could block), and decompresses gzip as a stream
+with a size limit, so a small file that inflates to more than memory allows is
+refused with one line before memory runs out. gzip's ISIZE trailer is never
+trusted (it is the size modulo 2**32, and forgeable). Inflating uses ``isal``
+(ISA-L) when installed, ``zlib`` otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any, cast
+
+import msgspec
+
+from .errors import TraceFormatError
+
+try:  # ISA-L's inflate is about twice as fast as zlib's; same API
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fallback
+    import zlib as _zlib  # type: ignore[no-redef]
+
+_ZLIB_ERROR = cast("type[Exception]", _zlib.error)
+
+MEMORY_SHARE = 0.5
+"""Largest decompressed trace accepted by default, as a share of the available memory."""
+_READ = 1 << 20
+_INFLATE = 16 << 20
+
+
+def available_memory() -> int | None:
+    """Bytes this process may still allocate: the least of the machine's available
+    memory (psutil), the cgroup v2 limit left and ``RLIMIT_AS`` left; None if unknown."""
+    limits = []
+    try:
+        import psutil
+
+        limits.append(int(psutil.virtual_memory().available))
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            limits.append(soft - int(psutil.Process().memory_info().vms))
+    except Exception:  # pragma: no cover - psutil is a dependency; be safe anyway
+        pass
+    try:
+        cg = Path("/sys/fs/cgroup")
+        high = (cg / "memory.max").read_text().strip()
+        if high != "max":
+            limits.append(int(high) - int((cg / "memory.current").read_text()))
+    except (OSError, ValueError):
+        pass
+    return max(0, min(limits)) if limits else None
+
+
+def default_max_bytes() -> int | None:
+    """The default limit on a trace's decompressed size: :data:`MEMORY_SHARE` of :func:`available_memory`."""
+    avail = available_memory()
+    return None if avail is None else int(avail * MEMORY_SHARE)
+
+
+def _too_big(path: Path, limit: int, explicit: bool) -> TraceFormatError:
+    why = "the max_bytes limit" if explicit else f"{MEMORY_SHARE:.0%} of the memory available"
+    return TraceFormatError(path, f"too large: more than {limit / 2**20:,.0f} MiB of JSON ({why}; --max-bytes sets the limit)")
+
+
+def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | bytearray:
+    """The trace's JSON bytes, gunzipped if the file starts with gzip's magic bytes.
+
+    Args:
+        path: a regular file.
+        max_bytes: largest (decompressed) size accepted; default
+            :func:`default_max_bytes`.
+
+    Raises:
+        TraceFormatError: not a regular file, unreadable, larger than the
+            limit, or corrupt/truncated gzip data.
+    """
+    p = Path(path)
+    limit = max_bytes if max_bytes is not None else default_max_bytes()
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except IsADirectoryError:
+        raise TraceFormatError(p, "is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise TraceFormatError(p, "is a directory, not a trace file")
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+            raise TraceFormatError(p, f"is {kind}, not a regular file: refused")
+        try:
+            head = f.read(2) or b""
+            if head != b"\x1f\x8b":
+                size = os.fstat(fd).st_size
+                if limit is not None and size > limit:
+                    raise _too_big(p, limit, max_bytes is not None)
+                f.seek(0)
+                data = f.read(size + 1) if size else f.read()  # (a size may lie: /proc, a growing file)
+                if len(data) > size:
+                    data += f.read()
+                if limit is not None and len(data) > limit:
+                    raise _too_big(p, limit, max_bytes is not None)
+                return data
+            return _inflate(p, f, head, limit, max_bytes is not None)
+        except OSError as exc:
+            raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _inflate(path: Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> bytearray:
+    """gunzip the rest of ``f`` (after its first bytes ``head``), member after member, within ``limit``."""
+    out = bytearray()
+    d = _zlib.decompressobj(31)
+    chunk = head
+    try:
+        while True:
+            if not chunk:
+                chunk = f.read(_READ)
+                if not chunk:
+                    raise TraceFormatError(path, "corrupt or truncated gzip data (the stream ends early)")
+            out += d.decompress(chunk, _INFLATE)
+            if limit is not None and len(out) > limit:
+                raise _too_big(path, limit, explicit)
+            if not d.eof:
+                chunk = d.unconsumed_tail
+                continue
+            chunk = d.unused_data
+            while not chunk.strip(b"\x00"):  # zero padding after a member is allowed
+                chunk = f.read(_READ)
+                if not chunk:
+                    return out
+            d = _zlib.decompressobj(31)  # another member follows
+    except _ZLIB_ERROR as exc:
+        raise TraceFormatError(path, f"corrupt or truncated gzip data ({exc})") from None
+
+
+def not_kineto_reason(raw: Any) -> str:
+    """Why a JSON document without ``traceEvents`` is not a trace, naming what it is where known.
+
+    Recognised: PyTorch execution traces (``nodes`` and ``schema``, written by
+    ``ExecutionTraceObserver``, often ``*_et.json``), memory-timeline exports
+    (``export_memory_timeline``: ``[times, sizes]``), memory snapshots
+    (``segments``/``device_traces``), traceprobe's ``manifest.json`` and JSON
+    reports.
+    """
+    try:
+        doc = msgspec.json.decode(raw, type=dict[str, msgspec.Raw] | list[msgspec.Raw])
+    except msgspec.MsgspecError:
+        return "not a Chrome trace: no 'traceEvents' list"
+    if isinstance(doc, list):
+        if len(doc) == 2 and all(bytes(x).lstrip()[:1] == b"[" for x in doc):
+            return "a PyTorch memory-timeline export, not a Kineto trace: skipped"
+        return "not a Chrome trace: no 'traceEvents' list"
+    keys = set(doc)
+    if {"nodes", "schema"} <= keys:
+        return "a PyTorch execution trace, not a Kineto trace: skipped"
+    if {"segments", "device_traces"} & keys:
+        return "a PyTorch memory snapshot, not a Kineto trace: skipped"
+    if "traceprobe" in keys or {"schema", "reports"} <= keys:
+        return "a traceprobe report, not a trace: skipped"
+    if "variants" in keys and ("environment" in keys or "workload" in keys):
+        return "a traceprobe manifest, not a trace: skipped"
+    return "not a Chrome trace: no 'traceEvents' list"
