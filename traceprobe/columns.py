@@ -127,7 +127,7 @@ def empty_columns() -> dict[str, np.ndarray]:
     return cols | {k: np.zeros(0, np.int8) for k in ("ph", "cat", "ts_status", "dur_status")} | {k: np.zeros(0, np.int32) for k in ("name", "pid", "tid")}
 
 
-def check_times(path: Path, cols: dict[str, np.ndarray], what: str, names: list[Any], with_dur: bool = True) -> None:
+def check_times(path: str | Path, cols: dict[str, np.ndarray], what: str, names: list[Any], with_dur: bool = True) -> None:
     ts, dur = cols["ts"], cols["dur"]
     bad = (cols["ts_status"] != 0) | (ts < 0) | (ts >= MAX_TS_NS)
     if with_dur:

@@ -252,7 +252,7 @@ class _Builder:
         dur, dur_status = parse_us(list(map(attrgetter("dur"), objs)))
         args = np.fromiter(map(attrgetter("args"), objs), object, n)
         args[np.equal(args, _NONE)] = _NO_ARGS
-        cols = dict(zip(ID_COLUMNS, id_columns(args)))
+        cols: dict[str, np.ndarray] = dict(zip(ID_COLUMNS, id_columns(args)))
         cols["comm"] = self._collectives(args)
         cols |= {
             "ph": ph[sel][keep],
@@ -281,7 +281,7 @@ class _Builder:
         parts = self.comm_parts or [collective_columns(np.zeros(0, object))]
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
-    def tables(self, path: Path, warnings: list[str]) -> dict[str, dict[str, np.ndarray]]:
+    def tables(self, path: str | Path, warnings: list[str]) -> dict[str, dict[str, np.ndarray]]:
         """Device and host columns of complete events (B/E pairs joined), times checked."""
         parts, self.parts = self.parts, []
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else empty_columns()
@@ -351,7 +351,7 @@ def _split(raw: Any) -> tuple[_Head, list[tuple[int, int]]] | None:
     return head, spans
 
 
-def _decode_whole(path: Path, raw: Any) -> _WholeTrace:
+def _decode_whole(path: str | Path, raw: Any) -> _WholeTrace:
     """Every event at once, tolerant types; the messages users see for broken files."""
     first = _skip_space(raw, 0, len(raw))
     if first == len(raw):
@@ -372,7 +372,7 @@ def _decode_whole(path: Path, raw: Any) -> _WholeTrace:
         raise TraceFormatError(path, f"not valid JSON ({msg})") from None
 
 
-def read_events(path: Path, max_bytes: int | None = None) -> Decoded:
+def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
     """Read and decode a trace file into device and host columns.
 
     Args:

@@ -26,6 +26,7 @@ import pandas as pd
 from .columns import COLLECTIVE_ARGS, MAX_DUR_US, MAX_TS_US, NO_ID
 from .errors import TraceFormatError
 from .kineto import DEVICE_CATEGORIES, HEAD_FIELDS, HOST_CATEGORIES, KINDS, Decoded, read_events
+from .sources import is_url
 
 __all__ = ["DEVICE_CATEGORIES", "HOST_CATEGORIES", "MAX_DUR_US", "MAX_STREAMS", "MAX_TS_US", "Trace", "load_trace"]
 
@@ -129,7 +130,7 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
     memory events are ignored.
 
     Args:
-        path: a ``.json`` or ``.json.gz`` file written by ``torch.profiler``
+        path: a ``.json`` or ``.json.gz`` file (or fsspec URL) written by ``torch.profiler``
             (``export_chrome_trace`` or ``tensorboard_trace_handler``, torch 1.13
             or later, CUDA or ROCm) or any Chrome trace whose device events
             follow Kineto's categories.
@@ -146,7 +147,7 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
             Chrome trace, an empty ``traceEvents``, events whose ``ts``/``dur``
             are missing, non-numeric, negative or absurd, absurdly many streams).
     """
-    p = Path(path)
+    p = path if is_url(path) else Path(path)
     try:
         return _build(p, read_events(p, max_bytes))
     except TraceFormatError:
@@ -159,7 +160,7 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
         raise TraceFormatError(p, f"unreadable trace ({type(exc).__name__}: {exc})".splitlines()[0][:300]) from None
 
 
-def _build(p: Path, dec: Decoded) -> Trace:
+def _build(p: str | Path, dec: Decoded) -> Trace:
     if dec.event_count == 0:
         raise TraceFormatError(p, "no events: 'traceEvents' is empty")
     warnings = dec.warnings

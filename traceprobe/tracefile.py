@@ -18,6 +18,7 @@ from typing import Any, cast
 import msgspec
 
 from .errors import TraceFormatError
+from .sources import is_url, open_binary
 
 try:  # ISA-L's inflate is about twice as fast as zlib's; same API
     from isal import isal_zlib as _zlib
@@ -63,7 +64,7 @@ def default_max_bytes() -> int | None:
     return None if avail is None else int(avail * MEMORY_SHARE)
 
 
-def _too_big(path: Path, limit: int, explicit: bool) -> TraceFormatError:
+def _too_big(path: str | Path, limit: int, explicit: bool) -> TraceFormatError:
     why = "the max_bytes limit" if explicit else f"{MEMORY_SHARE:.0%} of the memory available"
     return TraceFormatError(path, f"too large: more than {limit / 2**20:,.0f} MiB of JSON ({why}; --max-bytes sets the limit)")
 
@@ -72,7 +73,7 @@ def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | 
     """The trace's JSON bytes, gunzipped if the file starts with gzip's magic bytes.
 
     Args:
-        path: a regular file.
+        path: a regular file, or an fsspec URL (:mod:`.sources`).
         max_bytes: largest (decompressed) size accepted; default
             :func:`default_max_bytes`.
 
@@ -80,8 +81,10 @@ def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | 
         TraceFormatError: not a regular file, unreadable, larger than the
             limit, or corrupt/truncated gzip data.
     """
-    p = Path(path)
     limit = max_bytes if max_bytes is not None else default_max_bytes()
+    if is_url(path):
+        return _read_url(str(path), limit, max_bytes is not None)
+    p = Path(path)
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except IsADirectoryError:
@@ -113,7 +116,22 @@ def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | 
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _inflate(path: Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> bytearray:
+def _read_url(url: str, limit: int | None, explicit: bool) -> bytes | bytearray:
+    """An fsspec URL's bytes (see :mod:`.sources`), within the same limit."""
+    try:
+        with open_binary(url) as f:
+            head = f.read(2) or b""
+            if head == b"\x1f\x8b":
+                return _inflate(url, f, head, limit, explicit)
+            data = head + (f.read() if limit is None else f.read(max(0, limit + 1 - len(head))))
+    except OSError as exc:
+        raise TraceFormatError(url, f"cannot read: {exc.strerror or exc}") from None
+    if limit is not None and len(data) > limit:
+        raise _too_big(url, limit, explicit)
+    return data
+
+
+def _inflate(path: str | Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> bytearray:
     """gunzip the rest of ``f`` (after its first bytes ``head``), member after member, within ``limit``."""
     out = bytearray()
     d = _zlib.decompressobj(31)
