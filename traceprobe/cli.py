@@ -213,6 +213,55 @@ def overlap_report(
         raise typer.Exit(1)
 
 
+
+@app.command("diff")
+def diff_cmd(
+    a: Path = typer.Argument(..., help="Before: a trace file or a folder of traces."),
+    b: Path = typer.Argument(..., help="After: a trace file or a folder of traces."),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
+    output: Path | None = typer.Option(None, "--output", help="Write the diff to this file instead of stdout."),
+    min_copy_overlap: float | None = typer.Option(None, help="Exit 1 if a trace of B has copy/compute overlap (per device) below this fraction."),
+    min_device_concurrency: float | None = typer.Option(None, help="Exit 1 if a multi-device trace of B has cross-device concurrency below this fraction."),
+    max_exposed_comm: float | None = typer.Option(None, help="Exit 1 if a device of B has exposed communication above this fraction of its window."),
+    max_idle: float | None = typer.Option(None, help="Exit 1 if a device of B is idle for more than this fraction of its window."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
+) -> None:
+    """Every figure of A and B side by side with the change, and the kernels whose time changed most.
+
+    Traces pair one to one, by file name inside the folders, or by rank and window.
+    Exit codes as overlap-report; the gates apply to B.
+    """
+    _check_outputs([a, b], {"--output": output})
+    from .analysis.diff import diff
+    from .analysis.gates import shortfalls
+    from .collect import analyze_paths
+    from .report import diff_output
+
+    sa, sb = analyze_paths([a], jobs=jobs), analyze_paths([b], jobs=jobs)
+    d = diff(sa, sb, str(a) if a.is_dir() else "", str(b) if b.is_dir() else "")
+    if fmt is Format.table:
+        if output is None:
+            diff_output.render(Console(), d)
+            text = None
+        else:
+            import io
+
+            buf = io.StringIO()
+            diff_output.render(Console(file=buf, width=140, no_color=True), d)
+            text = buf.getvalue()
+    else:
+        text = {Format.json: diff_output.to_json, Format.csv: diff_output.to_csv, Format.markdown: diff_output.to_markdown}[fmt](d)
+    errors = [f"{f.path}: {f.error}" for f in (*sa.failures, *sb.failures)] + _emit(text, output)
+    for e in errors:
+        say(e, "red")
+    short = shortfalls(list(sb.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
+    for s in short:
+        say(f"below threshold: {s}", "yellow")
+    if errors:
+        raise typer.Exit(2)
+    if short:
+        raise typer.Exit(1)
+
 def _check_outputs(paths: list, outputs: dict[str, Path | None]) -> None:
     """Refuse, in one line and before any work, an output that is one of the input
     traces or whose folder does not exist."""
