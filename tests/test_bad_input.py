@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -243,3 +247,148 @@ def test_stream_label_tid_of_old_torch(tmp_path):
     t = load_trace(write(tmp_path, {"traceEvents": [ev]}))
     assert t.device_events[["device", "stream"]].values.tolist() == [[0, 7]]
     assert t.device_events["direction"].tolist() == ["HtoD"]
+
+
+# --- hostile inputs: every cause becomes one TraceFormatError line naming the file ----------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _good(tmp_path: Path, name: str) -> Path:
+    """A SYNTHETIC good trace: one kernel."""
+    return write(tmp_path, {"traceName": "synthetic: good", "traceEvents": [kernel(1, 2), kernel(5, 2)]}, name)
+
+
+def _hostile(folder: Path) -> dict[str, Path]:
+    """SYNTHETIC hostile files: a 10**400 ts, 100k-deep nesting, invalid UTF-8 in a name."""
+    huge = folder / "huge_ts.json"
+    huge.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1' + "0" * 400 + ', "dur": 1}]}')
+    deep = folder / "deep.json"
+    deep.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": ' + "[" * 100_000 + "]" * 100_000 + "}]}")
+    utf = folder / "utf8.json"
+    utf.write_bytes(b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k\xff\xfe", "pid": 0, "tid": 7, "ts": 1, "dur": 1}]}')
+    empty = folder / "empty_events.json"
+    empty.write_text('{"traceEvents": []}')
+    return {"ts": huge, "nest": deep, "utf": utf, "empty": empty}
+
+
+def test_hostile_files_raise_one_line_naming_the_file(tmp_path):
+    for what, p in _hostile(tmp_path).items():
+        with pytest.raises(TraceFormatError) as e:
+            load_trace(p)
+        msg = str(e.value)
+        assert msg.startswith(str(p)) and "\n" not in msg, (what, msg)
+        assert "Error" not in msg.split(": ", 1)[1] or what == "utf", (what, msg)
+
+
+def test_folder_with_hostile_files_reports_every_good_trace(tmp_path):
+    """The issue's case: good traces plus hostile files; every good one reported, each bad one named once."""
+    for i in range(3):
+        _good(tmp_path, f"good{i}.json")
+    bad = _hostile(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "traceprobe", "overlap-report", str(tmp_path), "--format", "json", "-j", "1"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"},
+    )
+    assert proc.returncode == 2, proc.stderr
+    doc = json.loads(proc.stdout)
+    reported = {Path(r["path"]).name for r in doc["traces"]}
+    assert reported == {"good0.json", "good1.json", "good2.json"}
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    for p in bad.values():
+        assert sum(str(p) in line for line in lines) == 1, (p, proc.stderr)
+
+
+def test_fifo_and_devices_are_refused_at_once(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    with pytest.raises(TraceFormatError, match="FIFO"):
+        load_trace(fifo)
+    assert time.monotonic() - start < 5
+    with pytest.raises(TraceFormatError, match="device"):
+        load_trace("/dev/zero")
+    with pytest.raises(TraceFormatError, match="directory"):
+        load_trace(tmp_path)
+
+
+def _gzip_bomb(path: Path, gib: int) -> Path:
+    """SYNTHETIC: a valid trace with ``gib`` GiB of white space inside, as a multi-member gzip of a few MB."""
+    import zlib
+
+    def member(data: bytes) -> bytes:
+        c = zlib.compressobj(9, zlib.DEFLATED, 31)
+        return c.compress(data) + c.flush()
+
+    spaces = member(b" " * (64 << 20))
+    with path.open("wb") as f:
+        f.write(member(json.dumps({"traceEvents": [kernel(1, 2)]})[:-2].encode()))
+        for _ in range(gib * 16):
+            f.write(spaces)
+        f.write(member(b"]}"))
+    return path
+
+
+def _peak_rss_of(code: str, limit_as: int | None = None) -> tuple[int, str, int]:
+    """Run python ``code`` in a child (optionally under RLIMIT_AS); its exit status, stderr and peak RSS in bytes."""
+    import resource
+
+    def pre() -> None:
+        if limit_as:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, env=env, preexec_fn=pre)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)  # reaped here, so its own peak RSS is known
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, err, usage.ru_maxrss * 1024
+
+
+def test_gzip_bomb_is_refused_within_memory(tmp_path):
+    """A 6 MB gzip inflating to 6 GiB: refused in one line, the child's peak RSS well under 2 GB."""
+    bomb = _gzip_bomb(tmp_path / "bomb.json.gz", 6)
+    assert bomb.stat().st_size < 8 << 20
+    code = (
+        "import sys\nfrom traceprobe import TraceFormatError, load_trace\n"
+        f"try:\n    load_trace({str(bomb)!r})\nexcept TraceFormatError as e:\n    print(e, file=sys.stderr); sys.exit(2)\n"
+    )
+    rc, err, peak = _peak_rss_of(code, limit_as=3 << 30)  # a limit on memory: the default limit derives from it
+    assert rc == 2 and "too large" in err and str(bomb) in err and err.count("\n") == 1, err
+    assert peak < 2e9, peak
+    rc, err, peak = _peak_rss_of(code.replace("load_trace(" + repr(str(bomb)), "load_trace(" + repr(str(bomb)) + ", max_bytes=500_000_000"))
+    assert rc == 2 and "max_bytes" in err, err
+    assert peak < 1e9, peak
+    cli = subprocess.run([sys.executable, "-m", "traceprobe", "overlap-report", str(bomb), "--max-bytes", "1e8", "--format", "json"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert cli.returncode == 2 and cli.stderr.count(str(bomb)) == 1 and "too large" in cli.stderr, cli.stderr
+
+
+def test_small_bomb_within_the_limit_loads(tmp_path):
+    """The same layout inflating to 64 MiB is a valid trace and loads."""
+    import zlib
+
+    p = tmp_path / "ok.json.gz"
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    p.write_bytes(c.compress(b'{"traceEvents": [' + json.dumps(kernel(1, 2)).encode() + b" " * (64 << 20) + b"]}") + c.flush())
+    assert len(load_trace(p).device_events) == 1
+    with pytest.raises(TraceFormatError, match="too large"):
+        load_trace(p, max_bytes=1 << 20)
+
+
+def test_odd_values_are_warnings_not_other_ids(tmp_path):
+    """SYNTHETIC: negative ids stay negative, a missing dur is 0 ns, unmatched B/E dropped: each counted."""
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": -2, "tid": -3, "ts": 1, "dur": 2},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "args": {"device": 0, "stream": 7}},
+        {"ph": "E", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 9},
+    ]
+    t = load_trace(write(tmp_path, {"traceEvents": events}))
+    assert t.device_events[["device", "stream", "start_ns", "end_ns"]].values.tolist() == [[-2, -3, 1000, 3000], [0, 7, 5000, 5000]]
+    w = " | ".join(t.metadata["warnings"])
+    assert "1 device complete event(s) without 'dur'" in w
+    assert "1 device event(s) with a negative" in w
+    assert "1 unmatched B/E event(s) dropped" in w
+    r = overlap_report(t)
+    assert set(t.metadata["warnings"]) <= set(r.warnings)

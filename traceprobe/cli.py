@@ -163,6 +163,7 @@ def overlap_report(
     plot: Path | None = typer.Option(None, "--plot", help="Also draw each trace's timeline into this PNG (several traces: <stem>.<trace>.png)."),
     engine: Engine = typer.Option(Engine.native, "--engine", help="perfetto: compute the copy/compute and cross-device figures in SQL with trace_processor_shell instead (printed as text)."),
     trace_processor: Path | None = typer.Option(None, "--trace-processor", help="trace_processor_shell for --engine perfetto (default: $TRACEPROBE_TRACE_PROCESSOR, then PATH)."),
+    max_bytes: float | None = typer.Option(None, "--max-bytes", help="Refuse a trace whose JSON (decompressed) is larger than this many bytes, e.g. 2e9 (default: half the available memory)."),
 ) -> None:
     """Per-stream busy time, copy/compute, cross-device, stream, comm and CPU/GPU overlap, with verdicts."""
     if engine is Engine.perfetto:
@@ -185,7 +186,8 @@ def overlap_report(
         with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task("analysing traces", total=None)
             summary = analyze_paths(paths, jobs=jobs, on_done=lambda _: progress.advance(task),
-                                    then=then, on_then=lambda r, png: drawn.append((r, png)))
+                                    then=then, on_then=lambda r, png: drawn.append((r, png)),
+                                    max_bytes=None if max_bytes is None else int(max_bytes))
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
             raise

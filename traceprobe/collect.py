@@ -61,8 +61,10 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
     return unique, failures
 
 
-def analyze_file(path: str | Path, then: Then | None = None) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
+def analyze_file(path: str | Path, then: Then | None = None, max_bytes: int | None = None) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
     """Load and analyse one trace; a :class:`TraceFormatError` becomes a :class:`Failure`.
+
+    ``max_bytes`` is :func:`~traceprobe.trace.load_trace`'s limit on the decompressed size.
 
     With ``then``, also ``then(trace, report)`` while the trace is loaded (for
     pictures and exports, so that no trace is parsed twice), and return
@@ -70,7 +72,7 @@ def analyze_file(path: str | Path, then: Then | None = None) -> OverlapReport | 
     """
     p = Path(path)
     try:
-        trace = load_trace(p)
+        trace = load_trace(p, max_bytes)
         report = overlap_report(trace, manifest_info(p))
     except TraceFormatError as e:
         return Failure(str(p), e.reason)
@@ -85,6 +87,7 @@ def analyze_paths(
     on_done: Callable[[Any], None] | None = None,
     then: Then | None = None,
     on_then: Callable[[OverlapReport, Any], None] | None = None,
+    max_bytes: int | None = None,
 ) -> Summary:
     """Analyse every trace under ``paths`` and summarise them.
 
@@ -96,6 +99,7 @@ def analyze_paths(
         then: a module-level function ``then(trace, report)`` run on each trace
             that loaded, where it was analysed (see :func:`analyze_file`);
         on_then: receives ``(report, then's result)`` in this process, in file order.
+        max_bytes: largest decompressed trace accepted (default: half the available memory).
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
@@ -108,13 +112,13 @@ def analyze_paths(
     if n == 1:
         results = []
         for f in files:
-            r = analyze_file(f, then)
+            r = analyze_file(f, then, max_bytes)
             results.append(r)
             if on_done:
                 on_done(r)
     else:
         with ProcessPoolExecutor(max_workers=n) as pool:
-            futures = [pool.submit(analyze_file, f, then) for f in files]
+            futures = [pool.submit(analyze_file, f, then, max_bytes) for f in files]
             results = []
             for fut in futures:
                 r = fut.result()
