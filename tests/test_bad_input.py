@@ -18,9 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceprobe import TraceFormatError, load_trace, overlap_report
+from traceprobe import TraceFormatError, load_trace, overlap_report, tracefile
 from traceprobe import trace as trace_mod
-from traceprobe import tracefile
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 
