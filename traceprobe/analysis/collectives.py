@@ -48,7 +48,9 @@ clocks disagree by at least that much.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -99,6 +101,12 @@ def collective_type(name: str) -> str:
     return {"alltoall": "alltoall", "reducescatter": "reducescatter"}.get(t, t)
 
 
+def _per_distinct(values: np.ndarray, fn: Callable[[Any], Any]) -> np.ndarray:
+    """``fn`` of every value, called once per distinct value."""
+    codes, uniques = pd.factorize(pd.Series(values, dtype=object))
+    return np.array([fn(u) for u in uniques], dtype=object)[codes] if len(uniques) else np.zeros(0, dtype=object)
+
+
 def _empty_table() -> pd.DataFrame:
     dt = {"rank": "Int64", "pg": object, "collective": object, "name": object, "dtype": object}
     return pd.DataFrame({c: pd.Series([], dtype=dt.get(c, np.int64)) for c in TABLE_COLUMNS})
@@ -144,10 +152,11 @@ def collective_table(trace: Trace) -> pd.DataFrame:
 
     coll, dtype, pg = arg("collective", ""), arg("dtype", ""), arg("pg_name", "")
     nelems = np.maximum(arg("in_nelems", -1), arg("out_nelems", -1)).astype(np.int64)
-    ctype = np.array([collective_type(c or nm) for c, nm in zip(coll, names)], dtype=object)
+    label = np.where(coll != "", coll, names)
+    ctype = _per_distinct(label, collective_type)
     name_dtype = pd.Series(names, dtype=object).str.extract(_NAME_DTYPE_RE)[0].fillna("").to_numpy(dtype=object)
     dtype = np.where(dtype != "", dtype, name_dtype)
-    size = np.array([DTYPE_BYTES.get(str(d).lower(), -1) for d in dtype], dtype=np.int64)
+    size = _per_distinct(dtype, lambda d: DTYPE_BYTES.get(str(d).lower(), -1)).astype(np.int64)
     nbytes = np.where((nelems >= 0) & (size > 0), nelems * size, -1)
     out = pd.DataFrame(
         {
