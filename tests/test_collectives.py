@@ -131,3 +131,10 @@ def test_args_from_the_host_op_that_launched_the_kernel(tmp_path):
     t = table(b, tmp_path, "r0")
     assert ev["args"].get("Collective name") is None
     assert t[["collective", "bytes", "dtype", "pg", "group_size"]].values.tolist() == [["reducescatter", 8192, "BFloat16", "7", 2]]
+
+
+def test_a_trace_without_launches_keeps_every_collective_kernel(tmp_path):
+    b = TraceBuilder("device activity only", rank=0, world_size=2)
+    b.nccl(0, 17, 0, 5_000)
+    b.nccl(0, 17, 10_000, 5_000)
+    assert len(table(b, tmp_path, "r0")) == 2

@@ -16,7 +16,8 @@ NCCL analyser are the anchors):
   the kernel name (type and dtype only; process group unknown).
 - *matching*: within each process group, the k-th collective kernel of every
   rank (by start time) is one collective. Only kernels launched inside the trace
-  take part (the ones launched before it are in flight from an unrecorded step).
+  take part (the ones launched before it are in flight from an unrecorded step),
+  unless the trace holds no launch at all (device activity only).
   When the ranks of a group hold different counts, or the k-th kernels disagree
   on type, the group is reported as mismatched and not matched at all.
 - per collective: each rank's ``start_ns``, ``end_ns``, duration; *arrival skew*
@@ -107,6 +108,12 @@ def _per_distinct(values: np.ndarray, fn: Callable[[Any], Any]) -> np.ndarray:
     return np.array([fn(u) for u in uniques], dtype=object)[codes] if len(uniques) else np.zeros(0, dtype=object)
 
 
+def _launch_external_ids(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """``External id`` of each launching host call (rows of ``host_events``; -1 where no launch)."""
+    ext = trace.host_events["external_id"].to_numpy(np.int64)
+    return np.where(rows >= 0, ext[np.maximum(rows, 0)], -1) if ext.size else np.full(rows.size, -1, np.int64)
+
+
 def _empty_table() -> pd.DataFrame:
     dt = {"rank": "Int64", "pg": object, "collective": object, "name": object, "dtype": object}
     return pd.DataFrame({c: pd.Series([], dtype=dt.get(c, np.int64)) for c in TABLE_COLUMNS})
@@ -125,7 +132,8 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     ev = trace.device_events
     m = comm_mask(trace) if not ev.empty else np.zeros(0, bool)
     rows = launch_rows(trace)
-    m = m & (rows >= 0)
+    if (rows >= 0).any():  # a trace without any launch (device activity only) keeps every collective kernel
+        m = m & (rows >= 0)
     if not m.any():
         return _empty_table()
     k = ev.loc[m]
@@ -136,7 +144,7 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     if not a.empty:
         side = a["side"].to_numpy(dtype=object)
         for col, on, query in (("correlation", "device", k["correlation"].to_numpy(np.int64)),
-                               ("external_id", "host", trace.host_events["external_id"].to_numpy(np.int64)[rows[m]])):
+                               ("external_id", "host", _launch_external_ids(trace, rows[m]))):
             cand = np.flatnonzero(side == on)
             if cand.size == 0:
                 continue

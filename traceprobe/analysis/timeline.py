@@ -14,6 +14,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
+from .breakdown import launch_rows
 from .busy import compute_mask, device_intervals
 
 
@@ -82,14 +83,13 @@ def launch_flows(trace: Trace) -> pd.DataFrame:
         the device event does not start before its launch.
     """
     ev, host = trace.device_events, trace.host_events
-    cols = ["correlation", "host_row", "device_row"]
-    if ev.empty or host.empty:
-        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in cols})
-    rt = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & (host["correlation"].to_numpy() >= 0)
-    h = pd.DataFrame({"correlation": host["correlation"].to_numpy()[rt], "host_row": np.flatnonzero(rt)})
-    h = h.drop_duplicates("correlation")  # host_events is sorted by start: first launch
-    d = pd.DataFrame({"correlation": ev["correlation"].to_numpy(), "device_row": np.arange(len(ev))})
-    d = d[d["correlation"] >= 0].drop_duplicates("correlation")  # earliest device event
-    m = h.merge(d, on="correlation", how="inner")
-    ok = ev["start_ns"].to_numpy()[m["device_row"].to_numpy()] >= host["start_ns"].to_numpy()[m["host_row"].to_numpy()]
-    return m[ok].reset_index(drop=True)[cols].astype(np.int64)
+    rows = launch_rows(trace)
+    dev = np.flatnonzero(rows >= 0)
+    corr = ev["correlation"].to_numpy(np.int64)
+    _, first = np.unique(corr[dev], return_index=True)  # earliest device event of each id (events sorted by start)
+    dev = dev[first]
+    hrow = rows[dev]
+    ok = ev["start_ns"].to_numpy(np.int64)[dev] >= host["start_ns"].to_numpy(np.int64)[hrow] if dev.size else np.zeros(0, bool)
+    dev, hrow = dev[ok], hrow[ok]
+    order = np.argsort(hrow, kind="stable")
+    return pd.DataFrame({"correlation": corr[dev][order], "host_row": hrow[order], "device_row": dev[order]}).astype(np.int64)
