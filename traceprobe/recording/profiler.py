@@ -59,6 +59,7 @@ from .. import manifest as mf
 from .environment import dist_env, process_record
 from .folder_lock import FolderLock
 from .quiet import KinetoFilter
+from .teardown import hold_gloo_group
 from .trace_files import check_writable, default_name, default_out, dist_info, write_trace
 from .windows import Windows
 
@@ -70,7 +71,6 @@ LARGE_TRACE_BYTES = 256 * 2**20
 
 
 _ACTIVE: Capture | None = None
-
 
 def step() -> None:
     """End the current step of the running capture (a no-op when none runs).
@@ -153,6 +153,7 @@ class Capture(contextlib.ContextDecorator):
         self._starts = 0
         self._lock: FolderLock | None = None
         self._quiet: KinetoFilter
+        self._group_held = False
         self._process: dict[str, Any] = {}
 
     # -- public -------------------------------------------------------------
@@ -217,6 +218,8 @@ class Capture(contextlib.ContextDecorator):
         if self._prof is None:
             return
         self.steps += 1
+        if not self._group_held:
+            self._group_held = hold_gloo_group()
         if self._mode == "run":
             self._to_steps()
             return

@@ -25,12 +25,8 @@ node agree on it; give ``--out`` on a shared file system across nodes, or
 under a launcher that does not start the ranks itself).
 
 The target's module globals are kept alive until the interpreter exits, as
-``python`` keeps ``__main__``'s. Freeing them earlier (as ``runpy`` does when it
-returns) destroys what the program left in them, a DDP model for one, while the
-interpreter runs: with gloo on torch 2.13 the process group's destructor then
-joins its worker thread while holding the GIL, and that thread, freeing the
-last all-reduce, waits for the GIL: the rank hangs for ever after writing its
-trace. At interpreter exit the same objects are freed without that wait.
+``python`` keeps ``__main__``'s (freed earlier, a gloo DDP rank could hang after
+writing its trace: see :mod:`traceprobe.recording.teardown`).
 """
 
 from __future__ import annotations
@@ -43,10 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from .profiler import Capture
+from .teardown import keep
 from .trace_files import default_out
-
-_KEEP: list[dict[str, Any]] = []
-"""Globals of the targets run in this process, freed only at interpreter exit (see the module documentation)."""
 
 
 class TargetNotFound(Exception):
@@ -84,7 +78,7 @@ def _keep_target_globals(e: BaseException) -> None:
     tb = e.__traceback__
     while tb is not None:
         if tb.tb_frame.f_globals.get("__name__") == "__main__" and os.path.abspath(tb.tb_frame.f_code.co_filename) not in _INTERNAL:
-            _KEEP.append(tb.tb_frame.f_globals)
+            keep(tb.tb_frame.f_globals)
             return
         tb = tb.tb_next
 
@@ -173,9 +167,9 @@ def run(
         else:
             sys.path.insert(0, first)
         if kind == "script":
-            _KEEP.append(runpy.run_path(target, run_name="__main__"))
+            keep(runpy.run_path(target, run_name="__main__"))
         else:
-            _KEEP.append(runpy.run_module(target, run_name="__main__", alter_sys=True))
+            keep(runpy.run_module(target, run_name="__main__", alter_sys=True))
     except SystemExit as e:
         _keep_target_globals(e)
         code, msg = _exit_code(e.code)
