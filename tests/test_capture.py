@@ -323,12 +323,17 @@ def test_torchrun_two_ranks(tmp_path):
 
 @pytest.mark.slow
 def test_torchrun_gloo_ddp_exits_every_time(tmp_path):
-    """A module-level gloo DDP script under torchrun + record --script, three times: every run ends, exit 0, both traces."""
-    for i in range(3):
+    """gloo DDP under torchrun + record --script, four times: every run ends, exit 0, both traces.
+
+    Two scripts, for the two ways a DDP model used to outlive its welcome: at module
+    level (tests/data/ddp_gloo.py) and local to main() (train_small.py --ddp).
+    """
+    for i, (script, args, name) in enumerate([(DATA / "ddp_gloo.py", [], "ddp_gloo.steps2-4"),
+                                               (SCRIPT, ["--", "--ddp", "--steps", "6"], "train_small.steps2-4")] * 2):
         run = tmp_path / str(i)
         run.mkdir()
-        out = _torchrun(run, [], timeout=90, script=DATA / "ddp_gloo.py")
-        assert _names(out) == ["ddp_gloo.steps2-4.rank0.pt.trace.json.gz", "ddp_gloo.steps2-4.rank1.pt.trace.json.gz", "manifest.json"]
+        out = _torchrun(run, args, timeout=90, script=script)
+        assert _names(out) == [f"{name}.rank0.pt.trace.json.gz", f"{name}.rank1.pt.trace.json.gz", "manifest.json"]
         assert [p["exit_code"] for p in _manifest(out)["processes"]] == [0, 0]
 
 

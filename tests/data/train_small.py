@@ -10,8 +10,8 @@ the calls out and the whole run is one trace.
 
 Options: ``--steps N`` iterations; ``--no-steps``; ``--fail-at K`` raise in
 iteration K; ``--exit-code C`` end with ``sys.exit(C)``; ``--exit-message M``
-end with ``sys.exit(M)``; ``--ddp`` data-parallel under torchrun (gloo on the
-CPU, gradients all-reduced by hand; DistributedDataParallel over NCCL on GPUs);
+end with ``sys.exit(M)``; ``--ddp`` DistributedDataParallel under torchrun (gloo
+on the CPU, NCCL on GPUs);
 ``--device cuda`` train on ``cuda:<LOCAL_RANK>``; ``--width W`` hidden width.
 """
 
@@ -43,21 +43,11 @@ def main(argv=None):
         dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(dev)
     model = torch.nn.Sequential(torch.nn.Linear(16, a.width), torch.nn.ReLU(), torch.nn.Linear(a.width, 1)).to(dev)
-    by_hand = False
     if a.ddp:
         import torch.distributed as dist
 
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-        if dev.type == "cuda":
-            model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index])
-        else:
-            # On the CPU, average gradients by hand after backward. DDP over gloo can deadlock at exit in
-            # torch 2.13: a gloo worker frees the last all-reduce (whose thread-local state holds a Python
-            # object stashed by backward) and waits for the GIL while the main thread, holding it, joins
-            # that worker in ProcessGroupGloo's destructor.
-            by_hand = True
-            for t in model.state_dict().values():
-                dist.broadcast(t, 0)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(8, 16, device=dev), torch.randn(8, 1, device=dev)
     for i in range(a.steps):
@@ -66,10 +56,6 @@ def main(argv=None):
         loss = F.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
-        if by_hand:
-            for prm in model.parameters():
-                dist.all_reduce(prm.grad)
-                prm.grad /= dist.get_world_size()
         opt.step()
         if not a.no_steps:
             traceprobe.step()
