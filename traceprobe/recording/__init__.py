@@ -10,6 +10,8 @@ imports except where :meth:`Capture.report` is asked for a report.
 - :mod:`.trace_files`: default folders and names, exporting a profiler's trace.
 - :mod:`.environment`: machine facts, ``resolve_device()``; :mod:`.folder_lock`: one recording
   per folder; :mod:`.launch`: child jobs (torchrun) that never outlive ``record``.
+- :mod:`.quiet`: Kineto's USDT lines kept off stderr; :mod:`.teardown`: what lives until
+  interpreter exit so that gloo ranks end.
 
 Importing this package imports neither torch nor pandas.
 """
