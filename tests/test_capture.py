@@ -333,7 +333,7 @@ def test_torchrun_gloo_ddp_exits_every_time(tmp_path):
         run = tmp_path / str(i)
         run.mkdir()
         out = _torchrun(run, args, timeout=90, script=script)
-        assert _names(out) == [f"{name}.rank0.pt.trace.json.gz", f"{name}.rank1.pt.trace.json.gz", "manifest.json"]
+        assert _names(out) == sorted([f"{name}.rank0.pt.trace.json.gz", f"{name}.rank1.pt.trace.json.gz", "manifest.json"])
         assert [p["exit_code"] for p in _manifest(out)["processes"]] == [0, 0]
 
 
