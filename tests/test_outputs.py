@@ -121,3 +121,15 @@ def test_unexpected_error_is_one_line_exit_2(monkeypatch, capsys):
         cli.main()
     assert e.value.code == 2
     assert capsys.readouterr().err == "error: RuntimeError: something\\nbroke\n"
+
+
+def test_files_traceprobe_wrote_are_skipped_in_folder_scans(tmp_path):
+    _trace(tmp_path / "t.json")
+    res = runner.invoke(app, ["overlap-report", str(tmp_path), "--format", "json", "--output", str(tmp_path / "report.json")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["export", str(tmp_path), "--json", "--perfetto", "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert {p.name for p in tmp_path.iterdir()} == {"t.json", "report.json", "t.perfetto.json.gz", "t.pftrace"}
+    res = runner.invoke(app, ["overlap-report", str(tmp_path), "--format", "json"])
+    assert res.exit_code == 0, res.output  # the report and the exports are not read as traces
+    assert [Path(t["path"]).name for t in json.loads(res.stdout)["traces"]] == ["t.json"]
