@@ -160,6 +160,16 @@ class TraceBuilder:
         return self.host("cuda_runtime", name, start, dur,
                          correlation=next(self._corr) if correlation is None else correlation, **kw)
 
+    def launch(self, at: int, event: str, *args: Any, **kw: Any) -> dict[str, Any]:
+        """A 1 µs runtime call at ``at`` and the device event it launched, linked by correlation id.
+
+        ``event`` names the builder method (``kernel``, ``nccl``, ``memcpy``, ``memset``);
+        ``args``/``kw`` go to it. Returns the device event.
+        """
+        call = {"memcpy": "cudaMemcpyAsync", "memset": "cudaMemsetAsync"}.get(event, "cudaLaunchKernel")
+        c = self.runtime(at, 1_000, call)["args"]["correlation"]
+        return getattr(self, event)(*args, correlation=c, **kw)
+
     def annotation(self, name: str, start: int, dur: int, **kw: Any) -> dict[str, Any]:
         return self.host("user_annotation", name, start, dur, **kw)
 
@@ -193,6 +203,22 @@ class TraceBuilder:
     def write(self, path: str | Path, gz: bool | None = None) -> Path:
         """Write the trace; gzipped when ``gz`` is true (default: when ``path`` ends in ``.gz``)."""
         return write_trace(self.to_dict(), path, gz)
+
+
+BASE = 4_526_647_612_879_555
+"""A Kineto-like absolute ts in ns (4526647612879.555 µs)."""
+
+
+def load(b: TraceBuilder, tmp_path: Path, name: str = "t.pt.trace.json") -> Any:
+    """Write ``b`` under ``tmp_path`` and load it with :func:`traceprobe.load_trace`."""
+    from traceprobe import load_trace
+
+    return load_trace(b.write(tmp_path / name))
+
+
+def rows(df: Any, cols: list[str]) -> list[tuple]:
+    """The ``cols`` of a DataFrame as a list of tuples, for exact comparisons."""
+    return [tuple(r) for r in df[cols].itertuples(index=False)]
 
 
 def write_trace(doc: dict[str, Any], path: str | Path, gz: bool | None = None) -> Path:

@@ -11,29 +11,15 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from synthetic import NCCL_ALLREDUCE, SYNTHETIC_PREFIX, TraceBuilder, write_trace
+from synthetic import BASE, NCCL_ALLREDUCE, SYNTHETIC_PREFIX, TraceBuilder, load, rows, write_trace
 
-import traceprobe
 from traceprobe import TraceFormatError, analysis, load_trace, overlap_report
-from traceprobe.analysis import verdicts as vd
-
-BASE = 4_526_647_612_879_555  # a Kineto-like absolute ts in ns (4526647612879.555 µs)
-
-
-def load(b: TraceBuilder, tmp_path: Path, name: str = "t.pt.trace.json") -> traceprobe.Trace:
-    return load_trace(b.write(tmp_path / name))
-
-
-def rows(df: pd.DataFrame, cols: list[str]) -> list[tuple]:
-    return [tuple(r) for r in df[cols].itertuples(index=False)]
-
 
 # --- load_trace ------------------------------------------------------------------
 
@@ -303,7 +289,7 @@ def test_stream_concurrency(tmp_path):
     t = load(b, tmp_path)
     sc = analysis.stream_concurrency(t)
     assert list(sc.columns) == ["device", "streams", "busy_ns", "multi_stream_ns", "concurrency",
-                                "kernel_busy_ns", "multi_stream_kernel_ns", "kernel_concurrency"]
+                                "kernel_busy_ns", "multi_stream_kernel_ns", "kernel_concurrency", "side_busy_ns", "side_concurrency"]
     # device 0: busy [0,150)=150; 2+ streams [50,120)=70; kernels busy [0,120)=120, 2+ kernel streams [90,100)=10
     assert rows(sc, ["device", "streams", "busy_ns", "multi_stream_ns", "kernel_busy_ns", "multi_stream_kernel_ns"]) == [
         (0, 3, 150_000, 70_000, 120_000, 10_000),
@@ -311,6 +297,9 @@ def test_stream_concurrency(tmp_path):
     ]
     np.testing.assert_allclose(sc["concurrency"], [70 / 150, 0.0])
     np.testing.assert_allclose(sc["kernel_concurrency"], [10 / 120, 0.0])
+    # busiest stream of device 0: 7 and 8 both 100 µs, the lower id wins; side streams 8, 9: [50,150) = 100
+    assert sc["side_busy_ns"].tolist() == [100_000, 0]
+    assert sc["side_concurrency"].iloc[0] == pytest.approx(0.7) and math.isnan(sc["side_concurrency"].iloc[1])
 
 
 # --- comm_overlap ------------------------------------------------------------------
@@ -383,148 +372,6 @@ def test_cpu_gpu_overlap_without_host_compute(tmp_path):
     cg = analysis.cpu_gpu_overlap(load(b, tmp_path))
     assert (cg.host_compute_ns, cg.device_busy_ns, cg.overlapped_ns) == (0, 100_000, 0)
     assert math.isnan(cg.fraction) and cg.fraction_of_device == 0.0
-
-
-# --- steps ---------------------------------------------------------------------------
-
-
-def _two_step_trace() -> TraceBuilder:
-    b = TraceBuilder("two steps", devices=2, base_ns=BASE)
-    b.step(1, 0, 1_000_000)  # [0,1000) µs
-    b.step(2, 1_000_000, 800_000)  # [1000,1800) µs
-    b.cpu_op(0, 1_000_000, "ProfilerStep#1")  # same step as a cpu_op: widest span kept
-    # step 1: device 0 [100,600), device 1 [400,900)
-    b.kernel(0, 7, 100_000, 500_000)
-    b.kernel(1, 7, 400_000, 500_000)
-    # step 2: device 0 copy [1100,1300) s8 + kernel [1200,1500) s7
-    b.memcpy(0, 8, 1_100_000, 200_000, "HtoD")
-    b.kernel(0, 7, 1_200_000, 300_000)
-    # device 1 nccl [1600,2200) s9 (ends after the step annotation) + kernel [1700,1900) s7
-    b.nccl(1, 9, 1_600_000, 600_000)
-    b.kernel(1, 7, 1_700_000, 200_000)
-    return b
-
-
-def test_trace_steps(tmp_path):
-    t = load(_two_step_trace(), tmp_path)
-    assert list(t.steps.columns) == ["step", "start_ns", "end_ns"]
-    assert all(t.steps[c].dtype == np.int64 for c in t.steps.columns)
-    assert rows(t.steps, ["step", "start_ns", "end_ns"]) == [
-        (1, BASE, BASE + 1_000_000),
-        (2, BASE + 1_000_000, BASE + 1_800_000),
-    ]
-    b = TraceBuilder("no steps")
-    b.kernel(0, 7, 0, 10)
-    b.annotation("ProfilerStep#x", 0, 10)  # not a step number
-    st_ = load(b, tmp_path, "nosteps.json").steps
-    assert st_.empty and list(st_.columns) == ["step", "start_ns", "end_ns"]
-
-
-def test_report_steps(tmp_path):
-    r = overlap_report(load(_two_step_trace(), tmp_path))
-    s = r.steps
-    assert list(s.columns) == ["step", "start_ns", "end_ns", "duration_ns", "device_concurrency",
-                               "copy_overlap", "comm_overlap", "stream_concurrency"]
-    # step 2's window runs to the last device event end (2200 µs), past its annotation
-    assert rows(s, ["step", "start_ns", "end_ns", "duration_ns"]) == [
-        (1, BASE, BASE + 1_000_000, 1_000_000),
-        (2, BASE + 1_000_000, BASE + 2_200_000, 1_200_000),
-    ]
-    assert r.throughput == pytest.approx(2 / 2.2e-3)
-    # step 1: any [100,900)=800, both [400,600)=200; no copies, no comm; one stream per device
-    s1 = s.iloc[0]
-    assert s1["device_concurrency"] == pytest.approx(0.25)
-    assert math.isnan(s1["copy_overlap"]) and math.isnan(s1["comm_overlap"])
-    assert s1["stream_concurrency"] == 0.0
-    # step 2: devices never overlap; copy 200 with 100 under compute; comm 600 with 200 under
-    # compute; streams: device 0 100 of 400, device 1 200 of 600 -> 300 / 1000
-    s2 = s.iloc[1]
-    assert s2["device_concurrency"] == 0.0
-    assert s2["copy_overlap"] == pytest.approx(0.5)
-    assert s2["comm_overlap"] == pytest.approx(1 / 3)
-    assert s2["stream_concurrency"] == pytest.approx(0.3)
-
-
-def test_report_without_steps(tmp_path):
-    b = TraceBuilder("no steps")
-    b.kernel(0, 7, 0, 10)
-    r = overlap_report(load(b, tmp_path))
-    assert r.steps.empty and math.isnan(r.throughput)
-
-
-# --- verdicts ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "f,level",
-    [(1.0, "confirmed"), (0.5, "confirmed"), (0.4999, "partial"), (0.05, "partial"), (0.0499, "none"), (0.0, "none")],
-)
-def test_level_of_thresholds(f, level):
-    assert vd.CONFIRMED == 0.5 and vd.PARTIAL == 0.05
-    assert vd.level_of(f) == level
-
-
-def by_subject(r, figure: str) -> dict[str, tuple[float, str]]:
-    return {v.subject: (v.value, v.level) for v in r.verdicts if v.figure == figure}
-
-
-def test_copy_verdict_levels(tmp_path):
-    b = TraceBuilder("copy verdicts")
-    b.kernel(0, 7, 0, 1_000_000)
-    b.memcpy(0, 8, 0, 1_000_000, "HtoD")  # 100% overlapped
-    b.kernel(0, 7, 2_000_000, 50_000)
-    b.memcpy(0, 9, 2_000_000, 1_000_000, "DtoH", "Device", "Pageable")  # 5.0% exactly: partial
-    b.kernel(0, 7, 4_000_000, 49_000)
-    b.memcpy(0, 9, 4_000_000, 1_000_000, "DtoD")  # 4.9%: none
-    b.kernel(0, 7, 6_000_000, 500_000)
-    b.memcpy(0, 10, 6_000_000, 1_000_000, "PtoP")  # 50.0% exactly: confirmed
-    r = overlap_report(load(b, tmp_path))
-    v = by_subject(r, "copy_overlap")
-    assert v == {
-        "cuda:0 HtoD": (1.0, "confirmed"),
-        "cuda:0 DtoH": (pytest.approx(0.05), "partial"),
-        "cuda:0 DtoD": (pytest.approx(0.049), "none"),
-        "cuda:0 PtoP": (0.5, "confirmed"),
-    }  # and no verdict on the 'all' row
-    texts = {x.subject: x.text for x in r.verdicts if x.figure == "copy_overlap"}
-    assert "parallelism confirmed" in texts["cuda:0 HtoD"]
-    assert "partial overlap" in texts["cuda:0 DtoH"]
-    assert texts["cuda:0 DtoD"].split(": ", 1)[1].startswith("no overlap")
-    assert r.parallelism
-
-
-def test_device_stream_comm_cpu_verdicts(tmp_path):
-    b = TraceBuilder("other verdicts", devices=2, rank=2, world_size=4)
-    # device 0 [0,100) µs, device 1 [90,190): 10 of 190 -> partial (0.0526)
-    b.kernel(0, 7, 0, 100_000)
-    b.nccl(0, 20, 0, 100_000)  # comm fully under compute: confirmed
-    b.kernel(1, 7, 90_000, 100_000)
-    b.kernel(1, 8, 185_000, 5_000)  # streams on device 1: 5 of 100 -> partial (0.05)
-    # host compute [300,400) µs while no device is busy: none
-    b.cpu_op(300_000, 100_000, "aten::sort")
-    r = overlap_report(load(b, tmp_path))
-    assert by_subject(r, "device_concurrency") == {"2 devices": (pytest.approx(10 / 190), "partial")}
-    # device 0's two streams (kernel + nccl) are both busy all the time
-    assert by_subject(r, "stream_concurrency") == {"cuda:0": (1.0, "confirmed"), "cuda:1": (pytest.approx(0.05), "partial")}
-    assert by_subject(r, "comm_overlap") == {"cuda:0 (rank 2)": (1.0, "confirmed")}
-    assert by_subject(r, "cpu_gpu") == {"host and devices": (0.0, "none")}
-    assert r.rank == 2 and r.parallelism
-
-
-def test_no_verdict_without_a_denominator(tmp_path):
-    b = TraceBuilder("one device, one stream, no copies, no comm, no host compute")
-    b.kernel(0, 7, 0, 100)
-    r = overlap_report(load(b, tmp_path))
-    assert r.verdicts == [] and not r.parallelism
-
-
-def test_cpu_gpu_verdict_uses_the_shorter_side(tmp_path):
-    b = TraceBuilder("cpu/gpu")
-    b.cpu_op(0, 1_000_000, "aten::sort")  # host compute [0,1000) µs
-    b.kernel(0, 7, 900_000, 100_000)  # device [900,1000): all of it under host compute
-    r = overlap_report(load(b, tmp_path))
-    assert by_subject(r, "cpu_gpu") == {"host and devices": (1.0, "confirmed")}
-    assert r.cpu_gpu.fraction == pytest.approx(0.1)
 
 
 # --- zero-length events ----------------------------------------------------------------
@@ -664,13 +511,18 @@ def test_random_traces_against_grids(hyp_dir, events, host, base, gz):
         kg = [g for g, s0 in zip(kg, streams) if any(e[0] == d and e[1] == s0 and e[2] in ("kernel", "nccl") for e in events)]
         c = np.sum([g.astype(int) for g in sg], axis=0)
         kc = np.sum([g.astype(int) for g in kg], axis=0) if kg else np.zeros(SPAN, int)
-        exp_sc.append((d, int((c >= 1).sum()), int((c >= 2).sum()), int((kc >= 1).sum()), int((kc >= 2).sum())))
+        busy_streams = [g for g in sg if g.any()]
+        top = int(np.argmax([g.sum() for g in busy_streams])) if busy_streams else 0
+        side = np.zeros(SPAN, bool)
+        for i, g in enumerate(busy_streams):
+            side |= g if i != top else False
+        exp_sc.append((d, int((c >= 1).sum()), int((c >= 2).sum()), int((kc >= 1).sum()), int((kc >= 2).sum()), int(side.sum())))
         # 'streams' is documented as "streams with events", but a stream whose events all
         # have zero length is not counted (it has no busy intervals): accept either reading
         n_streams[d] = {len(streams), sum(1 for g in sg if g.any())}
         for s0, g in zip(streams, sg):
             exp_sb.append((d, s0, int(g.sum()), sum(1 for e in events if e[0] == d and e[1] == s0)))
-    assert rows(sc, ["device", "busy_ns", "multi_stream_ns", "kernel_busy_ns", "multi_stream_kernel_ns"]) == exp_sc
+    assert rows(sc, ["device", "busy_ns", "multi_stream_ns", "kernel_busy_ns", "multi_stream_kernel_ns", "side_busy_ns"]) == exp_sc
     for d, n in zip(sc["device"].tolist(), sc["streams"].tolist()):
         assert n in n_streams[d]
     assert rows(analysis.stream_busy(t), ["device", "stream", "busy_ns", "events"]) == exp_sb

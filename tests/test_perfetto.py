@@ -157,7 +157,7 @@ def check_roundtrip(trace, report, path: Path) -> dict:
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name.split(".pt.")[0])
 def test_samples_roundtrip(path, tmp_path):
     trace = load_trace(path)
-    report = overlap_report(trace)
+    report = overlap_report(trace, all_device_work=True)  # the timeline draws every device event
     out = pf.write_perfetto(trace, tmp_path / "t.pftrace", report)
     r = check_roundtrip(trace, report, tmp_path / "t.pftrace")
     assert out.device_slices == len(trace.device_events) and out.flows == len(r["flows_out"])
@@ -198,7 +198,7 @@ def _crossing_trace(tmp_path: Path):
 
 def test_crossing_slices_go_to_lanes(tmp_path):
     trace = _crossing_trace(tmp_path)
-    report = overlap_report(trace)
+    report = overlap_report(trace, all_device_work=True)  # the copies have no launch; the timeline draws them
     out = pf.write_perfetto(trace, tmp_path / "c.pftrace", report)
     assert out.split == 3 + 1  # kernels 1, 3, 5 and the crossing cpu op
     r = check_roundtrip(trace, report, tmp_path / "c.pftrace")

@@ -102,3 +102,22 @@ def test_build_runs_places_every_report_once():
     s = analyze_paths([SAMPLES / "training" / "tb-ddp", SAMPLES / "script-ddp"], jobs=1)
     placed = [r.path for run in build_runs(s.reports) for r in run.reports]
     assert sorted(placed) == sorted(r.path for r in s.reports)
+
+
+def test_busiest_and_most_comm_rank_are_reported_separately(tmp_path):
+    """Rank 1 was ahead and waited 400 µs in its all-reduce; rank 0 did more work. Neither is called slowest."""
+    d = tmp_path / "waiting"
+    d.mkdir()
+    for rank, compute, comm in ((0, 800_000, 100_000), (1, 400_000, 400_000)):
+        b = TraceBuilder(f"rank {rank}", rank=rank, world_size=2)
+        b.step(1, 0, 2_000_000)
+        b.launch(10_000, "kernel", 0, 7, 100_000, compute)
+        b.launch(20_000, "nccl", 0, 20, 100_000 + compute, comm)
+        b.write(d / f"rank{rank}.pt.trace.json")
+    rs = analyze_paths([d], jobs=1).rank_summary
+    assert set(rs["busiest_rank"]) == {0} and set(rs["most_comm_rank"]) == {1}
+    by_fig = rs.set_index("figure")
+    assert (by_fig.loc["gpu_busy_ns", "min"], by_fig.loc["gpu_busy_ns", "max"]) == (800_000, 900_000)
+    assert (by_fig.loc["work_ns", "min"], by_fig.loc["work_ns", "max"]) == (400_000, 800_000)
+    assert (by_fig.loc["comm_ns", "min"], by_fig.loc["comm_ns", "max"]) == (100_000, 400_000)
+    assert "slowest_rank" not in rs.columns

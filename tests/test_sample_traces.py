@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import traceprobe
 from traceprobe.analysis import overlap_report
 from traceprobe.collect import manifest_info
@@ -122,7 +124,8 @@ def test_branches_run_at_once_only_without_synchronization():
 
 
 def test_ddp_allreduce_overlaps_backward_on_every_rank():
-    from traceprobe.analysis.ranks import rank_summary
+    """In the profiled steps both ranks overlap ~83% of their all-reduce (79.4% / 61.9% when the
+    NCCL kernels launched in the unrecorded warm-up step were counted)."""
     from traceprobe.collect import analyze_paths
 
     files = sorted(SAMPLES.glob("data-parallel.ddp.rank*.pt.trace.json.gz"))
@@ -130,16 +133,49 @@ def test_ddp_allreduce_overlaps_backward_on_every_rank():
     summary = analyze_paths(files, jobs=1)
     reports, failures = list(summary.reports), list(summary.failures)
     assert not failures and sorted(r.rank for r in reports) == [0, 1]
+    fractions = []
     for r in reports:
         assert len(r.steps) == 3
         c = r.comm_overlap.iloc[0]
-        assert c["comm_kernels"] > 0 and c["fraction"] > 0.5
-    s = rank_summary(reports)
+        assert c["comm_kernels"] == 24 and 0.82 < c["fraction"] < 0.84
+        assert r.steps["comm_overlap"].between(0.8, 0.85).all()  # each step on its own device work
+        fractions.append(c["fraction"])
+        aside = r.set_aside[r.set_aside["work"] == "communication"]
+        assert len(aside) == 1 and aside["reason"].iloc[0].startswith("launched before the trace began")
+    assert abs(fractions[0] - fractions[1]) < 0.01
+    s = summary.rank_summary
     row = s[s["figure"] == "comm_overlap"].iloc[0]
-    assert row["ranks"] == 2 and row["min"] > 0.5 and row["slowest_rank"] in (0, 1)
-    # DataParallel's scatter/gather NCCL calls do not overlap compute
-    dp = report("data-parallel.dataparallel").comm_overlap
-    assert (dp["fraction"] < 0.05).all()
+    assert (row["run"], row["window"], row["ranks"]) == (str(SAMPLES / "data-parallel.ddp"), "steps 2-4", 2)
+    assert row["min"] > 0.82 and row["busiest_rank"] in (0, 1) and row["most_comm_rank"] in (0, 1)
+    # DataParallel's broadcast/reduce NCCL calls do not overlap compute, and get no bucketing advice
+    dp = report("data-parallel.dataparallel")
+    assert (dp.comm_overlap["fraction"] < 0.05).all()
+    assert all("bucket" not in v.text for v in dp.verdicts if v.figure == "comm_overlap")
+
+
+def test_ddp_bucket_copies_get_no_move_advice():
+    r = report("data-parallel.ddp.rank0")
+    (v,) = [v for v in r.verdicts if v.figure == "copy_overlap"]
+    assert v.subject == "cuda:0 DtoD" and "gradient_as_bucket_view" in v.text and "separate stream" not in v.text
+
+
+def test_overlapped_copy_stream_is_judged_against_its_own_time():
+    """The copy stream ran 98% beside compute: raw stream concurrency reads 43%, the verdict 98%."""
+    r = report("compute-copy.overlapped")
+    sc = r.stream_concurrency.iloc[0]
+    assert 0.42 < sc["concurrency"] < 0.44 and sc["side_concurrency"] > 0.97
+    assert [(v.level) for v in r.verdicts if v.figure == "stream_concurrency"] == ["confirmed"]
+
+
+@pytest.mark.parametrize("folder", ["tb-ddp", "rec-ddp", "tb-fsdp"])
+def test_training_folders_are_summarised_per_window(folder):
+    from traceprobe.collect import analyze_paths
+
+    s = analyze_paths([SAMPLES / "training" / folder], jobs=1)
+    rs = s.rank_summary
+    assert sorted(set(rs["window"])) == ["steps 2-4", "steps 7-9"] and set(rs["ranks"]) == {2}
+    for w in s.runs[0].windows:  # each window opens with work launched in the unrecorded warm-up step
+        assert any(not r.set_aside.empty and r.notes for r in w.reports)
 
 
 def test_model_parallel_pipeline_overlaps_devices():

@@ -234,10 +234,34 @@ def reference(doc: dict) -> dict:
             a = e["args"]
             dev.append({"cat": e["cat"], "name": e["name"], "device": a["device"], "stream": a["stream"],
                         "s": ns(e["ts"]), "e": ns(e["ts"]) + ns(e["dur"]), "bytes": a.get("bytes", -1),
-                        "comm": e["cat"] == "kernel" and "nccl" in e["name"].lower()})
+                        "comm": e["cat"] == "kernel" and "nccl" in e["name"].lower(), "corr": a.get("correlation", -1)})
         elif e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver", "user_annotation"):
             host.append({"cat": e["cat"], "name": e["name"], "thread": (str(e["pid"]), str(e["tid"])),
-                         "s": ns(e["ts"]), "e": ns(e["ts"]) + ns(e["dur"])})
+                         "s": ns(e["ts"]), "e": ns(e["ts"]) + ns(e["dur"]), "corr": (e.get("args") or {}).get("correlation", -1)})
+    # the profiled window: each device event's launch is the earliest runtime/driver call with its correlation id
+    marks = {}
+    for h in host:
+        if h["name"].startswith("ProfilerStep#"):
+            n = int(h["name"].split("#")[1])
+            s, e = marks.get(n, (h["s"], h["e"]))
+            marks[n] = (min(s, h["s"]), max(e, h["e"]))
+    first_call = {}
+    for h in host:
+        if h["cat"] in ("cuda_runtime", "cuda_driver") and h["corr"] >= 0:
+            first_call[h["corr"]] = min(first_call.get(h["corr"], h["s"]), h["s"])
+    if marks:
+        lo, hi = min(m[0] for m in marks.values()), max(m[1] for m in marks.values())
+    else:
+        times = [x for d in dev + host for x in (d["s"], d["e"])]
+        lo, hi = (min(times), max(times)) if times else (0, 0)
+    linked = any(d["corr"] in first_call for d in dev if d["corr"] >= 0)
+    for d in dev:
+        if linked:
+            d["launch"] = first_call.get(d["corr"]) if d["corr"] >= 0 else None
+            d["kept"] = d["launch"] is not None and lo <= d["launch"] <= hi
+        else:  # nothing to classify by: keep all; a step's work is what starts in it
+            d["launch"], d["kept"] = min(max(d["s"], lo), hi), True
+    dev = [d for d in dev if d["kept"]]
     window = (min(d["s"] for d in dev), max(d["e"] for d in dev)) if dev else (0, 0)
 
     def figures(dev):
@@ -266,8 +290,12 @@ def reference(doc: dict) -> dict:
             ss = sorted({d["stream"] for d in dev if d["device"] == x})
             sets = [iv(d for d in dev if d["device"] == x and d["stream"] == s) for s in ss]
             ksets = [k for k in (iv(d for d in dev if d["device"] == x and d["stream"] == s and d["cat"] == "kernel") for s in ss) if k]
+            busy_sets = [u for u in (union(x_) for x_ in sets) if u]
+            top = max(range(len(busy_sets)), key=lambda i: (length(busy_sets[i]), -i)) if busy_sets else -1
+            side = [u for i, u in enumerate(busy_sets) if i != top]
             streams[x] = {"streams": len(ss), "busy_ns": length(at_least(sets, 1)), "multi_stream_ns": length(at_least(sets, 2)),
-                          "kernel_busy_ns": length(at_least(ksets, 1)), "multi_stream_kernel_ns": length(at_least(ksets, 2))}
+                          "kernel_busy_ns": length(at_least(ksets, 1)), "multi_stream_kernel_ns": length(at_least(ksets, 2)),
+                          "side_busy_ns": length(at_least(side, 1)) if side else 0}
         comm = {}
         for x in devices:
             c = [d for d in dev if d["device"] == x and d["comm"]]
@@ -291,27 +319,21 @@ def reference(doc: dict) -> dict:
     pure = [(h["s"], h["e"]) for h in host if h["cat"] == "cpu_op" and not any(h["s"] <= t < h["e"] for t in rt[h["thread"]])]
     gpu = union((d["s"], d["e"]) for d in dev)
     out["cpu_gpu"] = {"host_compute_ns": length(pure), "device_busy_ns": length(gpu), "overlapped_ns": length(intersect(union(pure), gpu))}
-    # steps: window from each ProfilerStep#N start to the next one's; the last one reaches the last device event
-    marks = {}
-    for h in host:
-        if h["name"].startswith("ProfilerStep#"):
-            n = int(h["name"].split("#")[1])
-            s, e = marks.get(n, (h["s"], h["e"]))
-            marks[n] = (min(s, h["s"]), max(e, h["e"]))
+    # steps: host window from each ProfilerStep#N start to the next one's (the last: its own end);
+    # a step's device work is what it launched
     steps = []
     nums = sorted(marks)
     for i, n in enumerate(nums):
-        lo = marks[n][0]
-        hi = marks[nums[i + 1]][0] if i + 1 < len(nums) else max(marks[n][1], window[1])
-        clipped = []
-        for d in dev:
-            s, e = min(max(d["s"], lo), hi), min(max(d["e"], lo), hi)
-            if e > s:
-                clipped.append({**d, "s": s, "e": e})
-        f = figures(clipped)
+        h_lo = marks[n][0]
+        h_hi = marks[nums[i + 1]][0] if i + 1 < len(nums) else max(marks[n][1], marks[n][0])
+        last = i + 1 == len(nums)
+        mine = [d for d in dev if h_lo <= d["launch"] and (d["launch"] <= h_hi if last else d["launch"] < h_hi)]
+        f = figures(mine)
         alls = [v for (x, dr), v in f["copy"].items() if dr == "all"]
         steps.append({
-            "step": n, "start_ns": lo, "end_ns": hi,
+            "step": n, "host_start_ns": h_lo, "host_end_ns": h_hi,
+            "gpu_start_ns": min((d["s"] for d in mine), default=-1), "gpu_end_ns": max((d["e"] for d in mine), default=-1),
+            "gpu_busy_ns": length([(d["s"], d["e"]) for d in mine]), "events": len(mine),
             "device_concurrency": frac(f["two_ns"], f["any_ns"]),
             "copy_overlap": frac(sum(v["overlapped_ns"] for v in alls), sum(v["copy_ns"] for v in alls)) if alls else math.nan,
             "comm_overlap": frac(sum(v["overlapped_ns"] for v in f["comm"].values()), sum(v["comm_ns"] for v in f["comm"].values())) if f["comm"] else math.nan,
@@ -356,8 +378,9 @@ def check_against_reference(path: Path) -> None:
     assert sorted(r.stream_concurrency["device"]) == sorted(ref["streams"])
     for row in r.stream_concurrency.itertuples():
         want = ref["streams"][row.device]
-        assert (row.streams, row.busy_ns, row.multi_stream_ns, row.kernel_busy_ns, row.multi_stream_kernel_ns) == (
-            want["streams"], want["busy_ns"], want["multi_stream_ns"], want["kernel_busy_ns"], want["multi_stream_kernel_ns"])
+        assert (row.streams, row.busy_ns, row.multi_stream_ns, row.kernel_busy_ns, row.multi_stream_kernel_ns, row.side_busy_ns) == (
+            want["streams"], want["busy_ns"], want["multi_stream_ns"], want["kernel_busy_ns"], want["multi_stream_kernel_ns"],
+            want["side_busy_ns"])
     # communication/compute overlap
     assert sorted(r.comm_overlap["device"]) == sorted(ref["comm"])
     for row in r.comm_overlap.itertuples():
@@ -370,7 +393,8 @@ def check_against_reference(path: Path) -> None:
     # per-step figures
     assert len(r.steps) == len(ref["steps"])
     for row, want in zip(r.steps.to_dict("records"), ref["steps"]):
-        assert (row["step"], row["start_ns"], row["end_ns"]) == (want["step"], want["start_ns"], want["end_ns"])
+        keys = ("step", "host_start_ns", "host_end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "events")
+        assert tuple(row[k] for k in keys) == tuple(want[k] for k in keys)
         for k in ("device_concurrency", "copy_overlap", "comm_overlap", "stream_concurrency"):
             assert same(row[k], want[k]), (k, row[k], want[k])
 

@@ -11,7 +11,6 @@ are still reported.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -32,26 +31,6 @@ def _is_trace_name(name: str) -> bool:
     return name != "manifest.json" and (name.endswith(".json") or name.endswith(".json.gz"))
 
 
-_REPORT_HEAD = re.compile(rb'^\{\s*"schema":\s*\d+,\s*"traceprobe":')
-
-
-def written_by_traceprobe(path: Path) -> bool:
-    """Whether ``path`` is a file traceprobe wrote that is not a trace: ``manifest.json``,
-    an ``export --json`` file (``*.perfetto.json[.gz]``) or an ``overlap-report --format
-    json`` report (it begins ``{"schema": N, "traceprobe": ...``, see
-    :mod:`traceprobe.report.json_document`). Folder scans skip these."""
-    name = path.name
-    if name == "manifest.json" or name.endswith((".perfetto.json", ".perfetto.json.gz")):
-        return True
-    if not name.endswith(".json"):
-        return False
-    try:
-        with open(path, "rb") as f:
-            return bool(_REPORT_HEAD.match(f.read(64)))
-    except OSError:
-        return False
-
-
 def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
     """Expand files and folders (recursively) into a sorted, de-duplicated list of trace files.
 
@@ -64,8 +43,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and _is_trace_name(f.name) and not f.name.startswith(".")
-                           and not written_by_traceprobe(f))
+            found = sorted(f for f in p.rglob("*") if f.is_file() and _is_trace_name(f.name) and not f.name.startswith("."))
             if not found:
                 failures.append(Failure(str(p), "folder holds no trace files (*.json, *.json.gz)"))
             files.extend(found)
@@ -83,19 +61,22 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
     return unique, failures
 
 
-def analyze_file(path: str | Path, then: Then | None = None, max_bytes: int | None = None) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
+def analyze_file(
+    path: str | Path, then: Then | None = None, max_bytes: int | None = None, all_device_work: bool = False
+) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
     """Load and analyse one trace; a :class:`TraceFormatError` becomes a :class:`Failure`.
 
     ``max_bytes`` is :func:`~traceprobe.trace.load_trace`'s limit on the decompressed size.
 
     With ``then``, also ``then(trace, report)`` while the trace is loaded (for
     pictures and exports, so that no trace is parsed twice), and return
-    ``(report, its result)``.
+    ``(report, its result)``. ``all_device_work`` is passed to
+    :func:`~traceprobe.analysis.report.overlap_report`.
     """
     p = Path(path)
     try:
         trace = load_trace(p, max_bytes)
-        report = overlap_report(trace, manifest_info(p))
+        report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work)
     except TraceFormatError as e:
         return Failure(str(p), e.reason)
     except MemoryError:
@@ -110,6 +91,7 @@ def analyze_paths(
     then: Then | None = None,
     on_then: Callable[[OverlapReport, Any], None] | None = None,
     max_bytes: int | None = None,
+    all_device_work: bool = False,
 ) -> Summary:
     """Analyse every trace under ``paths`` and summarise them.
 
@@ -122,6 +104,8 @@ def analyze_paths(
             that loaded, where it was analysed (see :func:`analyze_file`);
         on_then: receives ``(report, then's result)`` in this process, in file order.
         max_bytes: largest decompressed trace accepted (default: half the available memory).
+        all_device_work: count every device event, not only the work launched
+            inside the profiled steps (:mod:`traceprobe.analysis.profiled`).
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
@@ -134,13 +118,13 @@ def analyze_paths(
     if n == 1:
         results = []
         for f in files:
-            r = analyze_file(f, then, max_bytes)
+            r = analyze_file(f, then, max_bytes, all_device_work)
             results.append(r)
             if on_done:
                 on_done(r)
     else:
         with ProcessPoolExecutor(max_workers=n) as pool:
-            futures = [pool.submit(analyze_file, f, then, max_bytes) for f in files]
+            futures = [pool.submit(analyze_file, f, then, max_bytes, all_device_work) for f in files]
             results = []
             for fut in futures:
                 r = fut.result()

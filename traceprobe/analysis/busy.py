@@ -119,3 +119,14 @@ def comm_mask(trace: Trace) -> np.ndarray:
     """Rows of ``device_events`` that are communication kernels (HTA: name contains nccl/rccl)."""
     ev = trace.device_events
     return ((ev["kind"] == "kernel") & ev["is_comm"]).to_numpy()
+
+
+def work_ns(trace: Trace) -> int:
+    """*Work time*: time during which any device runs work other than communication kernels, in ns.
+
+    The union, over all devices, of compute kernels, memcpys and memsets. NCCL
+    kernels are left out because they spin while waiting for their peers: their
+    time says which rank waited, not which rank had the most to do.
+    """
+    sets = list(device_intervals(trace, ~comm_mask(trace)).values())
+    return iv.length(iv.coverage_at_least(sets, 1)) if sets else 0

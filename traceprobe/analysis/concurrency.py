@@ -6,8 +6,15 @@ Definitions (quoted by the README):
   time during which at least one device is busy. Per device, ``concurrent_ns`` is
   the part of its busy time during which another device is busy too.
 - *stream concurrency* of device d: time during which two or more streams of d
-  are busy / time during which d is busy; ``kernel_concurrency`` is the same
-  counting kernels only (copies and memsets left out).
+  are busy / time during which d is busy (``concurrency``, the raw figure);
+  ``kernel_concurrency`` is the same counting kernels only (copies and memsets
+  left out). The verdict judges ``side_concurrency``: the same time over the
+  *side busy time*, the time during which any stream but the busiest one is busy.
+  Two streams can only be busy together while a side stream is, so this is the
+  share of the side streams' work that ran beside other work, whatever the
+  busiest stream did alone (as the CPU/GPU verdict judges against the shorter
+  side). A prefetch stream that ran 88% of its time beside compute reads 88%,
+  where the raw figure may read 2% of a long compute timeline.
 - *idle time* of device d: time within the trace window when no stream of d is busy.
 """
 
@@ -21,6 +28,9 @@ import pandas as pd
 from .. import intervals as iv
 from ..trace import Trace
 from .busy import device_intervals, fraction, stream_intervals
+
+STREAM_COLUMNS = ["device", "streams", "busy_ns", "multi_stream_ns", "concurrency", "kernel_busy_ns", "multi_stream_kernel_ns",
+                  "kernel_concurrency", "side_busy_ns", "side_concurrency"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,10 @@ def stream_concurrency(trace: Trace) -> pd.DataFrame:
         DataFrame with columns ``device`` (int64), ``streams`` (int64, streams
         with non-zero busy time; zero-length events alone do not count), ``busy_ns`` (int64), ``multi_stream_ns`` (int64, two or more
         streams busy), ``concurrency`` (float64), ``kernel_busy_ns``,
-        ``multi_stream_kernel_ns`` (int64), ``kernel_concurrency`` (float64).
+        ``multi_stream_kernel_ns`` (int64), ``kernel_concurrency`` (float64),
+        ``side_busy_ns`` (int64, any stream but the busiest busy; ties: the lowest
+        stream id is the busiest), ``side_concurrency`` (float64,
+        multi_stream_ns / side_busy_ns).
     """
     ev = trace.device_events
     rows = []
@@ -91,6 +104,9 @@ def stream_concurrency(trace: Trace) -> pd.DataFrame:
         multi = iv.length(iv.coverage_at_least(streams, 2)) if len(streams) > 1 else 0
         kbusy = iv.length(iv.coverage_at_least(kstreams, 1)) if kstreams else 0
         kmulti = iv.length(iv.coverage_at_least(kstreams, 2)) if len(kstreams) > 1 else 0
+        lengths = [iv.length(u) for u in streams]
+        side = [u for i, u in enumerate(streams) if i != int(np.argmax(lengths))] if len(streams) > 1 else []
+        side_busy = iv.length(iv.coverage_at_least(side, 1)) if side else 0
         rows.append(
             {
                 "device": d,
@@ -101,9 +117,8 @@ def stream_concurrency(trace: Trace) -> pd.DataFrame:
                 "kernel_busy_ns": kbusy,
                 "multi_stream_kernel_ns": kmulti,
                 "kernel_concurrency": fraction(kmulti, kbusy),
+                "side_busy_ns": side_busy,
+                "side_concurrency": fraction(multi, side_busy),
             }
         )
-    return pd.DataFrame(
-        rows,
-        columns=["device", "streams", "busy_ns", "multi_stream_ns", "concurrency", "kernel_busy_ns", "multi_stream_kernel_ns", "kernel_concurrency"],
-    )
+    return pd.DataFrame(rows, columns=STREAM_COLUMNS)

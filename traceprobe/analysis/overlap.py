@@ -55,7 +55,7 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
     compute = device_intervals(trace, compute_mask(trace))
     # numpy columns of the copies and boolean masks per group (no DataFrame per group)
     dev = ev["device"].to_numpy()[is_copy]
-    dirs = ev["direction"][is_copy].astype(object).fillna("unknown").to_numpy()
+    dirs = ev["direction"].astype(object).fillna("unknown").to_numpy()[is_copy]
     start, end, nbytes = (ev[c].to_numpy()[is_copy] for c in ("start_ns", "end_ns", "bytes"))
     for device in np.unique(dev):
         comp = compute.get(int(device), iv.empty())
@@ -97,7 +97,7 @@ def comm_overlap(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     comm = device_intervals(trace, cmask)
     comp = device_intervals(trace, compute_mask(trace))
-    counts = trace.device_events[["device"]][cmask].groupby("device").size()
+    counts = pd.Series(trace.device_events["device"].to_numpy()[cmask]).value_counts()
     rows = []
     for device, u in comm.items():
         if device not in counts.index:
@@ -108,7 +108,7 @@ def comm_overlap(trace: Trace) -> pd.DataFrame:
             {
                 "device": device,
                 "rank": trace.rank,
-                "comm_kernels": int(counts[device]),
+                "comm_kernels": int(counts.loc[device]),
                 "comm_ns": comm_ns,
                 "overlapped_ns": over,
                 "fraction": fraction(over, comm_ns),

@@ -2,10 +2,16 @@
 
 Runs and windows come from :func:`.run.build_runs`. For each window holding two
 or more ranked traces, and each headline figure, the summary gives min, median
-and max across the window's ranks; the *slowest rank* is the one with the
-longest mean step time, or with the longest trace duration where there are no
-steps. Windows are never mixed: a folder of 2 ranks x 2 windows gives two
-summaries of 2 ranks each.
+and max across the window's ranks. Windows are never mixed: a folder of 2 ranks
+x 2 windows gives two summaries of 2 ranks each.
+
+No rank is called *slowest*: in a collective every rank finishes together, and
+the rank with the longest steps or the most busy time is often the one that was
+ahead and waited in its collectives (NCCL kernels spin while they wait). Until
+collectives are matched across ranks, the summary names two ranks separately:
+``busiest_rank``, the rank whose devices ran the most work outside communication
+kernels (``work_ns``, :func:`.busy.work_ns`), and ``most_comm_rank``, the rank with
+the most time in communication kernels (``comm_ns``, waiting for peers included).
 """
 
 from __future__ import annotations
@@ -19,21 +25,26 @@ from .busy import fraction_of
 from .report import OverlapReport
 from .run import Run, build_runs
 
-COLUMNS = ["run", "window", "ranks", "figure", "min", "median", "max", "slowest_rank"]
+COLUMNS = ["run", "window", "ranks", "figure", "min", "median", "max", "busiest_rank", "most_comm_rank"]
 
 
 def headline(r: OverlapReport) -> dict[str, float]:
     """One report's headline figures (fractions in 0..1, times in ns; NaN where undefined).
 
     ``duration_ns`` is the length of the report's trace window
-    (``window_ns[1] - window_ns[0]``).
+    (``window_ns[1] - window_ns[0]``); ``mean_step_ns`` is 1 s / throughput (GPU
+    step times, see :func:`.steps.throughput`); ``gpu_busy_ns`` the time any device
+    was busy; ``work_ns`` the same outside communication kernels
+    (:func:`.busy.work_ns`); ``comm_ns`` the union of communication kernels, summed
+    over devices.
     """
-    copy_all = r.copy_overlap[r.copy_overlap["direction"] == "all"] if not r.copy_overlap.empty else r.copy_overlap
-
-    steps = r.steps
+    copy_all = r.copy_overlap.loc[r.copy_overlap["direction"] == "all"] if not r.copy_overlap.empty else r.copy_overlap
     return {
         "duration_ns": float(r.window_ns[1] - r.window_ns[0]),
-        "mean_step_ns": float(steps["duration_ns"].mean()) if not steps.empty else math.nan,
+        "mean_step_ns": 1e9 / r.throughput if r.throughput > 0 else math.nan,
+        "gpu_busy_ns": float(r.devices.any_busy_ns),
+        "work_ns": float(r.work_ns),
+        "comm_ns": float(r.comm_overlap["comm_ns"].sum()) if not r.comm_overlap.empty else math.nan,
         "utilization": float(r.devices.devices["utilization"].mean()) if not r.devices.devices.empty else math.nan,
         "copy_overlap": fraction_of(copy_all, "overlapped_ns", "copy_ns"),
         "comm_overlap": fraction_of(r.comm_overlap, "overlapped_ns", "comm_ns"),
@@ -53,7 +64,8 @@ def rank_summary(reports: list[OverlapReport] | None = None, runs: list[Run] | N
         DataFrame with columns ``run`` (str, the run label), ``window`` (str,
         e.g. ``steps 2-4``), ``ranks`` (int64, distinct ranks in the window),
         ``figure`` (str, see :func:`headline`), ``min``, ``median``, ``max``
-        (float64), ``slowest_rank`` (int64, same for every row of a window).
+        (float64), ``busiest_rank`` (int64) and ``most_comm_rank`` (Int64, NA
+        without communication), the same for every row of a window (module doc).
         Empty when no window has two ranked traces.
     """
     if runs is None:
@@ -66,9 +78,12 @@ def rank_summary(reports: list[OverlapReport] | None = None, runs: list[Run] | N
                 continue
             figs = pd.DataFrame([headline(r) for _, r in ranked])
             ranks = [k for k, _ in ranked]
-            key = figs["mean_step_ns"] if figs["mean_step_ns"].notna().any() else figs["duration_ns"]
-            slowest = int(ranks[int(np.nanargmax(key.to_numpy()))])
+            busiest = int(ranks[int(np.argmax(figs["work_ns"].to_numpy()))])
+            comm = figs["comm_ns"].to_numpy()
+            most_comm = int(ranks[int(np.nanargmax(comm))]) if np.isfinite(comm).any() else pd.NA
             for fig in figs.columns:
                 col = figs[fig]
-                rows.append([run.name, w.label, w.rank_count, fig, float(col.min()), float(col.median()), float(col.max()), slowest])
-    return pd.DataFrame(rows, columns=COLUMNS)
+                rows.append([run.name, w.label, w.rank_count, fig, float(col.min()), float(col.median()), float(col.max()), busiest, most_comm])
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out["most_comm_rank"] = out["most_comm_rank"].astype("Int64")
+    return out

@@ -2,27 +2,28 @@
 
 This is the facade a notebook user calls: ``overlap_report(load_trace(path))``.
 Each figure is defined once, in the docstring of the function computing it
-(:mod:`.busy`, :mod:`.overlap`, :mod:`.concurrency`, :mod:`.steps`).
+(:mod:`.busy`, :mod:`.overlap`, :mod:`.concurrency`, :mod:`.steps`), over the
+device work launched inside the profiled steps (:mod:`.profiled`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..trace import Trace
 from . import verdicts as vd
 from .breakdown import gpu_breakdown, step_breakdown
-from .busy import compute_mask, fraction_of, stream_busy
-from .collectives import collective_table
+from .busy import comm_mask, compute_mask, fraction_of, stream_busy, work_ns
+from .collectives import collective_table, collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .findings import findings
 from .kernels import kernel_table, queue_times
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
-from .steps import clip_trace, step_windows
+from .profiled import keep_device_events, launches, set_aside, set_aside_notes
+from .steps import device_steps, step_windows, throughput
 
 
 @dataclass(frozen=True)
@@ -31,19 +32,20 @@ class OverlapReport:
 
     Attributes:
         path: the trace file.
-        window_ns: (start, end) of the trace window in ns (first device event
-            start, last device event end); (0, 0) without device events.
+        window_ns: (start, end) of the trace window in ns (first start and last
+            end of the device work counted, see ``set_aside``); (0, 0) without.
         streams: per (device, stream) busy time, see :func:`.busy.stream_busy`.
         copy_overlap: copy/compute overlap, see :func:`.overlap.copy_overlap`.
         devices: cross-device concurrency and per-device busy/idle time.
         stream_concurrency: per device, see :func:`.concurrency.stream_concurrency`.
         comm_overlap: comm/compute overlap, see :func:`.overlap.comm_overlap`.
         cpu_gpu: CPU/GPU overlap, see :class:`.overlap.CpuGpuOverlap`.
-        steps: per ``ProfilerStep``: ``step``, ``start_ns``, ``end_ns``,
-            ``duration_ns`` (int64), ``device_concurrency``, ``copy_overlap``,
-            ``comm_overlap``, ``stream_concurrency`` (float64 fractions, NaN where
-            undefined); empty without step annotations.
-        throughput: steps per second over the step windows (NaN without steps).
+        steps: per ``ProfilerStep``, host and device side (columns in
+            :func:`.steps.device_steps`), with the figures ``device_concurrency``,
+            ``copy_overlap``, ``comm_overlap``, ``stream_concurrency`` (float64
+            fractions of the step's own device work, NaN where undefined); empty
+            without step annotations.
+        throughput: steps per second, see :func:`.steps.throughput` (NaN without steps).
         verdicts: the plain-English statements, see :mod:`.verdicts`.
         rank: distributed rank from the trace's ``distributedInfo``, if any.
         info: manifest facts about the run (workload, variant, wall_s, ...).
@@ -56,6 +58,13 @@ class OverlapReport:
         queue: launch-to-start delay, see :func:`.kernels.queue_times`.
         collectives: the collective kernels launched in the trace, see
             :func:`.collectives.collective_table` (matched across ranks in the Summary).
+        set_aside: device work left out of the figures, see :func:`.profiled.set_aside`.
+        notes: sentences for a person on what has no figure or verdict and why:
+            work set aside, copies or communication under the verdict cut-off.
+        all_device_work: whether the figures keep every device event (``set_aside``
+            then lists what the default would have left out).
+        work_ns: time any device ran work other than communication kernels, see
+            :func:`.busy.work_ns`.
 
     A report is small and picklable (it travels between worker processes): it
     holds figures, never the :class:`~traceprobe.trace.Trace`.
@@ -82,6 +91,10 @@ class OverlapReport:
     kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
     queue: pd.DataFrame = field(default_factory=pd.DataFrame)
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
+    set_aside: pd.DataFrame = field(default_factory=pd.DataFrame)
+    notes: tuple[str, ...] = ()
+    all_device_work: bool = False
+    work_ns: int = 0
 
     @property
     def parallelism(self) -> bool:
@@ -89,93 +102,138 @@ class OverlapReport:
         return any(v.level == "confirmed" for v in self.verdicts)
 
 
-def _copy_context(trace: Trace) -> tuple[dict[int, bool], dict[tuple[int, str], bool]]:
+BUCKETED = {"allreduce", "reducescatter", "allgather"}
+"""Collectives a data-parallel wrapper (DDP, FSDP) issues per gradient bucket or shard."""
+
+
+def _collective_kinds(trace: Trace) -> dict[int, set[str]]:
+    """Per device, the collective types of its comm kernels (:func:`.collectives.collective_type` of each name)."""
     ev = trace.device_events
-    copies = ev[(ev["kind"] == "memcpy").to_numpy()]
-    comp = ev[compute_mask(trace)]
-    same: dict[int, bool] = {}
-    for d, g in copies.groupby("device"):
+    comm = ev.loc[comm_mask(trace)]
+    out: dict[int, set[str]] = {}
+    for d, g in comm.groupby("device"):
+        out[int(d)] = {collective_type(n) for n in g["name"].astype(str).unique()}  # pyright: ignore[reportArgumentType]
+    return out
+
+
+def _comm_hints(colls: dict[int, set[str]]) -> dict[int, str]:
+    hints = {}
+    for d, kinds in colls.items():
+        if kinds & BUCKETED:
+            hints[d] = "communication ran while compute waited; bucket gradients so all-reduce starts during backward"
+        elif kinds and kinds <= {"broadcast", "reduce"}:
+            hints[d] = ("nn.DataParallel's broadcast and reduce run between the replicas' forward and backward and cannot "
+                        "overlap them; DistributedDataParallel all-reduces gradients during backward")
+        else:
+            hints[d] = "communication ran while compute waited; launch independent compute before waiting on the collective"
+    return hints
+
+
+def _copy_hints(trace: Trace, colls: dict[int, set[str]]) -> dict[tuple[int, str], str]:
+    """The ``none`` hint for each (device, direction) of copies: why they did not overlap, and what would help."""
+    ev = trace.device_events
+    copies = ev.loc[(ev["kind"] == "memcpy").to_numpy()]
+    comp = ev.loc[compute_mask(trace)]
+    hints: dict[tuple[int, str], str] = {}
+    for key, g in copies.groupby(["device", copies["direction"].astype(object).fillna("unknown")]):
+        d, direction = int(key[0]), str(key[1])  # pyright: ignore[reportIndexIssue]
+        wrapper = sorted(colls.get(d, set()) & BUCKETED)
+        if direction == "DtoD" and wrapper:
+            hints[(d, direction)] = (
+                f"DtoD copies beside {'/'.join(wrapper)} are the data-parallel wrapper's own copies into and out of its "
+                "communication buffers (DDP's gradient buckets: gradient_as_bucket_view=True removes them; FSDP's copy-in/out), "
+                "not copies to move to another stream"
+            )
+            continue
         comp_streams = set(comp.loc[comp["device"] == d, "stream"].unique().tolist())
-        same[int(d)] = bool(comp_streams) and set(g["stream"].unique().tolist()) <= comp_streams
-    pageable: dict[tuple[int, str], bool] = {}
-    for (d, direction), g in copies.groupby(["device", copies["direction"].astype(object).fillna("unknown")]):
+        if comp_streams and set(g["stream"].unique().tolist()) <= comp_streams:
+            hint = "copies ran on the compute stream, so each waited for the compute before it; issue them on a separate stream ordered by CUDA events"
+        else:
+            hint = "copies ran while no compute kernel did; enqueue the next compute before waiting on a copy"
         kinds = set(g["src_kind"].astype(object).dropna()) | set(g["dst_kind"].astype(object).dropna())
-        pageable[(int(d), str(direction))] = "Pageable" in kinds
-    return same, pageable
+        if "Pageable" in kinds:
+            hint += "; pageable host memory makes copies staged and synchronous: copy into pinned memory"
+        hints[(d, direction)] = hint
+    return hints
 
 
 def _figures(trace: Trace) -> dict[str, Any]:
-    copy = copy_overlap(trace)
-    dev = device_concurrency(trace)
-    streams = stream_concurrency(trace)
-    comm = comm_overlap(trace)
-    return {"copy": copy, "dev": dev, "streams": streams, "comm": comm}
+    return {"copy": copy_overlap(trace), "dev": device_concurrency(trace), "streams": stream_concurrency(trace), "comm": comm_overlap(trace)}
 
 
-def _step_figures(trace: Trace) -> pd.DataFrame:
-    windows = step_windows(trace)
-    device_only = replace(trace, host_events=trace.host_events.iloc[:0])  # _figures reads device events only
-    rows = []
-    for w in windows.itertuples(index=False):
-        f = _figures(clip_trace(device_only, int(w.start_ns), int(w.end_ns)))
-        copy_all = f["copy"][f["copy"]["direction"] == "all"] if not f["copy"].empty else f["copy"]
-        rows.append(
-            {
-                "device_concurrency": f["dev"].concurrency,
-                "copy_overlap": fraction_of(copy_all, "overlapped_ns", "copy_ns"),
-                "comm_overlap": fraction_of(f["comm"], "overlapped_ns", "comm_ns"),
-                "stream_concurrency": fraction_of(f["streams"], "multi_stream_ns", "busy_ns"),
-            }
-        )
-    figs = pd.DataFrame(rows, columns=["device_concurrency", "copy_overlap", "comm_overlap", "stream_concurrency"], dtype=np.float64)
-    return pd.concat([windows.reset_index(drop=True), figs], axis=1)
+def _step_values(trace: Trace) -> dict[str, float]:
+    """The per-step figures of one step's device work (``trace`` holds only that work)."""
+    f = _figures(trace)
+    copy_all = f["copy"][f["copy"]["direction"] == "all"] if not f["copy"].empty else f["copy"]
+    return {
+        "device_concurrency": f["dev"].concurrency,
+        "copy_overlap": fraction_of(copy_all, "overlapped_ns", "copy_ns"),
+        "comm_overlap": fraction_of(f["comm"], "overlapped_ns", "comm_ns"),
+        "stream_concurrency": fraction_of(f["streams"], "multi_stream_ns", "busy_ns"),
+    }
 
 
-def overlap_report(trace: Trace, info: dict[str, Any] | None = None) -> OverlapReport:
+def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_work: bool = False) -> OverlapReport:
     """Compute every figure and verdict of ``trace``.
 
     Args:
         trace: a loaded :class:`~traceprobe.trace.Trace`.
         info: optional facts about the run (from a manifest) carried into the report.
+        all_device_work: keep every device event in the trace-wide figures and
+            verdicts, as traceprobe did before the profiled window existed; by
+            default only device work launched inside the profiled steps counts
+            (:mod:`.profiled`). Steps always hold the work they launched.
 
     Returns:
         an :class:`OverlapReport`.
     """
-    f = _figures(trace)
-    cpu = cpu_gpu_overlap(trace)
-    steps = _step_figures(trace)
-    total = steps["duration_ns"].sum() if not steps.empty else 0
-    throughput = float(len(steps) / (total / 1e9)) if total > 0 else float("nan")
-    same, pageable = _copy_context(trace)
+    la = launches(trace)
+    aside = set_aside(trace, la)
+    kept = trace if all_device_work or aside.empty else keep_device_events(trace, la.kept)
+    f = _figures(kept)
+    cpu = cpu_gpu_overlap(kept)
+    steps = device_steps(trace, la, _step_values)
     dev = f["dev"]
-    duration = trace.window_ns[1] - trace.window_ns[0]
+    busy = {int(r.device): int(r.busy_ns) for r in dev.devices.itertuples(index=False)}  # pyright: ignore[reportAttributeAccessIssue]
+    util = {int(r.device): float(r.utilization) for r in dev.devices.itertuples(index=False)}  # pyright: ignore[reportAttributeAccessIssue]
+    colls = _collective_kinds(kept)
     verdicts = (
-        vd.copy_verdicts(f["copy"], same, pageable, duration)
+        vd.copy_verdicts(f["copy"], busy, _copy_hints(kept, colls))
         + vd.device_verdict(dev.any_busy_ns, dev.concurrent_ns, dev.concurrency, dev.device_count)
-        + vd.stream_verdicts(f["streams"])
-        + vd.comm_verdicts(f["comm"], duration)
+        + vd.stream_verdicts(f["streams"], util)
+        + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls))
         + vd.cpu_gpu_verdict(cpu)
     )
+    notes = set_aside_notes(aside)
+    if all_device_work and notes:
+        notes = [n.replace(": left out", ": kept (--all-device-work)") for n in notes]
+    if not la.linked and not trace.device_events.empty:
+        notes.append("no device event is linked to a launch in this trace (no runtime events): all device work kept")
+    notes += vd.omissions(f["copy"], f["comm"], busy)
     return OverlapReport(
         path=trace.path,
-        window_ns=trace.window_ns,
-        streams=stream_busy(trace),
+        window_ns=kept.window_ns,
+        streams=stream_busy(kept),
         copy_overlap=f["copy"],
         devices=dev,
         stream_concurrency=f["streams"],
         comm_overlap=f["comm"],
         cpu_gpu=cpu,
         steps=steps,
-        throughput=throughput,
+        throughput=throughput(steps),
         verdicts=verdicts,
         rank=trace.rank,
         info=dict(info or {}),
         event_count=int(trace.metadata.get("event_count", 0)),
         warnings=tuple(trace.metadata.get("warnings") or ()),
-        breakdown=gpu_breakdown(trace),
-        breakdown_steps=step_breakdown(trace, steps),
-        findings=findings(trace),
-        kernels=kernel_table(trace),
-        queue=queue_times(trace),
-        collectives=collective_table(trace),
+        breakdown=gpu_breakdown(kept),
+        breakdown_steps=step_breakdown(kept, step_windows(kept)),
+        findings=findings(kept),
+        kernels=kernel_table(kept),
+        queue=queue_times(kept),
+        collectives=collective_table(kept),
+        set_aside=aside,
+        notes=tuple(notes),
+        all_device_work=all_device_work,
+        work_ns=work_ns(kept),
     )

@@ -59,9 +59,11 @@ def step_counts(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pd.Da
 def busy_streams(trace: Trace) -> pd.DataFrame:
     """Per device, the number of its streams busy at each change: ``device``, ``ts``, ``value``."""
     ev = trace.device_events
-    codes, uniq = pd.MultiIndex.from_frame(ev[["device", "stream"]]).factorize() if len(ev) else (np.zeros(0, np.int64), None)
+    dcode, devs = pd.factorize(ev["device"].to_numpy(np.int64))
+    scode, _ = pd.factorize(ev["stream"].to_numpy(np.int64))
+    codes = dcode * (int(scode.max()) + 1 if len(scode) else 1) + scode  # one code per (device, stream)
     k, s, e = iv.grouped_union(codes, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
-    dev = uniq.get_level_values(0).to_numpy(np.int64)[k] if len(k) else k
+    dev = np.asarray(devs, dtype=np.int64)[k // (int(scode.max()) + 1)] if len(k) else k
     return step_counts(dev, s, e).rename(columns={"key": "device"})
 
 
@@ -70,7 +72,7 @@ def busy_devices(trace: Trace) -> pd.DataFrame:
     sets = list(device_intervals(trace).values())
     s = np.concatenate([x[0] for x in sets]) if sets else np.zeros(0, np.int64)
     e = np.concatenate([x[1] for x in sets]) if sets else np.zeros(0, np.int64)
-    return step_counts(np.zeros(len(s), np.int64), s, e)[["ts", "value"]]
+    return step_counts(np.zeros(len(s), np.int64), s, e).loc[:, ["ts", "value"]]
 
 
 def launch_flows(trace: Trace) -> pd.DataFrame:

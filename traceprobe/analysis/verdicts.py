@@ -7,9 +7,11 @@ Thresholds (quoted by the README), applied to a fraction f of the figure:
 - f < 0.05: ``none`` ("no overlap"), with a hint on how to get overlap.
 
 A figure whose denominator is zero (no copies, a single device, ...) gets no verdict,
-nor do copies or communication taking under 1% of the trace's duration (``MIN_SHARE``),
-and CPU/GPU overlap gets none unless both sides did real work (see
-:func:`cpu_gpu_verdict`).
+nor do copies or communication taking under 1% of their device's busy time
+(``MIN_SHARE``; :func:`omissions` names them, so nothing vanishes silently), and
+CPU/GPU overlap gets none unless both sides did real work (see
+:func:`cpu_gpu_verdict`). Hints are chosen to fit: see :func:`stream_verdicts` and
+the report's copy and communication hints.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ CONFIRMED = 0.5
 PARTIAL = 0.05
 MIN_SIDE = 0.05
 MIN_SHARE = 0.01
+MOSTLY_BUSY = 0.5
 
 
 @dataclass(frozen=True)
@@ -69,37 +72,37 @@ def ms(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms"
 
 
-def copy_verdicts(
-    copy: pd.DataFrame, same_stream: dict[int, bool], pageable: dict[tuple[int, str], bool], duration_ns: int = 0
-) -> list[Verdict]:
+def _share(ns: int, busy_ns: int) -> str:
+    return f"{ns / busy_ns:.1%} of its {ms(busy_ns)} busy time" if busy_ns > 0 else "no busy time"
+
+
+def too_small(ns: int, busy_ns: int) -> bool:
+    """Work under ``MIN_SHARE`` (1%) of its device's busy time gets no verdict: it cannot matter to the run."""
+    return ns < MIN_SHARE * busy_ns
+
+
+def copy_verdicts(copy: pd.DataFrame, busy_ns: dict[int, int], hints: dict[tuple[int, str], str]) -> list[Verdict]:
     """Verdicts on copy/compute overlap, one per device and direction (not ``all``).
 
-    Copies that take less than ``MIN_SHARE`` (1%) of ``duration_ns`` (the trace window's length) get no
-    verdict: whether a few µs of copies overlapped does not matter to the run.
-
-    ``same_stream[d]`` says whether every copy on d shared a stream with compute
-    kernels; ``pageable[(d, direction)]`` whether any copy touched pageable memory.
-    Both only shape the hint.
+    Copies under ``MIN_SHARE`` of their device's busy time (``busy_ns[device]``,
+    union of its streams, not the trace span that start-up idle can inflate) get no
+    verdict; :func:`omissions` says so. ``hints[(device, direction)]`` is the hint
+    a ``none`` verdict gives (see ``report._copy_hints``).
     """
     out = []
     for r in copy.itertuples(index=False):
-        if r.direction == "all" or not (r.copy_ns > 0) or math.isnan(r.fraction) or r.copy_ns < MIN_SHARE * duration_ns:
+        d, direction, copy_ns, f = int(r.device), str(r.direction), int(r.copy_ns), float(r.fraction)  # pyright: ignore[reportAttributeAccessIssue]
+        if direction == "all" or copy_ns <= 0 or math.isnan(f) or too_small(copy_ns, busy_ns.get(d, 0)):
             continue
-        lvl = level_of(r.fraction)
-        if same_stream.get(r.device):
-            hint = "copies ran on the compute stream, so each waited for the compute before it; issue them on a separate stream ordered by CUDA events"
-        else:
-            hint = "copies ran while no compute kernel did; enqueue the next compute before waiting on a copy"
-        if pageable.get((r.device, r.direction)):
-            hint += "; pageable host memory makes copies staged and synchronous: copy into pinned memory"
+        lvl = level_of(f)
         out.append(
             Verdict(
                 "copy_overlap",
-                f"cuda:{r.device} {r.direction}",
-                float(r.fraction),
+                f"cuda:{d} {direction}",
+                f,
                 lvl,
-                f"{r.direction} copies on cuda:{r.device} overlapped by compute {r.fraction:.1%} "
-                f"of their {ms(r.copy_ns)}: {_tail(lvl, hint)}",
+                f"{direction} copies on cuda:{d} overlapped by compute {f:.1%} of their {ms(copy_ns)}: "
+                + _tail(lvl, hints.get((d, direction), "")),
             )
         )
     return out
@@ -123,46 +126,79 @@ def device_verdict(any_busy_ns: int, concurrent_ns: int, concurrency: float, dev
     ]
 
 
-def stream_verdicts(streams: pd.DataFrame) -> list[Verdict]:
-    """Verdicts on stream concurrency, for devices with two or more streams."""
+def stream_verdicts(streams: pd.DataFrame, utilization: dict[int, float]) -> list[Verdict]:
+    """Verdicts on stream concurrency, judged on ``side_concurrency`` (see :mod:`.concurrency`).
+
+    Devices with two or more streams only. The ``none`` hint depends on
+    ``utilization[device]``: below ``MOSTLY_BUSY`` (50%) the device was mostly
+    idle, so the streams were short of work, not of free SMs.
+    """
     out = []
     for r in streams.itertuples(index=False):
-        if r.streams < 2 or not (r.busy_ns > 0):
+        d, n, side_ns, multi_ns = int(r.device), int(r.streams), int(r.side_busy_ns), int(r.multi_stream_ns)  # pyright: ignore[reportAttributeAccessIssue]
+        if n < 2 or side_ns <= 0:
             continue
-        lvl = level_of(r.concurrency)
+        f = float(r.side_concurrency)  # pyright: ignore[reportAttributeAccessIssue]
+        lvl = level_of(f)
+        u = utilization.get(d, float("nan"))
+        if not u < MOSTLY_BUSY:  # busy enough, or unknown
+            hint = "the streams took turns; independent work needs free SMs or copy engines to overlap"
+        else:
+            hint = (f"the device was busy only {u:.0%} of the trace: the work is launch-bound, not short of SMs; "
+                    "launch fewer, larger kernels (fuse ops, CUDA graphs)")
         out.append(
             Verdict(
                 "stream_concurrency",
-                f"cuda:{r.device}",
-                float(r.concurrency),
+                f"cuda:{d}",
+                f,
                 lvl,
-                f"two or more of {r.streams} streams on cuda:{r.device} busy at once {r.concurrency:.1%} "
-                f"of its {ms(r.busy_ns)} busy time (kernels only: {r.kernel_concurrency:.1%}): "
-                + _tail(lvl, "the streams took turns; independent work needs free SMs or copy engines to overlap"),
+                f"two or more of {n} streams on cuda:{d} busy at once for {ms(multi_ns)}, {f:.1%} of the {ms(side_ns)} "
+                f"its streams other than the busiest were busy ({float(r.concurrency):.1%} of all its busy time, "  # pyright: ignore[reportAttributeAccessIssue]
+                f"kernels only {float(r.kernel_concurrency):.1%}): " + _tail(lvl, hint),  # pyright: ignore[reportAttributeAccessIssue]
             )
         )
     return out
 
 
-def comm_verdicts(comm: pd.DataFrame, duration_ns: int = 0) -> list[Verdict]:
-    """Verdicts on communication/compute overlap, one per device (none under ``MIN_SHARE`` of ``duration_ns``)."""
+def comm_verdicts(comm: pd.DataFrame, busy_ns: dict[int, int], hints: dict[int, str]) -> list[Verdict]:
+    """Verdicts on communication/compute overlap, one per device.
+
+    None under ``MIN_SHARE`` of the device's busy time (:func:`omissions` says so);
+    ``hints[device]`` is the ``none`` hint, chosen by the collectives that ran
+    (see ``report._comm_hints``).
+    """
     out = []
     for r in comm.itertuples(index=False):
-        if not (r.comm_ns > 0) or r.comm_ns < MIN_SHARE * duration_ns:
+        d, comm_ns, f = int(r.device), int(r.comm_ns), float(r.fraction)  # pyright: ignore[reportAttributeAccessIssue]
+        if comm_ns <= 0 or too_small(comm_ns, busy_ns.get(d, 0)):
             continue
-        lvl = level_of(r.fraction)
-        rank = "" if pd.isna(r.rank) else f" (rank {r.rank})"
+        lvl = level_of(f)
+        rank = "" if pd.isna(r.rank) else f" (rank {r.rank})"  # pyright: ignore[reportAttributeAccessIssue]
         out.append(
             Verdict(
                 "comm_overlap",
-                f"cuda:{r.device}{rank}",
-                float(r.fraction),
+                f"cuda:{d}{rank}",
+                f,
                 lvl,
-                f"NCCL kernels on cuda:{r.device}{rank} overlapped by compute {r.fraction:.1%} of their "
-                f"{ms(r.comm_ns)}: "
-                + _tail(lvl, "communication ran while compute waited; bucket gradients so all-reduce starts during backward"),
+                f"NCCL kernels on cuda:{d}{rank} overlapped by compute {f:.1%} of their {ms(comm_ns)}: " + _tail(lvl, hints.get(d, "")),
             )
         )
+    return out
+
+
+def omissions(copy: pd.DataFrame, comm: pd.DataFrame, busy_ns: dict[int, int]) -> list[str]:
+    """One line for each copy direction or device's communication that exists but gets no verdict (under ``MIN_SHARE``)."""
+    out = []
+    for r in copy.itertuples(index=False):
+        d, direction, copy_ns = int(r.device), str(r.direction), int(r.copy_ns)  # pyright: ignore[reportAttributeAccessIssue]
+        if direction != "all" and copy_ns > 0 and too_small(copy_ns, busy_ns.get(d, 0)):
+            out.append(f"{int(r.copies):,} {direction} copies on cuda:{d} took {ms(copy_ns)}, {_share(copy_ns, busy_ns.get(d, 0))}: "  # pyright: ignore[reportAttributeAccessIssue]
+                       f"under the {MIN_SHARE:.0%} cut-off, no verdict")
+    for r in comm.itertuples(index=False):
+        d, comm_ns = int(r.device), int(r.comm_ns)  # pyright: ignore[reportAttributeAccessIssue]
+        if comm_ns > 0 and too_small(comm_ns, busy_ns.get(d, 0)):
+            out.append(f"{int(r.comm_kernels):,} NCCL kernels on cuda:{d} took {ms(comm_ns)}, {_share(comm_ns, busy_ns.get(d, 0))}: "  # pyright: ignore[reportAttributeAccessIssue]
+                       f"under the {MIN_SHARE:.0%} cut-off, no verdict")
     return out
 
 

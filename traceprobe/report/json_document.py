@@ -17,7 +17,7 @@ from .. import __version__
 from ..analysis.collectives import WindowCollectives
 from ..analysis.report import OverlapReport
 from ..analysis.summary import Summary
-from .sections import rank_rows, top_kernels
+from .sections import top_kernels
 
 SCHEMA_VERSION = 2
 
@@ -77,6 +77,10 @@ def report_dict(r: OverlapReport) -> dict[str, Any]:
         },
         "steps": rows(r.steps),
         "throughput_steps_per_s": r.throughput,
+        "work_ns": r.work_ns,
+        "all_device_work": r.all_device_work,
+        "set_aside": rows(r.set_aside),
+        "notes": list(r.notes),
         "verdicts": [
             {"figure": v.figure, "subject": v.subject, "value": v.value, "level": v.level, "text": v.text} for v in r.verdicts
         ],
@@ -114,7 +118,7 @@ def document(summary: Summary) -> dict[str, Any]:
         "schema": SCHEMA_VERSION,
         "traceprobe": __version__,
         "traces": [report_dict(r) for r in summary.reports],
-        "rank_summary": rows(rank_rows(summary.rank_summary)),
+        "rank_summary": rows(summary.rank_summary),
         "variants": rows(summary.variants),
         "collectives": [collectives_dict(c) for c in summary.collectives],
         "failures": [{"path": f.path, "error": f.error} for f in summary.failures],

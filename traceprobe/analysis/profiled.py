@@ -1,0 +1,156 @@
+"""The profiled window: which device work belongs to the recorded steps.
+
+A GPU runs behind its host, often by more than a step. A profiler window therefore
+opens with device work launched during the unrecorded warm-up step (NCCL kernels
+spin-waiting on a lagging peer, say), and may close with work launched after the
+last step. Counting that work as if it were in the window skews every figure.
+
+Each device event is placed by its *launch*: the ``cuda_runtime``/``cuda_driver``
+host event with the same CUPTI correlation id (Kineto's ``args.correlation``; the
+earliest one where several share it; :func:`.breakdown.launch_start_ns`). Its class:
+
+- ``steps``: launched inside the profiled steps, from the first
+  ``ProfilerStep#N``'s start to the last one's end; without step annotations,
+  launched anywhere in the trace;
+- ``no launch``: no launch with its correlation id in the trace: launched before
+  the profiler started recording (or by a thread it did not record);
+- ``before steps``: launched in the trace but before the first step's start;
+- ``after steps``: launched after the last step's end.
+
+By default every figure, step and verdict uses the ``steps`` class only; the rest
+is *set aside*, and the report says how much device time, of what, and why.
+A trace that links no device event to a launch (no runtime events recorded, as in
+hand-made traces) cannot be classified: all its device work is kept, and a
+step's device work is then what starts inside the step's host window.
+
+HolisticTraceAnalysis is the anchor (``Trace._filter_irrelevant_gpu_kernels`` in
+``hta/common/trace.py``): it keeps GPU kernels whose correlation id matches a CPU
+launch starting before the last ``ProfilerStep``'s start, or before its end with
+``include_last_profiler_step=True``. traceprobe differs in four ways: the last step
+is kept (it was recorded in full); work launched before the first step is set
+aside too; memcpys and memsets are classified as kernels are; and the rule also
+applies with a single step (HTA filters only with two or more).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals as iv
+from ..trace import Trace
+from .breakdown import launch_start_ns
+
+STEPS, NO_LAUNCH, BEFORE, AFTER = 0, 1, 2, 3
+CLASSES = ("steps", "no launch", "before steps", "after steps")
+"""Class names, indexed by the codes above."""
+REASONS = {
+    NO_LAUNCH: "launched before the trace began (no launch call in the trace)",
+    BEFORE: "launched before the first recorded step",
+    AFTER: "launched after the last recorded step",
+}
+SET_ASIDE_COLUMNS = ["reason", "device", "work", "events", "busy_ns"]
+
+
+@dataclass(frozen=True)
+class Launches:
+    """Where each device event of a trace was launched.
+
+    Attributes:
+        launch_ns: int64 per row of ``trace.device_events``: the start of its launch
+            call in ns; -1 where none is in the trace. When the trace links no event
+            to a launch, the event's own start (see the module docstring).
+        cls: int8 class code per row (``STEPS``, ``NO_LAUNCH``, ``BEFORE``, ``AFTER``).
+        linked: whether any device event matched a launch.
+        lo_ns, hi_ns: the launch window, [first step start, last step end]; the
+            trace's first and last host or device time without steps.
+    """
+
+    launch_ns: np.ndarray
+    cls: np.ndarray
+    linked: bool
+    lo_ns: int
+    hi_ns: int
+
+    @property
+    def kept(self) -> np.ndarray:
+        """Boolean mask of device events launched inside the profiled steps."""
+        return self.cls == STEPS
+
+
+def launches(trace: Trace) -> Launches:
+    """Launch time and class of every device event (module docstring)."""
+    dev = trace.device_events
+    launch = launch_start_ns(trace)
+    linked = bool((launch >= 0).any())
+    st = trace.steps
+    if not st.empty:
+        lo, hi = int(st["start_ns"].min()), int(st["end_ns"].max())
+    else:
+        times = [df[c].to_numpy() for df in (trace.host_events, dev) for c in ("start_ns", "end_ns") if not df.empty]
+        lo = int(min(t.min() for t in times)) if times else 0
+        hi = int(max(t.max() for t in times)) if times else 0
+    cls = np.full(len(dev), STEPS, dtype=np.int8)
+    if not linked:
+        # nothing to classify by: keep everything; a step's work is what starts in its window
+        launch = dev["start_ns"].to_numpy(np.int64).clip(lo, hi) if len(dev) else launch
+        return Launches(launch, cls, False, lo, hi)
+    cls[launch < 0] = NO_LAUNCH
+    cls[(launch >= 0) & (launch < lo)] = BEFORE
+    cls[launch > hi] = AFTER
+    return Launches(launch, cls, True, lo, hi)
+
+
+def keep_device_events(trace: Trace, mask: np.ndarray) -> Trace:
+    """``trace`` with only the device events selected by ``mask`` (host events unchanged)."""
+    return replace(trace, device_events=trace.device_events[mask].reset_index(drop=True))
+
+
+def _work(dev: pd.DataFrame) -> np.ndarray:
+    kind = dev["kind"].astype(object).to_numpy()
+    return np.where(dev["is_comm"].to_numpy(), "communication", np.where(kind == "kernel", "compute", kind)).astype(object)
+
+
+def set_aside(trace: Trace, la: Launches) -> pd.DataFrame:
+    """Device work left out of the figures, by reason, device and kind of work.
+
+    Returns:
+        DataFrame with columns ``reason`` (str, see ``REASONS``), ``device``
+        (int64), ``work`` (str: ``compute``, ``communication``, ``memcpy`` or
+        ``memset``), ``events`` (int64) and ``busy_ns`` (int64, length of the union
+        of those events' intervals); empty when nothing was set aside.
+    """
+    out = la.cls != STEPS
+    if not out.any():
+        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("reason", "work") else np.int64) for c in SET_ASIDE_COLUMNS})
+    dev = trace.device_events.loc[out]
+    frame = pd.DataFrame(
+        {
+            "code": la.cls[out],
+            "device": dev["device"].to_numpy(np.int64),
+            "work": _work(dev),
+            "start_ns": dev["start_ns"].to_numpy(),
+            "end_ns": dev["end_ns"].to_numpy(),
+        }
+    )
+    rows = []
+    for key, g in frame.groupby(["code", "device", "work"], sort=True):
+        code, device, work = key  # pyright: ignore[reportGeneralTypeIssues]
+        busy = iv.length(iv.union(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()))
+        rows.append([REASONS[int(code)], int(device), str(work), len(g), busy])
+    return pd.DataFrame(rows, columns=SET_ASIDE_COLUMNS)
+
+
+def set_aside_notes(aside: pd.DataFrame) -> list[str]:
+    """One sentence per reason and kind of work, e.g. ``14.2 ms of communication (16 kernels) ...: left out``."""
+    notes = []
+    for key, g in aside.groupby(["reason", "work"], sort=False):
+        work = key[1]  # pyright: ignore[reportIndexIssue]
+        reason = key[0]  # pyright: ignore[reportIndexIssue]
+        n = int(g["events"].sum())
+        unit = "kernels" if work in ("compute", "communication") else "events"
+        devices = ", ".join(f"cuda:{d}" for d in g["device"])
+        notes.append(f"{g['busy_ns'].sum() / 1e6:.1f} ms of {work} on {devices} ({n} {unit}) {reason}: left out")
+    return notes
