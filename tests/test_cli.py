@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import json
 from pathlib import Path
 
+import jsonschema
+import pytest
 from typer.testing import CliRunner
 
 from traceprobe.cli import app
@@ -19,6 +23,14 @@ def test_json_report_on_samples():
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["schema"] == 2 and not doc["failures"]
+    schema = json.loads(runner.invoke(app, ["schema"]).stdout)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(doc, schema, cls=jsonschema.Draft202012Validator)  # the report of every sample trace
+    bad = json.loads(res.stdout)
+    bad["traces"][0]["streams"][0]["busy_ns"] = 1.5
+    with pytest.raises(jsonschema.ValidationError):  # ns are integers
+        jsonschema.validate(bad, schema, cls=jsonschema.Draft202012Validator)
     by = {(t["workload"], t["variant"]): t for t in doc["traces"]}
     ov = by[("compute-copy", "overlapped")]
     dtoh = [r for r in ov["copy_overlap"] if r["direction"] == "DtoH"][0]
@@ -32,6 +44,8 @@ def test_json_report_on_samples():
 def test_table_markdown_csv():
     f = str(SAMPLES / "compute-copy.overlapped.pt.trace.json.gz")
     res = runner.invoke(app, ["overlap-report", f])
+    assert res.exit_code == 0 and "compute-copy.overlapped" in res.stdout and "98% yes" in res.stdout
+    res = runner.invoke(app, ["overlap-report", f, "--detail"])
     assert res.exit_code == 0 and "parallelism confirmed" in res.stdout
     res = runner.invoke(app, ["overlap-report", f, "--format", "markdown"])
     assert res.exit_code == 0 and res.stdout.startswith("## compute-copy.overlapped")
@@ -88,3 +102,37 @@ def test_record_perfetto_writes_pftrace(tmp_path):
     # pftrace files are not taken for Chrome traces by overlap-report
     res = runner.invoke(app, ["overlap-report", str(out), "--format", "json"])
     assert res.exit_code == 0 and len(json.loads(res.stdout)["traces"]) == 3
+
+
+def test_version_and_short_help():
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout.startswith("traceprobe ")
+    for args in (["-h"], ["overlap-report", "-h"], ["export", "-h"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0 and "Usage:" in res.stdout
+
+
+def test_help_at_80_columns_shows_whole_option_names():
+    res = runner.invoke(app, ["overlap-report", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert res.exit_code == 0
+    for name in ("--min-device-concurrency", "--min-copy-overlap", "--trace-processor", "--detail", "--format"):
+        assert name in res.stdout
+    assert "\u2026" not in res.stdout and max(map(len, res.stdout.splitlines())) <= 80
+
+
+@pytest.mark.parametrize("value,code", [("0.5", 1), ("50%", 1), ("0", 0), ("0%", 0), ("90", 2), ("-0.1", 2), ("abc", 2), ("101%", 2)])
+def test_fraction_options(value, code):
+    nb = str(SAMPLES / "compute-copy.nonblocking.pt.trace.json.gz")
+    res = runner.invoke(app, ["overlap-report", nb, "--min-copy-overlap", value, "-f", "json"])
+    assert res.exit_code == code, res.output
+    if code == 2:
+        assert "not a fraction" in res.output
+
+
+def test_csv_ns_columns_are_integers():
+    f = str(SAMPLES / "data-parallel.ddp.rank0.pt.trace.json.gz")
+    res = runner.invoke(app, ["overlap-report", f, "--format", "csv"])
+    assert res.exit_code == 0
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    ns = [v for r in rows for c, v in r.items() if c.endswith("_ns") and v]
+    assert len(ns) > 100 and all(v.lstrip("-").isdigit() for v in ns)

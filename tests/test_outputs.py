@@ -36,9 +36,13 @@ def test_markup_in_names_prints_literally(tmp_path):
     folder.mkdir()
     _trace(folder / "t.json", kernel=HOSTILE)
     (folder / f"bad{HOSTILE_NAME}.json").write_text("{not json")
-    res = runner.invoke(app, ["overlap-report", str(folder), "--jobs", "1"], env={"COLUMNS": "300"})
+    (tmp_path / "plain").mkdir()
+    _trace(tmp_path / "plain" / "u.json")
+    res = runner.invoke(app, ["overlap-report", str(folder), str(tmp_path / "plain"), "--jobs", "1"], env={"COLUMNS": "300"})
     assert res.exit_code == 2, res.output  # a bad file: 2, never 1 (a gate)
-    assert str(folder / "t.json") in res.stdout
+    assert HOSTILE_NAME[:30] in res.stdout  # the summary's run column, literally (cut at its width)
+    detail = runner.invoke(app, ["overlap-report", str(folder / "t.json"), "--detail"], env={"COLUMNS": "300"})
+    assert str(folder / "t.json") in detail.stdout and "\x1b]8;" not in detail.output
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(str(folder / f"bad{HOSTILE_NAME}.json") + ": ")
     assert "\x1b]8;" not in res.output  # no terminal hyperlink
@@ -117,3 +121,15 @@ def test_unexpected_error_is_one_line_exit_2(monkeypatch, capsys):
         cli.main()
     assert e.value.code == 2
     assert capsys.readouterr().err == "error: RuntimeError: something\\nbroke\n"
+
+
+def test_files_traceprobe_wrote_are_skipped_in_folder_scans(tmp_path):
+    _trace(tmp_path / "t.json")
+    res = runner.invoke(app, ["overlap-report", str(tmp_path), "--format", "json", "--output", str(tmp_path / "report.json")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["export", str(tmp_path), "--json", "--perfetto", "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert {p.name for p in tmp_path.iterdir()} == {"t.json", "report.json", "t.perfetto.json.gz", "t.pftrace"}
+    res = runner.invoke(app, ["overlap-report", str(tmp_path), "--format", "json"])
+    assert res.exit_code == 0, res.output  # the report and the exports are not read as traces
+    assert [Path(t["path"]).name for t in json.loads(res.stdout)["traces"]] == ["t.json"]

@@ -89,5 +89,5 @@ def test_cli_reports_set_aside_work_and_all_device_work(tmp_path):
     res = CliRunner().invoke(app, ["overlap-report", str(path), "--format", "json", "--jobs", "1", "--all-device-work"])
     doc = json.loads(res.stdout)["traces"][0]
     assert doc["comm_overlap"][0]["fraction"] == pytest.approx(0.41) and doc["all_device_work"]
-    table = CliRunner().invoke(app, ["overlap-report", str(path), "--jobs", "1"])
+    table = CliRunner().invoke(app, ["overlap-report", str(path), "--jobs", "1", "--detail"])
     assert "6.0 ms of communication" in table.stdout

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import traceprobe
+from traceprobe import TraceFormatError, load_trace, overlap_report
 
 DATA = Path(__file__).parent / "data" / "public"
 FILES = sorted(p.name for p in DATA.glob("*.json*"))
@@ -93,3 +94,94 @@ def test_kineto_after_fix_metadata_and_sync_events():
     host = trace.host_events
     assert sorted(host["cat"].astype(str).value_counts().items()) == [("cpu_op", 4), ("cuda_runtime", 1)]
     assert report.streams["busy_ns"].tolist() == [20]
+
+
+# --- devices named by their backend; JSON that is not a Kineto trace --------------------------
+# SYNTHETIC traces shaped like HolisticTraceAnalysis's tests/data/amd_trace (ROCm 6.2, MI250)
+# and tests/data/mtia_trace_single_rank / mtia_inference_trace: same categories, args and ids.
+
+
+def _write(tmp_path, name, doc):
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_rocm_trace_is_hip_and_rccl_is_communication(tmp_path, monkeypatch):
+    from traceprobe import kineto
+
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": i, "name": "AMD Radeon Graphics", "totalGlobalMem": 68702699520, "warpSize": 64} for i in range(4)],
+        "traceName": "synthetic: ROCm-shaped",
+        "traceEvents": [
+            {"ph": "X", "cat": "cuda_runtime", "name": "hipMemcpyWithStream", "pid": 9, "tid": 9, "ts": 100.301, "dur": 60.204,
+             "args": {"External id": 8, "stream": "0x0", "correlation": 117, "size": "2560", "kind": "1"}},
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Host -> Device)", "pid": 2, "tid": 0, "ts": 116.206, "dur": 22.441,
+             "args": {"External id": 8, "device": 2, "stream": 0, "correlation": 117, "kind": "HtoD"}},
+            {"ph": "X", "cat": "kernel", "name": "Cijk_Ailk_Bljk_SB_MT64x64", "pid": 2, "tid": 0, "ts": 140.0, "dur": 10.0,
+             "args": {"device": 2, "stream": 0, "correlation": 118}},
+            {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_Generic(ncclDevComm*, unsigned long, ncclWork*) [rccl]", "pid": 2, "tid": 1,
+             "ts": 141.0, "dur": 5.0, "args": {"device": 2, "stream": 1, "correlation": 119}},
+        ],
+    }
+    p = _write(tmp_path, "rocm.json", doc)
+    monkeypatch.setattr(kineto, "_decode_whole", None)  # ROCm's string stream ids stay on the fast path
+    t = load_trace(p)
+    assert t.backend == "hip" and t.device_label(2) == "hip:2"
+    assert t.device_events["is_comm"].tolist() == [False, False, True]
+    assert t.device_events["direction"].tolist()[0] == "HtoD"
+    r = overlap_report(t)
+    assert not r.comm_overlap.empty
+
+
+def test_mtia_events_are_device_work(tmp_path):
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 17, "name": "ARTEMIS"}],
+        "distributedInfo": {"backend": "mtia:hccl,cpu:gloo", "rank": 0, "world_size": 1},
+        "traceName": "synthetic: MTIA-shaped",
+        "traceEvents": [
+            {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution", "pid": 865, "tid": 865,
+             "ts": 10.0, "dur": 3.0, "args": {"correlation": 21600000}},
+            {"ph": "X", "cat": "mtia_ccp_events", "name": "add-dtype_Float", "pid": 17, "tid": 3774, "ts": 20.0, "dur": 10.0,
+             "args": {"column": 0, "correlation": 21600000, "packet_ptr": 1, "row": 0, "stream": 108}},
+            {"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 17, "tid": 3808, "ts": 25.0, "dur": 10.0,
+             "args": {"direction": "DEVICE_TO_HOST", "size": 16, "k_work_ptr": 3221765576, "packet_ptr": 225, "sqid": 1, "stream": 104}},
+            {"ph": "X", "cat": "mtia_ccp_events", "name": "event_wait", "pid": 17, "tid": 3774, "ts": 30.0, "dur": 100.0,
+             "args": {"stream": 108, "wait_on_stream": 104, "seq_num": 550218, "sqid": 11, "host_ctx": 1}},
+            {"ph": "M", "name": "process_name", "pid": 17, "tid": 0, "args": {"name": "MTIA 17"}},
+        ],
+    }
+    t = load_trace(_write(tmp_path, "mtia_rank_0.json", doc))
+    assert t.backend == "mtia" and t.device_label(17) == "mtia:17"
+    ev = t.device_events
+    assert ev[["device", "stream", "kind"]].values.tolist() == [[17, 108, "kernel"], [17, 104, "memcpy"]]
+    assert set(t.host_events["cat"]) == {"cuda_runtime"}
+    r = overlap_report(t)
+    assert r.devices.device_count == 1 and r.verdicts  # judged, not "no device activity"
+
+
+def test_cuda_is_the_default_backend(tmp_path):
+    p = _write(tmp_path, "k.json", {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1}]})
+    assert load_trace(p).backend == "cuda" and load_trace(p).device_label(0) == "cuda:0"
+
+
+@pytest.mark.parametrize(
+    "name, doc, needle",
+    [
+        ("benchmark_simple_add_et.json", {"schema": "1.0.3-chakra.0.0.4", "pid": 1, "time": "x", "start_ts": 1, "nodes": [{"id": 1, "name": "[pytorch|profiler|execution_trace|process]"}]}, "PyTorch execution trace"),
+        ("memory_timeline.json", [[1, 2, 3], [[0, 1], [2, 3], [4, 5]]], "memory-timeline"),
+        ("snapshot.json", {"segments": [], "device_traces": []}, "memory snapshot"),
+        ("manifest.json", {"environment": {"torch": "2.13"}, "variants": [{"workload": "w", "variant": "v"}]}, "traceprobe manifest"),
+        ("report.json", {"schema": 2, "traceprobe": "0.1.0", "traces": []}, "traceprobe report"),
+        ("other.json", {"a": 1}, "no 'traceEvents'"),
+        ("empty.json", {"traceEvents": []}, "no events"),
+    ],
+)
+def test_json_that_is_not_a_kineto_trace_is_named(tmp_path, name, doc, needle):
+
+    p = _write(tmp_path, name, doc)
+    with pytest.raises(TraceFormatError) as e:
+        load_trace(p)
+    assert needle in str(e.value) and str(e.value).startswith(str(p)) and "\n" not in str(e.value)

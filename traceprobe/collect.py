@@ -11,6 +11,7 @@ are still reported.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -31,6 +32,26 @@ def _is_trace_name(name: str) -> bool:
     return name != "manifest.json" and (name.endswith(".json") or name.endswith(".json.gz"))
 
 
+_REPORT_HEAD = re.compile(rb'^\{\s*"schema":\s*\d+,\s*"traceprobe":')
+
+
+def written_by_traceprobe(path: Path) -> bool:
+    """Whether ``path`` is a file traceprobe wrote that is not a trace: ``manifest.json``,
+    an ``export --json`` file (``*.perfetto.json[.gz]``) or an ``overlap-report --format
+    json`` report (it begins ``{"schema": N, "traceprobe": ...``, see
+    :mod:`traceprobe.report.json_document`). Folder scans skip these."""
+    name = path.name
+    if name == "manifest.json" or name.endswith((".perfetto.json", ".perfetto.json.gz")):
+        return True
+    if not name.endswith(".json"):
+        return False
+    try:
+        with open(path, "rb") as f:
+            return bool(_REPORT_HEAD.match(f.read(64)))
+    except OSError:
+        return False
+
+
 def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
     """Expand files and folders (recursively) into a sorted, de-duplicated list of trace files.
 
@@ -43,7 +64,8 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and _is_trace_name(f.name) and not f.name.startswith("."))
+            found = sorted(f for f in p.rglob("*") if f.is_file() and _is_trace_name(f.name) and not f.name.startswith(".")
+                           and not written_by_traceprobe(f))
             if not found:
                 failures.append(Failure(str(p), "folder holds no trace files (*.json, *.json.gz)"))
             files.extend(found)

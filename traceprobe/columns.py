@@ -20,6 +20,33 @@ from .timestamps import INVALID, MISSING
 NO_ID = -(2**63)
 """An id (``args.device``, ``stream``, ``correlation``, ``bytes``, ``External id``) that is absent or not a number."""
 
+DEVICE_CATEGORIES = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "mtia_ccp_events": "mtia",
+}
+"""Kineto ``cat`` (lower-cased) of device activity -> traceprobe ``kind``. MTIA's
+``mtia_ccp_events`` hold kernels, DMA copies and stream events alike: their kind
+is decided by name in :mod:`.trace`."""
+
+HOST_CATEGORIES = {
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "cuda_runtime": "cuda_runtime",
+    "runtime": "cuda_runtime",
+    "cuda_driver": "cuda_driver",
+    "user_annotation": "user_annotation",
+    "mtia_runtime": "cuda_runtime",
+}
+"""Kineto ``cat`` (lower-cased) of host activity -> traceprobe ``cat``."""
+
+KINDS = np.array([None, *dict.fromkeys(DEVICE_CATEGORIES.values()), *dict.fromkeys(HOST_CATEGORIES.values())], dtype=object)
+"""traceprobe kind/cat per category code (0: not kept)."""
+N_DEVICE_KINDS = len(set(DEVICE_CATEGORIES.values()))
+CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0]) for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES).items()}
 PH_CODES = {"X": 1, "B": 2, "E": 3}
 """Chrome trace ``ph`` of complete events, begins and ends; every other phase is skipped."""
 ID_COLUMNS = ("device", "stream", "correlation", "bytes", "external_id")
@@ -103,8 +130,15 @@ def id_columns(args: Any) -> list[np.ndarray]:
     try:
         flat = np.fromiter(chain.from_iterable(map(attrgetter(*ID_COLUMNS), args)), np.int64, len(ID_COLUMNS) * n)
         return [np.ascontiguousarray(c) for c in flat.reshape(n, len(ID_COLUMNS)).T]
-    except (TypeError, ValueError, OverflowError):  # tolerant structs: anything may be there
-        return [np.fromiter(map(as_int, map(attrgetter(a), args)), np.int64, n) for a in ID_COLUMNS]
+    except (TypeError, ValueError, OverflowError):  # labels, or tolerant structs: column by column
+        return [_id_column(args, a) for a in ID_COLUMNS]
+
+
+def _id_column(args: Any, attr: str) -> np.ndarray:
+    try:
+        return np.fromiter(map(attrgetter(attr), args), np.int64, len(args))
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter(map(as_int, map(attrgetter(attr), args)), np.int64, len(args))
 
 
 def collective_columns(args: Any) -> dict[str, np.ndarray]:

@@ -33,7 +33,9 @@ import msgspec
 import numpy as np
 
 from .columns import (
+    CAT_CODE,
     ID_COLUMNS,
+    N_DEVICE_KINDS,
     NO_ID,
     PH_CODES,
     Codes,
@@ -46,40 +48,18 @@ from .columns import (
 )
 from .errors import TraceFormatError
 from .timestamps import MISSING, parse_us
-from .tracefile import not_kineto_reason, read_trace_bytes
+from .tracefile import NOT_A_TRACE, not_kineto_reason, read_trace_bytes
 
 PIECE_BYTES = 16 << 20
 """Largest stretch of ``traceEvents`` decoded to structs at a time (bytes)."""
 
-DEVICE_CATEGORIES = {
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
-}
-"""Kineto ``cat`` (lower-cased) of device activity -> traceprobe ``kind``."""
-
-HOST_CATEGORIES = {
-    "cpu_op": "cpu_op",
-    "operator": "cpu_op",
-    "cuda_runtime": "cuda_runtime",
-    "runtime": "cuda_runtime",
-    "cuda_driver": "cuda_driver",
-    "user_annotation": "user_annotation",
-}
-"""Kineto ``cat`` (lower-cased) of host activity -> traceprobe ``cat``."""
-
-KINDS = np.array([None, *dict.fromkeys(DEVICE_CATEGORIES.values()), *dict.fromkeys(HOST_CATEGORIES.values())], dtype=object)
-"""traceprobe kind/cat per category code (0: not kept)."""
-_N_DEVICE = len(set(DEVICE_CATEGORIES.values()))
-_CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0]) for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES).items()}
 class _Args(msgspec.Struct, gc=False):
-    device: int = NO_ID
-    stream: int = NO_ID
-    correlation: int = NO_ID
-    bytes: int = NO_ID
-    external_id: int = msgspec.field(default=NO_ID, name="External id")
+    # ids are ints; a label (ROCm's runtime "stream": "0x0") is read as no id
+    device: int | str = NO_ID
+    stream: int | str = NO_ID
+    correlation: int | str = NO_ID
+    bytes: int | str = NO_ID
+    external_id: int | str = msgspec.field(default=NO_ID, name="External id")
     # collectives (torch's record_param_comms, and NCCL kernels of newer torch)
     collective: str | None = msgspec.field(default=None, name="Collective name")
     in_nelems: int = msgspec.field(default=NO_ID, name="In msg nelems")
@@ -214,7 +194,7 @@ class Decoded:
 
 def _cat_code(v: Any) -> int:
     """Category code: older torch releases wrote capitalised names (``Kernel``, ``Memcpy``)."""
-    return _CAT_CODE.get(v.lower(), 0) if isinstance(v, str) else 0
+    return CAT_CODE.get(v.lower(), 0) if isinstance(v, str) else 0
 
 
 def _ph_code(v: Any) -> int:
@@ -286,7 +266,7 @@ class _Builder:
         parts, self.parts = self.parts, []
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else empty_columns()
         out = {}
-        for what, in_table in (("device", (cols["cat"] > 0) & (cols["cat"] <= _N_DEVICE)), ("host", cols["cat"] > _N_DEVICE)):
+        for what, in_table in (("device", (cols["cat"] > 0) & (cols["cat"] <= N_DEVICE_KINDS)), ("host", cols["cat"] > N_DEVICE_KINDS)):
             x = {k: v[in_table & (cols["ph"] == 1)] for k, v in cols.items()}
             be = {k: v[in_table & (cols["ph"] > 1)] for k, v in cols.items()}
             missing_dur = int((x["dur_status"] == MISSING).sum())
@@ -362,8 +342,9 @@ def _decode_whole(path: str | Path, raw: Any) -> _WholeTrace:
         return _WHOLE.decode(raw)
     except msgspec.ValidationError as exc:
         msg = str(exc)
-        if "missing required field `traceEvents`" in msg:
-            raise TraceFormatError(path, not_kineto_reason(raw)) from None
+        reason = not_kineto_reason(raw)
+        if "missing required field `traceEvents`" in msg or reason != NOT_A_TRACE:
+            raise TraceFormatError(path, reason) from None
         raise TraceFormatError(path, f"unexpected trace content: {msg}") from None
     except msgspec.DecodeError as exc:
         msg = str(exc)

@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .columns import COLLECTIVE_ARGS, MAX_DUR_US, MAX_TS_US, NO_ID
+from .columns import COLLECTIVE_ARGS, DEVICE_CATEGORIES, HOST_CATEGORIES, KINDS, MAX_DUR_US, MAX_TS_US, NO_ID
 from .errors import TraceFormatError
-from .kineto import DEVICE_CATEGORIES, HEAD_FIELDS, HOST_CATEGORIES, KINDS, Decoded, read_events
+from .kineto import HEAD_FIELDS, Decoded, read_events
 from .sources import is_url
 
-__all__ = ["DEVICE_CATEGORIES", "HOST_CATEGORIES", "MAX_DUR_US", "MAX_STREAMS", "MAX_TS_US", "Trace", "load_trace"]
+__all__ = ["DEVICE_CATEGORIES", "HOST_CATEGORIES", "MAX_DUR_US", "MAX_STREAMS", "MAX_TS_US", "Trace", "backend_of", "load_trace"]
 
 _MEMCPY_RE = re.compile(r"^Memcpy\s+(?P<direction>\w+)\s*\((?P<src>\w+)\s*->\s*(?P<dst>\w+)\)")
 # ROCm (roctracer) names copies CopyHostToDevice, CopyDeviceToHost, CopyDeviceToDevice
@@ -37,6 +37,7 @@ _COMM_RE = re.compile(r"nccl|rccl", re.IGNORECASE)
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 _ID_RE = re.compile(r"^\s*(-?\d+)\s*$|(?<![-\d])(\d+)\s*$")
 
+_KIND_NAMES = ("kernel", "memcpy", "memset")
 MAX_STREAMS = 65536
 """Most distinct (device, stream) pairs accepted in one trace."""
 
@@ -48,7 +49,9 @@ class Trace:
     Attributes:
         path: the file read.
         device_events: one row per device activity (Kineto ``cat`` kernel,
-            gpu_memcpy or gpu_memset), sorted by ``start_ns``. Columns:
+            gpu_memcpy or gpu_memset; on MTIA ``mtia_ccp_events``: DMA requests
+            as memcpy, stream events left out, the rest as kernels), sorted by
+            ``start_ns``. Columns:
 
             - ``device`` (int64): GPU index, from ``args.device`` (else ``pid``).
             - ``stream`` (int64): CUDA stream id, from ``args.stream`` (else ``tid``).
@@ -63,7 +66,7 @@ class Trace:
             - ``src_kind``, ``dst_kind`` (category): memory kinds from the memcpy
               name (Pageable, Pinned, Device, ...); NaN where not a memcpy.
             - ``is_comm`` (bool): a communication kernel, by HTA's convention: a
-              ``kernel`` whose name contains ``nccl`` or ``rccl`` (any case).
+              ``kernel`` whose name contains ``nccl`` or ``rccl`` (ROCm; any case).
               Every other kernel is compute.
         host_events: one row per host activity (``cpu_op``, ``cuda_runtime``,
             ``cuda_driver``, ``user_annotation``), sorted by ``start_ns``. Columns
@@ -85,6 +88,9 @@ class Trace:
             absent), ``dtype``, ``pg_name`` (str, ``""`` if absent; from
             ``Process Group Name``), ``correlation``, ``external_id`` (int64, -1
             if absent).
+        backend: the device runtime, ``cuda``, ``hip`` (ROCm) or ``mtia``, read
+            at load (:func:`backend_of`); devices are named ``<backend>:<id>``
+            (:meth:`device_label`).
     Derived tables (``steps``) are cached properties computed from these
     fields, so a copy made with ``dataclasses.replace`` (as
     :func:`traceprobe.analysis.steps.clip_trace` does) derives its own.
@@ -96,6 +102,7 @@ class Trace:
     devices: pd.DataFrame
     metadata: dict[str, Any] = field(default_factory=dict)
     collective_args: pd.DataFrame = field(default_factory=pd.DataFrame)
+    backend: str = "cuda"
 
     @property
     def window_ns(self) -> tuple[int, int]:
@@ -111,6 +118,10 @@ class Trace:
         info = self.metadata.get("distributedInfo") or {}
         r = info.get("rank")
         return int(r) if isinstance(r, (int, float)) else None
+
+    def device_label(self, device: int) -> str:
+        """How a device is named: ``cuda:0``, ``hip:2``, ``mtia:17``."""
+        return f"{self.backend}:{device}"
 
     @cached_property
     def steps(self) -> pd.DataFrame:
@@ -182,7 +193,30 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
         devices=devices,
         metadata=metadata,
         collective_args=_collective_args(dec),
+        backend=backend_of(dec, devices, host_events),
     )
+
+
+_AMD = re.compile(r"\bAMD\b|Radeon|Instinct", re.IGNORECASE)
+
+
+def backend_of(dec: Decoded, devices: pd.DataFrame, host_events: pd.DataFrame) -> str:
+    """The device runtime of a trace: ``mtia`` when it holds ``mtia_ccp_events`` or its
+    ``distributedInfo.backend`` names mtia; ``hip`` (ROCm) when it has
+    ``hip_runtime_version``/``roctracer_version``, an AMD device in ``deviceProperties``
+    or ``hip*`` runtime calls (Kineto files ROCm's under ``cuda_runtime``); ``cuda``
+    otherwise."""
+    info = dec.head.distributedInfo or {}
+    if (dec.tables["device"]["cat"] == len(_KIND_NAMES) + 1).any() or "mtia" in str(info.get("backend", "")).lower():
+        return "mtia"
+    if dec.head.hip_runtime_version is not None or dec.head.roctracer_version is not None:
+        return "hip"
+    if "name" in devices and devices["name"].astype(str).str.contains(_AMD).any():
+        return "hip"
+    runtime = host_events.loc[(host_events["cat"] == "cuda_runtime").to_numpy(), "name"]
+    if len(runtime) and pd.Series(runtime.cat.remove_unused_categories().cat.categories, dtype=object).str.startswith("hip").any():
+        return "hip"
+    return "cuda"
 
 
 def _collective_args(dec: Decoded) -> pd.DataFrame:
@@ -224,8 +258,30 @@ def _thread_ids(threads: list[Any]) -> np.ndarray:
     return out
 
 
-def _device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
+def _mtia_kind(name: Any) -> int:
+    """Kind code of an MTIA ``mtia_ccp_events`` event by name: DMA requests are copies, stream
+    events (``event_record``, ``event_wait``) are not work (-1), everything else runs on the device."""
+    name = str(name)
+    return 1 if name == "dma_request" else -1 if name.startswith("event_") else 0
+
+
+def _device_kinds(dec: Decoded) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The device table (MTIA stream events dropped) and its kind codes (0 kernel, 1 memcpy, 2 memset)."""
     c = dec.tables["device"]
+    kind = c["cat"].astype(np.int64) - 1
+    mtia = np.flatnonzero(kind == len(_KIND_NAMES))
+    if mtia.size:
+        codes = np.unique(c["name"][mtia])
+        lut = np.zeros(len(dec.names), dtype=np.int64)
+        lut[codes] = [_mtia_kind(dec.names[i]) for i in codes.tolist()]  # once per distinct name
+        kind[mtia] = lut[c["name"][mtia]]
+        keep = kind >= 0
+        c, kind = {k: v[keep] for k, v in c.items()}, kind[keep]
+    return c, kind
+
+
+def _device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
+    c, kind = _device_kinds(dec)
     ids = _thread_ids(dec.threads)
     device = np.where(c["device"] == NO_ID, ids[c["pid"]], c["device"])
     stream = np.where(c["stream"] == NO_ID, ids[c["tid"]], c["stream"])
@@ -236,7 +292,7 @@ def _device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
         {
             "device": device,
             "stream": stream,
-            "kind": _categorical(c["cat"].astype(np.int64) - 1, [], ["kernel", "memcpy", "memset"]),
+            "kind": _categorical(kind, [], list(_KIND_NAMES)),
             "name": _categorical(c["name"], dec.names),
             "start_ns": c["ts"],
             "end_ns": c["end"],

@@ -158,6 +158,10 @@ def _inflate(path: str | Path, f: Any, head: bytes, limit: int | None, explicit:
         raise TraceFormatError(path, f"corrupt or truncated gzip data ({exc})") from None
 
 
+NOT_A_TRACE = "not a Chrome trace: no 'traceEvents' list"
+"""What :func:`not_kineto_reason` says of JSON it does not recognise."""
+
+
 def not_kineto_reason(raw: Any) -> str:
     """Why a JSON document without ``traceEvents`` is not a trace, naming what it is where known.
 
@@ -170,11 +174,11 @@ def not_kineto_reason(raw: Any) -> str:
     try:
         doc = msgspec.json.decode(raw, type=dict[str, msgspec.Raw] | list[msgspec.Raw])
     except msgspec.MsgspecError:
-        return "not a Chrome trace: no 'traceEvents' list"
+        return NOT_A_TRACE
     if isinstance(doc, list):
         if len(doc) == 2 and all(bytes(x).lstrip()[:1] == b"[" for x in doc):
             return "a PyTorch memory-timeline export, not a Kineto trace: skipped"
-        return "not a Chrome trace: no 'traceEvents' list"
+        return NOT_A_TRACE
     keys = set(doc)
     if {"nodes", "schema"} <= keys:
         return "a PyTorch execution trace, not a Kineto trace: skipped"
@@ -184,4 +188,4 @@ def not_kineto_reason(raw: Any) -> str:
         return "a traceprobe report, not a trace: skipped"
     if "variants" in keys and ("environment" in keys or "workload" in keys):
         return "a traceprobe manifest, not a trace: skipped"
-    return "not a Chrome trace: no 'traceEvents' list"
+    return NOT_A_TRACE

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis.summary import Summary
-from .sections import collective_sections, sections
+from .sections import collective_sections, integer_ns, sections
 
 
 def to_csv(summary: Summary) -> str:
@@ -31,7 +31,7 @@ def to_csv(summary: Summary) -> str:
             df.insert(0, "variant", r.info.get("variant"))
             df.insert(0, "workload", r.info.get("workload"))
             df.insert(0, "path", r.path)
-            frames.append(df)
+            frames.append(integer_ns(df))
     for c in summary.collectives:
         for name, df in collective_sections(c).items():
             if df.empty:
@@ -40,11 +40,11 @@ def to_csv(summary: Summary) -> str:
             df.insert(0, "window", c.window)
             df.insert(0, "section", name)
             df.insert(0, "path", c.run)
-            frames.append(df)
+            frames.append(integer_ns(df))
     for f in summary.failures:
         frames.append(pd.DataFrame([{"path": f.path, "section": "failure", "text": f.error}]))
     if not frames:
         return ""
     out = pd.concat(frames, ignore_index=True)
     out["rank"] = pd.array(pd.to_numeric(out["rank"], errors="coerce"), dtype="Int64")  # rows without a rank keep ranks integers
-    return out.to_csv(index=False)
+    return integer_ns(out).to_csv(index=False)

@@ -17,7 +17,7 @@ from .. import __version__
 from ..analysis.collectives import WindowCollectives
 from ..analysis.report import OverlapReport
 from ..analysis.summary import Summary
-from .sections import top_kernels
+from .sections import rank_rows, top_kernels
 
 SCHEMA_VERSION = 2
 
@@ -118,7 +118,7 @@ def document(summary: Summary) -> dict[str, Any]:
         "schema": SCHEMA_VERSION,
         "traceprobe": __version__,
         "traces": [report_dict(r) for r in summary.reports],
-        "rank_summary": rows(summary.rank_summary),
+        "rank_summary": rows(rank_rows(summary.rank_summary)),
         "variants": rows(summary.variants),
         "collectives": [collectives_dict(c) for c in summary.collectives],
         "failures": [{"path": f.path, "error": f.error} for f in summary.failures],

@@ -182,11 +182,11 @@ def _descriptor_packets(builder, rows: list[dict], pb) -> None:
                 pkt.interned_data.debug_annotation_names.add(iid=iid, name=n)
         td = pkt.track_descriptor
         td.uuid = r["uuid"]
+        if r.get("ordered"):
+            td.child_ordering = pb.TrackDescriptor.EXPLICIT
         if "process" in r:
             td.process.pid = r["process"]
             td.process.process_name = r["name"]
-            if r.get("ordered"):
-                td.child_ordering = pb.TrackDescriptor.EXPLICIT
         elif "thread" in r:
             td.thread.pid, td.thread.tid = r["thread"]
             td.thread.thread_name = r["name"]
@@ -240,23 +240,19 @@ def _annotators(trace: Trace, report: OverlapReport | None):
     return {_DEVICE: device, _HOST: hostev, _OVERLAP: lambda te, i: None, _VERDICT: verdict}
 
 
-def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None,
-                   chunk_packets: int = CHUNK_PACKETS) -> PerfettoExport:
-    """Write ``trace`` as a native Perfetto trace (module doc); gzipped if ``path`` ends in ``.gz``.
+def write_packets(path: str | Path, rows: list[dict], names: list[str], slices: pd.DataFrame, cnt: pd.DataFrame,
+                  fill: dict, chunk_packets: int = CHUNK_PACKETS) -> int:
+    """Write track descriptors ``rows``, then the slices' BEGIN/END and the counters' points in
+    time order, atomically (gzipped if ``path`` ends in ``.gz``); the number of packets.
 
-    Args:
-        trace: the loaded trace.
-        path: output file, conventionally ``*.pftrace``.
-        report: its :func:`~traceprobe.analysis.overlap_report`, for the verdicts track
-            (None: no verdicts track; nothing is computed here).
-        chunk_packets: packets per chunk written to the file.
+    ``slices`` has int64 columns ``track``, ``start``, ``end``, ``name_iid`` (1-based into
+    ``names``), ``src`` (key of ``fill``, whose function adds a slice's annotations from its
+    ``row``), ``row``, ``flow_out``, ``flow_in`` (0: none); ``cnt`` has ``track``, ``ts``, ``value``.
     """
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
-    rows, names, slices, cnt, overlap, nflows, split = _layout(trace, report)
     ep = _endpoints(slices, cnt)
-    fill = _annotators(trace, report)
     ts, typ, ref, trk, first = (ep[c].tolist() for c in ("ts", "typ", "ref", "trk", "first"))
     name_iid, src, row = (slices[c].tolist() for c in ("name_iid", "src", "row"))
     fo, fi = slices["flow_out"].tolist(), slices["flow_in"].tolist()
@@ -295,10 +291,25 @@ def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None,
                 builder, pending = TraceProtoBuilder(), 0
         if pending:
             f.write(builder.serialize())
-    packets += len(ts)
+    return packets + len(ts)
+
+
+def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None,
+                   chunk_packets: int = CHUNK_PACKETS) -> PerfettoExport:
+    """Write ``trace`` as a native Perfetto trace (module doc); gzipped if ``path`` ends in ``.gz``.
+
+    Args:
+        trace: the loaded trace.
+        path: output file, conventionally ``*.pftrace``.
+        report: its :func:`~traceprobe.analysis.overlap_report`, for the verdicts track
+            (None: no verdicts track; nothing is computed here).
+        chunk_packets: packets per chunk written to the file.
+    """
+    rows, names, slices, cnt, overlap, nflows, split = _layout(trace, report)
+    packets = write_packets(path, rows, names, slices, cnt, _annotators(trace, report), chunk_packets)
     src_a = slices["src"].to_numpy()
     return PerfettoExport(
-        path=str(p), packets=packets, device_slices=int((src_a == _DEVICE).sum()), host_slices=int((src_a == _HOST).sum()),
+        path=str(path), packets=packets, device_slices=int((src_a == _DEVICE).sum()), host_slices=int((src_a == _HOST).sum()),
         overlap_slices=int((src_a == _OVERLAP).sum()), overlap_ns={d: iv.length(x) for d, x in overlap.items()},
         counter_points=len(cnt), flows=nflows, split=split,
     )

@@ -9,6 +9,33 @@ import pandas as pd
 from ..analysis.collectives import WindowCollectives
 from ..analysis.report import OverlapReport
 
+
+def integer_ns(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every ``*_ns`` column and every integer column as nullable integers
+    (``Int64``): a column with a missing value would otherwise turn float and print
+    ``130931209.0`` or ``1.30931e+08``."""
+    cols = [c for c in df.columns if (str(c).endswith("_ns") and df[c].dtype.kind in "fiu") or df[c].dtype.kind in "iu"]
+    if not cols:
+        return df
+    out = df.copy()
+    for c in cols:
+        out[c] = pd.array(out[c].round(), dtype="Int64")
+    return out
+
+
+def rank_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rank summary with ``min``, ``median``, ``max`` as integers on the rows of ``*_ns``
+    figures (rounded to the ns; a median of two ranks can end in .5) and fractions elsewhere."""
+    if df.empty:
+        return df
+    out = df.astype({c: object for c in ("min", "median", "max")})
+    is_ns = out["figure"].astype(str).str.endswith("_ns").to_numpy()
+    for c in ("min", "median", "max"):
+        out[c] = pd.Series([None if pd.isna(v) else (int(round(v)) if t else float(v)) for v, t in zip(df[c], is_ns)],
+                           index=out.index, dtype=object)
+    return out
+
+
 TOP_KERNELS = 10
 """Kernel names shown per device."""
 

@@ -1,139 +1,214 @@
-"""Rich tables for the terminal (``overlap-report``'s default output)."""
+"""``overlap-report``'s default output: a summary a person reads in ten seconds.
+
+Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is computed here.
+
+1. One row per trace: its run (relative to the folder all traces share), rank,
+   profiler window (``2-4`` for steps 2 to 4, ``#n`` for the n-th trace of a rank),
+   ``busy`` (the mean over its devices of the device utilization, see
+   :func:`traceprobe.analysis.concurrency.device_concurrency`), one column per
+   judged figure (copy/compute, cross-device, streams, comm/compute, CPU/GPU,
+   host threads) showing the verdict of that figure with the highest value and
+   its level as a short word (``yes`` confirmed, ``some`` partial, ``no`` none;
+   ``-`` no verdict), and the trace's top finding with its headroom in ms.
+2. One row per window of each multi-rank run: ranks, the rank with the most
+   device work outside collectives and the rank with the most time in
+   collectives (no rank is called slowest: see ``analysis/ranks.py``), and
+   min-max across ranks of step time, busy and the figures.
+3. One line on the stopwatch comparison and the warnings, when there are any.
+
+Failures are not here: the CLI prints them once, on stderr. ``--detail`` gives
+every table (:mod:`.panels`). Every text from a trace or a path is a rich
+``Text``, never markup. At 100 columns the table fits (long names and findings
+are cut with an ellipsis); nothing wraps.
+"""
 
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import pandas as pd
-from rich.console import Console, Group
-from rich.panel import Panel
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..analysis.report import OverlapReport
 from ..analysis.summary import Summary
 
-TOP_FINDINGS = 3
-"""Findings shown per trace in the table (JSON, CSV and Markdown list them all)."""
+FIGURES = (("copy_overlap", "copy"), ("device_concurrency", "devices"), ("stream_concurrency", "streams"),
+           ("comm_overlap", "comm"), ("cpu_gpu", "cpu/gpu"), ("host_threads", "threads"))
+"""Verdict figures with a column, in order, and their headers."""
+WORD = {"confirmed": "yes", "partial": "some", "none": "no"}
+STYLE = {"confirmed": "green", "partial": "yellow", "none": "red"}
+RANK_FIGURES = (("mean_step_ns", "step ms"), ("utilization", "busy"), ("copy_overlap", "copy"), ("comm_overlap", "comm"),
+                ("stream_concurrency", "streams"), ("cpu_gpu_overlap", "cpu/gpu"))
+"""Rank-summary figures shown per window, and their headers."""
+RUN_WIDTH = 34
+"""Longest run label shown; longer ones end in an ellipsis."""
 
-LEVEL_STYLE = {"confirmed": "bold green", "partial": "yellow", "none": "bold red"}
 
-
-def _ms(ns: float) -> str:
-    return "-" if ns is None or (isinstance(ns, float) and math.isnan(ns)) else f"{ns / 1e6:,.3f}"
+def _nan(v: object) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _pct(f: float) -> str:
-    return "-" if f is None or (isinstance(f, float) and math.isnan(f)) else f"{f:.1%}"
+    return "-" if _nan(f) else f"{f:.0%}"
 
 
-def _table(title: str, df: pd.DataFrame, cols: list[tuple[str, str, str]]) -> Table:
-    """cols: (column, header, format) with format ``ms``, ``pct``, ``int`` or ``str``."""
-    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-    for _, header, fmt in cols:
-        t.add_column(header, justify="left" if fmt == "str" else "right")
-    fmts = {"ms": _ms, "pct": _pct, "int": lambda v: f"{int(v):,}", "str": str}
-    for rec in df.to_dict(orient="records"):
-        t.add_row(*[Text(fmts[f](rec[c])) for c, _, f in cols])
+def _window(label: str) -> str:
+    if label.startswith("steps "):
+        return label[6:]
+    return "#" + label[6:] if label.startswith("trace ") else ""
+
+
+def _stem(path: str) -> str:
+    name = Path(path).name
+    for suffix in (".gz", ".json", ".trace", ".pt"):
+        name = name[: -len(suffix)] if name.endswith(suffix) else name
+    return name
+
+
+def _base(summary: Summary) -> str:
+    folders = [str(Path(r.path).parent) for r in summary.reports]
+    try:
+        return os.path.commonpath(folders) if folders else ""
+    except ValueError:  # absolute and relative paths mixed
+        return ""
+
+
+def _rel(name: str, base: str) -> str:
+    rel = os.path.relpath(name, base) if base and not name.startswith(("s3:", "gs:")) else name
+    return name if rel.startswith("..") else rel
+
+
+def _places(summary: Summary) -> dict[int, tuple[str, str, int | None]]:
+    """id(report) -> (run label, window label, rank)."""
+    base = _base(summary)
+    out: dict[int, tuple[str, str, int | None]] = {}
+    for run in summary.runs:
+        for w in run.windows:
+            for rank, r in zip(w.ranks, w.reports):
+                named = r.info.get("workload") or rank is not None
+                label = _rel(run.name, base) if named else _rel(str(Path(r.path).parent / _stem(r.path)), base)
+                out[id(r)] = (label, w.label if named else "", rank)
+    return out
+
+
+def _best(r: OverlapReport, figure: str) -> Text:
+    vs = [v for v in r.verdicts if v.figure == figure]
+    if not vs:
+        return Text("-", style="dim")
+    v = max(vs, key=lambda v: v.value)
+    return Text(f"{v.value:.0%} {WORD.get(v.level, v.level)}", style=STYLE.get(v.level, ""))
+
+
+def _finding(r: OverlapReport) -> Text:
+    f = getattr(r, "findings", None)
+    if f is None or len(f) == 0:
+        return Text("")
+    top = f.iloc[0]
+    return Text(f"{str(top['kind']).replace('_', ' ')} {top['headroom_ns'] / 1e6:,.1f} ms")
+
+
+def _busy(r: OverlapReport) -> str:
+    d = r.devices.devices
+    return "-" if d.empty else _pct(float(d["utilization"].mean()))
+
+
+def _table(title: str | None = None) -> Table:
+    return Table(box=None, pad_edge=False, collapse_padding=True, header_style="bold", show_edge=False,
+                 title=Text(title, style="bold") if title else None, title_justify="left")
+
+
+def trace_table(summary: Summary) -> Table:
+    """Part 1 of the module doc: one row per trace."""
+    shown = [(f, h) for f, h in FIGURES if any(v.figure == f for r in summary.reports for v in r.verdicts)]
+    t = _table()
+    t.add_column("run", no_wrap=True, overflow="ellipsis", max_width=RUN_WIDTH)
+    t.add_column("rank", justify="right", no_wrap=True, min_width=4)
+    t.add_column("steps", no_wrap=True, min_width=5)
+    t.add_column("busy", justify="right", no_wrap=True, min_width=4)
+    for _, h in shown:
+        t.add_column(h, no_wrap=True, min_width=8)
+    t.add_column("top finding", no_wrap=True, overflow="ellipsis")
+    places = _places(summary)
+    last = None
+    for r in [r for run in summary.runs for w in run.windows for r in w.reports]:
+        run, window, rank = places[id(r)]
+        t.add_row(Text("" if run == last else run), "-" if rank is None else str(rank), Text(_window(window)), _busy(r),
+                  *[_best(r, f) for f, _ in shown], _finding(r))
+        last = run
     return t
 
 
-def render_report(r: OverlapReport) -> Panel:
-    """One trace as a rich Panel."""
-    parts: list = []
-    head = Text()
-    wall = r.info.get("wall_s")
-    if wall is not None:
-        head.append(f"wall clock (one timed run, outside the profiler): {wall * 1e3:,.1f} ms   ")
-    lo, hi = r.window_ns
-    head.append(f"trace window: {_ms(hi - lo)} ms   events: {r.event_count:,}")
-    if r.rank is not None:
-        head.append(f"   rank: {r.rank}")
-    parts.append(head)
-    if r.streams.empty:
-        parts.append(Text("no device activity in this trace (CPU-only, or the profiler had no CUDA activity)", style="dim"))
-    else:
-        parts.append(_table("busy time per stream", r.streams, [("device", "device", "int"), ("stream", "stream", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("kernels", "kernels", "int"), ("memcpys", "memcpys", "int"), ("memsets", "memsets", "int")]))
-        parts.append(_table("devices", r.devices.devices, [("device", "device", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("idle_ns", "idle ms", "ms"), ("concurrent_ns", "with another device ms", "ms"), ("concurrency", "concurrency", "pct")]))
-    if not r.copy_overlap.empty:
-        parts.append(_table("copy/compute overlap", r.copy_overlap, [("device", "device", "int"), ("direction", "direction", "str"), ("copies", "copies", "int"), ("copy_ns", "copy ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
-    multi = r.stream_concurrency[r.stream_concurrency["streams"] > 1] if not r.stream_concurrency.empty else r.stream_concurrency
-    if not multi.empty:
-        parts.append(_table("stream concurrency", multi, [("device", "device", "int"), ("streams", "streams", "int"), ("busy_ns", "busy ms", "ms"), ("multi_stream_ns", "2+ streams ms", "ms"), ("concurrency", "concurrency", "pct"), ("kernel_concurrency", "kernels only", "pct")]))
-    if not r.comm_overlap.empty:
-        parts.append(_table("communication/compute overlap", r.comm_overlap, [("device", "device", "int"), ("comm_kernels", "NCCL kernels", "int"), ("comm_ns", "comm ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
-    c = r.cpu_gpu
-    parts.append(Text(f"CPU/GPU: host compute {_ms(c.host_compute_ns)} ms, device busy {_ms(c.device_busy_ns)} ms, both at once {_ms(c.overlapped_ns)} ms ({_pct(c.fraction)} of host compute, {_pct(c.fraction_of_shorter)} of the shorter side)"))
-    if not r.steps.empty:
-        st = r.steps
-        parts.append(Text(f"steps: {len(st)}, mean host step {_ms(st['host_ns'].mean())} ms, mean GPU step {_ms(st['gpu_ns'].mean())} ms "
-                          f"(GPU busy {_ms(st['gpu_busy_ns'].mean())} ms), throughput {r.throughput:,.2f} steps/s"))
-    verdicts = Text()
-    for v in r.verdicts:
-        verdicts.append(f"[{v.level}] ", style=LEVEL_STYLE[v.level])
-        verdicts.append(v.text + "\n")
-    for note in r.notes:
-        verdicts.append(f"[note] {note}\n", style="dim")
-    if not r.verdicts and not r.notes:
-        verdicts.append("no figure to judge: no copies, no second device or stream, no host compute beside device work", style="dim")
-    parts.append(verdicts)
-    if not r.findings.empty:
-        found = Text("headroom (at most recoverable; largest first):\n", style="bold")
-        for rec in r.findings.head(TOP_FINDINGS).to_dict(orient="records"):
-            found.append(f"  {rec['text']}\n")
-        parts.append(found)
-    name = ".".join(x for x in (r.info.get("workload"), r.info.get("variant")) if x) or r.path
-    return Panel(Group(*parts), title=Text(name, style="bold"), subtitle=Text(r.path) if name != r.path else None, title_align="left")
+def _span(g: pd.DataFrame, figure: str) -> str:
+    row = g[g["figure"] == figure]
+    if row.empty or _nan(row["min"].iloc[0]):
+        return "-"
+    lo, hi = float(row["min"].iloc[0]), float(row["max"].iloc[0])
+    if figure.endswith("_ns"):
+        return f"{lo / 1e6:,.1f}" if round(lo / 1e5) == round(hi / 1e5) else f"{lo / 1e6:,.1f}-{hi / 1e6:,.1f}"
+    return _pct(lo) if round(lo * 100) == round(hi * 100) else f"{lo:.0%}-{hi:.0%}"
+
+
+def _straggler(g: pd.DataFrame) -> str:
+    """Most device work outside collectives, and most time in collectives (which includes waiting for peers)."""
+    busiest, most_comm = g["busiest_rank"].iloc[0], g["most_comm_rank"].iloc[0]
+    return f"work {int(busiest)}" + ("" if pd.isna(most_comm) else f", comm {int(most_comm)}")
+
+
+def rank_table(summary: Summary) -> Table | None:
+    """Part 2 of the module doc: one row per window of each multi-rank run; None without one."""
+    rs = summary.rank_summary
+    if rs.empty:
+        return None
+    base = _base(summary)
+    t = _table("across ranks")
+    t.add_column("run", no_wrap=True, overflow="ellipsis", max_width=RUN_WIDTH)
+    t.add_column("steps", no_wrap=True, min_width=5)
+    t.add_column("ranks", justify="right", no_wrap=True)
+    t.add_column("most (rank)", no_wrap=True, min_width=13)
+    for _, h in RANK_FIGURES:
+        t.add_column(h, justify="right", no_wrap=True, min_width=7)
+    last = None
+    for (run, window), g in rs.groupby(["run", "window"], sort=False):
+        label = _rel(str(run), base)
+        t.add_row(Text("" if label == last else label), Text(_window(str(window))), str(int(g["ranks"].iloc[0])), _straggler(g),
+                  *[_span(g, f) for f, _ in RANK_FIGURES])
+        last = label
+    return t
+
+
+def notes(summary: Summary) -> list[Text]:
+    """Part 3 of the module doc: the stopwatch and warnings, one line each (empty when there is nothing to say)."""
+    out = []
+    v = summary.variants
+    if len(v):
+        judged = v[v["agreement"] != "baseline"]
+        off = judged[judged["agreement"] == "disagrees"]
+        if len(judged):
+            base = _base(summary)
+            names = ", ".join(f"{_rel(str(Path(run) / f'{w}.{x}'), base)} {s:.2f}x"
+                              for run, w, x, s in zip(off["run"], off["workload"], off["variant"], off["speedup"]))
+            out.append(Text(f"stopwatch: {len(off)} of {len(judged)} timed variants disagree with their traces"
+                            + (f": {names}" if names else ""), style="yellow" if len(off) else ""))
+    if summary.warnings:
+        out.append(Text(f"{len(summary.warnings)} warning(s) about the traces' data: see --detail", style="yellow"))
+    out.append(Text("figures: the highest verdict of each (yes >= 50%, some >= 5%, no < 5%); busy: mean GPU utilization; "
+                    "--detail for every table", style="dim"))
+    return out
 
 
 def render(console: Console, summary: Summary) -> None:
-    """Print every report and the across-rank and stopwatch tables (failures go to stderr, from the CLI)."""
-    for r in summary.reports:
-        console.print(render_report(r))
-    if not summary.rank_summary.empty:
-        for (run, window), g in summary.rank_summary.groupby(["run", "window"], sort=False):
-            most_comm = g["most_comm_rank"].iloc[0]
-            t = Table(title=Text(f"across {int(g['ranks'].iloc[0])} ranks in {run}, {window} (most GPU work: rank {int(g['busiest_rank'].iloc[0])}"
-                                 + ("" if pd.isna(most_comm) else f"; most time in collectives: rank {int(most_comm)}") + ")"),
-                      title_justify="left", show_edge=False)
-            for h in ("figure", "min", "median", "max"):
-                t.add_column(h, justify="left" if h == "figure" else "right")
-            for rec in g.to_dict(orient="records"):
-                is_time = rec["figure"].endswith("_ns")
-                fmt = (lambda v: f"{_ms(v)} ms") if is_time else _pct
-                label = rec["figure"][:-3] if is_time else rec["figure"]
-                t.add_row(*map(Text, (label, fmt(rec["min"]), fmt(rec["median"]), fmt(rec["max"]))))
-            console.print(t)
-    for c in summary.collectives:
-        straggler = f"rank {c.straggler_rank}" if c.straggler_rank is not None else "none"
-        t = Table(title=f"collectives across ranks {', '.join(map(str, c.ranks))} in {c.run}, {c.window}: {c.matched} matched, "
-                        f"straggler {straggler}", title_justify="left", show_edge=False)
-        for h in ("collective", "bytes", "count", "mean skew ms", "time ms", "busbw GB/s", "vs best"):
-            t.add_column(h, justify="left" if h == "collective" else "right")
-        for rec in c.by_size.to_dict(orient="records"):
-            t.add_row(rec["collective"], f"{rec['bytes']:,}", f"{rec['count']:,}", _ms(rec["mean_skew_ns"]), _ms(rec["time_ns"]),
-                      "-" if math.isnan(rec["busbw_gbps"]) else f"{rec['busbw_gbps']:,.1f}", _pct(rec["vs_best"]))
-        console.print(t)
-        waits = ", ".join(f"rank {k} {_ms(v)} ms" for k, v in c.wait_ns.items())
-        console.print(Text(f"  waiting for the last rank: {waits}; clocks: {c.clock}", style="dim"))
-        for m in c.mismatched:
-            console.print(Text(f"  {m}", style="yellow"))
-        if c.implausible:
-            console.print(Text(f"  {c.implausible} collective(s) end on one rank before they start on another: "
-                               f"the clocks disagree by at least {_ms(c.max_offset_ns)} ms", style="yellow"))
-    variants = summary.variants
-    for run, g in variants.groupby("run", sort=False):
-        if not (g["agreement"] != "baseline").any():
-            continue
-        t = Table(title=Text(f"stopwatch against evidence in {run}: wall clock (manifest, one timed run) vs the workload's first variant"),
-                  title_justify="left", show_edge=False)
-        for h in ("variant", "wall ms", "speed-up", "agreement"):
-            t.add_column(h, justify="right" if h in ("wall ms", "speed-up") else "left", no_wrap=True)
-        style = {"agrees": "green", "disagrees": "bold yellow", "baseline": "dim"}
-        for rec in g.to_dict(orient="records"):
-            t.add_row(Text(f"{rec['workload']}.{rec['variant']}"), f"{rec['wall_s'] * 1e3:,.1f}", f"{rec['speedup']:.2f}x",
-                      Text(rec["agreement"], style=style[rec["agreement"]]))
-        console.print(t)
-        for rec in g[g["agreement"] == "disagrees"].to_dict(orient="records"):
-            console.print(Text(f"  {rec['workload']}.{rec['variant']}: {rec['speedup']:.2f}x against {rec['baseline']}; {rec['reading']}",
-                               style="yellow"))
+    """Print parts 1-3 of the module doc."""
+    if summary.reports:
+        console.print(trace_table(summary))
+    ranks = rank_table(summary)
+    if ranks is not None:
+        console.print()
+        console.print(ranks)
+    if summary.reports:
+        console.print()
+    for line in notes(summary):
+        console.print(line, no_wrap=True, overflow="ellipsis", crop=True)

@@ -1,0 +1,62 @@
+"""``export --perfetto --merge-ranks``: all ranks of a window in one .pftrace, read back with the perfetto protos.
+
+Real traces: sample_traces/data-parallel.ddp.rank0/1 (DDP over NCCL on two H200s).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_perfetto import replay
+from typer.testing import CliRunner
+
+from traceprobe import load_trace
+from traceprobe.cli import app
+from traceprobe.report.perfetto_ranks import RANK_PID_BASE
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+DDP = [SAMPLES / f"data-parallel.ddp.rank{r}.pt.trace.json.gz" for r in (0, 1)]
+
+
+def _under(tracks: dict, uuid: int) -> int | None:
+    """The rank of the process a track belongs to (following parents), or None."""
+    while uuid:
+        td = tracks[uuid]
+        if td.HasField("process"):
+            return td.process.pid - RANK_PID_BASE
+        uuid = td.parent_uuid
+    return None
+
+
+def test_merge_ranks_round_trip(tmp_path):
+    res = CliRunner().invoke(app, ["export", *map(str, DDP), "--perfetto", "--merge-ranks", "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "data-parallel.ddp.pftrace"
+    assert "clocks: timestamps as each rank recorded them, not shifted" in res.stdout
+    r = replay(out)  # every slice closes on its own track, packets in time order
+    tracks, slices = r["tracks"], r["slices"]
+    procs = {td.process.process_name: u for u, td in tracks.items() if td.HasField("process")}
+    assert set(procs) == {"rank 0", "rank 1"}
+    for rank, path in enumerate(DDP):
+        ev = load_trace(path).device_events
+        mine = slices[[_under(tracks, t) == rank for t in slices["track"]]]
+        coll = [u for u, td in tracks.items() if td.name == "collectives" and td.parent_uuid == procs[f"rank {rank}"]]
+        assert len(coll) == 1
+        on_coll = mine[mine["track"] == coll[0]]
+        assert len(on_coll) == int(ev["is_comm"].sum()) > 0
+        devices = mine[mine["kind"].notna() & (mine["track"] != coll[0])]
+        assert len(devices) == len(ev)  # every device event, once, under its rank
+        assert sorted(devices["start"]) == sorted(ev["start_ns"])
+        names = {tracks[u].name for u in tracks if _under(tracks, u) == rank}
+        assert {"overlap", "busy streams", "busy devices", "traceprobe verdicts"} <= names
+        assert any(n.startswith("cuda:") for n in names) and any(n.startswith("stream ") for n in names)
+    clocks = slices[slices["name"].str.startswith("clocks:")]
+    assert len(clocks) == 1 and "ranks share a clock" in clocks["name"].iloc[0]
+    for fid, outs in r["flows_out"].items():  # launch flows stay within their rank
+        assert _under(tracks, outs[0]["track"]) == _under(tracks, r["flows_in"][fid][0]["track"])
+
+
+def test_merge_ranks_needs_ranks(tmp_path):
+    res = CliRunner().invoke(app, ["export", str(SAMPLES / "multi-gpu.concurrent.pt.trace.json.gz"), "--perfetto", "--merge-ranks",
+                                   "-o", str(tmp_path)])
+    assert res.exit_code == 2 and "nothing to merge" in res.stderr

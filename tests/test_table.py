@@ -1,0 +1,48 @@
+"""The default table: one row per trace, runs after, on one screen (real sample traces)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from traceprobe.collect import analyze_paths
+from traceprobe.report import panels, table
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+@pytest.fixture(scope="module")
+def summary():
+    return analyze_paths([SAMPLES], jobs=2)
+
+
+def _render(render, summary, width: int) -> list[str]:
+    buf = io.StringIO()
+    render(Console(file=buf, width=width, no_color=True), summary)
+    return buf.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("width", [100, 120])
+def test_summary_fits_one_screen(summary, width):
+    lines = _render(table.render, summary, width)
+    assert len(summary.reports) >= 40 and len(lines) < 80
+    assert max(len(line.rstrip()) for line in lines) <= width
+    rows = [line for line in lines[1:] if line[:1] != " " and line.strip()]  # each run's first row starts a line
+    assert sum(1 for r in summary.runs) <= len(rows)
+    text = "\n".join(lines)
+    assert "compute-copy.overlapped" in text and "98% yes" in text and "training/tb-ddp" in text
+    assert "across ranks" in text and "rank 0 (+15%)" in text  # the straggler of tb-ddp's windows
+
+
+def test_one_row_per_trace(summary):
+    trace_rows = _render(table.render, summary, 120)
+    first_blank = trace_rows.index(next(line for line in trace_rows if not line.strip()))
+    assert first_blank - 1 == len(summary.reports)  # header, then one row per trace
+
+
+def test_detail_keeps_the_panels(summary):
+    lines = _render(panels.render, summary, 120)
+    assert len(lines) > 500 and any("parallelism confirmed" in line for line in lines)

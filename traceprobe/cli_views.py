@@ -1,0 +1,170 @@
+"""The commands that draw or convert traces for a person to look at: ``plot``, ``export``, ``view``.
+
+Each trace is loaded and analysed once, in a worker (``collect.analyze_paths``
+with ``then=``), and its picture or export is made there; a trace that cannot be
+read is one line on stderr and the others go on (exit 2 at the end).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .console import check_outputs, fail, say, write_files
+
+PATHS_HELP = "Trace files (.json, .json.gz) or folders of them."
+
+
+def plot_cmd(
+    paths: list[str] = typer.Argument(..., help=PATHS_HELP),
+    output: Path = typer.Option(..., "--output", "-o", metavar="PNG", help="Picture to write (several traces without --compare: <stem>.<trace>.png)."),
+    compare: bool = typer.Option(False, "--compare", help="Stack the traces on one time axis, each from its own first device event."),
+    title: str | None = typer.Option(None, help="Title of the --compare figure."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
+) -> None:
+    """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top."""
+    check_outputs(paths, {"--output": output})
+    from .collect import analyze_paths
+    from .report import plot as pl
+
+    drawn: list = []
+    if compare:  # every trace in this process, drawn together
+        summary = analyze_paths(paths, jobs=1, then=pl.item_of, on_then=lambda _, item: drawn.append(item))
+        pictures = [(output, pl.compare(drawn, title, pl.image_format(output)))] if drawn else []
+    else:
+        summary = analyze_paths(paths, jobs=jobs, then=partial(pl.timeline_of, fmt=pl.image_format(output)),
+                                on_then=lambda r, png: drawn.append((r, png)))
+        names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
+        pictures = list(zip(names, (png for _, png in drawn)))
+    errors = [f"{f.path}: {f.error}" for f in summary.failures] + write_files(pictures)
+    for e in errors:
+        say(e, "red")
+    if errors:
+        raise typer.Exit(2)
+
+
+def export_one(trace: Any, report: Any, out_dir: str, stems: dict[str, str], perfetto: bool, json_: bool) -> list[tuple[bool, str]]:
+    """``export``'s work on one loaded trace, where it was analysed: ``(ok, line)`` per file."""
+    from .fileio import WriteError
+    from .report import chrome
+    from .report import perfetto as pf
+
+    stem = stems[str(trace.path)]
+    out: list[tuple[bool, str]] = []
+    try:
+        if perfetto:
+            out.append((True, pf.write_perfetto(trace, Path(out_dir) / f"{stem}.pftrace", report).describe()))
+        if json_:
+            out.append((True, chrome.write_chrome_json(trace, Path(out_dir) / f"{stem}.perfetto.json.gz").describe()))
+    except WriteError as e:
+        out.append((False, str(e)))
+    return out
+
+
+def export_files(paths: list[Any], out_dir: Path, perfetto: bool, json_: bool, jobs: int | None) -> list[str]:
+    """Export each trace under ``paths`` into ``out_dir`` (one ``wrote`` line each, on stdout); the errors, one line each."""
+    from .collect import analyze_paths, discover
+    from .report.chrome import unique_stems
+
+    files, _ = discover(paths)
+    stems = dict(zip(map(str, files), unique_stems(files)))
+    lines: list[tuple[bool, str]] = []
+    summary = analyze_paths(paths, jobs=jobs, then=partial(export_one, out_dir=str(out_dir), stems=stems, perfetto=perfetto, json_=json_),
+                            on_then=lambda _, done: lines.extend(done))
+    for ok, line in lines:
+        if ok:
+            typer.echo(line)
+    return [f"{f.path}: {f.error}" for f in summary.failures] + [line for ok, line in lines if not ok]
+
+
+def _trace_of(trace: Any, report: Any) -> Any:
+    return trace
+
+
+def merge_runs(paths: list[Any], out_dir: Path) -> list[str]:
+    """``export --merge-ranks``: one ``<run>[.<window>].pftrace`` per window with two or more ranks; the errors, one line each."""
+    from .collect import analyze_paths
+    from .fileio import WriteError
+    from .report.perfetto_ranks import write_perfetto_ranks
+
+    traces: dict[int, Any] = {}
+    summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(id(r), t))
+    errors = [f"{f.path}: {f.error}" for f in summary.failures]
+    clocks = {(c.run, c.window): c.clock for c in getattr(summary, "collectives", ())}
+    written = 0
+    for run in summary.runs:
+        for w in run.windows:
+            if w.rank_count < 2:
+                continue
+            name = Path(run.name).name + (f".{w.label.replace(' ', '')}" if len(run.windows) > 1 else "")
+            items = [(rank, traces[id(r)], r) for rank, r in zip(w.ranks, w.reports) if rank is not None]
+            try:
+                typer.echo(write_perfetto_ranks(items, out_dir / f"{name}.pftrace", clocks.get((run.name, w.label), "")).describe())
+                written += 1
+            except WriteError as e:
+                errors.append(str(e))
+    if not written and not errors:
+        errors.append(f"no window of two or more ranks in {' '.join(map(str, paths))}: nothing to merge")
+    return errors
+
+
+def export(
+    paths: list[str] = typer.Argument(..., help=PATHS_HELP),
+    perfetto: bool = typer.Option(False, "--perfetto", help="Write a native Perfetto trace <name>.pftrace with overlap tracks, counters, flows and verdicts."),
+    json_: bool = typer.Option(False, "--json", help="Write Chrome JSON <name>.perfetto.json.gz whose slices nest on every track, so Perfetto draws all of them."),
+    merge_ranks: bool = typer.Option(False, "--merge-ranks", help="With --perfetto: one .pftrace per window of a multi-rank run, a process per rank."),
+    out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Folder for the files written."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
+) -> None:
+    """Rewrite traces for ui.perfetto.dev: a native .pftrace (--perfetto) and/or corrected Chrome JSON (--json)."""
+    if not (perfetto or json_):
+        fail("choose --perfetto, --json or both")
+    if merge_ranks and (json_ or not perfetto):
+        fail("--merge-ranks writes .pftrace files: use it with --perfetto alone")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"cannot write to {out_dir}: {e.strerror or e}")
+    errors = merge_runs(paths, out_dir) if merge_ranks else export_files(paths, out_dir, perfetto, json_, jobs)
+    for e in errors:
+        say(e, "red")
+    if errors:
+        raise typer.Exit(2)
+
+
+def view(
+    path: Path = typer.Argument(..., help="A trace (.json, .json.gz) or a .pftrace to open."),
+    browser: bool = typer.Option(True, "--browser/--no-browser", help="Open the Perfetto UI in the browser (else print its URL)."),
+    port: int = typer.Option(9001, "--port", help="Port on 127.0.0.1 (0: any free one)."),
+) -> None:
+    """Open a trace in ui.perfetto.dev: serve it once on 127.0.0.1, stop after it was fetched or on Ctrl-C."""
+    from .serve import OneFileServer
+
+    if not path.is_file():
+        fail(f"{path}: no such file")
+    try:
+        server = OneFileServer(path, port)
+    except OSError as e:
+        fail(f"cannot listen on 127.0.0.1:{port}: {e.strerror or e} (try --port 0)")
+    opened = False
+    if browser:
+        import webbrowser
+
+        opened = webbrowser.open(server.ui_url)
+    say(f"{'opened' if opened else 'open'} {server.ui_url}  (serving {path} once; Ctrl-C to stop)")
+    try:
+        server.serve_until_fetched()
+    except KeyboardInterrupt:
+        say("stopped before the trace was fetched")
+        raise typer.Exit(130) from None
+    say(f"sent {path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to ``app``."""
+    app.command("plot")(plot_cmd)
+    app.command("export")(export)
+    app.command("view")(view)

@@ -1,0 +1,139 @@
+"""``overlap-report --detail``: every table of every trace as rich panels, then the across-rank, collective and stopwatch tables."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis.report import OverlapReport
+from ..analysis.summary import Summary
+
+TOP_FINDINGS = 3
+"""Findings shown per trace in the table (JSON, CSV and Markdown list them all)."""
+
+LEVEL_STYLE = {"confirmed": "bold green", "partial": "yellow", "none": "bold red"}
+
+
+def _ms(ns: float) -> str:
+    return "-" if ns is None or (isinstance(ns, float) and math.isnan(ns)) else f"{ns / 1e6:,.3f}"
+
+
+def _pct(f: float) -> str:
+    return "-" if f is None or (isinstance(f, float) and math.isnan(f)) else f"{f:.1%}"
+
+
+def _table(title: str, df: pd.DataFrame, cols: list[tuple[str, str, str]]) -> Table:
+    """cols: (column, header, format) with format ``ms``, ``pct``, ``int`` or ``str``."""
+    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for _, header, fmt in cols:
+        t.add_column(header, justify="left" if fmt == "str" else "right")
+    fmts = {"ms": _ms, "pct": _pct, "int": lambda v: f"{int(v):,}", "str": str}
+    for rec in df.to_dict(orient="records"):
+        t.add_row(*[Text(fmts[f](rec[c])) for c, _, f in cols])
+    return t
+
+
+def render_report(r: OverlapReport) -> Panel:
+    """One trace as a rich Panel."""
+    parts: list = []
+    head = Text()
+    wall = r.info.get("wall_s")
+    if wall is not None:
+        head.append(f"wall clock (one timed run, outside the profiler): {wall * 1e3:,.1f} ms   ")
+    lo, hi = r.window_ns
+    head.append(f"trace window: {_ms(hi - lo)} ms   events: {r.event_count:,}")
+    if r.rank is not None:
+        head.append(f"   rank: {r.rank}")
+    parts.append(head)
+    if r.streams.empty:
+        parts.append(Text("no device activity in this trace (CPU-only, or the profiler had no CUDA activity)", style="dim"))
+    else:
+        parts.append(_table("busy time per stream", r.streams, [("device", "device", "int"), ("stream", "stream", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("kernels", "kernels", "int"), ("memcpys", "memcpys", "int"), ("memsets", "memsets", "int")]))
+        parts.append(_table("devices", r.devices.devices, [("device", "device", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("idle_ns", "idle ms", "ms"), ("concurrent_ns", "with another device ms", "ms"), ("concurrency", "concurrency", "pct")]))
+    if not r.copy_overlap.empty:
+        parts.append(_table("copy/compute overlap", r.copy_overlap, [("device", "device", "int"), ("direction", "direction", "str"), ("copies", "copies", "int"), ("copy_ns", "copy ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
+    multi = r.stream_concurrency[r.stream_concurrency["streams"] > 1] if not r.stream_concurrency.empty else r.stream_concurrency
+    if not multi.empty:
+        parts.append(_table("stream concurrency", multi, [("device", "device", "int"), ("streams", "streams", "int"), ("busy_ns", "busy ms", "ms"), ("multi_stream_ns", "2+ streams ms", "ms"), ("concurrency", "concurrency", "pct"), ("kernel_concurrency", "kernels only", "pct")]))
+    if not r.comm_overlap.empty:
+        parts.append(_table("communication/compute overlap", r.comm_overlap, [("device", "device", "int"), ("comm_kernels", "NCCL kernels", "int"), ("comm_ns", "comm ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
+    c = r.cpu_gpu
+    parts.append(Text(f"CPU/GPU: host compute {_ms(c.host_compute_ns)} ms, device busy {_ms(c.device_busy_ns)} ms, both at once {_ms(c.overlapped_ns)} ms ({_pct(c.fraction)} of host compute, {_pct(c.fraction_of_shorter)} of the shorter side)"))
+    if not r.steps.empty:
+        st = r.steps
+        parts.append(Text(f"steps: {len(st)}, mean host step {_ms(st['host_ns'].mean())} ms, mean GPU step {_ms(st['gpu_ns'].mean())} ms "
+                          f"(GPU busy {_ms(st['gpu_busy_ns'].mean())} ms), throughput {r.throughput:,.2f} steps/s"))
+    verdicts = Text()
+    for v in r.verdicts:
+        verdicts.append(f"[{v.level}] ", style=LEVEL_STYLE[v.level])
+        verdicts.append(v.text + "\n")
+    for note in r.notes:
+        verdicts.append(f"[note] {note}\n", style="dim")
+    if not r.verdicts and not r.notes:
+        verdicts.append("no figure to judge: no copies, no second device or stream, no host compute beside device work", style="dim")
+    parts.append(verdicts)
+    if not r.findings.empty:
+        found = Text("headroom (at most recoverable; largest first):\n", style="bold")
+        for rec in r.findings.head(TOP_FINDINGS).to_dict(orient="records"):
+            found.append(f"  {rec['text']}\n")
+        parts.append(found)
+    name = ".".join(x for x in (r.info.get("workload"), r.info.get("variant")) if x) or r.path
+    return Panel(Group(*parts), title=Text(name, style="bold"), subtitle=Text(r.path) if name != r.path else None, title_align="left")
+
+
+def render(console: Console, summary: Summary) -> None:
+    """Print every report and the across-rank and stopwatch tables (failures go to stderr, from the CLI)."""
+    for r in summary.reports:
+        console.print(render_report(r))
+    if not summary.rank_summary.empty:
+        for (run, window), g in summary.rank_summary.groupby(["run", "window"], sort=False):
+            most_comm = g["most_comm_rank"].iloc[0]
+            t = Table(title=Text(f"across {int(g['ranks'].iloc[0])} ranks in {run}, {window} (most GPU work: rank {int(g['busiest_rank'].iloc[0])}"
+                                 + ("" if pd.isna(most_comm) else f"; most time in collectives: rank {int(most_comm)}") + ")"),
+                      title_justify="left", show_edge=False)
+            for h in ("figure", "min", "median", "max"):
+                t.add_column(h, justify="left" if h == "figure" else "right")
+            for rec in g.to_dict(orient="records"):
+                is_time = rec["figure"].endswith("_ns")
+                fmt = (lambda v: f"{_ms(v)} ms") if is_time else _pct
+                label = rec["figure"][:-3] if is_time else rec["figure"]
+                t.add_row(*map(Text, (label, fmt(rec["min"]), fmt(rec["median"]), fmt(rec["max"]))))
+            console.print(t)
+    for c in summary.collectives:
+        straggler = f"rank {c.straggler_rank}" if c.straggler_rank is not None else "none"
+        t = Table(title=Text(f"collectives across ranks {', '.join(map(str, c.ranks))} in {c.run}, {c.window}: {c.matched} matched, "
+                             f"straggler {straggler}"), title_justify="left", show_edge=False)
+        for h in ("collective", "bytes", "count", "mean skew ms", "time ms", "busbw GB/s", "vs best"):
+            t.add_column(h, justify="left" if h == "collective" else "right")
+        for rec in c.by_size.to_dict(orient="records"):
+            t.add_row(Text(str(rec["collective"])), f"{rec['bytes']:,}", f"{rec['count']:,}", _ms(rec["mean_skew_ns"]), _ms(rec["time_ns"]),
+                      "-" if math.isnan(rec["busbw_gbps"]) else f"{rec['busbw_gbps']:,.1f}", _pct(rec["vs_best"]))
+        console.print(t)
+        waits = ", ".join(f"rank {k} {_ms(v)} ms" for k, v in c.wait_ns.items())
+        console.print(Text(f"  waiting for the last rank: {waits}; clocks: {c.clock}", style="dim"))
+        for m in c.mismatched:
+            console.print(Text(f"  {m}", style="yellow"))
+        if c.implausible:
+            console.print(Text(f"  {c.implausible} collective(s) end on one rank before they start on another: "
+                               f"the clocks disagree by at least {_ms(c.max_offset_ns)} ms", style="yellow"))
+    variants = summary.variants
+    for run, g in variants.groupby("run", sort=False):
+        if not (g["agreement"] != "baseline").any():
+            continue
+        t = Table(title=Text(f"stopwatch against evidence in {run}: wall clock (manifest, one timed run) vs the workload's first variant"),
+                  title_justify="left", show_edge=False)
+        for h in ("variant", "wall ms", "speed-up", "agreement"):
+            t.add_column(h, justify="right" if h in ("wall ms", "speed-up") else "left", no_wrap=True)
+        style = {"agrees": "green", "disagrees": "bold yellow", "baseline": "dim"}
+        for rec in g.to_dict(orient="records"):
+            t.add_row(Text(f"{rec['workload']}.{rec['variant']}"), f"{rec['wall_s'] * 1e3:,.1f}", f"{rec['speedup']:.2f}x",
+                      Text(rec["agreement"], style=style[rec["agreement"]]))
+        console.print(t)
+        for rec in g[g["agreement"] == "disagrees"].to_dict(orient="records"):
+            console.print(Text(f"  {rec['workload']}.{rec['variant']}: {rec['speedup']:.2f}x against {rec['baseline']}; {rec['reading']}",
+                               style="yellow"))

@@ -1,0 +1,129 @@
+"""All ranks of one profiler window in one native Perfetto trace (``export --merge-ranks``).
+
+Each rank's trace is laid out as :func:`.perfetto.write_perfetto` lays out one
+trace, then placed under one process named ``rank N`` (its own synthetic pid,
+``RANK_PID_BASE + N``, so that ranks never share a pid): the rank's devices
+(``cuda:d``, with their streams and derived ``overlap`` and ``busy streams``
+tracks), its host processes and threads (as named tracks), its ``busy devices``
+counter and ``traceprobe verdicts``, and first a ``collectives`` track holding a
+copy of each communication kernel (HTA/NCCL naming, ``is_comm``), so that the
+collectives of all ranks lie side by side at the top of each rank. Ranks are
+ordered by number; launch flows stay within their rank.
+
+Clocks: the timestamps are written as each rank recorded them (Kineto's host
+clock, in ns); nothing is shifted. Ranks of one host share that clock; ranks of
+several hosts are aligned only as well as the hosts' clocks are. What the
+collectives say of it (``clock``, from
+:func:`traceprobe.analysis.collectives`) is written on a top-level
+``clocks`` track over the window and returned by :meth:`MergedExport.describe`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.report import OverlapReport
+from ..trace import Trace
+from .perfetto import _DEVICE, CHUNK_PACKETS, _annotators, _layout, write_packets
+
+RANK_PID_BASE = 1 << 28
+"""Process id of rank N's process: ``RANK_PID_BASE + N``."""
+FLOW_STRIDE = 1 << 40
+"""Launch flow ids of the k-th rank are offset by ``k * FLOW_STRIDE`` (unique across ranks)."""
+_SRC_STRIDE = 8
+_CLOCK = 7
+
+
+@dataclass(frozen=True)
+class MergedExport:
+    """What :func:`write_perfetto_ranks` wrote: file, ranks, slice counts and the clock statement."""
+
+    path: str
+    ranks: tuple[int, ...]
+    packets: int
+    device_slices: int
+    collective_slices: int
+    clock: str
+
+    def describe(self) -> str:
+        """One line for a person."""
+        return (f"wrote {self.path}: ranks {', '.join(map(str, self.ranks))} as processes \"rank N\", "
+                f"{self.device_slices:,} device slices, {self.collective_slices:,} collectives side by side; "
+                f"clocks: timestamps as each rank recorded them, not shifted ({self.clock})")
+
+
+def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path: str | Path, clock: str = "",
+                         chunk_packets: int = CHUNK_PACKETS) -> MergedExport:
+    """Write the traces of one window's ranks as one ``.pftrace`` (module doc).
+
+    Args:
+        items: ``(rank, trace, report)`` per rank.
+        path: output file (gzipped if it ends in ``.gz``).
+        clock: what is known of the ranks' clocks (e.g. the collectives' ``clock``).
+        chunk_packets: packets per chunk written.
+    """
+    rows: list[dict] = []
+    names: list[str] = []
+    parts, counters, fills = [], [], {}
+    for k, (rank, trace, report) in enumerate(sorted(items, key=lambda x: x[0])):
+        r_rows, r_names, slices, cnt, _, _, _ = _layout(trace, report)
+        base, nbase = len(rows), len(names)
+        top = base + len(r_rows) + 1
+        host_proc = {}
+        for r in r_rows:
+            r = {**r, "uuid": r["uuid"] + base}
+            if "parent" in r:
+                r["parent"] += base
+            if "process" in r:  # a device or a host process: a child track of the rank
+                pid = r.pop("process")
+                if not r["name"].startswith("host process"):
+                    r["ordered"] = True
+                else:
+                    host_proc[pid] = r["uuid"]
+                r.setdefault("parent", top)
+            elif "thread" in r:
+                pid, _ = r.pop("thread")
+                r["parent"] = host_proc.get(pid, top)
+            else:
+                r.setdefault("parent", top)
+            rows.append(r)
+        rows.append({"uuid": top, "name": f"rank {rank}", "process": RANK_PID_BASE + rank, "ordered": True, "rank": rank})
+        comm = np.flatnonzero(trace.device_events["is_comm"].to_numpy()) if len(trace.device_events) else np.zeros(0, np.int64)
+        coll = top + 1
+        rows.append({"uuid": coll, "name": "collectives", "parent": top, "rank": 0})
+        dev = slices[slices["src"] == _DEVICE]
+        copies = dev.set_index("row").loc[comm].reset_index() if len(comm) else dev.iloc[:0]
+        copies = copies.assign(track=coll, flow_out=0, flow_in=0)
+        slices = pd.concat([slices, copies[slices.columns]], ignore_index=True)
+        slices["track"] += np.where(slices["track"] == coll, 0, base)
+        slices["name_iid"] += nbase
+        slices["flow_out"] = np.where(slices["flow_out"] > 0, slices["flow_out"] + k * FLOW_STRIDE, 0)
+        slices["flow_in"] = np.where(slices["flow_in"] > 0, slices["flow_in"] + k * FLOW_STRIDE, 0)
+        slices["src"] += k * _SRC_STRIDE
+        cnt = cnt.assign(track=cnt["track"] + base)
+        for src, fn in _annotators(trace, report).items():
+            fills[src + k * _SRC_STRIDE] = fn
+        names += r_names
+        parts.append(slices)
+        counters.append(cnt)
+    lo = min((int(s["start"].min()) for s in parts if len(s)), default=0)
+    hi = max((int(s["end"].max()) for s in parts if len(s)), default=0)
+    statement = "clocks: timestamps as each rank recorded them, not shifted" + (f"; {clock}" if clock else "")
+    names.append(statement)
+    rows.append({"uuid": len(rows) + 1, "name": "clocks"})
+    fills[_CLOCK] = lambda te, i: None
+    parts.append(pd.DataFrame({"track": [len(rows)], "start": [lo], "end": [hi], "name_iid": [len(names)], "src": [_CLOCK], "row": [-1],
+                               "flow_out": [0], "flow_in": [0]}))
+    slices = pd.concat(parts, ignore_index=True).astype(np.int64)
+    cnt = pd.concat(counters, ignore_index=True) if counters else pd.DataFrame({"track": [], "ts": [], "value": []}, dtype=np.int64)
+    packets = write_packets(path, rows, names, slices, cnt, fills, chunk_packets)
+    src = slices["src"].to_numpy() % _SRC_STRIDE
+    on_coll = np.isin(slices["track"].to_numpy(), [r["uuid"] for r in rows if r["name"] == "collectives"])
+    return MergedExport(str(path), tuple(sorted(r for r, _, _ in items)), packets, int(((src == _DEVICE) & ~on_coll).sum()),
+                        int(on_coll.sum()), clock or "unknown")
+
