@@ -10,9 +10,9 @@ Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is comput
    host threads) showing the verdict of that figure with the highest value and
    its level as a short word (``yes`` confirmed, ``some`` partial, ``no`` none;
    ``-`` no verdict), and the trace's top finding with its headroom in ms.
-2. One row per window of each multi-rank run: ranks, the rank with the most
-   device work outside collectives and the rank with the most time in
-   collectives (no rank is called slowest: see ``analysis/ranks.py``), and
+2. One row per window of each multi-rank run: ranks, ``work/comm``: the rank
+   with the most device work outside collectives and the rank with the most
+   time in collectives (no rank is called slowest: see ``analysis/ranks.py``), and
    min-max across ranks of step time, busy and the figures.
 3. One line on the stopwatch comparison and the warnings, when there are any.
 
@@ -155,7 +155,7 @@ def _span(g: pd.DataFrame, figure: str) -> str:
 def _straggler(g: pd.DataFrame) -> str:
     """Most device work outside collectives, and most time in collectives (which includes waiting for peers)."""
     busiest, most_comm = g["busiest_rank"].iloc[0], g["most_comm_rank"].iloc[0]
-    return f"work {int(busiest)}" + ("" if pd.isna(most_comm) else f", comm {int(most_comm)}")
+    return f"{int(busiest)}/" + ("-" if pd.isna(most_comm) else f"{int(most_comm)}")
 
 
 def rank_table(summary: Summary) -> Table | None:
@@ -168,7 +168,7 @@ def rank_table(summary: Summary) -> Table | None:
     t.add_column("run", no_wrap=True, overflow="ellipsis", max_width=RUN_WIDTH)
     t.add_column("steps", no_wrap=True, min_width=5)
     t.add_column("ranks", justify="right", no_wrap=True)
-    t.add_column("most (rank)", no_wrap=True, min_width=13)
+    t.add_column("work/comm", no_wrap=True, min_width=9)
     for _, h in RANK_FIGURES:
         t.add_column(h, justify="right", no_wrap=True, min_width=7)
     last = None
