@@ -1,417 +1,245 @@
 #!/usr/bin/env python3
-"""Benchmark traceprobe's load + overlap report against the parse floor and HolisticTraceAnalysis.
+"""traceprobe's performance targets, each a ratio measured in one run on one machine, and many-rank throughput.
 
-For each trace (SYNTHETIC traces of 10^4, 10^5, 10^6 events written by
-``scripts/synth_trace.py``, 10^7 with ``--large``, and the real traces in
-``sample_traces/``), in one run on one machine, each in its own subprocess:
+Every figure is of whole processes, as a user runs them (interpreter start,
+imports, output; ``scripts/bench_run.py`` says how each is measured):
 
-- **traceprobe**, end to end as a user runs it:
-  ``python -m traceprobe overlap-report FILE --format json --output /dev/null --jobs 1``
-  (interpreter start, imports, load, every figure, JSON output);
-- **floor**: the same file read (and gunzipped) and decoded by msgspec into typed
-  structs holding only the fields traceprobe needs, nothing else; timed end to end
-  (interpreter start included) and without imports;
-- **HTA** (HolisticTraceAnalysis, optional: ``pip install holistictraceanalysis``):
-  ``TraceAnalysis(trace_dir=...)`` on a folder holding only this file (its load),
-  then ``get_comm_comp_overlap()``. Skipped when not installed, above
-  ``--hta-max-events``, or when it cannot load the file (the error is reported).
+- **real**: the 216,092-event trace of HolisticTraceAnalysis's tests
+  (``tests/data/df_index_resolver/df_index_resolver.json.gz``, a real recording),
+  ``traceprobe overlap-report FILE --format json --jobs 1`` against the parse
+  floor (target: at most 2.0x) and against HTA's ``TraceAnalysis`` +
+  ``get_comm_comp_overlap`` (target: HTA at least 10x slower);
+- **synthetic 10^6** (gzipped, ``scripts/synth_trace.py``): traceprobe at most
+  1.3x the floor; peak RSS at most 1.2x the decompressed JSON (also at 10^7 with
+  ``--large``, about 2.4 GB of JSON);
+- **batch**: a folder of 100 small SYNTHETIC rank traces (``--batch-events`` each),
+  ``overlap-report DIR`` with its default workers: at most 20 ms per file;
+- **ranks** (``--ranks N``): a SYNTHETIC job of N rank traces
+  (``synth_trace.py --ranks``), analysed with ``--jobs W`` local processes and on
+  a Dask ``LocalCluster`` of W single-threaded worker processes (``--scheduler``;
+  the cluster is started, and its workers import traceprobe, before the clock
+  starts, as on a long-running cluster), for each W of ``--workers``: rank traces
+  per second and events per second.
 
-Wall time is the best of ``--repeat`` runs (the machine may be shared; CPU time,
-user + system, is reported too). Peak memory is the child's maximum RSS from
-``wait4``. Also reported: decompressed JSON size, peak RSS / JSON size, the
-ratios traceprobe / floor and HTA load / traceprobe, and, fitted on the
-synthetic sizes, time and memory per million events and their log-log slope
-(1.0 = linear).
+Times are medians of ``--repeat`` runs, the commands alternating so that a busy
+moment of a shared machine weighs on each alike.
 
 Usage::
 
-    python scripts/bench.py                      # 1e4, 1e5, 1e6 + sample_traces
-    python scripts/bench.py --large --json-out bench.json   # adds 1e7 (about 2.4 GB of JSON, ~10 GB RAM)
-    python scripts/bench.py --sizes 1e5 --no-hta --no-real
-    python scripts/bench.py --traces my.pt.trace.json.gz     # your own traces too
+    python scripts/bench.py                                  # the targets
+    python scripts/bench.py --large --json-out bench.json    # adds 10^7 events (~10 GB of RAM)
+    python scripts/bench.py --only ranks --ranks 64 --workers 1,2,4,8,16
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import math
 import os
 import platform
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-SYNTH = Path(__file__).resolve().parent / "synth_trace.py"
-MARK = "BENCH_RESULT "
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_run as br  # noqa: E402
 
-# --- child modes (run in subprocesses) -------------------------------------------------------
-
-_FLOOR_CODE = r'''
-import time
-t0 = time.perf_counter()
-import gzip, json, sys
-from typing import Union
-import msgspec
-
-class Args(msgspec.Struct, gc=False):
-    device: Union[int, None] = None
-    stream: Union[int, None] = None
-    correlation: Union[int, None] = None
-    bytes: Union[int, None] = None
-    external_id: Union[int, None] = msgspec.field(default=None, name="External id")
-
-class Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: Union[str, None] = None
-    name: Union[str, None] = None
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
-    ts: Union[float, None] = None
-    dur: Union[float, None] = None
-    args: Union[Args, None] = None
-
-class Doc(msgspec.Struct):
-    traceEvents: list[Event]
-
-t1 = time.perf_counter()
-raw = open(sys.argv[1], "rb").read()
-if raw[:2] == b"\x1f\x8b":
-    raw = gzip.decompress(raw)
-size = len(raw)
-typed = True
-try:
-    doc = msgspec.json.Decoder(Doc).decode(raw)
-except msgspec.ValidationError:  # a field of an unexpected type: decode it untyped (as traceprobe does)
-    from typing import Any
-    class Args(msgspec.Struct, gc=False):
-        device: Any = None
-        stream: Any = None
-        correlation: Any = None
-        bytes: Any = None
-        external_id: Any = msgspec.field(default=None, name="External id")
-    class Event(msgspec.Struct, gc=False):
-        ph: Any = ""
-        cat: Any = None
-        name: Any = None
-        pid: Any = None
-        tid: Any = None
-        ts: Any = None
-        dur: Any = None
-        args: Union[Args, None] = None
-    class Doc(msgspec.Struct):
-        traceEvents: list[Event]
-    typed = False
-    doc = msgspec.json.Decoder(Doc).decode(raw)
-t2 = time.perf_counter()
-print("BENCH_RESULT " + json.dumps({"import_s": t1 - t0, "parse_s": t2 - t1, "events": len(doc.traceEvents), "json_bytes": size,
-                                  "typed": typed}))
-'''
-
-_HTA_CODE = r'''
-import time
-t0 = time.perf_counter()
-import json, logging, sys, warnings
-warnings.filterwarnings("ignore")
-from hta.trace_analysis import TraceAnalysis
-t1 = time.perf_counter()
-analyzer = TraceAnalysis(trace_dir=sys.argv[1])
-t2 = time.perf_counter()
-overlap = analyzer.get_comm_comp_overlap(visualize=False)
-t3 = time.perf_counter()
-print("BENCH_RESULT " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "overlap_s": t3 - t2,
-                                  "overlap": overlap.to_dict(orient="records")}, default=str))
-'''
+HTA_TRACE_URL = ("https://raw.githubusercontent.com/facebookresearch/HolisticTraceAnalysis/main/"
+                 "tests/data/df_index_resolver/df_index_resolver.json.gz")
+PARTS = ("real", "synthetic", "batch", "ranks")
 
 
-def _run(cmd: list[str], timeout: float | None = None, cwd: Path | None = None) -> dict[str, Any]:
-    """Run ``cmd``; wall time, CPU time and peak RSS of that child alone (wait4), its output."""
-    out = tempfile.TemporaryFile()
-    err = tempfile.TemporaryFile()
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd)
-    deadline = None if timeout is None else t + timeout
-    while True:
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            break
-        if deadline is not None and time.perf_counter() > deadline:
-            p.kill()
-            pid, status, ru = os.wait4(p.pid, 0)
-            status = None
-            break
-        time.sleep(0.002)
-    wall = time.perf_counter() - t
-    p.returncode = os.waitstatus_to_exitcode(status) if status is not None else -9
-    out.seek(0)
-    err.seek(0)
-    stdout = out.read().decode(errors="replace")
-    stderr = err.read().decode(errors="replace")
-    result = None
-    for line in stdout.splitlines():
-        if line.startswith(MARK):
-            result = json.loads(line[len(MARK):])
-    return {
-        "wall_s": wall,
-        "cpu_s": ru.ru_utime + ru.ru_stime,
-        "peak_rss_mb": ru.ru_maxrss / 1024,  # Linux: KiB
-        "rc": p.returncode,
-        "timed_out": status is None,
-        "result": result,
-        "stderr_tail": stderr[-600:],
-    }
+def _target(name: str, value: float | None, op: str, limit: float, unit: str = "x", note: str = "") -> dict[str, Any]:
+    met = None if value is None else (value <= limit if op == "<=" else value >= limit)
+    return {"target": name, "value": value, "op": op, "limit": limit, "unit": unit, "met": met, "note": note}
 
 
-def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    best = min(runs, key=lambda r: r["wall_s"])
-    out = dict(best)
-    out["wall_runs_s"] = [round(r["wall_s"], 4) for r in runs]
-    out["cpu_s"] = min(r["cpu_s"] for r in runs)
-    out["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
-    return out
-
-
-def bench_traceprobe(path: Path, repeat: int, timeout: float) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "traceprobe", "overlap-report", str(path), "--format", "json", "--output", os.devnull, "--jobs", "1"]
-    runs = [_run(cmd, timeout, cwd=ROOT) for _ in range(repeat)]
-    r = _best(runs)
-    ok = r["rc"] in (0, 1) and not r["timed_out"]
-    return {"ok": ok, "wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"], "wall_runs_s": r["wall_runs_s"],
-            **({} if ok else {"error": f"rc={r['rc']} {r['stderr_tail'].strip()[-300:]}"})}
-
-
-def bench_floor(path: Path, repeat: int, timeout: float) -> dict[str, Any]:
-    runs = [_run([sys.executable, "-c", _FLOOR_CODE, str(path)], timeout) for _ in range(repeat)]
-    good = [r for r in runs if r["result"]]
-    if not good:
-        return {"ok": False, "error": runs[0]["stderr_tail"].strip()[-300:]}
-    r = _best(good)
-    res = r["result"]
-    return {"ok": True, "wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"], "wall_runs_s": r["wall_runs_s"],
-            "parse_s": min(g["result"]["parse_s"] for g in good), "import_s": res["import_s"],
-            "events": res["events"], "json_bytes": res["json_bytes"], "typed": res["typed"]}
-
-
-def bench_hta(path: Path, timeout: float) -> dict[str, Any]:
-    if importlib.util.find_spec("hta") is None:
-        return {"ok": False, "skipped": "HolisticTraceAnalysis not installed (pip install holistictraceanalysis)"}
-    with tempfile.TemporaryDirectory(prefix="bench-hta-") as d:
-        # HTA reads every trace in a folder: give it a folder holding only this file
-        link = Path(d) / path.name
+def _hta_trace(a: argparse.Namespace, workdir: Path) -> Path | None:
+    if a.hta_trace:
+        return Path(a.hta_trace)
+    path = workdir / "df_index_resolver.json.gz"
+    if not path.exists():
         try:
-            link.symlink_to(path.resolve())
-        except OSError:
-            shutil.copy(path, link)
-        r = _run([sys.executable, "-c", _HTA_CODE, d], timeout)
-    if r["timed_out"]:
-        return {"ok": False, "error": f"timed out after {timeout:.0f} s", "wall_s": r["wall_s"], "peak_rss_mb": r["peak_rss_mb"]}
-    if not r["result"]:
-        lines = [ln for ln in r["stderr_tail"].strip().splitlines() if ln.strip()]
-        return {"ok": False, "error": (lines[-1] if lines else f"rc={r['rc']}")[-300:], "peak_rss_mb": r["peak_rss_mb"]}
-    res = r["result"]
-    return {"ok": True, "wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"], "import_s": res["import_s"],
-            "load_s": res["load_s"], "overlap_s": res["overlap_s"], "overlap": res["overlap"]}
-
-
-# --- driver ------------------------------------------------------------------------------------
-
-
-def _size_label(n: int) -> str:
-    e = round(math.log10(n)) if n > 0 else 0
-    return f"1e{e}" if 10**e == n else f"{n:,}"
-
-
-def _parse_size(s: str) -> int:
-    t = s.strip().lower().replace("_", "")
-    if "^" in t:
-        b, e = t.split("^")
-        return int(b) ** int(e)
-    return int(float(t))
-
-
-def synth(n: int, workdir: Path, seed: int, gz: bool, extra: list[str]) -> Path:
-    path = workdir / f"synthetic-{_size_label(n)}-seed{seed}.pt.trace.json{'.gz' if gz else ''}"
-    stamp = path.with_name(path.name + ".args")
-    args = [str(SYNTH), "-q", "--events", str(n), "--seed", str(seed), "-o", str(path), *extra]
-    if path.exists() and stamp.exists() and stamp.read_text() == json.dumps(args[1:]):
-        return path  # same generator arguments: reuse
-    t = time.perf_counter()
-    subprocess.run([sys.executable, *args], check=True)
-    stamp.write_text(json.dumps(args[1:]))
-    print(f"  wrote {path.name} ({path.stat().st_size / 1e6:,.1f} MB) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+            with urllib.request.urlopen(HTA_TRACE_URL, timeout=60) as r:
+                path.write_bytes(r.read())
+        except OSError as e:
+            print(f"  cannot download {HTA_TRACE_URL}: {e}", file=sys.stderr)
+            return None
     return path
 
 
-def _fit(xs: list[float], ys: list[float]) -> dict[str, float] | None:
-    """Least squares y = a + b x, and the log-log slope between the smallest and largest x."""
-    pts = [(x, y) for x, y in zip(xs, ys) if y is not None and x > 0 and y > 0]
-    if len(pts) < 2:
-        return None
-    n = len(pts)
-    mx = sum(p[0] for p in pts) / n
-    my = sum(p[1] for p in pts) / n
-    sxx = sum((p[0] - mx) ** 2 for p in pts)
-    b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
-    a = my - b * mx
-    pts.sort()
-    lo, hi = pts[0], pts[-1]
-    loglog = math.log(hi[1] / lo[1]) / math.log(hi[0] / lo[0])
-    a2, b2 = pts[-2], pts[-1]  # the two largest: least affected by fixed costs (start-up, imports)
-    top = math.log(b2[1] / a2[1]) / math.log(b2[0] / a2[0])
-    return {"intercept": a, "per_million_events": b * 1e6, "loglog_slope": loglog, "loglog_slope_top": top}
+def bench_real(a: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    path = _hta_trace(a, workdir)
+    if path is None or not path.exists():
+        note = "HTA's df_index_resolver trace not available: pass --hta-trace"
+        return {"skipped": note}, [_target("real 216k: traceprobe / floor", None, "<=", 2.0, note=note),
+                                   _target("real 216k: HTA / traceprobe", None, ">=", 10.0, note=note)]
+    m = br.alternate({"floor": br.floor_cmd(str(path)), "traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")}, a.repeat, a.timeout)
+    h = br.hta(path, a.timeout * 4) if not a.no_hta else {"ok": False, "skipped": "--no-hta"}
+    tp, fl = m["traceprobe"], m["floor"]
+    row = {"trace": str(path), "events": fl.get("result", {}).get("events"), "traceprobe": tp, "floor": fl, "hta": h}
+    hta_note = h.get("skipped") or h.get("error") or ""
+    return row, [
+        _target("real 216k: traceprobe / floor", tp["wall_s"] / fl["wall_s"] if tp["ok"] else None, "<=", 2.0),
+        _target("real 216k: HTA / traceprobe", h["wall_s"] / tp["wall_s"] if h.get("ok") and tp["ok"] else None, ">=", 10.0,
+                note=hta_note),
+    ]
+
+
+def bench_synthetic(a: argparse.Namespace, workdir: Path, n: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    label = f"1e{len(str(n)) - 1}"
+    path = br.synth(workdir, f"synthetic-{label}.pt.trace.json.gz", ["--events", str(n)])
+    big = n >= 10**7
+    cmds = {"traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")} if big else \
+        {"floor": br.floor_cmd(str(path)), "traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")}
+    m = br.alternate(cmds, 1 if big else a.repeat, a.timeout)
+    if big:  # the floor only for the JSON size: one run
+        m["floor"] = br.summarize([br.measure(br.floor_cmd(str(path)), a.timeout)])
+    tp, fl = m["traceprobe"], m["floor"]
+    json_mb = fl["result"]["json_bytes"] / 2**20 if fl.get("result") else None
+    row = {"trace": path.name, "events": n, "json_mb": json_mb, "traceprobe": tp, "floor": fl}
+    out = [_target(f"synthetic {label} gz: peak RSS / JSON", tp["peak_rss_mb"] / json_mb if json_mb and tp["ok"] else None, "<=", 1.2)]
+    if not big:
+        out.insert(0, _target(f"synthetic {label} gz: traceprobe / floor", tp["wall_s"] / fl["wall_s"] if tp["ok"] else None, "<=", 1.3))
+    return row, out
+
+
+def bench_batch(a: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    folder = br.synth(workdir, f"batch-100x{a.batch_events}", ["--ranks", "100", "--events", str(a.batch_events), "--skewed", "0"])
+    tp = br.alternate({"traceprobe": br.traceprobe_cmd([str(folder)])}, a.repeat, a.timeout)["traceprobe"]
+    row = {"folder": str(folder), "files": 100, "events_per_file": a.batch_events, "traceprobe": tp}
+    return row, [_target(f"batch of 100 rank traces ({a.batch_events:,} events): ms per file",
+                         tp["wall_s"] * 1000 / 100 if tp["ok"] else None, "<=", 20.0, unit=" ms")]
+
+
+def bench_ranks(a: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    folder = br.synth(workdir, f"job-{a.ranks}x{a.rank_events}", ["--ranks", str(a.ranks), "--events", str(a.rank_events)])
+    total = a.ranks * a.rank_events
+    rows: list[dict[str, Any]] = []
+    out = {"folder": str(folder), "ranks": a.ranks, "events_per_rank": a.rank_events, "events": total, "rows": rows}
+
+    def save() -> None:  # after each row: a run cut short keeps what it measured
+        if a.json_out:
+            Path(a.json_out).write_text(json.dumps({"machine": _machine(), "repeat": a.repeat, "ranks": out}, indent=2))
+    workers = [int(w) for w in a.workers.split(",")]
+    for w in workers:
+        local = br.alternate({"local": br.traceprobe_cmd([str(folder)], "--jobs", str(w))}, a.repeat, a.timeout)["local"]
+        rows.append({"engine": "local processes", "workers": w, **_throughput(local, a.ranks, total)})
+        print(f"  ranks: {w} local workers: {rows[-1]['ranks_per_s']} rank traces/s", file=sys.stderr)
+        save()
+    if not a.no_dask:
+        from distributed import Client, LocalCluster
+
+        for w in workers:
+            with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+                    Client(cluster) as client:
+                client.wait_for_workers(w)
+                client.run(__import__, "traceprobe.collect")
+                cmd = br.traceprobe_cmd([str(folder)], "--scheduler", cluster.scheduler_address)
+                dask = br.alternate({"dask": cmd}, a.repeat, a.timeout)["dask"]
+            rows.append({"engine": "Dask LocalCluster", "workers": w, **_throughput(dask, a.ranks, total)})
+            print(f"  ranks: {w} Dask workers: {rows[-1]['ranks_per_s']} rank traces/s", file=sys.stderr)
+            save()
+    return out
+
+
+def _throughput(s: dict[str, Any], ranks: int, events: int) -> dict[str, Any]:
+    ok = s["ok"]
+    return {"ok": ok, "wall_s": round(s["wall_s"], 3), "wall_runs_s": s["wall_runs_s"], "client_peak_rss_mb": round(s["peak_rss_mb"]),
+            "ranks_per_s": round(ranks / s["wall_s"], 2) if ok else None,
+            "events_per_s": round(events / s["wall_s"]) if ok else None, **({} if ok else {"error": s.get("error")})}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--sizes", default="1e4,1e5,1e6", help="synthetic trace sizes, comma-separated (events)")
-    ap.add_argument("--large", action="store_true", help="add a synthetic trace of 10^7 events (~2.4 GB of JSON; ~10 GB RAM)")
-    ap.add_argument("--traces", nargs="*", default=[], help="more trace files to benchmark")
-    ap.add_argument("--real", default=str(ROOT / "sample_traces"), help="folder of real traces (*.pt.trace.json[.gz])")
-    ap.add_argument("--no-real", action="store_true", help="skip the real traces")
+    ap.add_argument("--only", default="real,synthetic,batch", help=f"parts to run, comma-separated, of {','.join(PARTS)}")
+    ap.add_argument("--large", action="store_true", help="also the peak memory target at 10^7 events (~2.4 GB of JSON, ~10 GB of RAM)")
+    ap.add_argument("--hta-trace", help="HTA's df_index_resolver.json.gz (default: downloaded into --workdir)")
     ap.add_argument("--no-hta", action="store_true", help="skip HolisticTraceAnalysis")
-    ap.add_argument("--hta-max-events", type=_parse_size, default=2_000_000,
-                    help="skip HTA above this many events (it needs several times traceprobe's time and memory)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs of traceprobe and of the floor per trace (best wall time kept)")
+    ap.add_argument("--batch-events", type=int, default=10_000, help="events per trace of the batch of 100")
+    ap.add_argument("--ranks", type=int, default=0, help="also measure a job of this many rank traces (adds 'ranks' to --only)")
+    ap.add_argument("--rank-events", type=int, default=100_000, help="events per rank trace of --ranks")
+    ap.add_argument("--workers", default="1,2", help="worker counts for --ranks, comma-separated")
+    ap.add_argument("--no-dask", action="store_true", help="--ranks: local processes only")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each command (medians reported)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per child process")
-    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "traceprobe-bench"), help="where synthetic traces are written (and reused)")
-    ap.add_argument("--gzip", action="store_true", help="write the synthetic traces gzipped (.json.gz)")
-    ap.add_argument("--seed", type=int, default=0, help="synthetic trace seed")
-    ap.add_argument("--synth-args", default="", help="extra arguments for synth_trace.py, e.g. '--devices 8 --nccl-share 0.3'")
-    ap.add_argument("--keep", action="store_true", help="keep the synthetic traces (default: delete those of 10^7 events)")
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "traceprobe-bench"), help="synthetic traces (reused)")
     ap.add_argument("--json-out", help="write the results as JSON here")
     a = ap.parse_args(argv)
-
-    sizes = sorted({_parse_size(s) for s in a.sizes.split(",") if s.strip()} | ({10**7} if a.large else set()))
+    parts = {p.strip() for p in a.only.split(",") if p.strip()} | ({"ranks"} if a.ranks else set())
+    if a.ranks <= 0:
+        parts.discard("ranks")
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    traces: list[tuple[str, Path, bool]] = []
-    print(f"synthetic traces in {workdir}", file=sys.stderr)
-    for n in sizes:
-        traces.append((f"synthetic {_size_label(n)}", synth(n, workdir, a.seed, a.gzip, a.synth_args.split()), True))
-    if not a.no_real and Path(a.real).is_dir():
-        for f in sorted(Path(a.real).glob("*.json*")):
-            if f.name != "manifest.json":
-                traces.append((f"real {f.name.split('.pt.trace')[0]}", f, False))
-    for t in a.traces:
-        traces.append((Path(t).name, Path(t), False))
-
-    rows = []
-    for label, path, synthetic in traces:
-        print(f"{label}: floor...", file=sys.stderr, end="", flush=True)
-        floor = bench_floor(path, a.repeat, a.timeout)
-        print(" traceprobe...", file=sys.stderr, end="", flush=True)
-        tp = bench_traceprobe(path, a.repeat, a.timeout)
-        events = floor.get("events")
-        if a.no_hta:
-            hta = {"ok": False, "skipped": "--no-hta"}
-        elif events is not None and events > a.hta_max_events:
-            hta = {"ok": False, "skipped": f"over --hta-max-events ({a.hta_max_events:,})"}
-        else:
-            print(" HTA...", file=sys.stderr, end="", flush=True)
-            hta = bench_hta(path, a.timeout)
-        print(" done", file=sys.stderr)
-        json_mb = floor["json_bytes"] / 1e6 if floor.get("ok") else None
-        row: dict[str, Any] = {
-            "trace": label, "path": str(path), "synthetic": synthetic, "events": events,
-            "file_mb": path.stat().st_size / 1e6, "json_mb": json_mb,
-            "traceprobe": tp, "floor": floor, "hta": hta,
-        }
-        if tp["ok"] and floor.get("ok"):
-            row["tp_over_floor"] = tp["wall_s"] / floor["wall_s"]
-            row["tp_over_floor_cpu"] = tp["cpu_s"] / floor["cpu_s"]
-            row["tp_over_floor_parse_only"] = tp["wall_s"] / floor["parse_s"]
-            row["tp_rss_over_json"] = tp["peak_rss_mb"] / (floor["json_bytes"] / 2**20)
-            row["floor_rss_over_json"] = floor["peak_rss_mb"] / (floor["json_bytes"] / 2**20)
-        if tp["ok"] and hta.get("ok"):
-            row["hta_load_over_tp"] = hta["load_s"] / tp["wall_s"]
-            row["hta_total_over_tp"] = hta["wall_s"] / tp["wall_s"]
-        rows.append(row)
-
-    syn = [r for r in rows if r["synthetic"] and r["traceprobe"]["ok"]]
-    fits = {
-        "traceprobe_wall_s": _fit([r["events"] for r in syn], [r["traceprobe"]["wall_s"] for r in syn]),
-        "traceprobe_peak_rss_mb": _fit([r["events"] for r in syn], [r["traceprobe"]["peak_rss_mb"] for r in syn]),
-        "traceprobe_cpu_s": _fit([r["events"] for r in syn], [r["traceprobe"]["cpu_s"] for r in syn]),
-        "floor_cpu_s": _fit([r["events"] for r in syn], [r["floor"]["cpu_s"] for r in syn if r["floor"].get("ok")]),
-        "floor_wall_s": _fit([r["events"] for r in syn], [r["floor"]["wall_s"] for r in syn if r["floor"].get("ok")]),
-        "floor_peak_rss_mb": _fit([r["events"] for r in syn], [r["floor"]["peak_rss_mb"] for r in syn if r["floor"].get("ok")]),
-        "json_mb": _fit([r["events"] for r in syn], [r["json_mb"] for r in syn]),
-    }
-    machine = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-               "machine": platform.machine()}
-    try:
-        import psutil
-
-        machine["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
-    except Exception:
-        pass
-    report = {"machine": machine, "repeat": a.repeat, "rows": rows, "fits": fits}
-    _print(report)
+    t = time.perf_counter()
+    results: dict[str, Any] = {"machine": _machine(), "repeat": a.repeat, "targets": []}
+    if "real" in parts:
+        results["real"], tg = bench_real(a, workdir)
+        results["targets"] += tg
+    if "synthetic" in parts:
+        results["synthetic"] = []
+        for n in [10**6] + ([10**7] if a.large else []):
+            row, tg = bench_synthetic(a, workdir, n)
+            results["synthetic"].append(row)
+            results["targets"] += tg
+    if "batch" in parts:
+        results["batch"], tg = bench_batch(a, workdir)
+        results["targets"] += tg
+    if "ranks" in parts:
+        results["ranks"] = bench_ranks(a, workdir)
+    results["bench_wall_s"] = round(time.perf_counter() - t, 1)
+    _print(results)
     if a.json_out:
-        Path(a.json_out).write_text(json.dumps(report, indent=2, default=str))
-        print(f"results written to {a.json_out}", file=sys.stderr)
-    if not a.keep:
-        for _label, path, synthetic in traces:
-            if synthetic and path.stat().st_size > 1e9:
-                path.unlink()
-                path.with_name(path.name + ".args").unlink(missing_ok=True)
+        Path(a.json_out).write_text(json.dumps(results, indent=2, default=str))
     return 0
 
 
-def _f(v: Any, fmt: str = "{:.2f}", none: str = "-") -> str:
-    return none if v is None else fmt.format(v)
+def _machine() -> dict[str, Any]:
+    m: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
+    try:
+        import psutil
+
+        m["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:
+        pass
+    return m
 
 
-def _print(report: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    con = Console(width=200)
-    t = Table(title=f"traceprobe load + overlap report vs parse floor vs HTA "
-                    f"({report['machine']['cpus']} CPUs, Python {report['machine']['python']}; best of {report['repeat']} wall)")
-    for col in ("trace", "events", "JSON MB", "traceprobe s", "cpu s", "floor s", "cpu s ", "parse s", "tp/floor", "cpu ratio", "tp/parse",
-                "HTA load s", "HTA total s", "HTA/tp", "tp MB", "floor MB", "HTA MB", "tp MB/JSON", "floor MB/JSON"):
-        t.add_column(col, justify="left" if col == "trace" else "right")
-    for r in report["rows"]:
-        tp, fl, h = r["traceprobe"], r["floor"], r["hta"]
-        t.add_row(
-            r["trace"], _f(r["events"], "{:,}"), _f(r["json_mb"], "{:,.1f}"),
-            _f(tp.get("wall_s"), "{:.3f}") if tp["ok"] else "[red]failed[/red]", _f(tp.get("cpu_s"), "{:.3f}"),
-            _f(fl.get("wall_s"), "{:.3f}"), _f(fl.get("cpu_s"), "{:.3f}"), _f(fl.get("parse_s"), "{:.3f}"),
-            _f(r.get("tp_over_floor"), "{:.2f}x"), _f(r.get("tp_over_floor_cpu"), "{:.2f}x"),
-            _f(r.get("tp_over_floor_parse_only"), "{:.1f}x"),
-            _f(h.get("load_s"), "{:.3f}") if h.get("ok") else ("skip" if h.get("skipped") else "[red]error[/red]"),
-            _f(h.get("wall_s"), "{:.2f}") if h.get("ok") else "-",
-            _f(r.get("hta_load_over_tp"), "{:.1f}x"),
-            _f(tp.get("peak_rss_mb"), "{:,.0f}"), _f(fl.get("peak_rss_mb"), "{:,.0f}"),
-            _f(h.get("peak_rss_mb"), "{:,.0f}") if h.get("ok") else "-",
-            _f(r.get("tp_rss_over_json"), "{:.2f}"), _f(r.get("floor_rss_over_json"), "{:.2f}"),
-        )
-    con.print(t)
-    for r in report["rows"]:
-        h = r["hta"]
-        if not h.get("ok") and not h.get("skipped"):
-            con.print(f"HTA on {r['trace']}: {h.get('error')}", highlight=False)
-        if not r["traceprobe"]["ok"]:
-            con.print(f"traceprobe on {r['trace']}: {r['traceprobe'].get('error')}", highlight=False)
-    f = report["fits"]
-    lines = []
-    for key, unit in (("traceprobe_wall_s", "s"), ("traceprobe_cpu_s", "s"), ("floor_wall_s", "s"), ("floor_cpu_s", "s"), ("traceprobe_peak_rss_mb", "MB"),
-                      ("floor_peak_rss_mb", "MB"), ("json_mb", "MB")):
-        v = f.get(key)
-        if v:
-            lines.append(f"{key}: {v['per_million_events']:.3f} {unit} per million events + {v['intercept']:.3f} {unit}; "
-                         f"log-log slope {v['loglog_slope']:.2f} (smallest to largest), {v['loglog_slope_top']:.2f} (two largest)")
-    if lines:
-        con.print("fit on the synthetic sizes (least squares; log-log slope 1.00 = linear, below 1 where fixed costs weigh):", highlight=False)
-        for ln in lines:
-            con.print("  " + ln, highlight=False)
+def _print(r: dict[str, Any]) -> None:
+    m = r["machine"]
+    print(f"traceprobe benchmark: {m['cpus']} CPUs, Python {m['python']}, medians of {r['repeat']} alternating runs\n")
+    if r["targets"]:
+        w = max(len(t["target"]) for t in r["targets"])
+        print(f"{'target':{w}}  {'measured':>10}  {'goal':>9}  met")
+        for t in r["targets"]:
+            v = "-" if t["value"] is None else f"{t['value']:.2f}{t['unit']}"
+            met = {True: "yes", False: "NO", None: "n/a"}[t["met"]]
+            print(f"{t['target']:{w}}  {v:>10}  {t['op']} {t['limit']:g}{t['unit']:<3}  {met}{'  (' + t['note'] + ')' if t['note'] else ''}")
+    real = r.get("real") or {}
+    if real.get("traceprobe"):
+        tp, fl, h = real["traceprobe"], real["floor"], real["hta"]
+        hta = f"HTA {h['wall_s']:.2f} s (imports {h['import_s']:.2f}, load {h['load_s']:.2f}, overlap {h['overlap_s']:.2f})" if h.get("ok") else "HTA -"
+        print(f"\nreal 216k: traceprobe {tp['wall_s']:.3f} s (CPU {tp['cpu_s']:.3f}, {tp['peak_rss_mb']:.0f} MB), floor {fl['wall_s']:.3f} s "
+              f"(parse {fl.get('parse_s', 0):.3f}, {fl['peak_rss_mb']:.0f} MB), {hta}")
+    for row in r.get("synthetic", []):
+        tp, fl = row["traceprobe"], row["floor"]
+        print(f"{row['trace']}: traceprobe {tp['wall_s']:.3f} s (CPU {tp['cpu_s']:.3f}, {tp['peak_rss_mb']:.0f} MB), "
+              f"floor {fl['wall_s']:.3f} s ({fl['peak_rss_mb']:.0f} MB), JSON {row['json_mb']:.0f} MB")
+    if r.get("batch"):
+        b = r["batch"]["traceprobe"]
+        print(f"batch of 100: {b['wall_s']:.3f} s (runs {b['wall_runs_s']})")
+    if r.get("ranks"):
+        k = r["ranks"]
+        print(f"\n{k['ranks']} rank traces x {k['events_per_rank']:,} events (SYNTHETIC job):")
+        print(f"{'engine':18} {'workers':>7} {'wall s':>8} {'rank traces/s':>14} {'events/s':>12}")
+        for x in k["rows"]:
+            rps = "-" if x["ranks_per_s"] is None else f"{x['ranks_per_s']:.2f}"
+            eps = "-" if x["events_per_s"] is None else f"{x['events_per_s']:,}"
+            print(f"{x['engine']:18} {x['workers']:>7} {x['wall_s']:>8.3f} {rps:>14} {eps:>12}" + (f"  {x['error']}" if not x["ok"] else ""))
+    print(f"\n(bench took {r['bench_wall_s']} s)")
 
 
 if __name__ == "__main__":

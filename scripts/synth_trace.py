@@ -289,6 +289,8 @@ class Timeline:
     py_thread: np.ndarray
     py_name: np.ndarray
     trace_end: int
+    # whole-job mode (scripts/synth_job.py): per device event, its row of the collectives table, -1 for none
+    dev_comm: np.ndarray | None = None
 
 
 def stream_id(device: int | np.ndarray, index: int | np.ndarray) -> Any:
@@ -449,8 +451,9 @@ CORR0 = 100_000
 class _Writer:
     """Formats events chunk by chunk; holds only one chunk of text at a time."""
 
-    def __init__(self, cfg: Config, tl: Timeline, t0_ns: int) -> None:
+    def __init__(self, cfg: Config, tl: Timeline, t0_ns: int, collectives: list[str] | None = None) -> None:
         self.cfg, self.tl, self.t0 = cfg, tl, t0_ns
+        self.collectives = collectives  # the Kineto args of each collective, as JSON text ('"Collective name": ...')
         self.op_names = np.array(CPU_OPS_LAUNCHING + CPU_OPS_PURE, dtype=object)
         self.dev_names = np.array(KERNELS + NCCL_KERNELS, dtype=object)
         self.cp_names = np.array([m[1] for m in MEMCPYS], dtype=object)
@@ -524,7 +527,11 @@ class _Writer:
                                             (bpsm * 4 // 1_000_000).tolist(), (bpsm * 4 % 1_000_000).tolist(),
                                             grid.tolist(), (h % 8 + 1).tolist(), (128 * (h % 4 + 1)).tolist(),
                                             (h % 100).tolist())
-                out[sel] = [_KERNEL % t for t in zip(*cols)]
+                texts = [_KERNEL % t for t in zip(*cols)]
+                if self.collectives is not None and tl.dev_comm is not None:
+                    comm = tl.dev_comm[j].tolist()
+                    texts = [t if c < 0 else f"{t[:-10]},      {self.collectives[c]}{t[-10:]}" for t, c in zip(texts, comm)]
+                out[sel] = texts
             else:
                 b = tl.dev_bytes[j]
                 bw = b * 1_000_000 // np.maximum(tl.dev_dur[j], 1)  # bytes/ns = GB/s, 6 decimals
@@ -616,7 +623,7 @@ def _blocks(w: _Writer, chunk: int) -> Iterator[list[str]]:
     yield w.metadata()
 
 
-def _header(cfg: Config, t0_ns: int, trace_id: str) -> str:
+def _header(cfg: Config, t0_ns: int, trace_id: str, pg_config: list[dict] | None = None) -> str:
     props = [
         {"id": d, "name": "SYNTHETIC H100", "totalGlobalMem": 85520809984, "computeMajor": 9, "computeMinor": 0,
          "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "warpSize": 32,
@@ -629,8 +636,8 @@ def _header(cfg: Config, t0_ns: int, trace_id: str) -> str:
     parts.append("\n  ],\n")
     if cfg.rank is not None:
         info = {"backend": "nccl", "rank": cfg.rank, "world_size": cfg.world_size, "pg_count": 1,
-                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                               "pg_size": cfg.world_size, "ranks": list(range(cfg.world_size))}],
+                "pg_config": pg_config or [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
+                                            "pg_size": cfg.world_size, "ranks": list(range(cfg.world_size))}],
                 "nccl_version": "2.27.3"}
         parts.append(f'  "distributedInfo": {json.dumps(info)},\n')
     parts.append(f'  "trace_id": "{trace_id}",\n  "cuda_driver_version": 13000,\n  "cuda_runtime_version": 13000,\n'
@@ -644,25 +651,32 @@ def trace_name(cfg: Config) -> str:
     return SYNTHETIC_PREFIX + "traceprobe scripts/synth_trace.py " + " ".join(f"{k}={v}" for k, v in c.items())
 
 
-def write(cfg: Config, path: str | Path, chunk: int = 50_000, gzip_level: int = 1) -> Plan:
+def write(cfg: Config, path: str | Path, chunk: int = 50_000, gzip_level: int = 1, *, timeline: Timeline | None = None,
+          t0_ns: int | None = None, collectives: list[str] | None = None, pg_config: list[dict] | None = None) -> Plan:
     """Write the trace described by ``cfg`` to ``path`` (gzipped when it ends in ``.gz``).
+
+    ``timeline`` (default: ``build_timeline(cfg, plan(cfg))``), ``t0_ns`` (the trace
+    clock's origin), ``collectives`` (args text per row of ``timeline.dev_comm``) and
+    ``pg_config`` (``distributedInfo.pg_config``) let ``scripts/synth_job.py`` write
+    the ranks of one job on one clock with matching collectives.
 
     Returns:
         the :class:`Plan` (exact counts per kind) of what was written.
     """
     p = plan(cfg)
-    tl = build_timeline(cfg, p)
+    tl = timeline if timeline is not None else build_timeline(cfg, p)
     rng = np.random.default_rng([cfg.seed, 1])
-    t0_ns = int(rng.integers(1_000_000_000_000_000, 5_000_000_000_000_000))  # Kineto-like clock, ~12-58 days
+    t0 = int(rng.integers(1_000_000_000_000_000, 5_000_000_000_000_000))  # Kineto-like clock, ~12-58 days
+    t0_ns = t0 if t0_ns is None else t0_ns
     trace_id = "".join(f"{x:02X}" for x in rng.integers(0, 256, 16))
-    w = _Writer(cfg, tl, t0_ns)
+    w = _Writer(cfg, tl, t0_ns, collectives)
     path = Path(path)
     with open(path, "wb") as raw:
         out: BinaryIO
         gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=gzip_level, mtime=0) if path.name.endswith(".gz") else None
         out = gz if gz is not None else raw
         buf = io.BufferedWriter(out, buffer_size=1 << 22) if gz is not None else out  # type: ignore[arg-type]
-        buf.write(_header(cfg, t0_ns, trace_id).encode())
+        buf.write(_header(cfg, t0_ns, trace_id, pg_config).encode())
         first = True
         for texts in _blocks(w, chunk):
             if not texts:
@@ -715,6 +729,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=50_000, help="events formatted per chunk of output")
     ap.add_argument("--gzip-level", type=int, default=1, help="gzip compression level for .gz output")
     ap.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    ap.add_argument("--ranks", type=int, default=0,
+                    help="write a whole job instead: this many rank traces into the folder -o, with matching collectives "
+                         "(see scripts/synth_job.py)")
+    ap.add_argument("--skewed", type=int, default=1, help="--ranks: ranks that arrive late at every collective")
+    ap.add_argument("--skew-us", type=float, default=500.0, help="--ranks: mean late arrival of the skewed ranks, µs")
     a = ap.parse_args(argv)
     cfg = Config(
         events=a.events, devices=a.devices, streams=a.streams, threads=a.threads, device_share=a.device_share,
@@ -723,6 +742,20 @@ def main(argv: list[str] | None = None) -> int:
         world_size=a.world_size, seed=a.seed,
     )
     t = time.perf_counter()
+    if a.ranks:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import synth_job
+
+        try:
+            paths = synth_job.write_job(cfg, a.ranks, a.output, skewed=a.skewed, skew_ns=int(a.skew_us * 1000),
+                                        gz=True, gzip_level=a.gzip_level)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        if not a.quiet:
+            print(f"wrote {len(paths)} rank traces of {a.events:,} events into {a.output} in {time.perf_counter() - t:.1f} s",
+                  file=sys.stderr)
+        return 0
     try:
         p = write(cfg, a.output, chunk=a.chunk, gzip_level=a.gzip_level)
     except ValueError as e:

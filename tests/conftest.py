@@ -24,3 +24,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"needs 2 CUDA GPUs, found {n}"))
         elif "gpu" in item.keywords and n < 1:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler():
+    """Address of a Dask LocalCluster of 2 worker processes (1 thread each), shared by the session's tests."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address

@@ -85,20 +85,13 @@ def test_exceptions_of_fn_propagate(jobs):
         map_items(_raise_on_two, [1, 2, 3], jobs=jobs, on_crash=_crashed)
 
 
-@pytest.fixture(scope="module")
-def dask_address():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        yield cluster.scheduler_address
-
-
-def test_dask_cluster_gives_the_same_results(dask_address):
+def test_dask_cluster_gives_the_same_results(dask_scheduler):
     seen = []
-    out = map_items(_square, list(range(10)), scheduler=dask_address, on_crash=_crashed, on_done=seen.append)
+    out = map_items(_square, list(range(10)), scheduler=dask_scheduler, on_crash=_crashed, on_done=seen.append)
     assert out == [x * x for x in range(10)]
     assert sorted(seen) == sorted(out)
 
 
-def test_dask_exceptions_propagate(dask_address):
+def test_dask_exceptions_propagate(dask_scheduler):
     with pytest.raises(ValueError, match="two"):
-        map_items(_raise_on_two, [1, 2, 3], scheduler=dask_address, on_crash=_crashed)
+        map_items(_raise_on_two, [1, 2, 3], scheduler=dask_scheduler, on_crash=_crashed)

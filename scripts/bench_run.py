@@ -1,0 +1,208 @@
+"""Child processes of ``scripts/bench.py``: each measured whole (interpreter start, imports, exit).
+
+- :func:`measure` runs one command and reads its wall time, its CPU time (user +
+  system) and its peak resident memory from ``wait4`` (``ru_maxrss``: what
+  ``/usr/bin/time -v`` prints as "Maximum resident set size"), for that process
+  alone; worker processes it starts are not in its ``ru_maxrss``.
+- :data:`FLOOR_CODE`: the parse floor. It reads the file, inflates it (with isal
+  when installed, as traceprobe does; zlib otherwise), and decodes every event into
+  msgspec structs holding only the fields traceprobe reads, then exits at once.
+  Nothing can load a trace with less work than this.
+- :data:`HTA_CODE`: HolisticTraceAnalysis, its imports counted:
+  ``TraceAnalysis(trace_dir=...)`` then ``get_comm_comp_overlap()``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MARK = "BENCH_RESULT "
+
+FLOOR_CODE = r'''
+import os, sys, time, zlib
+t0 = time.perf_counter()
+from typing import Union
+import msgspec
+try:
+    from isal import isal_zlib as inflater
+except ImportError:
+    inflater = zlib
+
+class Args(msgspec.Struct, gc=False):
+    device: Union[int, None] = None
+    stream: Union[int, None] = None
+    correlation: Union[int, None] = None
+    bytes: Union[int, None] = None
+    external_id: Union[int, None] = msgspec.field(default=None, name="External id")
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: Union[str, None] = None
+    name: Union[str, None] = None
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    ts: Union[float, None] = None
+    dur: Union[float, None] = None
+    args: Union[Args, None] = None
+
+class Doc(msgspec.Struct):
+    traceEvents: list[Event]
+
+t1 = time.perf_counter()
+with open(sys.argv[1], "rb") as f:
+    raw = f.read()
+if raw[:2] == b"\x1f\x8b":
+    raw = inflater.decompress(raw, 31)
+size = len(raw)
+try:
+    doc = msgspec.json.Decoder(Doc).decode(raw)
+    typed = True
+except msgspec.ValidationError:  # a field of an unexpected type: untyped decode of the same fields
+    from typing import Any
+    class Args(msgspec.Struct, gc=False):
+        device: Any = None
+        stream: Any = None
+        correlation: Any = None
+        bytes: Any = None
+        external_id: Any = msgspec.field(default=None, name="External id")
+    class Event(msgspec.Struct, gc=False):
+        ph: Any = ""
+        cat: Any = None
+        name: Any = None
+        pid: Any = None
+        tid: Any = None
+        ts: Any = None
+        dur: Any = None
+        args: Union[Args, None] = None
+    class Doc(msgspec.Struct):
+        traceEvents: list[Event]
+    doc = msgspec.json.Decoder(Doc).decode(raw)
+    typed = False
+t2 = time.perf_counter()
+sys.stdout.write("BENCH_RESULT " + msgspec.json.encode({"import_s": t1 - t0, "parse_s": t2 - t1, "events": len(doc.traceEvents),
+                                                      "json_bytes": size, "typed": typed,
+                                                      "inflater": inflater.__name__}).decode() + "\n")
+sys.stdout.flush()
+os._exit(0)
+'''
+
+HTA_CODE = r'''
+import time
+t0 = time.perf_counter()
+import json, logging, sys, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+t1 = time.perf_counter()
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+t2 = time.perf_counter()
+overlap = analyzer.get_comm_comp_overlap(visualize=False)
+t3 = time.perf_counter()
+print("BENCH_RESULT " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "overlap_s": t3 - t2,
+                                  "overlap": overlap.to_dict(orient="records")}, default=str))
+'''
+
+
+def measure(cmd: list[str], timeout: float | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``cmd`` (cwd: the repository); its wall time, CPU time and peak RSS (wait4), and its ``BENCH_RESULT`` line."""
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, env=env)
+    deadline = None if timeout is None else t + timeout
+    timed_out = False
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            p.kill()
+            pid, status, ru = os.wait4(p.pid, 0)
+            timed_out = True
+            break
+        time.sleep(0.001)
+    wall = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    out.seek(0)
+    err.seek(0)
+    stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    result = None
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            result = json.loads(line[len(MARK):])
+    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024, "rc": p.returncode,
+            "timed_out": timed_out, "result": result, "stderr_tail": stderr[-600:]}
+
+
+def traceprobe_cmd(paths: list[str], *opts: str) -> list[str]:
+    """``traceprobe overlap-report PATHS --format json --output /dev/null OPTS`` as a user runs it."""
+    return [sys.executable, "-m", "traceprobe", "overlap-report", *paths, "--format", "json", "--output", os.devnull, *opts]
+
+
+def floor_cmd(path: str) -> list[str]:
+    return [sys.executable, "-c", FLOOR_CODE, path]
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median wall and CPU time, every wall time, the largest peak RSS; ``ok`` when every run exited 0 or 1."""
+    ok = all(r["rc"] in (0, 1) and not r["timed_out"] for r in runs)
+    s: dict[str, Any] = {"ok": ok, "wall_s": statistics.median(r["wall_s"] for r in runs),
+                         "cpu_s": statistics.median(r["cpu_s"] for r in runs), "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+                         "wall_runs_s": [round(r["wall_s"], 4) for r in runs]}
+    if not ok:
+        bad = next(r for r in runs if r["rc"] not in (0, 1) or r["timed_out"])
+        s["error"] = "timed out" if bad["timed_out"] else f"rc={bad['rc']}: {bad['stderr_tail'].strip()[-300:]}"
+    results = [r["result"] for r in runs if r["result"]]
+    if results:
+        s["result"] = results[0]
+        if "parse_s" in results[0]:
+            s["parse_s"] = statistics.median(x["parse_s"] for x in results)
+    return s
+
+
+def alternate(commands: dict[str, list[str]], repeat: int, timeout: float) -> dict[str, dict[str, Any]]:
+    """Run each command ``repeat`` times, alternating between them (so that a busy moment of a shared
+    machine weighs on all of them alike); :func:`summarize` per command."""
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in commands}
+    for _ in range(repeat):
+        for k, cmd in commands.items():
+            runs[k].append(measure(cmd, timeout))
+    return {k: summarize(v) for k, v in runs.items()}
+
+
+def hta(path: Path, timeout: float) -> dict[str, Any]:
+    """HTA on a folder holding only ``path`` (HTA reads every trace of a folder)."""
+    import importlib.util
+
+    if importlib.util.find_spec("hta") is None:
+        return {"ok": False, "skipped": "HolisticTraceAnalysis not installed (pip install -e '.[bench]')"}
+    with tempfile.TemporaryDirectory(prefix="bench-hta-") as d:
+        (Path(d) / path.name).symlink_to(path.resolve())
+        r = measure([sys.executable, "-c", HTA_CODE, d], timeout)
+    if not r["result"]:
+        lines = [ln for ln in r["stderr_tail"].strip().splitlines() if ln.strip()]
+        return {"ok": False, "error": "timed out" if r["timed_out"] else (lines[-1] if lines else f"rc={r['rc']}")[-300:]}
+    res = r["result"]
+    return {"ok": True, "wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"],
+            "import_s": res["import_s"], "load_s": res["load_s"], "overlap_s": res["overlap_s"]}
+
+
+def synth(workdir: Path, name: str, args: list[str]) -> Path:
+    """``scripts/synth_trace.py ARGS -o workdir/name``, reused when written before with the same arguments."""
+    path = workdir / name
+    stamp = workdir / f".{name}.args"
+    if path.exists() and stamp.exists() and stamp.read_text() == json.dumps(args):
+        return path
+    t = time.perf_counter()
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "synth_trace.py"), "-q", *args, "-o", str(path)], check=True)
+    stamp.write_text(json.dumps(args))
+    print(f"  wrote {name} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    return path

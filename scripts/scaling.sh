@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Scaling curve: overlap-report on a SYNTHETIC job of 64 rank traces, with 1, 2, 4, 8 and 16 workers,
+# local processes (--jobs W) and a Dask LocalCluster (--scheduler), on a machine with many cores.
+# Results: $OUT/scaling.json (scripts/bench.py --json-out) and $OUT/scaling.txt.
+#
+#   OUT=/tmp/scaling bash scripts/scaling.sh
+#
+# Python packages traceprobe needs beyond numpy/pandas/typer/rich (dask, distributed, msgspec, ...) may travel
+# as wheels in .whl/ (python3 -m pip download ... -d .whl); they are installed into /tmp/site when present.
+# Settings: RANKS (64), EVENTS per rank (100000), WORKERS (1,2,4,8,16), REPEAT (2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/traceprobe-scaling}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD
+if compgen -G ".whl/*.whl" > /dev/null && [ -z "${NO_WHEELS:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+{ nproc; python3 --version; python3 -c "import os, platform; print(platform.platform(), os.cpu_count(), 'CPUs')"; } > "$OUT/machine.txt" 2>&1
+python3 scripts/bench.py --only ranks --ranks "${RANKS:-64}" --rank-events "${EVENTS:-100000}" --workers "${WORKERS:-1,2,4,8,16}" \
+  --repeat "${REPEAT:-2}" --workdir /tmp/traceprobe-bench --json-out "$OUT/scaling.json" 2>&1 | tee "$OUT/scaling.txt"

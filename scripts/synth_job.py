@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Write a SYNTHETIC distributed job: one Kineto trace per rank, with matching collectives.
+
+Nothing here was recorded on a GPU; every trace says ``synthetic: ...`` in its
+``traceName`` (see ``scripts/synth_trace.py``, which writes each rank).
+
+What makes the ranks one job:
+
+- one clock: every rank's events are placed on the same ``t0`` (as ranks of one
+  job share the wall clock Kineto timestamps come from);
+- matching collectives: the NCCL kernels of every rank, in time order, are the
+  same list of collectives (same count, order, kind, ``In msg nelems``/``Out msg
+  nelems``, ``dtype``, process group), with the args torch 2.x's Kineto writes on
+  NCCL kernels: ``Collective name``, ``In msg nelems``, ``Out msg nelems``,
+  ``Group size``, ``dtype``, ``In split size``, ``Out split size``, ``Process
+  Group Name``, ``Process Group Description``, ``Process Group Ranks``. Process
+  group ``0`` (``default_pg``) holds every rank; with an even number of ranks, 4 or more, a fifth of
+  the collectives run in group ``1`` (``pairs``: ranks ``2i`` and ``2i+1``);
+- collective timing: collective ``k`` ends at the same time on every rank of its
+  group, ``transfer_k`` after the last rank arrives (a rank arrives when its kernel
+  could start on its NCCL stream); ranks that arrive earlier wait inside the
+  kernel, so their kernel is longer, as NCCL kernels are;
+- skew: every rank runs the same program (one compute timeline) and arrives at
+  each collective within ``JITTER_NS`` of the others, except the ``skewed`` ranks
+  (the last ones), which arrive late by ``skew_ns`` on average (uniform in
+  [0.5, 1.5] x ``skew_ns``);
+- ``distributedInfo``: ``rank``, ``world_size`` and ``pg_config``.
+
+Each rank has one GPU (device 0) and at least 2 streams; the last stream runs
+only NCCL kernels (other kernels drawn there move to a stream of their own).
+
+Usage::
+
+    python scripts/synth_trace.py --ranks 8 --events 100000 --skewed 2 -o /tmp/job8
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import synth_trace as st  # noqa: E402
+
+COLLECTIVES = [  # Collective name, NCCL kernel (index into st.NCCL_KERNELS), share; Out msg nelems: In x group size
+    ("allreduce", 0, 0.6),  # for allgather, In / group size for reduce_scatter, In for allreduce
+    ("allgather", 1, 0.2),
+    ("reduce_scatter", 2, 0.2),
+]
+JITTER_NS = 20_000
+"""Arrival at each collective varies by up to this much between ranks (ns)."""
+BANDWIDTH = 100.0
+"""Bytes per ns (GB/s) of a collective's transfer after the last rank arrives."""
+
+
+def _has_pairs(ranks: int) -> bool:
+    return ranks >= 4 and ranks % 2 == 0
+
+
+def _groups(ranks: int, rank: int) -> list[dict]:
+    pgs = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": ranks, "ranks": list(range(ranks))}]
+    if _has_pairs(ranks):
+        pair = [rank - rank % 2, rank - rank % 2 + 1]
+        pgs.append({"pg_name": "1", "pg_desc": "pairs", "backend_config": "cuda:nccl", "pg_size": 2, "ranks": pair})
+    return pgs
+
+
+def _args_text(name: str, n_in: int, n_out: int, pg: dict) -> str:
+    return (f'"Collective name": "{name}", "In msg nelems": {n_in}, "Out msg nelems": {n_out}, "Group size": {pg["pg_size"]}, '
+            f'"dtype": "BFloat16", "In split size": "[]", "Out split size": "[]", "Process Group Name": "{pg["pg_name"]}", '
+            f'"Process Group Description": "{pg["pg_desc"]}", "Process Group Ranks": "{pg["ranks"]}"')
+
+
+def write_job(cfg: st.Config, ranks: int, folder: str | Path, skewed: int = 1, skew_ns: int = 500_000,
+              gz: bool = True, gzip_level: int = 1, jobs: int | None = None) -> list[Path]:
+    """Write ``ranks`` rank traces of ``cfg.events`` events each into ``folder`` (``rank<R>.pt.trace.json[.gz]``).
+
+    The ranks are written by ``jobs`` processes (default: one per CPU). ``cfg.seed`` seeds the job. Every rank runs the same program (one timeline);
+    ranks differ in their arrival at each collective (up to :data:`JITTER_NS`, plus
+    the skew of the skewed ranks), hence in the NCCL kernels' start and duration,
+    and in ``distributedInfo``.
+
+    Raises:
+        ValueError: fewer than 1 rank, more skewed ranks than ranks, or a ``cfg``
+            with no NCCL kernel (``nccl_share`` 0) or one stream.
+    """
+    if ranks < 1 or not 0 <= skewed <= ranks:
+        raise ValueError("--ranks must be at least 1 and --skewed between 0 and --ranks")
+    cfg = replace(cfg, devices=1, streams=max(cfg.streams, 2), world_size=ranks)
+    p = st.plan(cfg)
+    if p.nccl == 0:
+        raise ValueError("whole-job mode needs NCCL kernels: raise --nccl-share or --events")
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng([cfg.seed, 2])
+    t0_ns = int(rng.integers(1_000_000_000_000_000, 5_000_000_000_000_000))
+    K = p.nccl
+    kind = rng.choice(len(COLLECTIVES), K, p=[c[2] for c in COLLECTIVES])
+    n_in = np.left_shift(1, rng.integers(14, 25, K)).astype(np.int64)
+    in_pairs = (rng.random(K) < 0.2) if _has_pairs(ranks) else np.zeros(K, dtype=bool)
+    size = np.where(in_pairs, 2, ranks)
+    n_out = np.where(kind == 1, n_in * size, np.where(kind == 2, np.maximum(n_in // size, 1), n_in)).astype(np.int64)
+    transfer = (5_000 + np.maximum(n_in, n_out) * 2 / BANDWIDTH).astype(np.int64)  # bf16: 2 bytes per element
+
+    # each rank's timeline; the NCCL kernels' arrival times, in time order
+    tl = st.build_timeline(cfg, p)  # every rank runs the same program
+    nccl = tl.dev_name >= len(st.KERNELS)
+    tl.dev_stream = np.where(~nccl & (tl.dev_stream == st.stream_id(0, cfg.streams - 1)), st.stream_id(0, cfg.streams), tl.dev_stream)
+    idx = np.flatnonzero(nccl)
+    idx = idx[np.argsort(tl.dev_start[idx], kind="stable")]
+    late = np.zeros((ranks, K))
+    if skewed:
+        late[ranks - skewed :] = rng.uniform(0.5, 1.5, (skewed, K)) * skew_ns
+    arrive = tl.dev_start[idx][None, :] + rng.integers(0, JITTER_NS, (ranks, K)) + late.astype(np.int64)
+
+    # collective k ends transfer_k after its group's last arrival, and not before k-1 ended (one NCCL stream)
+    end = np.empty((ranks, K), np.int64)
+    prev = np.full(ranks, np.iinfo(np.int64).min)
+    for k in range(K):  # a max-plus recurrence over collectives, vectorized over ranks
+        s = np.maximum(arrive[:, k], prev)
+        s = np.repeat(np.maximum(s[0::2], s[1::2]), 2) if in_pairs[k] else np.full(ranks, s.max())
+        end[:, k] = s + transfer[k]
+        prev = end[:, k]
+
+    paths = []
+    base = tl
+    writes = []
+    for r in range(ranks):
+        tl = replace(base)
+        prev_end = np.concatenate([[np.iinfo(np.int64).min], end[r, :-1]])
+        start = np.maximum(arrive[r], prev_end)
+        tl.dev_start = tl.dev_start.copy()
+        tl.dev_dur = tl.dev_dur.copy()
+        tl.dev_start[idx] = start
+        tl.dev_dur[idx] = end[r] - start
+        tl.dev_name = tl.dev_name.copy()
+        tl.dev_name[idx] = len(st.KERNELS) + np.array([c[1] for c in COLLECTIVES])[kind]
+        pgs = _groups(ranks, r)
+        texts = [_args_text(COLLECTIVES[kind[k]][0], int(n_in[k]), int(n_out[k]), pgs[1 if in_pairs[k] else 0]) for k in range(K)]
+        tl.dev_comm = np.full(len(tl.dev_start), -1, np.int64)
+        tl.dev_comm[idx] = np.arange(K)
+        tl.trace_end = max(tl.trace_end, int(end[r].max()))
+        path = out / f"rank{r}.pt.trace.json{'.gz' if gz else ''}"
+        writes.append((replace(cfg, rank=r), path, tl, t0_ns, texts, pgs, gzip_level))
+        paths.append(path)
+    n = max(1, min(jobs or os.cpu_count() or 1, ranks))
+    if n == 1:
+        for w in writes:
+            _write_rank(w)
+    else:
+        with ProcessPoolExecutor(n) as pool:
+            list(pool.map(_write_rank, writes))
+    return paths
+
+
+def _write_rank(w: tuple) -> None:
+    cfg, path, tl, t0_ns, texts, pgs, gzip_level = w
+    st.write(cfg, path, gzip_level=gzip_level, timeline=tl, t0_ns=t0_ns, collectives=texts, pg_config=pgs)
