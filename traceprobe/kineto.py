@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import reduce
+from itertools import chain
 from operator import attrgetter, or_
 from pathlib import Path
 from typing import Any
@@ -228,18 +229,19 @@ class _Builder:
         if keep.size < len(objs):
             objs = list(map(objs.__getitem__, keep.tolist()))
         n = len(objs)
-        ts, ts_status = parse_us(list(map(attrgetter("ts"), objs)))
-        dur, dur_status = parse_us(list(map(attrgetter("dur"), objs)))
+        times, status = parse_us(list(chain.from_iterable(map(attrgetter("ts", "dur"), objs))))  # ts, dur, ts, dur...
+        ts, dur, ts_status, dur_status = times[0::2], times[1::2], status[0::2], status[1::2]
         args = np.fromiter(map(attrgetter("args"), objs), object, n)
         args[np.equal(args, _NONE)] = _NO_ARGS
         cols: dict[str, np.ndarray] = dict(zip(ID_COLUMNS, id_columns(args)))
         cols["comm"] = self._collectives(args)
+        threads = self.threads.code(list(chain.from_iterable(map(attrgetter("pid", "tid"), objs))))
         cols |= {
             "ph": ph[sel][keep],
             "cat": cat[keep],
             "name": self.names.code(list(map(attrgetter("name"), objs))),
-            "pid": self.threads.code(list(map(attrgetter("pid"), objs))),
-            "tid": self.threads.code(list(map(attrgetter("tid"), objs))),
+            "pid": threads[0::2],
+            "tid": threads[1::2],
             "ts": ts,
             "ts_status": ts_status,
             "dur": dur,
