@@ -58,7 +58,7 @@ def test_two_threads_hand_computed(tmp_path):
     assert h.concurrency == 200 / 1100
     assert h.fair_concurrency == 200 / 300  # the worker's 300 ns: 200 of them beside main
     [v] = host_thread_verdict(h, has_device_work=False)
-    assert v.level == "confirmed" and v.figure == "host_thread_concurrency"
+    assert v.level == "confirmed" and v.figure == "host_threads"
     assert host_thread_verdict(h, has_device_work=True) == []
 
 

@@ -99,4 +99,4 @@ def host_thread_verdict(h: HostThreadConcurrency, has_device_work: bool) -> list
     text = (f"host threads: {f:.1%} of the other threads' op time ran beside another thread "
             f"({ms(h.thread_ns_sum - h.busy_ns)} of {ms(other)}; {h.threads} threads, "
             f"two or more busy {h.concurrency:.1%} of {ms(h.busy_ns)}): {tail}")
-    return [Verdict("host_thread_concurrency", f"{h.threads} host threads", f, level, text)]
+    return [Verdict("host_threads", f"{h.threads} host threads", f, level, text)]

@@ -21,6 +21,7 @@ from .collectives import collective_table, collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .findings import findings
 from .kernels import kernel_table, queue_times
+from .host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
 from .profiled import keep_device_events, launches, set_aside, set_aside_notes
 from .steps import device_steps, step_windows, throughput
@@ -40,6 +41,8 @@ class OverlapReport:
         stream_concurrency: per device, see :func:`.concurrency.stream_concurrency`.
         comm_overlap: comm/compute overlap, see :func:`.overlap.comm_overlap`.
         cpu_gpu: CPU/GPU overlap, see :class:`.overlap.CpuGpuOverlap`.
+        host_threads: host-thread concurrency, see :mod:`.host_threads` (None only
+            in reports built by hand).
         steps: per ``ProfilerStep``, host and device side (columns in
             :func:`.steps.device_steps`), with the figures ``device_concurrency``,
             ``copy_overlap``, ``comm_overlap``, ``stream_concurrency`` (float64
@@ -95,6 +98,7 @@ class OverlapReport:
     notes: tuple[str, ...] = ()
     all_device_work: bool = False
     work_ns: int = 0
+    host_threads: HostThreadConcurrency | None = None
 
     @property
     def parallelism(self) -> bool:
@@ -192,6 +196,7 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
     kept = trace if all_device_work or aside.empty else keep_device_events(trace, la.kept)
     f = _figures(kept)
     cpu = cpu_gpu_overlap(kept)
+    threads = host_thread_concurrency(trace)
     steps = device_steps(trace, la, _step_values)
     dev = f["dev"]
     busy = {int(r.device): int(r.busy_ns) for r in dev.devices.itertuples(index=False)}  # pyright: ignore[reportAttributeAccessIssue]
@@ -203,6 +208,7 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
         + vd.stream_verdicts(f["streams"], util)
         + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls))
         + vd.cpu_gpu_verdict(cpu)
+        + host_thread_verdict(threads, not trace.device_events.empty)
     )
     notes = set_aside_notes(aside)
     if all_device_work and notes:
@@ -236,4 +242,5 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
         notes=tuple(notes),
         all_device_work=all_device_work,
         work_ns=work_ns(kept),
+        host_threads=threads,
     )

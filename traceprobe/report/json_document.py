@@ -6,6 +6,8 @@ undefined figure (no copies, no second device...) is ``null``.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import json
 import math
 from typing import Any
@@ -75,6 +77,7 @@ def report_dict(r: OverlapReport) -> dict[str, Any]:
             "fraction_of_device": r.cpu_gpu.fraction_of_device,
             "fraction_of_shorter": r.cpu_gpu.fraction_of_shorter,
         },
+        "host_threads": _clean(asdict(r.host_threads)) if r.host_threads is not None else None,
         "steps": rows(r.steps),
         "throughput_steps_per_s": r.throughput,
         "work_ns": r.work_ns,

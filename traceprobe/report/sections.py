@@ -56,6 +56,7 @@ def sections(r: OverlapReport) -> dict[str, pd.DataFrame]:
         "stream_concurrency": r.stream_concurrency,
         "comm_overlap": r.comm_overlap,
         "cpu_gpu": pd.DataFrame([asdict(c)]),
+        "host_threads": pd.DataFrame([asdict(r.host_threads)] if r.host_threads is not None else []),
         "steps": r.steps,
         "breakdown": r.breakdown,
         "breakdown_steps": r.breakdown_steps,
