@@ -20,8 +20,8 @@ from .busy import comm_mask, compute_mask, fraction_of, stream_busy, work_ns
 from .collectives import collective_table, collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .findings import findings
-from .kernels import kernel_table, queue_times
 from .host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
+from .kernels import kernel_table, queue_times
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
 from .profiled import keep_device_events, launches, set_aside, set_aside_notes
 from .steps import device_steps, step_windows, throughput

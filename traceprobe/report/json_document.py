@@ -6,10 +6,9 @@ undefined figure (no copies, no second device...) is ``null``.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import json
 import math
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
