@@ -203,6 +203,7 @@ def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[De
     launch = launch_start_ns(trace)
     sync = iv.intersect(sync_intervals(trace), (np.array([lo], np.int64), np.array([hi], np.int64)))
     raw_start = ev["start_ns"].to_numpy(np.int64)
+    has_length = ev["end_ns"].to_numpy(np.int64) > raw_start  # zero-length events end no gap
     stream = ev["stream"].to_numpy(np.int64)
     out = []
     for d in np.unique(dev).tolist():
@@ -215,7 +216,8 @@ def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[De
         busy = u(np.ones_like(on))
         idle = iv.subtract((np.array([lo]), np.array([hi])), busy)
         idle_sync = iv.intersect(idle, sync)
-        starved, queued = _gaps(busy, (lo, hi), raw_start[on], stream[on], launch[on])
+        work = on & has_length
+        starved, queued = _gaps(busy, (lo, hi), raw_start[work], stream[work], launch[work])
         out.append(
             DeviceTime(
                 device=int(d),
