@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -57,7 +57,7 @@ def say(msg: object, style: str = "") -> None:
     err.print(Text(one_line(msg), style=style), soft_wrap=True, highlight=False)
 
 
-def fail(msg: object, code: int = 2) -> None:
+def fail(msg: object, code: int = 2) -> NoReturn:
     """Print ``error: msg`` (one literal line) and end the command with ``code``."""
     import typer
     from rich.text import Text

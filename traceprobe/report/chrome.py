@@ -274,7 +274,7 @@ def write_chrome_json(trace: Trace, path: str | Path) -> ChromeExport:
         durs.append((ev["end_ns"] - ev["start_ns"]).to_numpy())
         names = dict(zip(trace.devices.get("id", pd.Series(dtype=object)), trace.devices.get("name", pd.Series(dtype=object))))
         for d in np.unique(dev).tolist():
-            label = f"cuda:{d}" + (f" {names[d]}" if d in names else "")
+            label = trace.device_label(d) + (f" {names[d]}" if d in names else "")
             meta += [_meta("process_name", DEVICE_PID_BASE + d, 0, "name", label),
                      _meta("process_sort_index", DEVICE_PID_BASE + d, 0, "sort_index", DEVICE_PID_BASE + d)]
         for s_, k_, pid_, tid_ in pd.DataFrame({"s": stream, "k": dlane, "p": dpid, "t": dtid}).drop_duplicates().itertuples(index=False):

@@ -55,10 +55,11 @@ class PerfettoExport:
     counter_points: int
     flows: int
     split: int
+    backend: str = "cuda"
 
     def describe(self) -> str:
         """One line for a person."""
-        ov = ", ".join(f"cuda:{d} {ns / 1e6:,.3f} ms" for d, ns in self.overlap_ns.items()) or "none"
+        ov = ", ".join(f"{self.backend}:{d} {ns / 1e6:,.3f} ms" for d, ns in self.overlap_ns.items()) or "none"
         lanes = f"; {self.split:,} crossing slice(s) on extra lanes" if self.split else ""
         return (f"wrote {self.path}: {self.device_slices:,} device and {self.host_slices:,} host slices, "
                 f"{self.flows:,} launch flows, copy-under-compute overlap {ov}{lanes}")
@@ -82,7 +83,7 @@ def _layout(trace: Trace, report: OverlapReport | None):
         keys = pd.DataFrame({"device": ev["device"], "stream": ev["stream"], "lane": dlane})
         ukeys = keys.drop_duplicates().sort_values(["device", "stream", "lane"])
         for d in ukeys["device"].unique().tolist():
-            label = f"cuda:{d}" + (f" {dnames[d]}" if d in dnames else "")
+            label = trace.device_label(d) + (f" {dnames[d]}" if d in dnames else "")
             dev_uuid[d] = track(label, process=DEVICE_PID_BASE + d, ordered=True)
         ranks = {d: 10 for d in dev_uuid}
         uuids = []
@@ -311,5 +312,5 @@ def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None,
     return PerfettoExport(
         path=str(path), packets=packets, device_slices=int((src_a == _DEVICE).sum()), host_slices=int((src_a == _HOST).sum()),
         overlap_slices=int((src_a == _OVERLAP).sum()), overlap_ns={d: iv.length(x) for d, x in overlap.items()},
-        counter_points=len(cnt), flows=nflows, split=split,
+        counter_points=len(cnt), flows=nflows, split=split, backend=trace.backend,
     )

@@ -119,7 +119,7 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
         if len(two[0]):
             ax.add_collection(PolyCollection(_rects((two[0] - t0) / 1e6, (two[1] - t0) / 1e6, np.full(len(two[0]), -0.4), np.full(len(two[0]), 0.4)),
                                              facecolors=MULTI, edgecolors="none", zorder=2))
-    labels = (["2+ devices busy"] if multi else []) + [f"cuda:{d} stream {s}" for d, s in lanes.itertuples(index=False)]
+    labels = (["2+ devices busy"] if multi else []) + [f"{trace.device_label(d)} stream {s}" for d, s in lanes.itertuples(index=False)]
     fs = float(np.clip(300 / max(n + top, 1), 5.5, FONT))
     ax.set_yticks(np.arange(n + top), labels, fontsize=fs)
     bounds = np.flatnonzero(np.diff(lanes["device"].to_numpy())) + top + 0.5

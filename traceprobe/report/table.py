@@ -142,11 +142,15 @@ def trace_table(summary: Summary) -> Table:
     return t
 
 
+def _value(g: pd.DataFrame, figure: str, column: str) -> float:
+    vals = g.loc[g["figure"] == figure, column].to_numpy(dtype=float)
+    return float(vals[0]) if len(vals) else math.nan
+
+
 def _span(g: pd.DataFrame, figure: str) -> str:
-    row = g[g["figure"] == figure]
-    if row.empty or _nan(row["min"].iloc[0]):
+    lo, hi = _value(g, figure, "min"), _value(g, figure, "max")
+    if _nan(lo):
         return "-"
-    lo, hi = float(row["min"].iloc[0]), float(row["max"].iloc[0])
     if figure.endswith("_ns"):
         return f"{lo / 1e6:,.1f}" if round(lo / 1e5) == round(hi / 1e5) else f"{lo / 1e6:,.1f}-{hi / 1e6:,.1f}"
     return _pct(lo) if round(lo * 100) == round(hi * 100) else f"{lo:.0%}-{hi:.0%}"
@@ -172,9 +176,10 @@ def rank_table(summary: Summary) -> Table | None:
     for _, h in RANK_FIGURES:
         t.add_column(h, justify="right", no_wrap=True, min_width=7)
     last = None
-    for (run, window), g in rs.groupby(["run", "window"], sort=False):
-        label = _rel(str(run), base)
-        t.add_row(Text("" if label == last else label), Text(_window(str(window))), str(int(g["ranks"].iloc[0])), _straggler(g),
+    for _, g in rs.groupby(["run", "window"], sort=False):
+        label = _rel(str(g["run"].to_numpy()[0]), base)
+        t.add_row(Text("" if label == last else label), Text(_window(str(g["window"].to_numpy()[0]))), str(int(g["ranks"].to_numpy()[0])),
+                  _straggler(g),
                   *[_span(g, f) for f, _ in RANK_FIGURES])
         last = label
     return t
