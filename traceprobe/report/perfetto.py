@@ -119,6 +119,8 @@ def _layout(trace: Trace, report: OverlapReport | None):
         u = track("busy devices", counter=True)
         counters.append(pd.DataFrame({"track": u, "ts": bd["ts"].to_numpy(), "value": bd["value"].to_numpy()}))
     lo, hi = report.window_ns if report is not None else (0, 0)
+    if hi <= lo and len(host):  # no device work (a CPU-only trace): the verdicts span the host events
+        lo, hi = int(host["start_ns"].min()), int(host["end_ns"].max())
     if report is not None and report.verdicts and hi > lo:
         u = track("traceprobe verdicts")
         n0 = len(names)
