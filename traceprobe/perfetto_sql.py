@@ -119,8 +119,8 @@ def format_sql_figures(f: SqlFigures) -> str:
     """Plain-text lines of :class:`SqlFigures` for the terminal (times in ms, 3 decimals)."""
     out = [f"{f.path} (trace_processor SQL)"]
     for r in f.copy_overlap.itertuples(index=False):
-        out.append(f"  cuda:{r.device} {r.direction:8} copies {r.copies:6,}  copy {r.copy_ns / 1e6:12,.3f} ms  "
-                   f"under compute {r.overlapped_ns / 1e6:12,.3f} ms  {r.fraction:7.1%}")
+        out.append(f"  cuda:{r.device} {r.direction:8} copies {r.copies:6,}  copy {r.copy_ns / 1e6:12,.3f} ms  "  # pyright: ignore  (pandas/matplotlib stubs)
+                   f"under compute {r.overlapped_ns / 1e6:12,.3f} ms  {r.fraction:7.1%}")  # pyright: ignore  (pandas/matplotlib stubs)
     if f.device_count:
         out.append(f"  {f.device_count} device(s): any busy {f.any_busy_ns / 1e6:,.3f} ms, 2+ busy "
                    f"{f.concurrent_ns / 1e6:,.3f} ms ({f.concurrency:.1%})")

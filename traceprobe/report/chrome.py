@@ -141,7 +141,7 @@ def device_lanes(trace: Trace) -> np.ndarray:
     ev = trace.device_events
     if ev.empty:
         return np.zeros(0, dtype=np.int64)
-    codes = pd.MultiIndex.from_frame(ev[["device", "stream"]]).factorize()[0]
+    codes = pd.MultiIndex.from_frame(ev[["device", "stream"]]).factorize()[0]  # pyright: ignore  (pandas/matplotlib stubs)
     return assign_lanes(codes, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
 
 
@@ -156,7 +156,7 @@ def host_lanes(trace: Trace) -> np.ndarray:
 
 def numeric_ids(labels: pd.Series, base: int) -> np.ndarray:
     """Kineto pid/tid labels as int64: numbers as they are, other labels ``base + code``."""
-    num = pd.to_numeric(labels.astype(str), errors="coerce").to_numpy(np.float64)
+    num = np.asarray(pd.to_numeric(labels.astype(str), errors="coerce"), dtype=np.float64)
     codes = pd.factorize(labels.astype(str))[0]
     ok = np.isfinite(num) & (num >= 0) & (num < 2**31)
     return np.where(ok, np.nan_to_num(num), base + codes).astype(np.int64)
@@ -272,7 +272,7 @@ def write_chrome_json(trace: Trace, path: str | Path) -> ChromeExport:
         lines.append(l)
         stamps.append(t)
         durs.append((ev["end_ns"] - ev["start_ns"]).to_numpy())
-        names = dict(zip(trace.devices.get("id", pd.Series(dtype=object)), trace.devices.get("name", pd.Series(dtype=object))))
+        names = dict(zip(trace.devices.get("id", pd.Series(dtype=object)), trace.devices.get("name", pd.Series(dtype=object))))  # pyright: ignore  (pandas/matplotlib stubs)
         for d in np.unique(dev).tolist():
             label = trace.device_label(d) + (f" {names[d]}" if d in names else "")
             meta += [_meta("process_name", DEVICE_PID_BASE + d, 0, "name", label),

@@ -46,5 +46,5 @@ def to_csv(summary: Summary) -> str:
     if not frames:
         return ""
     out = pd.concat(frames, ignore_index=True)
-    out["rank"] = pd.array(pd.to_numeric(out["rank"], errors="coerce"), dtype="Int64")  # rows without a rank keep ranks integers
+    out["rank"] = pd.array(pd.to_numeric(out["rank"], errors="coerce"), dtype="Int64")  # rows without a rank keep ranks integers  # pyright: ignore  (pandas/matplotlib stubs)
     return integer_ns(out).to_csv(index=False)

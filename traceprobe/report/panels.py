@@ -59,7 +59,7 @@ def render_report(r: OverlapReport) -> Panel:
         parts.append(_table("copy/compute overlap", r.copy_overlap, [("device", "device", "int"), ("direction", "direction", "str"), ("copies", "copies", "int"), ("copy_ns", "copy ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
     multi = r.stream_concurrency[r.stream_concurrency["streams"] > 1] if not r.stream_concurrency.empty else r.stream_concurrency
     if not multi.empty:
-        parts.append(_table("stream concurrency", multi, [("device", "device", "int"), ("streams", "streams", "int"), ("busy_ns", "busy ms", "ms"), ("multi_stream_ns", "2+ streams ms", "ms"), ("concurrency", "concurrency", "pct"), ("kernel_concurrency", "kernels only", "pct")]))
+        parts.append(_table("stream concurrency", multi, [("device", "device", "int"), ("streams", "streams", "int"), ("busy_ns", "busy ms", "ms"), ("multi_stream_ns", "2+ streams ms", "ms"), ("concurrency", "concurrency", "pct"), ("kernel_concurrency", "kernels only", "pct")]))  # pyright: ignore  (pandas/matplotlib stubs)
     if not r.comm_overlap.empty:
         parts.append(_table("communication/compute overlap", r.comm_overlap, [("device", "device", "int"), ("comm_kernels", "NCCL kernels", "int"), ("comm_ns", "comm ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
     c = r.cpu_gpu
@@ -91,7 +91,7 @@ def render(console: Console, summary: Summary) -> None:
     for r in summary.reports:
         console.print(render_report(r))
     if not summary.rank_summary.empty:
-        for (run, window), g in summary.rank_summary.groupby(["run", "window"], sort=False):
+        for (run, window), g in summary.rank_summary.groupby(["run", "window"], sort=False):  # pyright: ignore  (pandas/matplotlib stubs)
             most_comm = g["most_comm_rank"].iloc[0]
             t = Table(title=Text(f"across {int(g['ranks'].iloc[0])} ranks in {run}, {window} (most GPU work: rank {int(g['busiest_rank'].iloc[0])}"
                                  + ("" if pd.isna(most_comm) else f"; most time in collectives: rank {int(most_comm)}") + ")"),
@@ -134,6 +134,6 @@ def render(console: Console, summary: Summary) -> None:
             t.add_row(Text(f"{rec['workload']}.{rec['variant']}"), f"{rec['wall_s'] * 1e3:,.1f}", f"{rec['speedup']:.2f}x",
                       Text(rec["agreement"], style=style[rec["agreement"]]))
         console.print(t)
-        for rec in g[g["agreement"] == "disagrees"].to_dict(orient="records"):
+        for rec in g[g["agreement"] == "disagrees"].to_dict(orient="records"):  # pyright: ignore  (pandas/matplotlib stubs)
             console.print(Text(f"  {rec['workload']}.{rec['variant']}: {rec['speedup']:.2f}x against {rec['baseline']}; {rec['reading']}",
                                style="yellow"))

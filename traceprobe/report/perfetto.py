@@ -79,7 +79,7 @@ def _layout(trace: Trace, report: OverlapReport | None):
     dlane = device_lanes(trace)
     dev_uuid: dict[int, int] = {}
     if len(ev):
-        dnames = dict(zip(trace.devices.get("id", []), trace.devices.get("name", [])))
+        dnames = dict(zip(trace.devices.get("id", []), trace.devices.get("name", [])))  # pyright: ignore  (pandas/matplotlib stubs)
         keys = pd.DataFrame({"device": ev["device"], "stream": ev["stream"], "lane": dlane})
         ukeys = keys.drop_duplicates().sort_values(["device", "stream", "lane"])
         for d in ukeys["device"].unique().tolist():
@@ -112,7 +112,7 @@ def _layout(trace: Trace, report: OverlapReport | None):
         parts.append(pd.DataFrame({"track": u, "start": s, "end": e, "name_iid": len(names), "src": _OVERLAP, "row": -1}))
     bs = busy_streams(trace)
     for d, g in bs.groupby("device", sort=True):
-        u = track("busy streams", parent=dev_uuid[int(d)], rank=1, counter=True)
+        u = track("busy streams", parent=dev_uuid[int(d)], rank=1, counter=True)  # pyright: ignore  (pandas/matplotlib stubs)
         counters.append(pd.DataFrame({"track": u, "ts": g["ts"].to_numpy(), "value": g["value"].to_numpy()}))
     if len(dev_uuid):
         bd = busy_devices(trace)

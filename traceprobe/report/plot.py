@@ -71,7 +71,7 @@ def label_of(path: str | Path, info: dict | None = None, rank: int | None = None
 
 def _lanes(trace: Trace) -> pd.DataFrame:
     ev = trace.device_events
-    return ev[["device", "stream"]].drop_duplicates().sort_values(["device", "stream"]).reset_index(drop=True)
+    return ev[["device", "stream"]].drop_duplicates().sort_values(["device", "stream"]).reset_index(drop=True)  # pyright: ignore  (pandas/matplotlib stubs)
 
 
 def _rects(x0, x1, y0, y1) -> np.ndarray:
@@ -91,7 +91,7 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
         ax.text(0.5, 0.5, "no device activity", transform=ax.transAxes, ha="center", va="center")
         ax.set_yticks([])
         return
-    lane = pd.MultiIndex.from_frame(lanes).get_indexer(pd.MultiIndex.from_frame(ev[["device", "stream"]])) + top
+    lane = pd.MultiIndex.from_frame(lanes).get_indexer(pd.MultiIndex.from_frame(ev[["device", "stream"]])) + top  # pyright: ignore  (pandas/matplotlib stubs)
     cls = np.select([(ev["kind"] == "memcpy").to_numpy(), ev["is_comm"].to_numpy(), (ev["kind"] == "memset").to_numpy()], [1, 2, 3], 0)
     # merge slices less than a quarter pixel apart, per lane and class; then widen tiny ones
     gap = int(px_ns / 4)
@@ -102,7 +102,7 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
     for c, color in enumerate(COLORS):
         m = (k % 4) == c
         if m.any():
-            ax.add_collection(PolyCollection(_rects(x0[m], x1[m], y[m] - 0.4, y[m] + 0.4), facecolors=color, edgecolors="none", zorder=2))
+            ax.add_collection(PolyCollection(_rects(x0[m], x1[m], y[m] - 0.4, y[m] + 0.4), facecolors=color, edgecolors="none", zorder=2))  # pyright: ignore  (pandas/matplotlib stubs)
     # shade each device's lanes where copies or communication ran under compute
     shade = []
     span = pd.Series(lanes.index + top).groupby(lanes["device"].to_numpy()).agg(["min", "max"])
@@ -113,11 +113,11 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
         lo, hi = span.loc[d, "min"], span.loc[d, "max"]
         shade.append(_rects((s_ - t0) / 1e6, (np.maximum(e_, s_ + int(px_ns * 0.6)) - t0) / 1e6, np.full(len(s_), lo - 0.5), np.full(len(s_), hi + 0.5)))
     if shade:
-        ax.add_collection(PolyCollection(np.concatenate(shade), facecolors=SHADE, alpha=0.22, edgecolors="none", zorder=1))
+        ax.add_collection(PolyCollection(np.concatenate(shade), facecolors=SHADE, alpha=0.22, edgecolors="none", zorder=1))  # pyright: ignore  (pandas/matplotlib stubs)
     if multi:
         two = iv.coverage_at_least(list(device_intervals(trace).values()), 2)
         if len(two[0]):
-            ax.add_collection(PolyCollection(_rects((two[0] - t0) / 1e6, (two[1] - t0) / 1e6, np.full(len(two[0]), -0.4), np.full(len(two[0]), 0.4)),
+            ax.add_collection(PolyCollection(_rects((two[0] - t0) / 1e6, (two[1] - t0) / 1e6, np.full(len(two[0]), -0.4), np.full(len(two[0]), 0.4)),  # pyright: ignore  (pandas/matplotlib stubs)
                                              facecolors=MULTI, edgecolors="none", zorder=2))
     labels = (["2+ devices busy"] if multi else []) + [f"{trace.device_label(d)} stream {s}" for d, s in lanes.itertuples(index=False)]
     fs = float(np.clip(300 / max(n + top, 1), 5.5, FONT))
