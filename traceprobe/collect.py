@@ -10,17 +10,18 @@ are still reported.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .analysis.report import OverlapReport, overlap_report
 from .analysis.summary import Summary, summarize
 from .errors import Failure, TraceFormatError
+from .execution import map_items
 from .manifest import info_for as manifest_info
+from .sources import expand_url, is_url
 from .trace import Trace, load_trace
 
 Then = Callable[[Trace, OverlapReport], Any]
@@ -52,16 +53,33 @@ def written_by_traceprobe(path: Path) -> bool:
         return False
 
 
-def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
+def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failure]]:
     """Expand files and folders (recursively) into a sorted, de-duplicated list of trace files.
+
+    A string of the form ``protocol://...`` is an fsspec URL (see
+    :mod:`traceprobe.sources`): a file, a folder (searched recursively) or a glob;
+    its files stay URL strings. Everything else is a local :class:`Path`.
 
     Returns:
         ``(files, failures)``: a path that does not exist, or a folder with no
         trace in it, is a :class:`Failure`.
     """
-    files: list[Path] = []
+    files: list[str | Path] = []
     failures: list[Failure] = []
     for raw in paths:
+        if is_url(raw):
+            try:
+                urls = expand_url(str(raw), lambda n: _is_trace_name(n) and not n.startswith("."))
+            except OSError as e:
+                failures.append(Failure(str(raw), str(e)))
+                continue
+            if urls is None:
+                failures.append(Failure(str(raw), "no such file or folder"))
+            elif not urls:
+                failures.append(Failure(str(raw), "folder holds no trace files (*.json, *.json.gz)"))
+            else:
+                files.extend(urls)
+            continue
         p = Path(raw)
         if p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and _is_trace_name(f.name) and not f.name.startswith(".")
@@ -73,10 +91,10 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
             files.append(p)
         else:
             failures.append(Failure(str(p), "no such file or folder"))
-    seen: set[Path] = set()
+    seen: set[str | Path] = set()
     unique = []
     for f in files:
-        r = f.resolve()
+        r = f if isinstance(f, str) else f.resolve()
         if r not in seen:
             seen.add(r)
             unique.append(f)
@@ -86,7 +104,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Path], list[Failure]]:
 def analyze_file(
     path: str | Path, then: Then | None = None, max_bytes: int | None = None, all_device_work: bool = False
 ) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
-    """Load and analyse one trace; a :class:`TraceFormatError` becomes a :class:`Failure`.
+    """Load and analyse one trace (a path or an fsspec URL); a :class:`TraceFormatError` becomes a :class:`Failure`.
 
     ``max_bytes`` is :func:`~traceprobe.trace.load_trace`'s limit on the decompressed size.
 
@@ -95,7 +113,7 @@ def analyze_file(
     ``(report, its result)``. ``all_device_work`` is passed to
     :func:`~traceprobe.analysis.report.overlap_report`.
     """
-    p = Path(path)
+    p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
     try:
         trace = load_trace(p, max_bytes)
         report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work)
@@ -106,6 +124,10 @@ def analyze_file(
     return report if then is None else (report, then(trace, report))
 
 
+def _crash_failure(path: str | Path, reason: str) -> Failure:
+    return Failure(str(path), reason)
+
+
 def analyze_paths(
     paths: Iterable[str | Path],
     jobs: int | None = None,
@@ -114,13 +136,16 @@ def analyze_paths(
     on_then: Callable[[OverlapReport, Any], None] | None = None,
     max_bytes: int | None = None,
     all_device_work: bool = False,
+    scheduler: str | None = None,
 ) -> Summary:
     """Analyse every trace under ``paths`` and summarise them.
 
     Args:
-        paths: trace files or folders.
+        paths: trace files or folders, local or fsspec URLs (``s3://...``).
         jobs: worker processes (default: CPU count, at most one per file; 1 runs
-            in this process).
+            in this process); see :func:`traceprobe.execution.map_items`. A
+            worker process that dies on a file (out of memory, ...) is replaced and
+            the file tried once more; a second death makes it a Failure.
         on_done: called once per file as it completes (for progress bars).
         then: a module-level function ``then(trace, report)`` run on each trace
             that loaded, where it was analysed (see :func:`analyze_file`);
@@ -128,31 +153,18 @@ def analyze_paths(
         max_bytes: largest decompressed trace accepted (default: half the available memory).
         all_device_work: count every device event, not only the work launched
             inside the profiled steps (:mod:`traceprobe.analysis.profiled`).
+        scheduler: run the per-file work on the Dask cluster at this address
+            (``tcp://host:8786``) instead of local processes; each worker reads its
+            files and sends back only their reports (and ``then``'s results).
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
         the sorted file list, runs, rank and variant tables, failures, warnings.
     """
     files, failures = discover(paths)
-    n = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
-    n = max(1, min(n, len(files)))
-    results: list[Any]
-    if n == 1:
-        results = []
-        for f in files:
-            r = analyze_file(f, then, max_bytes, all_device_work)
-            results.append(r)
-            if on_done:
-                on_done(r)
-    else:
-        with ProcessPoolExecutor(max_workers=n) as pool:
-            futures = [pool.submit(analyze_file, f, then, max_bytes, all_device_work) for f in files]
-            results = []
-            for fut in futures:
-                r = fut.result()
-                results.append(r)
-                if on_done:
-                    on_done(r)
+    plain = then is None and max_bytes is None and not all_device_work
+    fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work)
+    results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)
     for r in results:
         if isinstance(r, tuple) and on_then:
             on_then(*r)

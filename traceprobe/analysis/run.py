@@ -68,8 +68,13 @@ def _rank_of(r: OverlapReport) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _folder(path: str) -> str:
+    """The folder of a trace path, or of a ``protocol://`` URL (whose ``//`` Path() would fold)."""
+    return path.rsplit("/", 1)[0] if "://" in path else str(Path(path).parent)
+
+
 def _run_of(r: OverlapReport) -> str:
-    folder = str(Path(r.path).parent)
+    folder = _folder(r.path)
     w, v = r.info.get("workload"), r.info.get("variant")
     if not w:
         return folder
@@ -148,7 +153,7 @@ def build_runs(reports: list[OverlapReport] | tuple[OverlapReport, ...]) -> list
     by_run: dict[tuple[str, str], dict[str, list[tuple[TraceKey, OverlapReport]]]] = defaultdict(lambda: defaultdict(list))
     for r in reports:
         k = trace_key(r)
-        by_run[(k.run, str(Path(r.path).parent))][k.window].append((k, r))
+        by_run[(k.run, _folder(r.path))][k.window].append((k, r))
     runs = []
     for (name, folder), windows in sorted(by_run.items()):
         out: list[RunWindow] = []
