@@ -1,5 +1,5 @@
 """``python -m traceprobe`` runs the CLI."""
 
-from .cli import main
+from .cli import entry
 
-main()
+entry()

@@ -11,6 +11,7 @@ others are still reported), a file could not be written, bad usage; 130 interrup
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -30,6 +31,10 @@ app = typer.Typer(
 )
 
 __all__ = ["app", "err", "fraction", "main", "one_line", "say"]
+
+
+SCHEDULER_HELP = ("Dask distributed scheduler (tcp://host:8786): the per-trace work runs on its workers, which read the "
+                  "traces (local paths must be visible to them; fsspec URLs are read directly).")
 
 
 class Format(str, Enum):
@@ -189,6 +194,7 @@ def overlap_report(
                                                 help="trace_processor_shell for --engine perfetto (default: $TRACEPROBE_TRACE_PROCESSOR, then PATH)."),
     max_bytes: float | None = typer.Option(None, "--max-bytes", metavar="BYTES",
                                            help="Refuse a trace whose JSON (decompressed) is larger than this, e.g. 2e9 (default: half the available memory)."),
+    scheduler: str | None = typer.Option(None, "--scheduler", metavar="ADDRESS", help=SCHEDULER_HELP),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
     all_device_work: bool = typer.Option(False, "--all-device-work", help="Count every device event, also work launched before or after the profiled steps (set aside by default)."),
 ) -> None:
@@ -217,10 +223,10 @@ def overlap_report(
                 task = progress.add_task("analysing traces", total=None)
                 summary = analyze_paths(paths, jobs=jobs, on_done=lambda _: progress.advance(task),
                                         then=then, on_then=lambda r, png: drawn.append((r, png)), max_bytes=limit,
-                                        all_device_work=all_device_work)
+                                        all_device_work=all_device_work, scheduler=scheduler)
         else:
             summary = analyze_paths(paths, jobs=jobs, then=then, on_then=lambda r, png: drawn.append((r, png)), max_bytes=limit,
-                                    all_device_work=all_device_work)
+                                    all_device_work=all_device_work, scheduler=scheduler)
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
             raise
@@ -271,6 +277,7 @@ def diff_cmd(
     max_idle: float | None = typer.Option(None, parser=fraction, metavar="FRACTION",
                                           help="Exit 1 if a device of B is idle for more than this fraction of its window."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
+    scheduler: str | None = typer.Option(None, "--scheduler", metavar="ADDRESS", help=SCHEDULER_HELP),
 ) -> None:
     """Every figure of A and B side by side with the change, and the kernels whose time changed most.
 
@@ -285,7 +292,7 @@ def diff_cmd(
     from .collect import analyze_paths
     from .report import diff_output
 
-    sa, sb = analyze_paths([a], jobs=jobs), analyze_paths([b], jobs=jobs)
+    sa, sb = analyze_paths([a], jobs=jobs, scheduler=scheduler), analyze_paths([b], jobs=jobs, scheduler=scheduler)
     d = diff(sa, sb, str(a) if a.is_dir() else "", str(b) if b.is_dir() else "")
     if fmt is Format.table:
         text = render_rich(diff_output.render, d, output)
@@ -364,3 +371,34 @@ def main() -> None:
     except Exception as e:  # noqa: BLE001 - the last guard
         say(f"error: {type(e).__name__}: {e}", "red")
         sys.exit(2)
+
+
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""Set to 1 (unless set already) for every command but ``record``, before numpy loads."""
+
+
+def entry() -> None:
+    """The process entry point (the ``traceprobe`` script, ``python -m traceprobe``): :func:`main`, made cheap.
+
+    Every command but ``record`` (which runs torch, and your program) runs numpy's
+    BLAS single-threaded (:data:`BLAS_THREADS`: the analysis does no matrix
+    products, and idle BLAS threads only spin), and ends with ``os._exit`` once its
+    output is flushed, skipping the interpreter's teardown (freeing every object of
+    the loaded traces).
+    """
+    if sys.argv[1:2] == ["record"]:
+        main()
+        return
+    for k in BLAS_THREADS:
+        os.environ.setdefault(k, "1")
+    code: int | str | None = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)

@@ -64,7 +64,7 @@ def export_one(trace: Any, report: Any, out_dir: str, stems: dict[str, str], per
     return out
 
 
-def export_files(paths: list[Any], out_dir: Path, perfetto: bool, json_: bool, jobs: int | None) -> list[str]:
+def export_files(paths: list[Any], out_dir: Path, perfetto: bool, json_: bool, jobs: int | None, scheduler: str | None = None) -> list[str]:
     """Export each trace under ``paths`` into ``out_dir`` (one ``wrote`` line each, on stdout); the errors, one line each."""
     from .collect import analyze_paths, discover
     from .report.chrome import unique_stems
@@ -73,7 +73,7 @@ def export_files(paths: list[Any], out_dir: Path, perfetto: bool, json_: bool, j
     stems = dict(zip(map(str, files), unique_stems(files)))
     lines: list[tuple[bool, str]] = []
     summary = analyze_paths(paths, jobs=jobs, then=partial(export_one, out_dir=str(out_dir), stems=stems, perfetto=perfetto, json_=json_),
-                            on_then=lambda _, done: lines.extend(done))
+                            on_then=lambda _, done: lines.extend(done), scheduler=scheduler)
     for ok, line in lines:
         if ok:
             typer.echo(line)
@@ -118,6 +118,9 @@ def export(
     merge_ranks: bool = typer.Option(False, "--merge-ranks", help="With --perfetto: one .pftrace per window of a multi-rank run, a process per rank."),
     out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Folder for the files written."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
+    scheduler: str | None = typer.Option(None, "--scheduler", metavar="ADDRESS",
+                                         help="Dask distributed scheduler (tcp://host:8786): each trace is read, analysed and written "
+                                              "on its workers (--out-dir must be a folder they share)."),
 ) -> None:
     """Rewrite traces for ui.perfetto.dev: a native .pftrace (--perfetto) and/or corrected Chrome JSON (--json)."""
     if not (perfetto or json_):
@@ -128,7 +131,7 @@ def export(
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         fail(f"cannot write to {out_dir}: {e.strerror or e}")
-    errors = merge_runs(paths, out_dir) if merge_ranks else export_files(paths, out_dir, perfetto, json_, jobs)
+    errors = merge_runs(paths, out_dir) if merge_ranks else export_files(paths, out_dir, perfetto, json_, jobs, scheduler)
     for e in errors:
         say(e, "red")
     if errors:
