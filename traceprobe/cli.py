@@ -248,18 +248,7 @@ def overlap_report(
 
         names = pl.per_trace_paths(plot, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
         errors += write_files(zip(names, (png for _, png in drawn)))
-    for e in errors:
-        say(e, "red")
-
-    from .analysis.gates import shortfalls
-
-    short = shortfalls(list(summary.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
-    for s in short:
-        say(f"below threshold: {s}", "yellow")
-    if errors:
-        raise typer.Exit(2)
-    if short:
-        raise typer.Exit(1)
+    _finish(errors, list(summary.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
 
 
 @app.command("diff")
@@ -288,7 +277,6 @@ def diff_cmd(
 
     check_outputs([a, b], {"--output": output})
     from .analysis.diff import diff
-    from .analysis.gates import shortfalls
     from .collect import analyze_paths
     from .report import diff_output
 
@@ -299,16 +287,23 @@ def diff_cmd(
     else:
         text = {Format.json: diff_output.to_json, Format.csv: diff_output.to_csv, Format.markdown: diff_output.to_markdown}[fmt](d)
     errors = [f"{f.path}: {f.error}" for f in (*sa.failures, *sb.failures)] + (emit(text, output) if text is not None else [])
+    _finish(errors, list(sb.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
+
+
+def _finish(errors: list[str], reports: list, min_copy: float | None, min_devices: float | None,
+            max_comm: float | None, max_idle: float | None) -> None:
+    """Print errors and unmet gates, one line each; exit 2 on errors, 1 on an unmet gate (gates apply to ``reports``)."""
+    from .analysis.gates import shortfalls
+
     for e in errors:
         say(e, "red")
-    short = shortfalls(list(sb.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
+    short = shortfalls(reports, min_copy, min_devices, max_comm, max_idle)
     for s in short:
         say(f"below threshold: {s}", "yellow")
     if errors:
         raise typer.Exit(2)
     if short:
         raise typer.Exit(1)
-
 
 @app.command()
 def schema() -> None:
