@@ -50,6 +50,11 @@ def _evidence(r: OverlapReport, base: OverlapReport) -> list[str]:
     return found
 
 
+MIN_WALL_S = 0.005
+"""Timed runs shorter than this (s) are not compared: at a few ms one run's noise (a CPU-only
+record printed 436x) is larger than any effect."""
+
+
 def variant_summary(reports: list[OverlapReport] | None = None, runs: list[Run] | None = None) -> pd.DataFrame:
     """One row per recorded run with a wall time (its first window's lowest rank stands for it).
 
@@ -62,7 +67,8 @@ def variant_summary(reports: list[OverlapReport] | None = None, runs: list[Run] 
         ``workload``, ``variant``, ``baseline`` (str),
         ``wall_s``, ``baseline_wall_s``, ``speedup`` (float64), ``evidence`` (str:
         the figures that show more parallelism than the baseline, ``""`` if none)
-        ``agreement`` (``baseline``, ``agrees`` or ``disagrees``) and ``reading``
+        ``agreement`` (``baseline``, ``agrees``, ``disagrees``, or ``too short`` when
+        either timed run is under ``MIN_WALL_S``: clock noise, not compared) and ``reading``
         (str, one sentence for a person). Rows in manifest order within each
         folder. Empty when no report carries manifest facts.
     """
@@ -84,6 +90,10 @@ def variant_summary(reports: list[OverlapReport] | None = None, runs: list[Run] 
         speedup = bwall / wall if wall > 0 else float("nan")
         if base is r:
             rows.append([folder, w, v, v, wall, bwall, 1.0, "", "baseline", "the serial form the others are timed against"])
+            continue
+        if min(wall, bwall) < MIN_WALL_S:
+            rows.append([folder, w, v, base.info["variant"], wall, bwall, speedup, "", "too short",
+                         f"timed runs under {MIN_WALL_S * 1e3:.0f} ms: clock noise, not compared"])
             continue
         ev = _evidence(r, base)
         faster = speedup >= GAIN

@@ -129,7 +129,7 @@ def render(console: Console, summary: Summary) -> None:
                   title_justify="left", show_edge=False)
         for h in ("variant", "wall ms", "speed-up", "agreement"):
             t.add_column(h, justify="right" if h in ("wall ms", "speed-up") else "left", no_wrap=True)
-        style = {"agrees": "green", "disagrees": "bold yellow", "baseline": "dim"}
+        style = {"agrees": "green", "disagrees": "bold yellow", "baseline": "dim", "too short": "dim"}
         for rec in g.to_dict(orient="records"):
             t.add_row(Text(f"{rec['workload']}.{rec['variant']}"), f"{rec['wall_s'] * 1e3:,.1f}", f"{rec['speedup']:.2f}x",
                       Text(rec["agreement"], style=style[rec["agreement"]]))

@@ -190,7 +190,7 @@ def notes(summary: Summary) -> list[Text]:
     out = []
     v = summary.variants
     if len(v):
-        judged = v[v["agreement"] != "baseline"]
+        judged = v[v["agreement"].isin(["agrees", "disagrees"])]
         off = judged[judged["agreement"] == "disagrees"]
         if len(judged):
             base = _base(summary)
