@@ -354,3 +354,50 @@ def test_large_offsets_example():
         assert gs.tolist() == [base, base + 7] and ge.tolist() == [base + 5, base + 8]
         assert as_lists(iv.intersect((s, e), (arr(2) + base, arr(100) + base))) == ([base + 2, base + 7], [base + 5, base + 8])
         assert as_lists(iv.subtract((s, e), (arr(2) + base, arr(100) + base))) == ([base], [base + 2])
+
+
+# --- grouped_coverage ----------------------------------------------------------------
+
+
+@SETTINGS
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.lists(raw_intervals(max_size=5), max_size=4)), max_size=5),
+    st.integers(1, 4),
+    offsets,
+    st.integers(0, 2**32),
+)
+def test_grouped_coverage_matches_grid_count(groups, at_least, offset, seed):
+    """Per group: the grid cells painted by at least ``at_least`` of the group's sets (each set unioned first)."""
+    keys, s, e = [], [], []
+    for key, sets in groups:
+        for a, b in sets:
+            u = iv.union(a, b)  # one set counts once: its intervals disjoint, as the function requires
+            keys += [key] * u[0].size
+            s += (u[0] + offset).tolist()
+            e += (u[1] + offset).tolist()
+    expected = np.zeros(4, np.int64)  # a key drawn twice holds the sets of both draws
+    for key in range(4):
+        count = np.zeros(SPAN, np.int64)
+        for k2, sets in groups:
+            if k2 == key:
+                for a, b in sets:
+                    count += paint(a, b)
+        expected[key] = int((count >= at_least).sum())
+    perm = np.random.default_rng(seed).permutation(len(s))
+    k, s_, e_ = (np.array(x, dtype=np.int64)[perm] for x in (keys, s, e))
+    got = iv.grouped_coverage(k, s_, e_, at_least, 4)
+    assert got.dtype == np.int64 and got.tolist() == expected.tolist()
+
+
+def test_grouped_coverage_example_and_errors():
+    # group 0: [0,10) and [5,20): 20 ns covered, 5 ns twice; group 2: [100,130) once; group 1 empty
+    k, s, e = arr(0, 0, 2, 2), arr(0, 5, 100, 130), arr(10, 20, 130, 130)
+    assert iv.grouped_coverage(k, s, e, 1, 3).tolist() == [20, 0, 30]
+    assert iv.grouped_coverage(k, s, e, 2, 3).tolist() == [5, 0, 0]
+    assert iv.grouped_coverage(arr(), arr(), arr(), 1, 2).tolist() == [0, 0]
+    with pytest.raises(ValueError, match="at_least"):
+        iv.grouped_coverage(k, s, e, 0, 3)
+    with pytest.raises(ValueError, match="group keys"):
+        iv.grouped_coverage(k, s, e, 1, 2)
+    with pytest.raises(ValueError, match="differ in length"):
+        iv.grouped_coverage(arr(0), arr(0, 1), arr(1, 2), 1, 1)

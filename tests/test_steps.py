@@ -6,6 +6,7 @@ Every expected value is computed by hand in the comments; times are µs unless s
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,10 @@ import pytest
 from synthetic import BASE, TraceBuilder, load, rows
 
 from traceprobe import overlap_report
-from traceprobe.analysis.steps import STEP_COLUMNS
+from traceprobe.analysis.profiled import launches
+from traceprobe.analysis.step_figures import STEP_FIGURES, step_figures
+from traceprobe.analysis.steps import STEP_COLUMNS, step_of, step_windows
+from traceprobe.trace import load_trace
 
 
 def test_trace_steps(tmp_path):
@@ -130,3 +134,47 @@ def test_report_without_steps(tmp_path):
     r = overlap_report(load(b, tmp_path))
     assert r.steps.empty and list(r.steps.columns) == STEP_COLUMNS and math.isnan(r.throughput)
     assert isinstance(r.steps, pd.DataFrame)
+
+
+def _reference_step_figures(trace, which, n):
+    """The per-step figures the slow way: each trace-wide function on a copy holding one step's device work."""
+    from traceprobe.analysis.busy import fraction_of
+    from traceprobe.analysis.concurrency import device_concurrency, stream_concurrency
+    from traceprobe.analysis.overlap import comm_overlap, copy_overlap
+    from traceprobe.analysis.profiled import keep_device_events
+
+    out = {f: [] for f in STEP_FIGURES}
+    for k in range(n):
+        t = keep_device_events(trace, which == k)
+        copy = copy_overlap(t)
+        copy_all = copy[copy["direction"] == "all"] if not copy.empty else copy
+        out["device_concurrency"].append(device_concurrency(t).concurrency)
+        out["copy_overlap"].append(fraction_of(copy_all, "overlapped_ns", "copy_ns"))
+        out["comm_overlap"].append(fraction_of(comm_overlap(t), "overlapped_ns", "comm_ns"))
+        out["stream_concurrency"].append(fraction_of(stream_concurrency(t), "multi_stream_ns", "busy_ns"))
+    return {f: np.array(v, dtype=np.float64) for f, v in out.items()}
+
+
+SAMPLES = sorted(str(p) for p in Path(__file__).resolve().parent.parent.joinpath("sample_traces").rglob("*.json.gz"))
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: Path(p).name)
+def test_step_figures_equal_per_step_functions_on_real_traces(path):
+    """Every sample trace (real recordings): the grouped computation gives exactly the per-step functions' figures."""
+    t = load_trace(path)
+    which = step_of(t, launches(t))
+    n = len(step_windows(t))
+    got, want = step_figures(t, which, n), _reference_step_figures(t, which, n)
+    for f in STEP_FIGURES:
+        np.testing.assert_array_equal(got[f], want[f], err_msg=f)
+
+
+def test_step_figures_on_synthetic_two_steps(tmp_path):
+    t = load(_two_step_trace(), tmp_path)
+    which = step_of(t, launches(t))
+    got, want = step_figures(t, which, 2), _reference_step_figures(t, which, 2)
+    for f in STEP_FIGURES:
+        np.testing.assert_array_equal(got[f], want[f], err_msg=f)
+    # step 2: copy [1100,1300) under kernel [1200,1500): 100 of 200 ns; nccl [1600,2200) under kernel [1700,1900): 200 of 600
+    assert got["copy_overlap"].tolist()[1] == 0.5 and math.isnan(got["copy_overlap"][0])
+    assert got["comm_overlap"][1] == pytest.approx(200 / 600)

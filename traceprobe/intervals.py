@@ -188,6 +188,52 @@ def grouped_union(keys: ArrayLike, starts: ArrayLike, ends: ArrayLike) -> tuple[
     return k[first], s[first], run_max[last]
 
 
+def grouped_coverage(keys: ArrayLike, starts: ArrayLike, ends: ArrayLike, at_least: int, size: int) -> I64:
+    """Per group, the time covered by at least ``at_least`` of its intervals at once.
+
+    The grouped form of ``length(coverage_at_least(sets, at_least))``: where that
+    function takes sets, this one counts intervals, so the intervals of one set
+    must already be disjoint (as :func:`grouped_union` returns them, one set per
+    key of a finer grouping). With ``at_least=1`` it is the length of each group's
+    union; with 2, "two or more at once" (two devices, a copy under compute...).
+
+    Args:
+        keys: int64 group key per interval, each in ``[0, size)``.
+        starts, ends: int64 ns arrays; empty intervals are ignored.
+        at_least: the coverage counted (>= 1).
+        size: number of groups.
+
+    Returns:
+        int64 array of ``size`` lengths in ns (0 for a group without intervals).
+
+    Raises:
+        ValueError: ``at_least < 1``, a key outside ``[0, size)``, or arrays of different lengths.
+    """
+    if at_least < 1:
+        raise ValueError("at_least must be >= 1")
+    k, s, e = _i64(keys), _i64(starts), _i64(ends)
+    if not (k.size == s.size == e.size):
+        raise ValueError(f"keys, starts and ends differ in length ({k.size}, {s.size}, {e.size})")
+    out: I64 = np.zeros(size, dtype=np.int64)
+    keep = e > s
+    k, s, e = k[keep], s[keep], e[keep]
+    if k.size == 0:
+        return out
+    if int(k.min()) < 0 or int(k.max()) >= size:
+        raise ValueError(f"group keys must lie in [0, {size})")
+    times = np.concatenate([s, e])
+    delta = np.concatenate([np.ones(s.size, np.int64), -np.ones(e.size, np.int64)])
+    kk = np.concatenate([k, k])
+    order = np.lexsort((delta, times, kk))
+    times, delta, kk = times[order], delta[order], kk[order]
+    # each group's deltas sum to 0, so one running sum serves every group
+    count = np.cumsum(delta)
+    seg = times[1:] - times[:-1]
+    hit = (count[:-1] >= at_least) & (kk[1:] == kk[:-1]) & (seg > 0)
+    np.add.at(out, kk[:-1][hit], seg[hit])
+    return out
+
+
 def measure(iv: Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Length in ns of a normalised interval set inside each window ``[lo[i], hi[i])``.
 

@@ -16,7 +16,7 @@ import pandas as pd
 from ..trace import Trace
 from . import verdicts as vd
 from .breakdown import gpu_breakdown, step_breakdown
-from .busy import comm_mask, compute_mask, fraction_of, stream_busy, work_ns
+from .busy import comm_mask, compute_mask, stream_busy, work_ns
 from .collectives import collective_table, collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .findings import findings
@@ -165,18 +165,6 @@ def _figures(trace: Trace) -> dict[str, Any]:
     return {"copy": copy_overlap(trace), "dev": device_concurrency(trace), "streams": stream_concurrency(trace), "comm": comm_overlap(trace)}
 
 
-def _step_values(trace: Trace) -> dict[str, float]:
-    """The per-step figures of one step's device work (``trace`` holds only that work)."""
-    f = _figures(trace)
-    copy_all = f["copy"][f["copy"]["direction"] == "all"] if not f["copy"].empty else f["copy"]
-    return {
-        "device_concurrency": f["dev"].concurrency,
-        "copy_overlap": fraction_of(copy_all, "overlapped_ns", "copy_ns"),
-        "comm_overlap": fraction_of(f["comm"], "overlapped_ns", "comm_ns"),
-        "stream_concurrency": fraction_of(f["streams"], "multi_stream_ns", "busy_ns"),
-    }
-
-
 def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_work: bool = False) -> OverlapReport:
     """Compute every figure and verdict of ``trace``.
 
@@ -197,7 +185,7 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
     f = _figures(kept)
     cpu = cpu_gpu_overlap(kept)
     threads = host_thread_concurrency(trace)
-    steps = device_steps(trace, la, _step_values)
+    steps = device_steps(trace, la)
     dev = f["dev"]
     busy = {int(r.device): int(r.busy_ns) for r in dev.devices.itertuples(index=False)}  # pyright: ignore[reportAttributeAccessIssue]
     util = {int(r.device): float(r.utilization) for r in dev.devices.itertuples(index=False)}  # pyright: ignore[reportAttributeAccessIssue]

@@ -14,16 +14,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .profiled import Launches, keep_device_events
+from .profiled import Launches
+from .step_figures import step_figures
 
 STEP_COLUMNS = ["step", "host_start_ns", "host_end_ns", "host_ns", "gpu_start_ns", "gpu_end_ns", "gpu_ns", "gpu_busy_ns", "events"]
 
@@ -77,16 +76,14 @@ def step_of(trace: Trace, la: Launches) -> np.ndarray:
     return out
 
 
-def device_steps(
-    trace: Trace, la: Launches, figures: Callable[[Trace], dict[str, float]] | None = None
-) -> pd.DataFrame:
+def device_steps(trace: Trace, la: Launches, figures: bool = True) -> pd.DataFrame:
     """Per step: host time, GPU time, GPU busy and the figures of its own device work.
 
     Args:
         trace: the whole trace (its ``steps`` and device events).
         la: the launches of its device events (:func:`.profiled.launches`).
-        figures: called with a trace holding only one step's device work; its
-            dict becomes that step's figure columns (float64).
+        figures: add the :data:`~.step_figures.STEP_FIGURES` columns
+            (:func:`.step_figures.step_figures`).
 
     Returns:
         DataFrame with columns ``step`` (int64), ``host_start_ns``,
@@ -100,30 +97,26 @@ def device_steps(
         return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in STEP_COLUMNS})
     which = step_of(trace, la)
     ev = trace.device_events
-    s, e = ev["start_ns"].to_numpy(np.int64), ev["end_ns"].to_numpy(np.int64)
     n = len(w)
-    rows: list[dict[str, Any]] = []
-    for k in range(n):
-        m = which == k
-        busy = iv.length(iv.union(s[m], e[m])) if m.any() else 0
-        row: dict[str, Any] = {
-            "gpu_start_ns": int(s[m].min()) if m.any() else -1,
-            "gpu_end_ns": int(e[m].max()) if m.any() else -1,
-            "gpu_ns": int(e[m].max() - s[m].min()) if m.any() else 0,
-            "gpu_busy_ns": busy,
-            "events": int(m.sum()),
-        }
-        if figures is not None:
-            row.update(figures(keep_device_events(trace, m)))
-        rows.append(row)
-    body = pd.DataFrame(rows)
-    out = pd.DataFrame({"step": w["step"], "host_start_ns": w["start_ns"], "host_end_ns": w["end_ns"], "host_ns": w["duration_ns"]})
-    for c in body.columns:
-        out[c] = body[c].to_numpy()
-    for c in ("gpu_start_ns", "gpu_end_ns", "gpu_ns", "gpu_busy_ns", "events"):
-        out[c] = out[c].astype(np.int64)
-    for c in body.columns.difference(STEP_COLUMNS):
-        out[c] = out[c].astype(np.float64)
+    sel = which >= 0
+    k = which[sel]
+    s, e = ev["start_ns"].to_numpy(np.int64)[sel], ev["end_ns"].to_numpy(np.int64)[sel]
+    events = np.bincount(k, minlength=n).astype(np.int64)
+    has = events > 0
+    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, k, s)
+    np.maximum.at(last, k, e)
+    first, last = np.where(has, first, -1), np.where(has, last, -1)
+    uk, us, ue = iv.grouped_union(k, s, e)
+    busy = np.zeros(n, dtype=np.int64)
+    np.add.at(busy, uk, ue - us)
+    out = pd.DataFrame({"step": w["step"], "host_start_ns": w["start_ns"], "host_end_ns": w["end_ns"], "host_ns": w["duration_ns"],
+                        "gpu_start_ns": first, "gpu_end_ns": last, "gpu_ns": np.where(has, last - first, 0), "gpu_busy_ns": busy,
+                        "events": events})
+    if figures:
+        for name, values in step_figures(trace, which, n).items():
+            out[name] = values
     return out
 
 

@@ -1,0 +1,100 @@
+"""Per-step figures, every step at once.
+
+The steps table (:func:`.steps.device_steps`) carries four figures per step, each
+with the definition quoted where the trace-wide figure is computed, applied to
+the step's own device work (the device events launched inside its host window,
+:func:`.steps.step_of`):
+
+- ``device_concurrency``: cross-device concurrency
+  (:func:`.concurrency.device_concurrency`);
+- ``copy_overlap``: copy/compute overlap of all memcpys,
+  Σ_devices overlapped / Σ_devices copy time (the ``all`` rows of
+  :func:`.overlap.copy_overlap`);
+- ``comm_overlap``: communication/compute overlap,
+  Σ_devices overlapped / Σ_devices communication time (:func:`.overlap.comm_overlap`);
+- ``stream_concurrency``: stream concurrency, Σ_devices time two or more streams
+  are busy / Σ_devices busy time (:func:`.concurrency.stream_concurrency`).
+
+Each is NaN for a step without the work it divides by. Rather than running those
+functions once per step on a copy of the trace, the intervals are grouped by
+(step, device) or (step, device, stream), merged with
+:func:`traceprobe.intervals.grouped_union` and measured with
+:func:`traceprobe.intervals.grouped_coverage`: a few numpy passes for every step
+together. ``tests/test_steps.py`` checks the result against the per-step
+functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import intervals as iv
+from ..trace import Trace
+
+STEP_FIGURES = ("device_concurrency", "copy_overlap", "comm_overlap", "stream_concurrency")
+"""The figure columns of the steps table, in order."""
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``num / den`` per step as float64, NaN where ``den`` is not positive (as :func:`.busy.fraction`)."""
+    out = np.full(den.size, np.nan)
+    ok = den > 0
+    out[ok] = num[ok] / den[ok]
+    return out
+
+
+def _union_lengths(keys: np.ndarray, s: np.ndarray, e: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Union per key, and its length per key (int64, ``size`` of them)."""
+    k, us, ue = iv.grouped_union(keys, s, e)
+    total = np.zeros(size, dtype=np.int64)
+    np.add.at(total, k, ue - us)
+    return k, us, ue, total
+
+
+def step_figures(trace: Trace, which: np.ndarray, n_steps: int) -> dict[str, np.ndarray]:
+    """The :data:`STEP_FIGURES` of every step (module doc).
+
+    Args:
+        trace: the trace whose ``device_events`` ``which`` indexes.
+        which: int64 step index per device event, -1 for an event launched in no
+            step (:func:`.steps.step_of`).
+        n_steps: number of steps.
+
+    Returns:
+        ``{figure: float64 array of n_steps}``.
+    """
+    ev = trace.device_events
+    sel = which >= 0
+    step = which[sel].astype(np.int64)
+    s, e = ev["start_ns"].to_numpy(np.int64)[sel], ev["end_ns"].to_numpy(np.int64)[sel]
+    _, dcode = np.unique(ev["device"].to_numpy(np.int64)[sel], return_inverse=True)
+    _, scode = np.unique(ev["stream"].to_numpy(np.int64)[sel], return_inverse=True)
+    nd, ns = int(dcode.max(initial=-1)) + 1, int(scode.max(initial=-1)) + 1
+    kernel = (ev["kind"] == "kernel").to_numpy()[sel]
+    comm_kernel = kernel & ev["is_comm"].to_numpy()[sel]
+    compute, copy = kernel & ~comm_kernel, (ev["kind"] == "memcpy").to_numpy()[sel]
+    cell = step * nd + dcode.astype(np.int64)  # (step, device)
+    cells = n_steps * nd
+
+    def per_step(per_cell: np.ndarray) -> np.ndarray:
+        return per_cell.reshape(n_steps, nd).sum(axis=1) if nd else np.zeros(n_steps, dtype=np.int64)
+
+    # cross-device: the device unions of each step, two or more at once over at least one
+    k, us, ue, _ = _union_lengths(cell, s, e, cells)
+    any_busy = iv.grouped_coverage(k // max(nd, 1), us, ue, 1, n_steps)
+    two = iv.grouped_coverage(k // max(nd, 1), us, ue, 2, n_steps)
+
+    # copy/compute and comm/compute: the part of each (step, device)'s copy or comm union under its compute union
+    kp, ps, pe, _ = _union_lengths(cell[compute], s[compute], e[compute], cells)
+    out = {"device_concurrency": _ratio(two, any_busy)}
+    for name, m in (("copy_overlap", copy), ("comm_overlap", comm_kernel)):
+        kc, cs, ce, busy = _union_lengths(cell[m], s[m], e[m], cells)
+        under = iv.grouped_coverage(np.concatenate([kc, kp]), np.concatenate([cs, ps]), np.concatenate([ce, pe]), 2, cells)
+        out[name] = _ratio(per_step(under), per_step(busy))
+
+    # streams: the stream unions of each (step, device), two or more at once over at least one
+    ks, ss, se, _ = _union_lengths(cell * ns + scode.astype(np.int64), s, e, cells * ns)
+    busy = iv.grouped_coverage(ks // max(ns, 1), ss, se, 1, cells)
+    multi = iv.grouped_coverage(ks // max(ns, 1), ss, se, 2, cells)
+    out["stream_concurrency"] = _ratio(per_step(multi), per_step(busy))
+    return {f: out[f] for f in STEP_FIGURES}
