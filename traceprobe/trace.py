@@ -103,6 +103,10 @@ class Trace:
     metadata: dict[str, Any] = field(default_factory=dict)
     collective_args: pd.DataFrame = field(default_factory=pd.DataFrame)
     backend: str = "cuda"
+    derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Tables and arrays derived from the events, computed once per trace (see
+    :func:`traceprobe.analysis.memo.per_trace`); a copy made with
+    ``dataclasses.replace`` starts with an empty one."""
 
     @property
     def window_ns(self) -> tuple[int, int]:

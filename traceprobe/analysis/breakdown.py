@@ -53,6 +53,7 @@ import pandas as pd
 from .. import intervals as iv
 from ..trace import Trace
 from .busy import comm_mask, compute_mask
+from .memo import per_trace
 
 Intervals = iv.Intervals
 
@@ -82,6 +83,7 @@ def first_match(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
     return out
 
 
+@per_trace
 def launch_rows(trace: Trace) -> np.ndarray:
     """Row in ``trace.host_events`` of the host call that launched each device event.
 
@@ -100,6 +102,7 @@ def launch_rows(trace: Trace) -> np.ndarray:
     return out
 
 
+@per_trace
 def launch_start_ns(trace: Trace) -> np.ndarray:
     """Start (int64 ns) of the launching call of each device event (:func:`launch_rows`), -1 where none."""
     rows = launch_rows(trace)
@@ -107,6 +110,7 @@ def launch_start_ns(trace: Trace) -> np.ndarray:
     return np.where(rows >= 0, start[np.maximum(rows, 0)] if start.size else -1, -1)
 
 
+@per_trace
 def sync_intervals(trace: Trace) -> Intervals:
     """Union, over host threads, of the synchronize calls (see :data:`SYNC_PATTERN`)."""
     host = trace.host_events
@@ -182,6 +186,7 @@ def _gaps(busy: Intervals, window: tuple[int, int], ev_start: np.ndarray, ev_str
     return iv.union(gap_s[starved], gap_e[starved]), per_stream
 
 
+@per_trace
 def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[DeviceTime]:
     """The interval sets of every device with device events, clipped to ``window``.
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
+from .memo import per_trace
 
 Intervals = iv.Intervals
 
@@ -109,12 +110,14 @@ def stream_intervals(trace: Trace, device: int, mask: np.ndarray | None = None) 
     return list(zip(np.split(s, bounds), np.split(e, bounds)))
 
 
+@per_trace
 def compute_mask(trace: Trace) -> np.ndarray:
     """Rows of ``device_events`` that are compute kernels (kernels that are not NCCL/RCCL)."""
     ev = trace.device_events
     return ((ev["kind"] == "kernel") & ~ev["is_comm"]).to_numpy()
 
 
+@per_trace
 def comm_mask(trace: Trace) -> np.ndarray:
     """Rows of ``device_events`` that are communication kernels (HTA: name contains nccl/rccl)."""
     ev = trace.device_events
