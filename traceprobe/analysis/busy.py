@@ -133,3 +133,17 @@ def work_ns(trace: Trace) -> int:
     """
     sets = list(device_intervals(trace, ~comm_mask(trace)).values())
     return iv.length(iv.coverage_at_least(sets, 1)) if sets else 0
+
+
+@per_trace
+def host_thread_codes(trace: Trace) -> np.ndarray:
+    """A code (int64) per row of ``trace.host_events`` for its host thread, (pid, tid) compared as strings."""
+    host = trace.host_events
+    pid, tid = host["pid"], host["tid"]
+    if isinstance(pid.dtype, pd.CategoricalDtype) and isinstance(tid.dtype, pd.CategoricalDtype):
+        pc, tc = pid.cat.codes.to_numpy(np.int64), tid.cat.codes.to_numpy(np.int64)
+        cats = (pid.cat.categories, tid.cat.categories)
+        if pc.min(initial=0) >= 0 and tc.min(initial=0) >= 0 and all(pd.api.types.is_string_dtype(c) for c in cats):
+            # distinct categories are distinct strings: a pair of codes is a pair of strings
+            return pd.factorize(pc * len(cats[1]) + tc)[0]
+    return pd.MultiIndex.from_arrays([pid.astype(str), tid.astype(str)]).factorize()[0]

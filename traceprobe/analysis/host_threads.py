@@ -27,11 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import fraction
+from .busy import fraction, host_thread_codes
 from .verdicts import MIN_SIDE, Verdict, level_of, ms
 
 
@@ -62,11 +61,11 @@ class HostThreadConcurrency:
 def host_thread_concurrency(trace: Trace) -> HostThreadConcurrency:
     """Host-thread concurrency of ``trace`` (module docstring); never raises on empty traces."""
     host = trace.host_events
-    ops: pd.DataFrame = host.loc[host["cat"] == "cpu_op"] if not host.empty else host
-    if ops.empty:
+    is_op = (host["cat"] == "cpu_op").to_numpy() if not host.empty else np.zeros(0, bool)
+    if not is_op.any():
         return HostThreadConcurrency(0, 0, 0, 0, 0, float("nan"), float("nan"))
-    thread = pd.MultiIndex.from_arrays([ops["pid"].astype(str), ops["tid"].astype(str)]).factorize()[0]
-    k, s, e = iv.grouped_union(thread, np.asarray(ops["start_ns"], np.int64), np.asarray(ops["end_ns"], np.int64))
+    thread = host_thread_codes(trace)[is_op]
+    k, s, e = iv.grouped_union(thread, host["start_ns"].to_numpy(np.int64)[is_op], host["end_ns"].to_numpy(np.int64)[is_op])
     if s.size == 0:
         return HostThreadConcurrency(0, 0, 0, 0, 0, float("nan"), float("nan"))
     bounds = np.flatnonzero(np.diff(k)) + 1

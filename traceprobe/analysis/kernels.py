@@ -42,16 +42,33 @@ def kernel_table(trace: Trace) -> pd.DataFrame:
     if ev.empty:
         return _empty(KERNEL_COLUMNS, ("kind", "name"))
     dur = ev["end_ns"].to_numpy(np.int64) - ev["start_ns"].to_numpy(np.int64)
-    df = pd.DataFrame({"device": ev["device"].to_numpy(np.int64), "kind": ev["kind"].astype(str).to_numpy(dtype=object),
-                       "name": ev["name"].astype(str).to_numpy(dtype=object), "dur": dur})
-    g = df.groupby(["device", "kind", "name"], sort=False)["dur"]
-    out = pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "max_ns": g.max()}).reset_index()
-    out["mean_ns"] = out["total_ns"].to_numpy(np.int64) // out["count"].to_numpy(np.int64)
-    dev_total = out.groupby("device")["total_ns"].transform("sum").to_numpy(np.float64)
-    out["share"] = np.where(dev_total > 0, out["total_ns"].to_numpy(np.float64) / np.maximum(dev_total, 1), np.nan)
+    # one group per (device, kind, name), numbered by first appearance (as groupby(sort=False))
+    codes = [pd.factorize(ev[c], use_na_sentinel=False) for c in ("device", "kind", "name")]
+    key = np.zeros(len(ev), dtype=np.int64)
+    for c, uniq in codes:
+        key = key * len(uniq) + c
+    group = pd.factorize(key)[0]
+    first = np.unique(group, return_index=True)[1]
+    n = first.size
+    count = np.bincount(group, minlength=n).astype(np.int64)
+    total = np.zeros(n, dtype=np.int64)
+    np.add.at(total, group, dur)
+    longest = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(longest, group, dur)
+    device = np.asarray(codes[0][1], dtype=np.int64)[codes[0][0][first]]
+    out = pd.DataFrame({
+        "device": device,
+        "kind": np.asarray(codes[1][1].astype(str), dtype=object)[codes[1][0][first]],
+        "name": np.asarray(codes[2][1].astype(str), dtype=object)[codes[2][0][first]],
+        "count": count, "total_ns": total, "max_ns": longest, "mean_ns": total // count,
+    })
+    dcode = codes[0][0][first]
+    dev_total = np.zeros(len(codes[0][1]), dtype=np.int64)
+    np.add.at(dev_total, dcode, total)
+    per_row = dev_total[dcode].astype(np.float64)
+    out["share"] = np.where(per_row > 0, total.astype(np.float64) / np.maximum(per_row, 1), np.nan)
     out = out.sort_values(by=["device", "total_ns", "name"], ascending=[True, False, True], kind="stable")
-    return out.reindex(columns=KERNEL_COLUMNS).reset_index(drop=True).astype(
-        {"count": np.int64, "total_ns": np.int64, "mean_ns": np.int64, "max_ns": np.int64})
+    return out.reindex(columns=KERNEL_COLUMNS).reset_index(drop=True)
 
 
 def queue_times(trace: Trace) -> pd.DataFrame:

@@ -32,7 +32,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import comm_mask, compute_mask, device_intervals, fraction
+from .busy import comm_mask, compute_mask, device_intervals, fraction, host_thread_codes
 
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
 
@@ -119,18 +119,6 @@ def comm_overlap(trace: Trace) -> pd.DataFrame:
     return out
 
 
-def _thread_codes(host: pd.DataFrame) -> np.ndarray:
-    """A code per host event for its (pid, tid) as strings, numbered by first appearance."""
-    pid, tid = host["pid"], host["tid"]
-    if isinstance(pid.dtype, pd.CategoricalDtype) and isinstance(tid.dtype, pd.CategoricalDtype):
-        pc, tc = pid.cat.codes.to_numpy(np.int64), tid.cat.codes.to_numpy(np.int64)
-        cats = (pid.cat.categories, tid.cat.categories)
-        if pc.min(initial=0) >= 0 and tc.min(initial=0) >= 0 and all(pd.api.types.is_string_dtype(c) for c in cats):
-            # distinct categories are distinct strings: a pair of codes is a pair of strings
-            return pd.factorize(pc * len(cats[1]) + tc)[0]
-    return pd.MultiIndex.from_arrays([pid.astype(str), tid.astype(str)]).factorize()[0]
-
-
 def host_compute_intervals(trace: Trace) -> iv.Intervals:
     """Union of host compute ops (``cpu_op`` with no runtime/driver call inside; module doc)."""
     host = trace.host_events
@@ -142,7 +130,7 @@ def host_compute_intervals(trace: Trace) -> iv.Intervals:
         return iv.empty()
     # a runtime call belongs to an op when it starts inside the op on the same
     # thread; one searchsorted per thread (threads are few, events many)
-    thread = _thread_codes(host)
+    thread = host_thread_codes(trace)
     start = host["start_ns"].to_numpy()
     end = host["end_ns"].to_numpy()
     pure = np.ones(int(is_op.sum()), dtype=bool)
