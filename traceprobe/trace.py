@@ -314,10 +314,14 @@ def _device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
     codes = df["name"].cat.codes.to_numpy()
     is_copy = (df["kind"] == "memcpy").to_numpy()
     for col in ("direction", "src", "dst"):
-        vals = parsed[col].to_numpy(dtype=object)[codes] if len(names) else np.empty(0, object)
-        vals = np.where(is_copy, vals, np.array(None, dtype=object))
+        # per distinct name, then through the name codes: no object array per event
+        per_name = parsed[col].to_numpy(dtype=object) if len(names) else np.empty(0, object)
+        present = np.flatnonzero(pd.notna(per_name))
+        cats, inverse = np.unique(per_name[present].astype(str), return_inverse=True) if present.size else (np.empty(0, object), present)
+        lut = np.full(len(per_name) + 1, -1, dtype=np.int64)  # (the last entry: codes of -1)
+        lut[present] = inverse
         out = "direction" if col == "direction" else f"{col}_kind"
-        df[out] = pd.Categorical(vals)
+        df[out] = pd.Categorical.from_codes(np.where(is_copy, lut[codes], -1), categories=pd.Index(cats.astype(object)) if cats.size else pd.Index([], dtype=object))
     comm_names = names.str.contains(_COMM_RE).to_numpy(dtype=bool)
     df["is_comm"] = (df["kind"] == "kernel").to_numpy() & (comm_names[codes] if len(names) else np.zeros(0, bool))
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
