@@ -29,6 +29,7 @@ Usage::
     python scripts/bench.py                                  # the targets
     python scripts/bench.py --large --json-out bench.json    # adds 10^7 events (~10 GB of RAM)
     python scripts/bench.py --only ranks --ranks 64 --workers 1,2,4,8,16
+    git worktree add ../tp-before COMMIT && python scripts/bench.py --baseline ../tp-before   # before -> after
 """
 
 from __future__ import annotations
@@ -71,16 +72,26 @@ def _hta_trace(a: argparse.Namespace, workdir: Path) -> Path | None:
     return path
 
 
+def _with_baseline(a: argparse.Namespace, cmds: dict[str, br.Command]) -> dict[str, br.Command]:
+    """``cmds`` plus, with ``--baseline DIR``, the traceprobe command run from that checkout (alternating with the rest)."""
+    if a.baseline and "traceprobe" in cmds:
+        cmd = cmds["traceprobe"]
+        cmds = {**cmds, "baseline": (cmd if isinstance(cmd, list) else cmd[0], Path(a.baseline).resolve())}
+    return cmds
+
+
 def bench_real(a: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     path = _hta_trace(a, workdir)
     if path is None or not path.exists():
         note = "HTA's df_index_resolver trace not available: pass --hta-trace"
         return {"skipped": note}, [_target("real 216k: traceprobe / floor", None, "<=", 2.0, note=note),
                                    _target("real 216k: HTA / traceprobe", None, ">=", 10.0, note=note)]
-    m = br.alternate({"floor": br.floor_cmd(str(path)), "traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")}, a.repeat, a.timeout)
+    m = br.alternate(_with_baseline(a, {"floor": br.floor_cmd(str(path)), "traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")}),
+                     a.repeat, a.timeout)
     h = br.hta(path, a.timeout * 4) if not a.no_hta else {"ok": False, "skipped": "--no-hta"}
     tp, fl = m["traceprobe"], m["floor"]
-    row = {"trace": str(path), "events": fl.get("result", {}).get("events"), "traceprobe": tp, "floor": fl, "hta": h}
+    row = {"trace": str(path), "events": fl.get("result", {}).get("events"), "traceprobe": tp, "floor": fl, "hta": h,
+           **({"baseline": m["baseline"]} if "baseline" in m else {})}
     hta_note = h.get("skipped") or h.get("error") or ""
     return row, [
         _target("real 216k: traceprobe / floor", tp["wall_s"] / fl["wall_s"] if tp["ok"] else None, "<=", 2.0),
@@ -95,12 +106,13 @@ def bench_synthetic(a: argparse.Namespace, workdir: Path, n: int) -> tuple[dict[
     big = n >= 10**7
     cmds = {"traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")} if big else \
         {"floor": br.floor_cmd(str(path)), "traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")}
-    m = br.alternate(cmds, 1 if big else a.repeat, a.timeout)
+    m = br.alternate(_with_baseline(a, cmds), 1 if big else a.repeat, a.timeout)
     if big:  # the floor only for the JSON size: one run
         m["floor"] = br.summarize([br.measure(br.floor_cmd(str(path)), a.timeout)])
     tp, fl = m["traceprobe"], m["floor"]
     json_mb = fl["result"]["json_bytes"] / 2**20 if fl.get("result") else None
-    row = {"trace": path.name, "events": n, "json_mb": json_mb, "traceprobe": tp, "floor": fl}
+    row = {"trace": path.name, "events": n, "json_mb": json_mb, "traceprobe": tp, "floor": fl,
+           **({"baseline": m["baseline"]} if "baseline" in m else {})}
     out = [_target(f"synthetic {label} gz: peak RSS / JSON", tp["peak_rss_mb"] / json_mb if json_mb and tp["ok"] else None, "<=", 1.2)]
     if not big:
         out.insert(0, _target(f"synthetic {label} gz: traceprobe / floor", tp["wall_s"] / fl["wall_s"] if tp["ok"] else None, "<=", 1.3))
@@ -109,8 +121,10 @@ def bench_synthetic(a: argparse.Namespace, workdir: Path, n: int) -> tuple[dict[
 
 def bench_batch(a: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     folder = br.synth(workdir, f"batch-100x{a.batch_events}", ["--ranks", "100", "--events", str(a.batch_events), "--skewed", "0"])
-    tp = br.alternate({"traceprobe": br.traceprobe_cmd([str(folder)])}, a.repeat, a.timeout)["traceprobe"]
-    row = {"folder": str(folder), "files": 100, "events_per_file": a.batch_events, "traceprobe": tp}
+    m = br.alternate(_with_baseline(a, {"traceprobe": br.traceprobe_cmd([str(folder)])}), a.repeat, a.timeout)
+    tp = m["traceprobe"]
+    row = {"folder": str(folder), "files": 100, "events_per_file": a.batch_events, "traceprobe": tp,
+           **({"baseline": m["baseline"]} if "baseline" in m else {})}
     return row, [_target(f"batch of 100 rank traces ({a.batch_events:,} events): ms per file",
                          tp["wall_s"] * 1000 / 100 if tp["ok"] else None, "<=", 20.0, unit=" ms")]
 
@@ -168,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per child process")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "traceprobe-bench"), help="synthetic traces (reused)")
     ap.add_argument("--json-out", help="write the results as JSON here")
+    ap.add_argument("--baseline", help="a checkout of another traceprobe version (git worktree add DIR COMMIT): its times "
+                    "are measured alternating with this one's and printed beside them")
     a = ap.parse_args(argv)
     parts = {p.strip() for p in a.only.split(",") if p.strip()} | ({"ranks"} if a.ranks else set())
     if a.ranks <= 0:
@@ -208,6 +224,13 @@ def _machine() -> dict[str, Any]:
     return m
 
 
+def _before(base: dict[str, Any], now: dict[str, Any]) -> str:
+    if not base.get("ok"):
+        return f"baseline: failed ({base.get('error', '')})"
+    return (f"baseline {base['wall_s']:.3f} s (CPU {base['cpu_s']:.3f}, {base['peak_rss_mb']:.0f} MB) -> this checkout "
+            f"{now['wall_s']:.3f} s (CPU {now['cpu_s']:.3f}, {now['peak_rss_mb']:.0f} MB): {base['wall_s'] / now['wall_s']:.2f}x faster")
+
+
 def _print(r: dict[str, Any]) -> None:
     m = r["machine"]
     print(f"traceprobe benchmark: {m['cpus']} CPUs, Python {m['python']}, medians of {r['repeat']} alternating runs\n")
@@ -224,13 +247,19 @@ def _print(r: dict[str, Any]) -> None:
         hta = f"HTA {h['wall_s']:.2f} s (imports {h['import_s']:.2f}, load {h['load_s']:.2f}, overlap {h['overlap_s']:.2f})" if h.get("ok") else "HTA -"
         print(f"\nreal 216k: traceprobe {tp['wall_s']:.3f} s (CPU {tp['cpu_s']:.3f}, {tp['peak_rss_mb']:.0f} MB), floor {fl['wall_s']:.3f} s "
               f"(parse {fl.get('parse_s', 0):.3f}, {fl['peak_rss_mb']:.0f} MB), {hta}")
+    if real.get("baseline"):
+        print("  " + _before(real["baseline"], real["traceprobe"]))
     for row in r.get("synthetic", []):
         tp, fl = row["traceprobe"], row["floor"]
         print(f"{row['trace']}: traceprobe {tp['wall_s']:.3f} s (CPU {tp['cpu_s']:.3f}, {tp['peak_rss_mb']:.0f} MB), "
               f"floor {fl['wall_s']:.3f} s ({fl['peak_rss_mb']:.0f} MB), JSON {row['json_mb']:.0f} MB")
+        if row.get("baseline"):
+            print("  " + _before(row["baseline"], tp))
     if r.get("batch"):
         b = r["batch"]["traceprobe"]
         print(f"batch of 100: {b['wall_s']:.3f} s (runs {b['wall_runs_s']})")
+        if r["batch"].get("baseline"):
+            print("  " + _before(r["batch"]["baseline"], b))
     if r.get("ranks"):
         k = r["ranks"]
         print(f"\n{k['ranks']} rank traces x {k['events_per_rank']:,} events (SYNTHETIC job):")

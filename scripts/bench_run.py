@@ -112,11 +112,11 @@ print("BENCH_RESULT " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "ove
 '''
 
 
-def measure(cmd: list[str], timeout: float | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``cmd`` (cwd: the repository); its wall time, CPU time and peak RSS (wait4), and its ``BENCH_RESULT`` line."""
+def measure(cmd: list[str], timeout: float | None = None, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, Any]:
+    """Run ``cmd`` (cwd: the repository, or ``cwd``); its wall time, CPU time and peak RSS (wait4), and its ``BENCH_RESULT`` line."""
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, env=env)
+    p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd or ROOT, env=env)
     deadline = None if timeout is None else t + timeout
     timed_out = False
     while True:
@@ -168,13 +168,18 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return s
 
 
-def alternate(commands: dict[str, list[str]], repeat: int, timeout: float) -> dict[str, dict[str, Any]]:
+Command = list[str] | tuple[list[str], Path]
+"""A command, or a command and the folder it runs in (``python -m traceprobe`` there runs that checkout)."""
+
+
+def alternate(commands: dict[str, Command], repeat: int, timeout: float) -> dict[str, dict[str, Any]]:
     """Run each command ``repeat`` times, alternating between them (so that a busy moment of a shared
     machine weighs on all of them alike); :func:`summarize` per command."""
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in commands}
     for _ in range(repeat):
         for k, cmd in commands.items():
-            runs[k].append(measure(cmd, timeout))
+            argv, cwd = cmd if isinstance(cmd, tuple) else (cmd, None)
+            runs[k].append(measure(argv, timeout, cwd=cwd))
     return {k: summarize(v) for k, v in runs.items()}
 
 
