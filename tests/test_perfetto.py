@@ -24,9 +24,12 @@ from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
 from traceprobe import load_trace, overlap_report, perfetto_sql
+from traceprobe.analysis.breakdown import gpu_breakdown
+from traceprobe.analysis.timeline import BREAKDOWN_SLICES
 from traceprobe.cli import app
 from traceprobe.report import perfetto as pf
 from traceprobe.report.chrome import DEVICE_PID_BASE, assign_lanes, write_chrome_json
+from traceprobe.report.perfetto import BREAKDOWN_TRACK
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 SAMPLE_FILES = sorted(SAMPLES.glob("*.pt.trace.json.gz"))
@@ -131,6 +134,15 @@ def check_roundtrip(trace, report, path: Path) -> dict:
         u = _child(tracks, row.device, "overlap")
         ov = sl[sl["track"] == u]
         assert (ov["end"] - ov["start"]).sum() == row.overlapped_ns
+    # the time breakdown track: each part's slices sum to that part of the breakdown, and they never overlap
+    bd = gpu_breakdown(trace)
+    for row in bd.itertuples():
+        u = _child(tracks, row.device, BREAKDOWN_TRACK)
+        b = sl[sl["track"] == u].sort_values("start")
+        assert (b["start"].to_numpy()[1:] >= b["end"].to_numpy()[:-1]).all()
+        for part, col in zip(BREAKDOWN_SLICES, ("exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_launch_ns", "idle_sync_ns", "idle_other_ns")):
+            x = b[b["name"] == f"{BREAKDOWN_TRACK}: {part}"]
+            assert int((x["end"] - x["start"]).sum()) == getattr(row, col), (part, row.device)
     # counters agree with the concurrency figures
     dc = report.devices
     busy_dev = [u for u, td in tracks.items() if td.name == "busy devices"]

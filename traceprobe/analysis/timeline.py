@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .breakdown import launch_rows
+from .breakdown import device_times, launch_rows
 from .busy import compute_mask, device_intervals
 
 
@@ -35,6 +35,32 @@ def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
 def copy_compute_overlap(trace: Trace) -> dict[int, iv.Intervals]:
     """Per device with memcpys: where a memcpy and a compute kernel ran at once."""
     return under_compute(trace, (trace.device_events["kind"] == "memcpy").to_numpy())
+
+
+BREAKDOWN_SLICES = ("exposed comm", "exposed copy", "other", "idle: launch", "idle: sync", "idle: other")
+"""The parts of the GPU time breakdown drawn as slices (compute is left undrawn: the kernels show it)."""
+
+
+def breakdown_intervals(trace: Trace) -> dict[int, dict[str, iv.Intervals]]:
+    """Per device, where each part of its GPU time breakdown (:mod:`.breakdown`) lies in the trace window.
+
+    Keys are :data:`BREAKDOWN_SLICES`; the sets are disjoint, and their lengths are
+    the ``exposed_comm_ns``, ``exposed_copy_ns``, ``other_ns``, ``idle_launch_ns``,
+    ``idle_sync_ns`` and ``idle_other_ns`` of :func:`.breakdown.gpu_breakdown`.
+    """
+    out = {}
+    for t in device_times(trace, None):
+        lo, hi = t.window
+        idle = iv.subtract((np.array([lo], np.int64), np.array([hi], np.int64)), t.busy)
+        out[t.device] = {
+            "exposed comm": iv.subtract(t.compute_or_comm, t.compute),
+            "exposed copy": iv.subtract(t.busy_known, t.compute_or_comm),
+            "other": iv.subtract(t.busy, t.busy_known),
+            "idle: launch": t.idle_launch,
+            "idle: sync": t.idle_sync,
+            "idle: other": iv.subtract(iv.subtract(idle, t.idle_sync), t.idle_launch),
+        }
+    return out
 
 
 def step_counts(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:

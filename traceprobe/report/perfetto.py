@@ -6,7 +6,9 @@ holding its kernels, memcpys and memsets (debug annotations ``kind``, ``device``
 ``stream``, ``correlation``, ``bytes``, ``direction``; slices crossing another go
 to ``stream N (lane k)``, see :mod:`.chrome`); host processes and threads with their
 ops; per device an ``overlap`` track (where a memcpy and a compute kernel ran at
-once: the intervals behind ``copy_overlap``'s ``all`` row) and a ``busy streams``
+once: the intervals behind ``copy_overlap``'s ``all`` row), a ``time breakdown`` track
+(where its exposed communication, exposed copy, other and idle parts lie, see
+:func:`~traceprobe.analysis.timeline.breakdown_intervals`) and a ``busy streams``
 counter; a ``busy devices`` counter; ``traceprobe verdicts`` (one slice per verdict
 over the window); flows from each launch to its first device event.
 
@@ -25,7 +27,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..analysis.report import OverlapReport
-from ..analysis.timeline import busy_devices, busy_streams, copy_compute_overlap, launch_flows
+from ..analysis.timeline import BREAKDOWN_SLICES, breakdown_intervals, busy_devices, busy_streams, copy_compute_overlap, launch_flows
 from ..fileio import atomic_open
 from ..trace import Trace
 from .chrome import DEVICE_PID_BASE, device_lanes, host_lanes, numeric_ids
@@ -33,6 +35,8 @@ from .chrome import DEVICE_PID_BASE, device_lanes, host_lanes, numeric_ids
 SEQ = 1
 CHUNK_PACKETS = 20_000
 OVERLAP_NAME = "copy under compute"
+BREAKDOWN_TRACK = "time breakdown"
+"""The track (one per device) of where the GPU time breakdown's exposed, other and idle parts lie."""
 ANNOTATIONS = ("kind", "device", "stream", "correlation", "bytes", "direction", "cat", "external_id", "figure", "level", "value", "text")
 _A = {n: i + 1 for i, n in enumerate(ANNOTATIONS)}
 _DEVICE, _HOST, _OVERLAP, _VERDICT = 0, 1, 2, 3
@@ -110,6 +114,13 @@ def _layout(trace: Trace, report: OverlapReport | None):
     for d, (s, e) in overlap.items():
         u = track("overlap", parent=dev_uuid[d], rank=0)
         parts.append(pd.DataFrame({"track": u, "start": s, "end": e, "name_iid": len(names), "src": _OVERLAP, "row": -1}))
+    first = len(names)
+    names += [f"{BREAKDOWN_TRACK}: {p}" for p in BREAKDOWN_SLICES]
+    for d, sets in breakdown_intervals(trace).items():
+        u = track(BREAKDOWN_TRACK, parent=dev_uuid[d], rank=2)
+        for j, part in enumerate(BREAKDOWN_SLICES):
+            s, e = sets[part]
+            parts.append(pd.DataFrame({"track": u, "start": s, "end": e, "name_iid": first + j + 1, "src": _OVERLAP, "row": -1}))
     bs = busy_streams(trace)
     for d, g in bs.groupby("device", sort=True):
         u = track("busy streams", parent=dev_uuid[int(d)], rank=1, counter=True)  # pyright: ignore  (pandas/matplotlib stubs)
