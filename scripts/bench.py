@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -80,6 +81,18 @@ def _with_baseline(a: argparse.Namespace, cmds: dict[str, br.Command]) -> dict[s
     return cmds
 
 
+def _stages(a: argparse.Namespace, path: Path) -> dict[str, dict[str, float]]:
+    """Median seconds of each stage of one process (``bench_run.STAGES_CODE``), this checkout and ``--baseline``."""
+    where = {"this checkout": br.ROOT, **({"baseline": Path(a.baseline).resolve()} if a.baseline else {})}
+    runs: dict[str, list[dict[str, float]]] = {k: [] for k in where}
+    for _ in range(a.repeat):
+        for k, cwd in where.items():
+            r = br.measure([sys.executable, "-c", br.STAGES_CODE, str(path)], a.timeout, cwd=cwd)
+            if r["result"]:
+                runs[k].append(r["result"])
+    return {k: {s: round(statistics.median(x[s] for x in v), 4) for s in v[0] if s.endswith("_s")} for k, v in runs.items() if v}
+
+
 def bench_real(a: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     path = _hta_trace(a, workdir)
     if path is None or not path.exists():
@@ -90,7 +103,8 @@ def bench_real(a: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], li
                      a.repeat, a.timeout)
     h = br.hta(path, a.timeout * 4) if not a.no_hta else {"ok": False, "skipped": "--no-hta"}
     tp, fl = m["traceprobe"], m["floor"]
-    row = {"trace": str(path), "events": fl.get("result", {}).get("events"), "traceprobe": tp, "floor": fl, "hta": h,
+    stages = _stages(a, path)
+    row = {"trace": str(path), "events": fl.get("result", {}).get("events"), "traceprobe": tp, "floor": fl, "hta": h, "stages": stages,
            **({"baseline": m["baseline"]} if "baseline" in m else {})}
     hta_note = h.get("skipped") or h.get("error") or ""
     return row, [
@@ -249,6 +263,8 @@ def _print(r: dict[str, Any]) -> None:
               f"(parse {fl.get('parse_s', 0):.3f}, {fl['peak_rss_mb']:.0f} MB), {hta}")
     if real.get("baseline"):
         print("  " + _before(real["baseline"], real["traceprobe"]))
+    for who, st in (real.get("stages") or {}).items():
+        print(f"  stages in one process, {who}: " + ", ".join(f"{k[:-2]} {v:.3f} s" for k, v in st.items()))
     for row in r.get("synthetic", []):
         tp, fl = row["traceprobe"], row["floor"]
         print(f"{row['trace']}: traceprobe {tp['wall_s']:.3f} s (CPU {tp['cpu_s']:.3f}, {tp['peak_rss_mb']:.0f} MB), "

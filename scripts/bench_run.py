@@ -112,6 +112,30 @@ print("BENCH_RESULT " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "ove
 '''
 
 
+STAGES_CODE = r'''
+import json, sys, time
+t0 = time.perf_counter()
+import typer  # the CLI's own import
+from traceprobe import collect, kineto, trace
+from traceprobe.analysis.report import overlap_report
+from traceprobe.analysis.summary import summarize
+from traceprobe.report.json_document import to_json
+t1 = time.perf_counter()
+dec = kineto.read_events(sys.argv[1])
+t2 = time.perf_counter()
+tr = trace._build(sys.argv[1], dec)
+t3 = time.perf_counter()
+rep = overlap_report(tr)
+t4 = time.perf_counter()
+text = to_json(summarize([rep]))
+t5 = time.perf_counter()
+print("BENCH_RESULT " + json.dumps({"imports_s": t1 - t0, "read_decode_s": t2 - t1, "frames_s": t3 - t2,
+                                  "analysis_s": t4 - t3, "json_s": t5 - t4, "bytes": len(text)}))
+'''
+"""Where one trace's time goes, stage by stage, in one process (imports, read + decode, DataFrames,
+analysis, JSON document); run from a checkout (``cwd``), so a ``--baseline`` checkout is timed alike."""
+
+
 def measure(cmd: list[str], timeout: float | None = None, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, Any]:
     """Run ``cmd`` (cwd: the repository, or ``cwd``); its wall time, CPU time and peak RSS (wait4), and its ``BENCH_RESULT`` line."""
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
