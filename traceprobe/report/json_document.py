@@ -6,11 +6,11 @@ undefined figure (no copies, no second device...) is ``null``.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -42,7 +42,9 @@ def _clean(v: Any) -> Any:
 
 def rows(df: pd.DataFrame) -> list[dict[str, Any]]:
     """DataFrame -> list of plain dicts (NaN/NA as None, numpy scalars as Python)."""
-    return [_clean(r) for r in df.astype(object).to_dict(orient="records")]
+    columns = [df[c].tolist() for c in df.columns]  # Python scalars, one column at a time
+    names = [str(c) for c in df.columns]
+    return [_clean(dict(zip(names, values))) for values in zip(*columns)]
 
 
 def report_dict(r: OverlapReport) -> dict[str, Any]:
@@ -128,5 +130,5 @@ def document(summary: Summary) -> dict[str, Any]:
 
 
 def to_json(summary: Summary) -> str:
-    """:func:`document` as indented JSON text."""
-    return json.dumps(document(summary), indent=2) + "\n"
+    """:func:`document` as indented JSON text (UTF-8: names from traces are written as they are, not as ``\\u`` escapes)."""
+    return msgspec.json.format(msgspec.json.encode(document(summary)), indent=2).decode() + "\n"
