@@ -1,20 +1,27 @@
 """Decoding Kineto / Chrome trace JSON into columns of numpy arrays: the one decode path.
 
 The low layer under :func:`traceprobe.trace.load_trace`. :func:`read_events`
-reads a trace file's bytes and returns, per table (device activity, host activity),
+reads a trace file and returns, per table (device activity, host activity),
 columns of complete events, B/E pairs already joined:
 
-1. The ``traceEvents`` list is cut into pieces of at most :data:`PIECE_BYTES` at
-   event boundaries (``}`` ``,`` ``{`` between two events), and each piece is
+1. The JSON streams in chunks (:func:`traceprobe.tracefile.read_trace_chunks`:
+   read, or inflated, a few MiB at a time, within the size limit) through a
+   :class:`traceprobe.splitter.Splitter`, which cuts the ``traceEvents`` list into
+   pieces of about :data:`PIECE_BYTES` at event boundaries (``}`` ``,`` ``{``) and
+   keeps the head fields written before and after the list. Each piece is
    decoded by ``msgspec`` into typed structs holding only the fields traceprobe
    needs. ``ph`` is a tagged union: flow, instant, counter and metadata events
    decode to empty structs. Columns are pulled out of each piece's structs with
    C-level iteration (``map``/``attrgetter``/``numpy.fromiter``) before the next
-   piece is decoded, so only one piece of structs is alive at a time.
+   chunk is read, so only a piece or two of JSON, one piece of structs and the
+   columns are alive at a time: never the whole JSON.
 2. Where that strict reading fails (a cut inside an event, an unknown ``ph``, a
-   float or a label where an id should be, invalid JSON...), the whole trace is
-   decoded at once with tolerant types and goes through the same column
-   builder. Its messages are the ones users see for broken files.
+   float or a label where an id should be, invalid JSON, a layout the splitter
+   does not recognise...), the columns so far are dropped and the whole trace
+   is read again and decoded at once with tolerant types, through the same
+   column builder. Its messages are the ones users see for broken files.
+   Errors of the file itself (unreadable, too large, corrupt gzip) stop the
+   stream where they show, with the same messages as a whole read.
 
 ``ts`` and ``dur`` are kept as their JSON text and converted to int64 ns exactly
 by :func:`traceprobe.timestamps.parse_us`.
@@ -22,7 +29,7 @@ by :func:`traceprobe.timestamps.parse_us`.
 
 from __future__ import annotations
 
-import re
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import chain
@@ -48,11 +55,12 @@ from .columns import (
     pair_begin_end,
 )
 from .errors import TraceFormatError
+from .splitter import Head, Splitter, skip_space
 from .timestamps import MISSING, parse_us
-from .tracefile import NOT_A_TRACE, not_kineto_reason, read_trace_bytes
+from .tracefile import NOT_A_TRACE, not_kineto_reason, read_trace_bytes, read_trace_chunks
 
 PIECE_BYTES = 16 << 20
-"""Largest stretch of ``traceEvents`` decoded to structs at a time (bytes)."""
+"""Stretch of ``traceEvents`` decoded to structs at a time (bytes): a piece ends at the first event boundary after it."""
 
 class _Args(msgspec.Struct, gc=False):
     # ids are ints; a label (ROCm's runtime "stream": "0x0") is read as no id
@@ -130,40 +138,12 @@ class _AnyEvent(msgspec.Struct, gc=False):
     args: _AnyArgs | None = None
 
 
-class _Head(msgspec.Struct):
-    """Top-level fields of a trace (the ones kept in ``Trace.metadata``)."""
-
-    schemaVersion: Any = None
-    deviceProperties: list[dict[str, Any]] | None = None
-    distributedInfo: dict[str, Any] | None = None
-    cuda_runtime_version: Any = None
-    cuda_driver_version: Any = None
-    cupti_version: Any = None
-    hip_runtime_version: Any = None
-    roctracer_version: Any = None
-    trace_id: Any = None
-    displayTimeUnit: Any = None
-    baseTimeNanoseconds: Any = None
-    traceName: Any = None
-
-
-class _HeadOnly(_Head):
-    traceEvents: list[msgspec.Raw] = []
-
-
-class _WholeTrace(_Head, kw_only=True):
+class _WholeTrace(Head, kw_only=True):
     traceEvents: list[_AnyEvent]
 
 
-HEAD_FIELDS = tuple(f for f in _Head.__struct_fields__ if f != "deviceProperties")
-"""Top-level fields copied into ``Trace.metadata`` when present."""
-
 _WHOLE = msgspec.json.Decoder(_WholeTrace)
 _WHOLE_LIST = msgspec.json.Decoder(list[_AnyEvent])
-_HEAD = msgspec.json.Decoder(_HeadOnly)
-_TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
-_CUT = re.compile(rb"\}\s*,\s*\{")
-_SPACE = re.compile(rb"[ \t\n\r]*")
 
 
 @dataclass
@@ -183,7 +163,7 @@ class Decoded:
         warnings: what was dropped or guessed, one line each.
     """
 
-    head: _Head
+    head: Head
     event_count: int
     tables: dict[str, dict[str, np.ndarray]]
     names: list[str]
@@ -285,57 +265,9 @@ class _Builder:
         return out
 
 
-def _skip_space(raw: Any, pos: int, end: int) -> int:
-    """Position of the first non-white-space byte of ``raw[pos:end]`` (``end`` if none)."""
-    m = _SPACE.match(raw, pos, end)
-    return m.end() if m else pos
-
-
-def _split(raw: Any) -> tuple[_Head, list[tuple[int, int]]] | None:
-    """The top-level fields and the (start, end) byte spans of the pieces of ``traceEvents``.
-
-    None where the layout is not recognised (the caller decodes the whole trace).
-    A span always starts at an event's ``{`` (or the list's start) and ends at an
-    event's ``}`` (or the list's end); any mistake in finding them makes a piece
-    invalid JSON, which the caller's decode reports, and it falls back.
-    """
-    first = _skip_space(raw, 0, len(raw))
-    if raw[first : first + 1] == b"[":  # Chrome's "JSON Array Format": a bare list of events
-        close = raw.rfind(b"]")
-        if close < 0 or _skip_space(raw, close + 1, len(raw)) != len(raw):
-            return None
-        head: _Head = _Head()
-        start = first + 1
-    else:
-        m = _TRACE_EVENTS.search(raw)
-        if m is None:
-            return None
-        start, close, head_only = m.end(), len(raw), None
-        for _ in range(16):  # the list ends at one of the last ']': the one that leaves a valid head
-            close = raw.rfind(b"]", start, close)
-            if close < 0:
-                return None
-            try:
-                head_only = _HEAD.decode(b"".join((raw[: m.start()], b'"traceEvents": []', raw[close + 1 :])))
-                break
-            except msgspec.DecodeError:
-                continue
-        if head_only is None or head_only.traceEvents:
-            return None
-        head = head_only
-    spans = []
-    while _skip_space(raw, start, close) < close:
-        if close - start <= PIECE_BYTES or (cut := _CUT.search(raw, start + PIECE_BYTES, close)) is None:
-            spans.append((start, close))
-            break
-        spans.append((start, cut.start() + 1))
-        start = cut.end() - 1
-    return head, spans
-
-
 def _decode_whole(path: str | Path, raw: Any) -> _WholeTrace:
     """Every event at once, tolerant types; the messages users see for broken files."""
-    first = _skip_space(raw, 0, len(raw))
+    first = skip_space(raw, 0, len(raw))
     if first == len(raw):
         raise TraceFormatError(path, "empty file")
     try:
@@ -372,28 +304,35 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
         TraceFormatError: unreadable, too large, not JSON, not a Chrome trace,
             or events whose ``ts``/``dur`` are unusable.
     """
-    raw = read_trace_bytes(path, max_bytes)
-    builder = _Builder()
-    try:
-        split = _split(raw)
-        if split is not None:
-            head, spans = split
-            view = memoryview(raw)
-            for a, b in spans:
-                builder.add(_PIECE_DECODER.decode(b"".join((b"[", view[a:b], b"]"))))
-            del view
-    except msgspec.MsgspecError:
-        split = None
-    if split is None:
+    streamed = _decode_streaming(path, max_bytes)
+    if streamed is None:
         builder = _Builder()
-        doc = _decode_whole(path, raw)
-        del raw
-        head = doc
+        doc = _decode_whole(path, read_trace_bytes(path, max_bytes))
+        head: Head = doc
         events, doc.traceEvents = doc.traceEvents, []
         builder.add(events)
         del events
     else:
-        del raw
+        head, builder = streamed
     warnings: list[str] = []
     tables = builder.tables(path, warnings)
     return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings)
+
+
+def _decode_streaming(path: str | Path, max_bytes: int | None) -> tuple[Head, _Builder] | None:
+    """The head and the columns, piece by piece as the JSON arrives; None where the
+    strict decode fails or the layout is not recognised (the caller decodes the whole trace)."""
+    builder, splitter = _Builder(), Splitter(PIECE_BYTES)
+    try:
+        with closing(read_trace_chunks(path, max_bytes)) as chunks:
+            for chunk in chunks:
+                for piece in splitter.feed(chunk):
+                    builder.add(_PIECE_DECODER.decode(piece))
+        end = splitter.finish()
+        if end is None:
+            return None
+        for piece in end[1]:
+            builder.add(_PIECE_DECODER.decode(piece))
+    except msgspec.MsgspecError:
+        return None
+    return end[0], builder

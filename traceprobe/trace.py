@@ -25,8 +25,9 @@ import pandas as pd
 
 from .columns import COLLECTIVE_ARGS, DEVICE_CATEGORIES, HOST_CATEGORIES, KINDS, MAX_DUR_US, MAX_TS_US, NO_ID
 from .errors import TraceFormatError
-from .kineto import HEAD_FIELDS, Decoded, read_events
+from .kineto import Decoded, read_events
 from .sources import is_url
+from .splitter import HEAD_FIELDS
 
 __all__ = ["DEVICE_CATEGORIES", "HOST_CATEGORIES", "MAX_DUR_US", "MAX_STREAMS", "MAX_TS_US", "Trace", "backend_of", "load_trace"]
 

@@ -1,17 +1,23 @@
-"""Reading a trace file's bytes safely, and naming JSON that is not a Kineto trace.
+"""Reading a trace file's bytes safely, as a stream, and naming JSON that is not a Kineto trace.
 
-:func:`read_trace_bytes` reads regular files only (a FIFO, a device or a socket is
-refused at once, before any read could block), and decompresses gzip as a stream
-with a size limit, so a small file that inflates to more than memory allows is
-refused with one line before memory runs out. gzip's ISIZE trailer is never
-trusted (it is the size modulo 2**32, and forgeable). Inflating uses ``isal``
-(ISA-L) when installed, ``zlib`` otherwise.
+:func:`read_trace_chunks` hands on a trace's JSON in chunks of at most
+:data:`CHUNK_BYTES`, read from the file or inflated from gzip a piece at a time,
+so the caller (:mod:`.kineto`) never needs the whole JSON in memory;
+:func:`read_trace_bytes` joins the chunks, for the whole-trace decode. Both read
+regular files only (a FIFO, a device or a socket is refused at once, before any
+read could block) or fsspec URLs, and count the decompressed size as it grows
+against one limit, so a small file that inflates to more than memory allows is
+refused with one line before memory runs out (a plain file larger than the limit
+before any read). gzip's ISIZE trailer is never trusted (it is the size modulo
+2**32, and forgeable); members follow members, zero padding after them is
+allowed. Inflating uses ``isal`` (ISA-L) when installed, ``zlib`` otherwise.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -29,8 +35,9 @@ _ZLIB_ERROR = cast("type[Exception]", _zlib.error)
 
 MEMORY_SHARE = 0.5
 """Largest decompressed trace accepted by default, as a share of the available memory."""
-_READ = 1 << 20
-_INFLATE = 16 << 20
+CHUNK_BYTES = 4 << 20
+"""Largest chunk of JSON handed on at a time (read from a plain file, or inflated)."""
+_READ = 1 << 20  # compressed bytes read at a time
 
 
 def available_memory() -> int | None:
@@ -69,21 +76,25 @@ def _too_big(path: str | Path, limit: int, explicit: bool) -> TraceFormatError:
     return TraceFormatError(path, f"too large: more than {limit / 2**20:,.0f} MiB of JSON ({why}; --max-bytes sets the limit)")
 
 
-def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | bytearray:
-    """The trace's JSON bytes, gunzipped if the file starts with gzip's magic bytes.
+def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generator[bytes, None, None]:
+    """The trace's JSON bytes in chunks of at most :data:`CHUNK_BYTES`, gunzipped if the
+    file starts with gzip's magic bytes.
 
     Args:
         path: a regular file, or an fsspec URL (:mod:`.sources`).
-        max_bytes: largest (decompressed) size accepted; default
-            :func:`default_max_bytes`.
+        max_bytes: largest (decompressed) size accepted, counted on the whole
+            stream; default :func:`default_max_bytes`.
 
     Raises:
         TraceFormatError: not a regular file, unreadable, larger than the
-            limit, or corrupt/truncated gzip data.
+            limit, or corrupt/truncated gzip data; raised by the chunk where it
+            shows (a file larger than the limit: as soon as that is known).
     """
     limit = max_bytes if max_bytes is not None else default_max_bytes()
+    explicit = max_bytes is not None
     if is_url(path):
-        return _read_url(str(path), limit, max_bytes is not None)
+        yield from _url_chunks(str(path), limit, explicit)
+        return
     p = Path(path)
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -100,51 +111,61 @@ def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | 
             raise TraceFormatError(p, f"is {kind}, not a regular file: refused")
         try:
             head = f.read(2) or b""
-            if head != b"\x1f\x8b":
-                size = os.fstat(fd).st_size
-                if limit is not None and size > limit:
-                    raise _too_big(p, limit, max_bytes is not None)
-                f.seek(0)
-                data = f.read(size + 1) if size else f.read()  # (a size may lie: /proc, a growing file)
-                if len(data) > size:
-                    data += f.read()
-                if limit is not None and len(data) > limit:
-                    raise _too_big(p, limit, max_bytes is not None)
-                return data
-            return _inflate(p, f, head, limit, max_bytes is not None)
+            if head == b"\x1f\x8b":
+                yield from _inflate(p, f, head, limit, explicit)
+            else:
+                if limit is not None and os.fstat(fd).st_size > limit:
+                    raise _too_big(p, limit, explicit)
+                yield from _plain(p, f, head, limit, explicit)  # counted again: a size may lie (/proc, a growing file)
         except OSError as exc:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _read_url(url: str, limit: int | None, explicit: bool) -> bytes | bytearray:
+def read_trace_bytes(path: str | Path, max_bytes: int | None = None) -> bytes | bytearray:
+    """Every chunk of :func:`read_trace_chunks` at once: the whole JSON, within the same limit."""
+    out = bytearray()
+    for chunk in read_trace_chunks(path, max_bytes):
+        out += chunk
+    return out
+
+
+def _url_chunks(url: str, limit: int | None, explicit: bool) -> Iterator[bytes]:
     """An fsspec URL's bytes (see :mod:`.sources`), within the same limit."""
     try:
         with open_binary(url) as f:
             head = f.read(2) or b""
-            if head == b"\x1f\x8b":
-                return _inflate(url, f, head, limit, explicit)
-            data = head + (f.read() if limit is None else f.read(max(0, limit + 1 - len(head))))
+            yield from (_inflate if head == b"\x1f\x8b" else _plain)(url, f, head, limit, explicit)
     except OSError as exc:
         raise TraceFormatError(url, f"cannot read: {exc.strerror or exc}") from None
-    if limit is not None and len(data) > limit:
-        raise _too_big(url, limit, explicit)
-    return data
 
 
-def _inflate(path: str | Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> bytearray:
+def _plain(path: str | Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> Iterator[bytes]:
+    """The rest of ``f`` (after its first bytes ``head``) as it is stored, within ``limit``."""
+    chunk, total = head + f.read(max(0, CHUNK_BYTES - len(head))), 0
+    while chunk:
+        total += len(chunk)
+        if limit is not None and total > limit:
+            raise _too_big(path, limit, explicit)
+        yield chunk
+        chunk = f.read(CHUNK_BYTES)
+
+
+def _inflate(path: str | Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> Iterator[bytes]:
     """gunzip the rest of ``f`` (after its first bytes ``head``), member after member, within ``limit``."""
-    out = bytearray()
     d = _zlib.decompressobj(31)
-    chunk = head
+    chunk, total = head, 0
     try:
         while True:
             if not chunk:
                 chunk = f.read(_READ)
                 if not chunk:
                     raise TraceFormatError(path, "corrupt or truncated gzip data (the stream ends early)")
-            out += d.decompress(chunk, _INFLATE)
-            if limit is not None and len(out) > limit:
+            out = d.decompress(chunk, CHUNK_BYTES)
+            total += len(out)
+            if limit is not None and total > limit:
                 raise _too_big(path, limit, explicit)
+            if out:
+                yield out
             if not d.eof:
                 chunk = d.unconsumed_tail
                 continue
@@ -152,7 +173,7 @@ def _inflate(path: str | Path, f: Any, head: bytes, limit: int | None, explicit:
             while not chunk.strip(b"\x00"):  # zero padding after a member is allowed
                 chunk = f.read(_READ)
                 if not chunk:
-                    return out
+                    return
             d = _zlib.decompressobj(31)  # another member follows
     except _ZLIB_ERROR as exc:
         raise TraceFormatError(path, f"corrupt or truncated gzip data ({exc})") from None
