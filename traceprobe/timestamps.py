@@ -35,6 +35,10 @@ _POINT = 1 + _INT_DIGITS  # column of the decimal point once aligned (column 0: 
 _WIDTH = _POINT + 1 + _FRAC_DIGITS + 1  # and one column that stays empty unless a text is too long
 _COLUMN = np.arange(_WIDTH, dtype=np.uint8)[:, None]
 _COLUMN64 = _COLUMN.astype(np.int64)
+_ALIGNED = np.arange(_INT_DIGITS + 1 + _FRAC_DIGITS, dtype=np.int64)[:, None]  # rows of the point-aligned matrix
+_SEP_LEN = _WIDTH
+_SEP = bytes(_SEP_LEN)
+"""Zero bytes before, between and after the texts: reads a little before or past a text stay in its own padding."""
 _I64_MAX = 2**63 - 1
 _NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
 _NS = Decimal(1000)
@@ -81,7 +85,7 @@ def parse_us(raws: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     for lo in range(0, n, _CHUNK):
         hi = min(n, lo + _CHUNK)
         part = raws[lo:hi]
-        text = np.frombuffer(b"".join(part) + bytes(_WIDTH), dtype=np.uint8)
+        text = np.frombuffer(_SEP + _SEP.join(part) + _SEP + _SEP, dtype=np.uint8)
         v, ok = _parse_plain(text, lens[lo:hi])
         ns[lo:hi] = v
         status[lo:hi] = np.where(ok, OK, np.where(lens[lo:hi] == 0, MISSING, INVALID))
@@ -93,48 +97,50 @@ def parse_us(raws: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _parse_plain(text: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Values of the concatenated texts (``lens`` bytes each) shaped ``-?digits[.digits]``.
+    """Values of the texts (``lens`` bytes each) shaped ``-?digits[.digits]``, from ``text``:
+    the texts joined with :data:`_SEP` (zero bytes) before, between and after them.
 
     Returns ``(ns, ok)``; ``ok`` is False for other shapes, for texts longer than
-    the matrix and for values beyond int64. The texts become a zero-padded byte
-    matrix with one row per character position (so every step runs along
-    contiguous memory), gathered straight from ``text`` (padded with
-    ``_WIDTH`` zero bytes).
+    the matrix and for values beyond int64. The shape is checked on a zero-padded
+    byte matrix with one row per character position (every step runs along
+    contiguous memory); the digits are then read from a second matrix gathered
+    with every value aligned on its decimal point, so each row has one weight.
     """
-    starts = np.zeros(lens.size, dtype=np.int64)
-    np.cumsum(lens[:-1], out=starts[1:])
+    n = lens.size
+    starts = np.empty(n, dtype=np.int64)
+    starts[0:1] = _SEP_LEN
+    np.cumsum(lens[:-1] + _SEP_LEN, out=starts[1:])
+    starts[1:] += _SEP_LEN
     t = text[starts + _COLUMN64]
     t *= _COLUMN < lens
-    d = t - np.uint8(ord("0"))
-    digit = d < 10
-    is_dot = t == ord(".")
-    pad = t == 0
+    allowed = ((t - np.uint8(ord("0"))) < 10) | (t == ord(".")) | (t == 0)
     neg = t[0] == ord("-")
-    allowed = digit | is_dot | pad
     allowed[0] |= neg
-    dots = is_dot.sum(axis=0)
-    point = np.where(dots > 0, (is_dot * _COLUMN).sum(axis=0, dtype=np.int64), lens)
+    # decimal points: found in the flat text (the separators hold none), the first one per value kept
+    dot_at = np.flatnonzero(text == ord("."))
+    owner = np.searchsorted(starts, dot_at, side="right") - 1
+    dots = np.bincount(owner, minlength=n)
+    point = lens.copy()
+    point[owner[::-1]] = (dot_at - starts[owner])[::-1]
     ok = allowed.all(axis=0) & (lens > 0) & (lens < _WIDTH) & (dots <= 1) & (lens - neg > dots)
     ok &= (point - neg <= _INT_DIGITS) & (lens - point - 1 <= _FRAC_DIGITS)
-    d[~digit] = 0
-    value = np.zeros(t.shape[1], dtype=np.uint64)
-    for p in np.unique(point[ok]).tolist():  # values whose point is at row p: digits at fixed rows
-        same = ok & (point == p)
-        cols = np.flatnonzero(same)
-        sub = d if cols.size == same.size else d[:, cols]
-        rows = list(range(p)) + list(range(p + 1, p + 4))  # integer digits, then three decimals: ns
-        v = np.zeros(cols.size, dtype=np.uint64)
-        for lo in range(0, len(rows), 8):  # eight digits at a time in uint32, then into uint64
-            block = rows[lo : lo + 8]
-            part = np.zeros(cols.size, dtype=np.uint32)
-            for c in block:
-                part = part * np.uint32(10) + sub[c] if c < _WIDTH else part * np.uint32(10)
-            v = v * np.uint64(10 ** len(block)) + part
-        if p + 4 < _WIDTH:  # digits past the ns: round half to even
-            r = sub[p + 4]
-            sticky = sub[p + 5 :].any(axis=0)
-            v += ((r > 5) | ((r == 5) & (sticky | (v % np.uint64(2) == 1)))).astype(np.uint64)
-        value[cols] = v
+    # Aligned on the point: row c holds the character at (point - _INT_DIGITS + c), so the
+    # integer digits sit in rows 0-15, the point in 16, the ns digits in 17-19, the rounding
+    # digit in 20 and the rest in 21-25. Rows before or after a text read its zero separators;
+    # non-digits (sign, point, zeros) count 0.
+    d = text[(starts + point - _INT_DIGITS) + _ALIGNED] - np.uint8(ord("0"))
+    d *= d < 10
+    d32 = d.astype(np.uint32)
+    hi = np.zeros(n, dtype=np.uint32)
+    lo = np.zeros(n, dtype=np.uint32)
+    for c in range(8):  # eight digits at a time in uint32, then into uint64
+        hi = hi * np.uint32(10) + d32[c]
+        lo = lo * np.uint32(10) + d32[c + 8]
+    ns = d32[_INT_DIGITS + 1] * np.uint32(100) + d32[_INT_DIGITS + 2] * np.uint32(10) + d32[_INT_DIGITS + 3]
+    value = hi.astype(np.uint64) * np.uint64(10**11) + lo.astype(np.uint64) * np.uint64(1000) + ns
+    r = d[_INT_DIGITS + 4]  # digits past the ns: round half to even
+    sticky = d[_INT_DIGITS + 5 :].any(axis=0)
+    value += ((r > 5) | ((r == 5) & (sticky | (value % np.uint64(2) == 1)))).astype(np.uint64)
     ok &= value <= np.uint64(_I64_MAX)
     out = np.where(ok, value, np.uint64(0)).astype(np.int64)
     return np.where(neg, -out, out), ok
