@@ -136,6 +136,27 @@ def work_ns(trace: Trace) -> int:
 
 
 @per_trace
+def copy_directions(trace: Trace) -> np.ndarray:
+    """Memcpy direction of each row of ``device_events`` as str (object array): ``HtoD``, ``DtoH``,
+    ``DtoD``, ``PtoP``, ``HtoH`` (or another name Kineto used), ``unknown`` where none (kernels, memsets,
+    unparsed copies)."""
+    col = trace.device_events["direction"]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # one label per category, then through the codes
+        labels = np.array([*map(str, col.cat.categories), "unknown"], dtype=object)
+        return labels[col.cat.codes.to_numpy()]  # code -1 (none) picks the last label
+    return col.astype(object).fillna("unknown").to_numpy()
+
+
+@per_trace
+def pageable_copies(trace: Trace) -> np.ndarray:
+    """Rows of ``device_events`` that are copies from or to pageable host memory (Kineto's memcpy name)."""
+    ev = trace.device_events
+    if "src_kind" not in ev:
+        return np.zeros(len(ev), dtype=bool)
+    return ((ev["src_kind"] == "Pageable") | (ev["dst_kind"] == "Pageable")).to_numpy(dtype=bool)
+
+
+@per_trace
 def host_thread_codes(trace: Trace) -> np.ndarray:
     """A code (int64) per row of ``trace.host_events`` for its host thread, (pid, tid) compared as strings."""
     host = trace.host_events

@@ -38,6 +38,7 @@ import pandas as pd
 from .. import intervals as iv
 from ..trace import Trace
 from .breakdown import DeviceTime, device_times
+from .busy import copy_directions, pageable_copies
 
 MIN_SHARE = 0.02
 """Findings under this fraction of the window are not listed."""
@@ -68,11 +69,10 @@ def _copy_candidates(trace: Trace, t: DeviceTime) -> list[_Candidate]:
     m = (ev["device"].to_numpy() == t.device) & (ev["kind"] == "memcpy").to_numpy()
     if not m.any():
         return []
-    dirs = ev["direction"].astype(object).fillna("unknown").to_numpy()[m]
+    dirs = copy_directions(trace)[m]
     start = np.clip(ev["start_ns"].to_numpy(np.int64)[m], lo, hi)
     end = np.clip(ev["end_ns"].to_numpy(np.int64)[m], lo, hi)
-    pageable = (ev["src_kind"].astype(object).to_numpy()[m] == "Pageable") | (ev["dst_kind"].astype(object).to_numpy()[m] == "Pageable") \
-        if "src_kind" in ev else np.zeros(int(m.sum()), bool)
+    pageable = pageable_copies(trace)[m]
     out = []
     for x in dict.fromkeys(dirs.tolist()):
         g = dirs == x

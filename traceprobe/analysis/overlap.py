@@ -32,7 +32,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import comm_mask, compute_mask, device_intervals, fraction, host_thread_codes
+from .busy import comm_mask, compute_mask, copy_directions, device_intervals, fraction, host_thread_codes
 
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
 
@@ -55,7 +55,7 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
     compute = device_intervals(trace, compute_mask(trace))
     # numpy columns of the copies and boolean masks per group (no DataFrame per group)
     dev = ev["device"].to_numpy()[is_copy]
-    dirs = ev["direction"].astype(object).fillna("unknown").to_numpy()[is_copy]
+    dirs = copy_directions(trace)[is_copy]
     start, end, nbytes = (ev[c].to_numpy()[is_copy] for c in ("start_ns", "end_ns", "bytes"))
     for device in np.unique(dev):
         comp = compute.get(int(device), iv.empty())

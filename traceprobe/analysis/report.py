@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..trace import Trace
 from . import verdicts as vd
 from .breakdown import gpu_breakdown, step_breakdown
-from .busy import comm_mask, compute_mask, stream_busy, work_ns
+from .busy import comm_mask, compute_mask, copy_directions, pageable_copies, stream_busy, work_ns
 from .collectives import collective_table, collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .findings import findings
@@ -136,11 +137,12 @@ def _comm_hints(colls: dict[int, set[str]]) -> dict[int, str]:
 def _copy_hints(trace: Trace, colls: dict[int, set[str]]) -> dict[tuple[int, str], str]:
     """The ``none`` hint for each (device, direction) of copies: why they did not overlap, and what would help."""
     ev = trace.device_events
-    copies = ev.loc[(ev["kind"] == "memcpy").to_numpy()]
-    comp = ev.loc[compute_mask(trace)]
+    is_copy = (ev["kind"] == "memcpy").to_numpy()
+    device, stream = ev["device"].to_numpy(np.int64), ev["stream"].to_numpy(np.int64)
+    dirs, pageable, comp = copy_directions(trace), pageable_copies(trace), compute_mask(trace)
     hints: dict[tuple[int, str], str] = {}
-    for key, g in copies.groupby(["device", copies["direction"].astype(object).fillna("unknown")]):
-        d, direction = int(key[0]), str(key[1])  # pyright: ignore[reportIndexIssue]
+    for d, direction in sorted({(int(a), str(b)) for a, b in zip(device[is_copy].tolist(), dirs[is_copy].tolist())}):
+        g = is_copy & (device == d) & (dirs == direction)
         wrapper = sorted(colls.get(d, set()) & BUCKETED)
         if direction == "DtoD" and wrapper:
             hints[(d, direction)] = (
@@ -149,13 +151,12 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]]) -> dict[tuple[int, str
                 "not copies to move to another stream"
             )
             continue
-        comp_streams = set(comp.loc[comp["device"] == d, "stream"].unique().tolist())
-        if comp_streams and set(g["stream"].unique().tolist()) <= comp_streams:
+        comp_streams = set(np.unique(stream[comp & (device == d)]).tolist())
+        if comp_streams and set(np.unique(stream[g]).tolist()) <= comp_streams:
             hint = "copies ran on the compute stream, so each waited for the compute before it; issue them on a separate stream ordered by CUDA events"
         else:
             hint = "copies ran while no compute kernel did; enqueue the next compute before waiting on a copy"
-        kinds = set(g["src_kind"].astype(object).dropna()) | set(g["dst_kind"].astype(object).dropna())
-        if "Pageable" in kinds:
+        if pageable[g].any():
             hint += "; pageable host memory makes copies staged and synchronous: copy into pinned memory"
         hints[(d, direction)] = hint
     return hints
