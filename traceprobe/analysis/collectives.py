@@ -102,6 +102,12 @@ def collective_type(name: str) -> str:
     return {"alltoall": "alltoall", "reducescatter": "reducescatter"}.get(t, t)
 
 
+def _name_dtype(name: Any) -> str:
+    """The dtype an NCCL kernel's name carries (``_f32_``, ``_bf16(``...), ``""`` if none."""
+    m = _NAME_DTYPE_RE.search(str(name))
+    return m.group(1) if m else ""
+
+
 def _per_distinct(values: np.ndarray, fn: Callable[[Any], Any]) -> np.ndarray:
     """``fn`` of every value, called once per distinct value."""
     codes, uniques = pd.factorize(pd.Series(values, dtype=object))
@@ -162,7 +168,7 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     nelems = np.maximum(arg("in_nelems", -1), arg("out_nelems", -1)).astype(np.int64)
     label = np.where(coll != "", coll, names)
     ctype = _per_distinct(label, collective_type)
-    name_dtype = pd.Series(names, dtype=object).str.extract(_NAME_DTYPE_RE)[0].fillna("").to_numpy(dtype=object)
+    name_dtype = _per_distinct(names, _name_dtype)
     dtype = np.where(dtype != "", dtype, name_dtype)
     size = _per_distinct(dtype, lambda d: DTYPE_BYTES.get(str(d).lower(), -1)).astype(np.int64)
     nbytes = np.where((nelems >= 0) & (size > 0), nelems * size, -1)
