@@ -136,6 +136,12 @@ def work_ns(trace: Trace) -> int:
 
 
 @per_trace
+def compute_intervals(trace: Trace) -> dict[int, Intervals]:
+    """:func:`device_intervals` of the compute kernels (:func:`compute_mask`), once per trace."""
+    return device_intervals(trace, compute_mask(trace))
+
+
+@per_trace
 def copy_directions(trace: Trace) -> np.ndarray:
     """Memcpy direction of each row of ``device_events`` as str (object array): ``HtoD``, ``DtoH``,
     ``DtoD``, ``PtoP``, ``HtoH`` (or another name Kineto used), ``unknown`` where none (kernels, memsets,

@@ -23,8 +23,11 @@ R = TypeVar("R")
 def _freeze(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         value.flags.writeable = False
-    elif isinstance(value, tuple):
+    elif isinstance(value, (tuple, list)):
         for v in value:
+            _freeze(v)
+    elif isinstance(value, dict):
+        for v in value.values():
             _freeze(v)
     return value
 

@@ -32,7 +32,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import comm_mask, compute_mask, copy_directions, device_intervals, fraction, host_thread_codes
+from .busy import comm_mask, compute_intervals, copy_directions, device_intervals, fraction, host_thread_codes
 
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
 
@@ -52,7 +52,7 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
     is_copy = (ev["kind"] == "memcpy").to_numpy()
     if not is_copy.any():
         return pd.DataFrame(columns=["device", "direction", "copies", "bytes", "copy_ns", "overlapped_ns", "fraction"])
-    compute = device_intervals(trace, compute_mask(trace))
+    compute = compute_intervals(trace)
     # numpy columns of the copies and boolean masks per group (no DataFrame per group)
     dev = ev["device"].to_numpy()[is_copy]
     dirs = copy_directions(trace)[is_copy]
@@ -96,7 +96,7 @@ def comm_overlap(trace: Trace) -> pd.DataFrame:
     if not cmask.any():
         return pd.DataFrame(columns=cols)
     comm = device_intervals(trace, cmask)
-    comp = device_intervals(trace, compute_mask(trace))
+    comp = compute_intervals(trace)
     counts = pd.Series(trace.device_events["device"].to_numpy()[cmask]).value_counts()
     rows = []
     for device, u in comm.items():

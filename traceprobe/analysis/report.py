@@ -139,10 +139,12 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]]) -> dict[tuple[int, str
     ev = trace.device_events
     is_copy = (ev["kind"] == "memcpy").to_numpy()
     device, stream = ev["device"].to_numpy(np.int64), ev["stream"].to_numpy(np.int64)
-    dirs, pageable, comp = copy_directions(trace), pageable_copies(trace), compute_mask(trace)
+    comp = compute_mask(trace)
+    # the copies alone: device, stream, direction, pageable
+    c_dev, c_stream, c_dir, c_pageable = device[is_copy], stream[is_copy], copy_directions(trace)[is_copy], pageable_copies(trace)[is_copy]
     hints: dict[tuple[int, str], str] = {}
-    for d, direction in sorted({(int(a), str(b)) for a, b in zip(device[is_copy].tolist(), dirs[is_copy].tolist())}):
-        g = is_copy & (device == d) & (dirs == direction)
+    for d, direction in sorted({(int(a), str(b)) for a, b in zip(c_dev.tolist(), c_dir.tolist())}):
+        g = (c_dev == d) & (c_dir == direction)
         wrapper = sorted(colls.get(d, set()) & BUCKETED)
         if direction == "DtoD" and wrapper:
             hints[(d, direction)] = (
@@ -152,11 +154,11 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]]) -> dict[tuple[int, str
             )
             continue
         comp_streams = set(np.unique(stream[comp & (device == d)]).tolist())
-        if comp_streams and set(np.unique(stream[g]).tolist()) <= comp_streams:
+        if comp_streams and set(np.unique(c_stream[g]).tolist()) <= comp_streams:
             hint = "copies ran on the compute stream, so each waited for the compute before it; issue them on a separate stream ordered by CUDA events"
         else:
             hint = "copies ran while no compute kernel did; enqueue the next compute before waiting on a copy"
-        if pageable[g].any():
+        if c_pageable[g].any():
             hint += "; pageable host memory makes copies staged and synchronous: copy into pinned memory"
         hints[(d, direction)] = hint
     return hints

@@ -15,7 +15,7 @@ import pandas as pd
 from .. import intervals as iv
 from ..trace import Trace
 from .breakdown import device_times, launch_rows
-from .busy import compute_mask, device_intervals
+from .busy import compute_intervals, device_intervals
 
 
 def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
@@ -28,7 +28,7 @@ def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
     ev = trace.device_events
     if not mask.any():
         return {}
-    sel, comp = device_intervals(trace, mask), device_intervals(trace, compute_mask(trace))
+    sel, comp = device_intervals(trace, mask), compute_intervals(trace)
     return {int(d): iv.intersect(sel[int(d)], comp[int(d)]) for d in np.unique(ev["device"].to_numpy()[mask])}
 
 
