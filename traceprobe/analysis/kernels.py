@@ -87,11 +87,14 @@ def queue_times(trace: Trace) -> pd.DataFrame:
     launch_end = trace.host_events["end_ns"].to_numpy(np.int64)[rows[ok]]
     delay = ev["start_ns"].to_numpy(np.int64)[ok] - launch_end
     dev = ev["device"].to_numpy(np.int64)[ok]
-    kind = ev["kind"].astype(str).to_numpy(dtype=object)[ok]
+    codes, labels = pd.factorize(ev["kind"], use_na_sentinel=False)  # kind codes: a label per distinct kind
+    kind, names = codes[ok], [str(v) for v in labels]
     out = []
     for d in np.unique(dev).tolist():
-        for k in sorted(set(kind[dev == d].tolist())):
-            x = delay[(dev == d) & (kind == k)]
+        on = dev == d
+        for c in sorted(np.unique(kind[on]).tolist(), key=lambda c: names[c]):
+            k = names[c]
+            x = delay[on & (kind == c)]
             out.append({"device": d, "kind": k, "launched": int(x.size), "mean_ns": int(x.sum() // x.size),
                         "p50_ns": int(np.percentile(x, 50, method="inverted_cdf")),
                         "p95_ns": int(np.percentile(x, 95, method="inverted_cdf")), "max_ns": int(x.max())})
