@@ -54,7 +54,7 @@ def stream_busy(trace: Trace) -> pd.DataFrame:
     n = len(pairs)
     k, s, e = iv.grouped_union(codes, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
     busy = np.bincount(k, weights=(e - s), minlength=n).astype(np.int64)
-    kind = ev["kind"].to_numpy()
+    kind = ev["kind"]
     lo, hi = trace.window_ns
     out = pd.DataFrame(
         {
@@ -63,9 +63,9 @@ def stream_busy(trace: Trace) -> pd.DataFrame:
             "busy_ns": busy,
             "utilization": busy / max(hi - lo, 1),
             "events": np.bincount(codes, minlength=n).astype(np.int64),
-            "kernels": np.bincount(codes[kind == "kernel"], minlength=n).astype(np.int64),
-            "memcpys": np.bincount(codes[kind == "memcpy"], minlength=n).astype(np.int64),
-            "memsets": np.bincount(codes[kind == "memset"], minlength=n).astype(np.int64),
+            "kernels": np.bincount(codes[(kind == "kernel").to_numpy()], minlength=n).astype(np.int64),
+            "memcpys": np.bincount(codes[(kind == "memcpy").to_numpy()], minlength=n).astype(np.int64),
+            "memsets": np.bincount(codes[(kind == "memset").to_numpy()], minlength=n).astype(np.int64),
         }
     )
     return out.sort_values(["device", "stream"]).reset_index(drop=True)
