@@ -192,10 +192,11 @@ def grouped_coverage(keys: ArrayLike, starts: ArrayLike, ends: ArrayLike, at_lea
     """Per group, the time covered by at least ``at_least`` of its intervals at once.
 
     The grouped form of ``length(coverage_at_least(sets, at_least))``: where that
-    function takes sets, this one counts intervals, so the intervals of one set
-    must already be disjoint (as :func:`grouped_union` returns them, one set per
-    key of a finer grouping). With ``at_least=1`` it is the length of each group's
-    union; with 2, "two or more at once" (two devices, a copy under compute...).
+    function takes sets, this one counts intervals, so for ``at_least`` > 1 the
+    intervals of one set must already be disjoint (as :func:`grouped_union`
+    returns them, one set per key of a finer grouping). With ``at_least=1`` it is
+    the length of each group's union, of any intervals; with 2, "two or more at
+    once" (two devices, a copy under compute...).
 
     Args:
         keys: int64 group key per interval, each in ``[0, size)``.

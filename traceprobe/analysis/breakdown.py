@@ -52,7 +52,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import comm_mask, compute_mask
+from .busy import comm_mask, compute_mask, copy_mask
 from .memo import per_trace
 
 Intervals = iv.Intervals
@@ -204,7 +204,7 @@ def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[De
     start = np.clip(ev["start_ns"].to_numpy(np.int64), lo, hi)
     end = np.clip(ev["end_ns"].to_numpy(np.int64), lo, hi)
     comp, comm = compute_mask(trace), comm_mask(trace)
-    copy = (ev["kind"] == "memcpy").to_numpy()
+    copy = copy_mask(trace)
     launch = launch_start_ns(trace)
     sync = iv.intersect(sync_intervals(trace), (np.array([lo], np.int64), np.array([hi], np.int64)))
     raw_start = ev["start_ns"].to_numpy(np.int64)

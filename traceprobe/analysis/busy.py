@@ -118,6 +118,12 @@ def compute_mask(trace: Trace) -> np.ndarray:
 
 
 @per_trace
+def copy_mask(trace: Trace) -> np.ndarray:
+    """Rows of ``device_events`` that are memcpys."""
+    return (trace.device_events["kind"] == "memcpy").to_numpy()
+
+
+@per_trace
 def comm_mask(trace: Trace) -> np.ndarray:
     """Rows of ``device_events`` that are communication kernels (HTA: name contains nccl/rccl)."""
     ev = trace.device_events

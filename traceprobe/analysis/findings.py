@@ -38,7 +38,7 @@ import pandas as pd
 from .. import intervals as iv
 from ..trace import Trace
 from .breakdown import DeviceTime, device_times
-from .busy import copy_directions, pageable_copies
+from .busy import copy_directions, copy_mask, pageable_copies
 
 MIN_SHARE = 0.02
 """Findings under this fraction of the window are not listed."""
@@ -66,7 +66,7 @@ def _subject(trace: Trace, device: int) -> str:
 def _copy_candidates(trace: Trace, t: DeviceTime) -> list[_Candidate]:
     ev = trace.device_events
     lo, hi = t.window
-    m = (ev["device"].to_numpy() == t.device) & (ev["kind"] == "memcpy").to_numpy()
+    m = (ev["device"].to_numpy() == t.device) & copy_mask(trace)
     if not m.any():
         return []
     dirs = copy_directions(trace)[m]

@@ -32,7 +32,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import comm_mask, compute_intervals, copy_directions, device_intervals, fraction, host_thread_codes
+from .busy import comm_mask, compute_intervals, copy_directions, copy_mask, device_intervals, fraction, host_thread_codes
 
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
 
@@ -49,7 +49,7 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
     """
     ev = trace.device_events
     rows = []
-    is_copy = (ev["kind"] == "memcpy").to_numpy()
+    is_copy = copy_mask(trace)
     if not is_copy.any():
         return pd.DataFrame(columns=["device", "direction", "copies", "bytes", "copy_ns", "overlapped_ns", "fraction"])
     compute = compute_intervals(trace)

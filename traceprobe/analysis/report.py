@@ -17,7 +17,7 @@ import pandas as pd
 from ..trace import Trace
 from . import verdicts as vd
 from .breakdown import gpu_breakdown, step_breakdown
-from .busy import comm_mask, compute_mask, copy_directions, pageable_copies, stream_busy, work_ns
+from .busy import comm_mask, compute_mask, copy_directions, copy_mask, pageable_copies, stream_busy, work_ns
 from .collectives import collective_table, collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .findings import findings
@@ -137,7 +137,7 @@ def _comm_hints(colls: dict[int, set[str]]) -> dict[int, str]:
 def _copy_hints(trace: Trace, colls: dict[int, set[str]]) -> dict[tuple[int, str], str]:
     """The ``none`` hint for each (device, direction) of copies: why they did not overlap, and what would help."""
     ev = trace.device_events
-    is_copy = (ev["kind"] == "memcpy").to_numpy()
+    is_copy = copy_mask(trace)
     device, stream = ev["device"].to_numpy(np.int64), ev["stream"].to_numpy(np.int64)
     comp = compute_mask(trace)
     # the copies alone: device, stream, direction, pageable

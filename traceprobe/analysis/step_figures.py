@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import intervals as iv
 from ..trace import Trace
+from .busy import comm_mask, compute_mask, copy_mask
 
 STEP_FIGURES = ("device_concurrency", "copy_overlap", "comm_overlap", "stream_concurrency")
 """The figure columns of the steps table, in order."""
@@ -70,9 +71,7 @@ def step_figures(trace: Trace, which: np.ndarray, n_steps: int) -> dict[str, np.
     _, dcode = np.unique(ev["device"].to_numpy(np.int64)[sel], return_inverse=True)
     _, scode = np.unique(ev["stream"].to_numpy(np.int64)[sel], return_inverse=True)
     nd, ns = int(dcode.max(initial=-1)) + 1, int(scode.max(initial=-1)) + 1
-    kernel = (ev["kind"] == "kernel").to_numpy()[sel]
-    comm_kernel = kernel & ev["is_comm"].to_numpy()[sel]
-    compute, copy = kernel & ~comm_kernel, (ev["kind"] == "memcpy").to_numpy()[sel]
+    compute, comm_kernel, copy = compute_mask(trace)[sel], comm_mask(trace)[sel], copy_mask(trace)[sel]
     cell = step * nd + dcode.astype(np.int64)  # (step, device)
     cells = n_steps * nd
 

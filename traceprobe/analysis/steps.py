@@ -76,20 +76,19 @@ def step_of(trace: Trace, la: Launches) -> np.ndarray:
     return out
 
 
-def device_steps(trace: Trace, la: Launches, figures: bool = True) -> pd.DataFrame:
+def device_steps(trace: Trace, la: Launches) -> pd.DataFrame:
     """Per step: host time, GPU time, GPU busy and the figures of its own device work.
 
     Args:
         trace: the whole trace (its ``steps`` and device events).
         la: the launches of its device events (:func:`.profiled.launches`).
-        figures: add the :data:`~.step_figures.STEP_FIGURES` columns
-            (:func:`.step_figures.step_figures`).
 
     Returns:
         DataFrame with columns ``step`` (int64), ``host_start_ns``,
         ``host_end_ns``, ``host_ns``, ``gpu_start_ns``, ``gpu_end_ns`` (-1 for a
         step without device work), ``gpu_ns``, ``gpu_busy_ns``, ``events`` (int64,
-        0 without device work), then the figure columns (float64).
+        0 without device work), then the :data:`~.step_figures.STEP_FIGURES`
+        columns (float64, :func:`.step_figures.step_figures`).
         Empty (with these columns) without step annotations.
     """
     w = step_windows(trace)
@@ -108,15 +107,12 @@ def device_steps(trace: Trace, la: Launches, figures: bool = True) -> pd.DataFra
     np.minimum.at(first, k, s)
     np.maximum.at(last, k, e)
     first, last = np.where(has, first, -1), np.where(has, last, -1)
-    uk, us, ue = iv.grouped_union(k, s, e)
-    busy = np.zeros(n, dtype=np.int64)
-    np.add.at(busy, uk, ue - us)
+    busy = iv.grouped_coverage(k, s, e, 1, n)
     out = pd.DataFrame({"step": w["step"], "host_start_ns": w["start_ns"], "host_end_ns": w["end_ns"], "host_ns": w["duration_ns"],
                         "gpu_start_ns": first, "gpu_end_ns": last, "gpu_ns": np.where(has, last - first, 0), "gpu_busy_ns": busy,
                         "events": events})
-    if figures:
-        for name, values in step_figures(trace, which, n).items():
-            out[name] = values
+    for name, values in step_figures(trace, which, n).items():
+        out[name] = values
     return out
 
 

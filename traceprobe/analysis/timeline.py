@@ -15,7 +15,7 @@ import pandas as pd
 from .. import intervals as iv
 from ..trace import Trace
 from .breakdown import device_times, launch_rows
-from .busy import compute_intervals, device_intervals
+from .busy import compute_intervals, copy_mask, device_intervals
 
 
 def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
@@ -34,7 +34,7 @@ def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
 
 def copy_compute_overlap(trace: Trace) -> dict[int, iv.Intervals]:
     """Per device with memcpys: where a memcpy and a compute kernel ran at once."""
-    return under_compute(trace, (trace.device_events["kind"] == "memcpy").to_numpy())
+    return under_compute(trace, copy_mask(trace))
 
 
 BREAKDOWN_SLICES = ("exposed comm", "exposed copy", "other", "idle: launch", "idle: sync", "idle: other")
@@ -50,8 +50,7 @@ def breakdown_intervals(trace: Trace) -> dict[int, dict[str, iv.Intervals]]:
     """
     out = {}
     for t in device_times(trace, None):
-        lo, hi = t.window
-        idle = iv.subtract((np.array([lo], np.int64), np.array([hi], np.int64)), t.busy)
+        idle = t.idle()
         out[t.device] = {
             "exposed comm": iv.subtract(t.compute_or_comm, t.compute),
             "exposed copy": iv.subtract(t.busy_known, t.compute_or_comm),

@@ -39,7 +39,7 @@ BREAKDOWN_TRACK = "time breakdown"
 """The track (one per device) of where the GPU time breakdown's exposed, other and idle parts lie."""
 ANNOTATIONS = ("kind", "device", "stream", "correlation", "bytes", "direction", "cat", "external_id", "figure", "level", "value", "text")
 _A = {n: i + 1 for i, n in enumerate(ANNOTATIONS)}
-_DEVICE, _HOST, _OVERLAP, _VERDICT = 0, 1, 2, 3
+_DEVICE, _HOST, _OVERLAP, _VERDICT, _BREAKDOWN = 0, 1, 2, 3, 4
 _BEGIN, _END, _COUNTER = 1, 2, 4
 
 
@@ -120,7 +120,7 @@ def _layout(trace: Trace, report: OverlapReport | None):
         u = track(BREAKDOWN_TRACK, parent=dev_uuid[d], rank=2)
         for j, part in enumerate(BREAKDOWN_SLICES):
             s, e = sets[part]
-            parts.append(pd.DataFrame({"track": u, "start": s, "end": e, "name_iid": first + j + 1, "src": _OVERLAP, "row": -1}))
+            parts.append(pd.DataFrame({"track": u, "start": s, "end": e, "name_iid": first + j + 1, "src": _BREAKDOWN, "row": -1}))
     bs = busy_streams(trace)
     for d, g in bs.groupby("device", sort=True):
         u = track("busy streams", parent=dev_uuid[int(d)], rank=1, counter=True)  # pyright: ignore  (pandas/matplotlib stubs)
@@ -251,7 +251,7 @@ def _annotators(trace: Trace, report: OverlapReport | None):
         add(name_iid=_A["value"], double_value=float(v.value))
         add(name_iid=_A["text"], string_value=v.text)
 
-    return {_DEVICE: device, _HOST: hostev, _OVERLAP: lambda te, i: None, _VERDICT: verdict}
+    return {_DEVICE: device, _HOST: hostev, _OVERLAP: lambda te, i: None, _VERDICT: verdict, _BREAKDOWN: lambda te, i: None}
 
 
 def write_packets(path: str | Path, rows: list[dict], names: list[str], slices: pd.DataFrame, cnt: pd.DataFrame,
