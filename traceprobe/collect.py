@@ -14,17 +14,21 @@ import re
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .analysis.report import OverlapReport, overlap_report
-from .analysis.summary import Summary, summarize
+from . import prefetch
 from .errors import Failure, TraceFormatError
-from .execution import map_items
+from .execution import default_jobs, map_items
 from .manifest import info_for as manifest_info
 from .sources import expand_url, is_url
-from .trace import Trace, load_trace
 
-Then = Callable[[Trace, OverlapReport], Any]
+if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
+    from .analysis.report import OverlapReport
+    from .analysis.summary import Summary
+    from .prefetch import Pending
+    from .trace import Trace
+
+Then = Callable[["Trace", "OverlapReport"], Any]
 """Work done on each loaded trace beside its analysis (a module-level function, picklable)."""
 
 __all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "manifest_info"]
@@ -102,7 +106,8 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
 
 
 def analyze_file(
-    path: str | Path, then: Then | None = None, max_bytes: int | None = None, all_device_work: bool = False
+    path: str | Path, then: Then | None = None, max_bytes: int | None = None, all_device_work: bool = False,
+    decoding: Pending | None = None,
 ) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
     """Load and analyse one trace (a path or an fsspec URL); a :class:`TraceFormatError` becomes a :class:`Failure`.
 
@@ -111,11 +116,15 @@ def analyze_file(
     With ``then``, also ``then(trace, report)`` while the trace is loaded (for
     pictures and exports, so that no trace is parsed twice), and return
     ``(report, its result)``. ``all_device_work`` is passed to
-    :func:`~traceprobe.analysis.report.overlap_report`.
+    :func:`~traceprobe.analysis.report.overlap_report`; ``decoding`` to
+    :func:`~traceprobe.trace.load_trace`.
     """
+    from .analysis.report import overlap_report
+    from .trace import load_trace
+
     p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
     try:
-        trace = load_trace(p, max_bytes)
+        trace = load_trace(p, max_bytes, decoding)
         report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work)
     except TraceFormatError as e:
         return Failure(str(p), e.reason)
@@ -160,11 +169,33 @@ def analyze_paths(
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
         the sorted file list, runs, rank and variant tables, failures, warnings.
+
+    A single trace analysed in this process, before pandas is imported, is
+    decoded by a child process while this one imports the analysis
+    (:mod:`traceprobe.prefetch`); the result is the same.
     """
     files, failures = discover(paths)
-    plain = then is None and max_bytes is None and not all_device_work
-    fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work)
-    results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)
+    decoding = None
+    if len(files) == 1 and not scheduler and default_jobs(1, jobs) == 1 and prefetch.worthwhile():
+        try:
+            decoding = prefetch.start(files[0], max_bytes)
+        except OSError:  # no fork here (a process limit): decode in this process
+            decoding = None
+    try:
+        from .analysis.report import OverlapReport
+        from .analysis.summary import summarize
+
+        if decoding is not None:
+            results: list[Any] = [analyze_file(files[0], then, max_bytes, all_device_work, decoding)]
+            if on_done:
+                on_done(results[0])
+        else:
+            plain = then is None and max_bytes is None and not all_device_work
+            fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work)
+            results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)
+    finally:
+        if decoding is not None:
+            decoding.cancel()  # (no-op once its result was taken)
     for r in results:
         if isinstance(r, tuple) and on_then:
             on_then(*r)

@@ -21,6 +21,9 @@ class TraceFormatError(Exception):
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # pickled across processes with its two fields
+        return (TraceFormatError, (self.path, self.reason))
+
 
 @dataclass(frozen=True)
 class Failure:

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,9 @@ from .errors import TraceFormatError
 from .kineto import Decoded, read_events
 from .sources import is_url
 from .splitter import HEAD_FIELDS
+
+if TYPE_CHECKING:
+    from .prefetch import Pending
 
 __all__ = ["DEVICE_CATEGORIES", "HOST_CATEGORIES", "MAX_DUR_US", "MAX_STREAMS", "MAX_TS_US", "Trace", "backend_of", "load_trace"]
 
@@ -138,7 +141,7 @@ class Trace:
         return _steps(self.host_events)
 
 
-def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
+def load_trace(path: str | Path, max_bytes: int | None = None, decoding: Pending | None = None) -> Trace:
     """Read a Kineto/Chrome trace file into a :class:`Trace`.
 
     Complete events (``ph: X``) and begin/end pairs (``ph: B``/``E``) of Kineto's
@@ -152,6 +155,9 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
             follow Kineto's categories.
         max_bytes: largest decompressed size accepted (default: half the
             memory available, see :func:`traceprobe.tracefile.default_max_bytes`).
+        decoding: the same file already being decoded by a child process
+            (:func:`traceprobe.prefetch.start`, with the same ``max_bytes``):
+            its columns are used instead of reading the file here.
 
     Returns:
         the :class:`Trace`; see its docstring for columns and dtypes. What the
@@ -165,7 +171,7 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
     """
     p = path if is_url(path) else Path(path)
     try:
-        return _build(p, read_events(p, max_bytes))
+        return _build(p, read_events(p, max_bytes) if decoding is None else decoding.result())
     except TraceFormatError:
         raise
     except RecursionError:
