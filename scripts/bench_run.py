@@ -1,9 +1,12 @@
 """Child processes of ``scripts/bench.py``: each measured whole (interpreter start, imports, exit).
 
 - :func:`measure` runs one command and reads its wall time, its CPU time (user +
-  system) and its peak resident memory from ``wait4`` (``ru_maxrss``: what
-  ``/usr/bin/time -v`` prints as "Maximum resident set size"), for that process
-  alone; worker processes it starts are not in its ``ru_maxrss``.
+  system, its children's included once they are waited for) and its peak
+  resident memory: the larger of ``wait4``'s ``ru_maxrss`` (what
+  ``/usr/bin/time -v`` prints as "Maximum resident set size": the largest single
+  process among it and its waited-for children) and the largest sum of the
+  resident memory of the process and all its descendants alive together,
+  sampled every 2 ms (so that decoding in child processes is counted in full).
 - :data:`FLOOR_CODE`: the parse floor. It reads the file, inflates it (with isal
   when installed, as traceprobe does; zlib otherwise), and decodes every event into
   msgspec structs holding only the fields traceprobe reads, then exits at once.
@@ -143,6 +146,7 @@ def measure(cmd: list[str], timeout: float | None = None, env: dict[str, str] | 
     p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd or ROOT, env=env)
     deadline = None if timeout is None else t + timeout
     timed_out = False
+    tree_peak = 0
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid:
@@ -152,7 +156,8 @@ def measure(cmd: list[str], timeout: float | None = None, env: dict[str, str] | 
             pid, status, ru = os.wait4(p.pid, 0)
             timed_out = True
             break
-        time.sleep(0.001)
+        tree_peak = max(tree_peak, _tree_rss(p.pid))
+        time.sleep(0.002)
     wall = time.perf_counter() - t
     p.returncode = os.waitstatus_to_exitcode(status)
     out.seek(0)
@@ -162,8 +167,26 @@ def measure(cmd: list[str], timeout: float | None = None, env: dict[str, str] | 
     for line in stdout.splitlines():
         if line.startswith(MARK):
             result = json.loads(line[len(MARK):])
-    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024, "rc": p.returncode,
+    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": max(ru.ru_maxrss / 1024, tree_peak / 2**20),
+            "maxrss_mb": ru.ru_maxrss / 1024, "tree_rss_mb": tree_peak / 2**20, "rc": p.returncode,
             "timed_out": timed_out, "result": result, "stderr_tail": stderr[-600:]}
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of a process and all its descendants together, now (0 if it is gone)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        total = proc.memory_info().rss
+        for c in proc.children(recursive=True):
+            try:
+                total += c.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+    except psutil.Error:
+        return 0
 
 
 def traceprobe_cmd(paths: list[str], *opts: str) -> list[str]:

@@ -170,13 +170,13 @@ def analyze_paths(
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
         the sorted file list, runs, rank and variant tables, failures, warnings.
 
-    A single trace analysed in this process, before pandas is imported, is
-    decoded by a child process while this one imports the analysis
+    A single local trace analysed in this process, before pandas is imported, is
+    decoded by child processes while this one imports the analysis
     (:mod:`traceprobe.prefetch`); the result is the same.
     """
     files, failures = discover(paths)
     decoding = None
-    if len(files) == 1 and not scheduler and default_jobs(1, jobs) == 1 and prefetch.worthwhile():
+    if len(files) == 1 and not is_url(files[0]) and not scheduler and default_jobs(1, jobs) == 1 and prefetch.worthwhile():
         try:
             decoding = prefetch.start(files[0], max_bytes)
         except OSError:  # no fork here (a process limit): decode in this process

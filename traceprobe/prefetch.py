@@ -1,23 +1,29 @@
-"""Decoding one trace in a child process while this one imports the analysis.
+"""Decoding one trace in child processes while this one imports the analysis.
 
 Reading a trace (inflate, decode, columns: :func:`traceprobe.kineto.read_events`)
 needs only numpy and msgspec; the analysis needs pandas, whose import alone takes
 about as long as decoding a 200k-event trace. When a command analyses a single
-trace in its own process, :func:`start` forks a child that reads and decodes the
+trace in its own process, :func:`start` forks children that read and decode the
 file while the parent goes on importing pandas and the analysis; the parent then
-takes the decoded columns with :meth:`Pending.result`. On a machine with two or
-more cores the two overlap, so the command ends sooner by the shorter of the two
-(measured in ``scripts/bench.py``); the CPU time spent is the same plus the
-transfer.
+takes the decoded columns with :meth:`Pending.result`.
+
+A large trace is shared out (:func:`decoders`: one process per
+:data:`SHARE_BYTES` of JSON, at most one per CPU): every child reads, inflates
+and cuts the whole file, and decodes every n-th piece of the event list
+(:func:`traceprobe.kineto.decode_share`); the parent puts the pieces back in
+file order (:func:`traceprobe.kineto.merge_shares`). The columns are the ones a
+single process reads (tested on every sample trace). On a machine with two or
+more cores the command ends sooner (measured in ``scripts/bench.py``); the CPU
+time spent grows by the repeated inflating and cutting and by the transfer.
 
 The columns come back through a pipe as a pickle (protocol 5) whose numpy
 buffers are sent out of band: each array's memory is written once and read
 straight into the parent's buffer. Errors come back as they were raised
 (:class:`~traceprobe.errors.TraceFormatError` with its message); a child that
 dies (the OOM killer, a crash) is reported by :meth:`Pending.result` as a
-``TraceFormatError`` naming how it died. The child is always waited for, so its
-CPU time and peak memory count in this process's ``wait4``/``getrusage``
-figures.
+``TraceFormatError`` naming how it died. Children are always waited for, so
+their CPU time and peak memory count in this process's ``wait4``/``getrusage``
+figures (peak memory as the largest of the processes, not their sum).
 
 :func:`worthwhile` says when to use it: fork is available, pandas is not imported
 yet (otherwise there is nothing to overlap) and ``TRACEPROBE_PREFETCH`` is not
@@ -49,92 +55,156 @@ def worthwhile() -> bool:
 
 
 class Pending:
-    """A trace being read by a child process; :meth:`result` waits for it."""
+    """A trace being decoded by child processes, one share each; :meth:`result` waits for them."""
 
-    def __init__(self, path: str | Path, pid: int, fd: int) -> None:
-        self.path, self.pid, self.fd = path, pid, fd
+    def __init__(self, path: str | Path, max_bytes: int | None, children: list[tuple[int, int]]) -> None:
+        self.path, self.max_bytes, self.children = path, max_bytes, children
         self._done = False
 
     def result(self) -> Any:
-        """The :class:`~traceprobe.kineto.Decoded` columns of the trace.
+        """The :class:`~traceprobe.kineto.Decoded` columns of the trace, the shares merged
+        (:func:`traceprobe.kineto.merge_shares`, which decodes the whole trace here when a
+        share could not be decoded strictly).
 
         Raises:
-            Exception: what reading the file raised in the child, as it was
-                raised (:func:`traceprobe.trace.load_trace` turns it into its
+            Exception: what reading the file raised in a child, as it was raised
+                (:func:`traceprobe.trace.load_trace` turns it into its
                 ``TraceFormatError`` as it does in-process).
-            TraceFormatError: the child died.
+            TraceFormatError: a child died.
         """
+        from . import kineto
+
         if self._done:
             raise RuntimeError("Pending.result() called twice")
         self._done = True
+        shares: list[Any] = []
+        died = None
         try:
-            with os.fdopen(self.fd, "rb") as f:
-                status, value = _receive(f)
-        except (EOFError, OSError, pickle.UnpicklingError, struct.error):
-            status, value = "died", None
+            while self.children:
+                pid, fd = self.children.pop(0)
+                status: str
+                value: Any
+                try:
+                    with os.fdopen(fd, "rb") as f:
+                        status, value = _receive(f)
+                except (EOFError, OSError, pickle.UnpicklingError, struct.error):
+                    status, value = "died", None
+                how = _reap(pid, kill=True)
+                if status == "raise":
+                    raise value
+                if status == "died":
+                    died = died or _how(how)
+                shares.append(value)
         finally:
-            code = self._reap()
-        if status == "ok":
-            return value
-        if status == "raise":
-            raise value
-        raise TraceFormatError(self.path, f"the process decoding it died ({_how(code)})")
+            self._stop()
+        if died:
+            raise TraceFormatError(self.path, f"a process decoding it died ({died})")
+        return kineto.merge_shares(self.path, shares, self.max_bytes)
 
     def cancel(self) -> None:
-        """Stop the child (Ctrl-C, or the result is no longer needed)."""
+        """Stop the children (Ctrl-C, an error, or the result is no longer needed)."""
         if not self._done:
             self._done = True
+            self._stop()
+
+    def _stop(self) -> None:
+        for pid, fd in self.children:
             try:
-                os.kill(self.pid, signal.SIGKILL)
+                os.close(fd)
             except OSError:
                 pass
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self._reap()
-
-    def _reap(self) -> int | None:
-        try:
-            return os.waitpid(self.pid, 0)[1]
-        except ChildProcessError:
-            return None
+            _reap(pid, kill=True)
+        self.children = []
 
 
-def start(path: str | Path, max_bytes: int | None = None) -> Pending:
-    """Fork a child that runs :func:`traceprobe.kineto.read_events` on ``path`` and sends the result back.
+def _reap(pid: int, kill: bool = False) -> int | None:
+    """Wait for a child (killed first if ``kill`` and still running); its wait status, None if already reaped."""
+    try:
+        if kill:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            os.kill(pid, signal.SIGKILL)
+        return os.waitpid(pid, 0)[1]
+    except (ChildProcessError, ProcessLookupError):
+        return None
+
+
+SHARE_BYTES = 16 << 20
+"""Decompressed JSON per decoding process: a trace gets one process per this many bytes, at most one per CPU."""
+PIECE_BYTES = 2 << 20
+"""Piece size when several processes share a trace (small pieces deal the work out evenly)."""
+_GZIP_RATIO = 12
+"""Assumed inflation of a gzipped trace, to estimate its JSON size from the file size (Kineto traces: 10-20x)."""
+
+
+def decoders(path: str | Path) -> int:
+    """Processes to decode ``path`` with: one per :data:`SHARE_BYTES` of (estimated) JSON, at most one per
+    CPU this process may use, at least 1; 1 for a URL (read once, not once per process; the CLI
+    decodes URLs in its own process)."""
+    from .sources import is_url
+
+    if is_url(path):
+        return 1
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size * (_GZIP_RATIO if f.read(2) == b"\x1f\x8b" else 1)
+    except OSError:
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cpus, size // SHARE_BYTES))
+
+
+def start(path: str | Path, max_bytes: int | None = None, processes: int | None = None) -> Pending:
+    """Fork child processes that decode ``path`` (:func:`traceprobe.kineto.decode_share`), each its share
+    of the pieces, and send their columns back.
 
     Args:
         path: a local trace file or an fsspec URL.
         max_bytes: :func:`~traceprobe.kineto.read_events`'s limit on the decompressed size.
+        processes: how many (default :func:`decoders`).
 
     Raises:
-        OSError: the pipe or the fork could not be made (the caller decodes in-process).
+        OSError: a pipe or a fork could not be made (the children started are stopped;
+            the caller decodes in-process).
     """
-    from . import kineto  # numpy and msgspec only: imported before the fork, shared by both
+    from . import kineto  # numpy and msgspec only: imported before the fork, shared by all
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: decode, send, leave without running the parent's exit handlers
-        code = 0
+    n = processes or decoders(path)
+    pending = Pending(path, max_bytes, [])
+    try:
+        for index in range(n):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                _child(w, r, path, max_bytes, index, n, kineto)
+            os.close(w)
+            pending.children.append((pid, r))
+    except OSError:
+        pending.cancel()
+        raise
+    return pending
+
+
+def _child(w: int, r: int, path: str | Path, max_bytes: int | None, index: int, n: int, kineto: Any) -> None:
+    """In a child: decode the share, send it, leave without running the parent's exit handlers."""
+    code = 0
+    try:
+        os.close(r)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         try:
-            os.close(r)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            msg: tuple[str, Any] = ("ok", kineto.decode_share(path, max_bytes, index, n, PIECE_BYTES if n > 1 else None))
+        except Exception as exc:  # noqa: BLE001 - raised again in the parent, where load_trace names it
+            msg = ("raise", exc)
+        with os.fdopen(w, "wb") as f:
             try:
-                msg: tuple[str, Any] = ("ok", kineto.read_events(path, max_bytes))
-            except Exception as exc:  # noqa: BLE001 - raised again in the parent, where load_trace names it
-                msg = ("raise", exc)
-            with os.fdopen(w, "wb") as f:
-                try:
-                    _send(f, msg)  # (pickled whole before the first write)
-                except (pickle.PicklingError, TypeError, AttributeError) as exc:
-                    _send(f, ("raise", TraceFormatError(path, f"unreadable trace ({type(exc).__name__}: {exc})")))
-        except BaseException:  # noqa: BLE001 - the parent sees EOF and reports the death
-            code = 70
-        finally:
-            os._exit(code)
-    os.close(w)
-    return Pending(path, pid, r)
+                _send(f, msg)  # (pickled whole before the first write)
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                _send(f, ("raise", TraceFormatError(path, f"unreadable trace ({type(exc).__name__}: {exc})")))
+    except BaseException:  # noqa: BLE001 - the parent sees EOF and reports the death
+        code = 70
+    finally:
+        os._exit(code)
 
 
 def _send(f: Any, obj: Any) -> None:

@@ -1,0 +1,164 @@
+"""Decoding a trace in shares (several processes, each every n-th piece) equals decoding it in one.
+
+``kineto.decode_share`` + ``merge_shares`` are checked in this process on every
+sample trace (real recordings); ``prefetch.start`` forks real child processes.
+Traces written in the tests are SYNTHETIC.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from traceprobe import TraceFormatError, kineto, prefetch
+from traceprobe.trace import _build, load_trace
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = sorted(
+    f for f in subprocess.run(["git", "ls-files", "sample_traces"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    if ".json" in f and not f.endswith("manifest.json")
+)
+fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+
+
+def values(dec: kineto.Decoded) -> dict:
+    """Every column of a Decoded with codes replaced by what they stand for (code numbering differs between shares)."""
+    names, threads = np.array(dec.names + [None], dtype=object), np.array(dec.threads + [None], dtype=object)
+    out = {"event_count": dec.event_count, "warnings": dec.warnings}
+    for table, cols in dec.tables.items():
+        for k, col in cols.items():
+            if k == "name":
+                col = names[col]
+            elif k in ("pid", "tid"):
+                col = threads[col]
+            elif k == "comm":  # the collective args of each row, not their row number
+                for a, c in dec.collectives.items():
+                    out[f"{table}.comm.{a}"] = [c[i] if i >= 0 else None for i in col.tolist()]
+                continue
+            out[f"{table}.{k}"] = col.tolist()
+    return out
+
+
+def shares(path, count: int, piece: int, max_bytes: int | None = None) -> kineto.Decoded:
+    return kineto.merge_shares(path, [kineto.decode_share(path, max_bytes, i, count, piece) for i in range(count)], max_bytes)
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_sample_traces_in_shares_equal_one_decode(name):
+    """Real samples in 3 shares of small pieces: the same columns and the same Trace frames as one decode."""
+    path = REPO / name
+    one = kineto.read_events(path)
+    piece = max(2000, len(gzip.decompress(path.read_bytes())) // 60)
+    merged = shares(path, 3, piece)
+    assert values(merged) == values(one)
+    a, b = _build(path, one), _build(path, merged)
+    for x, y in ((a.device_events, b.device_events), (a.host_events, b.host_events), (a.steps, b.steps), (a.collective_args, b.collective_args)):
+        pd.testing.assert_frame_equal(x, y)
+
+
+def event(i: int, name: str) -> dict:
+    if i % 4 == 0:
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7 + i % 3, "ts": f"{i}.5", "dur": 1.25,
+                "args": {"device": 0, "stream": 7 + i % 3, "correlation": i}}
+    if i % 4 == 1:
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 10, "tid": "t" if i % 8 == 1 else 11, "ts": i, "dur": 0.5,
+                "args": {"Collective name": "allreduce", "In msg nelems": i, "dtype": "Float"} if i % 12 == 1 else {}}
+    if i % 4 == 2:
+        return {"ph": "B", "cat": "user_annotation", "name": name, "pid": 10, "tid": 11, "ts": i}
+    return {"ph": "E", "cat": "user_annotation", "name": name, "pid": 10, "tid": 11, "ts": i + 0.25}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(["a", "b", "a},{b", "é", "ProfilerStep#3"]), max_size=60), st.integers(1, 5), st.integers(50, 900))
+def test_any_share_count_and_piece_size_gives_one_decode(tmp_path, events, count, piece):
+    """SYNTHETIC: names full of brackets (some cuts fail: every share count then falls back alike), B/E pairs
+    across pieces, collectives, mixed thread ids."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [event(i, n) for i, n in enumerate(events)], "traceName": "x"}))
+    try:
+        one = kineto.read_events(p)
+    except TraceFormatError as e:
+        with pytest.raises(TraceFormatError) as e2:
+            shares(p, count, piece)
+        assert str(e2.value) == str(e)
+        return
+    assert values(shares(p, count, piece)) == values(one)
+
+
+def test_a_failed_share_falls_back_to_the_whole_decode(tmp_path, monkeypatch):
+    """SYNTHETIC: one share that cannot be decoded strictly (None) makes the merge decode the whole trace."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [event(i, "k") for i in range(100)]}))
+    parts = [kineto.decode_share(p, None, i, 2, 500) for i in range(2)]
+    calls = []
+    whole = kineto._decode_whole
+    monkeypatch.setattr(kineto, "_decode_whole", lambda path, raw: calls.append(path) or whole(path, raw))
+    assert values(kineto.merge_shares(p, [parts[0], None])) == values(kineto.read_events(p)) and len(calls) == 1
+
+
+@fork_only
+@pytest.mark.parametrize("processes", [1, 2, 3])
+def test_child_processes_decode_a_real_trace_like_this_one(processes):
+    path = REPO / "sample_traces" / "compute-copy.overlapped.pt.trace.json.gz"
+    pending = prefetch.start(path, processes=processes)
+    pd.testing.assert_frame_equal(load_trace(path, decoding=pending).device_events, load_trace(path).device_events)
+    assert pending.children == []  # every child waited for
+
+
+@fork_only
+@pytest.mark.parametrize("content", [b"\x1f\x8b\x08\x00garbage", b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": "abc", "dur": 1}]}', b"[1, 2", b""])
+def test_child_errors_read_as_in_this_process(tmp_path, content):
+    """SYNTHETIC broken files: the same one-line TraceFormatError with and without child processes."""
+    p = tmp_path / "bad.json"
+    p.write_bytes(content)
+    with pytest.raises(TraceFormatError) as here:
+        load_trace(p)
+    with pytest.raises(TraceFormatError) as there:
+        load_trace(p, decoding=prefetch.start(p, processes=2))
+    assert str(there.value) == str(here.value)
+
+
+@fork_only
+def test_a_child_that_dies_is_reported_and_reaped(tmp_path, monkeypatch):
+    """A child killed while decoding (as by the OOM killer): one TraceFormatError naming the signal; no child left behind."""
+    path = REPO / "sample_traces" / "compute-copy.overlapped.pt.trace.json.gz"
+    monkeypatch.setattr(kineto, "decode_share", lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))  # runs in the children only
+    pending = prefetch.start(path, processes=2)
+    with pytest.raises(TraceFormatError, match=r"a process decoding it died \(killed by SIGKILL: out of memory\?\)"):
+        load_trace(path, decoding=pending)
+    assert pending.children == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_decoders_follow_the_size_and_the_cpus(tmp_path, monkeypatch):
+    small, big = tmp_path / "s.json", tmp_path / "b.json.gz"
+    small.write_bytes(b"{}")
+    big.write_bytes(b"\x1f\x8b" + bytes(prefetch.SHARE_BYTES // prefetch._GZIP_RATIO * 5))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    assert prefetch.decoders(small) == 1 and prefetch.decoders(big) == 3 and prefetch.decoders("s3://b/t.json") == 1
+
+
+@fork_only
+def test_the_cli_gives_the_same_report_with_and_without_child_processes(tmp_path):
+    """The command itself (pandas not yet imported: the children decode), against TRACEPROBE_PREFETCH=0."""
+    path = REPO / "sample_traces" / "data-parallel.ddp.rank0.pt.trace.json.gz"
+    out = {}
+    for flag in ("1", "0"):
+        env = {**os.environ, prefetch.ENV: flag}
+        r = subprocess.run([sys.executable, "-m", "traceprobe", "overlap-report", str(path), "--format", "json"], env=env,
+                           capture_output=True, check=True)
+        out[flag] = r.stdout
+    assert out["1"] == out["0"] and b'"traces"' in out["1"]
