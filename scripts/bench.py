@@ -14,6 +14,10 @@ imports, output; ``scripts/bench_run.py`` says how each is measured):
   ``--large``, about 2.4 GB of JSON);
 - **batch**: a folder of 100 small SYNTHETIC rank traces (``--batch-events`` each),
   ``overlap-report DIR`` with its default workers: at most 20 ms per file;
+- **decoders** (``--only decoders``): one trace (the real one, and SYNTHETIC ones of
+  ``--decoder-events``) analysed by ``overlap-report FILE --jobs 1`` with its decode in the
+  command's own process and shared by each of ``--decoders`` child processes
+  (``TRACEPROBE_DECODERS``): wall and CPU time, peak memory of the process tree;
 - **ranks** (``--ranks N``): a SYNTHETIC job of N rank traces
   (``synth_trace.py --ranks``), analysed with ``--jobs W`` local processes and on
   a Dask ``LocalCluster`` of W single-threaded worker processes (``--scheduler``;
@@ -51,7 +55,7 @@ import bench_run as br  # noqa: E402
 
 HTA_TRACE_URL = ("https://raw.githubusercontent.com/facebookresearch/HolisticTraceAnalysis/main/"
                  "tests/data/df_index_resolver/df_index_resolver.json.gz")
-PARTS = ("real", "synthetic", "batch", "ranks")
+PARTS = ("real", "synthetic", "batch", "ranks", "decoders")
 
 
 def _target(name: str, value: float | None, op: str, limit: float, unit: str = "x", note: str = "") -> dict[str, Any]:
@@ -174,6 +178,28 @@ def bench_ranks(a: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return out
 
 
+def bench_decoders(a: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """One trace, ``overlap-report FILE --jobs 1`` with the decode shared by 1, 2, 4... child processes
+    (``TRACEPROBE_DECODERS``), and in the command's own process (``TRACEPROBE_PREFETCH=0``)."""
+    traces = [p for p in [_hta_trace(a, workdir)] if p is not None and p.exists()]
+    for n in [int(float(x)) for x in a.decoder_events.split(",") if x]:
+        traces.append(br.synth(workdir, f"synthetic-{n:.0e}.pt.trace.json.gz".replace("+0", ""), ["--events", str(n)]))
+    counts = [int(w) for w in a.decoders.split(",")]
+    rows: list[dict[str, Any]] = []
+    for path in traces:
+        envs = {"in-process": {"TRACEPROBE_PREFETCH": "0"}, **{f"{w} decoders": {"TRACEPROBE_DECODERS": str(w)} for w in counts}}
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in envs}
+        for _ in range(a.repeat):
+            for k, env in envs.items():
+                runs[k].append(br.measure(br.traceprobe_cmd([str(path)], "--jobs", "1"), a.timeout, env={**os.environ, **env}))
+        for k, v in runs.items():
+            s = br.summarize(v)
+            rows.append({"trace": path.name, "how": k, "ok": s["ok"], "wall_s": round(s["wall_s"], 3), "cpu_s": round(s["cpu_s"], 3),
+                         "peak_rss_mb": round(s["peak_rss_mb"]), "wall_runs_s": s["wall_runs_s"], **({} if s["ok"] else {"error": s.get("error")})})
+            print(f"  decoders: {path.name} {k}: {rows[-1]['wall_s']} s", file=sys.stderr)
+    return {"rows": rows}
+
+
 def _throughput(s: dict[str, Any], ranks: int, events: int) -> dict[str, Any]:
     ok = s["ok"]
     return {"ok": ok, "wall_s": round(s["wall_s"], 3), "wall_runs_s": s["wall_runs_s"], "client_peak_rss_mb": round(s["peak_rss_mb"]),
@@ -192,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rank-events", type=int, default=100_000, help="events per rank trace of --ranks")
     ap.add_argument("--workers", default="1,2", help="worker counts for --ranks, comma-separated")
     ap.add_argument("--no-dask", action="store_true", help="--ranks: local processes only")
+    ap.add_argument("--decoders", default="1,2", help="'decoders' part: numbers of decoding processes for one trace, comma-separated")
+    ap.add_argument("--decoder-events", default="1000000", help="'decoders' part: SYNTHETIC traces of these many events (and the real trace)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each command (medians reported)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per child process")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "traceprobe-bench"), help="synthetic traces (reused)")
@@ -220,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         results["targets"] += tg
     if "ranks" in parts:
         results["ranks"] = bench_ranks(a, workdir)
+    if "decoders" in parts:
+        results["decoders"] = bench_decoders(a, workdir)
     results["bench_wall_s"] = round(time.perf_counter() - t, 1)
     _print(results)
     if a.json_out:
@@ -284,6 +314,11 @@ def _print(r: dict[str, Any]) -> None:
             rps = "-" if x["ranks_per_s"] is None else f"{x['ranks_per_s']:.2f}"
             eps = "-" if x["events_per_s"] is None else f"{x['events_per_s']:,}"
             print(f"{x['engine']:18} {x['workers']:>7} {x['wall_s']:>8.3f} {rps:>14} {eps:>12}" + (f"  {x['error']}" if not x["ok"] else ""))
+    if r.get("decoders"):
+        print("\none trace, decoded in the command's process or shared by N child processes:")
+        print(f"{'trace':42} {'how':12} {'wall s':>8} {'CPU s':>8} {'peak MB':>8}")
+        for x in r["decoders"]["rows"]:
+            print(f"{x['trace']:42} {x['how']:12} {x['wall_s']:>8.3f} {x['cpu_s']:>8.3f} {x['peak_rss_mb']:>8}" + (f"  {x['error']}" if not x["ok"] else ""))
     print(f"\n(bench took {r['bench_wall_s']} s)")
 
 

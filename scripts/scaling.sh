@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Scaling curve: overlap-report on a SYNTHETIC job of 64 rank traces, with 1, 2, 4, 8 and 16 workers,
-# local processes (--jobs W) and a Dask LocalCluster (--scheduler), on a machine with many cores.
-# Results: $OUT/scaling.json (scripts/bench.py --json-out) and $OUT/scaling.txt.
+# Scaling curves on a machine with many cores:
+# - overlap-report on a SYNTHETIC job of 64 rank traces, with 1, 2, 4, 8 and 16 workers,
+#   local processes (--jobs W) and a Dask LocalCluster (--scheduler): $OUT/scaling.json and $OUT/scaling.txt;
+# - one trace decoded by 1, 2, 4, 8 and 16 processes (bench.py --only decoders; HTA's real trace too when
+#   HTA_TRACE names it; SYNTHETIC traces of DECODER_EVENTS events): $OUT/decoders.json and $OUT/decoders.txt.
 #
 #   OUT=/tmp/scaling bash scripts/scaling.sh
 #
 # Python packages traceprobe needs beyond numpy/pandas/typer/rich (dask, distributed, msgspec, ...) may travel
 # as wheels in .whl/ (python3 -m pip download ... -d .whl); they are installed into /tmp/site when present.
-# Settings: RANKS (64), EVENTS per rank (100000), WORKERS (1,2,4,8,16), REPEAT (2).
+# Settings: RANKS (64), EVENTS per rank (100000), WORKERS (1,2,4,8,16), REPEAT (2), DECODER_EVENTS (1000000,5000000),
+# HTA_TRACE (a path to df_index_resolver.json.gz), PARTS (ranks,decoders).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/traceprobe-scaling}
@@ -18,5 +21,12 @@ if compgen -G ".whl/*.whl" > /dev/null && [ -z "${NO_WHEELS:-}" ]; then
   export PYTHONPATH=/tmp/site:$PWD
 fi
 { nproc; python3 --version; python3 -c "import os, platform; print(platform.platform(), os.cpu_count(), 'CPUs')"; } > "$OUT/machine.txt" 2>&1
+if [[ ",${PARTS:-ranks,decoders}," == *,ranks,* ]]; then
 python3 scripts/bench.py --only ranks --ranks "${RANKS:-64}" --rank-events "${EVENTS:-100000}" --workers "${WORKERS:-1,2,4,8,16}" \
   --repeat "${REPEAT:-2}" --workdir /tmp/traceprobe-bench --json-out "$OUT/scaling.json" 2>&1 | tee "$OUT/scaling.txt"
+fi
+if [[ ",${PARTS:-ranks,decoders}," == *,decoders,* ]]; then
+python3 scripts/bench.py --only decoders --decoders "${WORKERS:-1,2,4,8,16}" --decoder-events "${DECODER_EVENTS:-1000000,5000000}" \
+  ${HTA_TRACE:+--hta-trace "$HTA_TRACE"} --repeat "${REPEAT:-2}" --workdir /tmp/traceprobe-bench --json-out "$OUT/decoders.json" 2>&1 \
+  | tee "$OUT/decoders.txt"
+fi

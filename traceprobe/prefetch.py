@@ -44,6 +44,8 @@ from .errors import TraceFormatError
 
 ENV = "TRACEPROBE_PREFETCH"
 """Environment variable: ``0`` turns the child-process decode off."""
+DECODERS_ENV = "TRACEPROBE_DECODERS"
+"""Environment variable: the number of decoding processes, instead of :func:`decoders`' choice."""
 
 _HEADER = struct.Struct("<Q")
 
@@ -141,9 +143,12 @@ _GZIP_RATIO = 12
 def decoders(path: str | Path) -> int:
     """Processes to decode ``path`` with: one per :data:`SHARE_BYTES` of (estimated) JSON, at most one per
     CPU this process may use, at least 1; 1 for a URL (read once, not once per process; the CLI
-    decodes URLs in its own process)."""
+    decodes URLs in its own process). :data:`DECODERS_ENV`, where set to a positive number, decides instead."""
     from .sources import is_url
 
+    forced = os.environ.get(DECODERS_ENV, "")
+    if forced.isdigit() and int(forced) > 0:
+        return int(forced)
     if is_url(path):
         return 1
     try:
