@@ -249,8 +249,9 @@ class _Builder:
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else empty_columns()
         out = {}
         for what, in_table in (("device", (cols["cat"] > 0) & (cols["cat"] <= N_DEVICE_KINDS)), ("host", cols["cat"] > N_DEVICE_KINDS)):
-            x = {k: v[in_table & (cols["ph"] == 1)] for k, v in cols.items()}
-            be = {k: v[in_table & (cols["ph"] > 1)] for k, v in cols.items()}
+            complete, paired = np.flatnonzero(in_table & (cols["ph"] == 1)), np.flatnonzero(in_table & (cols["ph"] > 1))
+            x = {k: v[complete] for k, v in cols.items()}  # (masks made once, not once per column)
+            be = {k: v[paired] for k, v in cols.items()}
             missing_dur = int((x["dur_status"] == MISSING).sum())
             if missing_dur:
                 warnings.append(f"{missing_dur} {what} complete event(s) without 'dur': taken as 0 ns long")
