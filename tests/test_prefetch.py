@@ -148,9 +148,17 @@ def test_decoders_follow_the_size_and_the_cpus(tmp_path, monkeypatch):
     small, big = tmp_path / "s.json", tmp_path / "b.json.gz"
     small.write_bytes(b"{}")
     big.write_bytes(b"\x1f\x8b" + bytes(prefetch.SHARE_BYTES // prefetch._GZIP_RATIO * 5))
+    monkeypatch.delenv(prefetch.DECODERS_ENV, raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 3)
     assert prefetch.decoders(small) == 1 and prefetch.decoders(big) == 3 and prefetch.decoders("s3://b/t.json") == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    huge = tmp_path / "h.json"
+    with open(huge, "wb") as f:
+        f.truncate(prefetch.SHARE_BYTES * 20)  # (sparse: only its size is read)
+    assert prefetch.decoders(huge) == prefetch.MAX_DECODERS == 8 and prefetch.decoders(big) == 5
+    monkeypatch.setenv(prefetch.DECODERS_ENV, "3")
+    assert prefetch.decoders(small) == 3
 
 
 @fork_only

@@ -8,7 +8,7 @@ file while the parent goes on importing pandas and the analysis; the parent then
 takes the decoded columns with :meth:`Pending.result`.
 
 A large trace is shared out (:func:`decoders`: one process per
-:data:`SHARE_BYTES` of JSON, at most one per CPU): every child reads, inflates
+:data:`SHARE_BYTES` of JSON, at most one per CPU and :data:`MAX_DECODERS`): every child reads, inflates
 and cuts the whole file, and decodes every n-th piece of the event list
 (:func:`traceprobe.kineto.decode_share`); the parent puts the pieces back in
 file order (:func:`traceprobe.kineto.merge_shares`). The columns are the ones a
@@ -134,6 +134,10 @@ def _reap(pid: int, kill: bool = False) -> int | None:
 
 SHARE_BYTES = 16 << 20
 """Decompressed JSON per decoding process: a trace gets one process per this many bytes, at most one per CPU."""
+MAX_DECODERS = 8
+"""Most decoding processes :func:`decoders` chooses. Each one inflates and cuts the whole file, so more
+cost CPU for little: on 16 cores, a 5-million-event trace (1.45 GB of JSON) took 12.4 s with 8 and
+11.8 s with 16 (CPU 47 s and 71 s); ``scripts/bench.py --only decoders``."""
 PIECE_BYTES = 2 << 20
 """Piece size when several processes share a trace (small pieces deal the work out evenly)."""
 _GZIP_RATIO = 12
@@ -157,7 +161,7 @@ def decoders(path: str | Path) -> int:
     except OSError:
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cpus, size // SHARE_BYTES))
+    return max(1, min(cpus, MAX_DECODERS, size // SHARE_BYTES))
 
 
 def start(path: str | Path, max_bytes: int | None = None, processes: int | None = None) -> Pending:
