@@ -91,7 +91,7 @@ class Pending:
                         status, value = _receive(f)
                 except (EOFError, OSError, pickle.UnpicklingError, struct.error):
                     status, value = "died", None
-                how = _reap(pid, kill=True)
+                how = _reap(pid)  # it has closed its end (sent all, or died): it is exiting, not killed here
                 if status == "raise":
                     raise value
                 if status == "died":
@@ -186,7 +186,7 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
-                _child(w, r, path, max_bytes, index, n, kineto)
+                _child(w, [r, *(fd for _, fd in pending.children)], path, max_bytes, index, n, kineto)
             os.close(w)
             pending.children.append((pid, r))
     except OSError:
@@ -195,11 +195,14 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
     return pending
 
 
-def _child(w: int, r: int, path: str | Path, max_bytes: int | None, index: int, n: int, kineto: Any) -> None:
-    """In a child: decode the share, send it, leave without running the parent's exit handlers."""
+def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, index: int, n: int, kineto: Any) -> None:
+    """In a child: decode the share, send it, leave without running the parent's exit handlers.
+    ``others``: the read ends of the pipes (its own, its elder siblings'), closed here. It writes
+    nothing to stdout or stderr."""
     code = 0
     try:
-        os.close(r)
+        for fd in others:
+            os.close(fd)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         try:
             msg: tuple[str, Any] = ("ok", kineto.decode_share(path, max_bytes, index, n, PIECE_BYTES if n > 1 else None))
