@@ -26,8 +26,8 @@ else:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_peak_memory_is_the_process_tree_together():
-    """A parent and a child each holding 150 MB at once: maxrss sees one of them, the peak both."""
+    """A parent and a child each holding 150 MB at once: the peak counts both (maxrss counts the largest
+    one; it can also carry the resident size of the process that started the command, before its exec)."""
     r = br.measure([sys.executable, "-c", TWO_HOLDERS], timeout=60)
-    assert r["rc"] == 0
-    assert 150 <= r["maxrss_mb"] < 290
+    assert r["rc"] == 0 and r["maxrss_mb"] >= 150
     assert r["tree_rss_mb"] >= 300 and r["peak_rss_mb"] == max(r["maxrss_mb"], r["tree_rss_mb"])

@@ -112,7 +112,7 @@ class Trace:
     :func:`traceprobe.analysis.memo.per_trace`); a copy made with
     ``dataclasses.replace`` starts with an empty one."""
 
-    @property
+    @cached_property
     def window_ns(self) -> tuple[int, int]:
         """(first device event start, last device event end) in ns; (0, 0) if none."""
         ev = self.device_events
@@ -188,7 +188,7 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
     warnings = dec.warnings
     device_events = _device_frame(dec, warnings)
     host_events = _host_frame(dec)
-    n_streams = len(device_events[["device", "stream"]].drop_duplicates()) if len(device_events) else 0
+    n_streams = _pairs(device_events["device"].to_numpy(np.int64), device_events["stream"].to_numpy(np.int64))
     if n_streams > MAX_STREAMS:
         raise TraceFormatError(p, f"absurd trace: {n_streams:,} distinct (device, stream) pairs (limit {MAX_STREAMS:,})")
     if device_events.empty and host_events.empty:
@@ -208,6 +208,15 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
     )
 
 
+def _pairs(a: np.ndarray, b: np.ndarray) -> int:
+    """Number of distinct ``(a[i], b[i])`` pairs."""
+    if not len(a):
+        return 0
+    o = np.lexsort((b, a))
+    a, b = a[o], b[o]
+    return 1 + int(((a[1:] != a[:-1]) | (b[1:] != b[:-1])).sum())
+
+
 _AMD = re.compile(r"\bAMD\b|Radeon|Instinct", re.IGNORECASE)
 
 
@@ -224,8 +233,9 @@ def backend_of(dec: Decoded, devices: pd.DataFrame, host_events: pd.DataFrame) -
         return "hip"
     if "name" in devices and devices["name"].astype(str).str.contains(_AMD).any():
         return "hip"
-    runtime = host_events.loc[(host_events["cat"] == "cuda_runtime").to_numpy(), "name"]
-    if len(runtime) and pd.Series(runtime.cat.remove_unused_categories().cat.categories, dtype=object).str.startswith("hip").any():
+    names = host_events["name"].cat
+    runtime = np.unique(names.codes.to_numpy()[(host_events["cat"] == "cuda_runtime").to_numpy()])
+    if any(str(n).startswith("hip") for n in names.categories[runtime[runtime >= 0]]):  # once per distinct name
         return "hip"
     return "cuda"
 
@@ -291,6 +301,16 @@ def _device_kinds(dec: Decoded) -> tuple[dict[str, np.ndarray], np.ndarray]:
     return c, kind
 
 
+def _copy_parts(name: str) -> tuple[str | None, str | None, str | None]:
+    """(direction, source kind, destination kind) of a memcpy name, CUDA's ``Memcpy HtoD (Pageable ->
+    Device)`` or ROCm's ``CopyHostToDevice`` (direction ``HtoD``); Nones for any other name."""
+    if (m := _MEMCPY_RE.search(name)) is not None:
+        return m.group("direction"), m.group("src"), m.group("dst")
+    if (m := _ROCM_COPY_RE.search(name)) is not None:
+        return m.group("src")[0] + "to" + m.group("dst")[0], m.group("src"), m.group("dst")
+    return None, None, None
+
+
 def _device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
     c, kind = _device_kinds(dec)
     ids = _thread_ids(dec.threads)
@@ -312,24 +332,20 @@ def _device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
         }
     )
     # Parse memcpy names once per distinct name, then map through the categories.
-    names = pd.Series(df["name"].cat.categories, dtype="object")
-    parsed = names.str.extract(_MEMCPY_RE)
-    rocm = names.str.extract(_ROCM_COPY_RE)
-    rocm["direction"] = rocm["src"].str[0] + "to" + rocm["dst"].str[0]
-    for col in ("direction", "src", "dst"):
-        parsed[col] = parsed[col].fillna(rocm[col])
+    names = [str(n) for n in df["name"].cat.categories]
+    parsed = [_copy_parts(n) for n in names]
     codes = df["name"].cat.codes.to_numpy()
     is_copy = (df["kind"] == "memcpy").to_numpy()
-    for col in ("direction", "src", "dst"):
+    for k, col in enumerate(("direction", "src", "dst")):
         # per distinct name, then through the name codes: no object array per event
-        per_name = parsed[col].to_numpy(dtype=object) if len(names) else np.empty(0, object)
-        present = np.flatnonzero(pd.notna(per_name))
+        per_name = np.array([p[k] for p in parsed], dtype=object)
+        present = np.flatnonzero([p[k] is not None for p in parsed]).astype(np.intp)
         cats, inverse = np.unique(per_name[present].astype(str), return_inverse=True) if present.size else (np.empty(0, object), present)
         lut = np.full(len(per_name) + 1, -1, dtype=np.int64)  # (the last entry: codes of -1)
         lut[present] = inverse
         out = "direction" if col == "direction" else f"{col}_kind"
         df[out] = pd.Categorical.from_codes(np.where(is_copy, lut[codes], -1), categories=pd.Index(cats.astype(object)) if cats.size else pd.Index([], dtype=object))
-    comm_names = names.str.contains(_COMM_RE).to_numpy(dtype=bool)
+    comm_names = np.array([_COMM_RE.search(n) is not None for n in names], dtype=bool)
     df["is_comm"] = (df["kind"] == "kernel").to_numpy() & (comm_names[codes] if len(names) else np.zeros(0, bool))
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
@@ -355,15 +371,20 @@ def _host_frame(dec: Decoded) -> pd.DataFrame:
 
 def _steps(host: pd.DataFrame) -> pd.DataFrame:
     names = host["name"].cat.categories
-    step_no = pd.Series(names, dtype="object").str.extract(_STEP_RE)[0]
-    if step_no.isna().all():
+    step_no = np.full(len(names) + 1, -1, dtype=np.int64)  # per name code (the last: code -1); -1: not a step
+    for i, name in enumerate(names):  # once per distinct name
+        if (m := _STEP_RE.match(str(name))) is not None:
+            step_no[i] = int(m.group(1))
+    nums = step_no[host["name"].cat.codes.to_numpy()]
+    rows = np.flatnonzero(nums >= 0)
+    if not rows.size:
         return pd.DataFrame({"step": pd.Series([], dtype=np.int64), "start_ns": pd.Series([], dtype=np.int64), "end_ns": pd.Series([], dtype=np.int64)})
-    codes = host["name"].cat.codes.to_numpy()
-    nums = step_no.to_numpy(dtype=object)[codes]
-    mask = pd.notna(nums)
-    steps = pd.DataFrame(
-        {"step": nums[mask].astype(np.int64), "start_ns": host["start_ns"].to_numpy()[mask], "end_ns": host["end_ns"].to_numpy()[mask]}
-    )
     # The same step may appear as cpu_op and user_annotation: keep the widest span.
-    steps = steps.groupby("step", as_index=False).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
-    return steps.sort_values("step").reset_index(drop=True)
+    order = rows[np.argsort(nums[rows], kind="stable")]
+    step = nums[order]
+    first = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+    return pd.DataFrame({
+        "step": step[first],
+        "start_ns": np.minimum.reduceat(host["start_ns"].to_numpy(np.int64)[order], first),
+        "end_ns": np.maximum.reduceat(host["end_ns"].to_numpy(np.int64)[order], first),
+    })

@@ -21,6 +21,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
+from .memo import per_trace
 from .profiled import Launches
 from .step_figures import step_figures
 
@@ -47,8 +48,10 @@ def clip_trace(trace: Trace, lo: int, hi: int) -> Trace:
     return replace(trace, device_events=clip(trace.device_events), host_events=clip(trace.host_events))
 
 
+@per_trace
 def step_windows(trace: Trace) -> pd.DataFrame:
-    """Host windows of the steps (module doc): columns ``step``, ``start_ns``, ``end_ns``, ``duration_ns`` (int64)."""
+    """Host windows of the steps (module doc): columns ``step``, ``start_ns``, ``end_ns``, ``duration_ns`` (int64).
+    Computed once per trace: callers read it and do not change it."""
     st = trace.steps
     if st.empty:
         return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in ("step", "start_ns", "end_ns", "duration_ns")})
