@@ -186,7 +186,6 @@ def _gaps(busy: Intervals, window: tuple[int, int], ev_start: np.ndarray, ev_str
     return iv.union(gap_s[starved], gap_e[starved]), per_stream
 
 
-@per_trace
 def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[DeviceTime]:
     """The interval sets of every device with device events, clipped to ``window``.
 
@@ -194,9 +193,16 @@ def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[De
         window: (lo, hi) in ns; default the trace window (``trace.window_ns``).
 
     Returns:
-        one :class:`DeviceTime` per device, sorted by device.
+        one :class:`DeviceTime` per device, sorted by device; computed once per
+        trace and window (the default and the same window given are one).
     """
     lo, hi = trace.window_ns if window is None else window
+    return _device_times(trace, (int(lo), int(hi)))
+
+
+@per_trace
+def _device_times(trace: Trace, window: tuple[int, int]) -> list[DeviceTime]:
+    lo, hi = window
     ev = trace.device_events
     if ev.empty:
         return []
