@@ -80,12 +80,14 @@ def event(i: int, name: str) -> dict:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(["a", "b", "a},{b", "é", "ProfilerStep#3"]), max_size=60), st.integers(1, 5), st.integers(50, 900))
-def test_any_share_count_and_piece_size_gives_one_decode(tmp_path, events, count, piece):
+@given(st.lists(st.sampled_from(["a", "b", "a},{b", "é", "ProfilerStep#3"]), max_size=60), st.integers(1, 5), st.integers(50, 900),
+       st.booleans())
+def test_any_share_count_and_piece_size_gives_one_decode(tmp_path, events, count, piece, bare):
     """SYNTHETIC: names full of brackets (some cuts fail: every share count then falls back alike), B/E pairs
-    across pieces, collectives, mixed thread ids."""
+    across pieces, collectives, mixed thread ids; Kineto's layout and Chrome's bare list of events."""
     p = tmp_path / "t.json"
-    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [event(i, n) for i, n in enumerate(events)], "traceName": "x"}))
+    listed = [event(i, n) for i, n in enumerate(events)]
+    p.write_text(json.dumps(listed if bare else {"schemaVersion": 1, "traceEvents": listed, "traceName": "x"}))
     try:
         one = kineto.read_events(p)
     except TraceFormatError as e:
@@ -172,3 +174,20 @@ def test_the_cli_gives_the_same_report_with_and_without_child_processes(tmp_path
                            capture_output=True, check=True)
         out[flag] = r.stdout
     assert out["1"] == out["0"] and b'"traces"' in out["1"]
+
+
+def test_shares_of_different_bytes_are_not_merged(tmp_path, monkeypatch):
+    """SYNTHETIC: a file replaced between its shares' reads (another length): the merge decodes the
+    file as it is now, whole, instead of joining pieces of two files."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [event(i, "old") for i in range(100)]}))
+    first = kineto.decode_share(p, None, 0, 2, 500)
+    p.write_text(json.dumps({"traceEvents": [event(i, "new") for i in range(120)]}))
+    second = kineto.decode_share(p, None, 1, 2, 500)
+    assert first is not None and second is not None and first.json_bytes != second.json_bytes
+    calls = []
+    whole = kineto._decode_whole
+    monkeypatch.setattr(kineto, "_decode_whole", lambda path, raw: calls.append(path) or whole(path, raw))
+    merged = kineto.merge_shares(p, [first, second])
+    assert len(calls) == 1 and values(merged) == values(kineto.read_events(p))
+    assert set(merged.names) == {"new"}

@@ -320,6 +320,9 @@ class Share:
         collectives: the collective args of this share's events.
         names, threads: this share's distinct values, by code.
         event_count: events in this share's pieces (kept or not).
+        total_pieces, json_bytes: of the whole trace as this share read it; the
+            shares of one trace must agree (a file replaced while its shares
+            were read does not).
     """
 
     head: Head
@@ -329,6 +332,8 @@ class Share:
     names: list[Any]
     threads: list[Any]
     event_count: int
+    total_pieces: int = 0
+    json_bytes: int = 0
 
 
 def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0, count: int = 1,
@@ -354,10 +359,11 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
     """
     builder, splitter = _Builder(), Splitter(piece_bytes or PIECE_BYTES)
     mine: list[int] = []
-    k = 0
+    k = size = 0
     try:
         with closing(read_trace_chunks(path, max_bytes)) as chunks:
             for chunk in chunks:
+                size += len(chunk)
                 for piece in splitter.feed(chunk):
                     if k % count == index:
                         builder.add(_PIECE_DECODER.decode(piece))
@@ -373,21 +379,23 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
             k += 1
     except msgspec.MsgspecError:
         return None
-    return Share(end[0], mine, builder.parts, builder.collectives(), builder.names.values, builder.threads.values, builder.count)
+    return Share(end[0], mine, builder.parts, builder.collectives(), builder.names.values, builder.threads.values, builder.count, k, size)
 
 
 def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | None = None) -> Decoded:
     """The :class:`Decoded` trace from all the shares of :func:`decode_share` (any order).
 
     Pieces are put back in file order; name and thread codes are renumbered into
-    one table; collective rows are renumbered. If any share is None, the whole
-    trace is read again here and decoded at once with tolerant types (the
-    messages users see for broken files).
+    one table; collective rows are renumbered. If any share is None, or the
+    shares disagree on the trace's size or do not hold every piece exactly once
+    (the file was replaced while they read it), the whole trace is read again
+    here and decoded at once with tolerant types (the messages users see for
+    broken files).
 
     Raises:
         TraceFormatError: as :func:`read_events`.
     """
-    if any(s is None for s in shares) or not shares:
+    if any(s is None for s in shares) or not shares or not _consistent(shares):
         builder = _Builder()
         doc = _decode_whole(path, read_trace_bytes(path, max_bytes))
         head: Head = doc
@@ -405,6 +413,15 @@ def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | 
     warnings: list[str] = []
     tables = builder.tables(path, warnings)
     return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings)
+
+
+def _consistent(shares: list[Share | None]) -> bool:
+    """Whether the shares read the same bytes and hold every piece exactly once."""
+    ok = [s for s in shares if s is not None]
+    if len({(s.total_pieces, s.json_bytes) for s in ok}) != 1:
+        return False
+    pieces = sorted(k for s in ok for k in s.pieces)
+    return pieces == list(range(ok[0].total_pieces))
 
 
 def _merged(shares: list[Share]) -> tuple[_Builder, Head]:
