@@ -145,7 +145,12 @@ def _start(fn: Callable[[Any], Any]) -> _Worker[Any]:
 
 def _death(proc: Any) -> str:
     proc.join(timeout=5)
-    code = proc.exitcode
+    return exit_reason(proc.exitcode)
+
+
+def exit_reason(code: int | None) -> str:
+    """How a process ended, from its exit code as ``multiprocessing`` and ``os.waitstatus_to_exitcode``
+    give it (negative: killed by that signal): ``killed by SIGKILL: out of memory?``, ``exit code 70``."""
     if code is not None and code < 0:
         try:
             name = signal.Signals(-code).name

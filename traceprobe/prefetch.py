@@ -250,13 +250,6 @@ def _receive(f: Any) -> Any:
 
 
 def _how(status: int | None) -> str:
-    if status is None:
-        return "exit status unknown"
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        return f"killed by {name}" + (": out of memory?" if sig == signal.SIGKILL else "")
-    return f"exit code {os.WEXITSTATUS(status)}"
+    from .execution import exit_reason
+
+    return "exit status unknown" if status is None else exit_reason(os.waitstatus_to_exitcode(status))
