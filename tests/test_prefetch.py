@@ -191,3 +191,22 @@ def test_shares_of_different_bytes_are_not_merged(tmp_path, monkeypatch):
     merged = kineto.merge_shares(p, [first, second])
     assert len(calls) == 1 and values(merged) == values(kineto.read_events(p))
     assert set(merged.names) == {"new"}
+
+
+@fork_only
+def test_only_commands_decode_ahead(monkeypatch):
+    """``analyze_paths`` forks decoding processes only when asked (the CLI asks; a library caller does not),
+    and its report is the same."""
+    from traceprobe.collect import analyze_paths
+
+    path = REPO / "sample_traces" / "compute-copy.overlapped.pt.trace.json.gz"
+    started = []
+    real_start = prefetch.start
+    monkeypatch.setattr(prefetch, "worthwhile", lambda: True)  # (pandas is imported under pytest)
+    monkeypatch.setattr(prefetch, "start", lambda *a, **k: started.append(a) or real_start(*a, **k))
+    plain = analyze_paths([path], jobs=1)
+    assert started == []
+    ahead = analyze_paths([path], jobs=1, decode_ahead=True)
+    assert len(started) == 1
+    pd.testing.assert_frame_equal(plain.reports[0].copy_overlap, ahead.reports[0].copy_overlap)
+    pd.testing.assert_frame_equal(plain.reports[0].breakdown, ahead.reports[0].breakdown)

@@ -223,10 +223,10 @@ def overlap_report(
                 task = progress.add_task("analysing traces", total=None)
                 summary = analyze_paths(paths, jobs=jobs, on_done=lambda _: progress.advance(task),
                                         then=then, on_then=lambda r, png: drawn.append((r, png)), max_bytes=limit,
-                                        all_device_work=all_device_work, scheduler=scheduler)
+                                        all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True)
         else:
             summary = analyze_paths(paths, jobs=jobs, then=then, on_then=lambda r, png: drawn.append((r, png)), max_bytes=limit,
-                                    all_device_work=all_device_work, scheduler=scheduler)
+                                    all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True)
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
             raise
@@ -280,7 +280,8 @@ def diff_cmd(
     from .collect import analyze_paths
     from .report import diff_output
 
-    sa, sb = analyze_paths([a], jobs=jobs, scheduler=scheduler), analyze_paths([b], jobs=jobs, scheduler=scheduler)
+    sa = analyze_paths([a], jobs=jobs, scheduler=scheduler, decode_ahead=True)
+    sb = analyze_paths([b], jobs=jobs, scheduler=scheduler)
     d = diff(sa, sb, str(a) if a.is_dir() else "", str(b) if b.is_dir() else "")
     if fmt is Format.table:
         text = render_rich(diff_output.render, d, output)

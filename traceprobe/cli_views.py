@@ -32,11 +32,11 @@ def plot_cmd(
 
     drawn: list = []
     if compare:  # every trace in this process, drawn together
-        summary = analyze_paths(paths, jobs=1, then=pl.item_of, on_then=lambda _, item: drawn.append(item))
+        summary = analyze_paths(paths, jobs=1, then=pl.item_of, on_then=lambda _, item: drawn.append(item), decode_ahead=True)
         pictures = [(output, pl.compare(drawn, title, pl.image_format(output)))] if drawn else []
     else:
         summary = analyze_paths(paths, jobs=jobs, then=partial(pl.timeline_of, fmt=pl.image_format(output)),
-                                on_then=lambda r, png: drawn.append((r, png)))
+                                on_then=lambda r, png: drawn.append((r, png)), decode_ahead=True)
         names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
         pictures = list(zip(names, (png for _, png in drawn)))
     errors = [f"{f.path}: {f.error}" for f in summary.failures] + write_files(pictures)
@@ -73,7 +73,7 @@ def export_files(paths: list[Any], out_dir: Path, perfetto: bool, json_: bool, j
     stems = dict(zip(map(str, files), unique_stems(files)))
     lines: list[tuple[bool, str]] = []
     summary = analyze_paths(paths, jobs=jobs, then=partial(export_one, out_dir=str(out_dir), stems=stems, perfetto=perfetto, json_=json_),
-                            on_then=lambda _, done: lines.extend(done), scheduler=scheduler)
+                            on_then=lambda _, done: lines.extend(done), scheduler=scheduler, decode_ahead=True)
     for ok, line in lines:
         if ok:
             typer.echo(line)
@@ -91,7 +91,7 @@ def merge_runs(paths: list[Any], out_dir: Path) -> list[str]:
     from .report.perfetto_ranks import write_perfetto_ranks
 
     traces: dict[int, Any] = {}
-    summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(id(r), t))
+    summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(id(r), t), decode_ahead=True)
     errors = [f"{f.path}: {f.error}" for f in summary.failures]
     clocks = {(c.run, c.window): c.clock for c in getattr(summary, "collectives", ())}
     written = 0

@@ -146,6 +146,7 @@ def analyze_paths(
     max_bytes: int | None = None,
     all_device_work: bool = False,
     scheduler: str | None = None,
+    decode_ahead: bool = False,
 ) -> Summary:
     """Analyse every trace under ``paths`` and summarise them.
 
@@ -165,18 +166,19 @@ def analyze_paths(
         scheduler: run the per-file work on the Dask cluster at this address
             (``tcp://host:8786``) instead of local processes; each worker reads its
             files and sends back only their reports (and ``then``'s results).
+        decode_ahead: a single local trace analysed in this process, before pandas
+            is imported, is decoded by child processes while this one imports the
+            analysis (:mod:`traceprobe.prefetch`); the result is the same. For
+            commands: a library caller (a notebook, a threaded program) leaves it
+            off, as forking such a process is not safe.
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
         the sorted file list, runs, rank and variant tables, failures, warnings.
-
-    A single local trace analysed in this process, before pandas is imported, is
-    decoded by child processes while this one imports the analysis
-    (:mod:`traceprobe.prefetch`); the result is the same.
     """
     files, failures = discover(paths)
     decoding = None
-    if len(files) == 1 and not is_url(files[0]) and not scheduler and default_jobs(1, jobs) == 1 and prefetch.worthwhile():
+    if decode_ahead and len(files) == 1 and not is_url(files[0]) and not scheduler and default_jobs(1, jobs) == 1 and prefetch.worthwhile():
         try:
             decoding = prefetch.start(files[0], max_bytes)
         except OSError:  # no fork here (a process limit): decode in this process
