@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceprobe import TraceFormatError, kineto, load_trace
+from traceprobe import TraceFormatError, kineto, load_trace, shares
 from traceprobe.analysis.steps import clip_trace
 from traceprobe.timestamps import INVALID, MISSING, OK, parse_us
 
@@ -116,12 +116,12 @@ def test_pieces_and_whole_trace_fallback_agree(tmp_path, monkeypatch, events, pi
     try:
         fast = load_trace(p)
     except TraceFormatError as e:
-        monkeypatch.setattr(kineto, "decode_share", lambda *a, **k: None)
+        monkeypatch.setattr(shares, "decode_share", lambda *a, **k: None)
         with pytest.raises(TraceFormatError) as e2:
             load_trace(p)
         assert str(e2.value) == str(e)
         return
-    monkeypatch.setattr(kineto, "decode_share", lambda *a, **k: None)
+    monkeypatch.setattr(shares, "decode_share", lambda *a, **k: None)
     whole = load_trace(p)
     for a, b in ((fast.device_events, whole.device_events), (fast.host_events, whole.host_events), (fast.steps, whole.steps)):
         pd.testing.assert_frame_equal(a, b)

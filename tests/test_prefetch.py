@@ -1,6 +1,6 @@
 """Decoding a trace in shares (several processes, each every n-th piece) equals decoding it in one.
 
-``kineto.decode_share`` + ``merge_shares`` are checked in this process on every
+``shares.decode_share`` + ``merge_shares`` are checked in this process on every
 sample trace (real recordings); ``prefetch.start`` forks real child processes.
 Traces written in the tests are SYNTHETIC.
 """
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceprobe import TraceFormatError, kineto, prefetch
+from traceprobe import TraceFormatError, kineto, prefetch, shares
 from traceprobe.trace import _build, load_trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,8 +50,8 @@ def values(dec: kineto.Decoded) -> dict:
     return out
 
 
-def shares(path, count: int, piece: int, max_bytes: int | None = None) -> kineto.Decoded:
-    return kineto.merge_shares(path, [kineto.decode_share(path, max_bytes, i, count, piece) for i in range(count)], max_bytes)
+def in_shares(path, count: int, piece: int, max_bytes: int | None = None) -> kineto.Decoded:
+    return shares.merge_shares(path, [shares.decode_share(path, max_bytes, i, count, piece) for i in range(count)], max_bytes)
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -60,7 +60,7 @@ def test_sample_traces_in_shares_equal_one_decode(name):
     path = REPO / name
     one = kineto.read_events(path)
     piece = max(2000, len(gzip.decompress(path.read_bytes())) // 60)
-    merged = shares(path, 3, piece)
+    merged = in_shares(path, 3, piece)
     assert values(merged) == values(one)
     a, b = _build(path, one), _build(path, merged)
     for x, y in ((a.device_events, b.device_events), (a.host_events, b.host_events), (a.steps, b.steps), (a.collective_args, b.collective_args)):
@@ -92,21 +92,21 @@ def test_any_share_count_and_piece_size_gives_one_decode(tmp_path, events, count
         one = kineto.read_events(p)
     except TraceFormatError as e:
         with pytest.raises(TraceFormatError) as e2:
-            shares(p, count, piece)
+            in_shares(p, count, piece)
         assert str(e2.value) == str(e)
         return
-    assert values(shares(p, count, piece)) == values(one)
+    assert values(in_shares(p, count, piece)) == values(one)
 
 
 def test_a_failed_share_falls_back_to_the_whole_decode(tmp_path, monkeypatch):
     """SYNTHETIC: one share that cannot be decoded strictly (None) makes the merge decode the whole trace."""
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": [event(i, "k") for i in range(100)]}))
-    parts = [kineto.decode_share(p, None, i, 2, 500) for i in range(2)]
+    parts = [shares.decode_share(p, None, i, 2, 500) for i in range(2)]
     calls = []
     whole = kineto._decode_whole
     monkeypatch.setattr(kineto, "_decode_whole", lambda path, raw: calls.append(path) or whole(path, raw))
-    assert values(kineto.merge_shares(p, [parts[0], None])) == values(kineto.read_events(p)) and len(calls) == 1
+    assert values(shares.merge_shares(p, [parts[0], None])) == values(kineto.read_events(p)) and len(calls) == 1
 
 
 @fork_only
@@ -135,7 +135,7 @@ def test_child_errors_read_as_in_this_process(tmp_path, content):
 def test_a_child_that_dies_is_reported_and_reaped(tmp_path, monkeypatch):
     """A child killed while decoding (as by the OOM killer): one TraceFormatError naming the signal; no child left behind."""
     path = REPO / "sample_traces" / "compute-copy.overlapped.pt.trace.json.gz"
-    monkeypatch.setattr(kineto, "decode_share", lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))  # runs in the children only
+    monkeypatch.setattr(shares, "decode_share", lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))  # runs in the children only
     pending = prefetch.start(path, processes=2)
     pids = [pid for pid, _ in pending.children]
     with pytest.raises(TraceFormatError, match=r"a process decoding it died \(killed by SIGKILL: out of memory\?\)"):
@@ -181,14 +181,14 @@ def test_shares_of_different_bytes_are_not_merged(tmp_path, monkeypatch):
     file as it is now, whole, instead of joining pieces of two files."""
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": [event(i, "old") for i in range(100)]}))
-    first = kineto.decode_share(p, None, 0, 2, 500)
+    first = shares.decode_share(p, None, 0, 2, 500)
     p.write_text(json.dumps({"traceEvents": [event(i, "new") for i in range(120)]}))
-    second = kineto.decode_share(p, None, 1, 2, 500)
+    second = shares.decode_share(p, None, 1, 2, 500)
     assert first is not None and second is not None and first.json_bytes != second.json_bytes
     calls = []
     whole = kineto._decode_whole
     monkeypatch.setattr(kineto, "_decode_whole", lambda path, raw: calls.append(path) or whole(path, raw))
-    merged = kineto.merge_shares(p, [first, second])
+    merged = shares.merge_shares(p, [first, second])
     assert len(calls) == 1 and values(merged) == values(kineto.read_events(p))
     assert set(merged.names) == {"new"}
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceprobe import TraceFormatError, kineto, tracefile
+from traceprobe import TraceFormatError, kineto, shares, tracefile
 from traceprobe.splitter import Head, Splitter
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ def read(path, monkeypatch, piece: int | None = None, chunk: int | None = None, 
     """``read_events`` streaming only (``stream``), falling back where it must (``any``), or whole (``whole``)."""
     with monkeypatch.context() as m:
         if how == "whole":
-            m.setattr(kineto, "decode_share", lambda *a, **k: None)
+            m.setattr(shares, "decode_share", lambda *a, **k: None)
         elif how == "stream":
             m.setattr(kineto, "_decode_whole", _no_fallback)
         if piece:
@@ -203,9 +203,9 @@ def test_too_large_is_refused_while_streaming(name, tmp_path, monkeypatch):
     p = tmp_path / name
     p.write_bytes(gzip.compress(text) if name.endswith(".gz") else text)
     seen = []
-    chunks = kineto.read_trace_chunks
-    monkeypatch.setattr(kineto, "read_trace_chunks", lambda path, max_bytes: (seen.append(len(c)) or c for c in chunks(path, max_bytes)))
-    monkeypatch.setattr(kineto, "read_trace_bytes", None)  # would raise TypeError if called
+    chunks = shares.read_trace_chunks
+    monkeypatch.setattr(shares, "read_trace_chunks", lambda path, max_bytes: (seen.append(len(c)) or c for c in chunks(path, max_bytes)))
+    monkeypatch.setattr(shares, "read_trace_bytes", None)  # would raise TypeError if called
     monkeypatch.setattr(tracefile, "CHUNK_BYTES", 1000)
     with pytest.raises(TraceFormatError, match=r"too large: more than 0 MiB of JSON \(the max_bytes limit"):
         kineto.read_events(p, max_bytes=50_000)

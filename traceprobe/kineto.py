@@ -14,7 +14,9 @@ columns of complete events, B/E pairs already joined:
    decode to empty structs. Columns are pulled out of each piece's structs with
    C-level iteration (``map``/``attrgetter``/``numpy.fromiter``) before the next
    chunk is read, so only a piece or two of JSON, one piece of structs and the
-   columns are alive at a time: never the whole JSON.
+   columns are alive at a time: never the whole JSON. (The streaming, and the
+   sharing of the pieces among processes, are in :mod:`traceprobe.shares`; the
+   structs and the column builder are here.)
 2. Where that strict reading fails (a cut inside an event, an unknown ``ph``, a
    float or a label where an id should be, invalid JSON, a layout the splitter
    does not recognise...), the columns so far are dropped and the whole trace
@@ -29,7 +31,6 @@ by :func:`traceprobe.timestamps.parse_us`.
 
 from __future__ import annotations
 
-from contextlib import closing
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import chain
@@ -55,9 +56,9 @@ from .columns import (
     pair_begin_end,
 )
 from .errors import TraceFormatError
-from .splitter import Head, Splitter, skip_space
+from .splitter import Head, skip_space
 from .timestamps import MISSING, parse_us
-from .tracefile import NOT_A_TRACE, not_kineto_reason, read_trace_bytes, read_trace_chunks
+from .tracefile import NOT_A_TRACE, not_kineto_reason
 
 PIECE_BYTES = 16 << 20
 """Stretch of ``traceEvents`` decoded to structs at a time (bytes): a piece ends at the first event boundary after it."""
@@ -305,143 +306,6 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
         TraceFormatError: unreadable, too large, not JSON, not a Chrome trace,
             or events whose ``ts``/``dur`` are unusable.
     """
+    from .shares import decode_share, merge_shares  # (shares.py builds on this module)
+
     return merge_shares(path, [decode_share(path, max_bytes)], max_bytes)
-
-
-@dataclass
-class Share:
-    """The columns of one share of a trace's event pieces (:func:`decode_share`), to be merged.
-
-    Attributes:
-        head: the top-level fields (every share reads them).
-        pieces: the number of each piece decoded (0-based, in file order).
-        parts: the columns of each of those pieces (``name``, ``pid``, ``tid``
-            codes into ``names``/``threads``; ``comm`` rows of ``collectives``).
-        collectives: the collective args of this share's events.
-        names, threads: this share's distinct values, by code.
-        event_count: events in this share's pieces (kept or not).
-        total_pieces, json_bytes: of the whole trace as this share read it; the
-            shares of one trace must agree (a file replaced while its shares
-            were read does not).
-    """
-
-    head: Head
-    pieces: list[int]
-    parts: list[dict[str, np.ndarray]]
-    collectives: dict[str, np.ndarray]
-    names: list[Any]
-    threads: list[Any]
-    event_count: int
-    total_pieces: int = 0
-    json_bytes: int = 0
-
-
-def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0, count: int = 1,
-                 piece_bytes: int | None = None) -> Share | None:
-    """Stream the trace and decode every ``count``-th piece of its event list from piece ``index`` on.
-
-    Every share reads (inflates) and cuts the whole file, the same way, so the
-    shares of ``count`` processes together hold each piece exactly once; only
-    decoding, the larger part of the work, is shared. ``count=1`` is the whole
-    trace. Merged by :func:`merge_shares`.
-
-    Args:
-        path, max_bytes: as :func:`read_events`.
-        index, count: this share, of how many.
-        piece_bytes: size of a piece (default :data:`PIECE_BYTES`).
-
-    Returns:
-        the :class:`Share`, or None where the strict decode fails or the layout
-        is not recognised (:func:`merge_shares` then decodes the whole trace).
-
-    Raises:
-        TraceFormatError: the file is unreadable, too large, or corrupt gzip.
-    """
-    builder, splitter = _Builder(), Splitter(piece_bytes or PIECE_BYTES)
-    mine: list[int] = []
-    k = size = 0
-    try:
-        with closing(read_trace_chunks(path, max_bytes)) as chunks:
-            for chunk in chunks:
-                size += len(chunk)
-                for piece in splitter.feed(chunk):
-                    if k % count == index:
-                        builder.add(_PIECE_DECODER.decode(piece))
-                        mine.append(k)
-                    k += 1
-        end = splitter.finish()
-        if end is None:
-            return None
-        for piece in end[1]:
-            if k % count == index:
-                builder.add(_PIECE_DECODER.decode(piece))
-                mine.append(k)
-            k += 1
-    except msgspec.MsgspecError:
-        return None
-    return Share(end[0], mine, builder.parts, builder.collectives(), builder.names.values, builder.threads.values, builder.count, k, size)
-
-
-def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | None = None) -> Decoded:
-    """The :class:`Decoded` trace from all the shares of :func:`decode_share` (any order).
-
-    Pieces are put back in file order; name and thread codes are renumbered into
-    one table; collective rows are renumbered. If any share is None, or the
-    shares disagree on the trace's size or do not hold every piece exactly once
-    (the file was replaced while they read it), the whole trace is read again
-    here and decoded at once with tolerant types (the messages users see for
-    broken files).
-
-    Raises:
-        TraceFormatError: as :func:`read_events`.
-    """
-    if any(s is None for s in shares) or not shares or not _consistent(shares):
-        builder = _Builder()
-        doc = _decode_whole(path, read_trace_bytes(path, max_bytes))
-        head: Head = doc
-        events, doc.traceEvents = doc.traceEvents, []
-        builder.add(events)
-        del events
-    elif len(shares) == 1:
-        one = shares[0]
-        assert one is not None
-        builder, head = _Builder(), one.head
-        builder.parts, builder.comm_parts, builder.count = one.parts, [one.collectives], one.event_count
-        builder.names.values, builder.threads.values = one.names, one.threads
-    else:
-        builder, head = _merged([s for s in shares if s is not None])
-    warnings: list[str] = []
-    tables = builder.tables(path, warnings)
-    return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings)
-
-
-def _consistent(shares: list[Share | None]) -> bool:
-    """Whether the shares read the same bytes and hold every piece exactly once."""
-    ok = [s for s in shares if s is not None]
-    if len({(s.total_pieces, s.json_bytes) for s in ok}) != 1:
-        return False
-    pieces = sorted(k for s in ok for k in s.pieces)
-    return pieces == list(range(ok[0].total_pieces))
-
-
-def _merged(shares: list[Share]) -> tuple[_Builder, Head]:
-    """One builder holding every share's pieces in file order, codes renumbered."""
-    builder = _Builder()
-    placed: list[tuple[int, dict[str, np.ndarray]]] = []
-    n_comm = 0
-    for s in shares:
-        name_lut = builder.names.code(s.names)
-        thread_lut = builder.threads.code(s.threads)
-        for k, part in zip(s.pieces, s.parts):
-            part = dict(part)
-            part["name"] = name_lut[part["name"]] if len(s.names) else part["name"]
-            part["pid"] = thread_lut[part["pid"]] if len(s.threads) else part["pid"]
-            part["tid"] = thread_lut[part["tid"]] if len(s.threads) else part["tid"]
-            part["comm"] = np.where(part["comm"] >= 0, part["comm"] + n_comm, -1)
-            placed.append((k, part))
-        builder.comm_parts.append(s.collectives)
-        n_comm += len(s.collectives["collective"])
-        builder.count += s.event_count
-    placed.sort(key=lambda kp: kp[0])
-    builder.parts = [part for _, part in placed]
-    return builder, shares[0].head

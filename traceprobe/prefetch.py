@@ -10,8 +10,8 @@ takes the decoded columns with :meth:`Pending.result`.
 A large trace is shared out (:func:`decoders`: one process per
 :data:`SHARE_BYTES` of JSON, at most one per CPU and :data:`MAX_DECODERS`): every child reads, inflates
 and cuts the whole file, and decodes every n-th piece of the event list
-(:func:`traceprobe.kineto.decode_share`); the parent puts the pieces back in
-file order (:func:`traceprobe.kineto.merge_shares`). The columns are the ones a
+(:func:`traceprobe.shares.decode_share`); the parent puts the pieces back in
+file order (:func:`traceprobe.shares.merge_shares`). The columns are the ones a
 single process reads (tested on every sample trace). On a machine with two or
 more cores the command ends sooner (measured in ``scripts/bench.py``); the CPU
 time spent grows by the repeated inflating and cutting and by the transfer.
@@ -65,7 +65,7 @@ class Pending:
 
     def result(self) -> Any:
         """The :class:`~traceprobe.kineto.Decoded` columns of the trace, the shares merged
-        (:func:`traceprobe.kineto.merge_shares`, which decodes the whole trace here when a
+        (:func:`traceprobe.shares.merge_shares`, which decodes the whole trace here when a
         share could not be decoded strictly).
 
         Raises:
@@ -74,7 +74,7 @@ class Pending:
                 ``TraceFormatError`` as it does in-process).
             TraceFormatError: a child died.
         """
-        from . import kineto
+        from . import shares as sh
 
         if self._done:
             raise RuntimeError("Pending.result() called twice")
@@ -101,7 +101,7 @@ class Pending:
             self._stop()
         if died:
             raise TraceFormatError(self.path, f"a process decoding it died ({died})")
-        return kineto.merge_shares(self.path, shares, self.max_bytes)
+        return sh.merge_shares(self.path, shares, self.max_bytes)
 
     def cancel(self) -> None:
         """Stop the children (Ctrl-C, an error, or the result is no longer needed)."""
@@ -165,7 +165,7 @@ def decoders(path: str | Path) -> int:
 
 
 def start(path: str | Path, max_bytes: int | None = None, processes: int | None = None) -> Pending:
-    """Fork child processes that decode ``path`` (:func:`traceprobe.kineto.decode_share`), each its share
+    """Fork child processes that decode ``path`` (:func:`traceprobe.shares.decode_share`), each its share
     of the pieces, and send their columns back.
 
     Args:
@@ -177,7 +177,7 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
         OSError: a pipe or a fork could not be made (the children started are stopped;
             the caller decodes in-process).
     """
-    from . import kineto  # numpy and msgspec only: imported before the fork, shared by all
+    from . import shares  # numpy and msgspec only: imported before the fork, shared by all
 
     n = processes or decoders(path)
     pending = Pending(path, max_bytes, [])
@@ -186,7 +186,7 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
-                _child(w, [r, *(fd for _, fd in pending.children)], path, max_bytes, index, n, kineto)
+                _child(w, [r, *(fd for _, fd in pending.children)], path, max_bytes, index, n, shares)
             os.close(w)
             pending.children.append((pid, r))
     except OSError:
@@ -195,7 +195,7 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
     return pending
 
 
-def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, index: int, n: int, kineto: Any) -> None:
+def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, index: int, n: int, shares: Any) -> None:
     """In a child: decode the share, send it, leave without running the parent's exit handlers.
     ``others``: the read ends of the pipes (its own, its elder siblings'), closed here. It writes
     nothing to stdout or stderr."""
@@ -205,7 +205,7 @@ def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, i
             os.close(fd)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         try:
-            msg: tuple[str, Any] = ("ok", kineto.decode_share(path, max_bytes, index, n, PIECE_BYTES if n > 1 else None))
+            msg: tuple[str, Any] = ("ok", shares.decode_share(path, max_bytes, index, n, PIECE_BYTES if n > 1 else None))
         except Exception as exc:  # noqa: BLE001 - raised again in the parent, where load_trace names it
             msg = ("raise", exc)
         with os.fdopen(w, "wb") as f:

@@ -1,0 +1,165 @@
+"""Reading a trace in shares: every n-th piece of its event list decoded by one of n processes, then merged.
+
+:func:`decode_share` streams the whole file (read or inflated in chunks,
+:func:`traceprobe.tracefile.read_trace_chunks`), cuts its event list into pieces
+(:class:`traceprobe.splitter.Splitter`) and decodes the pieces of its share into
+columns (:mod:`traceprobe.kineto`'s builder). :func:`merge_shares` puts the pieces of
+all shares back in file order. One share of one is the whole trace:
+:func:`traceprobe.kineto.read_events` is ``merge_shares([decode_share()])``; several
+are decoded by :mod:`traceprobe.prefetch`'s child processes. Where the strict decode
+of a piece fails, or the layout is not recognised, the trace is read again and
+decoded whole with tolerant types (the messages users see for broken files).
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from . import kineto
+from .splitter import Head, Splitter
+from .tracefile import read_trace_bytes, read_trace_chunks
+
+
+@dataclass
+class Share:
+    """The columns of one share of a trace's event pieces (:func:`decode_share`), to be merged.
+
+    Attributes:
+        head: the top-level fields (every share reads them).
+        pieces: the number of each piece decoded (0-based, in file order).
+        parts: the columns of each of those pieces (``name``, ``pid``, ``tid``
+            codes into ``names``/``threads``; ``comm`` rows of ``collectives``).
+        collectives: the collective args of this share's events.
+        names, threads: this share's distinct values, by code.
+        event_count: events in this share's pieces (kept or not).
+        total_pieces, json_bytes: of the whole trace as this share read it; the
+            shares of one trace must agree (a file replaced while its shares
+            were read does not).
+    """
+
+    head: Head
+    pieces: list[int]
+    parts: list[dict[str, np.ndarray]]
+    collectives: dict[str, np.ndarray]
+    names: list[Any]
+    threads: list[Any]
+    event_count: int
+    total_pieces: int = 0
+    json_bytes: int = 0
+
+
+def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0, count: int = 1,
+                 piece_bytes: int | None = None) -> Share | None:
+    """Stream the trace and decode every ``count``-th piece of its event list from piece ``index`` on.
+
+    Every share reads (inflates) and cuts the whole file, the same way, so the
+    shares of ``count`` processes together hold each piece exactly once; only
+    decoding, the larger part of the work, is shared. ``count=1`` is the whole
+    trace. Merged by :func:`merge_shares`.
+
+    Args:
+        path, max_bytes: as :func:`traceprobe.kineto.read_events`.
+        index, count: this share, of how many.
+        piece_bytes: size of a piece (default :data:`traceprobe.kineto.PIECE_BYTES`).
+
+    Returns:
+        the :class:`Share`, or None where the strict decode fails or the layout
+        is not recognised (:func:`merge_shares` then decodes the whole trace).
+
+    Raises:
+        TraceFormatError: the file is unreadable, too large, or corrupt gzip.
+    """
+    builder, splitter = kineto._Builder(), Splitter(piece_bytes or kineto.PIECE_BYTES)
+    mine: list[int] = []
+    k = size = 0
+    try:
+        with closing(read_trace_chunks(path, max_bytes)) as chunks:
+            for chunk in chunks:
+                size += len(chunk)
+                for piece in splitter.feed(chunk):
+                    if k % count == index:
+                        builder.add(kineto._PIECE_DECODER.decode(piece))
+                        mine.append(k)
+                    k += 1
+        end = splitter.finish()
+        if end is None:
+            return None
+        for piece in end[1]:
+            if k % count == index:
+                builder.add(kineto._PIECE_DECODER.decode(piece))
+                mine.append(k)
+            k += 1
+    except msgspec.MsgspecError:
+        return None
+    return Share(end[0], mine, builder.parts, builder.collectives(), builder.names.values, builder.threads.values, builder.count, k, size)
+
+
+def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | None = None) -> kineto.Decoded:
+    """The :class:`Decoded` trace from all the shares of :func:`decode_share` (any order).
+
+    Pieces are put back in file order; name and thread codes are renumbered into
+    one table; collective rows are renumbered. If any share is None, or the
+    shares disagree on the trace's size or do not hold every piece exactly once
+    (the file was replaced while they read it), the whole trace is read again
+    here and decoded at once with tolerant types (the messages users see for
+    broken files).
+
+    Raises:
+        TraceFormatError: as :func:`traceprobe.kineto.read_events`.
+    """
+    if any(s is None for s in shares) or not shares or not _consistent(shares):
+        builder = kineto._Builder()
+        doc = kineto._decode_whole(path, read_trace_bytes(path, max_bytes))
+        head: Head = doc
+        events, doc.traceEvents = doc.traceEvents, []
+        builder.add(events)
+        del events
+    elif len(shares) == 1:
+        one = shares[0]
+        assert one is not None
+        builder, head = kineto._Builder(), one.head
+        builder.parts, builder.comm_parts, builder.count = one.parts, [one.collectives], one.event_count
+        builder.names.values, builder.threads.values = one.names, one.threads
+    else:
+        builder, head = _merged([s for s in shares if s is not None])
+    warnings: list[str] = []
+    tables = builder.tables(path, warnings)
+    return kineto.Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings)
+
+
+def _consistent(shares: list[Share | None]) -> bool:
+    """Whether the shares read the same bytes and hold every piece exactly once."""
+    ok = [s for s in shares if s is not None]
+    if len({(s.total_pieces, s.json_bytes) for s in ok}) != 1:
+        return False
+    pieces = sorted(k for s in ok for k in s.pieces)
+    return pieces == list(range(ok[0].total_pieces))
+
+
+def _merged(shares: list[Share]) -> tuple[kineto._Builder, Head]:
+    """One builder holding every share's pieces in file order, codes renumbered."""
+    builder = kineto._Builder()
+    placed: list[tuple[int, dict[str, np.ndarray]]] = []
+    n_comm = 0
+    for s in shares:
+        name_lut = builder.names.code(s.names)
+        thread_lut = builder.threads.code(s.threads)
+        for k, part in zip(s.pieces, s.parts):
+            part = dict(part)
+            part["name"] = name_lut[part["name"]] if len(s.names) else part["name"]
+            part["pid"] = thread_lut[part["pid"]] if len(s.threads) else part["pid"]
+            part["tid"] = thread_lut[part["tid"]] if len(s.threads) else part["tid"]
+            part["comm"] = np.where(part["comm"] >= 0, part["comm"] + n_comm, -1)
+            placed.append((k, part))
+        builder.comm_parts.append(s.collectives)
+        n_comm += len(s.collectives["collective"])
+        builder.count += s.event_count
+    placed.sort(key=lambda kp: kp[0])
+    builder.parts = [part for _, part in placed]
+    return builder, shares[0].head
