@@ -188,12 +188,8 @@ def bench_decoders(a: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for path in traces:
         envs = {"in-process": {"TRACEPROBE_PREFETCH": "0"}, **{f"{w} decoders": {"TRACEPROBE_DECODERS": str(w)} for w in counts}}
-        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in envs}
-        for _ in range(a.repeat):
-            for k, env in envs.items():
-                runs[k].append(br.measure(br.traceprobe_cmd([str(path)], "--jobs", "1"), a.timeout, env={**os.environ, **env}))
-        for k, v in runs.items():
-            s = br.summarize(v)
+        cmd: br.Command = br.traceprobe_cmd([str(path)], "--jobs", "1")
+        for k, s in br.alternate(dict.fromkeys(envs, cmd), a.repeat, a.timeout, envs).items():
             rows.append({"trace": path.name, "how": k, "ok": s["ok"], "wall_s": round(s["wall_s"], 3), "cpu_s": round(s["cpu_s"], 3),
                          "peak_rss_mb": round(s["peak_rss_mb"]), "wall_runs_s": s["wall_runs_s"], **({} if s["ok"] else {"error": s.get("error")})})
             print(f"  decoders: {path.name} {k}: {rows[-1]['wall_s']} s", file=sys.stderr)

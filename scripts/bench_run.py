@@ -219,14 +219,17 @@ Command = list[str] | tuple[list[str], Path]
 """A command, or a command and the folder it runs in (``python -m traceprobe`` there runs that checkout)."""
 
 
-def alternate(commands: dict[str, Command], repeat: int, timeout: float) -> dict[str, dict[str, Any]]:
+def alternate(commands: dict[str, Command], repeat: int, timeout: float,
+              envs: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, Any]]:
     """Run each command ``repeat`` times, alternating between them (so that a busy moment of a shared
-    machine weighs on all of them alike); :func:`summarize` per command."""
+    machine weighs on all of them alike); :func:`summarize` per command. ``envs``: variables set for
+    the command of that name, beside this process's environment."""
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in commands}
     for _ in range(repeat):
         for k, cmd in commands.items():
             argv, cwd = cmd if isinstance(cmd, tuple) else (cmd, None)
-            runs[k].append(measure(argv, timeout, cwd=cwd))
+            env = {**os.environ, **envs[k]} if envs and k in envs else None
+            runs[k].append(measure(argv, timeout, env=env, cwd=cwd))
     return {k: summarize(v) for k, v in runs.items()}
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import prefetch
 from .errors import Failure, TraceFormatError
-from .execution import default_jobs, map_items
+from .execution import map_items
 from .manifest import info_for as manifest_info
 from .sources import expand_url, is_url
 
@@ -178,7 +178,7 @@ def analyze_paths(
     """
     files, failures = discover(paths)
     decoding = None
-    if decode_ahead and len(files) == 1 and not is_url(files[0]) and not scheduler and default_jobs(1, jobs) == 1 and prefetch.worthwhile():
+    if decode_ahead and len(files) == 1 and not is_url(files[0]) and not scheduler and prefetch.worthwhile():
         try:
             decoding = prefetch.start(files[0], max_bytes)
         except OSError:  # no fork here (a process limit): decode in this process
@@ -187,14 +187,9 @@ def analyze_paths(
         from .analysis.report import OverlapReport
         from .analysis.summary import summarize
 
-        if decoding is not None:
-            results: list[Any] = [analyze_file(files[0], then, max_bytes, all_device_work, decoding)]
-            if on_done:
-                on_done(results[0])
-        else:
-            plain = then is None and max_bytes is None and not all_device_work
-            fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work)
-            results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)
+        plain = then is None and max_bytes is None and not all_device_work and decoding is None
+        fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work, decoding=decoding)
+        results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)  # one file: in this process
     finally:
         if decoding is not None:
             decoding.cancel()  # (no-op once its result was taken)

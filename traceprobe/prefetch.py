@@ -74,12 +74,12 @@ class Pending:
                 ``TraceFormatError`` as it does in-process).
             TraceFormatError: a child died.
         """
-        from . import shares as sh
+        from .shares import merge_shares
 
         if self._done:
             raise RuntimeError("Pending.result() called twice")
         self._done = True
-        shares: list[Any] = []
+        received: list[Any] = []  # each child's Share (None: it could not decode strictly)
         died = None
         try:
             while self.children:
@@ -96,12 +96,12 @@ class Pending:
                     raise value
                 if status == "died":
                     died = died or _how(how)
-                shares.append(value)
+                received.append(value)
         finally:
             self._stop()
         if died:
             raise TraceFormatError(self.path, f"a process decoding it died ({died})")
-        return sh.merge_shares(self.path, shares, self.max_bytes)
+        return merge_shares(self.path, received, self.max_bytes)
 
     def cancel(self) -> None:
         """Stop the children (Ctrl-C, an error, or the result is no longer needed)."""

@@ -77,27 +77,27 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
     """
     builder, splitter = kineto._Builder(), Splitter(piece_bytes or kineto.PIECE_BYTES)
     mine: list[int] = []
-    k = size = 0
+    seen = [0, 0]  # pieces cut, JSON bytes read
+
+    def take(pieces: list[bytes]) -> None:
+        for piece in pieces:
+            if seen[0] % count == index:
+                builder.add(kineto._PIECE_DECODER.decode(piece))
+                mine.append(seen[0])
+            seen[0] += 1
+
     try:
         with closing(read_trace_chunks(path, max_bytes)) as chunks:
             for chunk in chunks:
-                size += len(chunk)
-                for piece in splitter.feed(chunk):
-                    if k % count == index:
-                        builder.add(kineto._PIECE_DECODER.decode(piece))
-                        mine.append(k)
-                    k += 1
+                seen[1] += len(chunk)
+                take(splitter.feed(chunk))
         end = splitter.finish()
         if end is None:
             return None
-        for piece in end[1]:
-            if k % count == index:
-                builder.add(kineto._PIECE_DECODER.decode(piece))
-                mine.append(k)
-            k += 1
+        take(end[1])
     except msgspec.MsgspecError:
         return None
-    return Share(end[0], mine, builder.parts, builder.collectives(), builder.names.values, builder.threads.values, builder.count, k, size)
+    return Share(end[0], mine, builder.parts, builder.collectives(), builder.names.values, builder.threads.values, builder.count, *seen)
 
 
 def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | None = None) -> kineto.Decoded:
@@ -113,33 +113,31 @@ def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | 
     Raises:
         TraceFormatError: as :func:`traceprobe.kineto.read_events`.
     """
-    if any(s is None for s in shares) or not shares or not _consistent(shares):
+    whole = [s for s in shares if s is not None]
+    if not shares or len(whole) < len(shares) or not _consistent(whole):
         builder = kineto._Builder()
         doc = kineto._decode_whole(path, read_trace_bytes(path, max_bytes))
         head: Head = doc
         events, doc.traceEvents = doc.traceEvents, []
         builder.add(events)
         del events
-    elif len(shares) == 1:
-        one = shares[0]
-        assert one is not None
+    elif len(whole) == 1:  # nothing to renumber
+        one = whole[0]
         builder, head = kineto._Builder(), one.head
         builder.parts, builder.comm_parts, builder.count = one.parts, [one.collectives], one.event_count
         builder.names.values, builder.threads.values = one.names, one.threads
     else:
-        builder, head = _merged([s for s in shares if s is not None])
+        builder, head = _merged(whole)
     warnings: list[str] = []
     tables = builder.tables(path, warnings)
     return kineto.Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings)
 
 
-def _consistent(shares: list[Share | None]) -> bool:
+def _consistent(shares: list[Share]) -> bool:
     """Whether the shares read the same bytes and hold every piece exactly once."""
-    ok = [s for s in shares if s is not None]
-    if len({(s.total_pieces, s.json_bytes) for s in ok}) != 1:
+    if len({(s.total_pieces, s.json_bytes) for s in shares}) != 1:
         return False
-    pieces = sorted(k for s in ok for k in s.pieces)
-    return pieces == list(range(ok[0].total_pieces))
+    return sorted(k for s in shares for k in s.pieces) == list(range(shares[0].total_pieces))
 
 
 def _merged(shares: list[Share]) -> tuple[kineto._Builder, Head]:
@@ -151,12 +149,8 @@ def _merged(shares: list[Share]) -> tuple[kineto._Builder, Head]:
         name_lut = builder.names.code(s.names)
         thread_lut = builder.threads.code(s.threads)
         for k, part in zip(s.pieces, s.parts):
-            part = dict(part)
-            part["name"] = name_lut[part["name"]] if len(s.names) else part["name"]
-            part["pid"] = thread_lut[part["pid"]] if len(s.threads) else part["pid"]
-            part["tid"] = thread_lut[part["tid"]] if len(s.threads) else part["tid"]
-            part["comm"] = np.where(part["comm"] >= 0, part["comm"] + n_comm, -1)
-            placed.append((k, part))
+            placed.append((k, part | {"name": name_lut[part["name"]], "pid": thread_lut[part["pid"]], "tid": thread_lut[part["tid"]],
+                                      "comm": np.where(part["comm"] >= 0, part["comm"] + n_comm, -1)}))
         builder.comm_parts.append(s.collectives)
         n_comm += len(s.collectives["collective"])
         builder.count += s.event_count
