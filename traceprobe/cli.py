@@ -369,24 +369,21 @@ def main() -> None:
         sys.exit(2)
 
 
-BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-"""Set to 1 (unless set already) for every command but ``record``, before numpy loads."""
-
-
 def entry() -> None:
     """The process entry point (the ``traceprobe`` script, ``python -m traceprobe``): :func:`main`, made cheap.
 
-    Every command but ``record`` (which runs torch, and your program) runs numpy's
-    BLAS single-threaded (:data:`BLAS_THREADS`: the analysis does no matrix
-    products, and idle BLAS threads only spin), and ends with ``os._exit`` once its
-    output is flushed, skipping the interpreter's teardown (freeing every object of
-    the loaded traces).
+    Every command but ``record`` (which runs torch, and your program) runs with
+    :func:`traceprobe.tuning.tune`'s settings (BLAS single-threaded, malloc keeping
+    freed memory for reuse), and ends with ``os._exit`` once its output is
+    flushed, skipping the interpreter's teardown (freeing every object of the
+    loaded traces).
     """
     if sys.argv[1:2] == ["record"]:
         main()
         return
-    for k in BLAS_THREADS:
-        os.environ.setdefault(k, "1")
+    from .tuning import tune
+
+    tune()
     code: int | str | None = 0
     try:
         main()

@@ -23,6 +23,10 @@ from .sections import rank_rows, top_kernels
 SCHEMA_VERSION = 2
 
 
+class Rows(list):
+    """Rows :func:`rows` made: JSON-ready already, so :func:`_clean` passes them through as they are."""
+
+
 def _clean(v: Any) -> Any:
     if isinstance(v, (np.integer,)):
         return int(v)
@@ -33,6 +37,8 @@ def _clean(v: Any) -> Any:
         return bool(v)
     if v is pd.NA or v is pd.NaT:
         return None
+    if type(v) is Rows:
+        return v
     if isinstance(v, dict):
         return {k: _clean(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -40,11 +46,24 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def rows(df: pd.DataFrame) -> list[dict[str, Any]]:
+def _column(s: pd.Series) -> list[Any]:
+    """One column as Python values, cleaned as :func:`_clean` does, a whole column at a time where its
+    numpy dtype allows (integers and booleans as they are, NaN and infinities as None)."""
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iubf":
+        v = s.to_numpy()
+        out = v.tolist()
+        if v.dtype.kind == "f":
+            for i in np.flatnonzero(~np.isfinite(v)).tolist():
+                out[i] = None
+        return out
+    return [_clean(x) for x in s.tolist()]
+
+
+def rows(df: pd.DataFrame) -> Rows:
     """DataFrame -> list of plain dicts (NaN/NA as None, numpy scalars as Python)."""
-    columns = [df[c].tolist() for c in df.columns]  # Python scalars, one column at a time
     names = [str(c) for c in df.columns]
-    return [_clean(dict(zip(names, values))) for values in zip(*columns)]
+    columns = [_column(s) for _, s in df.items()]
+    return Rows(dict(zip(names, values)) for values in zip(*columns))
 
 
 def report_dict(r: OverlapReport) -> dict[str, Any]:
