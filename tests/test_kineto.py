@@ -91,6 +91,9 @@ def test_parse_us_odd_values():
 
 kept_cats = st.sampled_from(["kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runtime", "user_annotation", "Kernel"])
 us_text = st.builds(lambda a, b: f"{a}.{b:03d}", st.integers(0, 10**15), st.integers(0, 999))
+int_us_text = st.one_of(st.integers(0, 10**15).map(str), st.sampled_from(["0", "-0", "9223372036854775", "9223372036854776",
+                                                                          "-9223372036854775808", "18446744073709551615"]))
+"""Integer microseconds (Kineto before torch 2.1), the edges of int64 ns among them: read without text."""
 
 
 @st.composite
@@ -102,8 +105,10 @@ def traces(draw):
         name = draw(st.sampled_from(["k", "Memcpy DtoH (Device -> Pinned)", "ProfilerStep#1", "nccl", "é ünïcode"]))
         pid, tid = draw(st.sampled_from([0, 1, 2, "host"])), draw(st.sampled_from([7, 8, "stream 9"]))
         ids = [f'"{k}": {draw(st.integers(0, 5))}' for k in ("device", "stream", "correlation", "bytes", "External id") if draw(st.booleans())]
-        dur = draw(st.sampled_from(["0.000", "1.5", "12.345", "99999.999", "-1", "null"])) if ph == "X" and draw(st.integers(0, 9)) else None
-        events.append(event(ph, cat, name, draw(us_text), dur, pid, tid, ", ".join(ids)))
+        integer = draw(st.integers(0, 3)) > 0  # mostly integer times, so that pieces read both ways
+        durs = ["0", "15", "99999", "-1", "9223372036854776"] if integer else ["0.000", "1.5", "12.345", "99999.999", "-1", "null"]
+        dur = draw(st.sampled_from(durs)) if ph == "X" and draw(st.integers(0, 9)) else None
+        events.append(event(ph, cat, name, draw(int_us_text if integer else us_text), dur, pid, tid, ", ".join(ids)))
     return events
 
 
@@ -134,6 +139,33 @@ def test_the_fast_path_is_taken(tmp_path, monkeypatch):
     monkeypatch.setattr(kineto, "PIECE_BYTES", 1000)
     monkeypatch.setattr(kineto, "_decode_whole", None)  # would raise TypeError if called
     assert len(load_trace(p).device_events) == 200
+
+
+def test_integer_times_need_no_text(tmp_path, monkeypatch):
+    """SYNTHETIC: integer µs are read as ints (no text parsed) and give the ns the text would."""
+    p = write(tmp_path, [event("X", "kernel", f"k{i}", str(1669783687464200 + i), str(i), 0, 7, '"device": 0, "stream": 7') for i in range(200)])
+    want = load_trace(p).device_events[["start_ns", "end_ns"]].values.tolist()
+    assert want[3] == [1669783687464203000, 1669783687464206000]
+    monkeypatch.setattr(kineto, "PIECE_BYTES", 1000)
+    monkeypatch.setattr(kineto, "parse_us", None)  # would raise TypeError if called
+    assert load_trace(p).device_events[["start_ns", "end_ns"]].values.tolist() == want
+
+
+def test_integer_times_give_way_for_good(tmp_path, monkeypatch):
+    """SYNTHETIC: the first piece with a decimal time is decoded again with the times as text, and so are the
+    pieces after it (integers again among them), with the columns a whole decode gives."""
+    ints = [event("X", "kernel", f"k{i}", str(1000 + i), "2", 0, 7, '"device": 0, "stream": 7') for i in range(50)]
+    decimals = [event("X", "kernel", f"d{i}", f"{2000 + i}.5", "1.25", 0, 7, '"device": 0, "stream": 7') for i in range(50)]
+    p = write(tmp_path, ints + decimals + ints)
+    monkeypatch.setattr(kineto, "PIECE_BYTES", 1000)
+    tried = []
+    real = kineto._INT_PIECE_DECODER
+    monkeypatch.setattr(kineto, "_INT_PIECE_DECODER", type("Spy", (), {"decode": staticmethod(lambda b: tried.append(1) or real.decode(b))}))
+    fast = load_trace(p).device_events
+    first_decimal_piece = len(tried)
+    assert 1 < first_decimal_piece < 15  # pieces of about 1000 bytes: integers tried up to the first decimals, never after
+    monkeypatch.setattr(shares, "decode_share", lambda *a, **k: None)
+    pd.testing.assert_frame_equal(fast, load_trace(p).device_events)
 
 
 def test_trace_is_frozen_and_steps_follow_the_events(tmp_path):

@@ -82,7 +82,7 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
     def take(pieces: list[bytes]) -> None:
         for piece in pieces:
             if seen[0] % count == index:
-                builder.add(kineto._PIECE_DECODER.decode(piece))
+                builder.add_piece(piece)
                 mine.append(seen[0])
             seen[0] += 1
 
