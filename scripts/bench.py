@@ -65,7 +65,7 @@ def _target(name: str, value: float | None, op: str, limit: float, unit: str = "
 
 def _hta_trace(a: argparse.Namespace, workdir: Path) -> Path | None:
     if a.hta_trace:
-        return Path(a.hta_trace)
+        return Path(a.hta_trace).resolve()  # (a --baseline checkout runs in its own folder)
     path = workdir / "df_index_resolver.json.gz"
     if not path.exists():
         try:
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parts = {p.strip() for p in a.only.split(",") if p.strip()} | ({"ranks"} if a.ranks else set())
     if a.ranks <= 0:
         parts.discard("ranks")
-    workdir = Path(a.workdir)
+    workdir = Path(a.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     results: dict[str, Any] = {"machine": _machine(), "repeat": a.repeat, "targets": []}
