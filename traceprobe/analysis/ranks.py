@@ -16,41 +16,13 @@ the most time in communication kernels (``comm_ns``, waiting for peers included)
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
-from .busy import fraction_of
 from .report import OverlapReport
 from .run import Run, build_runs
 
 COLUMNS = ["run", "window", "ranks", "figure", "min", "median", "max", "busiest_rank", "most_comm_rank"]
-
-
-def headline(r: OverlapReport) -> dict[str, float]:
-    """One report's headline figures (fractions in 0..1, times in ns; NaN where undefined).
-
-    ``duration_ns`` is the length of the report's trace window
-    (``window_ns[1] - window_ns[0]``); ``mean_step_ns`` is 1 s / throughput (GPU
-    step times, see :func:`.steps.throughput`); ``gpu_busy_ns`` the time any device
-    was busy; ``work_ns`` the same outside communication kernels
-    (:func:`.busy.work_ns`); ``comm_ns`` the union of communication kernels, summed
-    over devices.
-    """
-    copy_all = r.copy_overlap.loc[r.copy_overlap["direction"] == "all"] if not r.copy_overlap.empty else r.copy_overlap
-    return {
-        "duration_ns": float(r.window_ns[1] - r.window_ns[0]),
-        "mean_step_ns": 1e9 / r.throughput if r.throughput > 0 else math.nan,
-        "gpu_busy_ns": float(r.devices.any_busy_ns),
-        "work_ns": float(r.work_ns),
-        "comm_ns": float(r.comm_overlap["comm_ns"].sum()) if not r.comm_overlap.empty else math.nan,
-        "utilization": float(r.devices.devices["utilization"].mean()) if not r.devices.devices.empty else math.nan,
-        "copy_overlap": fraction_of(copy_all, "overlapped_ns", "copy_ns"),
-        "comm_overlap": fraction_of(r.comm_overlap, "overlapped_ns", "comm_ns"),
-        "stream_concurrency": fraction_of(r.stream_concurrency, "multi_stream_ns", "busy_ns"),
-        "cpu_gpu_overlap": r.cpu_gpu.fraction,
-    }
 
 
 def rank_summary(reports: list[OverlapReport] | None = None, runs: list[Run] | None = None) -> pd.DataFrame:
@@ -63,7 +35,7 @@ def rank_summary(reports: list[OverlapReport] | None = None, runs: list[Run] | N
     Returns:
         DataFrame with columns ``run`` (str, the run label), ``window`` (str,
         e.g. ``steps 2-4``), ``ranks`` (int64, distinct ranks in the window),
-        ``figure`` (str, see :func:`headline`), ``min``, ``median``, ``max``
+        ``figure`` (str, see :attr:`.report.OverlapReport.headline`), ``min``, ``median``, ``max``
         (float64), ``busiest_rank`` (int64) and ``most_comm_rank`` (Int64, NA
         without communication), the same for every row of a window (module doc).
         Empty when no window has two ranked traces.
@@ -76,7 +48,7 @@ def rank_summary(reports: list[OverlapReport] | None = None, runs: list[Run] | N
             ranked = [(k, r) for k, r in zip(w.ranks, w.reports) if k is not None]
             if w.rank_count < 2:
                 continue
-            figs = pd.DataFrame([headline(r) for _, r in ranked])
+            figs = pd.DataFrame([r.headline for _, r in ranked])
             ranks = [k for k, _ in ranked]
             busiest = int(ranks[int(np.argmax(figs["work_ns"].to_numpy()))])
             comm = figs["comm_ns"].to_numpy()

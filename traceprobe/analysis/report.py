@@ -8,7 +8,9 @@ device work launched inside the profiled steps (:mod:`.profiled`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,7 @@ import pandas as pd
 from ..trace import Trace
 from . import verdicts as vd
 from .breakdown import gpu_breakdown, step_breakdown
-from .busy import comm_mask, compute_mask, copy_directions, copy_mask, pageable_copies, stream_busy, work_ns
+from .busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
 from .collectives import collective_table, collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .findings import findings
@@ -105,6 +107,34 @@ class OverlapReport:
     def parallelism(self) -> bool:
         """True when any verdict confirms parallelism."""
         return any(v.level == "confirmed" for v in self.verdicts)
+
+    @cached_property
+    def headline(self) -> dict[str, float]:
+        """The report's headline figures, summarised across ranks by :func:`.ranks.rank_summary`
+        (fractions in 0..1, times in ns; NaN where undefined).
+
+        ``duration_ns`` is the length of the report's trace window
+        (``window_ns[1] - window_ns[0]``); ``mean_step_ns`` is 1 s / throughput (GPU
+        step times, see :func:`.steps.throughput`); ``gpu_busy_ns`` the time any device
+        was busy; ``work_ns`` the same outside communication kernels
+        (:func:`.busy.work_ns`); ``comm_ns`` the union of communication kernels, summed
+        over devices. :func:`overlap_report` computes it where the trace is analysed (a
+        worker process, for many traces), so it travels with the report and the
+        summary across ranks pays nothing per rank.
+        """
+        copy_all = self.copy_overlap.loc[self.copy_overlap["direction"] == "all"] if not self.copy_overlap.empty else self.copy_overlap
+        return {
+            "duration_ns": float(self.window_ns[1] - self.window_ns[0]),
+            "mean_step_ns": 1e9 / self.throughput if self.throughput > 0 else math.nan,
+            "gpu_busy_ns": float(self.devices.any_busy_ns),
+            "work_ns": float(self.work_ns),
+            "comm_ns": float(self.comm_overlap["comm_ns"].sum()) if not self.comm_overlap.empty else math.nan,
+            "utilization": float(self.devices.devices["utilization"].mean()) if not self.devices.devices.empty else math.nan,
+            "copy_overlap": fraction_of(copy_all, "overlapped_ns", "copy_ns"),
+            "comm_overlap": fraction_of(self.comm_overlap, "overlapped_ns", "comm_ns"),
+            "stream_concurrency": fraction_of(self.stream_concurrency, "multi_stream_ns", "busy_ns"),
+            "cpu_gpu_overlap": self.cpu_gpu.fraction,
+        }
 
 
 BUCKETED = {"allreduce", "reducescatter", "allgather"}
@@ -207,7 +237,7 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
     if not la.linked and not trace.device_events.empty:
         notes.append("no device event is linked to a launch in this trace (no runtime events): all device work kept")
     notes += vd.omissions(f["copy"], f["comm"], busy)
-    return OverlapReport(
+    report = OverlapReport(
         path=trace.path,
         window_ns=kept.window_ns,
         streams=stream_busy(kept),
@@ -235,3 +265,5 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
         work_ns=work_ns(kept),
         host_threads=threads,
     )
+    report.headline  # noqa: B018 - computed here, where the trace is analysed (see OverlapReport.headline)
+    return report
