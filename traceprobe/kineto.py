@@ -268,7 +268,7 @@ class _Builder:
         tsdur = list(chain.from_iterable(map(attrgetter("ts", "dur"), objs)))  # ts, dur, ts, dur...
         times, status = _integer_us(tsdur) if objs and type(objs[0]) in _INT_TYPES else parse_us(tsdur)
         ts, dur, ts_status, dur_status = times[0::2], times[1::2], status[0::2], status[1::2]
-        self.count += len(events)
+        self.count += len(events)  # (nothing is recorded before the times are read: a piece that gives way leaves no trace)
         args = np.fromiter(map(attrgetter("args"), objs), object, n)
         args[np.equal(args, _NONE)] = _NO_ARGS
         cols: dict[str, np.ndarray] = dict(zip(ID_COLUMNS, id_columns(args)))
