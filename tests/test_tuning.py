@@ -60,6 +60,8 @@ def test_tune_without_mallopt_does_nothing_more(monkeypatch):
 
     monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # no mallopt (musl)
     monkeypatch.setattr(tuning.sys, "platform", "linux")
+    for k in tuning.BLAS_THREADS:
+        monkeypatch.delenv(k, raising=False)  # (restored after the test)
     tuning.tune()  # no error
 
 
