@@ -64,6 +64,16 @@ def test_overlap_report_plot(tmp_path):
     res = runner.invoke(app, ["overlap-report", str(f), "--format", "json", "--plot", str(tmp_path / "r.png")])
     assert res.exit_code == 0, res.output
     assert png_size(tmp_path / "r.png")[0] > 1000
+    plain = runner.invoke(app, ["overlap-report", str(f), "--format", "json"])
+    assert res.stdout == plain.stdout  # the picture and the JSON report are both made where the trace was analysed
+
+
+def test_overlap_report_plots_and_json_of_several_traces_in_workers(tmp_path):
+    files = [str(f) for f in sorted(SAMPLES.glob("compute-copy.*.gz"))]
+    res = runner.invoke(app, ["overlap-report", *files, "--jobs", "2", "--format", "json", "--plot", str(tmp_path / "r.png")])
+    assert res.exit_code == 0, res.output
+    assert len(list(tmp_path.glob("r.*.png"))) == len(files) > 1
+    assert res.stdout == runner.invoke(app, ["overlap-report", *files, "--jobs", "1", "--format", "json"]).stdout
 
 
 def test_eight_devices_thirty_streams(tmp_path):

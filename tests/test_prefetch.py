@@ -115,7 +115,13 @@ def test_child_processes_decode_a_real_trace_like_this_one(processes):
     path = REPO / "sample_traces" / "compute-copy.overlapped.pt.trace.json.gz"
     pending = prefetch.start(path, processes=processes)
     pd.testing.assert_frame_equal(load_trace(path, decoding=pending).device_events, load_trace(path).device_events)
-    assert pending.children == []  # every child waited for
+    assert pending.children == [] and len(pending.exiting) == processes  # each sent its share; not waited for yet
+    exiting = list(pending.exiting)
+    pending.cancel()  # the caller, once the result is used: every child waited for
+    assert pending.exiting == []
+    for pid in exiting:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 @fork_only

@@ -15,6 +15,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -204,17 +205,31 @@ def overlap_report(
     from .console import check_outputs, emit, render_rich, write_files
 
     check_outputs(paths, {"--output": output, "--plot": plot})
-    from .collect import analyze_paths
+    from functools import partial
 
-    drawn: list = []  # (report, image bytes), drawn where each trace was analysed
-    limit = None if max_bytes is None else int(max_bytes)
-    then = None
+    from .collect import analyze_paths, each_then
+
+    # made where each trace was analysed: its picture, and its part of the JSON document
+    thens: dict[str, Any] = {}
     if plot is not None:
-        from functools import partial
-
         from .report import plot as pl
 
-        then = partial(pl.timeline_of, fmt=pl.image_format(plot))
+        thens["png"] = partial(pl.timeline_of, fmt=pl.image_format(plot))
+    if fmt is Format.json:
+        from .report import report_json
+
+        thens["json"] = report_json
+    drawn: list = []  # (report, image bytes)
+    rendered: dict[str, Any] = {}  # report path -> its JSON
+
+    def on_then(r: Any, made: dict[str, Any]) -> None:
+        if "png" in made:
+            drawn.append((r, made["png"]))
+        if "json" in made:
+            rendered[r.path] = made["json"]
+
+    limit = None if max_bytes is None else int(max_bytes)
+    then = partial(each_then, thens) if thens else None
     try:
         if sys.stderr.isatty():
             from rich.progress import Progress
@@ -222,10 +237,10 @@ def overlap_report(
             with Progress(console=err.console(), transient=True) as progress:
                 task = progress.add_task("analysing traces", total=None)
                 summary = analyze_paths(paths, jobs=jobs, on_done=lambda _: progress.advance(task),
-                                        then=then, on_then=lambda r, png: drawn.append((r, png)), max_bytes=limit,
+                                        then=then, on_then=on_then, max_bytes=limit,
                                         all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True)
         else:
-            summary = analyze_paths(paths, jobs=jobs, then=then, on_then=lambda r, png: drawn.append((r, png)), max_bytes=limit,
+            summary = analyze_paths(paths, jobs=jobs, then=then, on_then=on_then, max_bytes=limit,
                                     all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True)
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
@@ -240,7 +255,8 @@ def overlap_report(
     else:
         from .report import csv_long, json_document, markdown
 
-        text = {Format.json: json_document.to_json, Format.csv: csv_long.to_csv, Format.markdown: markdown.to_markdown}[fmt](summary)
+        text = json_document.to_json(summary, rendered) if fmt is Format.json else {
+            Format.csv: csv_long.to_csv, Format.markdown: markdown.to_markdown}[fmt](summary)
     if text is not None:
         errors += emit(text, output)
     if plot is not None:

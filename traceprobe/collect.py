@@ -31,7 +31,13 @@ if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see ana
 Then = Callable[["Trace", "OverlapReport"], Any]
 """Work done on each loaded trace beside its analysis (a module-level function, picklable)."""
 
-__all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "manifest_info"]
+__all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "each_then", "manifest_info"]
+
+
+def each_then(thens: dict[str, Then], trace: Trace, report: OverlapReport) -> dict[str, Any]:
+    """Several ``then`` functions as one (``partial(each_then, {"png": ..., "json": ...})``):
+    their results by name."""
+    return {name: fn(trace, report) for name, fn in thens.items()}
 
 def _is_trace_name(name: str) -> bool:
     return name != "manifest.json" and (name.endswith(".json") or name.endswith(".json.gz"))

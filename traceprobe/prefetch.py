@@ -21,7 +21,9 @@ buffers are sent out of band: each array's memory is written once and read
 straight into the parent's buffer. Errors come back as they were raised
 (:class:`~traceprobe.errors.TraceFormatError` with its message); a child that
 dies (the OOM killer, a crash) is reported by :meth:`Pending.result` as a
-``TraceFormatError`` naming how it died. Children are always waited for, so
+``TraceFormatError`` naming how it died. Children are always waited for (one
+that sent its share by :meth:`Pending.cancel`, which the caller runs once the
+analysis is done, so that the kernel frees its memory meanwhile), so
 their CPU time and peak memory count in this process's ``wait4``/``getrusage``
 figures (peak memory as the largest of the processes, not their sum).
 
@@ -61,6 +63,7 @@ class Pending:
 
     def __init__(self, path: str | Path, max_bytes: int | None, children: list[tuple[int, int]]) -> None:
         self.path, self.max_bytes, self.children = path, max_bytes, children
+        self.exiting: list[int] = []  # children that sent their share: reaped by cancel(), not waited for here
         self._done = False
 
     def result(self) -> Any:
@@ -91,10 +94,12 @@ class Pending:
                         status, value = _receive(f)
                 except (EOFError, OSError, pickle.UnpicklingError, struct.error):
                     status, value = "died", None
-                how = _reap(pid)  # it has closed its end (sent all, or died): it is exiting, not killed here
-                if status == "raise":
-                    raise value
-                if status == "died":
+                if status == "ok":  # its address space is torn down while this process goes on
+                    self.exiting.append(pid)
+                else:
+                    how = _reap(pid)  # it has closed its end (sent all, or died): it is exiting, not killed here
+                    if status == "raise":
+                        raise value
                     died = died or _how(how)
                 received.append(value)
         finally:
@@ -104,10 +109,13 @@ class Pending:
         return merge_shares(self.path, received, self.max_bytes)
 
     def cancel(self) -> None:
-        """Stop the children (Ctrl-C, an error, or the result is no longer needed)."""
+        """Stop the children (Ctrl-C, an error, or the result is no longer needed), and wait for those
+        that sent their share and are exiting. Call it once the result is used (it always must be)."""
         if not self._done:
             self._done = True
             self._stop()
+        while self.exiting:
+            _reap(self.exiting.pop())
 
     def _stop(self) -> None:
         for pid, fd in self.children:
