@@ -160,9 +160,11 @@ def bench_ranks(a: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             Path(a.json_out).write_text(json.dumps({"machine": _machine(), "repeat": a.repeat, "ranks": out}, indent=2))
     workers = [int(w) for w in a.workers.split(",")]
     for w in workers:
-        local = br.alternate({"local": br.traceprobe_cmd([str(folder)], "--jobs", str(w))}, a.repeat, a.timeout)["local"]
-        rows.append({"engine": "local processes", "workers": w, **_throughput(local, a.ranks, total)})
-        print(f"  ranks: {w} local workers: {rows[-1]['ranks_per_s']} rank traces/s", file=sys.stderr)
+        m = br.alternate(_with_baseline(a, {"traceprobe": br.traceprobe_cmd([str(folder)], "--jobs", str(w))}), a.repeat, a.timeout)
+        rows.append({"engine": "local processes", "workers": w, **_throughput(m["traceprobe"], a.ranks, total),
+                     **({"baseline": _throughput(m["baseline"], a.ranks, total)} if "baseline" in m else {})})
+        print(f"  ranks: {w} local workers: {rows[-1]['ranks_per_s']} rank traces/s"
+              + (f" (baseline {rows[-1]['baseline']['ranks_per_s']})" if "baseline" in m else ""), file=sys.stderr)
         save()
     if not a.no_dask:
         from distributed import Client, LocalCluster
@@ -313,7 +315,8 @@ def _print(r: dict[str, Any]) -> None:
         for x in k["rows"]:
             rps = "-" if x["ranks_per_s"] is None else f"{x['ranks_per_s']:.2f}"
             eps = "-" if x["events_per_s"] is None else f"{x['events_per_s']:,}"
-            print(f"{x['engine']:18} {x['workers']:>7} {x['wall_s']:>8.3f} {rps:>14} {eps:>12}" + (f"  {x['error']}" if not x["ok"] else ""))
+            print(f"{x['engine']:18} {x['workers']:>7} {x['wall_s']:>8.3f} {rps:>14} {eps:>12}" + (f"  {x['error']}" if not x["ok"] else "")
+                  + (f"  (baseline {x['baseline']['wall_s']:.3f} s)" if x.get("baseline") else ""))
     if r.get("decoders"):
         print("\none trace, decoded in the command's process or shared by N child processes:")
         print(f"{'trace':42} {'how':12} {'wall s':>8} {'CPU s':>8} {'peak MB':>8}")
