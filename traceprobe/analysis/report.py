@@ -220,8 +220,8 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
     threads = host_thread_concurrency(trace)
     steps = device_steps(trace, la)
     dev = f["dev"]
-    busy = {int(r.device): int(r.busy_ns) for r in dev.devices.itertuples(index=False)}  # pyright: ignore[reportAttributeAccessIssue]
-    util = {int(r.device): float(r.utilization) for r in dev.devices.itertuples(index=False)}  # pyright: ignore[reportAttributeAccessIssue]
+    busy = {int(d): int(b) for d, b in vd.columns(dev.devices, "device", "busy_ns")}
+    util = {int(d): float(u) for d, u in vd.columns(dev.devices, "device", "utilization")}
     colls = _collective_kinds(kept)
     verdicts = (
         vd.copy_verdicts(f["copy"], busy, _copy_hints(kept, colls))

@@ -17,11 +17,20 @@ the report's copy and communication hints.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
 from .overlap import CpuGpuOverlap
+
+
+def columns(df: pd.DataFrame, *names: str) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``df``'s columns ``names``, as tuples of Python values (``Series.tolist``: NaN stays
+    NaN, a missing nullable value is ``pd.NA``). Cheaper than ``itertuples``, which builds a namedtuple
+    class on every call."""
+    return zip(*(df[n].tolist() for n in names))
 
 CONFIRMED = 0.5
 PARTIAL = 0.05
@@ -90,8 +99,8 @@ def copy_verdicts(copy: pd.DataFrame, busy_ns: dict[int, int], hints: dict[tuple
     a ``none`` verdict gives (see ``report._copy_hints``).
     """
     out = []
-    for r in copy.itertuples(index=False):
-        d, direction, copy_ns, f = int(r.device), str(r.direction), int(r.copy_ns), float(r.fraction)  # pyright: ignore[reportAttributeAccessIssue]
+    for d, direction, copy_ns, f in columns(copy, "device", "direction", "copy_ns", "fraction"):
+        d, direction, copy_ns, f = int(d), str(direction), int(copy_ns), float(f)
         if direction == "all" or copy_ns <= 0 or math.isnan(f) or too_small(copy_ns, busy_ns.get(d, 0)):
             continue
         lvl = level_of(f)
@@ -134,11 +143,12 @@ def stream_verdicts(streams: pd.DataFrame, utilization: dict[int, float]) -> lis
     idle, so the streams were short of work, not of free SMs.
     """
     out = []
-    for r in streams.itertuples(index=False):
-        d, n, side_ns, multi_ns = int(r.device), int(r.streams), int(r.side_busy_ns), int(r.multi_stream_ns)  # pyright: ignore[reportAttributeAccessIssue]
+    for d, n, side_ns, multi_ns, f, concurrency, kernel_concurrency in columns(
+            streams, "device", "streams", "side_busy_ns", "multi_stream_ns", "side_concurrency", "concurrency", "kernel_concurrency"):
+        d, n, side_ns, multi_ns = int(d), int(n), int(side_ns), int(multi_ns)
         if n < 2 or side_ns <= 0:
             continue
-        f = float(r.side_concurrency)  # pyright: ignore[reportAttributeAccessIssue]
+        f = float(f)
         lvl = level_of(f)
         u = utilization.get(d, float("nan"))
         if not u < MOSTLY_BUSY:  # busy enough, or unknown
@@ -153,8 +163,8 @@ def stream_verdicts(streams: pd.DataFrame, utilization: dict[int, float]) -> lis
                 f,
                 lvl,
                 f"two or more of {n} streams on cuda:{d} busy at once for {ms(multi_ns)}, {f:.1%} of the {ms(side_ns)} "
-                f"its streams other than the busiest were busy ({float(r.concurrency):.1%} of all its busy time, "  # pyright: ignore[reportAttributeAccessIssue]
-                f"kernels only {float(r.kernel_concurrency):.1%}): " + _tail(lvl, hint),  # pyright: ignore[reportAttributeAccessIssue]
+                f"its streams other than the busiest were busy ({float(concurrency):.1%} of all its busy time, "
+                f"kernels only {float(kernel_concurrency):.1%}): " + _tail(lvl, hint),
             )
         )
     return out
@@ -168,12 +178,12 @@ def comm_verdicts(comm: pd.DataFrame, busy_ns: dict[int, int], hints: dict[int, 
     (see ``report._comm_hints``).
     """
     out = []
-    for r in comm.itertuples(index=False):
-        d, comm_ns, f = int(r.device), int(r.comm_ns), float(r.fraction)  # pyright: ignore[reportAttributeAccessIssue]
+    for d, comm_ns, f, rank_ in columns(comm, "device", "comm_ns", "fraction", "rank"):
+        d, comm_ns, f = int(d), int(comm_ns), float(f)
         if comm_ns <= 0 or too_small(comm_ns, busy_ns.get(d, 0)):
             continue
         lvl = level_of(f)
-        rank = "" if pd.isna(r.rank) else f" (rank {r.rank})"  # pyright: ignore[reportAttributeAccessIssue]
+        rank = "" if pd.isna(rank_) else f" (rank {rank_})"
         out.append(
             Verdict(
                 "comm_overlap",
@@ -189,15 +199,15 @@ def comm_verdicts(comm: pd.DataFrame, busy_ns: dict[int, int], hints: dict[int, 
 def omissions(copy: pd.DataFrame, comm: pd.DataFrame, busy_ns: dict[int, int]) -> list[str]:
     """One line for each copy direction or device's communication that exists but gets no verdict (under ``MIN_SHARE``)."""
     out = []
-    for r in copy.itertuples(index=False):
-        d, direction, copy_ns = int(r.device), str(r.direction), int(r.copy_ns)  # pyright: ignore[reportAttributeAccessIssue]
+    for d, direction, copy_ns, copies in columns(copy, "device", "direction", "copy_ns", "copies"):
+        d, direction, copy_ns = int(d), str(direction), int(copy_ns)
         if direction != "all" and copy_ns > 0 and too_small(copy_ns, busy_ns.get(d, 0)):
-            out.append(f"{int(r.copies):,} {direction} copies on cuda:{d} took {ms(copy_ns)}, {_share(copy_ns, busy_ns.get(d, 0))}: "  # pyright: ignore[reportAttributeAccessIssue]
+            out.append(f"{int(copies):,} {direction} copies on cuda:{d} took {ms(copy_ns)}, {_share(copy_ns, busy_ns.get(d, 0))}: "
                        f"under the {MIN_SHARE:.0%} cut-off, no verdict")
-    for r in comm.itertuples(index=False):
-        d, comm_ns = int(r.device), int(r.comm_ns)  # pyright: ignore[reportAttributeAccessIssue]
+    for d, comm_ns, comm_kernels in columns(comm, "device", "comm_ns", "comm_kernels"):
+        d, comm_ns = int(d), int(comm_ns)
         if comm_ns > 0 and too_small(comm_ns, busy_ns.get(d, 0)):
-            out.append(f"{int(r.comm_kernels):,} NCCL kernels on cuda:{d} took {ms(comm_ns)}, {_share(comm_ns, busy_ns.get(d, 0))}: "  # pyright: ignore[reportAttributeAccessIssue]
+            out.append(f"{int(comm_kernels):,} NCCL kernels on cuda:{d} took {ms(comm_ns)}, {_share(comm_ns, busy_ns.get(d, 0))}: "
                        f"under the {MIN_SHARE:.0%} cut-off, no verdict")
     return out
 
