@@ -148,8 +148,10 @@ def test_union_is_idempotent_order_free_and_pure(pair):
     u = iv.union(s, e)
     np.testing.assert_array_equal(s, s0)  # inputs not mutated
     np.testing.assert_array_equal(e, e0)
+    again = iv.union(*u)  # a normalised set: returned as it is, as new arrays (never the caller's)
+    assert not np.shares_memory(again[0], u[0]) and not np.shares_memory(again[1], u[1])
     for other in (
-        iv.union(*u),  # idempotent
+        again,  # idempotent
         iv.union(s[::-1], e[::-1]),  # input order does not matter
         iv.union(s.tolist(), e.tolist()),  # plain lists accepted
     ):
@@ -289,6 +291,8 @@ def test_union_examples():
     assert as_lists(out) == ([0, 20, 50], [12, 25, 60])
     assert iv.length(out) == 12 + 5 + 10
     assert as_lists(iv.union(arr(0, 2), arr(10, 3))) == ([0], [10])  # nested
+    assert as_lists(iv.union(arr(0, 5, 9), arr(5, 7, 9))) == ([0], [7])  # sorted, but touching: joined
+    assert as_lists(iv.union(arr(0, 3, 10), arr(2, 3, 12))) == ([0, 10], [2, 12])  # sorted and disjoint, an empty one dropped
 
 
 def test_empty_inputs():

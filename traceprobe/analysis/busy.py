@@ -95,6 +95,19 @@ def device_intervals(trace: Trace, mask: np.ndarray | None = None) -> dict[int, 
     return out
 
 
+@per_trace
+def all_device_intervals(trace: Trace) -> dict[int, Intervals]:
+    """:func:`device_intervals` of every device event, once per trace."""
+    return device_intervals(trace)
+
+
+@per_trace
+def any_device_busy(trace: Trace) -> Intervals:
+    """Where any device runs any device event: the union of :func:`all_device_intervals`, once per trace."""
+    sets = list(all_device_intervals(trace).values())
+    return iv.coverage_at_least(sets, 1) if sets else iv.empty()
+
+
 def stream_intervals(trace: Trace, device: int, mask: np.ndarray | None = None) -> list[Intervals]:
     """Busy interval sets of each stream of ``device`` (events selected by ``mask``)."""
     ev = trace.device_events

@@ -27,7 +27,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import device_intervals, fraction, stream_intervals
+from .busy import all_device_intervals, any_device_busy, fraction, stream_intervals
 
 STREAM_COLUMNS = ["device", "streams", "busy_ns", "multi_stream_ns", "concurrency", "kernel_busy_ns", "multi_stream_kernel_ns",
                   "kernel_concurrency", "side_busy_ns", "side_concurrency"]
@@ -57,11 +57,11 @@ class DeviceConcurrency:
 
 def device_concurrency(trace: Trace) -> DeviceConcurrency:
     """Cross-device concurrency and per-device busy/idle time (module docstring)."""
-    per_dev = device_intervals(trace)
+    per_dev = all_device_intervals(trace)
     lo, hi = trace.window_ns
     window = max(hi - lo, 0)
     sets = list(per_dev.values())
-    any_busy = iv.coverage_at_least(sets, 1) if sets else iv.empty()
+    any_busy = any_device_busy(trace)
     two = iv.coverage_at_least(sets, 2) if len(sets) >= 2 else iv.empty()
     rows = []
     for d, u in per_dev.items():

@@ -32,7 +32,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import comm_mask, compute_intervals, copy_directions, copy_mask, device_intervals, fraction, host_thread_codes
+from .busy import any_device_busy, comm_mask, compute_intervals, copy_directions, copy_mask, device_intervals, fraction, host_thread_codes
 
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
 
@@ -173,8 +173,7 @@ class CpuGpuOverlap:
 def cpu_gpu_overlap(trace: Trace) -> CpuGpuOverlap:
     """CPU/GPU overlap (see :class:`CpuGpuOverlap` and the module docstring)."""
     host = host_compute_intervals(trace)
-    devs = list(device_intervals(trace).values())
-    gpu = iv.coverage_at_least(devs, 1) if devs else iv.empty()
+    gpu = any_device_busy(trace)
     host_ns, gpu_ns = iv.length(host), iv.length(gpu)
     over = iv.length(iv.intersect(host, gpu))
     return CpuGpuOverlap(host_ns, gpu_ns, over, fraction(over, host_ns), fraction(over, gpu_ns), fraction(over, min(host_ns, gpu_ns)))
