@@ -327,6 +327,9 @@ def test_coverage_examples():
     assert as_lists(iv.coverage_at_least([(arr(0), arr(10)), (arr(10), arr(20))], 1)) == ([0], [20])
     with pytest.raises(ValueError):
         iv.coverage_at_least([a], 0)
+    for k in (1, 2):  # a set whose starts and ends differ in length, at k=1 (one union of all) as at k=2
+        with pytest.raises(ValueError, match="differ in length"):
+            iv.coverage_at_least([a, (arr(0, 1), arr(5))], k)
 
 
 def test_subtract_examples():
