@@ -8,6 +8,8 @@
   resident memory of the process and all its descendants alive together,
   sampled from 2 ms after the start at doubling intervals up to 25 ms
   (:data:`SAMPLE_MAX_S`), so that decoding in child processes is counted in full.
+  The sampling runs in a thread beside a blocking ``wait4``, so the wall time ends
+  when the process does (it used to end at the next sample: up to 25 ms late).
 - :data:`FLOOR_CODE`: the parse floor. It reads the file, inflates it (with isal
   when installed, as traceprobe does; zlib otherwise), and decodes every event into
   msgspec structs holding only the fields traceprobe reads, then exits at once.
@@ -24,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -151,23 +154,31 @@ def measure(cmd: list[str], timeout: float | None = None, env: dict[str, str] | 
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
     t = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd or ROOT, env=env)
-    deadline = None if timeout is None else t + timeout
-    timed_out = False
-    tree_peak = 0
-    delay = SAMPLE_FIRST_S
-    while True:
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            break
-        if deadline is not None and time.perf_counter() > deadline:
-            p.kill()
-            pid, status, ru = os.wait4(p.pid, 0)
-            timed_out = True
-            break
-        tree_peak = max(tree_peak, _tree_rss(p.pid))
-        time.sleep(delay)
-        delay = min(2 * delay, SAMPLE_MAX_S)
+    done, killed = threading.Event(), threading.Event()
+    tree_peak = [0]
+
+    def sample() -> None:  # beside the wait: the wall time ends when the process does, not at a sample
+        delay = SAMPLE_FIRST_S
+        while not done.wait(delay):
+            tree_peak[0] = max(tree_peak[0], _tree_rss(p.pid))
+            delay = min(2 * delay, SAMPLE_MAX_S)
+
+    def kill() -> None:
+        killed.set()
+        p.kill()
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    timer = threading.Timer(timeout, kill) if timeout is not None else None
+    if timer is not None:
+        timer.start()
+    _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
+    done.set()
+    if timer is not None:
+        timer.cancel()
+    sampler.join()
+    timed_out = killed.is_set()
     p.returncode = os.waitstatus_to_exitcode(status)
     out.seek(0)
     err.seek(0)
@@ -176,8 +187,8 @@ def measure(cmd: list[str], timeout: float | None = None, env: dict[str, str] | 
     for line in stdout.splitlines():
         if line.startswith(MARK):
             result = json.loads(line[len(MARK):])
-    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": max(ru.ru_maxrss / 1024, tree_peak / 2**20),
-            "maxrss_mb": ru.ru_maxrss / 1024, "tree_rss_mb": tree_peak / 2**20, "rc": p.returncode,
+    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": max(ru.ru_maxrss / 1024, tree_peak[0] / 2**20),
+            "maxrss_mb": ru.ru_maxrss / 1024, "tree_rss_mb": tree_peak[0] / 2**20, "rc": p.returncode,
             "timed_out": timed_out, "result": result, "stderr_tail": stderr[-600:]}
 
 
