@@ -82,6 +82,48 @@ def test_parse_us_matches_decimal_reference(texts):
             assert (s, v) == (OK, want), t
 
 
+kineto_decimals = st.builds(
+    lambda neg, whole, frac: ("-" if neg else "") + str(whole) + f".{frac:03d}",
+    st.booleans(),
+    st.one_of(st.integers(0, 10**16), st.sampled_from([0, 9, 10**14, 8999999999999999, 9000000000000000, 9223372036854775, 9223372036854776])),
+    st.integers(0, 999),
+)
+"""``-?digits.ddd``, what Kineto writes, the edges of 18 and 19 digits and of int64 among them."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(kineto_decimals, min_size=1, max_size=40), st.one_of(st.none(), st.sampled_from(["1.5", "1.2345", "1e3", "0.5e1", '"1.234"', "[0,1.23]", ""])))
+def test_parse_us_reads_three_decimals_as_integers(texts, odd):
+    """A piece whose times all read -?digits.ddd is read without the decimal matrix (at most 19
+    digits, led by 8 or less at 19); one other value anywhere sends it there. Both exact."""
+    if odd is not None:
+        texts = [*texts[: len(texts) // 2], odd, *texts[len(texts) // 2 :]]
+    ns, status = parse_us([t.encode() for t in texts])
+    for t, v, s in zip(texts, ns.tolist(), status.tolist()):
+        if t == "":
+            assert s == MISSING
+            continue
+        want = exact_ns(t) if t[:1] not in ('"', "[") else None
+        if t == '"1.234"':  # a numeric string: read, by the one-by-one path
+            want = 1234
+        if want is None or not -(2**63) <= want < 2**63:
+            assert s == INVALID, t
+        else:
+            assert (s, v) == (OK, want), t
+
+
+def test_three_decimals_need_no_matrix(monkeypatch):
+    import traceprobe.timestamps as ts
+
+    monkeypatch.setattr(ts, "_parse_plain", lambda *a: pytest.fail("read through the decimal matrix"))
+    ns, status = parse_us([b"1712195495505582.988", b"-0.001", b"0.500", b"8999999999999999.999", b"-8999999999999999.999"])
+    assert ns.tolist() == [1712195495505582988, -1, 500, 8999999999999999999, -8999999999999999999] and status.tolist() == [OK] * 5
+    # 19 digits led by 9 (int64's edge is there), 20 digits, four decimals, an exponent: the matrix reads them
+    for beyond in ([b"9223372036854775.807"], [b"10000000000000000.000"], [b"1.000", b"12.3456"], [b"1.000", b"1.5e3"]):
+        with pytest.raises(pytest.fail.Exception):
+            parse_us(beyond)
+
+
 def test_parse_us_odd_values():
     texts = [b"", b"null", b'"12"', b'"x"', b"true", b"{}", b'"1 2"', b"[1]", b"9223372036854775.807", b"9223372036854775.808", b"1" * 40]
     ns, status = parse_us(texts)
