@@ -1,8 +1,9 @@
 """The ``traceprobe`` command: a thin typer layer over the library.
 
-It parses options, calls :mod:`traceprobe.recording`, :mod:`traceprobe.collect` and
-the renderers in :mod:`traceprobe.report`, and prints (through :mod:`traceprobe.console`).
-It computes no figure. ``plot``, ``export`` and ``view`` are in :mod:`traceprobe.cli_views`.
+It parses options, calls :mod:`traceprobe.collect` and the renderers in
+:mod:`traceprobe.report`, and prints (through :mod:`traceprobe.console`). It computes
+no figure. ``record`` is in :mod:`traceprobe.cli_record`; ``plot``, ``export`` and
+``view`` are in :mod:`traceprobe.cli_views`.
 
 Exit codes: 0 all good; 1 a ``--min-*`` gate was not met (``overlap-report``) or a
 recorded variant failed (``record``); 2 an error: a file could not be read (the
@@ -77,98 +78,9 @@ def _options(
     """Prove whether parallelism actually happened on GPUs: record torch.profiler traces and measure overlap."""
 
 
-@app.command()
-def record(
-    workloads: list[str] | None = typer.Argument(None, help="Workloads to run (default: all). See --list. With --script/--module: the target's arguments, after --."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output folder (default: runs/<date-time>; with --script/--module: runs/<target>-<date-time>)."),
-    device: str = typer.Option("auto", help="auto (CUDA if available), cuda or cpu."),
-    size: int | None = typer.Option(None, help="Matrix size override (elements per side)."),
-    repeat: int | None = typer.Option(None, help="Repetitions override (products per batch, steps...). With --script/--module: profiled windows (default 1; 0: until the run ends)."),
-    force: bool = typer.Option(False, help="Record everything again, overwriting existing traces."),
-    resume: bool = typer.Option(False, help="Complete an earlier recording in --out: run only what is missing."),
-    perfetto: bool = typer.Option(False, "--perfetto", help="Also write each trace as a native Perfetto .pftrace with overlap tracks (see export)."),
-    list_: bool = typer.Option(False, "--list", help="List the workloads and exit."),
-    script: Path | None = typer.Option(None, "--script", help="Run this Python script under the profiler, as python would; its arguments go after --."),
-    module: str | None = typer.Option(None, "--module", help="Run this module under the profiler, as python -m would; its arguments go after --."),
-    wait: int = typer.Option(1, help="--script/--module with traceprobe.step() calls: steps skipped in each cycle (step 0 is never profiled)."),
-    warmup: int = typer.Option(1, help="--script/--module: profiler warm-up steps in each cycle."),
-    active: int = typer.Option(3, help="--script/--module: steps recorded in each window, one trace per window."),
-    record_shapes: bool = typer.Option(False, "--record-shapes", help="--script/--module: record operator input shapes."),
-    with_stack: bool = typer.Option(False, "--with-stack", help="--script/--module: record Python stacks."),
-    profile_memory: bool = typer.Option(False, "--profile-memory", help="--script/--module: record tensor memory allocations."),
-) -> None:
-    """Run experiments under torch.profiler; write one gzipped Chrome trace per variant and manifest.json.
+from . import cli_record  # noqa: E402  - registers record on app, first in the help
 
-    With --script or --module, run your own program instead (see traceprobe.recording.runner): one trace of
-    the whole run, or one per window of steps where it calls traceprobe.step(); the exit code is the program's.
-    """
-    if script is not None or module is not None:
-        if list_ or force or resume or size is not None:
-            _fail("--list, --force, --resume and --size apply to the built-in workloads, not to --script/--module")
-        _record_target(script, module, workloads or [], out, device, wait, warmup, active, 1 if repeat is None else repeat,
-                       record_shapes, with_stack, profile_memory)
-    from rich.text import Text
-
-    from .recording.workloads import WORKLOADS
-
-    if list_:
-        for w in WORKLOADS.values():
-            typer.echo(f"{w.name:16} {w.description}")
-        return
-    import datetime as dt
-
-    from .fileio import WriteError
-    from .manifest import Entry
-    from .recording import record as rec
-    from .recording.folder_lock import FolderBusy
-
-    outp = out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-    def show(e: Entry) -> None:
-        style = {"ok": "green", "kept": "cyan", "skipped": "yellow"}.get(e.status, "red")
-        wall = f"  {e.wall_s * 1e3:,.1f} ms" if e.wall_s is not None else ""
-        why = f"  ({e.reason})" if e.reason else ""
-        err.print(Text(f"{e.status:8}", style=style) + Text(one_line(f" {e.workload}.{e.variant}{wall}{why}")), soft_wrap=True, highlight=False)
-
-    try:
-        manifest = rec.record(outp, workloads, device=device, size=size, repeat=repeat, force=force, resume=resume, on_entry=show)
-    except (ValueError, FileExistsError, FolderBusy, WriteError) as e:
-        _fail(str(e))
-    except KeyboardInterrupt:
-        _fail(f"interrupted: the traces written so far are whole and listed in {outp / 'manifest.json'}; "
-              f"finish with: traceprobe record --out {outp} --resume", code=130)
-    except OSError as e:
-        _fail(f"cannot write to {outp}: {e.strerror or e}")
-    failed = [e for e in manifest.variants if e.status == "failed"]
-    if perfetto:
-        _export_perfetto([outp / t for e in manifest.variants if e.status == "ok" for t in e.traces], outp)
-    say(f"traces and manifest in {outp}; next: traceprobe overlap-report {outp}")
-    if failed:
-        raise typer.Exit(1)
-
-
-def _record_target(script: Path | None, module: str | None, args: list[str], out: Path | None, device: str,
-                   wait: int, warmup: int, active: int, repeat: int, record_shapes: bool, with_stack: bool, profile_memory: bool) -> None:
-    """``record --script/--module``: run the target under traceprobe.recording.runner and exit with its exit code."""
-    from .fileio import WriteError
-    from .recording import runner
-    from .recording.environment import resolve_device
-    from .recording.folder_lock import FolderBusy
-
-    try:
-        cuda = resolve_device(device) == "cuda"
-        code, cap = runner.run(script=script, module=module, args=args, out=out, wait=wait, warmup=warmup, active=active,
-                               repeat=repeat, record_shapes=record_shapes, with_stack=with_stack, profile_memory=profile_memory,
-                               cuda=cuda)
-    except runner.TargetNotFound as e:
-        _fail(str(e), code=e.code)
-    except (ValueError, FolderBusy, WriteError) as e:
-        _fail(str(e))
-    except OSError as e:
-        _fail(f"cannot write to {out}: {e.strerror or e}")
-    names = ", ".join(p.name for p in cap.trace_paths) or "no trace"
-    say(f"traceprobe: {names} and manifest in {cap.out}; next: traceprobe overlap-report {cap.out}")
-    raise typer.Exit(code)
+cli_record.register(app)
 
 
 @app.command("overlap-report")
@@ -357,14 +269,6 @@ def _sql_report(paths: list[str], trace_processor: Path | None, debug: bool) -> 
     for e in errors:
         say(e, "red")
     raise typer.Exit(2 if errors else 0)
-
-
-def _export_perfetto(traces: list[Path], out_dir: Path) -> None:
-    """Write ``<stem>.pftrace`` beside each trace (``record --perfetto``)."""
-    from .cli_views import export_files
-
-    for e in export_files(traces, out_dir, perfetto=True, json_=False, jobs=None):
-        say(e, "red")
 
 
 from . import cli_views  # noqa: E402  - registers plot, export and view on app
