@@ -124,6 +124,13 @@ def test_three_decimals_need_no_matrix(monkeypatch):
             parse_us(beyond)
 
 
+def test_three_decimals_take_no_space_or_inner_minus():
+    """Bytes that are not JSON (a space or a minus inside a text) are refused, not read as other numbers."""
+    for texts in ([b"1 2.345", b"   .   "], [b"1-2.345", b"   .   "], [b"--1.234"]):
+        ns, status = parse_us(texts)
+        assert status.tolist() == [INVALID] * len(texts) and ns.tolist() == [0] * len(texts)
+
+
 def test_parse_us_odd_values():
     texts = [b"", b"null", b'"12"', b'"x"', b"true", b"{}", b'"1 2"', b"[1]", b"9223372036854775.807", b"9223372036854775.808", b"1" * 40]
     ns, status = parse_us(texts)

@@ -39,6 +39,7 @@ def each_then(thens: dict[str, Then], trace: Trace, report: OverlapReport) -> di
     their results by name."""
     return {name: fn(trace, report) for name, fn in thens.items()}
 
+
 def _is_trace_name(name: str) -> bool:
     return name != "manifest.json" and (name.endswith(".json") or name.endswith(".json.gz"))
 

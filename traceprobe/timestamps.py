@@ -10,10 +10,10 @@ result fits in int64 (digits past the nanosecond are rounded half to even).
 Kineto's own shape, ``-?digits.ddd`` (three decimals, every value of a piece),
 is the ns value once the point is removed: the texts are checked with numpy and
 read as integers by numpy's C parser. The general shape (``-?digits[.digits]``,
-at most 16 integer and 9 fractional digits) is parsed for all values at once with numpy: the texts become a
-fixed-width byte matrix, each row is aligned on its decimal point (rows are
-grouped by where the point is), and the digits are weighted by one matrix
-product. Anything else (exponents, numeric strings such as ``"12"``, ``null``,
+at most 16 integer and 9 fractional digits) is parsed for all values at once with
+numpy: the texts become a fixed-width byte matrix, each row is aligned on its
+decimal point (rows are grouped by where the point is), and the digits are
+weighted by one matrix product. Anything else (exponents, numeric strings such as ``"12"``, ``null``,
 objects, texts longer than the matrix) is rare and read one by one with
 :class:`decimal.Decimal`.
 """
@@ -110,8 +110,9 @@ def _three_decimals(part: Sequence[Any], lens: np.ndarray) -> np.ndarray | None:
     """int64 ns of texts that all read ``-?digits.ddd`` (what Kineto writes: µs with exactly three
     decimals), or None when one does not. Such a text without its point is the ns value as an
     integer, read by numpy's C parser (``numpy.fromstring``); at most 18 digits, or 19 led by a
-    digit up to 8, so that no value can leave int64. The texts are JSON values as msgspec found
-    them, so digits, one ``-``, one point and the point fourth from the end leave only that shape.
+    digit up to 8, so that no value can leave int64. Only digits, a leading ``-`` and one point,
+    fourth from the end, pass the checks, whatever the bytes, so the parser sees exactly ``n``
+    integers.
     """
     n = len(part)
     if n == 0 or lens.min() < 5:
@@ -127,6 +128,8 @@ def _three_decimals(part: Sequence[Any], lens: np.ndarray) -> np.ndarray | None:
     if not _DIGITS_DOT_MINUS_SPACE[buf].all():
         return None
     neg = buf[starts] == ord("-")
+    if np.count_nonzero(buf == ord(" ")) != n - 1 or np.count_nonzero(buf == ord("-")) != np.count_nonzero(neg):
+        return None  # a space or a minus inside a text (not JSON): only the separators and leading signs pass
     digits = lens - 1 - neg
     if digits.max() > 18 and (digits.max() > 19 or not (buf[starts + neg][digits > 18] <= ord("8")).all()):
         return None

@@ -220,8 +220,9 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
     threads = host_thread_concurrency(trace)
     steps = device_steps(trace, la)
     dev = f["dev"]
-    busy = {int(d): int(b) for d, b in vd.columns(dev.devices, "device", "busy_ns")}
-    util = {int(d): float(u) for d, u in vd.columns(dev.devices, "device", "utilization")}
+    per_device = list(vd.columns(dev.devices, "device", "busy_ns", "utilization"))
+    busy = {int(d): int(b) for d, b, _ in per_device}
+    util = {int(d): float(u) for d, _, u in per_device}
     colls = _collective_kinds(kept)
     verdicts = (
         vd.copy_verdicts(f["copy"], busy, _copy_hints(kept, colls))

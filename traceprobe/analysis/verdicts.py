@@ -32,6 +32,7 @@ def columns(df: pd.DataFrame, *names: str) -> Iterator[tuple[Any, ...]]:
     class on every call."""
     return zip(*(df[n].tolist() for n in names))
 
+
 CONFIRMED = 0.5
 PARTIAL = 0.05
 MIN_SIDE = 0.05
