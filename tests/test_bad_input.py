@@ -108,6 +108,18 @@ def test_not_enough_memory_fails_early(tmp_path, monkeypatch):
         load_trace(p, max_bytes=10)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/meminfo is Linux's")
+def test_available_memory_reads_what_psutil_reads(monkeypatch):
+    import psutil
+
+    mine, theirs = tracefile._meminfo_available(), psutil.virtual_memory().available
+    assert mine is not None and abs(mine - theirs) <= 0.05 * theirs  # (memory moves between the two reads)
+    monkeypatch.setattr(tracefile, "_meminfo_available", lambda: None)  # elsewhere: psutil
+    fallback = tracefile.available_memory()
+    assert fallback is not None and fallback > 0
+    assert fallback <= psutil.virtual_memory().available * 1.05
+
+
 def test_missing_device_stream_falls_back_to_pid_tid(tmp_path):
     ev = {"ph": "X", "cat": "kernel", "name": "k", "pid": 3, "tid": 21, "ts": 10, "dur": 5}
     t = load_trace(write(tmp_path, {"traceEvents": [ev]}))
