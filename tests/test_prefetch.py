@@ -216,3 +216,34 @@ def test_only_commands_decode_ahead(monkeypatch):
     assert len(started) == 1
     pd.testing.assert_frame_equal(plain.reports[0].copy_overlap, ahead.reports[0].copy_overlap)
     pd.testing.assert_frame_equal(plain.reports[0].breakdown, ahead.reports[0].breakdown)
+
+
+_RECORD_START = """
+import sys
+from traceprobe import prefetch
+real, marker = prefetch.start, sys.argv[1]
+def start(*a, **k):
+    open(marker, "w").write("pandas" if "pandas" in sys.modules else "no pandas")
+    return real(*a, **k)
+prefetch.start = start
+sys.argv = ["traceprobe", *sys.argv[2:]]
+from traceprobe.cli import entry
+entry()
+"""
+
+
+@fork_only
+@pytest.mark.parametrize("command", [["overlap-report", "--format", "json", "--plot"], ["plot", "-o"], ["plot", "--compare", "-o"]])
+def test_pictures_do_not_stop_the_decode_ahead(tmp_path, command):
+    """``--plot`` and ``plot`` name their drawing functions without importing pandas or matplotlib, so a single
+    trace is still decoded by child processes; the picture and the report are the ones drawn without them."""
+    path = REPO / "sample_traces" / "compute-copy.overlapped.pt.trace.json.gz"
+    made = {}
+    for flag in ("1", "0"):
+        marker, png = tmp_path / f"started{flag}", tmp_path / f"t{flag}.png"
+        r = subprocess.run([sys.executable, "-c", _RECORD_START, str(marker), command[0], str(path), *command[1:], str(png)],
+                           env={**os.environ, prefetch.ENV: flag}, capture_output=True, check=True)
+        made[flag] = (r.stdout, png.read_bytes(), marker.read_text() if marker.exists() else None)
+    assert made["1"][2] == "no pandas" and made["0"][2] is None
+    assert made["1"][0] == made["0"][0]
+    assert made["1"][1][:8] == b"\x89PNG\r\n\x1a\n" and len(made["1"][1]) > 10_000

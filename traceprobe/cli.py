@@ -122,14 +122,12 @@ def overlap_report(
     from .collect import analyze_paths, each_then
 
     # made where each trace was analysed: its picture, and its part of the JSON document
+    from .report import image_format, report_json, timeline_image  # (these import no pandas: see their module)
+
     thens: dict[str, Any] = {}
     if plot is not None:
-        from .report import plot as pl
-
-        thens["png"] = partial(pl.timeline_of, fmt=pl.image_format(plot))
+        thens["png"] = partial(timeline_image, fmt=image_format(plot))
     if fmt is Format.json:
-        from .report import report_json
-
         thens["json"] = report_json
     drawn: list = []  # (report, image bytes)
     rendered: dict[str, Any] = {}  # report path -> its JSON

@@ -28,15 +28,19 @@ def plot_cmd(
     """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top."""
     check_outputs(paths, {"--output": output})
     from .collect import analyze_paths
-    from .report import plot as pl
+    from .report import image_format, timeline_image, timeline_item  # (no pandas yet: a single trace is decoded ahead)
 
     drawn: list = []
     if compare:  # every trace in this process, drawn together
-        summary = analyze_paths(paths, jobs=1, then=pl.item_of, on_then=lambda _, item: drawn.append(item), decode_ahead=True)
-        pictures = [(output, pl.compare(drawn, title, pl.image_format(output)))] if drawn else []
+        summary = analyze_paths(paths, jobs=1, then=timeline_item, on_then=lambda _, item: drawn.append(item), decode_ahead=True)
+        from .report import plot as pl
+
+        pictures = [(output, pl.compare(drawn, title, image_format(output)))] if drawn else []
     else:
-        summary = analyze_paths(paths, jobs=jobs, then=partial(pl.timeline_of, fmt=pl.image_format(output)),
+        summary = analyze_paths(paths, jobs=jobs, then=partial(timeline_image, fmt=image_format(output)),
                                 on_then=lambda r, png: drawn.append((r, png)), decode_ahead=True)
+        from .report import plot as pl
+
         names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
         pictures = list(zip(names, (png for _, png in drawn)))
     errors = [f"{f.path}: {f.error}" for f in summary.failures] + write_files(pictures)

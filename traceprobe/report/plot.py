@@ -228,11 +228,6 @@ def timeline_of(trace: Trace, report: OverlapReport, fmt: str = "png") -> bytes:
     return timeline(item_of(trace, report), fmt)
 
 
-def image_format(output: str | Path) -> str:
-    """The image format named by ``output``'s suffix (``png`` without one)."""
-    return Path(output).suffix.lstrip(".").lower() or "png"
-
-
 def per_trace_paths(output: str | Path, labels: Sequence[str]) -> list[Path]:
     """``output`` for one trace; ``<stem>.<label><suffix>`` beside it for several
     (a repeated label gets ``.2``, ``.3``...)."""
