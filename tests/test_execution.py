@@ -38,6 +38,14 @@ def _die_first_time(arg: tuple[str, int]) -> int:
     return x
 
 
+def _count_and_die_on_minus_one(arg: tuple[str, int]) -> int:
+    """Notes each attempt at an item in a file, then as :func:`_die_on_minus_one`."""
+    folder, x = arg
+    with open(Path(folder) / f"attempts-{x}", "a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    return _die_on_minus_one(x)
+
+
 def _raise_on_two(x: int) -> int:
     if x == 2:
         raise ValueError("two")
@@ -68,6 +76,18 @@ def test_dead_worker_is_retried_once_then_a_failure_and_the_others_go_on():
     out = map_items(_die_on_minus_one, items, jobs=2, on_crash=_crashed)
     assert out[:2] == [1, 4] and out[3:] == [9, 16, 25, 36]
     assert out[2].startswith("crashed: worker process died twice") and "SIGKILL" in out[2]
+
+
+def test_items_queued_behind_a_dying_item_run_once(tmp_path):
+    """Each worker holds a second item while many remain: the one behind an item that kills the worker goes
+    back to the queue unstarted and uncounted, and runs once, elsewhere."""
+    xs = [1, -1, 2, 3, -1, 4, 5, 6, 7, 8, 9, 10]
+    out = map_items(_count_and_die_on_minus_one, [(str(tmp_path), x) for x in xs], jobs=2, on_crash=_crashed)
+    assert [o for o, x in zip(out, xs) if x != -1] == [x * x for x in xs if x != -1]
+    assert all(o.startswith("crashed: worker process died twice") for o, x in zip(out, xs) if x == -1)
+    for x in set(xs) - {-1}:
+        assert len((tmp_path / f"attempts-{x}").read_text().split()) == 1
+    assert len((tmp_path / "attempts--1").read_text().split()) == 4  # twice for each of the two
 
 
 def test_worker_that_dies_once_succeeds_on_the_retry(tmp_path):

@@ -9,9 +9,13 @@ Three ways to run, chosen by the caller:
 
 - ``jobs == 1`` (or a single item): in this process, one item after another.
 - ``jobs > 1``: ``jobs`` local worker processes, forked from this one, each
-  taking the next item as it finishes the last. A worker that dies while on an
+  taking the next item as it finishes the last. While items remain for every
+  worker, each holds one more in its pipe, so that it starts the next item at
+  once instead of waiting for this process to take its result (about 1.7 ms per
+  item on 2 CPUs, measured). A worker that dies while on an
   item (killed by the OOM killer, a segfault in a C extension, ``os._exit``) takes
-  only that item with it: the item is run once more in a fresh worker; if that
+  only that item with it (the one queued behind it goes back to the queue,
+  uncounted): the item is run once more in a fresh worker; if that
   worker dies too, the item's result is ``on_crash(item, reason)`` (a per-file
   failure) and the other items go on. (``concurrent.futures.ProcessPoolExecutor``
   cannot do this: one dead worker breaks the whole pool and every pending item
@@ -38,7 +42,7 @@ import os
 import signal
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Generic, TypeVar
 
@@ -47,6 +51,8 @@ R = TypeVar("R")
 
 MAX_CRASHES = 2
 """Worker deaths on one item before it becomes ``on_crash(item, reason)``: one retry."""
+QUEUED = 2
+"""Items a local worker holds at most: the one it is on and the next (while items remain for every worker)."""
 
 
 def default_jobs(n_items: int, jobs: int | None = None) -> int:
@@ -131,7 +137,7 @@ def _serve(conn: Connection, fn: Callable[[Any], Any]) -> None:
 class _Worker(Generic[T]):
     process: Any  # multiprocessing.Process (fork context)
     conn: Connection
-    index: int | None = None  # the item it is on
+    queue: deque[int] = field(default_factory=deque)  # the items sent to it, in order: it is on the first
 
 
 def _start(fn: Callable[[Any], Any]) -> _Worker[Any]:
@@ -171,22 +177,28 @@ def _on_local_workers(
     try:
         while left:
             for w in workers:
-                if w.index is None and pending:
-                    w.index = pending.popleft()
-                    w.conn.send((items[w.index],))
-            busy = [w for w in workers if w.index is not None]
+                # a second item only while every worker can still get one: no worker idles at the end behind a queue
+                while pending and (not w.queue or (len(w.queue) < QUEUED and len(pending) >= n)):
+                    w.queue.append(pending.popleft())
+                    try:
+                        w.conn.send((items[w.queue[-1]],))
+                    except OSError:  # it died meanwhile: its end of the pipe reads EOF next, and its queue goes back
+                        break
+            busy = [w for w in workers if w.queue]
             ready = set(wait([w.conn for w in busy]))
             for k, w in enumerate(workers):
-                if w.index is None or w.conn not in ready:
+                if not w.queue or w.conn not in ready:
                     continue
-                i, w.index = w.index, None
+                i = w.queue.popleft()
                 try:
                     status, value = w.conn.recv()
-                except EOFError:  # the worker died on items[i]
+                except (EOFError, ConnectionResetError):  # the worker died on items[i] (reset: with an item unread
+                    # in its socket); the items queued behind it were not started
                     crashes[i] += 1
                     why = _death(w.process)
                     w.conn.close()
                     workers[k] = _start(fn)
+                    pending.extendleft(reversed(w.queue))
                     if crashes[i] < MAX_CRASHES:
                         pending.appendleft(i)
                         continue
