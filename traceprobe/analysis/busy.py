@@ -104,8 +104,7 @@ def all_device_intervals(trace: Trace) -> dict[int, Intervals]:
 @per_trace
 def any_device_busy(trace: Trace) -> Intervals:
     """Where any device runs any device event: the union of :func:`all_device_intervals`, once per trace."""
-    sets = list(all_device_intervals(trace).values())
-    return iv.coverage_at_least(sets, 1) if sets else iv.empty()
+    return iv.coverage_at_least(list(all_device_intervals(trace).values()), 1)  # (no device: the empty set)
 
 
 def stream_intervals(trace: Trace, device: int, mask: np.ndarray | None = None) -> list[Intervals]:

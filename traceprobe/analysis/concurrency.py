@@ -62,7 +62,7 @@ def device_concurrency(trace: Trace) -> DeviceConcurrency:
     window = max(hi - lo, 0)
     sets = list(per_dev.values())
     any_busy = any_device_busy(trace)
-    two = iv.coverage_at_least(sets, 2) if len(sets) >= 2 else iv.empty()
+    two = iv.coverage_at_least(sets, 2)
     rows = []
     for d, u in per_dev.items():
         busy = iv.length(u)

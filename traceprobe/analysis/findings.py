@@ -132,7 +132,7 @@ def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: flo
     tiers: list[list[_Candidate]] = [[], [], []]
     for t in times:
         others = [o.busy for o in times if o.device != t.device]
-        for tier, cands in zip(tiers, _candidates(trace, t, iv.coverage_at_least(others, 1) if others else iv.empty())):
+        for tier, cands in zip(tiers, _candidates(trace, t, iv.coverage_at_least(others, 1))):
             tier += cands
     claimed = iv.empty()
     rows = []
