@@ -6,7 +6,6 @@ Times are int64 ns throughout.
 
 from __future__ import annotations
 
-from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,9 @@ PH_CODES = {"X": 1, "B": 2, "E": 3}
 """Chrome trace ``ph`` of complete events, begins and ends; every other phase is skipped."""
 ID_COLUMNS = ("device", "stream", "correlation", "bytes", "external_id")
 """Kineto ``args`` read as int64 ids: ``device``, ``stream``, ``correlation``, ``bytes``, ``External id``."""
+TABLE_IDS = {"device": ("device", "stream", "correlation", "bytes"), "host": ("correlation", "external_id")}
+"""The :data:`ID_COLUMNS` read for each table: the ones its frame holds (:mod:`traceprobe.trace`). The others
+are :data:`NO_ID` in that table (collectives read their ids apart: :func:`collective_columns`)."""
 
 COLLECTIVE_ARGS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "correlation", "external_id")
 """Fields of :func:`collective_columns`, from Kineto's args ``Collective name``, ``In msg nelems``,
@@ -124,14 +126,9 @@ def as_str(v: Any) -> str:
     return v if isinstance(v, str) else "" if v is None else str(v)
 
 
-def id_columns(args: Any) -> list[np.ndarray]:
-    """The ``ID_COLUMNS`` of the events' args structs as int64 (NO_ID where absent or not a number)."""
-    n = len(args)
-    try:
-        flat = np.fromiter(chain.from_iterable(map(attrgetter(*ID_COLUMNS), args)), np.int64, len(ID_COLUMNS) * n)
-        return [np.ascontiguousarray(c) for c in flat.reshape(n, len(ID_COLUMNS)).T]
-    except (TypeError, ValueError, OverflowError):  # labels, or tolerant structs: column by column
-        return [_id_column(args, a) for a in ID_COLUMNS]
+def id_columns(args: Any, fields: tuple[str, ...] = ID_COLUMNS) -> list[np.ndarray]:
+    """The ``fields`` (of :data:`ID_COLUMNS`) of the events' args structs as int64 (NO_ID where absent or not a number)."""
+    return [_id_column(args, a) for a in fields]
 
 
 def _id_column(args: Any, attr: str) -> np.ndarray:

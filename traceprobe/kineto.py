@@ -52,6 +52,7 @@ from .columns import (
     N_DEVICE_KINDS,
     NO_ID,
     PH_CODES,
+    TABLE_IDS,
     Codes,
     Lookup,
     check_times,
@@ -271,7 +272,7 @@ class _Builder:
         self.count += len(events)  # (nothing is recorded before the times are read: a piece that gives way leaves no trace)
         args = np.fromiter(map(attrgetter("args"), objs), object, n)
         args[np.equal(args, _NONE)] = _NO_ARGS
-        cols: dict[str, np.ndarray] = dict(zip(ID_COLUMNS, id_columns(args)))
+        cols: dict[str, np.ndarray] = self._ids(args, cat[keep])
         cols["comm"] = self._collectives(args)
         threads = self.threads.code(list(chain.from_iterable(map(attrgetter("pid", "tid"), objs))))
         cols |= {
@@ -286,6 +287,20 @@ class _Builder:
             "dur_status": dur_status,
         }
         self.parts.append(cols)
+
+    @staticmethod
+    def _ids(args: np.ndarray, cat: np.ndarray) -> dict[str, np.ndarray]:
+        """The :data:`ID_COLUMNS` of each row: those its table keeps (:data:`TABLE_IDS`), :data:`NO_ID` for the others.
+        (Reading only those: on HTA's 216k-event trace, 31 -> 21 ms; 1.3 -> 0.7 ms on 10^4 synthetic events.)"""
+        on_device = cat <= N_DEVICE_KINDS
+        cols = {k: np.full(len(args), NO_ID, dtype=np.int64) for k in ID_COLUMNS}
+        for table, rows in (("device", np.flatnonzero(on_device)), ("host", np.flatnonzero(~on_device))):
+            if rows.size == len(args):
+                cols |= dict(zip(TABLE_IDS[table], id_columns(args, TABLE_IDS[table])))
+            elif rows.size:
+                for k, v in zip(TABLE_IDS[table], id_columns(args[rows], TABLE_IDS[table])):
+                    cols[k][rows] = v
+        return cols
 
     def _collectives(self, args: np.ndarray) -> np.ndarray:
         """Keep the collective args of the events naming one; their index per event (-1: none)."""
@@ -355,7 +370,8 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
 
     Returns:
         a :class:`Decoded`. Each table holds int64 ``ts``/``dur``/``end`` (ns,
-        exact), the ``ID_COLUMNS`` (int64, :data:`NO_ID` where absent), int8
+        exact), the ``ID_COLUMNS`` (int64, :data:`NO_ID` where absent; each table
+        reads only its own, :data:`~traceprobe.columns.TABLE_IDS`), int8
         ``cat`` (an index into :data:`KINDS`), and int32 ``name``, ``pid``,
         ``tid`` codes into ``Decoded.names`` / ``Decoded.threads``.
 

@@ -43,7 +43,9 @@ def shortfalls(
         d = r.devices
         if min_device_concurrency is not None and d.device_count >= 2 and d.concurrency < min_device_concurrency:
             out.append(f"{_where(r)} cross-device concurrency {d.concurrency:.1%} < {min_device_concurrency:.1%}")
-        for b in r.breakdown.to_dict(orient="records") if not r.breakdown.empty else []:
+        if max_exposed_comm is None and max_idle is None or r.breakdown.empty:
+            continue
+        for b in r.breakdown.to_dict(orient="records"):
             for limit, col, label in ((max_exposed_comm, "exposed_comm_ns", "exposed communication"), (max_idle, "idle_ns", "idle time")):
                 f = fraction(int(b[col]), int(b["window_ns"]))
                 if limit is not None and f > limit:
