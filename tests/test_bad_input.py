@@ -265,6 +265,11 @@ def test_stream_label_tid_of_old_torch(tmp_path):
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _pythonpath() -> str:
+    """This checkout first, then whatever the environment already puts on the path (packages installed with --target)."""
+    return os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+
+
 def _good(tmp_path: Path, name: str) -> Path:
     """A SYNTHETIC good trace: one kernel."""
     return write(tmp_path, {"traceName": "synthetic: good", "traceEvents": [kernel(1, 2), kernel(5, 2)]}, name)
@@ -299,7 +304,7 @@ def test_folder_with_hostile_files_reports_every_good_trace(tmp_path):
     bad = _hostile(tmp_path)
     proc = subprocess.run(
         [sys.executable, "-m", "traceprobe", "overlap-report", str(tmp_path), "--format", "json", "-j", "1"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"},
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": _pythonpath(), "COLUMNS": "80"},
     )
     assert proc.returncode == 2, proc.stderr
     doc = json.loads(proc.stdout)
@@ -348,7 +353,7 @@ def _peak_rss_of(code: str, limit_as: int | None = None) -> tuple[int, str, int]
         if limit_as:
             resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": _pythonpath(), "OPENBLAS_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, env=env, preexec_fn=pre)
     assert proc.stderr is not None
     err = proc.stderr.read()
@@ -372,7 +377,7 @@ def test_gzip_bomb_is_refused_within_memory(tmp_path):
     assert rc == 2 and "max_bytes" in err, err
     assert peak < 1e9, peak
     cli = subprocess.run([sys.executable, "-m", "traceprobe", "overlap-report", str(bomb), "--max-bytes", "1e8", "--format", "json"],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": _pythonpath()})
     assert cli.returncode == 2 and cli.stderr.count(str(bomb)) == 1 and "too large" in cli.stderr, cli.stderr
 
 

@@ -184,7 +184,7 @@ def test_killed_record_takes_its_ranks_along_and_resume_completes(tmp_path):
     import psutil
 
     out = tmp_path / "r"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(traceprobe.__file__).parents[1])}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(traceprobe.__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "traceprobe", "record", "--out", str(out), "data-parallel", "--device", "cpu", "--size", "32", "--repeat", "200"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     family: list[psutil.Process] = []
