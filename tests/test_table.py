@@ -47,3 +47,16 @@ def test_one_row_per_trace(summary):
 def test_detail_keeps_the_panels(summary):
     lines = _render(panels.render, summary, 120)
     assert len(lines) > 500 and any("parallelism confirmed" in line for line in lines)
+
+
+def test_readme_quotes_the_table_as_printed(summary):
+    """The README's two excerpts of `COLUMNS=120 traceprobe overlap-report sample_traces/` are the table as rendered now
+    (its first rows, and the runs across ranks to the end), and it says how many lines the table has."""
+    lines = [line.rstrip() for line in _render(table.render, summary, 120)]
+    readme = (SAMPLES.parent / "README.md").read_text()
+    start = readme.index("`COLUMNS=120 traceprobe overlap-report sample_traces/` prints")
+    blocks = readme[start:].split("```")
+    begins, ends = blocks[1].strip("\n").splitlines(), blocks[3].strip("\n").splitlines()
+    assert f"prints {len(lines)} lines for the {len(summary.reports)}" in readme[start:start + 120].replace("\n", " ")
+    assert begins[-1] == "..." and begins[:-1] == lines[: len(begins) - 1]
+    assert ends == lines[lines.index("across ranks"):]
