@@ -52,7 +52,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import comm_mask, compute_mask, copy_mask
+from .busy import comm_mask, compute_mask, copy_mask, label_mask, runtime_calls
 from .memo import per_trace
 
 Intervals = iv.Intervals
@@ -96,7 +96,7 @@ def launch_rows(trace: Trace) -> np.ndarray:
     out = np.full(len(ev), -1, dtype=np.int64)
     if ev.empty or host.empty:
         return out
-    rt = np.flatnonzero(host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & (host["correlation"].to_numpy() >= 0))
+    rt = np.flatnonzero(runtime_calls(trace) & (host["correlation"].to_numpy() >= 0))
     pos = first_match(host["correlation"].to_numpy(np.int64)[rt], ev["correlation"].to_numpy(np.int64))  # earliest call
     out[pos >= 0] = rt[pos[pos >= 0]]
     return out
@@ -118,7 +118,7 @@ def sync_intervals(trace: Trace) -> Intervals:
         return iv.empty()
     names = pd.Series(host["name"].cat.categories if hasattr(host["name"], "cat") else host["name"].unique(), dtype=object)
     sync_names = set(names[names.astype(str).str.contains(SYNC_PATTERN, regex=False)])
-    m = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy() & host["name"].isin(sync_names).to_numpy()
+    m = runtime_calls(trace) & label_mask(host["name"], sync_names)
     return iv.union(host["start_ns"].to_numpy()[m], host["end_ns"].to_numpy()[m])
 
 

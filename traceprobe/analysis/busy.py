@@ -56,19 +56,19 @@ def stream_busy(trace: Trace) -> pd.DataFrame:
     busy = np.bincount(k, weights=(e - s), minlength=n).astype(np.int64)
     kind = ev["kind"]
     lo, hi = trace.window_ns
-    out = pd.DataFrame(
-        {
-            "device": devs[pairs // len(strs)],
-            "stream": strs[pairs % len(strs)],
-            "busy_ns": busy,
-            "utilization": busy / max(hi - lo, 1),
-            "events": np.bincount(codes, minlength=n).astype(np.int64),
-            "kernels": np.bincount(codes[(kind == "kernel").to_numpy()], minlength=n).astype(np.int64),
-            "memcpys": np.bincount(codes[(kind == "memcpy").to_numpy()], minlength=n).astype(np.int64),
-            "memsets": np.bincount(codes[(kind == "memset").to_numpy()], minlength=n).astype(np.int64),
-        }
-    )
-    return out.sort_values(["device", "stream"]).reset_index(drop=True)
+    device, stream = devs[pairs // len(strs)], strs[pairs % len(strs)]
+    order = np.lexsort((stream, device))  # by device, then stream (each pair once)
+    cols = {
+        "device": device,
+        "stream": stream,
+        "busy_ns": busy,
+        "utilization": busy / max(hi - lo, 1),
+        "events": np.bincount(codes, minlength=n).astype(np.int64),
+        "kernels": np.bincount(codes[(kind == "kernel").to_numpy()], minlength=n).astype(np.int64),
+        "memcpys": np.bincount(codes[(kind == "memcpy").to_numpy()], minlength=n).astype(np.int64),
+        "memsets": np.bincount(codes[(kind == "memset").to_numpy()], minlength=n).astype(np.int64),
+    }
+    return pd.DataFrame({c: v[order] for c, v in cols.items()})
 
 
 def device_intervals(trace: Trace, mask: np.ndarray | None = None) -> dict[int, Intervals]:
@@ -151,6 +151,25 @@ def work_ns(trace: Trace) -> int:
     """
     sets = list(device_intervals(trace, ~comm_mask(trace)).values())
     return iv.length(iv.coverage_at_least(sets, 1)) if sets else 0
+
+
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+"""Kineto categories of the host calls that launch and wait for device work (ROCm's are filed under ``cuda_runtime``)."""
+
+
+def label_mask(col: pd.Series, labels: set[str] | tuple[str, ...]) -> np.ndarray:
+    """Bool array: the rows of ``col`` whose value is one of ``labels``. For a categorical column the
+    categories are matched once and the codes looked up (no per-row comparison in pandas); missing is False."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        lut = np.append(col.cat.categories.isin(list(labels)), False)  # code -1 (missing) picks the last
+        return lut[col.cat.codes.to_numpy()]
+    return col.isin(list(labels)).to_numpy(dtype=bool)
+
+
+@per_trace
+def runtime_calls(trace: Trace) -> np.ndarray:
+    """Bool array over ``trace.host_events``: the CUDA runtime and driver calls (:data:`RUNTIME_CATS`), once per trace."""
+    return label_mask(trace.host_events["cat"], RUNTIME_CATS)
 
 
 @per_trace

@@ -114,6 +114,13 @@ def _per_distinct(values: np.ndarray, fn: Callable[[Any], Any]) -> np.ndarray:
     return np.array([fn(u) for u in uniques], dtype=object)[codes] if len(uniques) else np.zeros(0, dtype=object)
 
 
+def _str_labels(col: pd.Series) -> np.ndarray:
+    """``col.astype(str)`` as an object array; a categorical column's categories are made str once, then looked up."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return np.array([*map(str, col.cat.categories), "nan"], dtype=object)[col.cat.codes.to_numpy()]  # code -1 -> "nan"
+    return col.astype(str).to_numpy(dtype=object)
+
+
 def _launch_external_ids(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """``External id`` of each launching host call (rows of ``host_events``; -1 where no launch)."""
     ext = trace.host_events["external_id"].to_numpy(np.int64)
@@ -142,15 +149,16 @@ def collective_table(trace: Trace) -> pd.DataFrame:
         m = m & (rows >= 0)
     if not m.any():
         return _empty_table()
-    k = ev.loc[m]
-    n = len(k)
-    names = k["name"].astype(str).to_numpy(dtype=object)
+    sel = np.flatnonzero(m)
+    sel = sel[np.argsort(ev["start_ns"].to_numpy(np.int64)[sel], kind="stable")]  # rows in start order: sorted once, here
+    n = sel.size
+    names = _str_labels(ev["name"])[sel]
     a = trace.collective_args
     pos = np.full(n, -1, dtype=np.int64)
     if not a.empty:
         side = a["side"].to_numpy(dtype=object)
-        for col, on, query in (("correlation", "device", k["correlation"].to_numpy(np.int64)),
-                               ("external_id", "host", _launch_external_ids(trace, rows[m]))):
+        for col, on, query in (("correlation", "device", ev["correlation"].to_numpy(np.int64)[sel]),
+                               ("external_id", "host", _launch_external_ids(trace, rows[sel]))):
             cand = np.flatnonzero(side == on)
             if cand.size == 0:
                 continue
@@ -172,22 +180,21 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     dtype = np.where(dtype != "", dtype, name_dtype)
     size = _per_distinct(dtype, lambda d: DTYPE_BYTES.get(str(d).lower(), -1)).astype(np.int64)
     nbytes = np.where((nelems >= 0) & (size > 0), nelems * size, -1)
-    out = pd.DataFrame(
+    return pd.DataFrame(
         {
             "rank": pd.array([trace.rank] * n, dtype="Int64"),
-            "device": k["device"].to_numpy(np.int64),
-            "stream": k["stream"].to_numpy(np.int64),
+            "device": ev["device"].to_numpy(np.int64)[sel],
+            "stream": ev["stream"].to_numpy(np.int64)[sel],
             "pg": pg.astype(str),
             "collective": ctype,
             "name": names,
-            "start_ns": k["start_ns"].to_numpy(np.int64),
-            "end_ns": k["end_ns"].to_numpy(np.int64),
+            "start_ns": ev["start_ns"].to_numpy(np.int64)[sel],
+            "end_ns": ev["end_ns"].to_numpy(np.int64)[sel],
             "bytes": nbytes.astype(np.int64),
             "dtype": dtype.astype(str),
             "group_size": arg("group_size", -1).astype(np.int64),
         }
     )
-    return out.sort_values(by="start_ns", kind="stable").reset_index(drop=True)
 
 
 @dataclass(frozen=True)

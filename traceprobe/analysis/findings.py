@@ -112,6 +112,10 @@ def _candidates(trace: Trace, t: DeviceTime, others_busy: iv.Intervals) -> list[
     return [first, cross, sync]
 
 
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=np.int64 if c in ("device", "headroom_ns") else object) for c in COLUMNS})
+
+
 def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: float = MIN_SHARE) -> pd.DataFrame:
     """Ranked findings of one trace (module docstring).
 
@@ -127,7 +131,7 @@ def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: flo
     """
     times = device_times(trace, window)
     if not times:
-        return pd.DataFrame({c: pd.Series([], dtype=np.int64 if c in ("device", "headroom_ns") else object) for c in COLUMNS})
+        return _empty()
     lo, hi = times[0].window
     tiers: list[list[_Candidate]] = [[], [], []]
     for t in times:
@@ -143,9 +147,16 @@ def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: flo
             if ns <= 0:
                 continue
             claimed = iv.union(np.concatenate([claimed[0], own[0]]), np.concatenate([claimed[1], own[1]]))
-            rows.append({"kind": c.kind, "subject": c.subject, "device": c.device, "headroom_ns": ns,
-                         "text": f"{_ms(ns)}: {c.advice}"})
-    out = pd.DataFrame(rows, columns=COLUMNS)
-    keep = (out["headroom_ns"] >= min_share * max(hi - lo, 0)).to_numpy()
-    order = np.argsort(-out["headroom_ns"].to_numpy(np.int64)[keep], kind="stable")
-    return out.iloc[np.flatnonzero(keep)[order]].reset_index(drop=True).astype({"device": np.int64, "headroom_ns": np.int64})
+            rows.append((c.kind, c.subject, c.device, ns, f"{_ms(ns)}: {c.advice}"))
+    headroom = np.array([r[3] for r in rows], dtype=np.int64)
+    keep = np.flatnonzero(headroom >= min_share * max(hi - lo, 0))
+    picked = [rows[i] for i in keep[np.argsort(-headroom[keep], kind="stable")].tolist()]  # (one DataFrame, built once)
+    if not picked:
+        return _empty()
+    return pd.DataFrame({
+        "kind": [r[0] for r in picked],
+        "subject": [r[1] for r in picked],
+        "device": np.array([r[2] for r in picked], dtype=np.int64),
+        "headroom_ns": np.array([r[3] for r in picked], dtype=np.int64),
+        "text": [r[4] for r in picked],
+    })

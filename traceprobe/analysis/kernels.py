@@ -56,19 +56,21 @@ def kernel_table(trace: Trace) -> pd.DataFrame:
     longest = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(longest, group, dur)
     device = np.asarray(codes[0][1], dtype=np.int64)[codes[0][0][first]]
-    out = pd.DataFrame({
-        "device": device,
-        "kind": np.asarray(codes[1][1].astype(str), dtype=object)[codes[1][0][first]],
-        "name": np.asarray(codes[2][1].astype(str), dtype=object)[codes[2][0][first]],
-        "count": count, "total_ns": total, "max_ns": longest, "mean_ns": total // count,
-    })
+    name = np.asarray(codes[2][1].astype(str), dtype=object)[codes[2][0][first]]
     dcode = codes[0][0][first]
     dev_total = np.zeros(len(codes[0][1]), dtype=np.int64)
     np.add.at(dev_total, dcode, total)
     per_row = dev_total[dcode].astype(np.float64)
-    out["share"] = np.where(per_row > 0, total.astype(np.float64) / np.maximum(per_row, 1), np.nan)
-    out = out.sort_values(by=["device", "total_ns", "name"], ascending=[True, False, True], kind="stable")
-    return out.reindex(columns=KERNEL_COLUMNS).reset_index(drop=True)
+    share = np.where(per_row > 0, total.astype(np.float64) / np.maximum(per_row, 1), np.nan)
+    # by device, then total time (largest first), then name; stable (ties keep first appearance)
+    order = np.lexsort((np.unique(name, return_inverse=True)[1].ravel(), -total, device))
+    cols = {
+        "device": device,
+        "kind": np.asarray(codes[1][1].astype(str), dtype=object)[codes[1][0][first]],
+        "name": name,
+        "count": count, "total_ns": total, "mean_ns": total // count, "max_ns": longest, "share": share,
+    }
+    return pd.DataFrame({c: cols[c][order] for c in KERNEL_COLUMNS})
 
 
 def queue_times(trace: Trace) -> pd.DataFrame:

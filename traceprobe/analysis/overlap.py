@@ -32,7 +32,17 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import any_device_busy, comm_mask, compute_intervals, copy_directions, copy_mask, device_intervals, fraction, host_thread_codes
+from .busy import (
+    any_device_busy,
+    comm_mask,
+    compute_intervals,
+    copy_directions,
+    copy_mask,
+    device_intervals,
+    fraction,
+    host_thread_codes,
+    runtime_calls,
+)
 
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
 
@@ -125,7 +135,7 @@ def host_compute_intervals(trace: Trace) -> iv.Intervals:
     if host.empty:
         return iv.empty()
     is_op = (host["cat"] == "cpu_op").to_numpy()
-    is_rt = host["cat"].isin(["cuda_runtime", "cuda_driver"]).to_numpy()
+    is_rt = runtime_calls(trace)
     if not is_op.any():
         return iv.empty()
     # a runtime call belongs to an op when it starts inside the op on the same

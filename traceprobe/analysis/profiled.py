@@ -108,9 +108,12 @@ def keep_device_events(trace: Trace, mask: np.ndarray) -> Trace:
     return replace(trace, device_events=trace.device_events[mask].reset_index(drop=True))
 
 
-def _work(dev: pd.DataFrame) -> np.ndarray:
-    kind = dev["kind"].astype(object).to_numpy()
-    return np.where(dev["is_comm"].to_numpy(), "communication", np.where(kind == "kernel", "compute", kind)).astype(object)
+def _work(dev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """``compute``, ``communication``, ``memcpy`` or ``memset`` for each of ``rows`` of ``device_events`` (object array)."""
+    kind = dev["kind"]
+    labels = kind.cat.categories.astype(str).to_numpy(dtype=object)[kind.cat.codes.to_numpy()[rows]] \
+        if isinstance(kind.dtype, pd.CategoricalDtype) else kind.astype(object).to_numpy()[rows]
+    return np.where(dev["is_comm"].to_numpy()[rows], "communication", np.where(labels == "kernel", "compute", labels)).astype(object)
 
 
 def set_aside(trace: Trace, la: Launches) -> pd.DataFrame:
@@ -120,37 +123,42 @@ def set_aside(trace: Trace, la: Launches) -> pd.DataFrame:
         DataFrame with columns ``reason`` (str, see ``REASONS``), ``device``
         (int64), ``work`` (str: ``compute``, ``communication``, ``memcpy`` or
         ``memset``), ``events`` (int64) and ``busy_ns`` (int64, length of the union
-        of those events' intervals); empty when nothing was set aside.
+        of those events' intervals), sorted by reason code, device and work;
+        empty when nothing was set aside.
     """
-    out = la.cls != STEPS
-    if not out.any():
-        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("reason", "work") else np.int64) for c in SET_ASIDE_COLUMNS})
-    dev = trace.device_events.loc[out]
-    frame = pd.DataFrame(
-        {
-            "code": la.cls[out],
-            "device": dev["device"].to_numpy(np.int64),
-            "work": _work(dev),
-            "start_ns": dev["start_ns"].to_numpy(),
-            "end_ns": dev["end_ns"].to_numpy(),
-        }
-    )
-    rows = []
-    for key, g in frame.groupby(["code", "device", "work"], sort=True):
-        code, device, work = key  # pyright: ignore[reportGeneralTypeIssues]
-        busy = iv.length(iv.union(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()))
-        rows.append([REASONS[int(code)], int(device), str(work), len(g), busy])
-    return pd.DataFrame(rows, columns=SET_ASIDE_COLUMNS)
+    rows = np.flatnonzero(la.cls != STEPS)
+    if rows.size == 0:
+        return pd.DataFrame({c: np.zeros(0, dtype=object if c in ("reason", "work") else np.int64) for c in SET_ASIDE_COLUMNS})
+    dev = trace.device_events
+    # one group per (reason code, device, work), numbered in that sort order
+    parts = [np.unique(v, return_inverse=True) for v in (la.cls[rows].astype(np.int64), dev["device"].to_numpy(np.int64)[rows], _work(dev, rows))]
+    key = np.zeros(rows.size, dtype=np.int64)
+    for uniq, inv in parts:
+        key = key * len(uniq) + inv.ravel()
+    groups, group, events = np.unique(key, return_inverse=True, return_counts=True)
+    busy = iv.grouped_coverage(group.ravel(), dev["start_ns"].to_numpy(np.int64)[rows], dev["end_ns"].to_numpy(np.int64)[rows], 1, groups.size)
+    (codes, _), (devices, _), (works, _) = parts
+    n_dev, n_work = len(devices), len(works)
+    return pd.DataFrame({
+        "reason": [REASONS[int(c)] for c in codes[groups // (n_dev * n_work)].tolist()],
+        "device": devices[(groups // n_work) % n_dev].astype(np.int64),
+        "work": [str(w) for w in works[groups % n_work].tolist()],
+        "events": events.astype(np.int64),
+        "busy_ns": busy.astype(np.int64),
+    })
 
 
 def set_aside_notes(aside: pd.DataFrame) -> list[str]:
     """One sentence per reason and kind of work, e.g. ``14.2 ms of communication (16 kernels) ...: left out``."""
+    groups: dict[tuple[str, str], tuple[list[int], list[int], list[int]]] = {}  # (reason, work) in order of appearance
+    for reason, device, work, events, busy in zip(*(aside[c].tolist() for c in SET_ASIDE_COLUMNS)):
+        devices, n, ns = groups.setdefault((reason, work), ([], [], []))
+        devices.append(device)
+        n.append(events)
+        ns.append(busy)
     notes = []
-    for key, g in aside.groupby(["reason", "work"], sort=False):
-        work = key[1]  # pyright: ignore[reportIndexIssue]
-        reason = key[0]  # pyright: ignore[reportIndexIssue]
-        n = int(g["events"].sum())
+    for (reason, work), (devices, n, ns) in groups.items():
         unit = "kernels" if work in ("compute", "communication") else "events"
-        devices = ", ".join(f"cuda:{d}" for d in g["device"])
-        notes.append(f"{g['busy_ns'].sum() / 1e6:.1f} ms of {work} on {devices} ({n} {unit}) {reason}: left out")
+        on = ", ".join(f"cuda:{d}" for d in devices)
+        notes.append(f"{sum(ns) / 1e6:.1f} ms of {work} on {on} ({sum(n)} {unit}) {reason}: left out")
     return notes

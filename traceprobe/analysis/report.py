@@ -144,11 +144,23 @@ BUCKETED = {"allreduce", "reducescatter", "allgather"}
 def _collective_kinds(trace: Trace) -> dict[int, set[str]]:
     """Per device, the collective types of its comm kernels (:func:`.collectives.collective_type` of each name)."""
     ev = trace.device_events
-    comm = ev.loc[comm_mask(trace)]
+    m = comm_mask(trace)
+    if not m.any():
+        return {}
+    name = ev["name"]
+    if isinstance(name.dtype, pd.CategoricalDtype):
+        codes, labels = name.cat.codes.to_numpy(np.int64), [str(v) for v in name.cat.categories]
+    else:
+        codes, uniques = pd.factorize(name.astype(str))
+        labels = [str(v) for v in uniques]
+    # the distinct (device, name) pairs of the comm kernels, each name parsed once
+    width = len(labels) + 1
+    pairs = np.unique(ev["device"].to_numpy(np.int64)[m] * width + (codes[m] + 1))
+    kind_of = {c: collective_type(labels[c] if c >= 0 else "nan") for c in set((pairs % width - 1).tolist())}
     out: dict[int, set[str]] = {}
-    for d, g in comm.groupby("device"):
-        out[int(d)] = {collective_type(n) for n in g["name"].astype(str).unique()}  # pyright: ignore[reportArgumentType]
-    return out
+    for key in pairs.tolist():
+        out.setdefault(key // width, set()).add(kind_of[key % width - 1])
+    return dict(sorted(out.items()))
 
 
 def _comm_hints(colls: dict[int, set[str]]) -> dict[int, str]:

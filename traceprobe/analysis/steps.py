@@ -111,12 +111,10 @@ def device_steps(trace: Trace, la: Launches) -> pd.DataFrame:
     np.maximum.at(last, k, e)
     first, last = np.where(has, first, -1), np.where(has, last, -1)
     busy = iv.grouped_coverage(k, s, e, 1, n)
-    out = pd.DataFrame({"step": w["step"], "host_start_ns": w["start_ns"], "host_end_ns": w["end_ns"], "host_ns": w["duration_ns"],
-                        "gpu_start_ns": first, "gpu_end_ns": last, "gpu_ns": np.where(has, last - first, 0), "gpu_busy_ns": busy,
-                        "events": events})
-    for name, values in step_figures(trace, which, n).items():
-        out[name] = values
-    return out
+    return pd.DataFrame({"step": w["step"].to_numpy(np.int64), "host_start_ns": w["start_ns"].to_numpy(np.int64),
+                         "host_end_ns": w["end_ns"].to_numpy(np.int64), "host_ns": w["duration_ns"].to_numpy(np.int64),
+                         "gpu_start_ns": first, "gpu_end_ns": last, "gpu_ns": np.where(has, last - first, 0), "gpu_busy_ns": busy,
+                         "events": events, **step_figures(trace, which, n)})
 
 
 def throughput(steps: pd.DataFrame) -> float:
