@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .columns import COLLECTIVE_ARGS, DEVICE_CATEGORIES, HOST_CATEGORIES, KINDS, MAX_DUR_US, MAX_TS_US, NO_ID
+from .columns import CAT_CODE, COLLECTIVE_ARGS, DEVICE_CATEGORIES, HOST_CATEGORIES, KINDS, MAX_DUR_US, MAX_TS_US, NO_ID
 from .errors import TraceFormatError
 from .kineto import Decoded, read_events
 from .sources import is_url
@@ -204,7 +204,7 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
         devices=devices,
         metadata=metadata,
         collective_args=_collective_args(dec),
-        backend=backend_of(dec, devices, host_events),
+        backend=backend_of(dec, devices),
     )
 
 
@@ -220,7 +220,7 @@ def _pairs(a: np.ndarray, b: np.ndarray) -> int:
 _AMD = re.compile(r"\bAMD\b|Radeon|Instinct", re.IGNORECASE)
 
 
-def backend_of(dec: Decoded, devices: pd.DataFrame, host_events: pd.DataFrame) -> str:
+def backend_of(dec: Decoded, devices: pd.DataFrame) -> str:
     """The device runtime of a trace: ``mtia`` when it holds ``mtia_ccp_events`` or its
     ``distributedInfo.backend`` names mtia; ``hip`` (ROCm) when it has
     ``hip_runtime_version``/``roctracer_version``, an AMD device in ``deviceProperties``
@@ -233,9 +233,9 @@ def backend_of(dec: Decoded, devices: pd.DataFrame, host_events: pd.DataFrame) -
         return "hip"
     if "name" in devices and devices["name"].astype(str).str.contains(_AMD).any():
         return "hip"
-    names = host_events["name"].cat
-    runtime = np.unique(names.codes.to_numpy()[(host_events["cat"] == "cuda_runtime").to_numpy()])
-    if any(str(n).startswith("hip") for n in names.categories[runtime[runtime >= 0]]):  # once per distinct name
+    host = dec.tables["host"]  # (the decoded codes: no pandas needed)
+    runtime = np.unique(host["name"][host["cat"] == CAT_CODE["cuda_runtime"]])
+    if any(str(dec.names[i]).startswith("hip") for i in runtime.tolist()):  # once per distinct name
         return "hip"
     return "cuda"
 
@@ -243,14 +243,21 @@ def backend_of(dec: Decoded, devices: pd.DataFrame, host_events: pd.DataFrame) -
 def _collective_args(dec: Decoded) -> pd.DataFrame:
     """``Trace.collective_args``: device rows, then host rows, each in the order of their table's columns."""
     names = np.array(dec.names, dtype=object)
-    parts = []
-    for side in ("device", "host"):
-        c = dec.tables[side]
+    side, name, start, k = [], [], [], []
+    for which in ("device", "host"):
+        c = dec.tables[which]
         rows = np.flatnonzero(c["comm"] >= 0)
-        k = c["comm"][rows]
-        name = np.array([v if isinstance(v, str) else str(v) for v in names[c["name"][rows]]], dtype=object)
-        parts.append(pd.DataFrame({"side": side, "name": name, "start_ns": c["ts"][rows], **{a: dec.collectives[a][k] for a in COLLECTIVE_ARGS}}))
-    return pd.concat(parts, ignore_index=True).reindex(columns=["side", "name", "start_ns", *COLLECTIVE_ARGS])
+        side.append(np.full(rows.size, which, dtype=object))
+        name.append(names[c["name"][rows]])
+        start.append(c["ts"][rows])
+        k.append(c["comm"][rows])
+    rows_k = np.concatenate(k)
+    return pd.DataFrame({  # (one DataFrame, not one per side and a concat)
+        "side": np.concatenate(side),
+        "name": np.array([v if isinstance(v, str) else str(v) for v in np.concatenate(name)], dtype=object),
+        "start_ns": np.concatenate(start),
+        **{a: dec.collectives[a][rows_k] for a in COLLECTIVE_ARGS},
+    })
 
 
 def _categorical(codes: np.ndarray, labels: list[Any], categories: list[str] | None = None) -> pd.Categorical:
@@ -319,23 +326,23 @@ def _device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
     negative = int(((device < 0) | (stream < 0)).sum())
     if negative:
         warnings.append(f"{negative} device event(s) with a negative or missing device or stream id (kept as given, -1 where none)")
-    df = pd.DataFrame(
-        {
-            "device": device,
-            "stream": stream,
-            "kind": _categorical(kind, [], list(_KIND_NAMES)),
-            "name": _categorical(c["name"], dec.names),
-            "start_ns": c["ts"],
-            "end_ns": c["end"],
-            "bytes": np.where(c["bytes"] == NO_ID, -1, c["bytes"]),
-            "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"]),
-        }
-    )
+    order = np.argsort(c["ts"], kind="stable")  # rows by start: every column taken in this order once
+    kind, name = kind[order], _categorical(c["name"][order], dec.names)
+    cols: dict[str, Any] = {
+        "device": device[order],
+        "stream": stream[order],
+        "kind": _categorical(kind, [], list(_KIND_NAMES)),
+        "name": name,
+        "start_ns": c["ts"][order],
+        "end_ns": c["end"][order],
+        "bytes": np.where(c["bytes"] == NO_ID, -1, c["bytes"])[order],
+        "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"])[order],
+    }
     # Parse memcpy names once per distinct name, then map through the categories.
-    names = [str(n) for n in df["name"].cat.categories]
+    names = [str(n) for n in name.categories]
     parsed = [_copy_parts(n) for n in names]
-    codes = df["name"].cat.codes.to_numpy()
-    is_copy = (df["kind"] == "memcpy").to_numpy()
+    codes = np.asarray(name.codes)
+    is_copy = kind == _KIND_NAMES.index("memcpy")
     for k, col in enumerate(("direction", "src", "dst")):
         # per distinct name, then through the name codes: no object array per event
         per_name = np.array([p[k] for p in parsed], dtype=object)
@@ -344,29 +351,29 @@ def _device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
         lut = np.full(len(per_name) + 1, -1, dtype=np.int64)  # (the last entry: codes of -1)
         lut[present] = inverse
         out = "direction" if col == "direction" else f"{col}_kind"
-        df[out] = pd.Categorical.from_codes(np.where(is_copy, lut[codes], -1), categories=pd.Index(cats.astype(object)) if cats.size else pd.Index([], dtype=object))
+        cols[out] = pd.Categorical.from_codes(np.where(is_copy, lut[codes], -1), categories=pd.Index(cats.astype(object)) if cats.size else pd.Index([], dtype=object))
     comm_names = np.array([_COMM_RE.search(n) is not None for n in names], dtype=bool)
-    df["is_comm"] = (df["kind"] == "kernel").to_numpy() & (comm_names[codes] if len(names) else np.zeros(0, bool))
-    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    cols["is_comm"] = (kind == _KIND_NAMES.index("kernel")) & (comm_names[codes] if len(names) else np.zeros(0, bool))
+    return pd.DataFrame(cols)
 
 
 
 
 def _host_frame(dec: Decoded) -> pd.DataFrame:
     c = dec.tables["host"]
-    df = pd.DataFrame(
+    order = np.argsort(c["ts"], kind="stable")  # rows by start: every column taken in this order once
+    return pd.DataFrame(
         {
-            "pid": _categorical(c["pid"], dec.threads),
-            "tid": _categorical(c["tid"], dec.threads),
-            "cat": _categorical(c["cat"].astype(np.int64), list(KINDS)),
-            "name": _categorical(c["name"], dec.names),
-            "start_ns": c["ts"],
-            "end_ns": c["end"],
-            "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"]),
-            "external_id": np.where(c["external_id"] == NO_ID, -1, c["external_id"]),
+            "pid": _categorical(c["pid"][order], dec.threads),
+            "tid": _categorical(c["tid"][order], dec.threads),
+            "cat": _categorical(c["cat"].astype(np.int64)[order], list(KINDS)),
+            "name": _categorical(c["name"][order], dec.names),
+            "start_ns": c["ts"][order],
+            "end_ns": c["end"][order],
+            "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"])[order],
+            "external_id": np.where(c["external_id"] == NO_ID, -1, c["external_id"])[order],
         }
     )
-    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
 def _steps(host: pd.DataFrame) -> pd.DataFrame:

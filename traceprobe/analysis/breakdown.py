@@ -46,13 +46,14 @@ gaps of the whole device (a gap of one stream filled by another is not idle).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import comm_mask, compute_mask, copy_mask, label_mask, runtime_calls
+from .busy import comm_mask, compute_mask, copy_mask, runtime_calls
 from .memo import per_trace
 
 Intervals = iv.Intervals
@@ -116,9 +117,13 @@ def sync_intervals(trace: Trace) -> Intervals:
     host = trace.host_events
     if host.empty:
         return iv.empty()
-    names = pd.Series(host["name"].cat.categories if hasattr(host["name"], "cat") else host["name"].unique(), dtype=object)
-    sync_names = set(names[names.astype(str).str.contains(SYNC_PATTERN, regex=False)])
-    m = runtime_calls(trace) & label_mask(host["name"], sync_names)
+    rt = runtime_calls(trace)
+    name = host["name"]
+    if isinstance(name.dtype, pd.CategoricalDtype):  # each distinct name tested once, then through the codes
+        lut = np.array([SYNC_PATTERN in str(v) for v in name.cat.categories] + [False], dtype=bool)  # code -1 -> False
+        m = rt & lut[name.cat.codes.to_numpy()]
+    else:
+        m = rt & name.astype(str).str.contains(SYNC_PATTERN, regex=False).to_numpy(dtype=bool)
     return iv.union(host["start_ns"].to_numpy()[m], host["end_ns"].to_numpy()[m])
 
 
@@ -287,10 +292,9 @@ def gpu_breakdown(trace: Trace, window: tuple[int, int] | None = None) -> pd.Dat
     """
     lo, hi = trace.window_ns if window is None else window
     times = device_times(trace, (lo, hi))
-    cols = _rows(times, np.array([lo], np.int64), np.array([hi], np.int64))
-    out = pd.DataFrame(cols)
-    out.insert(1, "rank", pd.array([trace.rank] * len(out), dtype="Int64"))
-    return out.reindex(columns=COLUMNS)
+    cols: dict[str, Any] = _rows(times, np.array([lo], np.int64), np.array([hi], np.int64))
+    cols["rank"] = pd.array([trace.rank] * len(cols["device"]), dtype="Int64")
+    return pd.DataFrame({c: cols[c] for c in COLUMNS})
 
 
 def step_breakdown(trace: Trace, windows: pd.DataFrame) -> pd.DataFrame:
@@ -310,9 +314,9 @@ def step_breakdown(trace: Trace, windows: pd.DataFrame) -> pd.DataFrame:
     hi = windows["end_ns"].to_numpy(np.int64)
     tlo, thi = trace.window_ns
     times = device_times(trace, (min(int(lo.min()), tlo), max(int(hi.max()), thi)))
-    cols = _rows(times, lo, hi)
-    out = pd.DataFrame(cols)
-    out.insert(0, "step", np.tile(windows["step"].to_numpy(np.int64), len(times)))
-    out.insert(2, "rank", pd.array([trace.rank] * len(out), dtype="Int64"))
-    out = out.reindex(columns=["step", *COLUMNS])
-    return out.sort_values(by=["step", "device"], kind="stable").reset_index(drop=True)
+    cols: dict[str, Any] = _rows(times, lo, hi)
+    cols["step"] = np.tile(windows["step"].to_numpy(np.int64), len(times))
+    order = np.lexsort((cols["device"], cols["step"]))  # by step, then device (stable)
+    cols = {c: cols[c][order] for c in cols}
+    cols["rank"] = pd.array([trace.rank] * len(order), dtype="Int64")
+    return pd.DataFrame({c: cols[c] for c in ["step", *COLUMNS]})
