@@ -54,7 +54,7 @@ import pandas as pd
 from .. import intervals as iv
 from ..trace import Trace
 from .busy import comm_mask, compute_mask, copy_mask, runtime_calls
-from .memo import per_trace
+from .memo import device_column, host_column, per_trace
 
 Intervals = iv.Intervals
 
@@ -97,8 +97,8 @@ def launch_rows(trace: Trace) -> np.ndarray:
     out = np.full(len(ev), -1, dtype=np.int64)
     if ev.empty or host.empty:
         return out
-    rt = np.flatnonzero(runtime_calls(trace) & (host["correlation"].to_numpy() >= 0))
-    pos = first_match(host["correlation"].to_numpy(np.int64)[rt], ev["correlation"].to_numpy(np.int64))  # earliest call
+    rt = np.flatnonzero(runtime_calls(trace) & (host_column(trace, "correlation") >= 0))
+    pos = first_match(host_column(trace, "correlation")[rt], device_column(trace, "correlation"))  # earliest call
     out[pos >= 0] = rt[pos[pos >= 0]]
     return out
 
@@ -107,7 +107,7 @@ def launch_rows(trace: Trace) -> np.ndarray:
 def launch_start_ns(trace: Trace) -> np.ndarray:
     """Start (int64 ns) of the launching call of each device event (:func:`launch_rows`), -1 where none."""
     rows = launch_rows(trace)
-    start = trace.host_events["start_ns"].to_numpy(np.int64) if len(trace.host_events) else np.zeros(0, np.int64)
+    start = host_column(trace, "start_ns") if len(trace.host_events) else np.zeros(0, np.int64)
     return np.where(rows >= 0, start[np.maximum(rows, 0)] if start.size else -1, -1)
 
 
@@ -124,7 +124,7 @@ def sync_intervals(trace: Trace) -> Intervals:
         m = rt & lut[name.cat.codes.to_numpy()]
     else:
         m = rt & name.astype(str).str.contains(SYNC_PATTERN, regex=False).to_numpy(dtype=bool)
-    return iv.union(host["start_ns"].to_numpy()[m], host["end_ns"].to_numpy()[m])
+    return iv.union(host_column(trace, "start_ns")[m], host_column(trace, "end_ns")[m])
 
 
 @dataclass(frozen=True)
@@ -211,16 +211,16 @@ def _device_times(trace: Trace, window: tuple[int, int]) -> list[DeviceTime]:
     ev = trace.device_events
     if ev.empty:
         return []
-    dev = ev["device"].to_numpy(np.int64)
-    start = np.clip(ev["start_ns"].to_numpy(np.int64), lo, hi)
-    end = np.clip(ev["end_ns"].to_numpy(np.int64), lo, hi)
+    dev = device_column(trace, "device")
+    start = np.clip(device_column(trace, "start_ns"), lo, hi)
+    end = np.clip(device_column(trace, "end_ns"), lo, hi)
     comp, comm = compute_mask(trace), comm_mask(trace)
     copy = copy_mask(trace)
     launch = launch_start_ns(trace)
     sync = iv.intersect(sync_intervals(trace), (np.array([lo], np.int64), np.array([hi], np.int64)))
-    raw_start = ev["start_ns"].to_numpy(np.int64)
-    has_length = ev["end_ns"].to_numpy(np.int64) > raw_start  # zero-length events end no gap
-    stream = ev["stream"].to_numpy(np.int64)
+    raw_start = device_column(trace, "start_ns")
+    has_length = device_column(trace, "end_ns") > raw_start  # zero-length events end no gap
+    stream = device_column(trace, "stream")
     out = []
     for d in np.unique(dev).tolist():
         on = dev == d

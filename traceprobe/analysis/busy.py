@@ -16,7 +16,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .memo import per_trace
+from .memo import device_column, per_trace
 
 Intervals = iv.Intervals
 
@@ -48,11 +48,11 @@ def stream_busy(trace: Trace) -> pd.DataFrame:
     if ev.empty:
         return pd.DataFrame({c: pd.Series([], dtype=np.float64 if c == "utilization" else np.int64) for c in cols})
     # (device, stream) pairs: the rows are sorted at the end, so any numbering of pairs will do
-    dcode, devs = pd.factorize(ev["device"].to_numpy(np.int64))
-    scode, strs = pd.factorize(ev["stream"].to_numpy(np.int64))
+    dcode, devs = pd.factorize(device_column(trace, "device"))
+    scode, strs = pd.factorize(device_column(trace, "stream"))
     codes, pairs = pd.factorize(dcode * len(strs) + scode)
     n = len(pairs)
-    k, s, e = iv.grouped_union(codes, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
+    k, s, e = iv.grouped_union(codes, device_column(trace, "start_ns"), device_column(trace, "end_ns"))
     busy = np.bincount(k, weights=(e - s), minlength=n).astype(np.int64)
     kind = ev["kind"]
     lo, hi = trace.window_ns
@@ -79,7 +79,7 @@ def device_intervals(trace: Trace, mask: np.ndarray | None = None) -> dict[int, 
         device that has any device event (possibly empty under ``mask``).
     """
     ev = trace.device_events
-    dev, start, end = ev["device"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    dev, start, end = device_column(trace, "device"), device_column(trace, "start_ns"), device_column(trace, "end_ns")
     devices = np.unique(dev) if not ev.empty else np.zeros(0, np.int64)
     if mask is not None:  # numpy columns, not a copy of the whole frame
         dev, start, end = dev[mask], start[mask], end[mask]
@@ -109,13 +109,12 @@ def any_device_busy(trace: Trace) -> Intervals:
 
 def stream_intervals(trace: Trace, device: int, mask: np.ndarray | None = None) -> list[Intervals]:
     """Busy interval sets of each stream of ``device`` (events selected by ``mask``)."""
-    ev = trace.device_events
-    m = ev["device"].to_numpy() == device
+    m = device_column(trace, "device") == device
     if mask is not None:
         m = m & mask
     if not m.any():
         return []
-    k, s, e = iv.grouped_union(ev["stream"].to_numpy()[m], ev["start_ns"].to_numpy()[m], ev["end_ns"].to_numpy()[m])
+    k, s, e = iv.grouped_union(device_column(trace, "stream")[m], device_column(trace, "start_ns")[m], device_column(trace, "end_ns")[m])
     if k.size == 0:
         return []
     bounds = np.flatnonzero(np.diff(k)) + 1

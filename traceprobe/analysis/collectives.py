@@ -59,6 +59,7 @@ import pandas as pd
 from ..trace import Trace
 from .breakdown import first_match, launch_rows
 from .busy import comm_mask
+from .memo import device_column, host_column
 
 CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"
 """What matching across ranks assumes of the traces' timestamps."""
@@ -123,7 +124,7 @@ def _str_labels(col: pd.Series) -> np.ndarray:
 
 def _launch_external_ids(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """``External id`` of each launching host call (rows of ``host_events``; -1 where no launch)."""
-    ext = trace.host_events["external_id"].to_numpy(np.int64)
+    ext = host_column(trace, "external_id")
     return np.where(rows >= 0, ext[np.maximum(rows, 0)], -1) if ext.size else np.full(rows.size, -1, np.int64)
 
 
@@ -150,14 +151,14 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     if not m.any():
         return _empty_table()
     sel = np.flatnonzero(m)
-    sel = sel[np.argsort(ev["start_ns"].to_numpy(np.int64)[sel], kind="stable")]  # rows in start order: sorted once, here
+    sel = sel[np.argsort(device_column(trace, "start_ns")[sel], kind="stable")]  # rows in start order: sorted once, here
     n = sel.size
     names = _str_labels(ev["name"])[sel]
     a = trace.collective_args
     pos = np.full(n, -1, dtype=np.int64)
     if not a.empty:
         side = a["side"].to_numpy(dtype=object)
-        for col, on, query in (("correlation", "device", ev["correlation"].to_numpy(np.int64)[sel]),
+        for col, on, query in (("correlation", "device", device_column(trace, "correlation")[sel]),
                                ("external_id", "host", _launch_external_ids(trace, rows[sel]))):
             cand = np.flatnonzero(side == on)
             if cand.size == 0:
@@ -183,13 +184,13 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rank": pd.array([trace.rank] * n, dtype="Int64"),
-            "device": ev["device"].to_numpy(np.int64)[sel],
-            "stream": ev["stream"].to_numpy(np.int64)[sel],
+            "device": device_column(trace, "device")[sel],
+            "stream": device_column(trace, "stream")[sel],
             "pg": pg.astype(str),
             "collective": ctype,
             "name": names,
-            "start_ns": ev["start_ns"].to_numpy(np.int64)[sel],
-            "end_ns": ev["end_ns"].to_numpy(np.int64)[sel],
+            "start_ns": device_column(trace, "start_ns")[sel],
+            "end_ns": device_column(trace, "end_ns")[sel],
             "bytes": nbytes.astype(np.int64),
             "dtype": dtype.astype(str),
             "group_size": arg("group_size", -1).astype(np.int64),

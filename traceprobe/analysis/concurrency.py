@@ -28,6 +28,7 @@ import pandas as pd
 from .. import intervals as iv
 from ..trace import Trace
 from .busy import all_device_intervals, any_device_busy, fraction, stream_intervals
+from .memo import device_column
 
 STREAM_COLUMNS = ["device", "streams", "busy_ns", "multi_stream_ns", "concurrency", "kernel_busy_ns", "multi_stream_kernel_ns",
                   "kernel_concurrency", "side_busy_ns", "side_concurrency"]
@@ -97,7 +98,7 @@ def stream_concurrency(trace: Trace) -> pd.DataFrame:
     ev = trace.device_events
     rows = []
     kmask = (ev["kind"] == "kernel").to_numpy()
-    for d in sorted(np.unique(ev["device"].to_numpy()).tolist()):
+    for d in sorted(np.unique(device_column(trace, "device")).tolist()):
         streams = stream_intervals(trace, d)
         kstreams = stream_intervals(trace, d, kmask)
         busy = iv.length(iv.coverage_at_least(streams, 1)) if streams else 0

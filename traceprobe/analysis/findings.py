@@ -39,6 +39,7 @@ from .. import intervals as iv
 from ..trace import Trace
 from .breakdown import DeviceTime, device_times
 from .busy import copy_directions, copy_mask, pageable_copies
+from .memo import device_column
 
 MIN_SHARE = 0.02
 """Findings under this fraction of the window are not listed."""
@@ -64,14 +65,13 @@ def _subject(trace: Trace, device: int) -> str:
 
 
 def _copy_candidates(trace: Trace, t: DeviceTime) -> list[_Candidate]:
-    ev = trace.device_events
     lo, hi = t.window
-    m = (ev["device"].to_numpy() == t.device) & copy_mask(trace)
+    m = (device_column(trace, "device") == t.device) & copy_mask(trace)
     if not m.any():
         return []
     dirs = copy_directions(trace)[m]
-    start = np.clip(ev["start_ns"].to_numpy(np.int64)[m], lo, hi)
-    end = np.clip(ev["end_ns"].to_numpy(np.int64)[m], lo, hi)
+    start = np.clip(device_column(trace, "start_ns")[m], lo, hi)
+    end = np.clip(device_column(trace, "end_ns")[m], lo, hi)
     pageable = pageable_copies(trace)[m]
     out = []
     for x in dict.fromkeys(dirs.tolist()):

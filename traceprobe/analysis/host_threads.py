@@ -31,6 +31,7 @@ import numpy as np
 from .. import intervals as iv
 from ..trace import Trace
 from .busy import fraction, host_thread_codes
+from .memo import host_column
 from .verdicts import MIN_SIDE, Verdict, level_of, ms
 
 
@@ -65,7 +66,7 @@ def host_thread_concurrency(trace: Trace) -> HostThreadConcurrency:
     if not is_op.any():
         return HostThreadConcurrency(0, 0, 0, 0, 0, float("nan"), float("nan"))
     thread = host_thread_codes(trace)[is_op]
-    k, s, e = iv.grouped_union(thread, host["start_ns"].to_numpy(np.int64)[is_op], host["end_ns"].to_numpy(np.int64)[is_op])
+    k, s, e = iv.grouped_union(thread, host_column(trace, "start_ns")[is_op], host_column(trace, "end_ns")[is_op])
     if s.size == 0:
         return HostThreadConcurrency(0, 0, 0, 0, 0, float("nan"), float("nan"))
     bounds = np.flatnonzero(np.diff(k)) + 1

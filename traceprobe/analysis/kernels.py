@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..trace import Trace
 from .breakdown import launch_rows
+from .memo import device_column, host_column
 
 KERNEL_COLUMNS = ["device", "kind", "name", "count", "total_ns", "mean_ns", "max_ns", "share"]
 QUEUE_COLUMNS = ["device", "kind", "launched", "mean_ns", "p50_ns", "p95_ns", "max_ns"]
@@ -41,7 +42,7 @@ def kernel_table(trace: Trace) -> pd.DataFrame:
     ev = trace.device_events
     if ev.empty:
         return _empty(KERNEL_COLUMNS, ("kind", "name"))
-    dur = ev["end_ns"].to_numpy(np.int64) - ev["start_ns"].to_numpy(np.int64)
+    dur = device_column(trace, "end_ns") - device_column(trace, "start_ns")
     # one group per (device, kind, name), numbered by first appearance (as groupby(sort=False))
     codes = [pd.factorize(ev[c], use_na_sentinel=False) for c in ("device", "kind", "name")]
     key = np.zeros(len(ev), dtype=np.int64)
@@ -86,9 +87,9 @@ def queue_times(trace: Trace) -> pd.DataFrame:
     ok = rows >= 0
     if not ok.any():
         return _empty(QUEUE_COLUMNS, ("kind",))
-    launch_end = trace.host_events["end_ns"].to_numpy(np.int64)[rows[ok]]
-    delay = ev["start_ns"].to_numpy(np.int64)[ok] - launch_end
-    dev = ev["device"].to_numpy(np.int64)[ok]
+    launch_end = host_column(trace, "end_ns")[rows[ok]]
+    delay = device_column(trace, "start_ns")[ok] - launch_end
+    dev = device_column(trace, "device")[ok]
     codes, labels = pd.factorize(ev["kind"], use_na_sentinel=False)  # kind codes: a label per distinct kind
     kind, names = codes[ok], [str(v) for v in labels]
     out = []

@@ -43,6 +43,7 @@ from .busy import (
     host_thread_codes,
     runtime_calls,
 )
+from .memo import device_column, host_column
 
 DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
 
@@ -64,7 +65,7 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame(columns=["device", "direction", "copies", "bytes", "copy_ns", "overlapped_ns", "fraction"])
     compute = compute_intervals(trace)
     # numpy columns of the copies and boolean masks per group (no DataFrame per group)
-    dev = ev["device"].to_numpy()[is_copy]
+    dev = device_column(trace, "device")[is_copy]
     dirs = copy_directions(trace)[is_copy]
     start, end, nbytes = (ev[c].to_numpy()[is_copy] for c in ("start_ns", "end_ns", "bytes"))
     for device in np.unique(dev):
@@ -107,7 +108,7 @@ def comm_overlap(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     comm = device_intervals(trace, cmask)
     comp = compute_intervals(trace)
-    counts = pd.Series(trace.device_events["device"].to_numpy()[cmask]).value_counts()
+    counts = pd.Series(device_column(trace, "device")[cmask]).value_counts()
     rows = []
     for device, u in comm.items():
         if device not in counts.index:
@@ -141,8 +142,8 @@ def host_compute_intervals(trace: Trace) -> iv.Intervals:
     # a runtime call belongs to an op when it starts inside the op on the same
     # thread; one searchsorted per thread (threads are few, events many)
     thread = host_thread_codes(trace)
-    start = host["start_ns"].to_numpy()
-    end = host["end_ns"].to_numpy()
+    start = host_column(trace, "start_ns")
+    end = host_column(trace, "end_ns")
     pure = np.ones(int(is_op.sum()), dtype=bool)
     op_idx = np.flatnonzero(is_op)
     op_thread = thread[op_idx]

@@ -25,6 +25,7 @@ from .concurrency import DeviceConcurrency, device_concurrency, stream_concurren
 from .findings import findings
 from .host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
 from .kernels import kernel_table, queue_times
+from .memo import device_column
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
 from .profiled import keep_device_events, launches, set_aside, set_aside_notes
 from .steps import device_steps, step_windows, throughput
@@ -157,7 +158,7 @@ def _collective_kinds(trace: Trace) -> dict[int, set[str]]:
         labels = [str(v) for v in uniques]
     # the distinct (device, name) pairs of the comm kernels, each name parsed once
     width = len(labels) + 1
-    pairs = np.unique(ev["device"].to_numpy(np.int64)[m] * width + (codes[m] + 1))
+    pairs = np.unique(device_column(trace, "device")[m] * width + (codes[m] + 1))
     kind_of = {c: collective_type(labels[c] if c >= 0 else "nan") for c in set((pairs % width - 1).tolist())}
     out: dict[int, set[str]] = {}
     for key in pairs.tolist():
@@ -180,9 +181,8 @@ def _comm_hints(colls: dict[int, set[str]]) -> dict[int, str]:
 
 def _copy_hints(trace: Trace, colls: dict[int, set[str]]) -> dict[tuple[int, str], str]:
     """The ``none`` hint for each (device, direction) of copies: why they did not overlap, and what would help."""
-    ev = trace.device_events
     is_copy = copy_mask(trace)
-    device, stream = ev["device"].to_numpy(np.int64), ev["stream"].to_numpy(np.int64)
+    device, stream = device_column(trace, "device"), device_column(trace, "stream")
     comp = compute_mask(trace)
     # the copies alone: device, stream, direction, pageable
     c_dev, c_stream, c_dir, c_pageable = device[is_copy], stream[is_copy], copy_directions(trace)[is_copy], pageable_copies(trace)[is_copy]

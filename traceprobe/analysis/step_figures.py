@@ -31,6 +31,7 @@ import numpy as np
 from .. import intervals as iv
 from ..trace import Trace
 from .busy import comm_mask, compute_mask, copy_mask
+from .memo import device_column
 
 STEP_FIGURES = ("device_concurrency", "copy_overlap", "comm_overlap", "stream_concurrency")
 """The figure columns of the steps table, in order."""
@@ -64,12 +65,11 @@ def step_figures(trace: Trace, which: np.ndarray, n_steps: int) -> dict[str, np.
     Returns:
         ``{figure: float64 array of n_steps}``.
     """
-    ev = trace.device_events
     sel = which >= 0
     step = which[sel].astype(np.int64)
-    s, e = ev["start_ns"].to_numpy(np.int64)[sel], ev["end_ns"].to_numpy(np.int64)[sel]
-    _, dcode = np.unique(ev["device"].to_numpy(np.int64)[sel], return_inverse=True)
-    _, scode = np.unique(ev["stream"].to_numpy(np.int64)[sel], return_inverse=True)
+    s, e = device_column(trace, "start_ns")[sel], device_column(trace, "end_ns")[sel]
+    _, dcode = np.unique(device_column(trace, "device")[sel], return_inverse=True)
+    _, scode = np.unique(device_column(trace, "stream")[sel], return_inverse=True)
     nd, ns = int(dcode.max(initial=-1)) + 1, int(scode.max(initial=-1)) + 1
     compute, comm_kernel, copy = compute_mask(trace)[sel], comm_mask(trace)[sel], copy_mask(trace)[sel]
     cell = step * nd + dcode.astype(np.int64)  # (step, device)

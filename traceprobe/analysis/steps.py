@@ -21,7 +21,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .memo import per_trace
+from .memo import device_column, per_trace
 from .profiled import Launches
 from .step_figures import step_figures
 
@@ -98,11 +98,10 @@ def device_steps(trace: Trace, la: Launches) -> pd.DataFrame:
     if w.empty:
         return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in STEP_COLUMNS})
     which = step_of(trace, la)
-    ev = trace.device_events
     n = len(w)
     sel = which >= 0
     k = which[sel]
-    s, e = ev["start_ns"].to_numpy(np.int64)[sel], ev["end_ns"].to_numpy(np.int64)[sel]
+    s, e = device_column(trace, "start_ns")[sel], device_column(trace, "end_ns")[sel]
     events = np.bincount(k, minlength=n).astype(np.int64)
     has = events > 0
     first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)

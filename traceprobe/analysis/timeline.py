@@ -16,6 +16,7 @@ from .. import intervals as iv
 from ..trace import Trace
 from .breakdown import device_times, launch_rows
 from .busy import compute_intervals, copy_mask, device_intervals
+from .memo import device_column, host_column
 
 
 def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
@@ -25,11 +26,10 @@ def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
     ``copy_overlap``'s ``all`` row ``overlapped_ns``; with communication kernels,
     ``comm_overlap``'s ``overlapped_ns``.
     """
-    ev = trace.device_events
     if not mask.any():
         return {}
     sel, comp = device_intervals(trace, mask), compute_intervals(trace)
-    return {int(d): iv.intersect(sel[int(d)], comp[int(d)]) for d in np.unique(ev["device"].to_numpy()[mask])}
+    return {int(d): iv.intersect(sel[int(d)], comp[int(d)]) for d in np.unique(device_column(trace, "device")[mask])}
 
 
 def copy_compute_overlap(trace: Trace) -> dict[int, iv.Intervals]:
@@ -83,11 +83,10 @@ def step_counts(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pd.Da
 
 def busy_streams(trace: Trace) -> pd.DataFrame:
     """Per device, the number of its streams busy at each change: ``device``, ``ts``, ``value``."""
-    ev = trace.device_events
-    dcode, devs = pd.factorize(ev["device"].to_numpy(np.int64))
-    scode, _ = pd.factorize(ev["stream"].to_numpy(np.int64))
+    dcode, devs = pd.factorize(device_column(trace, "device"))
+    scode, _ = pd.factorize(device_column(trace, "stream"))
     codes = dcode * (int(scode.max()) + 1 if len(scode) else 1) + scode  # one code per (device, stream)
-    k, s, e = iv.grouped_union(codes, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy())
+    k, s, e = iv.grouped_union(codes, device_column(trace, "start_ns"), device_column(trace, "end_ns"))
     dev = np.asarray(devs, dtype=np.int64)[k // (int(scode.max()) + 1)] if len(k) else k
     return step_counts(dev, s, e).rename(columns={"key": "device"})
 
@@ -109,14 +108,13 @@ def launch_flows(trace: Trace) -> pd.DataFrame:
         ``device_row`` (row of the earliest device event with that id), only where
         the device event does not start before its launch.
     """
-    ev, host = trace.device_events, trace.host_events
     rows = launch_rows(trace)
     dev = np.flatnonzero(rows >= 0)
-    corr = ev["correlation"].to_numpy(np.int64)
+    corr = device_column(trace, "correlation")
     _, first = np.unique(corr[dev], return_index=True)  # earliest device event of each id (events sorted by start)
     dev = dev[first]
     hrow = rows[dev]
-    ok = ev["start_ns"].to_numpy(np.int64)[dev] >= host["start_ns"].to_numpy(np.int64)[hrow] if dev.size else np.zeros(0, bool)
+    ok = device_column(trace, "start_ns")[dev] >= host_column(trace, "start_ns")[hrow] if dev.size else np.zeros(0, bool)
     dev, hrow = dev[ok], hrow[ok]
     order = np.argsort(hrow, kind="stable")
     return pd.DataFrame({"correlation": corr[dev][order], "host_row": hrow[order], "device_row": dev[order]}).astype(np.int64)
