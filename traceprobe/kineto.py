@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import reduce
-from itertools import chain
+from itertools import chain, compress
 from operator import attrgetter, or_
 from pathlib import Path
 from typing import Any
@@ -260,11 +260,11 @@ class _Builder:
         else:
             ph = np.fromiter(map(_PH_OF_TYPE.__getitem__, map(type, events)), np.int8, len(events))
         sel = np.flatnonzero(ph)
-        objs = list(map(events.__getitem__, sel.tolist()))
+        objs = list(compress(events, ph.tolist()))  # (C-level selection: no index list)
         cat = Lookup(_cat_code).column(list(map(attrgetter("cat"), objs)))
         keep = np.flatnonzero(cat)
         if keep.size < len(objs):
-            objs = list(map(objs.__getitem__, keep.tolist()))
+            objs = list(compress(objs, cat.tolist()))
         n = len(objs)
         tsdur = list(chain.from_iterable(map(attrgetter("ts", "dur"), objs)))  # ts, dur, ts, dur...
         times, status = _integer_us(tsdur) if objs and type(objs[0]) in _INT_TYPES else parse_us(tsdur)
