@@ -51,21 +51,22 @@ def main() -> None:
         os.write(fd, (" ".join(map(str, (f"{time.time() - T0:.4f}", os.getpid(), *fields))) + "\n").encode())
 
     real_exit = os._exit
+    reported = False
 
     def exiting(code: int) -> None:  # workers end with os._exit (multiprocessing), the command too (traceprobe's CLI)
-        if os.getpid() != parent or not exiting.done:  # type: ignore[attr-defined]
-            ru = resource.getrusage(resource.RUSAGE_SELF)
-            log("exit", f"{ru.ru_utime + ru.ru_stime:.3f}", "parent" if os.getpid() == parent else "worker")
-            if os.getpid() == parent:
-                exiting.done = True  # type: ignore[attr-defined]
-                report(log_path, time.time() - T0)
-                if not a.log:
-                    log_path.unlink(missing_ok=True)
+        nonlocal reported
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        if os.getpid() != parent:
+            log("exit", f"{ru.ru_utime + ru.ru_stime:.3f}", "worker")
+        elif not reported:
+            reported = True
+            log("exit", f"{ru.ru_utime + ru.ru_stime:.3f}", "parent")
+            report(log_path, time.time() - T0)
+            if not a.log:
+                log_path.unlink(missing_ok=True)
         real_exit(code)
 
-    exiting.done = False  # type: ignore[attr-defined]
     os._exit = exiting  # type: ignore[assignment]
-
     from traceprobe.tuning import tune
 
     tune()  # as the command's entry point does, before numpy loads (BLAS threads off, malloc settings)

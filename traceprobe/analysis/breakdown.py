@@ -53,7 +53,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..trace import Trace
-from .busy import comm_mask, compute_mask, copy_mask, runtime_calls
+from .busy import comm_mask, compute_mask, copy_mask, per_value, runtime_calls
 from .memo import device_column, host_column, per_trace
 
 Intervals = iv.Intervals
@@ -117,13 +117,7 @@ def sync_intervals(trace: Trace) -> Intervals:
     host = trace.host_events
     if host.empty:
         return iv.empty()
-    rt = runtime_calls(trace)
-    name = host["name"]
-    if isinstance(name.dtype, pd.CategoricalDtype):  # each distinct name tested once, then through the codes
-        lut = np.array([SYNC_PATTERN in str(v) for v in name.cat.categories] + [False], dtype=bool)  # code -1 -> False
-        m = rt & lut[name.cat.codes.to_numpy()]
-    else:
-        m = rt & name.astype(str).str.contains(SYNC_PATTERN, regex=False).to_numpy(dtype=bool)
+    m = runtime_calls(trace) & per_value(host["name"], lambda v: SYNC_PATTERN in str(v), False, bool)
     return iv.union(host_column(trace, "start_ns")[m], host_column(trace, "end_ns")[m])
 
 

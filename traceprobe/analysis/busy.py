@@ -11,6 +11,9 @@ Definitions (quoted by the README):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -26,11 +29,14 @@ def fraction(num: int, den: int) -> float:
     return float(num) / den if den > 0 else float("nan")
 
 
-def fraction_of(df: pd.DataFrame, num: str, den: str) -> float:
-    """Sum of column ``num`` over sum of column ``den`` (NaN when empty or the sum is not positive)."""
+def fraction_of(df: pd.DataFrame, num: str, den: str, where: np.ndarray | None = None) -> float:
+    """Sum of column ``num`` over sum of column ``den``, over the rows ``where`` selects (bool array; default all):
+    NaN when there are none or the sum is not positive."""
     if df.empty:
         return float("nan")
-    return fraction(df[num].sum(), df[den].sum())
+    if where is None:
+        return fraction(df[num].sum(), df[den].sum())
+    return fraction(int(df[num].to_numpy()[where].sum()), int(df[den].to_numpy()[where].sum()))
 
 
 def stream_busy(trace: Trace) -> pd.DataFrame:
@@ -156,19 +162,24 @@ RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 """Kineto categories of the host calls that launch and wait for device work (ROCm's are filed under ``cuda_runtime``)."""
 
 
-def label_mask(col: pd.Series, labels: set[str] | tuple[str, ...]) -> np.ndarray:
-    """Bool array: the rows of ``col`` whose value is one of ``labels``. For a categorical column the
-    categories are matched once and the codes looked up (no per-row comparison in pandas); missing is False."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        lut = np.append(col.cat.categories.isin(list(labels)), False)  # code -1 (missing) picks the last
-        return lut[col.cat.codes.to_numpy()]
-    return col.isin(list(labels)).to_numpy(dtype=bool)
+def per_value(values: pd.Series | np.ndarray, fn: Callable[[Any], Any], missing: Any = None, dtype: Any = object) -> np.ndarray:
+    """``fn(v)`` for every value, as an array of ``dtype``, with ``fn`` called once per distinct value:
+    through a categorical column's codes (no per-row work in pandas), else through ``pandas.factorize``.
+    ``missing`` stands where a value is missing (NaN, None)."""
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        codes, uniques = values.cat.codes.to_numpy(), values.cat.categories
+    else:
+        codes, uniques = pd.factorize(values if isinstance(values, pd.Series) else pd.Series(values, dtype=object))
+    lut = np.empty(len(uniques) + 1, dtype=dtype)  # the last entry: code -1 (missing)
+    lut[:-1] = [fn(u) for u in uniques]
+    lut[-1] = missing
+    return lut[codes]
 
 
 @per_trace
 def runtime_calls(trace: Trace) -> np.ndarray:
     """Bool array over ``trace.host_events``: the CUDA runtime and driver calls (:data:`RUNTIME_CATS`), once per trace."""
-    return label_mask(trace.host_events["cat"], RUNTIME_CATS)
+    return per_value(trace.host_events["cat"], RUNTIME_CATS.__contains__, False, bool)
 
 
 @per_trace
@@ -182,11 +193,7 @@ def copy_directions(trace: Trace) -> np.ndarray:
     """Memcpy direction of each row of ``device_events`` as str (object array): ``HtoD``, ``DtoH``,
     ``DtoD``, ``PtoP``, ``HtoH`` (or another name Kineto used), ``unknown`` where none (kernels, memsets,
     unparsed copies)."""
-    col = trace.device_events["direction"]
-    if isinstance(col.dtype, pd.CategoricalDtype):  # one label per category, then through the codes
-        labels = np.array([*map(str, col.cat.categories), "unknown"], dtype=object)
-        return labels[col.cat.codes.to_numpy()]  # code -1 (none) picks the last label
-    return col.astype(object).fillna("unknown").to_numpy()
+    return per_value(trace.device_events["direction"], str, "unknown")
 
 
 @per_trace

@@ -49,7 +49,6 @@ clocks disagree by at least that much.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +57,7 @@ import pandas as pd
 
 from ..trace import Trace
 from .breakdown import first_match, launch_rows
-from .busy import comm_mask
+from .busy import comm_mask, per_value
 from .memo import device_column, host_column
 
 CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"
@@ -109,19 +108,6 @@ def _name_dtype(name: Any) -> str:
     return m.group(1) if m else ""
 
 
-def _per_distinct(values: np.ndarray, fn: Callable[[Any], Any]) -> np.ndarray:
-    """``fn`` of every value, called once per distinct value."""
-    codes, uniques = pd.factorize(pd.Series(values, dtype=object))
-    return np.array([fn(u) for u in uniques], dtype=object)[codes] if len(uniques) else np.zeros(0, dtype=object)
-
-
-def _str_labels(col: pd.Series) -> np.ndarray:
-    """``col.astype(str)`` as an object array; a categorical column's categories are made str once, then looked up."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        return np.array([*map(str, col.cat.categories), "nan"], dtype=object)[col.cat.codes.to_numpy()]  # code -1 -> "nan"
-    return col.astype(str).to_numpy(dtype=object)
-
-
 def _launch_external_ids(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """``External id`` of each launching host call (rows of ``host_events``; -1 where no launch)."""
     ext = host_column(trace, "external_id")
@@ -153,7 +139,7 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     sel = np.flatnonzero(m)
     sel = sel[np.argsort(device_column(trace, "start_ns")[sel], kind="stable")]  # rows in start order: sorted once, here
     n = sel.size
-    names = _str_labels(ev["name"])[sel]
+    names = per_value(ev["name"], str, "nan")[sel]
     a = trace.collective_args
     pos = np.full(n, -1, dtype=np.int64)
     if not a.empty:
@@ -176,10 +162,10 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     coll, dtype, pg = arg("collective", ""), arg("dtype", ""), arg("pg_name", "")
     nelems = np.maximum(arg("in_nelems", -1), arg("out_nelems", -1)).astype(np.int64)
     label = np.where(coll != "", coll, names)
-    ctype = _per_distinct(label, collective_type)
-    name_dtype = _per_distinct(names, _name_dtype)
+    ctype = per_value(label, collective_type)
+    name_dtype = per_value(names, _name_dtype)
     dtype = np.where(dtype != "", dtype, name_dtype)
-    size = _per_distinct(dtype, lambda d: DTYPE_BYTES.get(str(d).lower(), -1)).astype(np.int64)
+    size = per_value(dtype, lambda d: DTYPE_BYTES.get(str(d).lower(), -1)).astype(np.int64)
     nbytes = np.where((nelems >= 0) & (size > 0), nelems * size, -1)
     return pd.DataFrame(
         {

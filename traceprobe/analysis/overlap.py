@@ -58,7 +58,6 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
         the copies), ``overlapped_ns`` (int64, part of it under compute kernels),
         ``fraction`` (float64, overlapped_ns / copy_ns). Only devices with memcpys.
     """
-    ev = trace.device_events
     rows = []
     is_copy = copy_mask(trace)
     if not is_copy.any():
@@ -67,7 +66,7 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
     # numpy columns of the copies and boolean masks per group (no DataFrame per group)
     dev = device_column(trace, "device")[is_copy]
     dirs = copy_directions(trace)[is_copy]
-    start, end, nbytes = (ev[c].to_numpy()[is_copy] for c in ("start_ns", "end_ns", "bytes"))
+    start, end, nbytes = (device_column(trace, c)[is_copy] for c in ("start_ns", "end_ns", "bytes"))
     for device in np.unique(dev):
         comp = compute.get(int(device), iv.empty())
         on_dev = dev == device

@@ -42,6 +42,8 @@ import pandas as pd
 from .. import intervals as iv
 from ..trace import Trace
 from .breakdown import launch_start_ns
+from .busy import per_value
+from .memo import device_column
 
 STEPS, NO_LAUNCH, BEFORE, AFTER = 0, 1, 2, 3
 CLASSES = ("steps", "no launch", "before steps", "after steps")
@@ -110,9 +112,7 @@ def keep_device_events(trace: Trace, mask: np.ndarray) -> Trace:
 
 def _work(dev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """``compute``, ``communication``, ``memcpy`` or ``memset`` for each of ``rows`` of ``device_events`` (object array)."""
-    kind = dev["kind"]
-    labels = kind.cat.categories.astype(str).to_numpy(dtype=object)[kind.cat.codes.to_numpy()[rows]] \
-        if isinstance(kind.dtype, pd.CategoricalDtype) else kind.astype(object).to_numpy()[rows]
+    labels = per_value(dev["kind"], str, "nan")[rows]
     return np.where(dev["is_comm"].to_numpy()[rows], "communication", np.where(labels == "kernel", "compute", labels)).astype(object)
 
 
@@ -131,12 +131,12 @@ def set_aside(trace: Trace, la: Launches) -> pd.DataFrame:
         return pd.DataFrame({c: np.zeros(0, dtype=object if c in ("reason", "work") else np.int64) for c in SET_ASIDE_COLUMNS})
     dev = trace.device_events
     # one group per (reason code, device, work), numbered in that sort order
-    parts = [np.unique(v, return_inverse=True) for v in (la.cls[rows].astype(np.int64), dev["device"].to_numpy(np.int64)[rows], _work(dev, rows))]
+    parts = [np.unique(v, return_inverse=True) for v in (la.cls[rows].astype(np.int64), device_column(trace, "device")[rows], _work(dev, rows))]
     key = np.zeros(rows.size, dtype=np.int64)
     for uniq, inv in parts:
         key = key * len(uniq) + inv.ravel()
     groups, group, events = np.unique(key, return_inverse=True, return_counts=True)
-    busy = iv.grouped_coverage(group.ravel(), dev["start_ns"].to_numpy(np.int64)[rows], dev["end_ns"].to_numpy(np.int64)[rows], 1, groups.size)
+    busy = iv.grouped_coverage(group.ravel(), device_column(trace, "start_ns")[rows], device_column(trace, "end_ns")[rows], 1, groups.size)
     (codes, _), (devices, _), (works, _) = parts
     n_dev, n_work = len(devices), len(works)
     return pd.DataFrame({

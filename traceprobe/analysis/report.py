@@ -19,7 +19,7 @@ import pandas as pd
 from ..trace import Trace
 from . import verdicts as vd
 from .breakdown import gpu_breakdown, step_breakdown
-from .busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction, fraction_of, pageable_copies, stream_busy, work_ns
+from .busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
 from .collectives import collective_table, collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .findings import findings
@@ -124,7 +124,6 @@ class OverlapReport:
         summary across ranks pays nothing per rank.
         """
         co = self.copy_overlap
-        on_all = (co["direction"] == "all").to_numpy(dtype=bool) if not co.empty else np.zeros(0, bool)
         return {
             "duration_ns": float(self.window_ns[1] - self.window_ns[0]),
             "mean_step_ns": 1e9 / self.throughput if self.throughput > 0 else math.nan,
@@ -132,8 +131,7 @@ class OverlapReport:
             "work_ns": float(self.work_ns),
             "comm_ns": float(self.comm_overlap["comm_ns"].sum()) if not self.comm_overlap.empty else math.nan,
             "utilization": float(self.devices.devices["utilization"].mean()) if not self.devices.devices.empty else math.nan,
-            "copy_overlap": fraction(int(co["overlapped_ns"].to_numpy()[on_all].sum()), int(co["copy_ns"].to_numpy()[on_all].sum()))
-            if on_all.any() else math.nan,
+            "copy_overlap": fraction_of(co, "overlapped_ns", "copy_ns", where=(co["direction"] == "all").to_numpy(dtype=bool)),
             "comm_overlap": fraction_of(self.comm_overlap, "overlapped_ns", "comm_ns"),
             "stream_concurrency": fraction_of(self.stream_concurrency, "multi_stream_ns", "busy_ns"),
             "cpu_gpu_overlap": self.cpu_gpu.fraction,
