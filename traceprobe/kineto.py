@@ -66,8 +66,12 @@ from .splitter import Head, skip_space
 from .timestamps import INVALID, MISSING, OK, parse_us
 from .tracefile import NOT_A_TRACE, not_kineto_reason
 
-PIECE_BYTES = 16 << 20
-"""Stretch of ``traceEvents`` decoded to structs at a time (bytes): a piece ends at the first event boundary after it."""
+PIECE_BYTES = 1 << 20
+"""Stretch of ``traceEvents`` decoded to structs at a time (bytes): a piece ends at the first event boundary after it.
+Small pieces keep a piece's structs and columns in the CPU's caches, and deal a trace out evenly among
+decoding processes: decoding HTA's 216k-event trace in one process took 167 ms with 16 MiB pieces, 144
+with 8, 132 with 1 (135 with 0.5, 138 with 0.25); synthetic 10^6 events 1255 -> 879 ms (16 -> 1 MiB).
+With 16 MiB pieces dealt round-robin to 2 processes, one got 129 ms of the real trace's work and the other 81."""
 
 class _Args(msgspec.Struct, gc=False):
     # ids are ints; a label (ROCm's runtime "stream": "0x0") is read as no id

@@ -140,14 +140,17 @@ def _reap(pid: int, kill: bool = False) -> int | None:
         return None
 
 
-SHARE_BYTES = 16 << 20
-"""Decompressed JSON per decoding process: a trace gets one process per this many bytes, at most one per CPU."""
+SHARE_BYTES = 64 << 20
+"""Decompressed JSON per decoding process: a trace gets one process per this many bytes, at most one per CPU.
+About what one process decodes while the command imports pandas and the analysis, so that on 2 CPUs a
+trace under it is read by one child beside the importing parent (two children and the parent on 2 CPUs
+cost the real 216k-event, 54 MB trace 0.325 s against 0.307 s with one; a synthetic 150k-event trace,
+43 MB, 0.359 against 0.341 s), and larger ones are shared (300k events, 87 MB: 0.498 s with two, 0.534 s
+with one; ``scripts/bench.py``'s traces, measured with :data:`DECODERS_ENV`)."""
 MAX_DECODERS = 8
 """Most decoding processes :func:`decoders` chooses. Each one inflates and cuts the whole file, so more
 cost CPU for little: on 16 cores, a 5-million-event trace (1.45 GB of JSON) took 12.4 s with 8 and
 11.8 s with 16 (CPU 47 s and 71 s); ``scripts/bench.py --only decoders``."""
-PIECE_BYTES = 2 << 20
-"""Piece size when several processes share a trace (small pieces deal the work out evenly)."""
 _GZIP_RATIO = 12
 """Assumed inflation of a gzipped trace, to estimate its JSON size from the file size (Kineto traces: 10-20x)."""
 
@@ -213,7 +216,7 @@ def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, i
             os.close(fd)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         try:
-            msg: tuple[str, Any] = ("ok", shares.decode_share(path, max_bytes, index, n, PIECE_BYTES if n > 1 else None))
+            msg: tuple[str, Any] = ("ok", shares.decode_share(path, max_bytes, index, n))
         except Exception as exc:  # noqa: BLE001 - raised again in the parent, where load_trace names it
             msg = ("raise", exc)
         with os.fdopen(w, "wb") as f:
