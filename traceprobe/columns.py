@@ -87,6 +87,14 @@ class Codes(dict):
         except TypeError:
             return np.fromiter(map(self.__getitem__, map(hashable, values)), np.int32, len(values))
 
+    def code_field(self, objs: list[Any], attr: str) -> np.ndarray:
+        """:meth:`code` of each object's ``attr``, read straight into the codes (no list of the values:
+        the pid and tid of HTA's 216k-event trace 14.4 -> 10.0 ms, its names 8.2 -> 6.9 ms)."""
+        try:
+            return np.fromiter(map(self.__getitem__, map(attrgetter(attr), objs)), np.int32, len(objs))
+        except TypeError:
+            return self.code(list(map(attrgetter(attr), objs)))
+
 
 def hashable(v: Any) -> Any:
     return v if isinstance(v, (str, int, float)) or v is None else msgspec.json.encode(v).decode()
@@ -108,6 +116,13 @@ class Lookup(dict):
             return np.fromiter(map(self.__getitem__, values), np.int8, len(values))
         except TypeError:  # an unhashable value (a list, a dict)
             return np.fromiter(map(self.fn, values), np.int8, len(values))
+
+    def column_field(self, objs: list[Any], attr: str) -> np.ndarray:
+        """:meth:`column` of each object's ``attr``, with no list of the values."""
+        try:
+            return np.fromiter(map(self.__getitem__, map(attrgetter(attr), objs)), np.int8, len(objs))
+        except TypeError:
+            return self.column(list(map(attrgetter(attr), objs)))
 
 
 def as_int(v: Any) -> int:

