@@ -193,6 +193,9 @@ def analyze_paths(
     try:
         from .analysis.report import OverlapReport
         from .analysis.summary import summarize
+        from .tuning import imports_done
+
+        imports_done()
 
         plain = then is None and max_bytes is None and not all_device_work and decoding is None
         fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work, decoding=decoding)

@@ -1,4 +1,4 @@
-"""Process settings for the analysis commands, made before numpy loads: BLAS threads and glibc's malloc.
+"""Process settings for the analysis commands, made before numpy loads: BLAS threads, glibc's malloc, the garbage collector.
 
 :func:`tune` is called by the command entry point (:func:`traceprobe.cli.entry`)
 for every command but ``record`` (which runs torch and the user's program with
@@ -18,10 +18,19 @@ set is never overridden.
   memory unchanged. The same settings as glibc's ``MALLOC_MMAP_THRESHOLD_``,
   ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_TOP_PAD_`` variables, which must be set
   before a process starts; made here with ``mallopt``, on glibc only.
+- **No cyclic garbage collection while the analysis is imported**: :func:`tune`
+  pauses the collector, and :func:`imports_done` (called once the analysis is
+  imported, before any trace is analysed or worker forked) moves every object
+  made so far into the permanent generation (``gc.freeze``: modules and classes,
+  which are never garbage) and resumes it. Without this, importing pandas ran
+  about 150 collections, one of them a full one over every module's objects
+  (12-20 ms). HTA's 216k-event trace: 28 -> 1.5 ms of collection in the command's
+  process; a batch of 100 rank traces of 10^4 events: 65 -> 7 ms in each worker.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -32,8 +41,14 @@ MALLOC = {"MALLOC_MMAP_THRESHOLD_": (-3, 32 << 20), "MALLOC_TRIM_THRESHOLD_": (-
 """glibc variable -> (``mallopt`` parameter, bytes): ``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD``, ``M_TOP_PAD``."""
 
 
+_GC_HELD = [False]
+
+
 def tune() -> None:
     """Make the settings of the module docstring in this process (and the processes it forks)."""
+    if gc.isenabled():
+        gc.disable()
+        _GC_HELD[0] = True
     for k in BLAS_THREADS:
         os.environ.setdefault(k, "1")
     if not sys.platform.startswith("linux"):
@@ -48,3 +63,12 @@ def tune() -> None:
     for var, (param, value) in MALLOC.items():
         if var not in os.environ:
             mallopt(param, value)
+
+
+def imports_done() -> None:
+    """The analysis is imported: the objects made so far (modules, classes) are set aside from the
+    cyclic garbage collector for good (``gc.freeze``), and :func:`tune`'s pause of it ends."""
+    if _GC_HELD[0]:
+        _GC_HELD[0] = False
+        gc.freeze()
+        gc.enable()
