@@ -89,7 +89,7 @@ def main() -> None:
 
     collect.analyze_file, summary.summarize = timed_file, timed_summary  # looked up when analyze_paths runs
     log("imported")
-    from traceprobe.cli import entry
+    from traceprobe.launch import entry
 
     sys.argv = ["traceprobe", "overlap-report", *a.paths, "--format", "json", "--output", os.devnull]
     if a.jobs:

@@ -227,7 +227,7 @@ def start(*a, **k):
     return real(*a, **k)
 prefetch.start = start
 sys.argv = ["traceprobe", *sys.argv[2:]]
-from traceprobe.cli import entry
+from traceprobe.launch import entry
 entry()
 """
 

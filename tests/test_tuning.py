@@ -109,7 +109,7 @@ def test_the_command_runs_its_analysis_with_the_collector_on():
         "sys.argv = ['traceprobe', 'overlap-report', sys.argv[1], '--format', 'json', '--jobs', '1', '--output', os.devnull]\n"
         "real_exit = os._exit\n"
         "os._exit = lambda c: (print('SEEN', seen, flush=True), real_exit(c))\n"
-        "from traceprobe.cli import entry\n"
+        "from traceprobe.launch import entry\n"
         "entry()\n"
     )
     repo = Path(tuning.__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """``python -m traceprobe`` runs the CLI."""
 
-from .cli import entry
+from .launch import entry
 
 entry()

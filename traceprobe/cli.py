@@ -12,7 +12,6 @@ others are still reported), a file could not be written, bad usage; 130 interrup
 
 from __future__ import annotations
 
-import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -285,31 +284,3 @@ def main() -> None:
     except Exception as e:  # noqa: BLE001 - the last guard
         say(f"error: {type(e).__name__}: {e}", "red")
         sys.exit(2)
-
-
-def entry() -> None:
-    """The process entry point (the ``traceprobe`` script, ``python -m traceprobe``): :func:`main`, made cheap.
-
-    Every command but ``record`` (which runs torch, and your program) runs with
-    :func:`traceprobe.tuning.tune`'s settings (BLAS single-threaded, malloc keeping
-    freed memory for reuse), and ends with ``os._exit`` once its output is
-    flushed, skipping the interpreter's teardown (freeing every object of the
-    loaded traces).
-    """
-    if sys.argv[1:2] == ["record"]:
-        main()
-        return
-    from .tuning import tune
-
-    tune()
-    code: int | str | None = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code
-    if isinstance(code, str):
-        sys.stderr.write(code + "\n")
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code or 0)

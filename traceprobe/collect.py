@@ -190,6 +190,8 @@ def analyze_paths(
             decoding = prefetch.start(files[0], max_bytes)
         except OSError:  # no fork here (a process limit): decode in this process
             decoding = None
+    else:
+        prefetch.drop_early()  # (a decoding started before the options were parsed, of no use here)
     try:
         from .analysis.report import OverlapReport
         from .analysis.summary import summarize

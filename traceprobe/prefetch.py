@@ -175,9 +175,52 @@ def decoders(path: str | Path) -> int:
     return max(1, min(cpus, MAX_DECODERS, size // SHARE_BYTES))
 
 
+_early: list[tuple[Any, Pending]] = []
+"""The decoding started by :func:`start_early`, with the identity of its file, until :func:`start` takes it or
+:func:`drop_early` stops it."""
+
+
+def _identity(path: str | Path) -> tuple[int, int, int, int] | None:
+    """The file as it is now (device, inode, size, modification time), or None if it is not a regular file."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    import stat
+
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+
+
+def start_early(path: str) -> None:
+    """Start decoding ``path`` before the command has parsed its options (:mod:`traceprobe.launch`), with the
+    default limit and number of processes; :func:`start` takes the decoding over when it is asked for the
+    same file, unchanged, with the same. Nothing happens where :func:`worthwhile` says no, the path is not
+    a regular file, or a fork fails."""
+    if _early or not worthwhile():
+        return
+    identity = _identity(path)
+    if identity is None:
+        return
+    try:
+        pending = start(path)
+    except OSError:
+        return
+    _early.append(((identity, None), pending))
+
+
+def drop_early() -> None:
+    """Stop the decoding :func:`start_early` began, if nothing took it over (its children killed and reaped)."""
+    while _early:
+        _early.pop()[1].cancel()
+
+
 def start(path: str | Path, max_bytes: int | None = None, processes: int | None = None) -> Pending:
     """Fork child processes that decode ``path`` (:func:`traceprobe.shares.decode_share`), each its share
     of the pieces, and send their columns back.
+
+    If :func:`start_early` is decoding this same file (same device, inode, size and
+    modification time) with this ``max_bytes`` and ``processes`` unset, that decoding
+    is returned (reporting ``path`` as given here); any other early decoding is stopped.
 
     Args:
         path: a local trace file or an fsspec URL.
@@ -188,6 +231,12 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
         OSError: a pipe or a fork could not be made (the children started are stopped;
             the caller decodes in-process).
     """
+    if _early:
+        (identity, limit), early = _early.pop()
+        if processes is None and limit == max_bytes and identity == _identity(path):
+            early.path = path
+            return early
+        early.cancel()
     from . import shares  # numpy and msgspec only: imported before the fork, shared by all
 
     n = processes or decoders(path)

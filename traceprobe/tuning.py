@@ -1,6 +1,6 @@
 """Process settings for the analysis commands, made before numpy loads: BLAS threads, glibc's malloc, the garbage collector.
 
-:func:`tune` is called by the command entry point (:func:`traceprobe.cli.entry`)
+:func:`tune` is called by the command entry point (:func:`traceprobe.launch.entry`)
 for every command but ``record`` (which runs torch and the user's program with
 their own settings). Library callers are left alone. A variable the user has
 set is never overridden.
