@@ -245,7 +245,9 @@ def _sql_report(paths: list[str], trace_processor: Path | None, debug: bool) -> 
     from .collect import discover
     from .errors import TraceFormatError
     from .trace import load_trace
+    from .tuning import imports_done
 
+    imports_done()  # (this path loads traces without collect: the collector runs again from here)
     try:
         binary = pf.find_trace_processor(trace_processor)
     except FileNotFoundError as e:

@@ -26,6 +26,9 @@ set is never overridden.
   about 150 collections, one of them a full one over every module's objects
   (12-20 ms). HTA's 216k-event trace: 28 -> 1.5 ms of collection in the command's
   process; a batch of 100 rank traces of 10^4 events: 65 -> 7 ms in each worker.
+  ``collect.analyze_paths`` and ``overlap-report --engine perfetto`` call it; a
+  command that loads no trace (``schema``, ``view``, usage errors) ends with the
+  collector still paused, having made little garbage.
 """
 
 from __future__ import annotations
