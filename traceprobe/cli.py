@@ -147,10 +147,10 @@ def overlap_report(
                 task = progress.add_task("analysing traces", total=None)
                 summary = analyze_paths(paths, jobs=jobs, on_done=lambda _: progress.advance(task),
                                         then=then, on_then=on_then, max_bytes=limit,
-                                        all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True)
+                                        all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True, parallel=True)
         else:
             summary = analyze_paths(paths, jobs=jobs, then=then, on_then=on_then, max_bytes=limit,
-                                    all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True)
+                                    all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True, parallel=True)
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
             raise
@@ -205,8 +205,8 @@ def diff_cmd(
     from .collect import analyze_paths
     from .report import diff_output
 
-    sa = analyze_paths([a], jobs=jobs, scheduler=scheduler, decode_ahead=True)
-    sb = analyze_paths([b], jobs=jobs, scheduler=scheduler)
+    sa = analyze_paths([a], jobs=jobs, scheduler=scheduler, decode_ahead=True, parallel=True)
+    sb = analyze_paths([b], jobs=jobs, scheduler=scheduler, parallel=True)
     d = diff(sa, sb, str(a) if a.is_dir() else "", str(b) if b.is_dir() else "")
     if fmt is Format.table:
         text = render_rich(diff_output.render, d, output)

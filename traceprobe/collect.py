@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import prefetch
 from .errors import Failure, TraceFormatError
-from .execution import map_items
+from .execution import default_jobs, map_items, usable_cpus
 from .manifest import info_for as manifest_info
 from .sources import expand_url, is_url
 
@@ -114,7 +114,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
 
 def analyze_file(
     path: str | Path, then: Then | None = None, max_bytes: int | None = None, all_device_work: bool = False,
-    decoding: Pending | None = None,
+    decoding: Pending | None = None, parallel: bool = False,
 ) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
     """Load and analyse one trace (a path or an fsspec URL); a :class:`TraceFormatError` becomes a :class:`Failure`.
 
@@ -122,7 +122,7 @@ def analyze_file(
 
     With ``then``, also ``then(trace, report)`` while the trace is loaded (for
     pictures and exports, so that no trace is parsed twice), and return
-    ``(report, its result)``. ``all_device_work`` is passed to
+    ``(report, its result)``. ``all_device_work`` and ``parallel`` are passed to
     :func:`~traceprobe.analysis.report.overlap_report`; ``decoding`` to
     :func:`~traceprobe.trace.load_trace`.
     """
@@ -132,7 +132,7 @@ def analyze_file(
     p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
     try:
         trace = load_trace(p, max_bytes, decoding)
-        report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work)
+        report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work, parallel=parallel)
     except TraceFormatError as e:
         return Failure(str(p), e.reason)
     except MemoryError:
@@ -154,6 +154,7 @@ def analyze_paths(
     all_device_work: bool = False,
     scheduler: str | None = None,
     decode_ahead: bool = False,
+    parallel: bool = False,
 ) -> Summary:
     """Analyse every trace under ``paths`` and summarise them.
 
@@ -178,6 +179,11 @@ def analyze_paths(
             analysis (:mod:`traceprobe.prefetch`); the result is the same. For
             commands: a library caller (a notebook, a threaded program) leaves it
             off, as forking such a process is not safe.
+        parallel: where the traces are analysed in this process, one after the
+            other, on a machine with 2 or more CPUs, each analysis runs half of its
+            tables in a second thread (``overlap_report(parallel=True)``); the
+            result is the same. Not in worker processes, which fill the CPUs
+            already. For commands.
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
@@ -199,8 +205,10 @@ def analyze_paths(
 
         imports_done()
 
-        plain = then is None and max_bytes is None and not all_device_work and decoding is None
-        fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work, decoding=decoding)
+        beside = parallel and not scheduler and default_jobs(len(files), jobs) == 1 and usable_cpus() > 1
+        plain = then is None and max_bytes is None and not all_device_work and decoding is None and not beside
+        fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work,
+                                                decoding=decoding, parallel=beside)
         results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)  # one file: in this process
     finally:
         if decoding is not None:

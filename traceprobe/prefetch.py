@@ -171,8 +171,9 @@ def decoders(path: str | Path) -> int:
             size = os.fstat(f.fileno()).st_size * (_GZIP_RATIO if f.read(2) == b"\x1f\x8b" else 1)
     except OSError:
         return 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cpus, MAX_DECODERS, size // SHARE_BYTES))
+    from .execution import usable_cpus
+
+    return max(1, min(usable_cpus(), MAX_DECODERS, size // SHARE_BYTES))
 
 
 _early: list[tuple[Any, Pending]] = []
