@@ -188,6 +188,32 @@ def test_subtract_matches_grid(a, b, offset):
 
 
 @SETTINGS
+@given(raw_intervals(), raw_intervals(), offsets)
+def test_intersect_and_subtract_equal_the_sweep(a, b, offset):
+    """intersect and subtract search one set in the other; the sweep of both sets' ends (coverage_at_least)
+    gives the same arrays."""
+    a, b = shifted(a, offset), shifted(b, offset)
+    bs, be = iv.union(*b)
+    edges = [-(2**62), *np.ravel(np.column_stack([bs, be])).tolist(), 2**62]  # b's gaps, in a Python loop's terms
+    gaps = (np.array(edges[0::2], dtype=np.int64), np.array(edges[1::2], dtype=np.int64))
+    for got, swept in (
+        (iv.intersect(a, b), iv.coverage_at_least([a, b], 2)),
+        (iv.subtract(a, b), iv.coverage_at_least([a, gaps], 2)),
+    ):
+        np.testing.assert_array_equal(got[0], swept[0])
+        np.testing.assert_array_equal(got[1], swept[1])
+        assert got[0].dtype == got[1].dtype == np.int64
+
+
+def test_subtract_at_the_ends_of_int64():
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    assert as_lists(iv.subtract((arr(lo), arr(hi)), (arr(lo), arr(0)))) == ([0], [hi])
+    assert as_lists(iv.subtract((arr(lo), arr(hi)), (arr(5), arr(hi)))) == ([lo], [5])
+    assert as_lists(iv.subtract((arr(lo, 10), arr(0, hi)), (arr(-5, 20), arr(15, 30)))) == ([lo, 15, 30], [-5, 20, hi])
+    assert as_lists(iv.intersect((arr(lo), arr(hi)), (arr(lo, 7), arr(3, hi)))) == ([lo, 7], [3, hi])
+
+
+@SETTINGS
 @given(raw_intervals(), raw_intervals())
 def test_algebra_identities(a, b):
     ga, gb = paint(*a), paint(*b)
