@@ -169,8 +169,8 @@ def test_any_cut_and_chunking_gives_the_whole_decode(tmp_path, monkeypatch, even
     assert_same(read(p, monkeypatch, piece, chunk, how="any"), read(p, monkeypatch, how="whole"))
 
 
-def split(text: bytes, chunk: int, piece: int = 1000) -> tuple[Head, list[bytes]]:
-    s, pieces = Splitter(piece), []
+def split(text: bytes, chunk: int, piece: int = 1000, keep=None) -> tuple[Head, list]:
+    s, pieces = Splitter(piece, keep), []
     for i in range(0, len(text), chunk):
         pieces += s.feed(text[i : i + chunk])
     end = s.finish()
@@ -188,6 +188,17 @@ def test_pieces_do_not_depend_on_the_chunks(chunk):
     assert head.traceName == AFTER["traceName"] and head.deviceProperties == BEFORE["deviceProperties"]
     assert [e for p in pieces for e in json.loads(p)] == json.loads(json.dumps(events))
     assert len(pieces) > 20 and all(1000 < len(p) < 1700 for p in pieces[:-1])
+
+
+@pytest.mark.parametrize("chunk", [7, 4096])
+def test_unwanted_pieces_are_cut_but_not_copied(chunk):
+    """SYNTHETIC: with ``keep`` (every third piece from the second), the others come back as None at their places:
+    the same cuts, the wanted pieces byte for byte."""
+    text = trace_text([event(i) for i in range(300)], BEFORE, AFTER).encode()
+    head, every = split(text, chunk)
+    head_k, kept = split(text, chunk, keep=lambda k: k % 3 == 1)
+    assert head_k == head and len(kept) == len(every) > 10
+    assert kept == [p if k % 3 == 1 else None for k, p in enumerate(every)]
 
 
 def test_long_white_space_is_not_a_cut_and_not_a_slow_search():

@@ -79,13 +79,14 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
     Raises:
         TraceFormatError: the file is unreadable, too large, or corrupt gzip.
     """
-    builder, splitter = kineto._Builder(), Splitter(piece_bytes or kineto.PIECE_BYTES)
+    builder = kineto._Builder()
+    splitter = Splitter(piece_bytes or kineto.PIECE_BYTES, None if count == 1 else lambda k: k % count == index)
     mine: list[int] = []
     seen = [0, 0]  # pieces cut, JSON bytes read
 
-    def take(pieces: list[bytes]) -> None:
+    def take(pieces: list[bytes | None]) -> None:
         for piece in pieces:
-            if seen[0] % count == index:
+            if piece is not None:  # (the splitter copies out only this share's pieces)
                 builder.add_piece(piece)
                 mine.append(seen[0])
             seen[0] += 1

@@ -28,6 +28,7 @@ a boundary is.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -78,15 +79,20 @@ class Splitter:
     of whole events (if the cuts were right, see the module's notes).
     """
 
-    def __init__(self, piece_bytes: int) -> None:
+    def __init__(self, piece_bytes: int, keep: Callable[[int], bool] | None = None) -> None:
+        """``keep(k)``, where given, says whether the ``k``-th piece (0-based) is wanted: the others are
+        cut all the same but handed on as None, their bytes not copied (a process decoding every n-th
+        piece copies only those)."""
         self.piece_bytes = piece_bytes
+        self.keep = keep
+        self.cut_count = 0  # pieces cut so far
         self.buf = bytearray()
         self.before: bytes | None = None  # the text before the list; None until the list is found
         self.bare = False  # the JSON Array Format
         self.resume = 0  # where the next search starts: no match starts before it
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """Take the next chunk; the pieces it completes."""
+    def feed(self, chunk: bytes) -> list[bytes | None]:
+        """Take the next chunk; the pieces it completes (None for a piece ``keep`` does not want)."""
         self.buf += chunk
         if self.before is None and not self._find_list():
             return []
@@ -96,7 +102,7 @@ class Splitter:
         self.resume = max(0, self.resume - start)
         return pieces
 
-    def finish(self) -> tuple[Head, list[bytes]] | None:
+    def finish(self) -> tuple[Head, list[bytes | None]] | None:
         """At the end of the stream: the head fields and the last pieces; None for an unknown layout."""
         if self.before is None and not self._find_list():
             return None
@@ -122,7 +128,7 @@ class Splitter:
             head = head_only
         pieces, start = self._cut(close)
         if skip_space(buf, start, close) < close:
-            pieces.append(b"".join((b"[", memoryview(buf)[start:close], b"]")))
+            pieces.append(self._piece(memoryview(buf), start, close))
         self.buf = bytearray()
         return head, pieces
 
@@ -144,16 +150,24 @@ class Splitter:
         self.resume = 0
         return True
 
-    def _cut(self, end: int) -> tuple[list[bytes], int]:
+    def _cut(self, end: int) -> tuple[list[bytes | None], int]:
         """Pieces of ``buf[:end]``, each cut at the first event boundary after ``piece_bytes``,
         and where the rest starts."""
-        pieces, start = [], 0
+        pieces: list[bytes | None] = []
+        start = 0
         with memoryview(self.buf) as view:
             while end - start > self.piece_bytes:
                 cut = _CUT.search(self.buf, max(start + self.piece_bytes, self.resume), end)
                 if cut is None:
                     self.resume = max(self.resume, end - _LONGEST)
                     break
-                pieces.append(b"".join((b"[", view[start : cut.start() + 1], b"]")))
+                pieces.append(self._piece(view, start, cut.start() + 1))
                 start = cut.end() - 1
         return pieces, start
+
+    def _piece(self, view: memoryview, start: int, end: int) -> bytes | None:
+        """The next piece, ``view[start:end]`` as a JSON list, or None where ``keep`` does not want it."""
+        k, self.cut_count = self.cut_count, self.cut_count + 1
+        if self.keep is not None and not self.keep(k):
+            return None
+        return b"".join((b"[", view[start:end], b"]"))
