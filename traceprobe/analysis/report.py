@@ -272,13 +272,14 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
     """:func:`overlap_report`'s figures, verdicts and notes; ``tables()`` gives :func:`_tables`' part when it is needed."""
     f = _figures(kept)
     steps = device_steps(trace, la)
+    streams, work, window = stream_busy(kept), work_ns(kept), kept.window_ns
     dev = f["dev"]
     per_device = list(vd.columns(dev.devices, "device", "busy_ns", "utilization"))
     busy = {int(d): int(b) for d, b, _ in per_device}
     util = {int(d): float(u) for d, _, u in per_device}
     colls = _collective_kinds(kept)
     copy_hints = _copy_hints(kept, colls)
-    t = tables()
+    t = tables()  # (what does not need them is computed above: in parallel, beside them)
     cpu, threads = t["cpu"], t["threads"]
     verdicts = (
         vd.copy_verdicts(f["copy"], busy, copy_hints)
@@ -296,8 +297,8 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
     notes += vd.omissions(f["copy"], f["comm"], busy)
     return OverlapReport(
         path=trace.path,
-        window_ns=kept.window_ns,
-        streams=stream_busy(kept),
+        window_ns=window,
+        streams=streams,
         copy_overlap=f["copy"],
         devices=dev,
         stream_concurrency=f["streams"],
@@ -319,6 +320,6 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         set_aside=aside,
         notes=tuple(notes),
         all_device_work=all_device_work,
-        work_ns=work_ns(kept),
+        work_ns=work,
         host_threads=threads,
     )
