@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceprobe import collect, execution, load_trace
+from traceprobe import collect, load_trace
 from traceprobe.analysis import report as report_module
 from traceprobe.analysis.report import overlap_report
 
@@ -103,7 +103,6 @@ def test_analyze_paths_asks_for_the_thread_only_in_its_own_process(monkeypatch, 
     monkeypatch.setattr(report_module, "overlap_report", spy)
     one = REPO / "sample_traces" / "compute-copy.overlapped.pt.trace.json.gz"
     two = [one, REPO / "sample_traces" / "compute-copy.sequential.pt.trace.json.gz"]
-    monkeypatch.setattr(execution, "usable_cpus", lambda: 2)
     monkeypatch.setattr(collect, "usable_cpus", lambda: 2)
     collect.analyze_paths([one], parallel=True)
     collect.analyze_paths(two, jobs=1, parallel=True)

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import prefetch
 from .errors import Failure, TraceFormatError
-from .execution import default_jobs, map_items, usable_cpus
+from .execution import default_jobs, map_items
 from .manifest import info_for as manifest_info
 from .sources import expand_url, is_url
+from .tuning import usable_cpus
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
     from .analysis.report import OverlapReport

@@ -55,11 +55,6 @@ QUEUED = 2
 """Items a local worker holds at most: the one it is on and the next (while items remain for every worker)."""
 
 
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity where the system tells it, else the CPU count), at least 1."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def default_jobs(n_items: int, jobs: int | None = None) -> int:
     """Worker processes for ``n_items`` items: ``jobs`` (default: the CPU count), at most one per item, at least 1."""
     n = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)

@@ -13,7 +13,7 @@ before it imports typer and parses the options:
   limit (:func:`traceprobe.prefetch.start`), and stops them otherwise; a command
   line this module cannot read with certainty (:func:`trace_named`) starts
   nothing early. The report is the same either way: only when the decoding
-  starts differs. HTA's 216k-event trace on 2 CPUs: 0.308 -> 0.28 s.
+  starts differs. HTA's 216k-event trace on 2 CPUs: 0.295 -> 0.272 s (medians of 15).
 
 Every command ends with ``os._exit`` once its output is flushed, skipping the
 interpreter's teardown (freeing every object of the loaded traces).

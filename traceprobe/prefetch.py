@@ -171,7 +171,7 @@ def decoders(path: str | Path) -> int:
             size = os.fstat(f.fileno()).st_size * (_GZIP_RATIO if f.read(2) == b"\x1f\x8b" else 1)
     except OSError:
         return 1
-    from .execution import usable_cpus
+    from .tuning import usable_cpus
 
     return max(1, min(usable_cpus(), MAX_DECODERS, size // SHARE_BYTES))
 
