@@ -176,9 +176,9 @@ def decoders(path: str | Path) -> int:
     return max(1, min(usable_cpus(), MAX_DECODERS, size // SHARE_BYTES))
 
 
-_early: list[tuple[Any, Pending]] = []
-"""The decoding started by :func:`start_early`, with the identity of its file, until :func:`start` takes it or
-:func:`drop_early` stops it."""
+_early: list[tuple[tuple[int, int, int, int], Pending]] = []
+"""The decoding started by :func:`start_early` (default limit and processes), with the identity of its file, until
+:func:`start` takes it or :func:`drop_early` stops it."""
 
 
 def _identity(path: str | Path) -> tuple[int, int, int, int] | None:
@@ -206,7 +206,7 @@ def start_early(path: str) -> None:
         pending = start(path)
     except OSError:
         return
-    _early.append(((identity, None), pending))
+    _early.append((identity, pending))
 
 
 def drop_early() -> None:
@@ -233,8 +233,8 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
             the caller decodes in-process).
     """
     if _early:
-        (identity, limit), early = _early.pop()
-        if processes is None and limit == max_bytes and identity == _identity(path):
+        identity, early = _early.pop()
+        if processes is None and max_bytes is None and identity == _identity(path):
             early.path = path
             return early
         early.cancel()

@@ -82,19 +82,19 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
     builder = kineto._Builder()
     splitter = Splitter(piece_bytes or kineto.PIECE_BYTES, None if count == 1 else lambda k: k % count == index)
     mine: list[int] = []
-    seen = [0, 0]  # pieces cut, JSON bytes read
+    json_bytes = 0
 
     def take(pieces: list[bytes | None]) -> None:
-        for piece in pieces:
-            if piece is not None:  # (the splitter copies out only this share's pieces)
+        # (the splitter has counted them: their numbers end at its count; it copies out only this share's)
+        for k, piece in enumerate(pieces, splitter.cut_count - len(pieces)):
+            if piece is not None:
                 builder.add_piece(piece)
-                mine.append(seen[0])
-            seen[0] += 1
+                mine.append(k)
 
     try:
         with closing(read_trace_chunks(path, max_bytes)) as chunks:
             for chunk in chunks:
-                seen[1] += len(chunk)
+                json_bytes += len(chunk)
                 take(splitter.feed(chunk))
         end = splitter.finish()
         if end is None:
@@ -102,7 +102,8 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
         take(end[1])
     except msgspec.MsgspecError:
         return None
-    return Share(end[0], mine, *builder.joined(), builder.collectives(), builder.names.values, builder.threads.values, builder.count, *seen)
+    return Share(end[0], mine, *builder.joined(), builder.collectives(), builder.names.values, builder.threads.values, builder.count,
+                 splitter.cut_count, json_bytes)
 
 
 def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | None = None) -> kineto.Decoded:
