@@ -247,3 +247,68 @@ def test_pictures_do_not_stop_the_decode_ahead(tmp_path, command):
     assert made["1"][2] == "no pandas" and made["0"][2] is None
     assert made["1"][0] == made["0"][0]
     assert made["1"][1][:8] == b"\x89PNG\r\n\x1a\n" and len(made["1"][1]) > 10_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4), st.integers(0, 40), st.integers(0, 45), st.lists(st.integers(0, 3), max_size=200))
+def test_claimed_pieces_are_taken_exactly_once(count, pieces, dealt, order):
+    """``count`` processes walking the pieces in order, interleaved as ``order`` says (then each to its end),
+    reading one pipe of ``dealt`` numbers (none: every piece by the fixed rule): each piece taken once."""
+    claims = prefetch._claims(dealt) if dealt else None
+    fd, n = claims if claims else (-1, 0)
+    assert n == dealt
+    try:
+        walkers = [shares.Claims(fd, n, i, count) for i in range(count)]
+        at, taken = [0] * count, [[] for _ in range(count)]
+
+        def step(i: int) -> None:
+            if at[i] < pieces:
+                if walkers[i](at[i]):
+                    taken[i].append(at[i])
+                at[i] += 1
+
+        for i in order:
+            step(i % count)
+        for i in range(count):
+            while at[i] < pieces:
+                step(i)
+    finally:
+        if claims:
+            os.close(fd)
+    assert sorted(k for t in taken for k in t) == list(range(pieces))
+
+
+@pytest.mark.parametrize("dealt", [0, 1, 4, 1000])
+def test_claimed_shares_merge_to_one_decode(tmp_path, dealt):
+    """SYNTHETIC: shares that claim their pieces from one pipe (here one after the other, so the first takes
+    every number and the rest go by the fixed rule) merge to the columns of one decode."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [event(i, f"k{i % 7}") for i in range(400)]}))
+    claims = prefetch._claims(dealt) if dealt else None
+    try:
+        parts = [shares.decode_share(p, None, i, 3, 700, claims=claims) for i in range(3)]
+    finally:
+        if claims:
+            os.close(claims[0])
+    assert all(s is not None for s in parts) and parts[0] is not None and len(parts[0].pieces) >= min(dealt, parts[0].total_pieces)
+    assert values(shares.merge_shares(p, parts)) == values(kineto.read_events(p))
+
+
+@fork_only
+@pytest.mark.parametrize("processes", [2, 3])
+def test_child_processes_claiming_small_pieces_decode_like_this_one(tmp_path, monkeypatch, processes):
+    """Real children claiming 4 KiB pieces of a real trace (hundreds of them) as they reach them: every piece
+    decoded once, the columns those of one decode."""
+    path = REPO / "sample_traces" / "data-parallel.ddp.rank0.pt.trace.json.gz"
+    monkeypatch.setattr(kineto, "PIECE_BYTES", 4096)  # (inherited by the forked children)
+    received = []
+    merge = shares.merge_shares
+    monkeypatch.setattr(shares, "merge_shares", lambda path, got, *a: received.extend(got) or merge(path, got, *a))
+    pending = prefetch.start(path, processes=processes)
+    try:
+        got = pending.result()
+    finally:
+        pending.cancel()
+    assert len(received) == processes and all(s is not None for s in received) and shares._consistent(received)
+    assert received[0].total_pieces > 100
+    assert values(got) == values(kineto.read_events(path))

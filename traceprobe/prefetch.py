@@ -242,18 +242,24 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
 
     n = processes or decoders(path)
     pending = Pending(path, max_bytes, [])
+    claims = None
     try:
+        if n > 1:
+            claims = _claims()
         for index in range(n):
             r, w = os.pipe()
             _widen(w)
             pid = os.fork()
             if pid == 0:
-                _child(w, [r, *(fd for _, fd in pending.children)], path, max_bytes, index, n, shares)
+                _child(w, [r, *(fd for _, fd in pending.children)], path, max_bytes, index, n, claims, shares)
             os.close(w)
             pending.children.append((pid, r))
     except OSError:
         pending.cancel()
         raise
+    finally:
+        if claims is not None:
+            os.close(claims[0])
     return pending
 
 
@@ -263,19 +269,44 @@ in 1 MiB steps, not 64 KiB ones. The columns of HTA's 216k-event trace (10 MB) c
 instead of 13.8."""
 
 
-def _widen(fd: int) -> None:
-    """Ask for a :data:`PIPE_BYTES` pipe buffer where the system allows it; else keep the default."""
+def _widen(fd: int) -> int:
+    """Ask for a :data:`PIPE_BYTES` pipe buffer where the system allows it; else keep the default. The size
+    it has, where the system says (Linux), else 4096 bytes (what any pipe holds)."""
     import fcntl
 
     set_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # (Linux only)
     if set_size is not None:
         try:
-            fcntl.fcntl(fd, set_size, PIPE_BYTES)
+            return fcntl.fcntl(fd, set_size, PIPE_BYTES)
         except OSError:  # above the system's limit: the default size
-            pass
+            return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)  # type: ignore[attr-defined]
+    return 4096
 
 
-def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, index: int, n: int, shares: Any) -> None:
+def _claims(most: int | None = None) -> tuple[int, int] | None:
+    """A pipe holding the piece numbers that the decoding processes take as they come to them
+    (:class:`traceprobe.shares.Claims`): ``(read end, how many)``, as many as its buffer holds (262,144 at 1 MiB,
+    256 GiB of JSON) or ``most``, its write end closed; None where it could not be filled with whole numbers."""
+    import numpy as np  # (imported with traceprobe.shares already)
+
+    r, w = os.pipe()
+    try:
+        size = _widen(w)
+        os.set_blocking(w, False)
+        try:
+            written = os.write(w, np.arange(min(size // 4, most if most is not None else size), dtype="<u4").tobytes())
+        except BlockingIOError:
+            written = 0
+    finally:
+        os.close(w)
+    if written == 0 or written % 4:
+        os.close(r)
+        return None
+    return r, written // 4
+
+
+def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, index: int, n: int,
+           claims: tuple[int, int] | None, shares: Any) -> None:
     """In a child: decode the share, send it, leave without running the parent's exit handlers.
     ``others``: the read ends of the pipes (its own, its elder siblings'), closed here. It writes
     nothing to stdout or stderr."""
@@ -285,7 +316,7 @@ def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, i
             os.close(fd)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         try:
-            msg: tuple[str, Any] = ("ok", shares.decode_share(path, max_bytes, index, n))
+            msg: tuple[str, Any] = ("ok", shares.decode_share(path, max_bytes, index, n, claims=claims))
         except Exception as exc:  # noqa: BLE001 - raised again in the parent, where load_trace names it
             msg = ("raise", exc)
         with os.fdopen(w, "wb") as f:

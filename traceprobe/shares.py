@@ -13,6 +13,7 @@ decoded whole with tolerant types (the messages users see for broken files).
 
 from __future__ import annotations
 
+import os
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,9 +59,41 @@ class Share:
     json_bytes: int = 0
 
 
+class Claims:
+    """Which pieces one of ``count`` decoding processes takes, when they take them as they come to them.
+
+    The processes share a pipe holding the piece numbers ``0 .. dealt-1`` as 4-byte
+    little-endian records, its write end closed (:func:`traceprobe.prefetch.start`). A process that cuts piece
+    ``k`` and holds no number from ``k`` on reads the next record: every read takes a
+    whole record, and no two processes get the same one (Linux reads a pipe under its
+    lock; every write and read is a multiple of 4 bytes). The numbers come out in
+    order, so each process's are increasing, and the one it reads is never below the
+    piece it is cutting: it decodes piece ``k`` if that is its number and skips it
+    otherwise. Once the records run out, every number below ``dealt`` has been taken,
+    and pieces from ``dealt`` on go to every ``count``-th process from ``index``, as
+    without a pipe. So the processes together take every piece exactly once, and a
+    process slowed by the others (the importing parent on 2 CPUs) takes fewer: with
+    fixed shares one of two processes decoding 10^6 events finished 24-133 ms after
+    the other.
+    """
+
+    def __init__(self, fd: int, dealt: int, index: int, count: int) -> None:
+        self.fd, self.dealt, self.index, self.count = fd, dealt, index, count
+        self.number = -1  # the last number read
+
+    def __call__(self, k: int) -> bool:
+        if k >= self.dealt:
+            return k % self.count == self.index
+        if self.number < k:
+            record = os.read(self.fd, 4)
+            self.number = int.from_bytes(record, "little") if len(record) == 4 else self.dealt
+        return k == self.number
+
+
 def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0, count: int = 1,
-                 piece_bytes: int | None = None) -> Share | None:
-    """Stream the trace and decode every ``count``-th piece of its event list from piece ``index`` on.
+                 piece_bytes: int | None = None, claims: tuple[int, int] | None = None) -> Share | None:
+    """Stream the trace and decode its share of the pieces of its event list: every ``count``-th
+    from piece ``index`` on, or the pieces it claims as it comes to them (``claims``).
 
     Every share reads (inflates) and cuts the whole file, the same way, so the
     shares of ``count`` processes together hold each piece exactly once; only
@@ -71,6 +104,8 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
         path, max_bytes: as :func:`traceprobe.kineto.read_events`.
         index, count: this share, of how many.
         piece_bytes: size of a piece (default :data:`traceprobe.kineto.PIECE_BYTES`).
+        claims: ``(pipe, dealt)`` as :class:`Claims` reads them, shared by the ``count`` processes: each
+            piece numbered there goes to the process that reads its number (:class:`Claims`).
 
     Returns:
         the :class:`Share`, or None where the strict decode fails or the layout
@@ -80,7 +115,8 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
         TraceFormatError: the file is unreadable, too large, or corrupt gzip.
     """
     builder = kineto._Builder()
-    splitter = Splitter(piece_bytes or kineto.PIECE_BYTES, None if count == 1 else lambda k: k % count == index)
+    keep = None if count == 1 else Claims(*claims, index, count) if claims else lambda k: k % count == index
+    splitter = Splitter(piece_bytes or kineto.PIECE_BYTES, keep)
     mine: list[int] = []
     json_bytes = 0
 
