@@ -17,7 +17,8 @@ imports, output; ``scripts/bench_run.py`` says how each is measured):
 - **decoders** (``--only decoders``): one trace (the real one, and SYNTHETIC ones of
   ``--decoder-events``) analysed by ``overlap-report FILE --jobs 1`` with its decode in the
   command's own process and shared by each of ``--decoders`` child processes
-  (``TRACEPROBE_DECODERS``): wall and CPU time, peak memory of the process tree;
+  (``TRACEPROBE_DECODERS``): wall and CPU time, peak memory of the process tree (each
+  also from the ``--baseline`` checkout, alternating, when given);
 - **ranks** (``--ranks N``): a SYNTHETIC job of N rank traces
   (``synth_trace.py --ranks``), analysed with ``--jobs W`` local processes and on
   a Dask ``LocalCluster`` of W single-threaded worker processes (``--scheduler``;
@@ -193,7 +194,12 @@ def bench_decoders(a: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     for path in traces:
         envs = {"in-process": {"TRACEPROBE_PREFETCH": "0"}, **{f"{w} decoders": {"TRACEPROBE_DECODERS": str(w)} for w in counts}}
         cmd: br.Command = br.traceprobe_cmd([str(path)], "--jobs", "1")
-        for k, s in br.alternate(dict.fromkeys(envs, cmd), a.repeat, a.timeout, envs).items():
+        cmds = dict.fromkeys(envs, cmd)
+        if a.baseline:  # the same, run from that checkout, alternating
+            argv = cmd if isinstance(cmd, list) else cmd[0]
+            cmds |= {f"{k}, baseline": (argv, Path(a.baseline).resolve()) for k in envs}
+            envs |= {f"{k}, baseline": v for k, v in envs.items()}
+        for k, s in br.alternate(cmds, a.repeat, a.timeout, envs).items():
             rows.append({"trace": path.name, "how": k, "ok": s["ok"], "wall_s": round(s["wall_s"], 3), "cpu_s": round(s["cpu_s"], 3),
                          "peak_rss_mb": round(s["peak_rss_mb"]), "wall_runs_s": s["wall_runs_s"], **({} if s["ok"] else {"error": s.get("error")})})
             print(f"  decoders: {path.name} {k}: {rows[-1]['wall_s']} s", file=sys.stderr)
@@ -319,9 +325,9 @@ def _print(r: dict[str, Any]) -> None:
                   + (f"  (baseline {x['baseline']['wall_s']:.3f} s)" if x.get("baseline") else ""))
     if r.get("decoders"):
         print("\none trace, decoded in the command's process or shared by N child processes:")
-        print(f"{'trace':42} {'how':12} {'wall s':>8} {'CPU s':>8} {'peak MB':>8}")
+        print(f"{'trace':42} {'how':24} {'wall s':>8} {'CPU s':>8} {'peak MB':>8}")
         for x in r["decoders"]["rows"]:
-            print(f"{x['trace']:42} {x['how']:12} {x['wall_s']:>8.3f} {x['cpu_s']:>8.3f} {x['peak_rss_mb']:>8}" + (f"  {x['error']}" if not x["ok"] else ""))
+            print(f"{x['trace']:42} {x['how']:24} {x['wall_s']:>8.3f} {x['cpu_s']:>8.3f} {x['peak_rss_mb']:>8}" + (f"  {x['error']}" if not x["ok"] else ""))
     print(f"\n(bench took {r['bench_wall_s']} s)")
 
 

@@ -249,66 +249,75 @@ def test_pictures_do_not_stop_the_decode_ahead(tmp_path, command):
     assert made["1"][1][:8] == b"\x89PNG\r\n\x1a\n" and len(made["1"][1]) > 10_000
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 4), st.integers(0, 40), st.integers(0, 45), st.lists(st.integers(0, 3), max_size=200))
-def test_claimed_pieces_are_taken_exactly_once(count, pieces, dealt, order):
-    """``count`` processes walking the pieces in order, interleaved as ``order`` says (then each to its end),
-    reading one pipe of ``dealt`` numbers (none: every piece by the fixed rule): each piece taken once."""
-    claims = prefetch._claims(dealt) if dealt else None
-    fd, n = claims if claims else (-1, 0)
-    assert n == dealt
-    try:
-        walkers = [shares.Claims(fd, n, i, count) for i in range(count)]
-        at, taken = [0] * count, [[] for _ in range(count)]
-
-        def step(i: int) -> None:
-            if at[i] < pieces:
-                if walkers[i](at[i]):
-                    taken[i].append(at[i])
-                at[i] += 1
-
-        for i in order:
-            step(i % count)
-        for i in range(count):
-            while at[i] < pieces:
-                step(i)
-    finally:
-        if claims:
-            os.close(fd)
-    assert sorted(k for t in taken for k in t) == list(range(pieces))
+def _fork_events(i: int, name: str) -> dict:
+    """SYNTHETIC events as :func:`event`, every 50th with 10 kB of args (a piece larger than a ring slot)."""
+    e = event(i, name)
+    if i % 50 == 7:
+        e["args"] = {**e.get("args", {}), "big": "x" * 10_000}
+    return e
 
 
-@pytest.mark.parametrize("dealt", [0, 1, 4, 1000])
-def test_claimed_shares_merge_to_one_decode(tmp_path, dealt):
-    """SYNTHETIC: shares that claim their pieces from one pipe (here one after the other, so the first takes
-    every number and the rest go by the fixed rule) merge to the columns of one decode."""
-    p = tmp_path / "t.json"
-    p.write_text(json.dumps({"traceEvents": [event(i, f"k{i % 7}") for i in range(400)]}))
-    claims = prefetch._claims(dealt) if dealt else None
-    try:
-        parts = [shares.decode_share(p, None, i, 3, 700, claims=claims) for i in range(3)]
-    finally:
-        if claims:
-            os.close(claims[0])
-    assert all(s is not None for s in parts) and parts[0] is not None and len(parts[0].pieces) >= min(dealt, parts[0].total_pieces)
-    assert values(shares.merge_shares(p, parts)) == values(kineto.read_events(p))
-
-
-@fork_only
-@pytest.mark.parametrize("processes", [2, 3])
-def test_child_processes_claiming_small_pieces_decode_like_this_one(tmp_path, monkeypatch, processes):
-    """Real children claiming 4 KiB pieces of a real trace (hundreds of them) as they reach them: every piece
-    decoded once, the columns those of one decode."""
-    path = REPO / "sample_traces" / "data-parallel.ddp.rank0.pt.trace.json.gz"
+def _decoded_by_children(path, processes: int, monkeypatch) -> tuple[kineto.Decoded, list]:
+    """``path`` decoded by ``processes`` real children on 4 KiB pieces; the decoded trace and the shares received."""
     monkeypatch.setattr(kineto, "PIECE_BYTES", 4096)  # (inherited by the forked children)
-    received = []
+    received: list = []
     merge = shares.merge_shares
     monkeypatch.setattr(shares, "merge_shares", lambda path, got, *a: received.extend(got) or merge(path, got, *a))
     pending = prefetch.start(path, processes=processes)
     try:
-        got = pending.result()
+        return pending.result(), received
     finally:
         pending.cancel()
+
+
+@fork_only
+@pytest.mark.parametrize("processes", [2, 3, 5])
+@pytest.mark.parametrize("name", ["sample_traces/data-parallel.ddp.rank0.pt.trace.json.gz", "synthetic"])
+def test_children_fed_by_one_reader_decode_like_this_one(tmp_path, monkeypatch, processes, name):
+    """Real children, one reading the file and handing 4 KiB pieces to the others through shared memory (a real
+    trace, hundreds of pieces; a SYNTHETIC one with events larger than a slot, which the reader keeps): every piece
+    decoded once, by the reader or a fed process, and the columns those of one decode."""
+    path = REPO / name
+    if name == "synthetic":
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps({"traceEvents": [_fork_events(i, f"k{i % 7}") for i in range(3000)]}))
+    got, received = _decoded_by_children(path, processes, monkeypatch)
     assert len(received) == processes and all(s is not None for s in received) and shares._consistent(received)
-    assert received[0].total_pieces > 100
+    assert [s.fed for s in received] == [False] + [True] * (processes - 1) and received[0].total_pieces > 100
     assert values(got) == values(kineto.read_events(path))
+
+
+@fork_only
+def test_pieces_that_do_not_decode_strictly_in_a_fed_process_fall_back_to_the_whole_decode(tmp_path, monkeypatch):
+    """SYNTHETIC: names holding ``},{`` make cuts inside strings; whichever process gets such a piece gives way,
+    and the trace is decoded whole, as in one process."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [event(i, "a},{b" if i % 3 else "k") for i in range(3000)]}))
+    got, received = _decoded_by_children(path, 3, monkeypatch)
+    assert None in received
+    assert values(got) == values(kineto.read_events(path))
+
+
+@fork_only
+@pytest.mark.parametrize("who", ["reader", "decoder"])
+def test_a_fed_process_or_the_reader_that_dies_is_reported_and_nothing_waits(tmp_path, monkeypatch, who):
+    """The reader killed after handing on a few pieces (the others then see the end of the feed), or a fed process
+    killed holding a slot (the reader then keeps the pieces): one TraceFormatError naming the signal, every child reaped."""
+    from traceprobe import feed
+
+    path = REPO / "sample_traces" / "data-parallel.ddp.rank0.pt.trace.json.gz"
+    if who == "reader":
+        offer = feed.Feed.offer
+        calls = []
+        monkeypatch.setattr(feed.Feed, "offer", lambda self, *a: (len(calls) < 5 or os.kill(os.getpid(), signal.SIGKILL))
+                            and (calls.append(1) or offer(self, *a)))
+    else:
+        take = feed.Feed.take
+        monkeypatch.setattr(feed.Feed, "take", lambda self: take(self) if self.reading else os.kill(os.getpid(), signal.SIGKILL))
+    signal.alarm(60)  # (a hang fails the test instead of the run)
+    try:
+        with pytest.raises(TraceFormatError, match=r"a process decoding it died \(killed by SIGKILL"):
+            _decoded_by_children(path, 3, monkeypatch)
+    finally:
+        signal.alarm(0)
+

@@ -8,13 +8,15 @@ file while the parent goes on importing pandas and the analysis; the parent then
 takes the decoded columns with :meth:`Pending.result`.
 
 A large trace is shared out (:func:`decoders`: one process per
-:data:`SHARE_BYTES` of JSON, at most one per CPU and :data:`MAX_DECODERS`): every child reads, inflates
-and cuts the whole file, and decodes every n-th piece of the event list
-(:func:`traceprobe.shares.decode_share`); the parent puts the pieces back in
-file order (:func:`traceprobe.shares.merge_shares`). The columns are the ones a
-single process reads (tested on every sample trace). On a machine with two or
-more cores the command ends sooner (measured in ``scripts/bench.py``); the CPU
-time spent grows by the repeated inflating and cutting and by the transfer.
+:data:`SHARE_BYTES` of JSON, at most one per CPU and :data:`MAX_DECODERS`): the
+first child reads, inflates and cuts the file, and hands pieces of the event list
+to the others through shared memory whenever one is free to take one, decoding
+the rest itself (:mod:`traceprobe.feed`, :func:`traceprobe.shares.decode_share`);
+the parent puts the pieces back in file order
+(:func:`traceprobe.shares.merge_shares`). The columns are the ones a single
+process reads (tested on every sample trace). On a machine with two or more
+cores the command ends sooner (measured in ``scripts/bench.py``); the CPU time
+spent grows by the pieces' copies and the transfer.
 
 The columns come back through a pipe as a pickle (protocol 5) whose numpy
 buffers are sent out of band: each array's memory is written once and read
@@ -148,9 +150,9 @@ cost the real 216k-event, 54 MB trace 0.325 s against 0.307 s with one; a synthe
 43 MB, 0.359 against 0.341 s), and larger ones are shared (300k events, 87 MB: 0.498 s with two, 0.534 s
 with one; ``scripts/bench.py``'s traces, measured with :data:`DECODERS_ENV`)."""
 MAX_DECODERS = 8
-"""Most decoding processes :func:`decoders` chooses. Each one inflates and cuts the whole file, so more
-cost CPU for little: on 16 cores, a 5-million-event trace (1.45 GB of JSON) took 12.4 s with 8 and
-11.8 s with 16 (CPU 47 s and 71 s); ``scripts/bench.py --only decoders``."""
+"""Most decoding processes :func:`decoders` chooses. One process reads the file for all, at about 2 GB of JSON a
+second on the 2-CPU benchmark machine, so about five others can decode what it reads (each about 0.4 GB/s);
+``scripts/bench.py --only decoders`` measures more."""
 _GZIP_RATIO = 12
 """Assumed inflation of a gzipped trace, to estimate its JSON size from the file size (Kineto traces: 10-20x)."""
 
@@ -242,24 +244,24 @@ def start(path: str | Path, max_bytes: int | None = None, processes: int | None 
 
     n = processes or decoders(path)
     pending = Pending(path, max_bytes, [])
-    claims = None
+    feed = None
     try:
         if n > 1:
-            claims = _claims()
+            feed = _feed(n)
         for index in range(n):
             r, w = os.pipe()
             _widen(w)
             pid = os.fork()
             if pid == 0:
-                _child(w, [r, *(fd for _, fd in pending.children)], path, max_bytes, index, n, claims, shares)
+                _child(w, [r, *(fd for _, fd in pending.children)], path, max_bytes, index, n, feed, shares)
             os.close(w)
             pending.children.append((pid, r))
     except OSError:
         pending.cancel()
         raise
     finally:
-        if claims is not None:
-            os.close(claims[0])
+        if feed is not None:
+            feed.close()
     return pending
 
 
@@ -269,44 +271,37 @@ in 1 MiB steps, not 64 KiB ones. The columns of HTA's 216k-event trace (10 MB) c
 instead of 13.8."""
 
 
-def _widen(fd: int) -> int:
-    """Ask for a :data:`PIPE_BYTES` pipe buffer where the system allows it; else keep the default. The size
-    it has, where the system says (Linux), else 4096 bytes (what any pipe holds)."""
+def _widen(fd: int) -> None:
+    """Ask for a :data:`PIPE_BYTES` pipe buffer where the system allows it; else keep the default."""
     import fcntl
 
     set_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # (Linux only)
     if set_size is not None:
         try:
-            return fcntl.fcntl(fd, set_size, PIPE_BYTES)
+            fcntl.fcntl(fd, set_size, PIPE_BYTES)
         except OSError:  # above the system's limit: the default size
-            return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)  # type: ignore[attr-defined]
-    return 4096
+            pass
 
 
-def _claims(most: int | None = None) -> tuple[int, int] | None:
-    """A pipe holding the piece numbers that the decoding processes take as they come to them
-    (:class:`traceprobe.shares.Claims`): ``(read end, how many)``, as many as its buffer holds (262,144 at 1 MiB,
-    256 GiB of JSON) or ``most``, its write end closed; None where it could not be filled with whole numbers."""
-    import numpy as np  # (imported with traceprobe.shares already)
+def _feed(n: int) -> Any:
+    """The :class:`traceprobe.feed.Feed` of ``n`` decoding processes (:data:`FEED_SLOTS` slots for each process that
+    only decodes, each twice a piece's size), or None where shared memory could not be made (each then reads the
+    file: :func:`traceprobe.shares.decode_share`)."""
+    from . import kineto
+    from .feed import Feed
 
-    r, w = os.pipe()
     try:
-        size = _widen(w)
-        os.set_blocking(w, False)
-        try:
-            written = os.write(w, np.arange(min(size // 4, most if most is not None else size), dtype="<u4").tobytes())
-        except BlockingIOError:
-            written = 0
-    finally:
-        os.close(w)
-    if written == 0 or written % 4:
-        os.close(r)
+        return Feed(FEED_SLOTS * (n - 1), 2 * kineto.PIECE_BYTES + 2)
+    except OSError:
         return None
-    return r, written // 4
 
 
-def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, index: int, n: int,
-           claims: tuple[int, int] | None, shares: Any) -> None:
+FEED_SLOTS = 2
+"""Slots of the shared ring per decoding process that does not read the file (:mod:`traceprobe.feed`)."""
+
+
+def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, index: int, n: int, feed: Any,
+           shares: Any) -> None:
     """In a child: decode the share, send it, leave without running the parent's exit handlers.
     ``others``: the read ends of the pipes (its own, its elder siblings'), closed here. It writes
     nothing to stdout or stderr."""
@@ -315,8 +310,10 @@ def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, i
         for fd in others:
             os.close(fd)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if feed is not None:
+            feed.as_reader() if index == 0 else feed.as_decoder()
         try:
-            msg: tuple[str, Any] = ("ok", shares.decode_share(path, max_bytes, index, n, claims=claims))
+            msg: tuple[str, Any] = ("ok", shares.decode_share(path, max_bytes, index, n, feed=feed))
         except Exception as exc:  # noqa: BLE001 - raised again in the parent, where load_trace names it
             msg = ("raise", exc)
         with os.fdopen(w, "wb") as f:

@@ -1,9 +1,11 @@
-"""Reading a trace in shares: every n-th piece of its event list decoded by one of n processes, then merged.
+"""Reading a trace in shares: the pieces of its event list decoded by n processes, then merged.
 
 :func:`decode_share` streams the whole file (read or inflated in chunks,
 :func:`traceprobe.tracefile.read_trace_chunks`), cuts its event list into pieces
 (:class:`traceprobe.splitter.Splitter`) and decodes the pieces of its share into
-columns (:mod:`traceprobe.kineto`'s builder). :func:`merge_shares` puts the pieces of
+columns (:mod:`traceprobe.kineto`'s builder): every n-th piece, or, with a
+:class:`traceprobe.feed.Feed`, the pieces the reading process keeps while it hands
+the others to processes that only decode. :func:`merge_shares` puts the pieces of
 all shares back in file order. One share of one is the whole trace:
 :func:`traceprobe.kineto.read_events` is ``merge_shares([decode_share()])``; several
 are decoded by :mod:`traceprobe.prefetch`'s child processes. Where the strict decode
@@ -13,7 +15,6 @@ decoded whole with tolerant types (the messages users see for broken files).
 
 from __future__ import annotations
 
-import os
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ import msgspec
 import numpy as np
 
 from . import kineto
+from .feed import Feed
 from .splitter import Head, Splitter
 from .tracefile import read_trace_bytes, read_trace_chunks
 
@@ -45,6 +47,9 @@ class Share:
         total_pieces, json_bytes: of the whole trace as this share read it; the
             shares of one trace must agree (a file replaced while its shares
             were read does not).
+        fed: the share of a process that did not read the file but took its
+            pieces from the one that did (:mod:`traceprobe.feed`): its ``head``,
+            ``total_pieces`` and ``json_bytes`` are not the trace's.
     """
 
     head: Head
@@ -57,89 +62,87 @@ class Share:
     event_count: int
     total_pieces: int = 0
     json_bytes: int = 0
-
-
-class Claims:
-    """Which pieces one of ``count`` decoding processes takes, when they take them as they come to them.
-
-    The processes share a pipe holding the piece numbers ``0 .. dealt-1`` as 4-byte
-    little-endian records, its write end closed (:func:`traceprobe.prefetch.start`). A process that cuts piece
-    ``k`` and holds no number from ``k`` on reads the next record: every read takes a
-    whole record, and no two processes get the same one (Linux reads a pipe under its
-    lock; every write and read is a multiple of 4 bytes). The numbers come out in
-    order, so each process's are increasing, and the one it reads is never below the
-    piece it is cutting: it decodes piece ``k`` if that is its number and skips it
-    otherwise. Once the records run out, every number below ``dealt`` has been taken,
-    and pieces from ``dealt`` on go to every ``count``-th process from ``index``, as
-    without a pipe. So the processes together take every piece exactly once, and a
-    process slowed by the others (the importing parent on 2 CPUs) takes fewer: with
-    fixed shares one of two processes decoding 10^6 events finished 24-133 ms after
-    the other.
-    """
-
-    def __init__(self, fd: int, dealt: int, index: int, count: int) -> None:
-        self.fd, self.dealt, self.index, self.count = fd, dealt, index, count
-        self.number = -1  # the last number read
-
-    def __call__(self, k: int) -> bool:
-        if k >= self.dealt:
-            return k % self.count == self.index
-        if self.number < k:
-            record = os.read(self.fd, 4)
-            self.number = int.from_bytes(record, "little") if len(record) == 4 else self.dealt
-        return k == self.number
+    fed: bool = False
 
 
 def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0, count: int = 1,
-                 piece_bytes: int | None = None, claims: tuple[int, int] | None = None) -> Share | None:
-    """Stream the trace and decode its share of the pieces of its event list: every ``count``-th
-    from piece ``index`` on, or the pieces it claims as it comes to them (``claims``).
+                 piece_bytes: int | None = None, feed: Feed | None = None) -> Share | None:
+    """Decode this process's share of the pieces of the trace's event list.
 
-    Every share reads (inflates) and cuts the whole file, the same way, so the
-    shares of ``count`` processes together hold each piece exactly once; only
-    decoding, the larger part of the work, is shared. ``count=1`` is the whole
-    trace. Merged by :func:`merge_shares`.
+    Without ``feed``, every share reads (inflates) and cuts the whole file, the
+    same way, and decodes every ``count``-th piece from piece ``index`` on, so
+    the shares of ``count`` processes together hold each piece exactly once;
+    ``count=1`` is the whole trace. With ``feed`` (:mod:`traceprobe.feed`), share
+    0 alone reads the file and hands pieces to the others as they are free to
+    take them; each share decodes the pieces it was handed, or kept. Merged by
+    :func:`merge_shares`.
 
     Args:
         path, max_bytes: as :func:`traceprobe.kineto.read_events`.
         index, count: this share, of how many.
         piece_bytes: size of a piece (default :data:`traceprobe.kineto.PIECE_BYTES`).
-        claims: ``(pipe, dealt)`` as :class:`Claims` reads them, shared by the ``count`` processes: each
-            piece numbered there goes to the process that reads its number (:class:`Claims`).
+        feed: shared by the ``count`` processes, made before they were forked.
 
     Returns:
         the :class:`Share`, or None where the strict decode fails or the layout
         is not recognised (:func:`merge_shares` then decodes the whole trace).
 
     Raises:
-        TraceFormatError: the file is unreadable, too large, or corrupt gzip.
+        TraceFormatError: the file is unreadable, too large, or corrupt gzip (share 0 with ``feed``).
     """
+    if feed is not None and index > 0:
+        return _decode_fed(feed)
     builder = kineto._Builder()
-    keep = None if count == 1 else Claims(*claims, index, count) if claims else lambda k: k % count == index
-    splitter = Splitter(piece_bytes or kineto.PIECE_BYTES, keep)
+    splitter = Splitter(piece_bytes or kineto.PIECE_BYTES, None if count == 1 or feed is not None else lambda k: k % count == index)
     mine: list[int] = []
     json_bytes = 0
 
     def take(pieces: list[bytes | None]) -> None:
         # (the splitter has counted them: their numbers end at its count; it copies out only this share's)
         for k, piece in enumerate(pieces, splitter.cut_count - len(pieces)):
-            if piece is not None:
+            if piece is not None and not (feed is not None and feed.offer(k, piece)):
                 builder.add_piece(piece)
                 mine.append(k)
 
     try:
-        with closing(read_trace_chunks(path, max_bytes)) as chunks:
-            for chunk in chunks:
-                json_bytes += len(chunk)
-                take(splitter.feed(chunk))
-        end = splitter.finish()
-        if end is None:
-            return None
-        take(end[1])
+        try:
+            with closing(read_trace_chunks(path, max_bytes)) as chunks:
+                for chunk in chunks:
+                    json_bytes += len(chunk)
+                    take(splitter.feed(chunk))
+            end = splitter.finish()
+            if end is None:
+                return None
+            take(end[1])
+        finally:
+            if feed is not None:
+                feed.end()
+        while feed is not None and (handed := feed.take()) is not None:  # what the others have not taken yet
+            builder.add_piece(handed[1])
+            mine.append(handed[0])
     except msgspec.MsgspecError:
         return None
     return Share(end[0], mine, *builder.joined(), builder.collectives(), builder.names.values, builder.threads.values, builder.count,
                  splitter.cut_count, json_bytes)
+
+
+def _decode_fed(feed: Feed) -> Share | None:
+    """The share of a process that takes its pieces from ``feed`` until the reader ends it; None where one
+    does not decode strictly (the rest are still taken, so that the reader is never left waiting)."""
+    builder = kineto._Builder()
+    mine: list[int] = []
+    failed = False
+    while (handed := feed.take()) is not None:
+        if not failed:
+            try:
+                builder.add_piece(handed[1])
+                mine.append(handed[0])
+            except msgspec.MsgspecError:
+                failed = True
+    if failed:
+        return None
+    return Share(Head(), mine, *builder.joined(), builder.collectives(), builder.names.values, builder.threads.values, builder.count,
+                 fed=True)
 
 
 def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | None = None) -> kineto.Decoded:
@@ -176,10 +179,11 @@ def merge_shares(path: str | Path, shares: list[Share | None], max_bytes: int | 
 
 
 def _consistent(shares: list[Share]) -> bool:
-    """Whether the shares read the same bytes and hold every piece exactly once."""
-    if len({(s.total_pieces, s.json_bytes) for s in shares}) != 1:
+    """Whether the shares that read the file read the same bytes, and all together hold every piece exactly once."""
+    read = {(s.total_pieces, s.json_bytes) for s in shares if not s.fed}
+    if len(read) != 1:
         return False
-    return sorted(k for s in shares for k in s.pieces) == list(range(shares[0].total_pieces))
+    return sorted(k for s in shares for k in s.pieces) == list(range(read.pop()[0]))
 
 
 def _merged(shares: list[Share]) -> tuple[kineto._Builder, Head]:
@@ -200,4 +204,4 @@ def _merged(shares: list[Share]) -> tuple[kineto._Builder, Head]:
         builder.count += s.event_count
     placed.sort(key=lambda kp: kp[0])
     builder.parts = [part for _, part in placed]
-    return builder, shares[0].head
+    return builder, next(s.head for s in shares if not s.fed)
