@@ -321,3 +321,18 @@ def test_a_fed_process_or_the_reader_that_dies_is_reported_and_nothing_waits(tmp
     finally:
         signal.alarm(0)
 
+
+
+@fork_only
+def test_without_shared_memory_each_child_reads_the_file(tmp_path, monkeypatch):
+    """No shared memory to be had (``mmap`` fails): every child reads the file and decodes every n-th piece, and the
+    columns are still those of one decode."""
+    from traceprobe import feed
+
+    def no_ring(*a, **k):
+        raise OSError("no shared memory")
+
+    monkeypatch.setattr(feed.mmap, "mmap", no_ring)
+    got, received = _decoded_by_children(REPO / "sample_traces" / "data-parallel.ddp.rank0.pt.trace.json.gz", 3, monkeypatch)
+    assert [s.fed for s in received] == [False] * 3 and shares._consistent(received) and all(len(s.pieces) > 30 for s in received)
+    assert values(got) == values(kineto.read_events(REPO / "sample_traces" / "data-parallel.ddp.rank0.pt.trace.json.gz"))
