@@ -98,7 +98,7 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
     json_bytes = 0
 
     def take(pieces: list[bytes | None]) -> None:
-        # (the splitter has counted them: their numbers end at its count; it copies out only this share's)
+        # (the splitter has counted them: their numbers end at its count; without a feed it copies out only this share's)
         for k, piece in enumerate(pieces, splitter.cut_count - len(pieces)):
             if piece is not None and not (feed is not None and feed.offer(k, piece)):
                 builder.add_piece(piece)
@@ -128,7 +128,8 @@ def decode_share(path: str | Path, max_bytes: int | None = None, index: int = 0,
 
 def _decode_fed(feed: Feed) -> Share | None:
     """The share of a process that takes its pieces from ``feed`` until the reader ends it; None where one
-    does not decode strictly (the rest are still taken, so that the reader is never left waiting)."""
+    does not decode strictly (the rest are then taken and dropped: the trace is decoded whole anyway, by
+    :func:`merge_shares`, and the other processes end sooner)."""
     builder = kineto._Builder()
     mine: list[int] = []
     failed = False
