@@ -55,7 +55,7 @@ class Feed:
             self.ring = mmap.mmap(-1, slots * slot_bytes)  # (anonymous: shared with the children forked after it)
             self.free_r, self.free_w = self._pipe()
             self.work_r, self.work_w = self._pipe()
-            os.write(self.free_w, b"".join(_SLOT.pack(s) for s in range(slots)))
+            os.write(self.free_w, struct.pack(f"<{slots}i", *range(slots)))
             os.set_blocking(self.free_r, False)
         except OSError:
             self.close()

@@ -42,9 +42,12 @@ import signal
 import struct
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import TraceFormatError
+
+if TYPE_CHECKING:
+    from .feed import Feed
 
 ENV = "TRACEPROBE_PREFETCH"
 """Environment variable: ``0`` turns the child-process decode off."""
@@ -148,7 +151,8 @@ About what one process decodes while the command imports pandas and the analysis
 trace under it is read by one child beside the importing parent (two children and the parent on 2 CPUs
 cost the real 216k-event, 54 MB trace 0.325 s against 0.307 s with one; a synthetic 150k-event trace,
 43 MB, 0.359 against 0.341 s), and larger ones are shared (300k events, 87 MB: 0.498 s with two, 0.534 s
-with one; ``scripts/bench.py``'s traces, measured with :data:`DECODERS_ENV`)."""
+with one; ``scripts/bench.py``'s traces, measured with :data:`DECODERS_ENV`). With the feed, in which only
+one process reads the file, the real trace still took 0.289 s with two and 0.272 s with one."""
 MAX_DECODERS = 8
 """Most decoding processes :func:`decoders` chooses. One process reads the file for all, at about 2 GB of JSON a
 second on the 2-CPU benchmark machine, so about five others can decode what it reads (each about 0.4 GB/s);
@@ -283,7 +287,7 @@ def _widen(fd: int) -> None:
             pass
 
 
-def _feed(n: int) -> Any:
+def _feed(n: int) -> Feed | None:
     """The :class:`traceprobe.feed.Feed` of ``n`` decoding processes (:data:`FEED_SLOTS` slots for each process that
     only decodes, each twice a piece's size), or None where shared memory could not be made (each then reads the
     file: :func:`traceprobe.shares.decode_share`)."""
@@ -300,7 +304,7 @@ FEED_SLOTS = 2
 """Slots of the shared ring per decoding process that does not read the file (:mod:`traceprobe.feed`)."""
 
 
-def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, index: int, n: int, feed: Any,
+def _child(w: int, others: list[int], path: str | Path, max_bytes: int | None, index: int, n: int, feed: Feed | None,
            shares: Any) -> None:
     """In a child: decode the share, send it, leave without running the parent's exit handlers.
     ``others``: the read ends of the pipes (its own, its elder siblings'), closed here. It writes

@@ -18,15 +18,17 @@ from __future__ import annotations
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
 
 from . import kineto
-from .feed import Feed
 from .splitter import Head, Splitter
 from .tracefile import read_trace_bytes, read_trace_chunks
+
+if TYPE_CHECKING:  # (made and passed in by traceprobe.prefetch)
+    from .feed import Feed
 
 
 @dataclass
