@@ -13,7 +13,7 @@ Every process appends its lines to one file opened with ``O_APPEND`` (each line
 one ``write``, so none is lost between processes), and the summary is printed at
 the end: when the first file started, how busy each worker was, how long a file
 took (mean, min, max), the summary, and CPU time per process. This is how the
-README's scaling notes were measured::
+docs/performance.md's scaling notes were measured::
 
     python scripts/synth_trace.py --ranks 64 -n 100000 -o /tmp/job -q
     python scripts/worker_timeline.py /tmp/job --jobs 16
