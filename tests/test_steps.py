@@ -15,8 +15,8 @@ from synthetic import BASE, TraceBuilder, load, rows
 
 from traceprobe import overlap_report
 from traceprobe.analysis.profiled import launches
-from traceprobe.analysis.step_figures import STEP_FIGURES, step_figures
-from traceprobe.analysis.steps import STEP_COLUMNS, step_of, step_windows
+from traceprobe.analysis.step_figures import STEP_FIGURES
+from traceprobe.analysis.steps import STEP_COLUMNS, clip_trace, device_steps, step_of
 from traceprobe.trace import load_trace
 
 
@@ -56,12 +56,15 @@ def test_device_steps_host_and_gpu_time(tmp_path):
     r = overlap_report(load(_two_step_trace(), tmp_path))
     s = r.steps
     assert list(s.columns) == STEP_COLUMNS + ["device_concurrency", "copy_overlap", "comm_overlap", "stream_concurrency"]
-    # host: [0,1000) and [1000,1800); GPU: step 1 [100,900) busy 800, step 2 [1100,2200) busy 400 + 600
+    # host: [0,1000) and [1000,1800); GPU interval: step 1 from its first work (100) to step 2's (1100), busy 800;
+    # step 2 [1100,2200) busy 400 + 600. Launched by each: step 1 [100,900) busy 800, step 2 [1100,2200) busy 1000
     assert rows(s, STEP_COLUMNS) == [
-        (1, BASE, BASE + 1_000_000, 1_000_000, BASE + 100_000, BASE + 900_000, 800_000, 800_000, 2),
-        (2, BASE + 1_000_000, BASE + 1_800_000, 800_000, BASE + 1_100_000, BASE + 2_200_000, 1_100_000, 1_000_000, 4),
+        (1, BASE, BASE + 1_000_000, 1_000_000, BASE + 100_000, BASE + 1_100_000, 1_000_000, 800_000, 2,
+         BASE + 100_000, BASE + 900_000, 800_000),
+        (2, BASE + 1_000_000, BASE + 1_800_000, 800_000, BASE + 1_100_000, BASE + 2_200_000, 1_100_000, 1_000_000, 4,
+         BASE + 1_100_000, BASE + 2_200_000, 1_000_000),
     ]
-    assert r.throughput == pytest.approx(2 / 1.9e-3)  # two steps over 800 + 1100 µs of GPU step time
+    assert r.throughput == pytest.approx(2 / 2.1e-3)  # two steps over 1000 + 1100 µs of GPU step time
     # step 1: any [100,900)=800, both [400,600)=200; no copies, no comm; one stream per device
     s1, s2 = s.iloc[0], s.iloc[1]
     assert s1["device_concurrency"] == pytest.approx(0.25)
@@ -82,12 +85,13 @@ def test_gpu_lagging_the_host_by_a_whole_step(tmp_path):
         b.step(k + 1, k * 1_000_000, 1_000_000)
         b.launch(k * 1_000_000 + 100_000, "kernel", 0, 7, (k + 1) * 1_000_000 + 200_000, 500_000)
     r = overlap_report(load(b, tmp_path))
+    # GPU intervals [1200,2200), [2200,3200), [3200,3700): each holds its own kernel
     assert rows(r.steps, ["step", "host_ns", "gpu_start_ns", "gpu_ns", "gpu_busy_ns", "events"]) == [
-        (1, 1_000_000, BASE + 1_200_000, 500_000, 500_000, 1),
-        (2, 1_000_000, BASE + 2_200_000, 500_000, 500_000, 1),
+        (1, 1_000_000, BASE + 1_200_000, 1_000_000, 500_000, 1),
+        (2, 1_000_000, BASE + 2_200_000, 1_000_000, 500_000, 1),
         (3, 1_000_000, BASE + 3_200_000, 500_000, 500_000, 1),
     ]
-    assert r.throughput == pytest.approx(3 / 1.5e-3)  # 2000 steps/s
+    assert r.throughput == pytest.approx(3 / 2.5e-3)  # 1200 steps/s: the GPU ran the three steps in [1200,3700)
     assert r.window_ns == (BASE + 1_200_000, BASE + 3_700_000)  # the warm-up kernel is set aside
     assert rows(r.set_aside, ["device", "work", "events", "busy_ns"]) == [(0, "compute", 1, 500_000)]
 
@@ -99,8 +103,8 @@ def test_kernel_after_the_loop_does_not_cut_throughput(tmp_path):
         b.launch(k * 100_000 + 10_000, "kernel", 0, 7, k * 100_000 + 20_000, 80_000)
     b.launch(1_000_000, "kernel", 0, 7, 1_000_000, 100_000)  # launched after the last step ended (300 µs)
     r = overlap_report(load(b, tmp_path))
-    assert r.throughput == pytest.approx(3 / 240e-6)  # 12,500 steps/s; host windows + tail gave 3 / 1100 µs
-    assert r.steps["gpu_ns"].tolist() == [80_000] * 3
+    assert r.throughput == pytest.approx(3 / 280e-6)  # the steps' work ran in [20,300); host windows + tail gave 3 / 1100 µs
+    assert r.steps["gpu_ns"].tolist() == [100_000, 100_000, 80_000]
     assert rows(r.set_aside, ["reason", "events", "busy_ns"]) == [("launched after the last recorded step", 1, 100_000)]
     full = overlap_report(load(b, tmp_path), all_device_work=True)
     assert full.devices.any_busy_ns == 340_000 and full.throughput == r.throughput  # steps hold what they launched
@@ -136,16 +140,18 @@ def test_report_without_steps(tmp_path):
     assert isinstance(r.steps, pd.DataFrame)
 
 
-def _reference_step_figures(trace, which, n):
-    """The per-step figures the slow way: each trace-wide function on a copy holding one step's device work."""
+def _reference_step_figures(trace, la, steps):
+    """The per-step figures the slow way: each trace-wide function on a copy of the trace holding the device
+    work launched in the steps, clipped to one step's GPU interval."""
     from traceprobe.analysis.busy import fraction_of
     from traceprobe.analysis.concurrency import device_concurrency, stream_concurrency
     from traceprobe.analysis.overlap import comm_overlap, copy_overlap
     from traceprobe.analysis.profiled import keep_device_events
 
+    inside = keep_device_events(trace, step_of(trace, la) >= 0)
     out = {f: [] for f in STEP_FIGURES}
-    for k in range(n):
-        t = keep_device_events(trace, which == k)
+    for lo, hi in zip(steps["gpu_start_ns"].tolist(), steps["gpu_end_ns"].tolist()):
+        t = clip_trace(inside, lo, hi) if hi > lo else keep_device_events(inside, np.zeros(len(inside.device_events), bool))
         copy = copy_overlap(t)
         copy_all = copy[copy["direction"] == "all"] if not copy.empty else copy
         out["device_concurrency"].append(device_concurrency(t).concurrency)
@@ -155,26 +161,100 @@ def _reference_step_figures(trace, which, n):
     return {f: np.array(v, dtype=np.float64) for f, v in out.items()}
 
 
+def _both_ways(t):
+    la = launches(t)
+    steps = device_steps(t, la)
+    got = {f: steps[f].to_numpy() if f in steps else np.zeros(0) for f in STEP_FIGURES}
+    return got, _reference_step_figures(t, la, steps)
+
+
 SAMPLES = sorted(str(p) for p in Path(__file__).resolve().parent.parent.joinpath("sample_traces").rglob("*.json.gz"))
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: Path(p).name)
 def test_step_figures_equal_per_step_functions_on_real_traces(path):
     """Every sample trace (real recordings): the grouped computation gives exactly the per-step functions' figures."""
-    t = load_trace(path)
-    which = step_of(t, launches(t))
-    n = len(step_windows(t))
-    got, want = step_figures(t, which, n), _reference_step_figures(t, which, n)
+    got, want = _both_ways(load_trace(path))
     for f in STEP_FIGURES:
         np.testing.assert_array_equal(got[f], want[f], err_msg=f)
 
 
 def test_step_figures_on_synthetic_two_steps(tmp_path):
-    t = load(_two_step_trace(), tmp_path)
-    which = step_of(t, launches(t))
-    got, want = step_figures(t, which, 2), _reference_step_figures(t, which, 2)
+    got, want = _both_ways(load(_two_step_trace(), tmp_path))
     for f in STEP_FIGURES:
         np.testing.assert_array_equal(got[f], want[f], err_msg=f)
     # step 2: copy [1100,1300) under kernel [1200,1500): 100 of 200 ns; nccl [1600,2200) under kernel [1700,1900): 200 of 600
     assert got["copy_overlap"].tolist()[1] == 0.5 and math.isnan(got["copy_overlap"][0])
     assert got["comm_overlap"][1] == pytest.approx(200 / 600)
+
+
+def _prefetch_trace(prefetch: bool) -> TraceBuilder:
+    """SYNTHETIC ResNet-like loop of 4 steps, each a 300 µs HtoD copy of its batch and 700 µs of compute.
+
+    Without prefetch the copy runs on the compute stream before the compute: each step takes 1000 µs on the
+    GPU, [1000k, 1000k+1000). With prefetch, step k launches (early in its short host window) the copy of batch
+    k+1 on side stream 8, which runs at once, back to back: copies [300j, 300j+300) for batches j = 0..4; the
+    compute of step k runs [300+700k, 1000+700k) on stream 7 behind the previous one. Step k's copy then starts
+    while step k-1's compute runs: under a "first to last of its own work" rule, step 2 spanned [900, 2400)."""
+    b = TraceBuilder(f"prefetch {'on' if prefetch else 'off'}", base_ns=BASE)
+    for k in range(4):
+        h = k * 100_000  # host steps of 100 µs: the GPU lags
+        b.step(k + 1, h, 100_000)
+        if prefetch:
+            if k == 0:
+                b.launch(h + 5_000, "memcpy", 0, 8, 0, 300_000, "HtoD")
+            b.launch(h + 10_000, "memcpy", 0, 8, 300_000 * (k + 1), 300_000, "HtoD")
+            b.launch(h + 20_000, "kernel", 0, 7, 300_000 + 700_000 * k, 700_000)
+        else:
+            b.launch(h + 10_000, "memcpy", 0, 7, 1_000_000 * k, 300_000, "HtoD")
+            b.launch(h + 20_000, "kernel", 0, 7, 1_000_000 * k + 300_000, 700_000)
+    return b
+
+
+def test_side_stream_prefetch_steps_tile_the_window(tmp_path):
+    """SYNTHETIC: a working prefetcher shortens the steps and raises throughput, as its window shrinks."""
+    from traceprobe.analysis.diff import report_figures
+
+    off = overlap_report(load(_prefetch_trace(False), tmp_path, "off.json"))
+    on = overlap_report(load(_prefetch_trace(True), tmp_path, "on.json"))
+    assert off.window_ns[1] - off.window_ns[0] == 4_000_000 and on.window_ns[1] - on.window_ns[0] == 3_100_000
+    # prefetch: first work of each step at 0, 600, 900, 1200 µs; the last step runs to its compute's end (3100)
+    assert rows(on.steps, ["gpu_start_ns", "gpu_end_ns"]) == [
+        (BASE, BASE + 600_000), (BASE + 600_000, BASE + 900_000), (BASE + 900_000, BASE + 1_200_000), (BASE + 1_200_000, BASE + 3_100_000)]
+    # never overlapping, and summing to the steps' span
+    assert (on.steps["gpu_start_ns"].to_numpy()[1:] == on.steps["gpu_end_ns"].to_numpy()[:-1]).all()
+    assert on.steps["gpu_ns"].sum() == 3_100_000 and off.steps["gpu_ns"].sum() == 4_000_000
+    # the launched-by-this-step view keeps each step's own span: step 3 launched [900, 2400)
+    assert rows(on.steps, ["launched_start_ns", "launched_end_ns"])[2] == (BASE + 900_000, BASE + 2_400_000)
+    fa, fb = ({(f, s): v for f, s, v in report_figures(r)} for r in (off, on))
+    assert fa[("throughput_steps_per_s", "")] == pytest.approx(4 / 4.0e-3)
+    assert fb[("throughput_steps_per_s", "")] == pytest.approx(4 / 3.1e-3)  # better, as the window shrank
+    assert fb[("mean_step_ns", "")] == pytest.approx(775_000) and fa[("mean_step_ns", "")] == pytest.approx(1_000_000)
+    got, want = _both_ways(load(_prefetch_trace(True), tmp_path, "on.json"))
+    for f in STEP_FIGURES:
+        np.testing.assert_array_equal(got[f], want[f], err_msg=f)
+
+
+def test_copy_of_the_previous_step_counts_in_the_step_it_runs_in(tmp_path):
+    """SYNTHETIC CUDA-graph inference loop: step k replays its graph (compute [1000k+100, 1000k+900) on stream 7)
+    and, at the end of its host window, launches the DtoH copy of its output on stream 8, which waits for the
+    compute and runs [1000k+900, 1000k+1400): its last 300 µs under step k+1's compute."""
+    b = TraceBuilder("graph loop, output copied during the next step", base_ns=BASE)
+    for k in range(4):
+        h = 1_000_000 * k
+        b.step(k + 1, h, 1_000_000)
+        b.launch(h + 50_000, "kernel", 0, 7, h + 100_000, 800_000, "void graph_kernel<float>(float*)")
+        b.launch(h + 990_000, "memcpy", 0, 8, h + 900_000, 500_000, "DtoH")
+    r = overlap_report(load(b, tmp_path))
+    trace_wide = r.copy_overlap.set_index("direction").loc["all", "fraction"]
+    assert trace_wide == pytest.approx(900 / 2000)  # copies 0-2: 300 of 500 under compute; copy 3: none
+    # GPU intervals [100,1100), [1100,2100), [2100,3100), [3100,4400): step k+1 holds copy k's last 300 µs, under
+    # its compute, and copy k+1's first 200 (the last step: all 500), under none
+    assert r.steps["copy_overlap"].tolist() == pytest.approx([0 / 200, 300 / 500, 300 / 500, 300 / 800])
+    # per-step copy time 200, 500, 500, 800: the steps' overlapped time over their copy time is the trace's
+    assert (0 + 300 + 300 + 300) / (200 + 500 + 500 + 800) == pytest.approx(trace_wide)
+    # launched by each step: its compute and its own copy, [1000k+100, 1000k+1400)
+    assert r.steps["launched_busy_ns"].tolist() == [1_300_000] * 4
+    got, want = _both_ways(load(b, tmp_path))
+    for f in STEP_FIGURES:
+        np.testing.assert_array_equal(got[f], want[f], err_msg=f)

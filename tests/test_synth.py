@@ -319,21 +319,34 @@ def reference(doc: dict) -> dict:
     pure = [(h["s"], h["e"]) for h in host if h["cat"] == "cpu_op" and not any(h["s"] <= t < h["e"] for t in rt[h["thread"]])]
     gpu = union((d["s"], d["e"]) for d in dev)
     out["cpu_gpu"] = {"host_compute_ns": length(pure), "device_busy_ns": length(gpu), "overlapped_ns": length(intersect(union(pure), gpu))}
-    # steps: host window from each ProfilerStep#N start to the next one's (the last: its own end);
-    # a step's device work is what it launched
-    steps = []
+    # steps: host window from each ProfilerStep#N start to the next one's (the last: its own end); a step
+    # launched the work launched in its host window. Its GPU interval runs from the earliest first start of the
+    # work launched by it or any later step to the next step's start (the last: the last end of all of it); its
+    # figures are those of every launched-in-the-steps interval cut to its GPU interval
     nums = sorted(marks)
+    launched = []
     for i, n in enumerate(nums):
         h_lo = marks[n][0]
         h_hi = marks[nums[i + 1]][0] if i + 1 < len(nums) else max(marks[n][1], marks[n][0])
         last = i + 1 == len(nums)
-        mine = [d for d in dev if h_lo <= d["launch"] and (d["launch"] <= h_hi if last else d["launch"] < h_hi)]
-        f = figures(mine)
+        launched.append((n, h_lo, h_hi, [d for d in dev if h_lo <= d["launch"] and (d["launch"] <= h_hi if last else d["launch"] < h_hi)]))
+    in_steps = [d for _, _, _, mine in launched for d in mine]
+    end_all = max((d["e"] for d in in_steps), default=0)
+    firsts = [min((d["s"] for d in mine), default=None) for _, _, _, mine in launched]
+    starts = [min((f for f in firsts[i:] if f is not None), default=end_all) for i in range(len(firsts))]
+    ends = starts[1:] + [end_all]
+    steps = []
+    for (n, h_lo, h_hi, mine), g_lo, g_hi in zip(launched, starts, ends):
+        inside = [dict(d, s=max(d["s"], g_lo), e=min(d["e"], g_hi)) for d in in_steps]
+        inside = [d for d in inside if d["e"] > d["s"]]
+        f = figures(inside)
         alls = [v for (x, dr), v in f["copy"].items() if dr == "all"]
         steps.append({
             "step": n, "host_start_ns": h_lo, "host_end_ns": h_hi,
-            "gpu_start_ns": min((d["s"] for d in mine), default=-1), "gpu_end_ns": max((d["e"] for d in mine), default=-1),
-            "gpu_busy_ns": length([(d["s"], d["e"]) for d in mine]), "events": len(mine),
+            "gpu_start_ns": g_lo if mine else -1, "gpu_end_ns": g_hi if mine else -1,
+            "gpu_busy_ns": length([(d["s"], d["e"]) for d in inside]), "events": len(mine),
+            "launched_start_ns": min((d["s"] for d in mine), default=-1), "launched_end_ns": max((d["e"] for d in mine), default=-1),
+            "launched_busy_ns": length([(d["s"], d["e"]) for d in mine]),
             "device_concurrency": frac(f["two_ns"], f["any_ns"]),
             "copy_overlap": frac(sum(v["overlapped_ns"] for v in alls), sum(v["copy_ns"] for v in alls)) if alls else math.nan,
             "comm_overlap": frac(sum(v["overlapped_ns"] for v in f["comm"].values()), sum(v["comm_ns"] for v in f["comm"].values())) if f["comm"] else math.nan,
@@ -393,7 +406,8 @@ def check_against_reference(path: Path) -> None:
     # per-step figures
     assert len(r.steps) == len(ref["steps"])
     for row, want in zip(r.steps.to_dict("records"), ref["steps"]):
-        keys = ("step", "host_start_ns", "host_end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "events")
+        keys = ("step", "host_start_ns", "host_end_ns", "gpu_start_ns", "gpu_end_ns", "gpu_busy_ns", "events",
+                "launched_start_ns", "launched_end_ns", "launched_busy_ns")
         assert tuple(row[k] for k in keys) == tuple(want[k] for k in keys)
         for k in ("device_concurrency", "copy_overlap", "comm_overlap", "stream_concurrency"):
             assert same(row[k], want[k]), (k, row[k], want[k])

@@ -51,8 +51,8 @@ class OverlapReport:
         steps: per ``ProfilerStep``, host and device side (columns in
             :func:`.steps.device_steps`), with the figures ``device_concurrency``,
             ``copy_overlap``, ``comm_overlap``, ``stream_concurrency`` (float64
-            fractions of the step's own device work, NaN where undefined); empty
-            without step annotations.
+            fractions of the device work inside the step's GPU interval, NaN where
+            undefined); empty without step annotations.
         throughput: steps per second, see :func:`.steps.throughput` (NaN without steps).
         verdicts: the plain-English statements, see :mod:`.verdicts`.
         rank: distributed rank from the trace's ``distributedInfo``, if any.
@@ -237,7 +237,8 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
         all_device_work: keep every device event in the trace-wide figures and
             verdicts, as traceprobe did before the profiled window existed; by
             default only device work launched inside the profiled steps counts
-            (:mod:`.profiled`). Steps always hold the work they launched.
+            (:mod:`.profiled`). Steps always count the work launched inside the
+            steps (:mod:`.steps`).
         parallel: for a trace of at least :data:`PARALLEL_ROWS` device and host
             events, compute the breakdowns, findings, kernel, queue and collective
             tables, the CPU/GPU overlap and the host-thread concurrency in a second

@@ -2,8 +2,8 @@
 
 The steps table (:func:`.steps.device_steps`) carries four figures per step, each
 with the definition quoted where the trace-wide figure is computed, applied to
-the step's own device work (the device events launched inside its host window,
-:func:`.steps.step_of`):
+the device intervals inside the step's GPU interval, cut at its edges, whichever
+step launched them (:mod:`.steps`):
 
 - ``device_concurrency``: cross-device concurrency
   (:func:`.concurrency.device_concurrency`);
@@ -16,7 +16,8 @@ the step's own device work (the device events launched inside its host window,
   are busy / Σ_devices busy time (:func:`.concurrency.stream_concurrency`).
 
 Each is NaN for a step without the work it divides by. Rather than running those
-functions once per step on a copy of the trace, the intervals are grouped by
+functions once per step on a copy of the trace clipped to the step's GPU
+interval (:func:`.steps.clip_trace`), the intervals are grouped by
 (step, device) or (step, device, stream), merged with
 :func:`traceprobe.intervals.grouped_union` and measured with
 :func:`traceprobe.intervals.grouped_coverage`: a few numpy passes for every step
@@ -53,25 +54,25 @@ def _union_lengths(keys: np.ndarray, s: np.ndarray, e: np.ndarray, size: int) ->
     return k, us, ue, total
 
 
-def step_figures(trace: Trace, which: np.ndarray, n_steps: int) -> dict[str, np.ndarray]:
+def step_figures(trace: Trace, rows: np.ndarray, step: np.ndarray, s: np.ndarray, e: np.ndarray, n_steps: int) -> dict[str, np.ndarray]:
     """The :data:`STEP_FIGURES` of every step (module doc).
 
     Args:
-        trace: the trace whose ``device_events`` ``which`` indexes.
-        which: int64 step index per device event, -1 for an event launched in no
-            step (:func:`.steps.step_of`).
+        trace: the trace whose ``device_events`` ``rows`` indexes.
+        rows: int64 row of ``device_events`` of each interval.
+        step: int64 step index of each interval (0..n_steps-1).
+        s, e: int64 ns, each interval's part inside its step's GPU interval
+            (one device event may give several, one per step it crosses).
         n_steps: number of steps.
 
     Returns:
         ``{figure: float64 array of n_steps}``.
     """
-    sel = which >= 0
-    step = which[sel].astype(np.int64)
-    s, e = device_column(trace, "start_ns")[sel], device_column(trace, "end_ns")[sel]
-    _, dcode = np.unique(device_column(trace, "device")[sel], return_inverse=True)
-    _, scode = np.unique(device_column(trace, "stream")[sel], return_inverse=True)
+    step = step.astype(np.int64)
+    _, dcode = np.unique(device_column(trace, "device")[rows], return_inverse=True)
+    _, scode = np.unique(device_column(trace, "stream")[rows], return_inverse=True)
     nd, ns = int(dcode.max(initial=-1)) + 1, int(scode.max(initial=-1)) + 1
-    compute, comm_kernel, copy = compute_mask(trace)[sel], comm_mask(trace)[sel], copy_mask(trace)[sel]
+    compute, comm_kernel, copy = compute_mask(trace)[rows], comm_mask(trace)[rows], copy_mask(trace)[rows]
     cell = step * nd + dcode.astype(np.int64)  # (step, device)
     cells = n_steps * nd
 

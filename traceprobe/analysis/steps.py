@@ -2,14 +2,31 @@
 
 - A step's *host window* runs from its ``ProfilerStep#N`` start to the next step's
   start; the last step's ends at its own end. *Host time* is its length.
-- A step's *device work* is the device work launched inside its host window (by
-  the launch times of :mod:`.profiled`, so step N does not hold step N-1's GPU
-  tail). Its *GPU time* runs from the first start to the last end of that work;
-  *GPU busy* is the length of the union of its intervals (all devices).
+- A step *launched* the device work whose launch lies inside its host window (by
+  the launch times of :mod:`.profiled`).
+- A step's *GPU interval* runs from the first start of the device work it launched
+  to the first start of the work launched by the next step that launched any; the
+  last such step's runs to the last end of the device work launched in the steps.
+  Where a later step's work started before an earlier step's (a side stream
+  running ahead), the earlier boundary moves back to it: step N starts at the
+  earliest first start of steps N, N+1, ... . The intervals therefore never
+  overlap and tile the device's time from the steps' first work to their last:
+  side-stream prefetch launched early in a step no longer stretches that step
+  back over the one before. A step that launched no device work has an empty
+  interval. *GPU time* is the interval's length; *GPU busy* the length of the
+  union of every device interval inside it (all devices), whichever step
+  launched it.
 - Every per-step figure (cross-device, copy/compute, comm/compute and stream
-  concurrency) is computed on the step's own device work.
-- *Throughput* is steps / summed GPU step time, in steps per second; a trace
-  whose steps hold no device work (a CPU-only run) uses host step times instead.
+  concurrency, :mod:`.step_figures`) is computed on the device intervals inside
+  the step's GPU interval, cut at its edges, whichever step launched them: a copy
+  of step k's output running during step k+1 counts in step k+1, overlapped by
+  that step's compute.
+- *Launched by this step*, a separate view: ``events`` counts the device work the
+  step launched; ``launched_start_ns``/``launched_end_ns`` are its first start and
+  last end, ``launched_busy_ns`` the length of its union.
+- *Throughput* is steps / summed GPU step time, in steps per second (summed GPU
+  step time = last end - first start of the steps' device work); a trace whose
+  steps hold no device work (a CPU-only run) uses host step times instead.
 """
 
 from __future__ import annotations
@@ -25,7 +42,8 @@ from .memo import device_column, per_trace
 from .profiled import Launches
 from .step_figures import step_figures
 
-STEP_COLUMNS = ["step", "host_start_ns", "host_end_ns", "host_ns", "gpu_start_ns", "gpu_end_ns", "gpu_ns", "gpu_busy_ns", "events"]
+STEP_COLUMNS = ["step", "host_start_ns", "host_end_ns", "host_ns", "gpu_start_ns", "gpu_end_ns", "gpu_ns", "gpu_busy_ns", "events",
+                "launched_start_ns", "launched_end_ns", "launched_busy_ns"]
 
 
 def clip_trace(trace: Trace, lo: int, hi: int) -> Trace:
@@ -79,27 +97,79 @@ def step_of(trace: Trace, la: Launches) -> np.ndarray:
     return out
 
 
+def gpu_intervals(first: np.ndarray, last: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The steps' GPU intervals (module doc) from each step's first start and last end of the work it launched.
+
+    Args:
+        first, last: int64 ns per step, in step order; read only where ``has``.
+        has: bool per step: whether the step launched any device work.
+
+    Returns:
+        ``(starts, ends)``, int64 ns per step: consecutive, never overlapping,
+        ``ends[i] == starts[i + 1]`` where step i+1 launched work; empty
+        (``start == end``) for a step that launched none. All zeros when no step did.
+    """
+    n = first.size
+    if not has.any():
+        return np.zeros(n, np.int64), np.zeros(n, np.int64)
+    big = np.iinfo(np.int64).max
+    end_all = int(last[has].max())
+    # step N starts at the earliest first start of steps N, N+1, ...: a reversed running minimum
+    starts = np.minimum.accumulate(np.where(has, first, big)[::-1])[::-1]
+    starts = np.minimum(starts, end_all)  # (trailing steps without work: empty, at the end)
+    ends = np.append(starts[1:], end_all)
+    return starts, ends
+
+
+def _pieces(s: np.ndarray, e: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals ``[s, e)`` cut at the steps' GPU intervals (consecutive ``[starts, ends)``).
+
+    Returns ``(event, step, piece_start, piece_end)``: each non-empty piece of each
+    interval inside one step's GPU interval, with the interval's position in ``s``
+    and the step's index. One numpy pass, no loop per interval.
+    """
+    lo, hi = int(starts[0]) if starts.size else 0, int(ends[-1]) if ends.size else 0
+    s, e = s.clip(lo, hi), e.clip(lo, hi)
+    ok = np.flatnonzero(e > s)
+    s, e = s[ok], e[ok]
+    # the step whose interval holds the start, and the one holding the last ns; among steps with the
+    # same start (empty intervals before a non-empty one) the last, which is the non-empty one
+    i0 = np.searchsorted(starts, s, side="right") - 1
+    i1 = np.searchsorted(starts, e, side="left") - 1
+    count = i1 - i0 + 1
+    event = np.repeat(np.arange(s.size), count)
+    offset = np.arange(event.size) - np.repeat(np.cumsum(count) - count, count)
+    step = i0[event] + offset
+    ps, pe = np.maximum(s[event], starts[step]), np.minimum(e[event], ends[step])
+    keep = pe > ps
+    return ok[event[keep]], step[keep], ps[keep], pe[keep]
+
+
 def device_steps(trace: Trace, la: Launches) -> pd.DataFrame:
-    """Per step: host time, GPU time, GPU busy and the figures of its own device work.
+    """Per step: host time, the GPU interval and the figures of the device work inside it (module doc).
 
     Args:
         trace: the whole trace (its ``steps`` and device events).
-        la: the launches of its device events (:func:`.profiled.launches`).
+        la: the launches of its device events (:func:`.profiled.launches`); the
+            device work counted is the work launched inside the steps.
 
     Returns:
         DataFrame with columns ``step`` (int64), ``host_start_ns``,
-        ``host_end_ns``, ``host_ns``, ``gpu_start_ns``, ``gpu_end_ns`` (-1 for a
-        step without device work), ``gpu_ns``, ``gpu_busy_ns``, ``events`` (int64,
-        0 without device work), then the :data:`~.step_figures.STEP_FIGURES`
-        columns (float64, :func:`.step_figures.step_figures`).
-        Empty (with these columns) without step annotations.
+        ``host_end_ns``, ``host_ns``, ``gpu_start_ns``, ``gpu_end_ns`` (the GPU
+        interval; -1 for a step that launched no device work), ``gpu_ns``,
+        ``gpu_busy_ns`` (0 without), ``events`` (device events the step launched),
+        ``launched_start_ns``, ``launched_end_ns`` (-1 without), ``launched_busy_ns``
+        (the launched-by-this-step view), all int64 ns, then the
+        :data:`~.step_figures.STEP_FIGURES` columns (float64,
+        :func:`.step_figures.step_figures`). Empty (with these columns) without
+        step annotations.
     """
     w = step_windows(trace)
     if w.empty:
         return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in STEP_COLUMNS})
     which = step_of(trace, la)
     n = len(w)
-    sel = which >= 0
+    sel = np.flatnonzero(which >= 0)
     k = which[sel]
     s, e = device_column(trace, "start_ns")[sel], device_column(trace, "end_ns")[sel]
     events = np.bincount(k, minlength=n).astype(np.int64)
@@ -108,12 +178,17 @@ def device_steps(trace: Trace, la: Launches) -> pd.DataFrame:
     last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     np.minimum.at(first, k, s)
     np.maximum.at(last, k, e)
-    first, last = np.where(has, first, -1), np.where(has, last, -1)
-    busy = iv.grouped_coverage(k, s, e, 1, n)
+    launched_busy = iv.grouped_coverage(k, s, e, 1, n)
+    starts, ends = gpu_intervals(first, last, has)
+    pos, step, ps, pe = _pieces(s, e, starts, ends)
+    busy = iv.grouped_coverage(step, ps, pe, 1, n)
     return pd.DataFrame({"step": w["step"].to_numpy(np.int64), "host_start_ns": w["start_ns"].to_numpy(np.int64),
                          "host_end_ns": w["end_ns"].to_numpy(np.int64), "host_ns": w["duration_ns"].to_numpy(np.int64),
-                         "gpu_start_ns": first, "gpu_end_ns": last, "gpu_ns": np.where(has, last - first, 0), "gpu_busy_ns": busy,
-                         "events": events, **step_figures(trace, which, n)})
+                         "gpu_start_ns": np.where(has, starts, -1), "gpu_end_ns": np.where(has, ends, -1),
+                         "gpu_ns": np.where(has, ends - starts, 0), "gpu_busy_ns": busy, "events": events,
+                         "launched_start_ns": np.where(has, first, -1), "launched_end_ns": np.where(has, last, -1),
+                         "launched_busy_ns": launched_busy,
+                         **step_figures(trace, sel[pos], step, ps, pe, n)})
 
 
 def throughput(steps: pd.DataFrame) -> float:
