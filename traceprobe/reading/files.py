@@ -1,0 +1,194 @@
+"""Reading a trace file's bytes safely, as a stream.
+
+:func:`read_trace_chunks` hands on a trace's JSON in chunks of at most
+:data:`CHUNK_BYTES`, read from the file or inflated from gzip a piece at a time,
+so the caller (:mod:`.decode`) never needs the whole JSON in memory. It reads
+regular files only (a FIFO, a device or a socket is refused from its ``stat``,
+before any open) or fsspec URLs, and counts the decompressed size as it grows
+against one limit, so a small file that inflates to more than memory allows is
+refused with one line before memory runs out (a plain file larger than the limit
+before any read). gzip's ISIZE trailer is never trusted (it is the size modulo
+2**32, and forgeable); members follow members, zero padding after them is
+allowed. Inflating uses ``isal`` (ISA-L) when installed, ``zlib`` otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+from ..errors import TraceFormatError
+from .sources import is_url, open_binary
+
+try:  # ISA-L's inflate is about twice as fast as zlib's; same API
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fallback
+    import zlib as _zlib  # type: ignore[no-redef]
+
+_ZLIB_ERROR = cast("type[Exception]", _zlib.error)
+
+MEMORY_SHARE = 0.5
+"""Largest decompressed trace accepted by default, as a share of the available memory."""
+CHUNK_BYTES = 4 << 20
+"""Largest chunk of JSON handed on at a time (read from a plain file, or inflated)."""
+_READ = 1 << 20  # compressed bytes read at a time
+
+
+def _meminfo_available() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes (Linux 3.14 and later); None elsewhere.
+
+    It is the number ``psutil.virtual_memory().available`` reports on Linux, read
+    from the same line (importing psutil takes about 25 ms, in every worker).
+    """
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # (the kernel writes kB)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def available_memory() -> int | None:
+    """Bytes this process may still allocate: the least of the machine's available
+    memory (``MemAvailable`` on Linux, psutil elsewhere), the cgroup v2 limit left and
+    ``RLIMIT_AS`` left; None if unknown."""
+    limits = []
+    avail = _meminfo_available()
+    try:
+        if avail is None:
+            import psutil
+
+            avail = int(psutil.virtual_memory().available)
+        limits.append(avail)
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            import psutil
+
+            limits.append(soft - int(psutil.Process().memory_info().vms))
+    except Exception:  # pragma: no cover - psutil is a dependency; be safe anyway
+        pass
+    try:
+        cg = Path("/sys/fs/cgroup")
+        high = (cg / "memory.max").read_text().strip()
+        if high != "max":
+            limits.append(int(high) - int((cg / "memory.current").read_text()))
+    except (OSError, ValueError):
+        pass
+    return max(0, min(limits)) if limits else None
+
+
+def default_max_bytes() -> int | None:
+    """The default limit on a trace's decompressed size: :data:`MEMORY_SHARE` of :func:`available_memory`."""
+    avail = available_memory()
+    return None if avail is None else int(avail * MEMORY_SHARE)
+
+
+def _too_big(path: str | Path, limit: int, explicit: bool) -> TraceFormatError:
+    why = "the max_bytes limit" if explicit else f"{MEMORY_SHARE:.0%} of the memory available"
+    return TraceFormatError(path, f"too large: more than {limit / 2**20:,.0f} MiB of JSON ({why}; --max-bytes sets the limit)")
+
+
+def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generator[bytes, None, None]:
+    """The trace's JSON bytes in chunks of at most :data:`CHUNK_BYTES`, gunzipped if the
+    file starts with gzip's magic bytes.
+
+    Args:
+        path: a regular file, or an fsspec URL (:mod:`.sources`).
+        max_bytes: largest (decompressed) size accepted, counted on the whole
+            stream; default :func:`default_max_bytes`.
+
+    Raises:
+        TraceFormatError: not a regular file, unreadable, larger than the
+            limit, or corrupt/truncated gzip data; raised by the chunk where it
+            shows (a file larger than the limit: as soon as that is known).
+    """
+    limit = max_bytes if max_bytes is not None else default_max_bytes()
+    explicit = max_bytes is not None
+    if is_url(path):
+        yield from _url_chunks(str(path), limit, explicit)
+        return
+    p = Path(path)
+    try:
+        refuse_unless_regular(p, os.stat(p).st_mode)  # before any open: opening a FIFO or a device can block or act
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        refuse_unless_regular(p, os.fstat(fd).st_mode)  # (replaced between the stat and the open)
+        try:
+            head = f.read(2) or b""
+            if head == b"\x1f\x8b":
+                yield from _inflate(p, f, head, limit, explicit)
+            else:
+                if limit is not None and os.fstat(fd).st_size > limit:
+                    raise _too_big(p, limit, explicit)
+                yield from _plain(p, f, head, limit, explicit)  # counted again: a size may lie (/proc, a growing file)
+        except OSError as exc:
+            raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+
+
+def refuse_unless_regular(path: str | Path, mode: int) -> None:
+    """Raise :class:`TraceFormatError` unless ``mode`` (``st_mode``) is a regular file's: a directory,
+    a FIFO, a socket or a device is named."""
+    if stat.S_ISDIR(mode):
+        raise TraceFormatError(path, "is a directory, not a trace file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise TraceFormatError(path, f"is {kind}, not a regular file: refused")
+
+
+def _url_chunks(url: str, limit: int | None, explicit: bool) -> Iterator[bytes]:
+    """An fsspec URL's bytes (see :mod:`.sources`), within the same limit."""
+    try:
+        with open_binary(url) as f:
+            head = f.read(2) or b""
+            yield from (_inflate if head == b"\x1f\x8b" else _plain)(url, f, head, limit, explicit)
+    except OSError as exc:
+        raise TraceFormatError(url, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _plain(path: str | Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> Iterator[bytes]:
+    """The rest of ``f`` (after its first bytes ``head``) as it is stored, within ``limit``."""
+    chunk, total = head + f.read(max(0, CHUNK_BYTES - len(head))), 0
+    while chunk:
+        total += len(chunk)
+        if limit is not None and total > limit:
+            raise _too_big(path, limit, explicit)
+        yield chunk
+        chunk = f.read(CHUNK_BYTES)
+
+
+def _inflate(path: str | Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> Iterator[bytes]:
+    """gunzip the rest of ``f`` (after its first bytes ``head``), member after member, within ``limit``."""
+    d = _zlib.decompressobj(31)
+    chunk, total = head, 0
+    try:
+        while True:
+            if not chunk:
+                chunk = f.read(_READ)
+                if not chunk:
+                    raise TraceFormatError(path, "corrupt or truncated gzip data (the stream ends early)")
+            out = d.decompress(chunk, CHUNK_BYTES)
+            total += len(out)
+            if limit is not None and total > limit:
+                raise _too_big(path, limit, explicit)
+            if out:
+                yield out
+            if not d.eof:
+                chunk = d.unconsumed_tail
+                continue
+            chunk = d.unused_data
+            while not chunk.strip(b"\x00"):  # zero padding after a member is allowed
+                chunk = f.read(_READ)
+                if not chunk:
+                    return
+            d = _zlib.decompressobj(31)  # another member follows
+    except _ZLIB_ERROR as exc:
+        raise TraceFormatError(path, f"corrupt or truncated gzip data ({exc})") from None

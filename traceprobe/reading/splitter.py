@@ -1,0 +1,191 @@
+"""Cutting a trace's JSON, as it arrives in chunks, into its head and pieces of its event list.
+
+:class:`Splitter` is fed the JSON chunk by chunk (:func:`traceprobe.reading.files.read_trace_chunks`)
+and keeps only what it has not handed on yet:
+
+* the text before the event list (``{"schemaVersion": ..., "traceEvents": [``) until
+  the end, or nothing for Chrome's "JSON Array Format" (a bare list of events);
+* the events not yet cut. Once more than ``piece_bytes`` of them (plus a quarter
+  more, held back) are buffered, a piece is cut at the first event boundary
+  (``}`` ``,`` ``{``) after ``piece_bytes`` and handed on as a JSON list
+  ``[...]``; its bytes are dropped from the buffer.
+
+At the end of the stream the buffer holds the last events, the list's ``]`` and
+the head fields written after the list (Kineto writes some there, ``deviceProperties``
+among them). The list ends at the last ``]`` that leaves a valid head when the text
+before the list, ``"traceEvents": []`` and the text after that ``]`` are decoded as
+:class:`Head`, and a valid JSON list before it.
+
+Cutting is lexical, so it can be wrong: a boundary inside a string (an event
+named ``a},{b``). Such a piece ends inside a string, so its decode fails as
+truncated; the caller joins it to the next piece (:func:`join`) and decodes the two
+as one. Each piece carries where it starts in the document and the text that
+separated it from the next, so a joined piece is the document's own bytes.
+White space longer than 64 bytes inside a boundary is not cut at (the piece
+grows), and such white space around ``"traceEvents":`` leaves the layout
+unrecognised: each search only looks at new bytes, however long a run without
+a boundary is.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+
+class Head(msgspec.Struct):
+    """Top-level fields of a trace (the ones kept in ``Trace.metadata``)."""
+
+    schemaVersion: Any = None
+    deviceProperties: list[dict[str, Any]] | None = None
+    distributedInfo: dict[str, Any] | None = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
+    cupti_version: Any = None
+    hip_runtime_version: Any = None
+    roctracer_version: Any = None
+    trace_id: Any = None
+    displayTimeUnit: Any = None
+    baseTimeNanoseconds: Any = None
+    traceName: Any = None
+
+
+class _HeadOnly(Head):
+    traceEvents: list[msgspec.Raw] = []
+
+
+HEAD_FIELDS = tuple(f for f in Head.__struct_fields__ if f != "deviceProperties")
+"""Top-level fields copied into ``Trace.metadata`` when present."""
+
+_HEAD = msgspec.json.Decoder(_HeadOnly)
+_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
+_TRACE_EVENTS = re.compile(rb'"traceEvents"\s{0,64}:\s{0,64}\[')
+_CUT = re.compile(rb"\}\s{0,64},\s{0,64}\{")
+_LIST_END = re.compile(rb"\}\s{0,64}\]")
+_LONGEST = 160  # longer than any match of the two patterns above
+_SPACE = re.compile(rb"[ \t\n\r]*")
+
+
+def skip_space(raw: Any, pos: int, end: int) -> int:
+    """Position of the first non-white-space byte of ``raw[pos:end]`` (``end`` if none)."""
+    m = _SPACE.match(raw, pos, end)
+    return m.end() if m else pos
+
+
+class NotJSON(ValueError):
+    """The document starts with something other than an object or a list."""
+
+
+Piece = tuple[bytes, int, bytes]
+"""One piece: ``[`` + whole events + ``]``; the document offset of its first event; the text between its
+last event and the next piece's first (``,`` and white space; empty for the last piece)."""
+
+
+def join(first: Piece, second: Piece) -> Piece:
+    """Two consecutive pieces as one, with the document's own bytes between them."""
+    return b"".join((first[0][:-1], first[2], second[0][1:])), first[1], second[2]
+
+
+class Splitter:
+    """The head and the pieces of a trace's ``traceEvents`` list, from its JSON fed in chunks.
+
+    ``feed`` returns the pieces ready so far, ``finish`` the head and the last
+    pieces, or None where the layout is not recognised. A piece is a JSON list
+    of whole events (if the cuts were right, see the module's notes).
+    """
+
+    def __init__(self, piece_bytes: int) -> None:
+        self.piece_bytes = piece_bytes
+        self.dropped = 0  # document bytes dropped from the front of the buffer
+        self.buf = bytearray()
+        self.before: bytes | None = None  # the text before the list; None until the list is found
+        self.bare = False  # the JSON Array Format
+        self.resume = 0  # where the next search starts: no match starts before it
+
+    def feed(self, chunk: bytes) -> list[Piece]:
+        """Take the next chunk; the pieces it completes."""
+        self.buf += chunk
+        if self.before is None and not self._find_list():
+            return []
+        # the last quarter piece is held back: head fields after the list, up to that long, are never cut into
+        pieces, start = self._cut(len(self.buf) - self.piece_bytes // 4)
+        self._drop(start)
+        self.resume = max(0, self.resume - start)
+        return pieces
+
+    def started(self) -> bool:
+        """Whether the event list was found (else the buffer holds the whole document read so far)."""
+        return self.before is not None
+
+    def finish(self) -> tuple[Head, list[Piece]] | None:
+        """At the end of the stream: the head fields and the last pieces; None for an unknown layout."""
+        if self.before is None and not self._find_list():
+            return None
+        buf = self.buf
+        if self.bare:
+            close = buf.rfind(b"]")
+            if close < 0 or skip_space(buf, close + 1, len(buf)) != len(buf):
+                return None
+            head: Head = Head()
+        else:
+            close, head_only = -1, None
+            ends = [m.end() - 1 for m in _LIST_END.finditer(buf)]  # the list ends with an event's } and its ]
+            if buf[(first := skip_space(buf, 0, len(buf))) : first + 1] == b"]":  # or is empty
+                ends.insert(0, first)
+            for close in ends[::-1][:16]:  # the one that leaves a valid head
+                try:  # (a list in the head after the events, deviceProperties, also leaves a valid head: the events must be a list)
+                    head_only = _HEAD.decode(b"".join((self.before or b"", b'"traceEvents": []', buf[close + 1 :])))
+                    _EVENTS.decode(b"".join((b"[", buf[:close], b"]")))
+                    break
+                except msgspec.DecodeError:
+                    head_only = None
+            if head_only is None or head_only.traceEvents:
+                return None
+            head = head_only
+        pieces, start = self._cut(close)
+        if skip_space(buf, start, close) < close:
+            pieces.append((b"".join((b"[", buf[start:close], b"]")), self.dropped + start, b""))
+        self.buf = bytearray()
+        return head, pieces
+
+    def _drop(self, n: int) -> None:
+        del self.buf[:n]
+        self.dropped += n
+
+    def _find_list(self) -> bool:
+        """Whether the event list's start is found; if so the buffer starts after its ``[``."""
+        buf = self.buf
+        self._drop(skip_space(buf, 0, len(buf)))  # white space before the document does not count
+        if not buf:
+            return False
+        if buf[0] not in b"{[":
+            raise NotJSON  # said at once, not once the whole file is buffered
+        if buf[0] == ord("["):
+            self.before, self.bare, start = b"", True, 1
+        else:
+            m = _TRACE_EVENTS.search(buf, self.resume)
+            if m is None:
+                self.resume = max(0, len(buf) - _LONGEST)
+                return False
+            self.before, start = bytes(buf[: m.start()]), m.end()
+        self._drop(start)
+        self.resume = 0
+        return True
+
+    def _cut(self, end: int) -> tuple[list[Piece], int]:
+        """Pieces of ``buf[:end]``, each cut at the first event boundary after ``piece_bytes``,
+        and where the rest starts."""
+        pieces: list[Piece] = []
+        start = 0
+        with memoryview(self.buf) as view:
+            while end - start > self.piece_bytes:
+                cut = _CUT.search(self.buf, max(start + self.piece_bytes, self.resume), end)
+                if cut is None:
+                    self.resume = max(self.resume, end - _LONGEST)
+                    break
+                pieces.append((b"".join((b"[", view[start : cut.start() + 1], b"]")), self.dropped + start,
+                               bytes(view[cut.start() + 1 : cut.end() - 1])))
+                start = cut.end() - 1
+        return pieces, start
