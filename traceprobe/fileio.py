@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import IO, Any
 
 TEMP_MARK = ".traceprobe-"
-TEMP_PATTERN = re.compile(r"^\..+\.traceprobe-[a-z0-9_]{8}\.tmp(\.json)?$")
+TEMP_PATTERN = re.compile(r"^\..+\.traceprobe-[a-z0-9_]{8}\.tmp(\.json)?(\.tmp)?$")
 """Names of traceprobe's temporary files: ``.<name>.traceprobe-<mkstemp's 8 characters>.tmp``,
-plus ``.json`` for a profiler's scratch export (:func:`scratch_path`)."""
+plus ``.json`` for a profiler's scratch export (:func:`scratch_path`), plus ``.tmp`` for the file
+torch's exporter writes beside that scratch name before renaming it (left behind when the
+process is killed while torch writes)."""
 GZIP_LEVEL = 6
 """zlib's default: about the size of level 9 (torch's choice) in a fraction of the time."""
 

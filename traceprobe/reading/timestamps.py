@@ -7,8 +7,9 @@ number's text itself is read, digit by digit, with integer arithmetic:
 ``ns = round_half_even(decimal_value * 1000)``, exact for every number whose
 result fits in int64 (digits past the nanosecond are rounded half to even).
 
-Kineto's own shape, ``-?digits.ddd`` (three decimals, every value of a piece),
-is the ns value once the point is removed: the texts are checked with numpy and
+Kineto's own shapes, ``-?digits.ddd`` (three decimals, every value of a piece;
+torch 2.1 on) or ``-?digits`` (integer µs, before), are the ns value once the
+point is removed and the value scaled: the texts are checked with numpy and
 read as integers by numpy's C parser. The general shape (``-?digits[.digits]``,
 at most 16 integer and 9 fractional digits) is parsed for all values at once with
 numpy: the texts become a fixed-width byte matrix, each row is aligned on its
@@ -87,9 +88,9 @@ def parse_us(raws: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     for lo in range(0, n, _CHUNK):
         hi = min(n, lo + _CHUNK)
         part = raws[lo:hi]
-        three = _three_decimals(part, lens[lo:hi])
-        if three is not None:
-            ns[lo:hi], status[lo:hi] = three, OK
+        fixed = _fixed_decimals(part, lens[lo:hi])
+        if fixed is not None:
+            ns[lo:hi], status[lo:hi] = fixed, OK
             continue
         text = np.frombuffer(_SEP + _SEP.join(part) + _SEP + _SEP, dtype=np.uint8)
         v, ok = _parse_plain(text, lens[lo:hi])
@@ -106,35 +107,41 @@ _DIGITS_DOT_MINUS_SPACE = np.zeros(256, dtype=bool)
 _DIGITS_DOT_MINUS_SPACE[[*b"0123456789", ord("."), ord("-"), ord(" ")]] = True
 
 
-def _three_decimals(part: Sequence[Any], lens: np.ndarray) -> np.ndarray | None:
-    """int64 ns of texts that all read ``-?digits.ddd`` (what Kineto writes: µs with exactly three
-    decimals), or None when one does not. Such a text without its point is the ns value as an
-    integer, read by numpy's C parser (``numpy.fromstring``); at most 18 digits, or 19 led by a
-    digit up to 8, so that no value can leave int64. Only digits, a leading ``-`` and one point,
-    fourth from the end, pass the checks, whatever the bytes, so the parser sees exactly ``n``
-    integers.
+def _fixed_decimals(part: Sequence[Any], lens: np.ndarray) -> np.ndarray | None:
+    """int64 ns of texts that all read ``-?digits`` or all ``-?digits.d{k}`` with the same ``k`` (1 to 3), or
+    None when one does not. Kineto writes µs with three decimals (torch 2.1 on) or as integers (before): such
+    a text without its point, times ``10**(3 - k)``, is the ns value, read by numpy's C parser
+    (``numpy.fromstring``); at most 18 digits once scaled, or 19 led by a digit up to 8, so that no value can
+    leave int64. Only digits, a leading ``-`` and the point pass the checks, whatever the bytes, so the parser
+    sees exactly ``n`` integers.
     """
     n = len(part)
-    if n == 0 or lens.min() < 5:
+    if n == 0 or lens.min() == 0:
         return None
     joined = b" ".join(part)
     buf = np.frombuffer(joined, dtype=np.uint8)
+    if not _DIGITS_DOT_MINUS_SPACE[buf].all():
+        return None
     starts = np.empty(n, dtype=np.int64)
     starts[0] = 0
     np.cumsum(lens[:-1] + 1, out=starts[1:])
     ends = starts + lens
-    if not (buf[ends - 4] == ord(".")).all() or np.count_nonzero(buf == ord(".")) != n:
-        return None
-    if not _DIGITS_DOT_MINUS_SPACE[buf].all():
+    dots = np.count_nonzero(buf == ord("."))
+    k = 0 if dots == 0 else int(lens[0]) - 1 - joined.find(b".")
+    if (dots and (dots != n or not 1 <= k <= 3 or not (buf[ends - k - 1] == ord(".")).all())) or not (k or dots == 0):
         return None
     neg = buf[starts] == ord("-")
     if np.count_nonzero(buf == ord(" ")) != n - 1 or np.count_nonzero(buf == ord("-")) != np.count_nonzero(neg):
         return None  # a space or a minus inside a text (not JSON): only the separators and leading signs pass
-    digits = lens - 1 - neg
-    if digits.max() > 18 and (digits.max() > 19 or not (buf[starts + neg][digits > 18] <= ord("8")).all()):
+    width = lens - neg - (1 if k else 0) + (3 - k)  # digits of the ns value
+    if (lens - neg - (k + 1 if k else 0)).min() < 1:
+        return None  # no digit before the point
+    if width.max() > 18 and (width.max() > 19 or not (buf[starts + neg][width > 18] <= ord("8")).all()):
         return None
-    out = np.fromstring(joined.replace(b".", b""), dtype=np.int64, sep=" ")
-    return out if out.size == n else None
+    out = np.fromstring(joined.replace(b".", b"") if k else joined, dtype=np.int64, sep=" ")
+    if out.size != n:
+        return None
+    return out * 10 ** (3 - k) if k < 3 else out
 
 
 def _parse_plain(text: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
