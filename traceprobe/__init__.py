@@ -28,13 +28,13 @@ if TYPE_CHECKING:
     from .analysis import OverlapReport, Verdict, overlap_report
     from .errors import TraceFormatError
     from .recording.profiler import Capture, capture, step
-    from .trace import Trace, load_trace
+    from .reading import Trace, load_trace
 
 __all__ = ["Capture", "OverlapReport", "Trace", "TraceFormatError", "Verdict", "capture", "load_trace", "overlap_report", "step", "__version__"]
 
 _LAZY = {
     "OverlapReport": ".analysis", "Verdict": ".analysis", "overlap_report": ".analysis",
-    "TraceFormatError": ".errors", "Trace": ".trace", "load_trace": ".trace",
+    "TraceFormatError": ".errors", "Trace": ".reading", "load_trace": ".reading",
     "capture": ".recording.profiler", "Capture": ".recording.profiler", "step": ".recording.profiler",
 }
 

@@ -1,5 +1,5 @@
 """``python -m traceprobe`` runs the CLI."""
 
-from .launch import entry
+from .cli import main
 
-entry()
+main()

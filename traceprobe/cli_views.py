@@ -32,13 +32,13 @@ def plot_cmd(
 
     drawn: list = []
     if compare:  # every trace in this process, drawn together
-        summary = analyze_paths(paths, jobs=1, then=timeline_item, on_then=lambda _, item: drawn.append(item), decode_ahead=True, parallel=True)
+        summary = analyze_paths(paths, jobs=1, then=timeline_item, on_then=lambda _, item: drawn.append(item))
         from .report import plot as pl
 
         pictures = [(output, pl.compare(drawn, title, image_format(output)))] if drawn else []
     else:
         summary = analyze_paths(paths, jobs=jobs, then=partial(timeline_image, fmt=image_format(output)),
-                                on_then=lambda r, png: drawn.append((r, png)), decode_ahead=True, parallel=True)
+                                on_then=lambda r, png: drawn.append((r, png)))
         from .report import plot as pl
 
         names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
@@ -77,7 +77,7 @@ def export_files(paths: list[Any], out_dir: Path, perfetto: bool, json_: bool, j
     stems = dict(zip(map(str, files), unique_stems(files)))
     lines: list[tuple[bool, str]] = []
     summary = analyze_paths(paths, jobs=jobs, then=partial(export_one, out_dir=str(out_dir), stems=stems, perfetto=perfetto, json_=json_),
-                            on_then=lambda _, done: lines.extend(done), scheduler=scheduler, decode_ahead=True, parallel=True)
+                            on_then=lambda _, done: lines.extend(done), scheduler=scheduler)
     for ok, line in lines:
         if ok:
             typer.echo(line)
@@ -95,7 +95,7 @@ def merge_runs(paths: list[Any], out_dir: Path) -> list[str]:
     from .report.perfetto_ranks import write_perfetto_ranks
 
     traces: dict[int, Any] = {}
-    summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(id(r), t), decode_ahead=True, parallel=True)
+    summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(id(r), t))
     errors = [f"{f.path}: {f.error}" for f in summary.failures]
     clocks = {(c.run, c.window): c.clock for c in getattr(summary, "collectives", ())}
     written = 0

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .report.perfetto import write_perfetto
-from .trace import Trace
+from .reading import Trace
 
 ENV_TRACE_PROCESSOR = "TRACEPROBE_TRACE_PROCESSOR"
 """Environment variable naming the trace_processor_shell binary."""

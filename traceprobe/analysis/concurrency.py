@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..trace import Trace
+from ..reading import Trace
 from .busy import all_device_intervals, any_device_busy, fraction, stream_intervals
 from .memo import device_column
 

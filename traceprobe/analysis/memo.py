@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..trace import Trace
+from ..reading import Trace
 
 R = TypeVar("R")
 

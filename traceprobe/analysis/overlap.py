@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..trace import Trace
+from ..reading import Trace
 from .busy import (
     any_device_busy,
     comm_mask,

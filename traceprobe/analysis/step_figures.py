@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import intervals as iv
-from ..trace import Trace
+from ..reading import Trace
 from .busy import comm_mask, compute_mask, copy_mask
 from .memo import device_column
 

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..trace import Trace
+from ..reading import Trace
 from .memo import device_column, per_trace
 from .profiled import Launches
 from .step_figures import step_figures

@@ -285,7 +285,7 @@ class Capture(contextlib.ContextDecorator):
         if p is None:
             raise RuntimeError("no trace written yet" + (f": {self.notes[-1]}" if self.notes else ""))
         from ..analysis import overlap_report
-        from ..trace import load_trace
+        from ..reading import load_trace
 
         return overlap_report(load_trace(p), mf.info_for(p))
 

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..analysis.timeline import launch_flows
 from ..fileio import atomic_write_bytes
-from ..trace import Trace
+from ..reading import Trace
 
 DEVICE_PID_BASE = 1 << 24
 """Process id given to device d: ``DEVICE_PID_BASE + d`` (above Linux's largest pid)."""

@@ -29,7 +29,7 @@ from .. import intervals as iv
 from ..analysis.report import OverlapReport
 from ..analysis.timeline import BREAKDOWN_SLICES, breakdown_intervals, busy_devices, busy_streams, copy_compute_overlap, launch_flows
 from ..fileio import atomic_open
-from ..trace import Trace
+from ..reading import Trace
 from .chrome import DEVICE_PID_BASE, device_lanes, host_lanes, numeric_ids
 
 SEQ = 1

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.report import OverlapReport
-from ..trace import Trace
+from ..reading import Trace
 from .perfetto import _DEVICE, CHUNK_PACKETS, _annotators, _layout, write_packets
 
 RANK_PID_BASE = 1 << 28

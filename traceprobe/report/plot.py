@@ -38,7 +38,7 @@ from .. import intervals as iv
 from ..analysis.busy import comm_mask, device_intervals
 from ..analysis.report import OverlapReport
 from ..analysis.timeline import under_compute
-from ..trace import Trace
+from ..reading import Trace
 from .chrome import trace_stem
 
 CLASSES = ("compute kernel", "memcpy", "communication kernel", "memset")
