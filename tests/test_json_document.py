@@ -1,19 +1,17 @@
-"""JSON document helpers (traceprobe.report.json_document): DataFrames as JSON-ready rows, reports rendered in workers."""
+"""JSON document helpers (traceprobe.report.json_document): DataFrames as JSON-ready rows, one route to the document."""
 
 from __future__ import annotations
 
 import math
 import subprocess
 import sys
-from functools import partial
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import pandas as pd
 
-from traceprobe.collect import analyze_paths, each_then
-from traceprobe.report import report_json
+from traceprobe.collect import analyze_paths
 from traceprobe.report.json_document import rows, to_json
 
 
@@ -39,22 +37,15 @@ def test_rows_cleans_every_dtype_as_json_needs():
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_reports_rendered_where_they_were_analysed_give_the_same_document():
-    """Real sample traces, two worker processes: each report encoded in its worker and spliced in
-    gives the text that rendering every report here gives."""
-    rendered: dict[str, msgspec.Raw] = {}
-    summary = analyze_paths([REPO / "sample_traces"], jobs=2, then=partial(each_then, {"json": report_json}),
-                            on_then=lambda r, made: rendered.__setitem__(r.path, made["json"]))
-    assert len(rendered) == len(summary.reports) > 1
-    assert all(isinstance(v, msgspec.Raw) for v in rendered.values())
-    one = to_json(summary, rendered)
-    assert one == to_json(summary)
-    partly = dict(list(rendered.items())[1:])  # a report not rendered yet is rendered here
-    assert to_json(summary, partly) == one
+def test_the_document_has_one_route():
+    """The JSON document is made from the finished summary only: the renderer takes no reports made elsewhere,
+    and naming the pictures' hook (made in workers) imports no pandas."""
+    import inspect
 
-
-def test_naming_the_renderer_imports_no_pandas():
-    """The command names ``report_json`` before a single trace's decode starts, which needs pandas not imported yet."""
-    code = "import sys; from traceprobe.report import report_json; print('pandas' in sys.modules)"
+    assert list(inspect.signature(to_json).parameters) == ["summary"]
+    summary = analyze_paths([REPO / "sample_traces" / "script-ddp"], jobs=1)
+    doc = msgspec.json.decode(to_json(summary))
+    assert [t["path"] for t in doc["traces"]] == [r.path for r in summary.reports]
+    code = "import sys; from traceprobe.report import timeline_image; print('pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "False"

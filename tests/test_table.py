@@ -1,17 +1,25 @@
-"""The default table: one row per trace, runs after, on one screen (real sample traces)."""
+"""The default table: one row per trace, runs after; fitted to a terminal's width without cutting a word (real sample traces)."""
 
 from __future__ import annotations
 
-import io
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from rich.console import Console
+from typer.testing import CliRunner
 
+from traceprobe.cli import app
 from traceprobe.collect import analyze_paths
-from traceprobe.report import panels, table
+from traceprobe.report.grid import shorten, wrap
+from traceprobe.report.panels import DetailRenderer
+from traceprobe.report.renderers import FORMATS, Renderer, renderer
+from traceprobe.report.table import TableRenderer, finding_label
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+REPO = SAMPLES.parent
 
 
 @pytest.fixture(scope="module")
@@ -19,44 +27,159 @@ def summary():
     return analyze_paths([SAMPLES], jobs=2)
 
 
-def _render(render, summary, width: int) -> list[str]:
-    buf = io.StringIO()
-    render(Console(file=buf, width=width, no_color=True), summary)
-    return buf.getvalue().splitlines()
+def _lines(summary, width: int | None) -> list[str]:
+    return TableRenderer(width=width).render(summary).splitlines()
 
 
-@pytest.mark.parametrize("width", [100, 120])
-def test_summary_fits_one_screen(summary, width):
-    lines = _render(table.render, summary, width)
-    assert len(summary.reports) >= 40 and len(lines) < 80
-    assert max(len(line.rstrip()) for line in lines) <= width
-    rows = [line for line in lines[1:] if line[:1] != " " and line.strip()]  # each run's first row starts a line
-    assert sum(1 for r in summary.runs) <= len(rows)
+def _whole_words(text: str, lines: list[str]) -> bool:
+    """Every word of ``text`` is on some line whole (nothing cut mid-word)."""
+    joined = "\n".join(lines)
+    return all(re.search(rf"(?<!\S){re.escape(w)}(?!\S)", joined) for w in text.split())
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, None])
+def test_every_column_and_value_whole_at_each_width(summary, width):
+    """At 80, 100 and 120 columns (and natural width) no line is wider than the width, every figure column is
+    there, every top finding is printed whole with its unit, and every cell of the full-width table is too."""
+    lines = _lines(summary, width)
+    if width is not None:
+        assert max(len(x) for x in lines) <= width
+    header = lines[0].split()
+    assert header[:4] == ["run", "rank", "steps", "busy"]
+    assert len(header) >= 4 + 6  # the six figure columns (their short names where needed)
+    findings = [finding_label(r) for r in summary.reports if finding_label(r)]
+    assert len(findings) > 20
+    for f in findings:
+        assert re.search(r"\d (ns|µs|ms|s)$", f), f
+        assert _whole_words(f, lines), f
     text = "\n".join(lines)
-    assert "compute-copy.overlapped" in text and "98% yes" in text and "training/tb-ddp" in text
-    # tb-ddp: rank 0 ran the most work outside collectives (59 vs 53 ms) and the most collective time (84 vs 8 ms)
-    assert "across ranks" in text and "work/comm" in text and " 0/0 " in text
+    for cut in ("… ", "% y\n", "% ye\n", "% so\n"):
+        assert cut not in text + "\n"
 
 
-def test_one_row_per_trace(summary):
-    trace_rows = _render(table.render, summary, 120)
-    first_blank = trace_rows.index(next(line for line in trace_rows if not line.strip()))
+def test_80_columns_keeps_run_names_and_levels(summary):
+    lines = _lines(summary, 80)
+    text = "\n".join(lines)
+    assert "h100-1gpu/compute-copy.nonblocking" in text  # the whole name: the finding moved to its own line
+    assert "↳ exposed copy 58.0 ms" in text
+    assert "yes >= 50%" in text  # the level words are in the legend when the cells drop them
+    assert "training/rec-ddp/train_gpt_ddp" in text and "across ranks" in text
+
+
+def test_piped_output_is_never_cut(summary):
+    """No width: the natural width, every cell in its full form; also through the real command, piped."""
+    lines = _lines(summary, None)
+    assert "98% yes" in "\n".join(lines) and "top finding" in lines[0]
+    res = subprocess.run([sys.executable, "-m", "traceprobe", "overlap-report", str(SAMPLES), "--jobs", "2"],
+                         capture_output=True, text=True, cwd=REPO, env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+                         timeout=600)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout.splitlines()
+    assert out == lines  # piped: as rendered with no width
+    assert "\x1b[" not in res.stdout  # and no colours
+
+
+def test_columns_80_through_the_command():
+    res = CliRunner().invoke(app, ["overlap-report", str(SAMPLES), "--jobs", "2"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert max(len(x) for x in lines) <= 80 and "compute-copy.nonblocking" in res.stdout
+
+
+def test_one_row_per_trace_at_natural_width(summary):
+    lines = _lines(summary, None)
+    first_blank = lines.index("")
     assert first_blank - 1 == len(summary.reports)  # header, then one row per trace
 
 
-def test_detail_keeps_the_panels(summary):
-    lines = _render(panels.render, summary, 120)
+def test_windows_of_one_run_are_told_apart(summary):
+    """Two windows of one single-process run, with neither a workload nor a rank to name them (as a
+    tensorboard handler writes them): each row shows its steps."""
+    from dataclasses import replace
+
+    from traceprobe.analysis.summary import summarize
+
+    two = [replace(r, rank=None, info={}, path=r.path.replace(".rank0", "")) for r in summary.reports
+           if "train_gpt_ddp" in r.path and "rank0" in r.path]
+    lines = _lines(summarize(two), None)
+    assert len(lines) >= 3
+    assert re.search(r"steps2-4\S*\s+-\s+2-4\s", lines[1]) and re.search(r"steps7-9\S*\s+-\s+7-9\s", lines[2]), lines
+
+
+def test_control_characters_are_escaped(summary):
+    """A name from a trace cannot split a row or reach the terminal as an escape sequence."""
+    from dataclasses import replace
+
+    from traceprobe.analysis.summary import summarize
+
+    r = next(r for r in summary.reports if len(r.findings))
+    findings = r.findings.copy()
+    findings["text"] = "kernel bad\x1b]0;title\x07 took it"
+    evil = replace(r, info={**r.info, "workload": "bad\nname\x1b[31m", "variant": "v"}, findings=findings,
+                   notes=[*r.notes, "a note about kernel \x1b[2J"])
+    s = summarize([evil])
+    text = TableRenderer(width=80).render(s) + DetailRenderer(width=120).render(s)
+    assert "\\x1b]0;title\\x07" in text and "\\x1b[2J" in text
+    assert "\x1b" not in text and "bad\\nname\\x1b[31m" in text
+
+
+def test_detail_keeps_the_panels_and_says_notes_once(summary):
+    lines = DetailRenderer(width=120).render(summary).splitlines()
     assert len(lines) > 500 and any("parallelism confirmed" in line for line in lines)
+    assert any("[yes]" in line for line in lines) and not any("[confirmed]" in line for line in lines)
+    # set-aside work: one line per reason and trace, not one per kind of work
+    assert not any("ms of memcpy on cuda:0" in line for line in lines)
+    assert sum("launched before the trace began" in line for line in lines) < sum(len(r.notes) for r in summary.reports)
+
+
+def test_shared_notes_are_one_line_listing_the_ranks(summary):
+    """Two ranks of one window with the same note: the note is printed once, after their panels, with both ranks."""
+    from dataclasses import replace
+
+    from traceprobe.analysis.summary import summarize
+
+    pair = [r for r in summary.reports if "data-parallel.ddp" in r.path]
+    note = "the same thing happened on every rank"
+    s = summarize([replace(r, notes=(*r.notes, note)) if isinstance(r.notes, tuple) else replace(r, notes=[*r.notes, note]) for r in pair])
+    out = DetailRenderer(width=200).render(s)
+    assert out.count(note) == 1
+    assert re.search(r"ranks 0, 1 of .*: " + note, out)
+
+
+def test_renderers_share_one_contract(summary):
+    for name in FORMATS:
+        r = renderer(name)
+        assert isinstance(r, Renderer) and r.name == name
+        out = r.render(summary)
+        assert isinstance(out, (str, bytes)) and len(out) > 100
+
+
+def test_tsv_is_one_line_per_trace(summary):
+    out = renderer("tsv").render(summary).splitlines()
+    assert len(out) == 1 + len(summary.reports)
+    assert all(len(x.split("\t")) == len(out[0].split("\t")) for x in out)
+
+
+def test_no_legend_when_nothing_was_read(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    res = CliRunner().invoke(app, ["overlap-report", str(bad)])
+    assert res.exit_code == 2
+    assert "figures:" not in res.stdout and res.stdout.strip() == ""
+
+
+def test_shorten_keeps_the_end_and_wrap_keeps_units():
+    assert shorten("resnet_prefetch_torch/train.steps7-9", 20).endswith("steps7-9")
+    assert len(shorten("resnet_prefetch_torch/train.steps7-9", 20)) == 20
+    assert shorten("short", 20) == "short"
+    assert wrap("wait for rank 1: +12 ms compute", 10) == ["wait for", "rank 1:", "+12 ms", "compute"]
+    assert wrap("exposed copy 1,916.6 ms", 12) == ["exposed copy", "1,916.6 ms"]
 
 
 def test_readme_quotes_the_table_as_printed(summary):
-    """The README's two excerpts of `COLUMNS=120 traceprobe overlap-report sample_traces/` are the table as rendered now
-    (its first rows, and the runs across ranks to the end), and it says how many lines the table has."""
-    lines = [line.rstrip() for line in _render(table.render, summary, 120)]
-    readme = (SAMPLES.parent / "README.md").read_text()
-    start = readme.index("`COLUMNS=120 traceprobe overlap-report sample_traces/` prints")
-    blocks = readme[start:].split("```")
-    begins, ends = blocks[1].strip("\n").splitlines(), blocks[3].strip("\n").splitlines()
-    assert f"prints {len(lines)} lines for the {len(summary.reports)}" in readme[start:start + 120].replace("\n", " ")
-    assert begins[-1] == "..." and begins[:-1] == lines[: len(begins) - 1]
-    assert ends == lines[lines.index("across ranks"):]
+    """The README's excerpt of `COLUMNS=80 traceprobe overlap-report sample_traces/` is the table as rendered now."""
+    lines = _lines(summary, 80)
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("COLUMNS=80 traceprobe overlap-report sample_traces/")
+    block = readme[start:].split("```")[1].strip("\n").splitlines()
+    assert block[-1] == "..." and block[:-1] == lines[: len(block) - 1]

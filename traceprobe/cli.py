@@ -40,6 +40,7 @@ SCHEDULER_HELP = ("Dask distributed scheduler (tcp://host:8786): the per-trace w
 
 class Format(str, Enum):
     table = "table"
+    tsv = "tsv"
     json = "json"
     csv = "csv"
     markdown = "markdown"
@@ -113,43 +114,31 @@ def overlap_report(
     """Per-trace summary of busy time and copy/compute, cross-device, stream, comm and CPU/GPU overlap, with verdicts."""
     if engine is Engine.perfetto:
         _sql_report(paths, trace_processor, debug)
-    from .console import check_outputs, emit, render_rich, write_files
+    from .console import check_outputs, emit, layout, progress_counter, write_files
 
     check_outputs(paths, {"--output": output, "--plot": plot})
     from functools import partial
 
     from .collect import analyze_paths, each_then
 
-    # made where each trace was analysed: its picture, and its part of the JSON document
-    from .report import image_format, report_json, timeline_image  # (these import no pandas: see their module)
+    # drawn where each trace was analysed, from the trace itself (which does not come back from a worker)
+    from .report import image_format, timeline_image  # (these import no pandas: see their module)
 
     thens: dict[str, Any] = {}
     if plot is not None:
         thens["png"] = partial(timeline_image, fmt=image_format(plot))
-    if fmt is Format.json:
-        thens["json"] = report_json
     drawn: list = []  # (report, image bytes)
-    rendered: dict[str, Any] = {}  # report path -> its JSON
 
     def on_then(r: Any, made: dict[str, Any]) -> None:
         if "png" in made:
             drawn.append((r, made["png"]))
-        if "json" in made:
-            rendered[r.path] = made["json"]
 
     limit = None if max_bytes is None else int(max_bytes)
     then = partial(each_then, thens) if thens else None
     try:
-        if sys.stderr.isatty():
-            from rich.progress import Progress
-
-            with Progress(console=err.console(), transient=True) as progress:
-                task = progress.add_task("analysing traces", total=None)
-                summary = analyze_paths(paths, jobs=jobs, on_done=lambda _: progress.advance(task),
-                                        then=then, on_then=on_then, max_bytes=limit,
-                                        all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True, parallel=True)
-        else:
-            summary = analyze_paths(paths, jobs=jobs, then=then, on_then=on_then, max_bytes=limit,
+        with progress_counter() as count:
+            summary = analyze_paths(paths, jobs=jobs, on_done=count.done, on_files=count.start,
+                                    then=then, on_then=on_then, max_bytes=limit,
                                     all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True, parallel=True)
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
@@ -157,17 +146,10 @@ def overlap_report(
         _fail(f"{type(e).__name__}: {e}")
 
     errors = [f"{f.path}: {f.error}" for f in summary.failures]
-    if fmt is Format.table:
-        from .report import panels, table
+    from .report.renderers import renderer
 
-        text = render_rich(panels.render if detail else table.render, summary, output)
-    else:
-        from .report import csv_long, json_document, markdown
-
-        text = json_document.to_json(summary, rendered) if fmt is Format.json else {
-            Format.csv: csv_long.to_csv, Format.markdown: markdown.to_markdown}[fmt](summary)
-    if text is not None:
-        errors += emit(text, output)
+    width, color = layout(output)
+    errors += emit(renderer(fmt.value, width=width, color=color, detail=detail).render(summary), output)
     if plot is not None:
         from .report import plot as pl
 
@@ -198,7 +180,7 @@ def diff_cmd(
     Traces pair one to one, by file name inside the folders, or by rank and window.
     Exit codes as overlap-report; the gates apply to B.
     """
-    from .console import check_outputs, emit, render_rich
+    from .console import check_outputs, emit, layout
 
     check_outputs([a, b], {"--output": output})
     from .analysis.diff import diff
@@ -209,10 +191,15 @@ def diff_cmd(
     sb = analyze_paths([b], jobs=jobs, scheduler=scheduler, parallel=True)
     d = diff(sa, sb, str(a) if a.is_dir() else "", str(b) if b.is_dir() else "")
     if fmt is Format.table:
-        text = render_rich(diff_output.render, d, output)
+        width, color = layout(output)
+        text = diff_output.DiffRenderer(width=width, color=color).render(d)
+    elif fmt is Format.tsv:
+        text = diff_output.to_tsv(d)
     else:
         text = {Format.json: diff_output.to_json, Format.csv: diff_output.to_csv, Format.markdown: diff_output.to_markdown}[fmt](d)
-    errors = [f"{f.path}: {f.error}" for f in (*sa.failures, *sb.failures)] + (emit(text, output) if text is not None else [])
+    errors = [f"{f.path}: {f.error}" for f in (*sa.failures, *sb.failures)] + emit(text, output)
+    if not d.pairs and (sa.reports or sb.reports):
+        errors.append(f"nothing to compare: no trace of {a} pairs with one of {b} (by file name, or by rank and window)")
     _finish(errors, list(sb.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
 
 

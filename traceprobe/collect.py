@@ -156,6 +156,7 @@ def analyze_paths(
     scheduler: str | None = None,
     decode_ahead: bool = False,
     parallel: bool = False,
+    on_files: Callable[[list[str]], None] | None = None,
 ) -> Summary:
     """Analyse every trace under ``paths`` and summarise them.
 
@@ -185,12 +186,16 @@ def analyze_paths(
             tables in a second thread (``overlap_report(parallel=True)``); the
             result is the same. Not in worker processes, which fill the CPUs
             already. For commands.
+        on_files: called once with the trace files found, before any is analysed
+            (a progress display's total).
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
         the sorted file list, runs, rank and variant tables, failures, warnings.
     """
     files, failures = discover(paths)
+    if on_files is not None:
+        on_files([str(f) for f in files])
     decoding = None
     if decode_ahead and len(files) == 1 and not is_url(files[0]) and not scheduler and prefetch.worthwhile():
         try:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -91,14 +92,58 @@ def check_outputs(paths: Iterable[Any], outputs: dict[str, Path | None]) -> None
             fail(f"{option} {path} is one of the input traces: refusing to overwrite it")
         if not path.parent.is_dir():
             fail(f"cannot write {path}: no folder {path.parent}")
+        if path.is_dir():
+            fail(f"cannot write {path}: it is a folder")
+        if path.exists() and not os.access(path, os.W_OK):
+            fail(f"{option} {path} is read-only: refusing to replace it")
+
+
+PIPE_CLOSED = 141
+"""Exit code when the reader of stdout went away (``| head -1``): 128 + SIGPIPE, as a shell reports it."""
+
+
+def layout(output: Path | None) -> tuple[int | None, bool]:
+    """(width, colour) for a human format going to ``output`` (None: stdout).
+
+    The width is ``$COLUMNS`` when set, else the terminal's when stdout is one, else None
+    (a pipe or a file: natural width, nothing shortened); colours only on a terminal, and
+    not with ``$NO_COLOR``.
+    """
+    if output is not None:
+        return None, False
+    tty = sys.stdout.isatty()
+    cols = os.environ.get("COLUMNS", "")
+    width = int(cols) if cols.isdigit() and int(cols) > 0 else (os.get_terminal_size(sys.stdout.fileno()).columns if tty else None)
+    return width, tty and not os.environ.get("NO_COLOR")
+
+
+def _stdout(text: str | bytes) -> None:
+    """Write to stdout; a closed pipe ends the command quietly with :data:`PIPE_CLOSED`."""
+    try:
+        if isinstance(text, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # (so that the interpreter's last flush does not fail again)
+        import typer
+
+        raise typer.Exit(PIPE_CLOSED) from None
 
 
 def emit(text: str | bytes, output: Path | None) -> list[str]:
-    """Write ``text`` to ``output`` atomically, or to stdout without one; the error, if any, as one line."""
+    """Write ``text`` to ``output`` atomically, or to stdout without one; the error, if any, as one line.
+
+    A reader of stdout that went away (``| head -1``) ends the command with :data:`PIPE_CLOSED`,
+    not with a gate's or an error's code.
+    """
     from .fileio import WriteError, atomic_write
 
     if output is None:
-        sys.stdout.write(text if isinstance(text, str) else text.decode())
+        _stdout(text)
         return []
     try:
         atomic_write(output, text, compress=False)
@@ -118,15 +163,63 @@ def write_files(files: Iterable[tuple[Path, bytes]]) -> list[str]:
     return errors
 
 
-def render_rich(render: Any, summary: Any, output: Path | None) -> str | None:
-    """``render(console, summary)`` to the terminal (None), or to text for ``output`` (140 columns, no colour)."""
-    from rich.console import Console
+def _path_of(result: Any) -> str:
+    """The trace path of one of ``analyze_paths``' results (a report, a failure, or a report with its ``then``)."""
+    r = result[0] if isinstance(result, tuple) and result else result
+    return str(getattr(r, "path", ""))
 
-    if output is None:
-        render(Console(), summary)
-        return None
-    import io
 
-    buf = io.StringIO()
-    render(Console(file=buf, width=140, no_color=True), summary)
-    return buf.getvalue()
+class Counter:
+    """What :func:`progress_counter` hands the analysis: ``start(files)`` then ``done(result)`` per file."""
+
+    def __init__(self, show: Any = None) -> None:
+        self._show = show
+        self.total = 0
+        self.count = 0
+        self._base = ""
+
+    def start(self, files: list[str]) -> None:
+        """The files about to be analysed: the total, and the folder their names are shown from."""
+        import os.path
+
+        self.total = len(files)
+        try:
+            self._base = os.path.commonpath([os.path.dirname(f) for f in files]) if len(files) > 1 else ""
+        except ValueError:
+            self._base = ""
+        if self._show:
+            self._show(self.line(""))
+
+    def done(self, result: Any) -> None:
+        """One file finished (in whatever order the workers finish them)."""
+        self.count += 1
+        if self._show:
+            self._show(self.line(_path_of(result)))
+
+    def line(self, path: str) -> str:
+        """``12/52 traces, resnet/rank0.pt.trace.json.gz`` (escaped onto one line)."""
+        import os.path
+
+        name = os.path.relpath(path, self._base) if self._base and path.startswith(self._base) else path
+        return one_line(f"{self.count}/{self.total} traces" + (f", {name}" if name else ""))
+
+
+class progress_counter:  # noqa: N801 - used as a context manager, like open()
+    """Progress on stderr while traces are analysed: ``12/52 traces, NAME`` on one line that
+    is rewritten in place, on a terminal only (nothing on a pipe), gone when done."""
+
+    def __enter__(self) -> Counter:
+        if not sys.stderr.isatty():
+            self._live = None
+            return Counter()
+        from rich.live import Live
+        from rich.text import Text
+
+        self._live = Live(Text(""), console=err.console(), transient=True, refresh_per_second=8)
+        self._live.__enter__()
+        live = self._live
+        return Counter(lambda line: live.update(Text(line, style="dim"), refresh=False))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)

@@ -1,4 +1,4 @@
-"""Renderers: one module per output format. They format; they compute nothing."""
+"""Renderers: one module per output format. They format; they compute nothing (the contract: :mod:`.renderers`)."""
 
 from __future__ import annotations
 
@@ -6,32 +6,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import msgspec
-
     from ..analysis.report import OverlapReport
     from ..trace import Trace
     from .plot import Item
 
 # The functions below are ``then``s for :func:`traceprobe.collect.analyze_paths`, run where
-# each trace is analysed. They are defined here, not in their renderers, so that naming
+# each trace is analysed: pictures need the trace itself, which does not come back from a
+# worker (every other output is rendered from the finished Summary, in the command's process,
+# by a renderer: :mod:`.renderers`). They are defined here, not in their renderers, so that naming
 # them imports nothing: pandas (and matplotlib) are imported by the call. A command that
 # analyses one trace then decodes it in child processes while it imports the analysis
 # (:mod:`traceprobe.prefetch`), which it cannot do once pandas is imported.
-
-
-def report_json(trace: Trace, report: OverlapReport) -> msgspec.Raw:
-    """One trace's part of the JSON document, made where the trace was analysed.
-
-    A ``then`` for :func:`traceprobe.collect.analyze_paths`: each worker process
-    (or Dask worker) renders the reports of its own traces, and
-    :func:`traceprobe.report.json_document.to_json` splices them in, so that the
-    command's own process does not render every report after the last one
-    arrives. The bytes are :func:`~traceprobe.report.json_document.report_dict`
-    encoded compactly; the document is the same either way.
-    """
-    from .json_document import encoded_report
-
-    return encoded_report(report)
 
 
 def timeline_image(trace: Trace, report: OverlapReport, fmt: str = "png") -> bytes:

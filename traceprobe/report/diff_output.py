@@ -2,50 +2,110 @@
 
 from __future__ import annotations
 
+import io
 import json
-import math
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from ..analysis.diff import Diff
+from . import units
+from .grid import cell
 from .json_document import SCHEMA_VERSION, rows
 
+FIGURE_NAMES = {"duration_ns": "trace window", "mean_step_ns": "mean step", "throughput_steps_per_s": "throughput",
+                "busbw_gbps": "bus bandwidth", "collective_wait_ns": "collective wait", "cpu_gpu_overlap": "CPU/GPU overlap",
+                "copy_ns": "copy time", "headroom_ns": "finding"}
+"""Names a person reads for the figures of :mod:`traceprobe.analysis.diff` (the others: ``_`` as spaces, ``_ns`` dropped)."""
 
-def _value(figure: str, v: float, signed: bool = False) -> str:
-    if v is None or math.isnan(v):
+
+def figure_name(figure: str) -> str:
+    """``duration_ns`` -> ``trace window``, ``exposed_comm_ns`` -> ``exposed comm``: no unit in the name (the cells carry it)."""
+    if figure in FIGURE_NAMES:
+        return FIGURE_NAMES[figure]
+    return (figure[:-3] if figure.endswith("_ns") else figure).replace("_", " ")
+
+
+def value(figure: str, v: float, signed: bool = False) -> str:
+    """One value of ``figure`` in human units, the unit named: ``58.0 ms``, ``98.0%``, ``234.4 GB/s``, ``46.1 steps/s``."""
+    if units.missing(v):
         return "-"
-    sign = "+" if signed else ""
+    sign = "+" if signed and v > 0 else ""
     if figure.endswith("_ns"):
-        return f"{v / 1e6:{sign},.3f} ms"
-    if figure.endswith("_gbps") or figure.endswith("_per_s"):
-        return f"{v:{sign},.2f}"
-    return f"{v:{sign}.1%}"
+        return sign + units.duration(v)
+    if figure.endswith("_gbps"):
+        return f"{v:{sign},.1f} GB/s"
+    if figure.endswith("_per_s"):
+        return f"{v:{sign},.2f} steps/s"
+    return f"{v * 100:{sign}.1f}%" if not signed else f"{v * 100:+.1f} pt"
+
+
+def _groups(d: Diff) -> list[tuple[str, pd.DataFrame]]:
+    """The figures by pair (the pair's label taken out of each subject), then those across ranks."""
+    labels = [label for label, _, _ in d.pairs if label]
+    if not labels:
+        return [("", d.figures)]
+    subj = d.figures["subject"].astype(str)
+    out = []
+    taken = np.zeros(len(subj), dtype=bool)
+    for label in labels:
+        mine = ((subj == label) | subj.str.startswith(label + ": ")).to_numpy() & ~taken
+        taken |= mine
+        g = d.figures[mine].copy()
+        g["subject"] = [s[len(label) + 2:] if s.startswith(label + ": ") else "" for s in g["subject"]]
+        out.append((label, g))
+    if (~taken).any():
+        out.append(("across ranks", d.figures[~taken]))
+    return out
 
 
 def render(console: Console, d: Diff) -> None:
-    """Print the figures side by side, then the kernels whose total time changed most."""
+    """Print the pairs, the figures side by side (per pair), then the kernels whose total time changed most."""
     for label, a, b in d.pairs:
-        console.print(Text(f"A: {a}\nB: {b}" + (f"  ({label})" if label else ""), style="dim"))
-    t = Table(title="figures: A, B and the change (B - A)", title_justify="left", show_edge=False)
-    for h in ("figure", "subject", "A", "B", "change"):
-        t.add_column(h, justify="left" if h in ("figure", "subject") else "right")
-    for rec in d.figures.to_dict(orient="records"):
-        f = rec["figure"]
-        t.add_row(f, rec["subject"], _value(f, rec["a"]), _value(f, rec["b"]), _value(f, rec["delta"], signed=True))
-    console.print(t)
+        if label:
+            console.print(cell(f"{label}:"), soft_wrap=True)
+        console.print(cell(f"  A {a}"), soft_wrap=True)
+        console.print(cell(f"  B {b}"), soft_wrap=True)
+    for label, g in _groups(d):
+        title = "figures: A, B and the change (B - A; pt: percentage points)" + (f", {label}" if label else "")
+        t = Table(title=cell(title), title_justify="left", show_edge=False)
+        for h in ("figure", "subject", "A", "B", "change"):
+            t.add_column(h, justify="left" if h in ("figure", "subject") else "right")
+        for f, subject, a, b, delta in zip(g["figure"], g["subject"], g["a"], g["b"], g["delta"]):
+            t.add_row(figure_name(f), cell(subject), value(f, a), value(f, b), value(f, delta, signed=True))
+        console.print(t)
     if not d.kernels.empty:
         k = Table(title="kernels whose total time changed most", title_justify="left", show_edge=False)
-        for h in ("device", "kernel", "A ms", "B ms", "change ms"):
+        for h in ("device", "kernel", "A", "B", "change"):
             k.add_column(h, justify="left" if h == "kernel" else "right", overflow="fold")
         for rec in d.kernels.to_dict(orient="records"):
-            k.add_row(str(rec["device"]), rec["name"][:100], f"{rec['a_ns'] / 1e6:,.3f}", f"{rec['b_ns'] / 1e6:,.3f}", f"{rec['delta_ns'] / 1e6:+,.3f}")
+            k.add_row(f"cuda:{rec['device']}", cell(rec["name"][:100]), units.duration(rec["a_ns"]), units.duration(rec["b_ns"]),
+                      value("delta_ns", rec["delta_ns"], signed=True))
         console.print(k)
     for side, paths in (("A", d.only_a), ("B", d.only_b)):
         for p in paths:
-            console.print(Text(f"only in {side}: {p}", style="yellow"))
+            console.print(cell(f"only in {side}: {p}", style="yellow"))
+
+
+@dataclass(frozen=True)
+class DiffRenderer:
+    """``traceprobe diff``'s human table (:func:`render`) as text: ``width`` columns (None: 140), ANSI colours with ``color``."""
+
+    width: int | None = None
+    color: bool = False
+    name: str = "table"
+
+    def render(self, d: Diff) -> str:
+        """The pairs, figures and kernels as text."""
+        buf = io.StringIO()
+        console = Console(file=buf, width=self.width or 140, force_terminal=self.color, no_color=not self.color,
+                          color_system="standard" if self.color else None, legacy_windows=False)
+        render(console, d)
+        return buf.getvalue()
 
 
 def document(d: Diff) -> dict[str, Any]:
@@ -70,9 +130,24 @@ def to_csv(d: Diff) -> str:
     return d.figures.to_csv(index=False)
 
 
+def to_tsv(d: Diff) -> str:
+    """The figures as tab-separated values (``figure, subject, a, b, delta``; ns and 0..1 fractions, as CSV)."""
+    return d.figures.to_csv(index=False, sep="\t")
+
+
 def to_markdown(d: Diff) -> str:
-    """The figures and the kernel changes as Markdown tables."""
-    parts = ["## Figures\n\n" + d.figures.to_markdown(index=False)]
+    """The figures and the kernel changes as Markdown tables, in human units with the unit named
+    (JSON and CSV keep integer ns and 0..1 fractions)."""
+    parts = []
+    for label, g in _groups(d):
+        t = pd.DataFrame({"figure": [figure_name(f) for f in g["figure"]], "subject": g["subject"].to_numpy(),
+                          "A": [value(f, v) for f, v in zip(g["figure"], g["a"])], "B": [value(f, v) for f, v in zip(g["figure"], g["b"])],
+                          "change": [value(f, v, signed=True) for f, v in zip(g["figure"], g["delta"])]})
+        parts.append(f"## Figures{': ' + label if label else ''}\n\n" + t.to_markdown(index=False, colalign=("left", "left", "right", "right", "right")))
     if not d.kernels.empty:
-        parts.append("## Kernels whose total time changed most\n\n" + d.kernels.to_markdown(index=False))
+        k = d.kernels
+        t = pd.DataFrame({"device": [f"cuda:{x}" for x in k["device"]], "kernel": k["name"].to_numpy(),
+                          "A": [units.duration(x) for x in k["a_ns"]], "B": [units.duration(x) for x in k["b_ns"]],
+                          "change": [value("delta_ns", x, signed=True) for x in k["delta_ns"]]})
+        parts.append("## Kernels whose total time changed most\n\n" + t.to_markdown(index=False))
     return "\n\n".join(parts) + "\n"

@@ -7,7 +7,6 @@ undefined figure (no copies, no second device...) is ``null``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -136,23 +135,12 @@ def collectives_dict(c: WindowCollectives) -> dict[str, Any]:
     })
 
 
-def encoded_report(r: OverlapReport) -> msgspec.Raw:
-    """:func:`report_dict` as compact JSON, to be spliced into :func:`document` (see
-    :func:`traceprobe.report.report_json`)."""
-    return msgspec.Raw(msgspec.json.encode(report_dict(r)))
-
-
-def document(summary: Summary, rendered: Mapping[str, msgspec.Raw] | None = None) -> dict[str, Any]:
-    """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``collectives``, ``failures``.
-
-    ``rendered``: reports already encoded where they were analysed
-    (:func:`encoded_report`), by report path; the others are rendered here.
-    """
-    done = rendered or {}
+def document(summary: Summary) -> dict[str, Any]:
+    """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``collectives``, ``failures``."""
     return {
         "schema": SCHEMA_VERSION,
         "traceprobe": __version__,
-        "traces": [done[r.path] if r.path in done else report_dict(r) for r in summary.reports],
+        "traces": [report_dict(r) for r in summary.reports],
         "rank_summary": rows(rank_rows(summary.rank_summary)),
         "variants": rows(summary.variants),
         "collectives": [collectives_dict(c) for c in summary.collectives],
@@ -160,9 +148,8 @@ def document(summary: Summary, rendered: Mapping[str, msgspec.Raw] | None = None
     }
 
 
-def to_json(summary: Summary, rendered: Mapping[str, msgspec.Raw] | None = None) -> str:
+def to_json(summary: Summary) -> str:
     """:func:`document` as indented JSON text (UTF-8: names from traces are written as they are, not as ``\\u`` escapes).
 
-    ``rendered``: as :func:`document`; the text is the same with or without it (the
-    whole document is indented at the end)."""
-    return msgspec.json.format(msgspec.json.encode(document(summary, rendered)), indent=2).decode() + "\n"
+    Rendered here, in the command's process, from the finished summary: the one route to the document."""
+    return msgspec.json.format(msgspec.json.encode(document(summary)), indent=2).decode() + "\n"

@@ -1,8 +1,19 @@
-"""``overlap-report --detail``: every table of every trace as rich panels, then the across-rank, collective and stopwatch tables."""
+"""``overlap-report --detail``: every table of every trace as rich panels, then the across-rank, collective and stopwatch tables.
+
+Every text that comes from a trace or a path is printed literally, control characters
+escaped (:func:`traceprobe.report.grid.cell`). Verdict levels read as in the summary table
+(``yes``, ``some``, ``no``), so a cell there and its line here say the same thing. Notes
+are said once: the work a trace's analysis set aside is one line per reason, and a note
+(or set-aside line) of several ranks of one window is one line after their panels listing
+the ranks.
+"""
 
 from __future__ import annotations
 
+import io
 import math
+from collections import defaultdict
+from dataclasses import dataclass
 
 import pandas as pd
 from rich.console import Console, Group
@@ -10,8 +21,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..analysis.profiled import set_aside_notes
 from ..analysis.report import OverlapReport
 from ..analysis.summary import Summary
+from .grid import cell
+from .table import WORD
+from .units import duration
 
 TOP_FINDINGS = 3
 """Findings shown per trace in the table (JSON, CSV and Markdown list them all)."""
@@ -34,12 +49,34 @@ def _table(title: str, df: pd.DataFrame, cols: list[tuple[str, str, str]]) -> Ta
         t.add_column(header, justify="left" if fmt == "str" else "right")
     fmts = {"ms": _ms, "pct": _pct, "int": lambda v: f"{int(v):,}", "str": str}
     for rec in df.to_dict(orient="records"):
-        t.add_row(*[Text(fmts[f](rec[c])) for c, _, f in cols])
+        t.add_row(*[cell(fmts[f](rec[c])) for c, _, f in cols])
     return t
 
 
-def render_report(r: OverlapReport) -> Panel:
-    """One trace as a rich Panel."""
+def aside_lines(aside: pd.DataFrame) -> list[str]:
+    """The set-aside work of one trace (its ``set_aside`` table), one line per reason:
+    ``launched before ... : left out on cuda:0: communication 0.7 ms (2 kernels), compute 0.9 ms (17 kernels)``."""
+    out = []
+    for reason, g in aside.groupby("reason", sort=False):
+        parts = []
+        for device, d in g.groupby("device", sort=False):
+            works = ", ".join(f"{w} {duration(ns)} ({n:,} {'kernels' if w in ('compute', 'communication') else 'events'})"
+                              for w, n, ns in zip(d["work"], d["events"], d["busy_ns"]))
+            parts.append(f"cuda:{device}: {works}")
+        out.append(f"{reason}, left out: " + "; ".join(parts))
+    return out
+
+
+def trace_notes(r: OverlapReport) -> list[str]:
+    """A trace's notes with its set-aside work as :func:`aside_lines` (one line per reason, not per kind of work)."""
+    own = set(set_aside_notes(r.set_aside)) if not r.set_aside.empty else set()
+    if not any(n in own for n in r.notes):  # (with --all-device-work the notes say the work was kept: as they are)
+        return list(r.notes)
+    return aside_lines(r.set_aside) + [n for n in r.notes if n not in own]
+
+
+def render_report(r: OverlapReport, skip: frozenset[str] = frozenset()) -> Panel:
+    """One trace as a rich Panel; ``skip``: notes said once elsewhere (for several ranks)."""
     parts: list = []
     head = Text()
     wall = r.info.get("wall_s")
@@ -70,30 +107,49 @@ def render_report(r: OverlapReport) -> Panel:
                           f"(GPU busy {_ms(st['gpu_busy_ns'].mean())} ms), throughput {r.throughput:,.2f} steps/s"))
     verdicts = Text()
     for v in r.verdicts:
-        verdicts.append(f"[{v.level}] ", style=LEVEL_STYLE[v.level])
-        verdicts.append(v.text + "\n")
-    for note in r.notes:
-        verdicts.append(f"[note] {note}\n", style="dim")
-    if not r.verdicts and not r.notes:
+        verdicts.append(f"[{WORD.get(v.level, v.level)}] ", style=LEVEL_STYLE.get(v.level, ""))
+        verdicts.append(cell(v.text))
+        verdicts.append("\n")
+    notes = [n for n in trace_notes(r) if n not in skip]
+    for note in notes:
+        verdicts.append(cell(f"[note] {note}", style="dim"))
+        verdicts.append("\n")
+    if not r.verdicts and not notes:
         verdicts.append("no figure to judge: no copies, no second device or stream, no host compute beside device work", style="dim")
     parts.append(verdicts)
     if not r.findings.empty:
         found = Text("headroom (at most recoverable; largest first):\n", style="bold")
         for rec in r.findings.head(TOP_FINDINGS).to_dict(orient="records"):
-            found.append(f"  {rec['text']}\n")
+            found.append(cell(f"  {rec['text']}"))
+            found.append("\n")
         parts.append(found)
     name = ".".join(x for x in (r.info.get("workload"), r.info.get("variant")) if x) or r.path
-    return Panel(Group(*parts), title=Text(name, style="bold"), subtitle=Text(r.path) if name != r.path else None, title_align="left")
+    return Panel(Group(*parts), title=cell(name, style="bold"), subtitle=cell(r.path) if name != r.path else None, title_align="left")
+
+
+def _shared_notes(reports: list[OverlapReport], ranks: list[int | None]) -> dict[str, list[int | None]]:
+    """Notes that two or more traces of one window share, each with the ranks that have it."""
+    have: dict[str, list[int | None]] = defaultdict(list)
+    for r, rank in zip(reports, ranks):
+        for n in dict.fromkeys(trace_notes(r)):
+            have[n].append(rank)
+    return {n: rs for n, rs in have.items() if len(rs) > 1}
 
 
 def render(console: Console, summary: Summary) -> None:
     """Print every report and the across-rank and stopwatch tables (failures go to stderr, from the CLI)."""
-    for r in summary.reports:
-        console.print(render_report(r))
+    for run in summary.runs:
+        for w in run.windows:
+            shared = _shared_notes(list(w.reports), list(w.ranks))
+            for r in w.reports:
+                console.print(render_report(r, frozenset(shared)))
+            for note, ranks in shared.items():
+                who = ", ".join("?" if x is None else str(x) for x in ranks)
+                console.print(cell(f"[note] ranks {who} of {run.name}, {w.label}: {note}", style="dim"), soft_wrap=False)
     if not summary.rank_summary.empty:
         for (run, window), g in summary.rank_summary.groupby(["run", "window"], sort=False):  # pyright: ignore  (pandas/matplotlib stubs)
             most_comm = g["most_comm_rank"].iloc[0]
-            t = Table(title=Text(f"across {int(g['ranks'].iloc[0])} ranks in {run}, {window} (most GPU work: rank {int(g['busiest_rank'].iloc[0])}"
+            t = Table(title=cell(f"across {int(g['ranks'].iloc[0])} ranks in {run}, {window} (most GPU work: rank {int(g['busiest_rank'].iloc[0])}"
                                  + ("" if pd.isna(most_comm) else f"; most time in collectives: rank {int(most_comm)}") + ")"),
                       title_justify="left", show_edge=False)
             for h in ("figure", "min", "median", "max"):
@@ -106,18 +162,18 @@ def render(console: Console, summary: Summary) -> None:
             console.print(t)
     for c in summary.collectives:
         straggler = f"rank {c.straggler_rank}" if c.straggler_rank is not None else "none"
-        t = Table(title=Text(f"collectives across ranks {', '.join(map(str, c.ranks))} in {c.run}, {c.window}: {c.matched} matched, "
+        t = Table(title=cell(f"collectives across ranks {', '.join(map(str, c.ranks))} in {c.run}, {c.window}: {c.matched} matched, "
                              f"straggler {straggler}"), title_justify="left", show_edge=False)
         for h in ("collective", "bytes", "count", "mean skew ms", "time ms", "busbw GB/s", "vs best"):
             t.add_column(h, justify="left" if h == "collective" else "right")
         for rec in c.by_size.to_dict(orient="records"):
-            t.add_row(Text(str(rec["collective"])), f"{rec['bytes']:,}", f"{rec['count']:,}", _ms(rec["mean_skew_ns"]), _ms(rec["time_ns"]),
+            t.add_row(cell(rec["collective"]), f"{rec['bytes']:,}", f"{rec['count']:,}", _ms(rec["mean_skew_ns"]), _ms(rec["time_ns"]),
                       "-" if math.isnan(rec["busbw_gbps"]) else f"{rec['busbw_gbps']:,.1f}", _pct(rec["vs_best"]))
         console.print(t)
         waits = ", ".join(f"rank {k} {_ms(v)} ms" for k, v in c.wait_ns.items())
         console.print(Text(f"  waiting for the last rank: {waits}; clocks: {c.clock}", style="dim"))
         for m in c.mismatched:
-            console.print(Text(f"  {m}", style="yellow"))
+            console.print(cell(f"  {m}", style="yellow"))
         if c.implausible:
             console.print(Text(f"  {c.implausible} collective(s) end on one rank before they start on another: "
                                f"the clocks disagree by at least {_ms(c.max_offset_ns)} ms", style="yellow"))
@@ -125,15 +181,41 @@ def render(console: Console, summary: Summary) -> None:
     for run, g in variants.groupby("run", sort=False):
         if not (g["agreement"] != "baseline").any():
             continue
-        t = Table(title=Text(f"stopwatch against evidence in {run}: wall clock (manifest, one timed run) vs the workload's first variant"),
+        t = Table(title=cell(f"stopwatch against evidence in {run}: wall clock (manifest, one timed run) vs the workload's first variant"),
                   title_justify="left", show_edge=False)
         for h in ("variant", "wall ms", "speed-up", "agreement"):
             t.add_column(h, justify="right" if h in ("wall ms", "speed-up") else "left", no_wrap=True)
         style = {"agrees": "green", "disagrees": "bold yellow", "baseline": "dim", "too short": "dim"}
         for rec in g.to_dict(orient="records"):
-            t.add_row(Text(f"{rec['workload']}.{rec['variant']}"), f"{rec['wall_s'] * 1e3:,.1f}", f"{rec['speedup']:.2f}x",
+            t.add_row(cell(f"{rec['workload']}.{rec['variant']}"), f"{rec['wall_s'] * 1e3:,.1f}", f"{rec['speedup']:.2f}x",
                       Text(rec["agreement"], style=style[rec["agreement"]]))
         console.print(t)
         for rec in g[g["agreement"] == "disagrees"].to_dict(orient="records"):  # pyright: ignore  (pandas/matplotlib stubs)
-            console.print(Text(f"  {rec['workload']}.{rec['variant']}: {rec['speedup']:.2f}x against {rec['baseline']}; {rec['reading']}",
+            console.print(cell(f"  {rec['workload']}.{rec['variant']}: {rec['speedup']:.2f}x against {rec['baseline']}; {rec['reading']}",
                                style="yellow"))
+
+
+DETAIL_WIDTH = 140
+"""Columns of ``--detail`` written to a pipe or a file (rich tables wrap their cells into it; nothing is cut)."""
+
+
+@dataclass(frozen=True)
+class DetailRenderer:
+    """``--detail`` (module doc) as text, behind the renderer contract.
+
+    Attributes:
+        width: columns (None: :data:`DETAIL_WIDTH`).
+        color: ANSI colours (for a terminal).
+    """
+
+    width: int | None = None
+    color: bool = False
+    name: str = "table"
+
+    def render(self, summary: Summary) -> str:
+        """Every panel and table (module doc)."""
+        buf = io.StringIO()
+        console = Console(file=buf, width=self.width or DETAIL_WIDTH, force_terminal=self.color, no_color=not self.color,
+                          color_system="standard" if self.color else None, legacy_windows=False)
+        render(console, summary)
+        return buf.getvalue()

@@ -9,51 +9,59 @@ Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is comput
    judged figure (copy/compute, cross-device, streams, comm/compute, CPU/GPU,
    host threads) showing the verdict of that figure with the highest value and
    its level as a short word (``yes`` confirmed, ``some`` partial, ``no`` none;
-   ``-`` no verdict), and the trace's top finding with its headroom in ms.
-2. One row per window of each multi-rank run: ranks, ``work/comm``: the rank
-   with the most device work outside collectives and the rank with the most
-   time in collectives (no rank is called slowest: see ``analysis/ranks.py``), and
-   min-max across ranks of step time, busy and the figures.
-3. One line on the stopwatch comparison and the warnings, when there are any.
+   ``-`` no verdict), and the trace's top finding with its unit.
+2. One row per window of each multi-rank run: ranks, the rank with the most device
+   work outside collectives and the rank with the most time in collectives (no rank
+   is called slowest: see ``analysis/ranks.py``), and min-max across ranks of step
+   time, busy and the figures.
+3. The stopwatch comparison and the warnings, when there are any, and a legend.
 
-Failures are not here: the CLI prints them once, on stderr. ``--detail`` gives
-every table (:mod:`.panels`). Every text from a trace or a path is a rich
-``Text``, never markup. At 100 columns the table fits (long names and findings
-are cut with an ellipsis); nothing wraps.
+Fitting a width (``width``; None: the natural width, as for a pipe or a file): the
+table is laid out at its natural width if that fits; else the figure cells drop their
+level word (the colour and the legend keep it; the level follows from the value) and
+the headers shorten; else the top finding wraps in its column; else it goes on its own
+line under its row and long run names are shortened in the middle, keeping their end.
+No value is ever cut: a word too long for the width overflows it. Failures are not
+here: the CLI prints them once, on stderr. ``--detail`` gives every table (:mod:`.panels`).
 """
 
 from __future__ import annotations
 
-import math
+import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..analysis.report import OverlapReport
 from ..analysis.summary import Summary
+from . import units
+from .grid import Column, cell, lines, natural_width, shorten, wrap
 
-FIGURES = (("copy_overlap", "copy"), ("device_concurrency", "devices"), ("stream_concurrency", "streams"),
-           ("comm_overlap", "comm"), ("cpu_gpu", "cpu/gpu"), ("host_threads", "threads"))
-"""Verdict figures with a column, in order, and their headers."""
+FIGURES = (("copy_overlap", "copy", "copy"), ("device_concurrency", "devices", "devs"), ("stream_concurrency", "streams", "strm"),
+           ("comm_overlap", "comm", "comm"), ("cpu_gpu", "cpu/gpu", "cpu"), ("host_threads", "threads", "thr"))
+"""Verdict figures with a column, in order: (figure, header, short header)."""
 WORD = {"confirmed": "yes", "partial": "some", "none": "no"}
 STYLE = {"confirmed": "green", "partial": "yellow", "none": "red"}
-RANK_FIGURES = (("mean_step_ns", "step ms"), ("utilization", "busy"), ("copy_overlap", "copy"), ("comm_overlap", "comm"),
-                ("stream_concurrency", "streams"), ("cpu_gpu_overlap", "cpu/gpu"))
-"""Rank-summary figures shown per window, and their headers."""
-RUN_WIDTH = 34
-"""Longest run label shown; longer ones end in an ellipsis."""
-
-
-def _nan(v: object) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
+RANK_FIGURES = (("mean_step_ns", "step ms", "step ms"), ("utilization", "busy", "busy%"), ("copy_overlap", "copy", "copy%"),
+                ("comm_overlap", "comm", "comm%"), ("stream_concurrency", "streams", "strm%"), ("cpu_gpu_overlap", "cpu/gpu", "cpu%"))
+"""Rank-summary figures shown per window: (figure, header, short header; the short form drops ``%`` from the cells)."""
+MIN_FINDING = 18
+"""Narrowest column the top finding is wrapped into; narrower, it goes on its own line."""
+MIN_RUN = 16
+"""Narrowest a run name is shortened to."""
+LEGEND = ("figures: the highest verdict of each (yes >= 50%, some >= 5%, no < 5%); busy: mean GPU utilization; "
+          "--detail for every table")
+SHORT_LEGEND = ("copy, devs, strm, comm, cpu, thr: the highest verdict of copy/compute, cross-device, stream, comm/compute, "
+                "CPU/GPU and host-thread overlap (yes >= 50%, some >= 5%, no < 5%); busy: mean GPU utilization; --detail for every table")
+RANK_LEGEND = ("most work: the rank with the most device work outside collectives; most comm: the rank with the most "
+               "time in collectives, waiting included (no rank is called slowest: the rank ahead waits for the others)")
 
 
 def _pct(f: float) -> str:
-    return "-" if _nan(f) else f"{f:.0%}"
+    return units.percent(f)
 
 
 def _window(label: str) -> str:
@@ -78,37 +86,47 @@ def _base(summary: Summary) -> str:
 
 
 def _rel(name: str, base: str) -> str:
+    """``name`` relative to ``base`` (the folder every trace shares); the folder's own name for the folder itself."""
     rel = os.path.relpath(name, base) if base and not name.startswith(("s3:", "gs:")) else name
+    if rel == ".":
+        return Path(name).name or name
     return name if rel.startswith("..") else rel
 
 
-def _places(summary: Summary) -> dict[int, tuple[str, str, int | None]]:
-    """id(report) -> (run label, window label, rank)."""
+def _places(summary: Summary) -> list[tuple[OverlapReport, str, str, int | None]]:
+    """(report, run label, window label, rank) in run order. A trace with neither a workload
+    nor a rank is labelled by its own file; its window (steps) is shown all the same."""
     base = _base(summary)
-    out: dict[int, tuple[str, str, int | None]] = {}
+    out = []
     for run in summary.runs:
         for w in run.windows:
             for rank, r in zip(w.ranks, w.reports):
                 named = r.info.get("workload") or rank is not None
                 label = _rel(run.name, base) if named else _rel(str(Path(r.path).parent / _stem(r.path)), base)
-                out[id(r)] = (label, w.label if named else "", rank)
+                out.append((r, label, w.label, rank))
     return out
 
 
-def _best(r: OverlapReport, figure: str) -> Text:
+def _best(r: OverlapReport, figure: str, short: bool) -> Text:
     vs = [v for v in r.verdicts if v.figure == figure]
     if not vs:
         return Text("-", style="dim")
     v = max(vs, key=lambda v: v.value)
-    return Text(f"{v.value:.0%} {WORD.get(v.level, v.level)}", style=STYLE.get(v.level, ""))
+    word = "" if short else " " + WORD.get(v.level, v.level)
+    return Text(f"{v.value:.0%}{word}", style=STYLE.get(v.level, ""))
 
 
-def _finding(r: OverlapReport) -> Text:
+def finding_label(r: OverlapReport) -> str:
+    """The top finding's short label with its unit: the findings' ``label`` where the
+    analysis gives one, else its kind and headroom (``exposed copy 58.0 ms``); empty without one."""
     f = getattr(r, "findings", None)
     if f is None or len(f) == 0:
-        return Text("")
+        return ""
     top = f.iloc[0]
-    return Text(f"{str(top['kind']).replace('_', ' ')} {top['headroom_ns'] / 1e6:,.1f} ms")
+    label = top["label"] if "label" in f.columns else None
+    if isinstance(label, str) and label:
+        return label
+    return f"{str(top['kind']).replace('_', ' ')} {units.duration(top['headroom_ns'])}"
 
 
 def _busy(r: OverlapReport) -> str:
@@ -116,77 +134,119 @@ def _busy(r: OverlapReport) -> str:
     return "-" if d.empty else _pct(float(d["utilization"].mean()))
 
 
-def _table(title: str | None = None) -> Table:
-    return Table(box=None, pad_edge=False, collapse_padding=True, header_style="bold", show_edge=False,
-                 title=Text(title, style="bold") if title else None, title_justify="left")
-
-
-def trace_table(summary: Summary) -> Table:
-    """Part 1 of the module doc: one row per trace."""
-    shown = [(f, h) for f, h in FIGURES if any(v.figure == f for r in summary.reports for v in r.verdicts)]
-    t = _table()
-    t.add_column("run", no_wrap=True, overflow="ellipsis", max_width=RUN_WIDTH)
-    t.add_column("rank", justify="right", no_wrap=True, min_width=4)
-    t.add_column("steps", no_wrap=True, min_width=5)
-    t.add_column("busy", justify="right", no_wrap=True, min_width=4)
-    for _, h in shown:
-        t.add_column(h, no_wrap=True, min_width=8)
-    t.add_column("top finding", no_wrap=True, overflow="ellipsis")
+def _trace_columns(summary: Summary, short: bool, run_width: int | None) -> tuple[list[Column], list[str]]:
+    """The trace table's columns (the finding last) and the finding of each row."""
+    shown = [f for f in FIGURES if any(v.figure == f[0] for r in summary.reports for v in r.verdicts)]
     places = _places(summary)
+    runs, ranks, steps, busy, findings = [], [], [], [], []
+    figs: list[list[Text]] = [[] for _ in shown]
     last = None
-    for r in [r for run in summary.runs for w in run.windows for r in w.reports]:
-        run, window, rank = places[id(r)]
-        t.add_row(Text("" if run == last else run), "-" if rank is None else str(rank), Text(_window(window)), _busy(r),
-                  *[_best(r, f) for f, _ in shown], _finding(r))
+    for r, run, window, rank in places:
+        runs.append(cell("" if run == last else (shorten(run, run_width) if run_width else run)))
         last = run
-    return t
+        ranks.append(Text("-" if rank is None else str(rank)))
+        steps.append(cell(_window(window)))
+        busy.append(Text(_busy(r)))
+        for out, (f, _, _) in zip(figs, shown):
+            out.append(_best(r, f, short))
+        findings.append(finding_label(r))
+    cols = [Column("run", runs), Column("rank", ranks, right=True), Column("steps", steps), Column("busy", busy, right=True)]
+    cols += [Column(s if short else h, c, right=short) for (_, h, s), c in zip(shown, figs)]
+    cols.append(Column("top finding", [cell(f) for f in findings], wrap=True))
+    return cols, findings
+
+
+def trace_lines(summary: Summary, width: int | None = None) -> tuple[list[Text], bool]:
+    """Part 1 of the module doc, fitted to ``width`` (module doc); and whether the short headers are used."""
+    cols, _ = _trace_columns(summary, False, None)
+    if width is None or natural_width(cols) <= width:
+        return lines(cols), False
+    cols, findings = _trace_columns(summary, True, None)
+    if natural_width(cols) <= width:
+        return lines(cols), True
+    room = width - natural_width(cols[:-1]) - 1
+    if room >= MIN_FINDING:
+        cols[-1].width = room
+        return lines(cols), True
+    others = natural_width(cols[1:-1]) + 1
+    cols, findings = _trace_columns(summary, True, max(width - others, MIN_RUN))
+    out = lines(cols[:-1])
+    merged = [out[0]]
+    for row, finding in zip(out[1:], findings):
+        merged.append(row)
+        for k, part in enumerate(wrap(finding, max(width - 4, MIN_FINDING)) if finding else []):
+            merged.append(Text(("  ↳ " if k == 0 else "    ") + part, style="dim" if k else ""))
+    return merged, True
 
 
 def _value(g: pd.DataFrame, figure: str, column: str) -> float:
     vals = g.loc[g["figure"] == figure, column].to_numpy(dtype=float)
-    return float(vals[0]) if len(vals) else math.nan
+    return float(vals[0]) if len(vals) else float("nan")
 
 
-def _span(g: pd.DataFrame, figure: str) -> str:
+def _span(g: pd.DataFrame, figure: str, short: bool) -> str:
     lo, hi = _value(g, figure, "min"), _value(g, figure, "max")
-    if _nan(lo):
+    if units.missing(lo):
         return "-"
     if figure.endswith("_ns"):
         return f"{lo / 1e6:,.1f}" if round(lo / 1e5) == round(hi / 1e5) else f"{lo / 1e6:,.1f}-{hi / 1e6:,.1f}"
-    return _pct(lo) if round(lo * 100) == round(hi * 100) else f"{lo:.0%}-{hi:.0%}"
+    sign = "" if short else "%"
+    if round(lo * 100) == round(hi * 100):
+        return f"{lo * 100:.0f}{sign}"
+    return f"{lo * 100:.0f}{sign}-{hi * 100:.0f}{sign}"
 
 
-def _straggler(g: pd.DataFrame) -> str:
-    """Most device work outside collectives, and most time in collectives (which includes waiting for peers)."""
-    busiest, most_comm = g["busiest_rank"].iloc[0], g["most_comm_rank"].iloc[0]
-    return f"{int(busiest)}/" + ("-" if pd.isna(most_comm) else f"{int(most_comm)}")
-
-
-def rank_table(summary: Summary) -> Table | None:
-    """Part 2 of the module doc: one row per window of each multi-rank run; None without one."""
+def _rank_columns(summary: Summary, short: bool, with_run: bool = True) -> tuple[list[Column], list[str]]:
     rs = summary.rank_summary
-    if rs.empty:
-        return None
     base = _base(summary)
-    t = _table("across ranks")
-    t.add_column("run", no_wrap=True, overflow="ellipsis", max_width=RUN_WIDTH)
-    t.add_column("steps", no_wrap=True, min_width=5)
-    t.add_column("ranks", justify="right", no_wrap=True)
-    t.add_column("work/comm", no_wrap=True, min_width=9)
-    for _, h in RANK_FIGURES:
-        t.add_column(h, justify="right", no_wrap=True, min_width=7)
+    shown = [f for f in RANK_FIGURES if rs.loc[rs["figure"] == f[0], "max"].notna().any()]
+    runs, labels, steps, ranks, work, comm = [], [], [], [], [], []
+    figs: list[list[Text]] = [[] for _ in shown]
     last = None
     for _, g in rs.groupby(["run", "window"], sort=False):
         label = _rel(str(g["run"].to_numpy()[0]), base)
-        t.add_row(Text("" if label == last else label), Text(_window(str(g["window"].to_numpy()[0]))), str(int(g["ranks"].to_numpy()[0])),
-                  _straggler(g),
-                  *[_span(g, f) for f, _ in RANK_FIGURES])
+        labels.append("" if label == last else label)
+        runs.append(cell("" if label == last else label))
         last = label
-    return t
+        steps.append(cell(_window(str(g["window"].to_numpy()[0]))))
+        ranks.append(Text(str(int(g["ranks"].to_numpy()[0]))))
+        busiest, most_comm = g["busiest_rank"].iloc[0], g["most_comm_rank"].iloc[0]
+        b = "-" if pd.isna(busiest) else str(int(busiest))
+        c = "-" if pd.isna(most_comm) else str(int(most_comm))
+        work.append(Text(f"r{b}/r{c}" if short else f"rank {b}"))
+        comm.append(Text(f"rank {c}" if c != "-" else "-"))
+        for out, (f, _, _) in zip(figs, shown):
+            out.append(Text(_span(g, f, short)))
+    cols = [Column("run", runs)] if with_run else []
+    cols += [Column("steps", steps), Column("ranks", ranks, right=True)]
+    cols += [Column("work/comm", work)] if short else [Column("most work", work), Column("most comm", comm)]
+    cols += [Column(s if short else h, c, right=True) for (_, h, s), c in zip(shown, figs)]
+    return cols, labels
 
 
-def notes(summary: Summary) -> list[Text]:
-    """Part 3 of the module doc: the stopwatch and warnings, one line each (empty when there is nothing to say)."""
+def rank_lines(summary: Summary, width: int | None = None) -> list[Text]:
+    """Part 2 of the module doc, fitted to ``width`` like the trace table; empty without a multi-rank run."""
+    if summary.rank_summary.empty:
+        return []
+    title = [Text("across ranks", style="bold")]
+    cols, _ = _rank_columns(summary, False)
+    if width is None or natural_width(cols) <= width:
+        return title + lines(cols)
+    cols, _ = _rank_columns(summary, True)
+    if natural_width(cols) <= width:
+        return title + lines(cols)
+    cols, labels = _rank_columns(summary, True, with_run=False)  # each run on its own line above its windows
+    out = lines(cols)
+    merged = [out[0]]
+    for label, row in zip(labels, out[1:]):
+        if label:
+            merged.append(cell(label, style="bold"))
+        merged.append(row)
+    return title + merged
+
+
+def note_lines(summary: Summary, short: bool = False) -> list[Text]:
+    """Part 3 of the module doc: the stopwatch, warnings and the legend, one text each."""
     out = []
     v = summary.variants
     if len(v):
@@ -196,24 +256,63 @@ def notes(summary: Summary) -> list[Text]:
             base = _base(summary)
             names = ", ".join(f"{_rel(str(Path(run) / f'{w}.{x}'), base)} {s:.2f}x"
                               for run, w, x, s in zip(off["run"], off["workload"], off["variant"], off["speedup"]))
-            out.append(Text(f"stopwatch: {len(off)} of {len(judged)} timed variants disagree with their traces"
+            out.append(cell(f"stopwatch: {len(off)} of {len(judged)} timed variants disagree with their traces"
                             + (f": {names}" if names else ""), style="yellow" if len(off) else ""))
     if summary.warnings:
         out.append(Text(f"{len(summary.warnings)} warning(s) about the traces' data: see --detail", style="yellow"))
-    out.append(Text("figures: the highest verdict of each (yes >= 50%, some >= 5%, no < 5%); busy: mean GPU utilization; "
-                    "--detail for every table", style="dim"))
+    if summary.reports:
+        out.append(Text(SHORT_LEGEND if short else LEGEND, style="dim"))
+    if not summary.rank_summary.empty:
+        out.append(Text(RANK_LEGEND, style="dim"))
     return out
 
 
-def render(console: Console, summary: Summary) -> None:
-    """Print parts 1-3 of the module doc."""
+def table_lines(summary: Summary, width: int | None = None) -> list[Text]:
+    """Parts 1-3 of the module doc, each line fitted to ``width`` (None: natural width)."""
+    out: list[Text] = []
+    short = False
     if summary.reports:
-        console.print(trace_table(summary))
-    ranks = rank_table(summary)
-    if ranks is not None:
-        console.print()
-        console.print(ranks)
-    if summary.reports:
-        console.print()
-    for line in notes(summary):
-        console.print(line, no_wrap=True, overflow="ellipsis", crop=True)
+        rows, short = trace_lines(summary, width)
+        out += rows
+    ranks = rank_lines(summary, width)
+    if ranks:
+        out += [Text(""), *ranks] if out else ranks
+    if out:
+        out.append(Text(""))
+    for note in note_lines(summary, short):
+        if width is None:
+            out.append(note)
+        else:
+            out += [Text(x, style=str(note.style)) for x in wrap(note.plain, width)]
+    return out
+
+
+def to_text(text_lines: list[Text], color: bool) -> str:
+    """Lines as one string, with ANSI colours when ``color`` (for a terminal), else plain."""
+    if not color:
+        return "".join(t.plain + "\n" for t in text_lines)
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, color_system="standard", width=1 << 16, legacy_windows=False)
+    for t in text_lines:
+        console.print(t, soft_wrap=True, highlight=False)
+    return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class TableRenderer:
+    """The summary table (module doc) as text.
+
+    Attributes:
+        width: columns to fit (None: natural width, never shortened: for pipes and files).
+        color: ANSI colours (for a terminal).
+    """
+
+    width: int | None = None
+    color: bool = False
+    name: str = "table"
+
+    def render(self, summary: Summary) -> str:
+        """The table, its runs across ranks and its notes (module doc)."""
+        return to_text(table_lines(summary, self.width), self.color)

@@ -1,0 +1,120 @@
+"""Plain-text tables that fit a width without cutting a word: the layout under :mod:`.table`.
+
+A cell is a rich ``Text`` (style only; its string is printed literally, with control
+characters escaped by :func:`cell`). Columns are laid out at their natural width; a
+column marked ``wrap`` is word-wrapped into a narrower width, where a number and its
+unit (``58.0 ms``, ``11%``) are never split; a name too long for its column is
+shortened in the middle by :func:`shorten`, keeping its end (where the windows and
+variants of a run differ). Nothing here computes a figure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rich.text import Text
+
+from ..console import one_line
+
+GAP = " "
+"""Between two columns."""
+_UNIT = re.compile(r"(?<=\d) (?=(?:ns|µs|us|ms|s|%|x|GB/s|MB|GB|KB|B)\b)")
+_NBSP = "\u00a0"
+
+
+def cell(text: object, style: str = "") -> Text:
+    """One cell: ``text`` escaped onto one line (``\\n``, ``\\x1b`` shown as such), in ``style``."""
+    return Text(one_line(text), style=style)
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: unchanged if it fits, else its start and its
+    longer end around an ellipsis (``h100-1gpu/com…y.nonblocking``); at least one character of each."""
+    if len(text) <= width or width < 3:
+        return text
+    tail = (2 * (width - 1) + 2) // 3
+    head = width - 1 - tail
+    return text[:head] + "…" + text[len(text) - tail:]
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """``text`` word-wrapped into lines of at most ``width`` characters where its words allow
+    (a word longer than ``width`` stands alone on its line, whole); a number keeps its unit."""
+    words = _UNIT.sub(_NBSP, text).split(" ")
+    lines: list[str] = []
+    line = ""
+    for w in words:
+        if line and len(line) + 1 + len(w) > width:
+            lines.append(line)
+            line = w
+        else:
+            line = f"{line} {w}" if line else w
+    lines.append(line)
+    return [x.replace(_NBSP, " ") for x in lines]
+
+
+@dataclass
+class Column:
+    """One column: its header, one cell per row, alignment, and whether it may wrap."""
+
+    header: str
+    cells: list[Text]
+    right: bool = False
+    wrap: bool = False
+    width: int = 0  # set by layout: 0 = natural
+    lines: list[list[Text]] = field(default_factory=list)
+
+    def natural(self) -> int:
+        """The widest of the header and the cells."""
+        return max([len(self.header), *(len(c.plain) for c in self.cells)])
+
+
+def natural_width(cols: Sequence[Column]) -> int:
+    """The table's width with every column at its natural width."""
+    return sum(c.natural() for c in cols) + len(GAP) * (len(cols) - 1)
+
+
+def lines(cols: Sequence[Column], header_style: str = "bold") -> list[Text]:
+    """The table's lines: a header, then one or more lines per row (wrapped cells add lines).
+
+    Each column is as wide as its ``width`` (natural when 0); a ``wrap`` column's cells are
+    wrapped into it. Trailing spaces are dropped.
+    """
+    widths = [c.width or c.natural() for c in cols]
+    rows = len(cols[0].cells) if cols else 0
+    out: list[Text] = []
+    head = Text()
+    for i, (c, w) in enumerate(zip(cols, widths)):
+        head.append(GAP if i else "")
+        head.append(c.header.rjust(w) if c.right else c.header.ljust(w), style=header_style)
+    out.append(_rstrip(head))
+    for r in range(rows):
+        parts: list[list[Text]] = []
+        for c, w in zip(cols, widths):
+            t = c.cells[r]
+            if c.wrap and len(t.plain) > w:
+                parts.append([Text(x, style=str(t.style)) for x in wrap(t.plain, w)])
+            else:
+                parts.append([t])
+        height = max(len(p) for p in parts)
+        for k in range(height):
+            line = Text()
+            for i, (c, w, p) in enumerate(zip(cols, widths, parts)):
+                line.append(GAP if i else "")
+                t = p[k] if k < len(p) else Text("")
+                pad = " " * max(w - len(t.plain), 0)
+                if c.right:
+                    line.append(pad)
+                    line.append_text(t)
+                else:
+                    line.append_text(t)
+                    line.append(pad)
+            out.append(_rstrip(line))
+    return out
+
+
+def _rstrip(t: Text) -> Text:
+    t.rstrip()
+    return t

@@ -1,0 +1,37 @@
+"""``overlap-report --format tsv``: the summary table as tab-separated values, for ``cut``, ``sort`` and spreadsheets.
+
+One header line, then one line per trace with the table's columns in their full form
+(:mod:`.table`), the trace's path first; nothing shortened or wrapped. Tabs, newlines
+and other control characters in names are escaped (``\\t``, ``\\n``), so a line is
+always one trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..analysis.summary import Summary
+from ..console import one_line
+from .table import FIGURES, _best, _busy, _places, _window, finding_label
+
+
+def to_tsv(summary: Summary) -> str:
+    """The trace table as TSV (module doc): ``path, run, rank, steps, busy, <figures...>, top finding``."""
+    head = ["path", "run", "rank", "steps", "busy", *(h for _, h, _ in FIGURES), "top finding"]
+    out = ["\t".join(head)]
+    for r, run, window, rank in _places(summary):
+        cells = [r.path, run, "-" if rank is None else str(rank), _window(window), _busy(r),
+                 *(_best(r, f, False).plain for f, _, _ in FIGURES), finding_label(r)]
+        out.append("\t".join(one_line(c) for c in cells))
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class TsvRenderer:
+    """:func:`to_tsv` behind the renderer contract (:mod:`traceprobe.report.renderers`)."""
+
+    name: str = "tsv"
+
+    def render(self, summary: Summary) -> str:
+        """The TSV text (module doc)."""
+        return to_tsv(summary)
