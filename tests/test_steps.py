@@ -13,11 +13,10 @@ import pandas as pd
 import pytest
 from synthetic import BASE, TraceBuilder, load, rows
 
-from traceprobe import overlap_report
+from traceprobe import load_trace, overlap_report
 from traceprobe.analysis.profiled import launches
 from traceprobe.analysis.step_figures import STEP_FIGURES
 from traceprobe.analysis.steps import STEP_COLUMNS, clip_trace, device_steps, step_of
-from traceprobe.trace import load_trace
 
 
 def test_trace_steps(tmp_path):
