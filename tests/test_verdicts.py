@@ -56,13 +56,14 @@ def test_device_stream_comm_cpu_verdicts(tmp_path):
     b.kernel(0, 7, 0, 100_000)
     b.nccl(0, 20, 0, 100_000)  # comm fully under compute: confirmed
     b.kernel(1, 7, 90_000, 100_000)
-    b.kernel(1, 8, 185_000, 5_000)  # streams on device 1: 5 of 100 raw (0.05); all of stream 8's 5 -> confirmed
+    b.kernel(1, 8, 185_000, 5_000)  # streams on device 1: stream 8's 5 µs is under the 50 µs floor: no verdict
     # host compute [300,400) µs while no device is busy: none
     b.cpu_op(300_000, 100_000, "aten::sort")
     r = overlap_report(load(b, tmp_path))
     assert by_subject(r, "device_concurrency") == {"2 devices": (pytest.approx(10 / 190), "partial")}
     # device 0's two streams (kernel + nccl) are both busy all the time
-    assert by_subject(r, "stream_concurrency") == {"cuda:0": (1.0, "confirmed"), "cuda:1": (1.0, "confirmed")}
+    assert by_subject(r, "stream_concurrency") == {"cuda:0": (1.0, "confirmed")}
+    assert any(n.startswith("the streams of cuda:1 other than the busiest were busy 0.0 ms") and "under the floor" in n for n in r.notes)
     assert r.stream_concurrency["concurrency"].tolist() == pytest.approx([1.0, 0.05])  # the raw figure is kept
     assert by_subject(r, "comm_overlap") == {"cuda:0 (rank 2)": (1.0, "confirmed")}
     assert by_subject(r, "cpu_gpu") == {"host and devices": (0.0, "none")}
@@ -106,7 +107,7 @@ def test_copies_under_the_cut_off_are_named(tmp_path):
         b.memcpy(0, 7, 100_000_000 + i * 1_000, 500, "DtoD")
     r = overlap_report(load(b, tmp_path))
     assert by_subject(r, "copy_overlap") == {}
-    assert "1,600 DtoD copies on cuda:0 took 0.8 ms, 0.8% of its 100.8 ms busy time: under the 1% cut-off, no verdict" in r.notes
+    assert "1,600 DtoD copies on cuda:0 took 0.8 ms, 0.8% of its 100.8 ms busy time: under the floor (1% of busy time, 50 µs), no verdict" in r.notes
 
 
 def test_copies_are_judged_against_busy_time_not_start_up_idle(tmp_path):
@@ -137,8 +138,13 @@ def test_busy_device_keeps_the_free_sm_hint(tmp_path):
     assert v.level == "none" and "free SMs" in v.text
 
 
+BACKWARD = "autograd::engine::evaluate_function: AddmmBackward0"
+"""A host op that shows a trace trains (:mod:`traceprobe.analysis.training`)."""
+
+
 def test_dataparallel_broadcast_reduce_gets_no_bucketing_advice(tmp_path):
     b = TraceBuilder("nn.DataParallel: broadcast and reduce between compute")
+    b.cpu_op(0, 10_000, BACKWARD)
     b.nccl(0, 20, 0, 100_000, name="ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
     b.kernel(0, 7, 100_000, 500_000)
     b.nccl(0, 20, 600_000, 100_000, name="ncclDevKernel_Reduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
@@ -148,6 +154,7 @@ def test_dataparallel_broadcast_reduce_gets_no_bucketing_advice(tmp_path):
 
 def test_allreduce_gets_bucketing_advice(tmp_path):
     b = TraceBuilder("all-reduce after backward")
+    b.cpu_op(0, 10_000, BACKWARD)
     b.kernel(0, 7, 0, 500_000)
     b.nccl(0, 20, 500_000, 100_000)
     (v,) = [v for v in overlap_report(load(b, tmp_path)).verdicts if v.figure == "comm_overlap"]
@@ -156,6 +163,7 @@ def test_allreduce_gets_bucketing_advice(tmp_path):
 
 def test_ddp_bucket_copies_are_not_told_to_move(tmp_path):
     b = TraceBuilder("DDP: DtoD bucket copies on the compute stream beside all-reduce")
+    b.cpu_op(0, 10_000, BACKWARD)
     b.kernel(0, 7, 0, 500_000)
     b.memcpy(0, 7, 500_000, 50_000, "DtoD")
     b.nccl(0, 20, 550_000, 100_000)
@@ -172,5 +180,7 @@ def test_plain_dtod_copies_keep_the_stream_hint(tmp_path):
     assert "separate stream" in v.text
 
 
-def test_too_small_is_relative_to_busy_time():
-    assert vd.too_small(9, 1_000) and not vd.too_small(10, 1_000) and not vd.too_small(1, 0)
+def test_the_floor_is_relative_to_busy_time_and_absolute():
+    assert vd.MIN_NS == 50_000 and vd.MIN_SHARE == 0.01
+    assert vd.too_small(5_999_999, 600_000_000) and not vd.too_small(6_000_000, 600_000_000)  # 1% of 600 ms
+    assert vd.too_small(49_999, 100_000) and not vd.too_small(50_000, 100_000) and not vd.too_small(50_000, 0)  # 50 µs

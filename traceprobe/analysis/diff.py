@@ -65,23 +65,24 @@ class Diff:
 def report_figures(r: OverlapReport) -> list[tuple[str, str, float]]:
     """One report's figures as ``(figure, subject, value)`` rows (module docstring)."""
     out: list[tuple[str, str, float]] = [("duration_ns", "", float(r.window_ns[1] - r.window_ns[0]))]
+    be = r.backend  # devices named cuda:N, hip:N or mtia:N, as the trace's backend
     if not r.steps.empty:
         out += [("mean_step_ns", "", 1e9 / r.throughput if r.throughput > 0 else float("nan")), ("throughput_steps_per_s", "", r.throughput)]
     for b in r.breakdown.to_dict(orient="records"):
-        dev = f"cuda:{b['device']}"
+        dev = f"{be}:{b['device']}"
         out += [(c, dev, float(b[c])) for c in ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")]
     for d in r.devices.devices.to_dict(orient="records"):
-        out.append(("utilization", f"cuda:{d['device']}", float(d["utilization"])))
+        out.append(("utilization", f"{be}:{d['device']}", float(d["utilization"])))
     for c in r.copy_overlap.to_dict(orient="records"):
-        subj = f"cuda:{c['device']} {c['direction']}"
+        subj = f"{be}:{c['device']} {c['direction']}"
         out += [("copy_overlap", subj, float(c["fraction"])), ("copy_ns", subj, float(c["copy_ns"]))]
     if r.devices.device_count >= 2:
         out.append(("device_concurrency", "", r.devices.concurrency))
     for s in r.stream_concurrency.to_dict(orient="records"):
         if s["streams"] > 1:
-            out.append(("stream_concurrency", f"cuda:{s['device']}", float(s["concurrency"])))
+            out.append(("stream_concurrency", f"{be}:{s['device']}", float(s["concurrency"])))
     for c in r.comm_overlap.to_dict(orient="records"):
-        out.append(("comm_overlap", f"cuda:{c['device']}", float(c["fraction"])))
+        out.append(("comm_overlap", f"{be}:{c['device']}", float(c["fraction"])))
     out.append(("cpu_gpu_overlap", "", r.cpu_gpu.fraction))
     for f in r.findings.to_dict(orient="records"):
         out.append(("headroom_ns", f"{f['kind']} {f['subject']}", float(f["headroom_ns"])))

@@ -12,7 +12,7 @@ from .report import OverlapReport
 
 def _where(r: OverlapReport, device: int | None = None) -> str:
     rank = f" rank {r.rank}" if r.rank is not None else ""
-    dev = f" cuda:{device}" if device is not None else ""
+    dev = f" {r.backend}:{device}" if device is not None else ""
     return f"{r.path}:{rank}{dev}"
 
 

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import intervals as iv
-from ..trace import Trace
+from ..reading import Trace
 from .busy import fraction, host_thread_codes
 from .memo import host_column
-from .verdicts import MIN_SIDE, Verdict, level_of, ms
+from .verdicts import MIN_SIDE, Verdict, level_of, ms, too_small
 
 
 @dataclass(frozen=True)
@@ -84,11 +84,11 @@ def host_thread_verdict(h: HostThreadConcurrency, has_device_work: bool) -> list
 
     Given only for traces without device work (on a GPU trace the host threads are
     launchers and the device figures speak), with two or more threads whose work
-    beyond the busiest thread is at least ``MIN_SIDE`` (5%) of ``busy_ns``; thresholds
-    as in :mod:`.verdicts`.
+    beyond the busiest thread is at least ``MIN_SIDE`` (5%) of ``busy_ns`` and at least
+    the floor's ``MIN_NS``; thresholds as in :mod:`.verdicts`.
     """
     other = h.thread_ns_sum - h.busiest_thread_ns
-    if has_device_work or h.threads < 2 or h.busy_ns <= 0 or other < MIN_SIDE * h.busy_ns:
+    if has_device_work or h.threads < 2 or h.busy_ns <= 0 or other < MIN_SIDE * h.busy_ns or too_small(other, h.busy_ns):
         return []
     f = h.fair_concurrency
     level = level_of(f)

@@ -7,13 +7,14 @@ last step. Counting that work as if it were in the window skews every figure.
 
 Each device event is placed by its *launch*: the ``cuda_runtime``/``cuda_driver``
 host event with the same CUPTI correlation id (Kineto's ``args.correlation``; the
-earliest one where several share it; :func:`.breakdown.launch_start_ns`). Its class:
+earliest one where several share it; :func:`.launch_links.launch_start_ns`). Its class:
 
 - ``steps``: launched inside the profiled steps, from the first
   ``ProfilerStep#N``'s start to the last one's end; without step annotations,
   launched anywhere in the trace;
-- ``no launch``: no launch with its correlation id in the trace: launched before
-  the profiler started recording (or by a thread it did not record);
+- ``no launch``: it carries a correlation id but no launch with that id is in the
+  trace: launched before the profiler started recording (or by a thread it did
+  not record);
 - ``before steps``: launched in the trace but before the first step's start;
 - ``after steps``: launched after the last step's end.
 
@@ -22,6 +23,13 @@ is *set aside*, and the report says how much device time, of what, and why.
 A trace that links no device event to a launch (no runtime events recorded, as in
 hand-made traces) cannot be classified: all its device work is kept, and a
 step's device work is then what starts inside the step's host window.
+
+A device event without a correlation id (``args.correlation`` absent, as on MTIA,
+whose ``dma_request`` events carry none) has no launch link to follow, so nothing
+says it was launched before the trace: it is kept (class ``steps``) and placed by
+its own start, clipped to the launch window, as in a trace that links nothing.
+:func:`unlinked_notes` says how much work was placed so ("this backend records no
+launch link for these events"), so the choice is visible.
 
 HolisticTraceAnalysis is the anchor (``Trace._filter_irrelevant_gpu_kernels`` in
 ``hta/common/trace.py``): it keeps GPU kernels whose correlation id matches a CPU
@@ -40,9 +48,9 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..trace import Trace
-from .breakdown import launch_start_ns
-from .busy import per_value
+from ..reading import Trace
+from .busy import OCCUPIED_KEY, all_device_intervals, per_value
+from .launch_links import launch_start_ns
 from .memo import device_column
 
 STEPS, NO_LAUNCH, BEFORE, AFTER = 0, 1, 2, 3
@@ -66,6 +74,8 @@ class Launches:
             to a launch, the event's own start (see the module docstring).
         cls: int8 class code per row (``STEPS``, ``NO_LAUNCH``, ``BEFORE``, ``AFTER``).
         linked: whether any device event matched a launch.
+        by_start: bool per row: kept without a launch link (no correlation id, in
+            a linked trace), placed by its own start (module docstring).
         lo_ns, hi_ns: the launch window, [first step start, last step end]; the
             trace's first and last host or device time without steps.
     """
@@ -75,6 +85,7 @@ class Launches:
     linked: bool
     lo_ns: int
     hi_ns: int
+    by_start: np.ndarray | None = None
 
     @property
     def kept(self) -> np.ndarray:
@@ -99,15 +110,25 @@ def launches(trace: Trace) -> Launches:
         # nothing to classify by: keep everything; a step's work is what starts in its window
         launch = dev["start_ns"].to_numpy(np.int64).clip(lo, hi) if len(dev) else launch
         return Launches(launch, cls, False, lo, hi)
+    # no correlation id: no link to follow, so not "before the trace"; kept and placed by its own start
+    by_start = (launch < 0) & (device_column(trace, "correlation") < 0)
+    if by_start.any():
+        launch = np.where(by_start, device_column(trace, "start_ns").clip(lo, hi), launch)
     cls[launch < 0] = NO_LAUNCH
     cls[(launch >= 0) & (launch < lo)] = BEFORE
     cls[launch > hi] = AFTER
-    return Launches(launch, cls, True, lo, hi)
+    return Launches(launch, cls, True, lo, hi, by_start)
 
 
 def keep_device_events(trace: Trace, mask: np.ndarray) -> Trace:
-    """``trace`` with only the device events selected by ``mask`` (host events unchanged)."""
-    return replace(trace, device_events=trace.device_events[mask].reset_index(drop=True))
+    """``trace`` with only the device events selected by ``mask`` (host events unchanged).
+
+    The new trace remembers the device time all of ``trace``'s device events occupied
+    (:func:`.busy.occupied_intervals`): the work left out still held the device.
+    """
+    kept = replace(trace, device_events=trace.device_events[mask].reset_index(drop=True))
+    kept.derived[OCCUPIED_KEY] = all_device_intervals(trace)
+    return kept
 
 
 def _work(dev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -148,8 +169,9 @@ def set_aside(trace: Trace, la: Launches) -> pd.DataFrame:
     })
 
 
-def set_aside_notes(aside: pd.DataFrame) -> list[str]:
-    """One sentence per reason and kind of work, e.g. ``14.2 ms of communication (16 kernels) ...: left out``."""
+def set_aside_notes(aside: pd.DataFrame, backend: str = "cuda") -> list[str]:
+    """One sentence per reason and kind of work, e.g. ``14.2 ms of communication on cuda:0 (16 kernels) ...: left out``;
+    devices named by ``backend`` (``cuda:0``, ``hip:2``, ``mtia:17``)."""
     groups: dict[tuple[str, str], tuple[list[int], list[int], list[int]]] = {}  # (reason, work) in order of appearance
     for reason, device, work, events, busy in zip(*(aside[c].tolist() for c in SET_ASIDE_COLUMNS)):
         devices, n, ns = groups.setdefault((reason, work), ([], [], []))
@@ -159,6 +181,25 @@ def set_aside_notes(aside: pd.DataFrame) -> list[str]:
     notes = []
     for (reason, work), (devices, n, ns) in groups.items():
         unit = "kernels" if work in ("compute", "communication") else "events"
-        on = ", ".join(f"cuda:{d}" for d in devices)
+        on = ", ".join(f"{backend}:{d}" for d in devices)
         notes.append(f"{sum(ns) / 1e6:.1f} ms of {work} on {on} ({sum(n)} {unit}) {reason}: left out")
+    return notes
+
+
+UNLINKED = "this backend records no launch link for these events (no correlation id)"
+"""Why device work without a correlation id is placed by its start (module docstring)."""
+
+
+def unlinked_notes(trace: Trace, la: Launches) -> list[str]:
+    """One sentence per device and kind of work kept without a launch link (``la.by_start``), e.g.
+    ``394.0 ms of memcpy on mtia:9 (22,361 events): this backend records no launch link ...: kept, placed by their start``."""
+    if la.by_start is None or not la.by_start.any():
+        return []
+    # the same grouping by device and work as set_aside's, over these rows only
+    table = set_aside(trace, replace(la, cls=np.where(la.by_start, NO_LAUNCH, STEPS).astype(np.int8)))
+    notes = []
+    for device, work, events, busy in zip(*(table[c].tolist() for c in ("device", "work", "events", "busy_ns"))):
+        unit = "kernels" if work in ("compute", "communication") else "events"
+        notes.append(f"{busy / 1e6:.1f} ms of {work} on {trace.device_label(int(device))} ({events:,} {unit}): {UNLINKED}: "
+                     "kept, placed in the steps by their start")
     return notes

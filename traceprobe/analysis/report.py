@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..trace import Trace
+from ..reading import Trace
 from . import verdicts as vd
 from .breakdown import gpu_breakdown, step_breakdown
 from .busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
@@ -28,8 +28,9 @@ from .host_threads import HostThreadConcurrency, host_thread_concurrency, host_t
 from .kernels import kernel_table, queue_times
 from .memo import device_column
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
-from .profiled import Launches, keep_device_events, launches, set_aside, set_aside_notes
+from .profiled import Launches, keep_device_events, launches, set_aside, set_aside_notes, unlinked_notes
 from .steps import device_steps, step_windows, throughput
+from .training import training_evidence
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,12 @@ class OverlapReport:
             then lists what the default would have left out).
         work_ns: time any device ran work other than communication kernels, see
             :func:`.busy.work_ns`.
+        backend: the trace's device runtime (``cuda``, ``hip``, ``mtia``,
+            :attr:`traceprobe.trace.Trace.backend`); devices are named
+            ``<backend>:<id>`` in every verdict, note and diff subject.
+        training: the host event that shows the trace trains
+            (:func:`.training.training_evidence`); ``""`` for a trace without such
+            evidence (inference, serving), whose hints use serving words.
 
     A report is small and picklable (it travels between worker processes): it
     holds figures, never the :class:`~traceprobe.trace.Trace`.
@@ -104,6 +111,8 @@ class OverlapReport:
     all_device_work: bool = False
     work_ns: int = 0
     host_threads: HostThreadConcurrency | None = None
+    backend: str = "cuda"
+    training: str = ""
 
     @property
     def parallelism(self) -> bool:
@@ -140,7 +149,7 @@ class OverlapReport:
 
 
 BUCKETED = {"allreduce", "reducescatter", "allgather"}
-"""Collectives a data-parallel wrapper (DDP, FSDP) issues per gradient bucket or shard."""
+"""Collectives a data-parallel wrapper (DDP, FSDP) issues per gradient bucket or shard, and tensor parallelism per layer."""
 
 
 def _collective_kinds(trace: Trace) -> dict[int, set[str]]:
@@ -165,12 +174,22 @@ def _collective_kinds(trace: Trace) -> dict[int, set[str]]:
     return dict(sorted(out.items()))
 
 
-def _comm_hints(colls: dict[int, set[str]]) -> dict[int, str]:
+def _comm_hints(colls: dict[int, set[str]], training: bool = True) -> dict[int, str]:
+    """The ``none`` hint of each device's communication verdict, by the collectives it ran (:func:`_collective_kinds`).
+
+    Training words (gradient buckets, backward, DataParallel) only when ``training``
+    (the trace shows it, :func:`.training.training_evidence`); otherwise serving
+    words: the per-layer collectives of tensor parallelism in inference.
+    """
     hints = {}
     for d, kinds in colls.items():
-        if kinds & BUCKETED:
+        if kinds & BUCKETED and not training:
+            hints[d] = ("the per-layer collectives of tensor-parallel inference sit between layers and overlap little by design; "
+                        "use a faster or fused all-reduce (custom one-shot/two-shot or multimem all-reduce, fused with the norm), "
+                        "or asynchronous tensor parallelism that overlaps it with the next matmul")
+        elif kinds & BUCKETED:
             hints[d] = "communication ran while compute waited; bucket gradients so all-reduce starts during backward"
-        elif kinds and kinds <= {"broadcast", "reduce"}:
+        elif kinds and kinds <= {"broadcast", "reduce"} and training:
             hints[d] = ("nn.DataParallel's broadcast and reduce run between the replicas' forward and backward and cannot "
                         "overlap them; DistributedDataParallel all-reduces gradients during backward")
         else:
@@ -178,8 +197,14 @@ def _comm_hints(colls: dict[int, set[str]]) -> dict[int, str]:
     return hints
 
 
-def _copy_hints(trace: Trace, colls: dict[int, set[str]]) -> dict[tuple[int, str], str]:
-    """The ``none`` hint for each (device, direction) of copies: why they did not overlap, and what would help."""
+def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True) -> dict[tuple[int, str], str]:
+    """The ``none`` hint for each (device, direction) of copies: why they did not overlap, and what would help.
+
+    DtoD copies beside bucketed collectives are named as a data-parallel wrapper's
+    (DDP's gradient buckets, FSDP's copy-in/out) only when ``training``; the hints
+    name the trace's runtime (CUDA or HIP events, :func:`.verdicts.runtime_word`).
+    """
+    rt = vd.runtime_word(trace.backend)
     is_copy = copy_mask(trace)
     device, stream = device_column(trace, "device"), device_column(trace, "stream")
     comp = compute_mask(trace)
@@ -188,7 +213,7 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]]) -> dict[tuple[int, str
     hints: dict[tuple[int, str], str] = {}
     for d, direction in sorted({(int(a), str(b)) for a, b in zip(c_dev.tolist(), c_dir.tolist())}):
         g = (c_dev == d) & (c_dir == direction)
-        wrapper = sorted(colls.get(d, set()) & BUCKETED)
+        wrapper = sorted(colls.get(d, set()) & BUCKETED) if training else []
         if direction == "DtoD" and wrapper:
             hints[(d, direction)] = (
                 f"DtoD copies beside {'/'.join(wrapper)} are the data-parallel wrapper's own copies into and out of its "
@@ -198,7 +223,7 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]]) -> dict[tuple[int, str
             continue
         comp_streams = set(np.unique(stream[comp & (device == d)]).tolist())
         if comp_streams and set(np.unique(c_stream[g]).tolist()) <= comp_streams:
-            hint = "copies ran on the compute stream, so each waited for the compute before it; issue them on a separate stream ordered by CUDA events"
+            hint = f"copies ran on the compute stream, so each waited for the compute before it; issue them on a separate stream ordered by {rt} events"
         else:
             hint = "copies ran while no compute kernel did; enqueue the next compute before waiting on a copy"
         if c_pageable[g].any():
@@ -211,24 +236,15 @@ def _figures(trace: Trace) -> dict[str, Any]:
     return {"copy": copy_overlap(trace), "dev": device_concurrency(trace), "streams": stream_concurrency(trace), "comm": comm_overlap(trace)}
 
 
-PARALLEL_ROWS = 150_000
-"""Device and host events from which ``overlap_report(parallel=True)`` uses a second thread. Below it the analysis
-is mostly the Python around many small numpy calls, and the two threads wait on each other for the GIL: on 2 CPUs,
-in-process, the analysis of a synthetic trace of 90k events took 41 instead of 55 ms, of HTA's real one (123k) 29
-instead of 34 ms, but whole commands gained nothing (0.289 against 0.292 s; HTA's 0.285 against 0.280 s, medians of
-21). From 180k events on they did: synthetic 180k 0.488 -> 0.465 s, 600k 1.142 -> 1.081 s (analysis 300 -> 205 ms)."""
-
-
 def _tables(trace: Trace, kept: Trace) -> dict[str, Any]:
     """The report's breakdowns, findings, kernel, queue and collective tables, CPU/GPU overlap and host-thread
-    concurrency: the part of :func:`overlap_report` that may run in a second thread (about half of the work)."""
+    concurrency (computed once the figures that do not need them are)."""
     return {"breakdown": gpu_breakdown(kept), "breakdown_steps": step_breakdown(kept, step_windows(kept)), "findings": findings(kept),
             "kernels": kernel_table(kept), "queue": queue_times(kept), "collectives": collective_table(kept),
             "cpu": cpu_gpu_overlap(kept), "threads": host_thread_concurrency(trace)}
 
 
-def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_work: bool = False,
-                   parallel: bool = False) -> OverlapReport:
+def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_work: bool = False) -> OverlapReport:
     """Compute every figure and verdict of ``trace``.
 
     Args:
@@ -239,16 +255,6 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
             default only device work launched inside the profiled steps counts
             (:mod:`.profiled`). Steps always count the work launched inside the
             steps (:mod:`.steps`).
-        parallel: for a trace of at least :data:`PARALLEL_ROWS` device and host
-            events, compute the breakdowns, findings, kernel, queue and collective
-            tables, the CPU/GPU overlap and the host-thread concurrency in a second
-            thread beside the other figures (:func:`_tables`). The work is then mostly
-            numpy's, which runs without the GIL, and every function of the analysis
-            only reads the trace (a value computed once per trace may be computed by
-            both threads; either result is the same). The report is the same
-            (tested on every sample and public trace). Commands turn it on where
-            the analysis has the machine to itself
-            (:func:`traceprobe.collect.analyze_paths`).
 
     Returns:
         an :class:`OverlapReport`.
@@ -256,14 +262,7 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
     la = launches(trace)
     aside = set_aside(trace, la)
     kept = trace if all_device_work or aside.empty else keep_device_events(trace, la.kept)
-    if parallel and len(trace.device_events) + len(trace.host_events) >= PARALLEL_ROWS:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(1, thread_name_prefix="traceprobe-tables") as pool:  # (joined on the way out)
-            beside = pool.submit(_tables, trace, kept)
-            report = _report(trace, info, all_device_work, la, aside, kept, beside.result)
-    else:
-        report = _report(trace, info, all_device_work, la, aside, kept, lambda: _tables(trace, kept))
+    report = _report(trace, info, all_device_work, la, aside, kept, lambda: _tables(trace, kept))
     report.headline  # noqa: B018 - computed here, where the trace is analysed (see OverlapReport.headline)
     return report
 
@@ -279,23 +278,24 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
     busy = {int(d): int(b) for d, b, _ in per_device}
     util = {int(d): float(u) for d, _, u in per_device}
     colls = _collective_kinds(kept)
-    copy_hints = _copy_hints(kept, colls)
-    t = tables()  # (what does not need them is computed above: in parallel, beside them)
+    training, backend = training_evidence(trace), trace.backend
+    copy_hints = _copy_hints(kept, colls, bool(training))
+    t = tables()
     cpu, threads = t["cpu"], t["threads"]
     verdicts = (
-        vd.copy_verdicts(f["copy"], busy, copy_hints)
-        + vd.device_verdict(dev.any_busy_ns, dev.concurrent_ns, dev.concurrency, dev.device_count)
-        + vd.stream_verdicts(f["streams"], util)
-        + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls))
+        vd.copy_verdicts(f["copy"], busy, copy_hints, backend)
+        + vd.device_verdict(dev.any_busy_ns, dev.concurrent_ns, dev.concurrency, dev.device_count, busy)
+        + vd.stream_verdicts(f["streams"], util, backend)
+        + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls, bool(training)), backend)
         + vd.cpu_gpu_verdict(cpu)
         + host_thread_verdict(threads, not trace.device_events.empty)
     )
-    notes = set_aside_notes(aside)
+    notes = set_aside_notes(aside, backend) + unlinked_notes(trace, la)
     if all_device_work and notes:
         notes = [n.replace(": left out", ": kept (--all-device-work)") for n in notes]
     if not la.linked and not trace.device_events.empty:
         notes.append("no device event is linked to a launch in this trace (no runtime events): all device work kept")
-    notes += vd.omissions(f["copy"], f["comm"], busy)
+    notes += vd.omissions(f["copy"], f["comm"], busy, f["streams"], backend)
     return OverlapReport(
         path=trace.path,
         window_ns=window,
@@ -323,4 +323,6 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         all_device_work=all_device_work,
         work_ns=work,
         host_threads=threads,
+        backend=backend,
+        training=training,
     )

@@ -6,12 +6,30 @@ Thresholds (quoted by the README), applied to a fraction f of the figure:
 - 0.05 <= f < 0.5: ``partial`` ("partial overlap");
 - f < 0.05: ``none`` ("no overlap"), with a hint on how to get overlap.
 
-A figure whose denominator is zero (no copies, a single device, ...) gets no verdict,
-nor do copies or communication taking under 1% of their device's busy time
-(``MIN_SHARE``; :func:`omissions` names them, so nothing vanishes silently), and
-CPU/GPU overlap gets none unless both sides did real work (see
-:func:`cpu_gpu_verdict`). Hints are chosen to fit: see :func:`stream_verdicts` and
-the report's copy and communication hints.
+A figure whose denominator is zero (no copies, a single device, ...) gets no verdict.
+*The floor*, one for every verdict: no verdict is given on work that took under
+``MIN_NS`` (50 µs) or under ``MIN_SHARE`` (1%) of the busy time it is judged
+against (:func:`too_small`). The work judged, and what it is judged against:
+
+- copy/compute overlap: a device's copies of one direction, against the
+  device's busy time;
+- communication/compute overlap: a device's communication kernels, against the
+  device's busy time;
+- stream concurrency: the time a device's streams other than the busiest were
+  busy (``side_busy_ns``), against the device's busy time;
+- cross-device concurrency: the busy time of the devices other than the busiest,
+  summed, against the time any device was busy;
+- CPU/GPU overlap: the shorter of host compute and device busy time, against
+  the longer (and at least ``MIN_SIDE``, 5%, of it: :func:`cpu_gpu_verdict`);
+- host-thread concurrency: the threads' op time beyond the busiest thread's,
+  against the time any thread was busy (at least ``MIN_SIDE``).
+
+:func:`omissions` names the copies, communication and side streams under the
+floor, so nothing vanishes silently; ``parallelism`` (any ``confirmed`` verdict)
+is therefore only ever set by work above it. Devices are named by the trace's
+backend (``cuda:0``, ``hip:2``, ``mtia:17``) and hints speak its runtime's words
+(CUDA, HIP or MTIA events and graphs). Hints are chosen to fit: see
+:func:`stream_verdicts` and the report's copy and communication hints.
 """
 
 from __future__ import annotations
@@ -37,7 +55,22 @@ CONFIRMED = 0.5
 PARTIAL = 0.05
 MIN_SIDE = 0.05
 MIN_SHARE = 0.01
+MIN_NS = 50_000
+"""The absolute floor of every verdict (module doc), in ns: 50 µs, a few kernel launches' worth of device time."""
 MOSTLY_BUSY = 0.5
+
+RUNTIME_WORDS = {"cuda": "CUDA", "hip": "HIP", "mtia": "MTIA"}
+"""The runtime's name for each backend, as hints say it (``CUDA events``, ``HIP graphs``)."""
+
+
+def device_name(backend: str, device: int) -> str:
+    """How a verdict names a device: ``cuda:0``, ``hip:2``, ``mtia:17`` (as :meth:`traceprobe.trace.Trace.device_label`)."""
+    return f"{backend}:{device}"
+
+
+def runtime_word(backend: str) -> str:
+    """``CUDA``, ``HIP`` or ``MTIA``: the runtime whose events and graphs a hint names."""
+    return RUNTIME_WORDS.get(backend, backend.upper())
 
 
 @dataclass(frozen=True)
@@ -87,17 +120,23 @@ def _share(ns: int, busy_ns: int) -> str:
 
 
 def too_small(ns: int, busy_ns: int) -> bool:
-    """Work under ``MIN_SHARE`` (1%) of its device's busy time gets no verdict: it cannot matter to the run."""
-    return ns < MIN_SHARE * busy_ns
+    """The floor (module doc): work of ``ns`` under ``MIN_NS`` (50 µs) or under ``MIN_SHARE`` (1%) of the busy time
+    ``busy_ns`` it is judged against gets no verdict: it cannot matter to the run."""
+    return ns < MIN_NS or ns < MIN_SHARE * busy_ns
 
 
-def copy_verdicts(copy: pd.DataFrame, busy_ns: dict[int, int], hints: dict[tuple[int, str], str]) -> list[Verdict]:
+def _floor() -> str:
+    return f"under the floor ({MIN_SHARE:.0%} of busy time, {MIN_NS / 1e3:.0f} µs), no verdict"
+
+
+def copy_verdicts(copy: pd.DataFrame, busy_ns: dict[int, int], hints: dict[tuple[int, str], str], backend: str = "cuda") -> list[Verdict]:
     """Verdicts on copy/compute overlap, one per device and direction (not ``all``).
 
-    Copies under ``MIN_SHARE`` of their device's busy time (``busy_ns[device]``,
-    union of its streams, not the trace span that start-up idle can inflate) get no
-    verdict; :func:`omissions` says so. ``hints[(device, direction)]`` is the hint
-    a ``none`` verdict gives (see ``report._copy_hints``).
+    Copies under the floor (:func:`too_small`) against their device's busy time
+    (``busy_ns[device]``, union of its streams, not the trace span that start-up
+    idle can inflate) get no verdict; :func:`omissions` says so.
+    ``hints[(device, direction)]`` is the hint a ``none`` verdict gives (see
+    ``report._copy_hints``); ``backend`` names the devices.
     """
     out = []
     for d, direction, copy_ns, f in columns(copy, "device", "direction", "copy_ns", "fraction"):
@@ -108,19 +147,26 @@ def copy_verdicts(copy: pd.DataFrame, busy_ns: dict[int, int], hints: dict[tuple
         out.append(
             Verdict(
                 "copy_overlap",
-                f"cuda:{d} {direction}",
+                f"{device_name(backend, d)} {direction}",
                 f,
                 lvl,
-                f"{direction} copies on cuda:{d} overlapped by compute {f:.1%} of their {ms(copy_ns)}: "
+                f"{direction} copies on {device_name(backend, d)} overlapped by compute {f:.1%} of their {ms(copy_ns)}: "
                 + _tail(lvl, hints.get((d, direction), "")),
             )
         )
     return out
 
 
-def device_verdict(any_busy_ns: int, concurrent_ns: int, concurrency: float, device_count: int) -> list[Verdict]:
-    """Verdict on cross-device concurrency (only with two or more devices)."""
-    if device_count < 2 or any_busy_ns <= 0:
+def device_verdict(any_busy_ns: int, concurrent_ns: int, concurrency: float, device_count: int,
+                   busy_ns: dict[int, int] | None = None) -> list[Verdict]:
+    """Verdict on cross-device concurrency (only with two or more devices).
+
+    None under the floor (:func:`too_small`): the busy time of the devices other
+    than the busiest (from ``busy_ns``, per device; summed), against
+    ``any_busy_ns``. Without ``busy_ns`` only ``any_busy_ns`` is held to ``MIN_NS``.
+    """
+    others = sum(busy_ns.values()) - max(busy_ns.values()) if busy_ns else any_busy_ns
+    if device_count < 2 or any_busy_ns <= 0 or too_small(others, any_busy_ns):
         return []
     lvl = level_of(concurrency)
     return [
@@ -136,18 +182,22 @@ def device_verdict(any_busy_ns: int, concurrent_ns: int, concurrency: float, dev
     ]
 
 
-def stream_verdicts(streams: pd.DataFrame, utilization: dict[int, float]) -> list[Verdict]:
+def stream_verdicts(streams: pd.DataFrame, utilization: dict[int, float], backend: str = "cuda") -> list[Verdict]:
     """Verdicts on stream concurrency, judged on ``side_concurrency`` (see :mod:`.concurrency`).
 
-    Devices with two or more streams only. The ``none`` hint depends on
+    Devices with two or more streams only, and none under the floor
+    (:func:`too_small`): the time the streams other than the busiest were busy
+    (``side_busy_ns``) against the device's busy time (``busy_ns``);
+    :func:`omissions` says so. The ``none`` hint depends on
     ``utilization[device]``: below ``MOSTLY_BUSY`` (50%) the device was mostly
     idle, so the streams were short of work, not of free SMs.
     """
     out = []
-    for d, n, side_ns, multi_ns, f, concurrency, kernel_concurrency in columns(
-            streams, "device", "streams", "side_busy_ns", "multi_stream_ns", "side_concurrency", "concurrency", "kernel_concurrency"):
+    rt = runtime_word(backend)
+    for d, n, side_ns, multi_ns, f, concurrency, kernel_concurrency, busy in columns(
+            streams, "device", "streams", "side_busy_ns", "multi_stream_ns", "side_concurrency", "concurrency", "kernel_concurrency", "busy_ns"):
         d, n, side_ns, multi_ns = int(d), int(n), int(side_ns), int(multi_ns)
-        if n < 2 or side_ns <= 0:
+        if n < 2 or side_ns <= 0 or too_small(side_ns, int(busy)):
             continue
         f = float(f)
         lvl = level_of(f)
@@ -156,14 +206,14 @@ def stream_verdicts(streams: pd.DataFrame, utilization: dict[int, float]) -> lis
             hint = "the streams took turns; independent work needs free SMs or copy engines to overlap"
         else:
             hint = (f"the device was busy only {u:.0%} of the trace: the work is launch-bound, not short of SMs; "
-                    "launch fewer, larger kernels (fuse ops, CUDA graphs)")
+                    f"launch fewer, larger kernels (fuse ops, {rt} graphs)")
         out.append(
             Verdict(
                 "stream_concurrency",
-                f"cuda:{d}",
+                device_name(backend, d),
                 f,
                 lvl,
-                f"two or more of {n} streams on cuda:{d} busy at once for {ms(multi_ns)}, {f:.1%} of the {ms(side_ns)} "
+                f"two or more of {n} streams on {device_name(backend, d)} busy at once for {ms(multi_ns)}, {f:.1%} of the {ms(side_ns)} "
                 f"its streams other than the busiest were busy ({float(concurrency):.1%} of all its busy time, "
                 f"kernels only {float(kernel_concurrency):.1%}): " + _tail(lvl, hint),
             )
@@ -171,12 +221,13 @@ def stream_verdicts(streams: pd.DataFrame, utilization: dict[int, float]) -> lis
     return out
 
 
-def comm_verdicts(comm: pd.DataFrame, busy_ns: dict[int, int], hints: dict[int, str]) -> list[Verdict]:
+def comm_verdicts(comm: pd.DataFrame, busy_ns: dict[int, int], hints: dict[int, str], backend: str = "cuda") -> list[Verdict]:
     """Verdicts on communication/compute overlap, one per device.
 
-    None under ``MIN_SHARE`` of the device's busy time (:func:`omissions` says so);
-    ``hints[device]`` is the ``none`` hint, chosen by the collectives that ran
-    (see ``report._comm_hints``).
+    None under the floor (:func:`too_small`) against the device's busy time
+    (:func:`omissions` says so); ``hints[device]`` is the ``none`` hint, chosen by
+    the collectives that ran and whether the trace trains (see
+    ``report._comm_hints``).
     """
     out = []
     for d, comm_ns, f, rank_ in columns(comm, "device", "comm_ns", "fraction", "rank"):
@@ -188,28 +239,36 @@ def comm_verdicts(comm: pd.DataFrame, busy_ns: dict[int, int], hints: dict[int, 
         out.append(
             Verdict(
                 "comm_overlap",
-                f"cuda:{d}{rank}",
+                f"{device_name(backend, d)}{rank}",
                 f,
                 lvl,
-                f"NCCL kernels on cuda:{d}{rank} overlapped by compute {f:.1%} of their {ms(comm_ns)}: " + _tail(lvl, hints.get(d, "")),
+                f"communication kernels on {device_name(backend, d)}{rank} overlapped by compute {f:.1%} of their {ms(comm_ns)}: " + _tail(lvl, hints.get(d, "")),
             )
         )
     return out
 
 
-def omissions(copy: pd.DataFrame, comm: pd.DataFrame, busy_ns: dict[int, int]) -> list[str]:
-    """One line for each copy direction or device's communication that exists but gets no verdict (under ``MIN_SHARE``)."""
+def omissions(copy: pd.DataFrame, comm: pd.DataFrame, busy_ns: dict[int, int], streams: pd.DataFrame | None = None,
+              backend: str = "cuda") -> list[str]:
+    """One line for each copy direction, device's communication or device's side streams that exist but get no
+    verdict (under the floor, :func:`too_small`)."""
     out = []
     for d, direction, copy_ns, copies in columns(copy, "device", "direction", "copy_ns", "copies"):
         d, direction, copy_ns = int(d), str(direction), int(copy_ns)
         if direction != "all" and copy_ns > 0 and too_small(copy_ns, busy_ns.get(d, 0)):
-            out.append(f"{int(copies):,} {direction} copies on cuda:{d} took {ms(copy_ns)}, {_share(copy_ns, busy_ns.get(d, 0))}: "
-                       f"under the {MIN_SHARE:.0%} cut-off, no verdict")
+            out.append(f"{int(copies):,} {direction} copies on {device_name(backend, d)} took {ms(copy_ns)}, "
+                       f"{_share(copy_ns, busy_ns.get(d, 0))}: {_floor()}")
     for d, comm_ns, comm_kernels in columns(comm, "device", "comm_ns", "comm_kernels"):
         d, comm_ns = int(d), int(comm_ns)
         if comm_ns > 0 and too_small(comm_ns, busy_ns.get(d, 0)):
-            out.append(f"{int(comm_kernels):,} NCCL kernels on cuda:{d} took {ms(comm_ns)}, {_share(comm_ns, busy_ns.get(d, 0))}: "
-                       f"under the {MIN_SHARE:.0%} cut-off, no verdict")
+            out.append(f"{int(comm_kernels):,} communication kernels on {device_name(backend, d)} took {ms(comm_ns)}, "
+                       f"{_share(comm_ns, busy_ns.get(d, 0))}: {_floor()}")
+    if streams is not None and not streams.empty:
+        for d, n, side_ns, busy in columns(streams, "device", "streams", "side_busy_ns", "busy_ns"):
+            d, side_ns, busy = int(d), int(side_ns), int(busy)
+            if int(n) >= 2 and side_ns > 0 and too_small(side_ns, busy):
+                out.append(f"the streams of {device_name(backend, d)} other than the busiest were busy {ms(side_ns)}, "
+                           f"{_share(side_ns, busy)}: stream concurrency {_floor()}")
     return out
 
 
@@ -217,12 +276,13 @@ def cpu_gpu_verdict(c: CpuGpuOverlap) -> list[Verdict]:
     """Verdict on CPU/GPU overlap, judged on ``c.fraction_of_shorter``.
 
     No verdict unless both sides did real work: the shorter of host compute and
-    device busy time must be at least ``MIN_SIDE`` (5%) of the longer; otherwise a
-    0.1 ms host op under a 200 ms GPU run would "confirm" parallelism.
+    device busy time must be at least ``MIN_SIDE`` (5%) of the longer, and at
+    least ``MIN_NS``; otherwise a 0.1 ms host op under a 200 ms GPU run would
+    "confirm" parallelism.
     """
     host_ns, gpu_ns, over_ns = c.host_compute_ns, c.device_busy_ns, c.overlapped_ns
     den = min(host_ns, gpu_ns)
-    if den <= 0 or den < MIN_SIDE * max(host_ns, gpu_ns):
+    if den <= 0 or den < MIN_SIDE * max(host_ns, gpu_ns) or too_small(den, max(host_ns, gpu_ns)):
         return []
     f = c.fraction_of_shorter
     lvl = level_of(f)
@@ -234,6 +294,6 @@ def cpu_gpu_verdict(c: CpuGpuOverlap) -> list[Verdict]:
             lvl,
             f"host compute ({ms(host_ns)}) and device work ({ms(gpu_ns)}) ran at once for {ms(over_ns)}, "
             f"{f:.1%} of the shorter: "
-            + _tail(lvl, "the host computed while the GPU was idle; enqueue GPU work before CPU work, synchronize after"),
+            + _tail(lvl, "the host computed while the device was idle; enqueue device work before CPU work, synchronize after"),
         )
     ]

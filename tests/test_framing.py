@@ -1,0 +1,164 @@
+"""Framing on SYNTHETIC traces (hand-written events, nothing recorded): the verdicts' floor, backend names,
+training words only on training traces, set-aside reasons of work without a launch link.
+
+Times are µs in the comments, ns in the calls.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from synthetic import BASE, TraceBuilder, load, write_trace
+
+from traceprobe import load_trace, overlap_report
+from traceprobe.analysis.diff import report_figures
+from traceprobe.analysis.training import training_evidence
+
+TRAINING_WORDS = re.compile(r"DDP|DistributedDataParallel|FSDP|bucket|gradient|backward|optimizer|DataParallel", re.IGNORECASE)
+
+
+def _texts(r) -> list[str]:
+    return [v.text for v in r.verdicts] + list(r.notes)
+
+
+# --- one floor for every verdict ---------------------------------------------------------------
+
+
+def test_side_stream_under_the_floor_gets_no_verdict_and_no_parallelism(tmp_path):
+    """A serving loop: 20 ms of compute on stream 7 and 30 µs on a side stream, all beside the compute (so the
+    side-stream figure reads 100%): under 50 µs and under 1% of busy time, no verdict, no parallelism."""
+    b = TraceBuilder("side stream under the floor")
+    b.kernel(0, 7, 0, 20_000_000)
+    b.kernel(0, 8, 1_000_000, 30_000)
+    r = overlap_report(load(b, tmp_path))
+    assert r.stream_concurrency["side_concurrency"].tolist() == [1.0]
+    assert [v for v in r.verdicts if v.figure == "stream_concurrency"] == [] and not r.parallelism
+    assert any(n.startswith("the streams of cuda:0 other than the busiest were busy 0.0 ms, 0.1% of its 20.0 ms busy time")
+               and "under the floor (1% of busy time, 50 µs), no verdict" in n for n in r.notes)
+
+
+def test_the_floor_is_also_a_share_of_busy_time(tmp_path):
+    """A 1 ms side-stream copy (well over 50 µs) beside 200 ms of compute: 0.5% of busy, under the 1% floor."""
+    b = TraceBuilder("side stream 0.5% of busy")
+    b.kernel(0, 7, 0, 200_000_000)
+    b.kernel(0, 8, 0, 1_000_000)
+    r = overlap_report(load(b, tmp_path))
+    assert not r.parallelism and [v.figure for v in r.verdicts] == []
+    b.kernel(0, 8, 10_000_000, 2_000_000)  # now 3 ms: 1.5%, judged
+    r = overlap_report(load(b, tmp_path, "more.json"))
+    assert [(v.figure, v.level) for v in r.verdicts] == [("stream_concurrency", "confirmed")] and r.parallelism
+
+
+def test_device_concurrency_floor_counts_the_devices_other_than_the_busiest(tmp_path):
+    b = TraceBuilder("device 1 busy 20 µs beside 10 ms of device 0", devices=2)
+    b.kernel(0, 7, 0, 10_000_000)
+    b.kernel(1, 7, 0, 20_000)
+    assert [v for v in overlap_report(load(b, tmp_path)).verdicts if v.figure == "device_concurrency"] == []
+
+
+# --- backend names -----------------------------------------------------------------------------
+
+
+def _rocm_trace(tmp_path):
+    """A ROCm trace (``hip_runtime_version`` at the top, roctracer copy names): compute, a copy on the compute
+    stream after it, RCCL all-reduce beside nothing, over two steps."""
+    b = TraceBuilder("ROCm: copy and all-reduce after compute", base_ns=BASE)
+    b.step(1, 0, 1_000_000)
+    b.launch(10_000, "kernel", 0, 0, 100_000, 500_000, name="Cijk_Ailk_Bljk_HHS_BH_MT128x128x32")
+    b.launch(20_000, "memcpy", 0, 0, 600_000, 200_000, "DtoD", name="CopyDeviceToDevice")
+    b.launch(30_000, "nccl", 0, 1, 800_000, 300_000, name="ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)")
+    b.kernel(0, 0, 5_000, 60_000)  # no launch in the trace: set aside
+    doc = b.to_dict()
+    doc["hip_runtime_version"] = 60032830
+    return load_trace(write_trace(doc, tmp_path / "rocm.json"))
+
+
+def test_rocm_trace_names_hip_devices_everywhere(tmp_path):
+    t = _rocm_trace(tmp_path)
+    assert t.backend == "hip"
+    r = overlap_report(t)
+    assert r.backend == "hip"
+    assert {v.subject for v in r.verdicts} >= {"hip:0 DtoD", "hip:0"}
+    texts = _texts(r)
+    assert texts and not any("cuda" in x.lower() or "NCCL" in x for x in texts), texts
+    (copy,) = [v for v in r.verdicts if v.figure == "copy_overlap"]
+    assert "ordered by HIP events" in copy.text
+    assert any(n.startswith("0.1 ms of compute on hip:0 (1 kernels) launched before the trace began") for n in r.notes)
+    subjects = {s for _, s, _ in report_figures(r)}
+    assert "hip:0" in subjects and not any(s.startswith("cuda") for s in subjects)
+
+
+def _mtia_trace(tmp_path):
+    """An MTIA trace: kernels launched by runtime calls, DMA requests with no correlation id (as MTIA writes them)."""
+    b = TraceBuilder("MTIA: DMA requests without correlation", base_ns=BASE)
+    b.step(1, 0, 2_000_000)
+    for k in range(3):
+        c = b.runtime(k * 100_000 + 10_000, 1_000, "mtiaLaunchKernel")["args"]["correlation"]
+        b.raw({"ph": "X", "cat": "mtia_ccp_events", "name": "pe_exe", "pid": 17, "tid": 3774, "ts": (BASE + k * 500_000 + 100_000) / 1e3,
+               "dur": 400.0, "args": {"correlation": c}})
+        b.raw({"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 17, "tid": 3808,
+               "ts": (BASE + k * 500_000 + 300_000) / 1e3, "dur": 300.0, "args": {"direction": "HostToDevice"}})
+    return load(b, tmp_path, "mtia.json")
+
+
+def test_mtia_work_without_correlation_is_kept_and_said_so(tmp_path):
+    t = _mtia_trace(tmp_path)
+    assert t.backend == "mtia" and (t.device_events["correlation"] < 0).sum() == 3
+    r = overlap_report(t)
+    assert r.set_aside.empty  # not "launched before the trace began": nothing links them to any launch
+    assert r.copy_overlap.set_index("direction").loc["all", "copy_ns"] == 900_000  # the DMA requests count
+    assert r.steps["events"].tolist() == [6]  # placed in the step by their start
+    (note,) = [n for n in r.notes if "launch link" in n]
+    assert note == ("0.9 ms of memcpy on mtia:17 (3 events): this backend records no launch link for these events "
+                    "(no correlation id): kept, placed in the steps by their start")
+    texts = _texts(r)
+    assert not any("cuda" in x.lower() for x in texts), texts
+
+
+# --- training words only on training traces ----------------------------------------------------
+
+
+def _tp_serving(tmp_path, training: bool):
+    """Tensor-parallel decoding: a GEMM, then an all-reduce with nothing beside it, then a DtoD copy of the
+    result on the compute stream; with ``training`` a backward op and an optimizer step are recorded too."""
+    b = TraceBuilder("TP " + ("training" if training else "serving"))
+    for k in range(4):
+        o = k * 1_000_000
+        b.kernel(0, 7, o, 500_000)
+        b.nccl(0, 20, o + 500_000, 300_000, name="ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
+        b.memcpy(0, 7, o + 800_000, 100_000, "DtoD")
+    if training:
+        b.cpu_op(0, 10_000, "autograd::engine::evaluate_function: MmBackward0")
+        b.cpu_op(20_000, 10_000, "Optimizer.step#AdamW.step")
+    return overlap_report(load(b, tmp_path, f"tp{int(training)}.json"))
+
+
+def test_serving_trace_gets_serving_words(tmp_path):
+    r = _tp_serving(tmp_path, training=False)
+    assert r.training == ""
+    texts = [v.text for v in r.verdicts]
+    assert {v.figure for v in r.verdicts} >= {"copy_overlap", "comm_overlap"}
+    assert not any(TRAINING_WORDS.search(x) for x in texts), texts
+    (comm,) = [v for v in r.verdicts if v.figure == "comm_overlap"]
+    assert "tensor-parallel inference" in comm.text and "all-reduce" in comm.text
+
+
+def test_training_trace_keeps_training_words(tmp_path):
+    r = _tp_serving(tmp_path, training=True)
+    assert r.training == "Optimizer.step#AdamW.step"  # the first evidence in sorted order
+    (copy,) = [v for v in r.verdicts if v.figure == "copy_overlap"]
+    (comm,) = [v for v in r.verdicts if v.figure == "comm_overlap"]
+    assert "DDP's gradient buckets" in copy.text and "bucket gradients" in comm.text
+
+
+@pytest.mark.parametrize("name,trains", [
+    ("autograd::engine::evaluate_function: AddmmBackward0", True), ("MulBackward0", True), ("aten::convolution_backward", True),
+    ("## backward ##", True), ("Optimizer.zero_grad#SGD.zero_grad", True), ("DistributedDataParallel.forward", True),
+    ("FullyShardedDataParallel.forward", True), ("FSDP::pre_forward", True),
+    ("aten::mm", False), ("vllm::unified_attention", False), ("ProfilerStep#3", False), ("aten::backward_compat", False),
+])
+def test_training_evidence_by_name(tmp_path, name, trains):
+    b = TraceBuilder("one host op")
+    b.cpu_op(0, 1_000, name)
+    assert training_evidence(load(b, tmp_path)) == (name if trains else "")
