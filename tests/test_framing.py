@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from synthetic import BASE, TraceBuilder, load, write_trace
 
@@ -162,3 +163,23 @@ def test_training_evidence_by_name(tmp_path, name, trains):
     b = TraceBuilder("one host op")
     b.cpu_op(0, 1_000, name)
     assert training_evidence(load(b, tmp_path)) == (name if trains else "")
+
+
+# --- no stray warning --------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("error")
+def test_collectives_without_a_bus_bandwidth_factor_warn_nothing():
+    """Two ranks' send/recv (no bus-bandwidth factor: every busbw NaN) matched: no numpy 'All-NaN slice' warning."""
+    import pandas as pd
+
+    from traceprobe.analysis.collectives import TABLE_COLUMNS, match_window
+
+    def table(rank: int) -> pd.DataFrame:
+        return pd.DataFrame([[rank, rank, 20, "0", "sendrecv", "ncclDevKernel_SendRecv(...)", 1_000 + rank, 5_000, 1 << 20, "float", 2]],
+                            columns=TABLE_COLUMNS).astype({"rank": "Int64"})
+
+    w = match_window({0: table(0), 1: table(1)})
+    assert w.matched == 1
+    row = w.by_type.iloc[0]
+    assert row["collective"] == "sendrecv" and np.isnan(row["busbw_gbps"]) and np.isnan(row["best_busbw_gbps"])

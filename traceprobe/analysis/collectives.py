@@ -251,7 +251,7 @@ def _by_type(per: pd.DataFrame, sized: np.ndarray, by_size: bool = False) -> pd.
         ok = sel & sized
         sized_t = int(t[ok].sum())
         busbw = float(bus_bytes[ok].sum()) / sized_t if sized_t > 0 else float("nan")
-        best = float(np.nanmax(busbw_each[ok])) if ok.any() else float("nan")
+        best = float(np.nanmax(busbw_each[ok])) if np.isfinite(busbw_each[ok]).any() else float("nan")  # (no all-NaN nanmax)
         row = {"collective": kind, "count": int(sel.sum()), "bytes": int(sizes[sel][sizes[sel] > 0].sum()),
                "time_ns": int(t[sel].sum()), "mean_skew_ns": int(skew[sel].sum() // max(int(sel.sum()), 1)),
                "busbw_gbps": busbw, "best_busbw_gbps": best, "vs_best": busbw / best if ok.any() else float("nan")}
