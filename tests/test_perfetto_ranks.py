@@ -60,3 +60,29 @@ def test_merge_ranks_needs_ranks(tmp_path):
     res = CliRunner().invoke(app, ["export", str(SAMPLES / "multi-gpu.concurrent.pt.trace.json.gz"), "--perfetto", "--merge-ranks",
                                    "-o", str(tmp_path)])
     assert res.exit_code == 2 and "nothing to merge" in res.stderr
+
+
+def test_merge_ranks_names_never_collide(tmp_path):
+    """Two multi-rank runs whose folders end alike (and each two windows): one file per run and window, none
+    written twice; a single-GPU trace in the folder is named as skipped, with the reason."""
+    import shutil
+
+    src = SAMPLES / "training" / "tb-ddp"
+    for run in ("ddp", "fsdp"):
+        shutil.copytree(src, tmp_path / "in" / run / "train_gpt")
+    shutil.copy(SAMPLES / "multi-gpu.concurrent.pt.trace.json.gz", tmp_path / "in")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["export", str(tmp_path / "in"), "--perfetto", "--merge-ranks", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    written = sorted(p.name for p in out.iterdir())
+    assert written == ["ddp-train_gpt.steps2-4.pftrace", "ddp-train_gpt.steps7-9.pftrace",
+                       "fsdp-train_gpt.steps2-4.pftrace", "fsdp-train_gpt.steps7-9.pftrace"]
+    assert len([x for x in res.stdout.splitlines() if ".pftrace" in x]) == 4  # each written once
+    assert "skipped" in res.stderr and "multi-gpu.concurrent.pt.trace.json.gz: one rank" in res.stderr
+
+
+def test_export_names_keep_the_folder(tmp_path):
+    from traceprobe.report.chrome import unique_stems
+
+    assert unique_stems(["/d/rec-ddp/rank0.pt.trace.json", "/d/rec-fsdp/rank0.pt.trace.json"]) == ["rec-ddp-rank0", "rec-fsdp-rank0"]
+    assert unique_stems(["/d/a.pt.trace.json.gz", "/d/a.pt.trace.json"]) == ["a", "a.2"]

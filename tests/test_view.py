@@ -55,5 +55,6 @@ def test_view_command_prints_the_url(tmp_path, monkeypatch):
     res = CliRunner().invoke(app, ["view", str(f), "--no-browser", "--port", "0"])
     assert res.exit_code == 0, res.output
     assert "open https://ui.perfetto.dev/#!/?url=http://127.0.0.1:" in res.stderr and "/t.pftrace" in res.stderr
+    assert "ssh -L " in res.stderr and ":127.0.0.1:" in res.stderr  # most GPU machines are reached over SSH
     res = CliRunner().invoke(app, ["view", str(tmp_path / "missing.pftrace"), "--no-browser"])
     assert res.exit_code == 2 and "no such file" in res.stderr

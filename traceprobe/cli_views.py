@@ -89,21 +89,36 @@ def _trace_of(trace: Any, report: Any) -> Any:
 
 
 def merge_runs(paths: list[Any], out_dir: Path) -> list[str]:
-    """``export --merge-ranks``: one ``<run>[.<window>].pftrace`` per window with two or more ranks; the errors, one line each."""
+    """``export --merge-ranks``: one ``<run>[.<window>].pftrace`` per window with two or more ranks; the errors, one line each.
+
+    The run's name keeps its folders below the one all traces share (``rec-ddp-train_gpt.pftrace`` and
+    ``rec-fsdp-train_gpt.pftrace``, never ``train_gpt.pftrace`` twice), the window is added where the run
+    has several, and a name left taken gets ``.2``, ``.3``...: no file of this command replaces another.
+    A window of one rank is skipped, one line naming each of its traces and why.
+    """
     from .collect import analyze_paths
     from .fileio import WriteError
     from .report.perfetto_ranks import write_perfetto_ranks
+    from .report.table import base_folder, relative
 
     traces: dict[int, Any] = {}
     summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(id(r), t))
     errors = [f"{f.path}: {f.error}" for f in summary.failures]
     clocks = {(c.run, c.window): c.clock for c in getattr(summary, "collectives", ())}
+    base = base_folder(summary)
+    used: dict[str, int] = {}
     written = 0
     for run in summary.runs:
+        label = relative(run.name, base).replace("/", "-")
         for w in run.windows:
             if w.rank_count < 2:
+                for r in w.reports:
+                    say(f"skipped {r.path}: one rank in its window ({w.label}); --merge-ranks merges two or more ranks, "
+                        "export it without --merge-ranks")
                 continue
-            name = Path(run.name).name + (f".{w.label.replace(' ', '')}" if len(run.windows) > 1 else "")
+            name = label + (f".{w.label.replace(' ', '')}" if len(run.windows) > 1 else "")
+            used[name] = used.get(name, 0) + 1
+            name = name if used[name] == 1 else f"{name}.{used[name]}"
             items = [(rank, traces[id(r)], r) for rank, r in zip(w.ranks, w.reports) if rank is not None]
             try:
                 typer.echo(write_perfetto_ranks(items, out_dir / f"{name}.pftrace", clocks.get((run.name, w.label), "")).describe())
@@ -147,7 +162,9 @@ def view(
     browser: bool = typer.Option(True, "--browser/--no-browser", help="Open the Perfetto UI in the browser (else print its URL)."),
     port: int = typer.Option(9001, "--port", help="Port on 127.0.0.1 (0: any free one)."),
 ) -> None:
-    """Open a trace in ui.perfetto.dev: serve it once on 127.0.0.1, stop after it was fetched or on Ctrl-C."""
+    """Open a trace in ui.perfetto.dev: serve it once on 127.0.0.1, stop after it was fetched or on Ctrl-C.
+
+    Without a browser here (over SSH, say), it prints the link and the ssh -L command that forwards the port."""
     from .serve import OneFileServer
 
     if not path.is_file():
@@ -162,6 +179,12 @@ def view(
 
         opened = webbrowser.open(server.ui_url)
     say(f"{'opened' if opened else 'open'} {server.ui_url}  (serving {path} once; Ctrl-C to stop)")
+    if not opened:
+        import socket
+
+        p = server.server_address[1]
+        say(f"on another machine (this one over SSH)? forward the port first: ssh -L {p}:127.0.0.1:{p} {socket.gethostname()}, "
+            "then open the link there")
     try:
         server.serve_until_fetched()
     except KeyboardInterrupt:

@@ -174,11 +174,23 @@ def trace_stem(path: str | Path) -> str:
 
 
 def unique_stems(paths: list) -> list[str]:
-    """:func:`trace_stem` of each path, with ``.2``, ``.3``... added to repeats."""
+    """Output stems for ``paths`` that never collide: :func:`trace_stem` of each, after its folder
+    relative to the folder all paths share (``rec-ddp-rank0`` and ``rec-fsdp-rank0``, not ``rank0``
+    twice), with ``.2``, ``.3``... added to any repeat left."""
+    import os.path
+
+    names = [str(p) for p in paths]
+    folders = [n.rsplit("/", 1)[0] if "://" in n else os.path.dirname(n) for n in names]
+    try:
+        base = os.path.commonpath(folders) if len(set(folders)) > 1 else (folders[0] if folders else "")
+    except ValueError:  # absolute and relative paths mixed
+        base = ""
     seen: dict[str, int] = {}
     out = []
-    for p in paths:
-        s = trace_stem(p)
+    for name, folder in zip(names, folders):
+        rel = os.path.relpath(folder, base) if base and "://" not in name else ""
+        prefix = "" if rel in ("", ".") or rel.startswith("..") else rel.replace(os.sep, "-") + "-"
+        s = prefix + trace_stem(name)
         seen[s] = seen.get(s, 0) + 1
         out.append(s if seen[s] == 1 else f"{s}.{seen[s]}")
     return out

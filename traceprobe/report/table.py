@@ -77,7 +77,8 @@ def _stem(path: str) -> str:
     return name
 
 
-def _base(summary: Summary) -> str:
+def base_folder(summary: Summary) -> str:
+    """The folder every trace of ``summary`` lies under (names are shown relative to it); empty when none."""
     folders = [str(Path(r.path).parent) for r in summary.reports]
     try:
         return os.path.commonpath(folders) if folders else ""
@@ -85,7 +86,7 @@ def _base(summary: Summary) -> str:
         return ""
 
 
-def _rel(name: str, base: str) -> str:
+def relative(name: str, base: str) -> str:
     """``name`` relative to ``base`` (the folder every trace shares); the folder's own name for the folder itself."""
     rel = os.path.relpath(name, base) if base and not name.startswith(("s3:", "gs:")) else name
     if rel == ".":
@@ -96,13 +97,13 @@ def _rel(name: str, base: str) -> str:
 def _places(summary: Summary) -> list[tuple[OverlapReport, str, str, int | None]]:
     """(report, run label, window label, rank) in run order. A trace with neither a workload
     nor a rank is labelled by its own file; its window (steps) is shown all the same."""
-    base = _base(summary)
+    base = base_folder(summary)
     out = []
     for run in summary.runs:
         for w in run.windows:
             for rank, r in zip(w.ranks, w.reports):
                 named = r.info.get("workload") or rank is not None
-                label = _rel(run.name, base) if named else _rel(str(Path(r.path).parent / _stem(r.path)), base)
+                label = relative(run.name, base) if named else relative(str(Path(r.path).parent / _stem(r.path)), base)
                 out.append((r, label, w.label, rank))
     return out
 
@@ -198,13 +199,13 @@ def _span(g: pd.DataFrame, figure: str, short: bool) -> str:
 
 def _rank_columns(summary: Summary, short: bool, with_run: bool = True) -> tuple[list[Column], list[str]]:
     rs = summary.rank_summary
-    base = _base(summary)
+    base = base_folder(summary)
     shown = [f for f in RANK_FIGURES if rs.loc[rs["figure"] == f[0], "max"].notna().any()]
     runs, labels, steps, ranks, work, comm = [], [], [], [], [], []
     figs: list[list[Text]] = [[] for _ in shown]
     last = None
     for _, g in rs.groupby(["run", "window"], sort=False):
-        label = _rel(str(g["run"].to_numpy()[0]), base)
+        label = relative(str(g["run"].to_numpy()[0]), base)
         labels.append("" if label == last else label)
         runs.append(cell("" if label == last else label))
         last = label
@@ -253,8 +254,8 @@ def note_lines(summary: Summary, short: bool = False) -> list[Text]:
         judged = v[v["agreement"].isin(["agrees", "disagrees"])]
         off = judged[judged["agreement"] == "disagrees"]
         if len(judged):
-            base = _base(summary)
-            names = ", ".join(f"{_rel(str(Path(run) / f'{w}.{x}'), base)} {s:.2f}x"
+            base = base_folder(summary)
+            names = ", ".join(f"{relative(str(Path(run) / f'{w}.{x}'), base)} {s:.2f}x"
                               for run, w, x, s in zip(off["run"], off["workload"], off["variant"], off["speedup"]))
             out.append(cell(f"stopwatch: {len(off)} of {len(judged)} timed variants disagree with their traces"
                             + (f": {names}" if names else ""), style="yellow" if len(off) else ""))
