@@ -42,16 +42,22 @@ def test_one_span_claimed_once_and_small_findings_dropped():
 
 
 def test_launch_bound_sync_and_stream_wait():
-    # A [0,10) launched at 0; gap [10,30) host-bound (B launched at 25); gap [40,50) with C queued since 5
-    # on stream 9 (stream_wait); gap [60,80) while the host sits in cudaStreamSynchronize [60,80); D [80,100).
+    # A [0,10) launched at 0; gap [10,30): the host in aten::mm [10,25) launches B at 25 (host part [10,25):
+    # launch-bound; [25,30) queued); gap [40,50) with C queued since 5 on stream 9; gap [60,80) while the
+    # host sits in cudaStreamSynchronize [60,80) before launching D; D [80,100). queued: 5 + 10 = 15 ns.
     tr = make_trace(
         [(0, 7, "compute", 0, 10, 1), (0, 7, "compute", 30, 40, 2), (0, 9, "compute", 50, 60, 3), (0, 7, "compute", 80, 100, 4)],
-        [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cuda_runtime", "cudaLaunchKernel", 25, 26, 2),
+        [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cpu_op", "aten::mm", 10, 25, -1), ("cuda_runtime", "cudaLaunchKernel", 25, 26, 2),
          ("cuda_runtime", "cudaLaunchKernel", 5, 6, 3), ("cuda_runtime", "cudaStreamSynchronize", 60, 80, -1),
-         ("cuda_runtime", "cudaLaunchKernel", 81, 82, 4)],
+         ("cuda_runtime", "cudaLaunchKernel", 80, 81, 4)],
     )
-    got = {(r.kind, r.subject): r.headroom_ns for r in findings(tr).itertuples()}
-    assert got == {("idle_launch", "cuda:0"): 20, ("stream_wait", "cuda:0 stream 9"): 10, ("idle_sync", "cuda:0"): 20}
+    f = findings(tr)
+    got = {(r.kind, r.subject): r.headroom_ns for r in f.itertuples()}
+    assert got == {("idle_launch", "cuda:0"): 15, ("stream_wait", "cuda:0"): 15, ("idle_sync", "cuda:0"): 20}
+    labels = dict(zip(f["kind"], f["label"]))
+    assert labels["stream_wait"] == "queued on stream 9 0.0 ms"
+    assert "aten::mm" in f.set_index("kind").loc["idle_launch", "text"]
+    assert "CUDA graphs" in f.set_index("kind").loc["idle_launch", "text"]
 
 
 def test_nonblocking_top_finding_is_dtoh_and_overlapped_has_no_copy_finding():

@@ -16,28 +16,27 @@ all clipped to W:
 - ``exposed_copy_ns`` = |P \\ (C ∪ M)|: copies with neither compute nor
   communication beside them
 - ``other_ns`` = |B \\ (C ∪ M ∪ P)|: memsets and the like, alone
-- ``idle_ns`` = |W| - |B|
+- ``set_aside_ns`` = |O \\ B|, where O is the union of *every* device event of d,
+  including work left out of the figures (:mod:`.profiled`: launched outside the
+  profiled steps): the device was busy with work this window does not account for
+- ``idle_ns`` = |W| - |B ∪ O|
 
-so that compute + exposed comm + exposed copy + other + idle = ``window_ns``
-exactly (int64 ns). This is TraceLens's ``GPUEventAnalyser`` breakdown
-(computation, exposed communication, exposed memcpy, idle), with memsets kept
-apart instead of counted as compute.
+so that compute + exposed comm + exposed copy + other + set aside + idle =
+``window_ns`` exactly (int64 ns). This is TraceLens's ``GPUEventAnalyser``
+breakdown (computation, exposed communication, exposed memcpy, idle), with
+memsets kept apart instead of counted as compute, and set-aside work kept apart
+instead of counted as idle (with ``--all-device-work`` nothing is set aside).
 
-The idle time is split by what the host was doing (HolisticTraceAnalysis's
-idle-time breakdown is the anchor):
+The idle time is split by its cause (:mod:`.idle_causes`, which defines each):
 
-- ``idle_sync_ns``: d idle while a host thread was blocked in a synchronize call
-  (a ``cuda_runtime``/``cuda_driver`` event whose name contains
-  ``Synchronize``: cudaDeviceSynchronize, cudaStreamSynchronize,
-  cudaEventSynchronize, cuCtxSynchronize...).
-- ``idle_launch_ns``: the rest of the idle gaps in which the device had nothing
-  queued: the work that ended the gap was launched (its ``cuda_runtime``/
-  ``cuda_driver`` call, found by correlation id, started) after the gap began.
-  The host was too slow to feed the device (HTA's "host wait").
-- ``idle_other_ns``: everything else: gaps whose next work was already queued
-  when the gap began (it waited on an event of another stream or device), gaps
-  whose next work has no launch in the trace, and the gap after the device's
-  last work.
+- ``idle_sync_ns``: the cause ``sync``: the launching host thread was blocked in
+  a synchronizing call.
+- ``idle_launch_ns``: the other host causes (pinned or device allocation, host
+  waits for ranks, data loading, optimizer, launch-bound, host outside ops): the
+  device had nothing queued and waited for the host (HTA's "host wait").
+- ``idle_other_ns``: ``queued`` (the next work was launched and waited on a
+  dependency) and ``unattributed`` (no launch in the trace, or after the
+  device's last work).
 
 Where HTA classifies each gap between two kernels of a stream, we classify the
 gaps of the whole device (a gap of one stream filled by another is not idle).
@@ -52,73 +51,18 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..trace import Trace
-from .busy import comm_mask, compute_mask, copy_mask, per_value, runtime_calls
-from .memo import device_column, host_column, per_trace
+from ..reading import Trace
+from .busy import comm_mask, compute_mask, copy_mask, occupied_intervals
+from .idle_causes import HOST_CAUSES, DeviceIdle, idle_causes
+from .memo import device_column, per_trace
 
 Intervals = iv.Intervals
 
-SYNC_PATTERN = "Synchronize"
-"""Host runtime/driver calls whose name contains this block the host until device work ends."""
-
-PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
+PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "set_aside_ns", "idle_ns")
 """The breakdown's parts; they sum to ``window_ns``."""
 IDLE_PARTS = ("idle_launch_ns", "idle_sync_ns", "idle_other_ns")
 """The idle time's parts; they sum to ``idle_ns``."""
 COLUMNS = ["device", "rank", "window_ns", *PARTS, *IDLE_PARTS]
-
-_NO_LAUNCH = np.iinfo(np.int64).max
-
-
-def first_match(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Index of the first element of ``keys`` equal to each ``query`` value (int64), -1 where none or negative."""
-    keys = np.asarray(keys, dtype=np.int64)
-    query = np.asarray(query, dtype=np.int64)
-    out = np.full(query.size, -1, dtype=np.int64)
-    ids, first = np.unique(keys, return_index=True)
-    if ids.size == 0:
-        return out
-    pos = np.minimum(np.searchsorted(ids, query), ids.size - 1)
-    hit = (query >= 0) & (ids[pos] == query)
-    out[hit] = first[pos[hit]]
-    return out
-
-
-@per_trace
-def launch_rows(trace: Trace) -> np.ndarray:
-    """Row in ``trace.host_events`` of the host call that launched each device event.
-
-    The call is the first ``cuda_runtime``/``cuda_driver`` event whose CUPTI
-    ``correlation`` id equals the device event's (Kineto's launch -> kernel
-    link). Returns an int64 array aligned with ``trace.device_events`` rows,
-    -1 where the trace holds no such call.
-    """
-    ev, host = trace.device_events, trace.host_events
-    out = np.full(len(ev), -1, dtype=np.int64)
-    if ev.empty or host.empty:
-        return out
-    rt = np.flatnonzero(runtime_calls(trace) & (host_column(trace, "correlation") >= 0))
-    pos = first_match(host_column(trace, "correlation")[rt], device_column(trace, "correlation"))  # earliest call
-    out[pos >= 0] = rt[pos[pos >= 0]]
-    return out
-
-
-@per_trace
-def launch_start_ns(trace: Trace) -> np.ndarray:
-    """Start (int64 ns) of the launching call of each device event (:func:`launch_rows`), -1 where none."""
-    rows = launch_rows(trace)
-    start = host_column(trace, "start_ns") if len(trace.host_events) else np.zeros(0, np.int64)
-    return np.where(rows >= 0, start[np.maximum(rows, 0)] if start.size else -1, -1)
-
-
-@per_trace
-def sync_intervals(trace: Trace) -> Intervals:
-    """Union, over host threads, of the synchronize calls (see :data:`SYNC_PATTERN`)."""
-    host = trace.host_events
-    if host.empty:
-        return iv.empty()
-    m = runtime_calls(trace) & per_value(host["name"], lambda v: SYNC_PATTERN in str(v), False, bool)
-    return iv.union(host_column(trace, "start_ns")[m], host_column(trace, "end_ns")[m])
 
 
 @dataclass(frozen=True)
@@ -129,11 +73,10 @@ class DeviceTime:
         device: device index.
         window: (lo, hi) in ns.
         compute: C. compute_or_comm: C ∪ M. busy_known: C ∪ M ∪ P. busy: B.
+        occupied: B ∪ O, the device busy with any work, set aside or not.
         idle_sync, idle_launch: the idle parts of the module docstring; the rest
             of the idle time is idle_other. All normalised int64 ns interval sets.
-        idle_queued: the part of idle_other in gaps whose next work was already
-            launched when the gap began, by the stream of that work: the stream
-            waited on an event of another stream or device.
+        causes: the idle time by cause (:class:`.idle_causes.DeviceIdle`).
     """
 
     device: int
@@ -142,47 +85,15 @@ class DeviceTime:
     compute_or_comm: Intervals
     busy_known: Intervals
     busy: Intervals
+    occupied: Intervals
     idle_sync: Intervals
     idle_launch: Intervals
-    idle_queued: dict[int, Intervals]
+    causes: DeviceIdle
 
     def idle(self) -> Intervals:
-        """W \\ B."""
+        """W \\ (B ∪ O)."""
         lo, hi = self.window
-        return iv.subtract((np.array([lo]), np.array([hi])), self.busy)
-
-
-def _gaps(busy: Intervals, window: tuple[int, int], ev_start: np.ndarray, ev_stream: np.ndarray,
-          launch: np.ndarray) -> tuple[Intervals, dict[int, Intervals]]:
-    """Idle gaps of one device by what ended them.
-
-    Returns:
-        ``(starved, queued)``: the gaps whose next work was launched after the gap
-        began (a normalised interval set), and, per stream, the gaps whose next
-        work (on that stream) was already launched when the gap began.
-    """
-    lo, _ = window
-    bs, be = busy
-    if bs.size == 0:
-        return iv.empty(), {}
-    gap_s = np.concatenate([[lo], be])[:-1]  # the gap before busy interval k
-    gap_e = bs
-    order = np.argsort(ev_start, kind="stable")
-    st, la, sm = ev_start[order], np.where(launch[order] >= 0, launch[order], _NO_LAUNCH), ev_stream[order]
-    first_start, first_idx = np.unique(st, return_index=True)
-    first_launch = np.minimum.reduceat(la, first_idx)
-    pos = np.searchsorted(first_start, bs)
-    found = pos < first_start.size
-    found[found] = first_start[pos[found]] == bs[found]
-    nxt = np.full(bs.size, _NO_LAUNCH, dtype=np.int64)
-    nxt[found] = first_launch[pos[found]]
-    stream = np.full(bs.size, -1, dtype=np.int64)
-    stream[found] = sm[first_idx[pos[found]]]
-    gap = (gap_e > gap_s) & (nxt != _NO_LAUNCH)
-    starved = gap & (nxt > gap_s)
-    queued = gap & (nxt <= gap_s)
-    per_stream = {int(x): iv.union(gap_s[queued & (stream == x)], gap_e[queued & (stream == x)]) for x in np.unique(stream[queued])}
-    return iv.union(gap_s[starved], gap_e[starved]), per_stream
+        return iv.subtract((np.array([lo]), np.array([hi])), self.occupied)
 
 
 def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[DeviceTime]:
@@ -199,6 +110,10 @@ def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[De
     return _device_times(trace, (int(lo), int(hi)))
 
 
+def _merge(sets: list[Intervals]) -> Intervals:
+    return iv.union(np.concatenate([s[0] for s in sets]), np.concatenate([s[1] for s in sets]))
+
+
 @per_trace
 def _device_times(trace: Trace, window: tuple[int, int]) -> list[DeviceTime]:
     lo, hi = window
@@ -210,11 +125,9 @@ def _device_times(trace: Trace, window: tuple[int, int]) -> list[DeviceTime]:
     end = np.clip(device_column(trace, "end_ns"), lo, hi)
     comp, comm = compute_mask(trace), comm_mask(trace)
     copy = copy_mask(trace)
-    launch = launch_start_ns(trace)
-    sync = iv.intersect(sync_intervals(trace), (np.array([lo], np.int64), np.array([hi], np.int64)))
-    raw_start = device_column(trace, "start_ns")
-    has_length = device_column(trace, "end_ns") > raw_start  # zero-length events end no gap
-    stream = device_column(trace, "stream")
+    whole = (np.array([lo], np.int64), np.array([hi], np.int64))
+    occupied = occupied_intervals(trace)
+    causes = {c.device: c for c in idle_causes(trace, (lo, hi))}
     out = []
     for d in np.unique(dev).tolist():
         on = dev == d
@@ -224,10 +137,7 @@ def _device_times(trace: Trace, window: tuple[int, int]) -> list[DeviceTime]:
             return iv.union(start[m], end[m])
 
         busy = u(np.ones_like(on))
-        idle = iv.subtract((np.array([lo]), np.array([hi])), busy)
-        idle_sync = iv.intersect(idle, sync)
-        work = on & has_length
-        starved, queued = _gaps(busy, (lo, hi), raw_start[work], stream[work], launch[work])
+        c = causes[int(d)]
         out.append(
             DeviceTime(
                 device=int(d),
@@ -236,9 +146,10 @@ def _device_times(trace: Trace, window: tuple[int, int]) -> list[DeviceTime]:
                 compute_or_comm=u(comp | comm),
                 busy_known=u(comp | comm | copy),
                 busy=busy,
-                idle_sync=idle_sync,
-                idle_launch=iv.subtract(starved, idle_sync),
-                idle_queued={k: iv.subtract(v, idle_sync) for k, v in queued.items()},
+                occupied=_merge([busy, iv.intersect(occupied.get(int(d), iv.empty()), whole)]),
+                idle_sync=c.spans["sync"],
+                idle_launch=_merge([c.spans[k] for k in HOST_CAUSES if k != "sync"]),
+                causes=c,
             )
         )
     return out
@@ -250,7 +161,7 @@ def _rows(times: list[DeviceTime], lo: np.ndarray, hi: np.ndarray) -> dict[str, 
     cols: dict[str, list[np.ndarray]] = {c: [] for c in ["device", "window_ns", *PARTS, *IDLE_PARTS]}
     for t in times:
         w = np.maximum(hi - lo, 0)
-        c, cm, cmp_, b = (iv.measure(x, lo, hi) for x in (t.compute, t.compute_or_comm, t.busy_known, t.busy))
+        c, cm, cmp_, b, o = (iv.measure(x, lo, hi) for x in (t.compute, t.compute_or_comm, t.busy_known, t.busy, t.occupied))
         sync, launch = iv.measure(t.idle_sync, lo, hi), iv.measure(t.idle_launch, lo, hi)
         parts = {
             "device": np.full(n, t.device, dtype=np.int64),
@@ -259,10 +170,11 @@ def _rows(times: list[DeviceTime], lo: np.ndarray, hi: np.ndarray) -> dict[str, 
             "exposed_comm_ns": cm - c,
             "exposed_copy_ns": cmp_ - cm,
             "other_ns": b - cmp_,
-            "idle_ns": w - b,
+            "set_aside_ns": o - b,
+            "idle_ns": w - o,
             "idle_launch_ns": launch,
             "idle_sync_ns": sync,
-            "idle_other_ns": w - b - launch - sync,
+            "idle_other_ns": w - o - launch - sync,
         }
         for k, v in parts.items():
             cols[k].append(v.astype(np.int64))
@@ -280,8 +192,8 @@ def gpu_breakdown(trace: Trace, window: tuple[int, int] | None = None) -> pd.Dat
         DataFrame, one row per device with device events, sorted by device:
         ``device`` (int64), ``rank`` (Int64, ``distributedInfo.rank``, NA if
         absent), ``window_ns``, ``compute_ns``, ``exposed_comm_ns``,
-        ``exposed_copy_ns``, ``other_ns``, ``idle_ns``, ``idle_launch_ns``,
-        ``idle_sync_ns``, ``idle_other_ns`` (int64 ns). The five parts sum to
+        ``exposed_copy_ns``, ``other_ns``, ``set_aside_ns``, ``idle_ns``, ``idle_launch_ns``,
+        ``idle_sync_ns``, ``idle_other_ns`` (int64 ns). The six parts sum to
         ``window_ns``, the three idle parts to ``idle_ns``.
     """
     lo, hi = trace.window_ns if window is None else window

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..trace import Trace
+from ..reading import Trace
 from .memo import device_column, per_trace
 
 Intervals = iv.Intervals
@@ -217,3 +217,20 @@ def host_thread_codes(trace: Trace) -> np.ndarray:
             # distinct categories are distinct strings: a pair of codes is a pair of strings
             return pd.factorize(pc * len(cats[1]) + tc)[0]
     return pd.MultiIndex.from_arrays([pid.astype(str), tid.astype(str)]).factorize()[0]
+
+
+OCCUPIED_KEY = ("traceprobe.analysis.busy", "occupied_intervals", ())
+"""Where a trace derived by leaving device events out keeps its parent's occupied device time."""
+
+
+def occupied_intervals(trace: Trace) -> dict[int, Intervals]:
+    """Per device, the time its work occupied it, counting work left out of the figures.
+
+    A trace made by :func:`.profiled.keep_device_events` (the work launched inside
+    the profiled steps) carries the union of *all* of its parent's device events
+    per device: work set aside is not attributed to the window's figures, but the
+    device was not idle while it ran. For any other trace this is
+    :func:`all_device_intervals`. Returns ``{device: normalised int64 ns intervals}``.
+    """
+    kept = trace.derived.get(OCCUPIED_KEY)
+    return kept if kept is not None else all_device_intervals(trace)

@@ -55,9 +55,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..trace import Trace
-from .breakdown import first_match, launch_rows
+from ..reading import Trace
 from .busy import comm_mask, per_value
+from .launch_links import first_match, launch_rows
 from .memo import device_column, host_column
 
 CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"

@@ -1,50 +1,97 @@
-"""Ranked findings: how much time each problem could give back at most, and how.
+"""Ranked findings: the cause of each span of lost device time, how much fixing it could give back, and how.
 
 Definitions (quoted by the README). A *finding* names a span of device time that
-the trace shows was lost, and its *headroom*: the wall time it covers, the most
-that fixing it could save. The kinds, each per device (subject ``cuda:d``,
-``rank r cuda:d`` in a ranked trace), built from the interval sets of
-:mod:`.breakdown`:
+the trace shows was lost, its *cause*, and its *headroom*: the wall time it
+covers, the most that fixing it could save. The kinds, each per device (subject
+``cuda:d``, ``hip:d``, ``mtia:d``; ``rank r cuda:d`` in a ranked trace), built
+from the interval sets of :mod:`.breakdown` and :mod:`.idle_causes`:
 
 - ``exposed_copy`` (per device and direction): memcpys of that direction with
   neither compute nor communication beside them, P_x \\ (C ∪ M).
-- ``exposed_comm``: communication kernels with no compute beside them, M \\ C.
-- ``idle_launch``: the device idle with nothing queued, the host late to launch
-  (a host-bound launch loop).
-- ``stream_wait`` (per device and stream): the device idle although work was
-  already queued on that stream: it waited on an event of another stream or
-  device.
-- ``cross_device``: the device idle while another device of the trace was busy.
-- ``idle_sync``: the device idle while the host was blocked in a synchronize.
+- ``bubble``: point-to-point communication kernels (send/recv: pipeline stages
+  handing activations and gradients to each other) with no compute beside them,
+  M_p2p \\ C: the stage waited for its neighbour, the *pipeline bubble*. Its share
+  of the window is compared with GPipe/1F1B's ideal (p-1)/(m+p-1) where the trace
+  names its stages p (``distributedInfo.world_size``) and microbatches m
+  (``torch.distributed.pipelining``'s ``Forward N`` annotations).
+- ``exposed_comm``: collective kernels with no compute beside them,
+  (M \\ M_p2p) \\ C. Across the ranks of a window it is split into the wait for a
+  named late rank and the exposed transfer (:mod:`.causes`).
+- one kind per idle cause of :mod:`.idle_causes`: ``idle_sync``,
+  ``idle_pinned_alloc``, ``idle_device_alloc``, ``idle_other_rank``,
+  ``idle_data_loading``, ``idle_optimizer``, ``idle_launch`` (launch-bound),
+  ``idle_host`` (host outside any op) and ``stream_wait`` (queued work waited on
+  a dependency); the idle time of each span is the cause's span.
+- ``cross_device``: the device idle (for a cause not claimed above) while
+  another device of the trace was busy.
 
 No double counting (as nsys-ai ranks its findings): one span of wall time is
 claimed by one finding only. Candidates are taken in three tiers, each largest
-first: the direct causes (exposed copies and communication, launch-bound idle,
-stream waits), then ``cross_device``, then ``idle_sync`` (a host blocked while
-another device works is waiting on that device: the cross-device finding says
-more). Each keeps only the part of its span that no earlier finding claimed. So the
-headrooms of a trace add up to at most its window. Findings whose headroom is
-under :data:`MIN_SHARE` of the window are dropped; the rest are listed largest
-first.
+first: the direct causes (exposed copies, bubble, exposed communication, every
+idle cause but ``sync``), then ``cross_device``, then ``idle_sync`` (a host
+blocked while another device works is waiting on that device: the cross-device
+finding says more). Each keeps only the part of its span that no earlier finding
+claimed, so the headrooms of a trace add up to at most its window. Findings whose
+headroom is under :data:`MIN_SHARE` of the window are dropped; the rest are listed
+largest first. Where the trace has ``ProfilerStep`` annotations, each finding also
+gives its time per step (over the steps in which it occurred).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..trace import Trace
+from ..reading import Trace
 from .breakdown import DeviceTime, device_times
-from .busy import copy_directions, copy_mask, pageable_copies
-from .memo import device_column
+from .busy import comm_mask, copy_directions, copy_mask, pageable_copies, per_value
+from .collectives import collective_type
+from .idle_causes import DeviceIdle, idle_causes
+from .memo import device_column, per_trace
 
 MIN_SHARE = 0.02
 """Findings under this fraction of the window are not listed."""
 
-COLUMNS = ["kind", "subject", "device", "headroom_ns", "text"]
+COLUMNS = ["kind", "subject", "device", "headroom_ns", "per_step_ns", "label", "text"]
+
+P2P_TYPES = frozenset({"send", "recv", "sendrecv"})
+"""Collective types (:func:`.collectives.collective_type`) of point-to-point communication."""
+
+IDLE_KINDS = {
+    "sync": "idle_sync", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
+    "data_loading": "idle_data_loading", "optimizer": "idle_optimizer", "launch": "idle_launch", "host": "idle_host",
+    "queued": "stream_wait",
+}
+"""Finding kind of each idle cause of :mod:`.idle_causes` (``unattributed`` idle is no finding)."""
+
+_FORWARD_RE = re.compile(r"^Forward (\d+)$")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How a trace's devices, graphs and communication library are named (``cuda``: CUDA graphs, NCCL; ``hip``: HIP
+    graphs, RCCL; ``mtia``: MTIA)."""
+
+    name: str
+
+    def device(self, d: int) -> str:
+        return f"{self.name}:{d}"
+
+    @property
+    def graphs(self) -> str:
+        return {"cuda": "CUDA graphs", "hip": "HIP graphs"}.get(self.name, "graph capture")
+
+    @property
+    def comm(self) -> str:
+        return {"cuda": "NCCL", "hip": "RCCL"}.get(self.name, "collective")
+
+    @property
+    def events(self) -> str:
+        return {"cuda": "CUDA events", "hip": "HIP events"}.get(self.name, "events")
 
 
 @dataclass(frozen=True)
@@ -53,18 +100,63 @@ class _Candidate:
     subject: str
     device: int
     span: iv.Intervals
+    label: str  # short, before the time: "pinned alloc", "exposed DtoH copy"
     advice: str
+    percent: bool = False  # the label shows the share of the window (bubbles)
 
 
-def _ms(ns: int) -> str:
+def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
 def _subject(trace: Trace, device: int) -> str:
-    return f"rank {trace.rank} cuda:{device}" if trace.rank is not None else f"cuda:{device}"
+    name = trace.device_label(device)
+    return f"rank {trace.rank} {name}" if trace.rank is not None else name
 
 
-def _copy_candidates(trace: Trace, t: DeviceTime) -> list[_Candidate]:
+@per_trace
+def p2p_mask(trace: Trace) -> np.ndarray:
+    """Rows of ``device_events`` that are point-to-point communication kernels (:data:`P2P_TYPES`, by kernel name)."""
+    m = comm_mask(trace)
+    if not m.any():
+        return m
+    return m & per_value(trace.device_events["name"], lambda n: collective_type(str(n)) in P2P_TYPES, False, bool)
+
+
+def _union_on(trace: Trace, mask: np.ndarray, device: int, lo: int, hi: int) -> iv.Intervals:
+    m = mask & (device_column(trace, "device") == device)
+    return iv.union(np.clip(device_column(trace, "start_ns")[m], lo, hi), np.clip(device_column(trace, "end_ns")[m], lo, hi))
+
+
+def exposed_spans(trace: Trace, t: DeviceTime) -> tuple[iv.Intervals, iv.Intervals]:
+    """``(bubble, exposed collectives)`` of one device: M_p2p \\ C and (M \\ M_p2p) \\ C (module docstring)."""
+    lo, hi = t.window
+    exposed = iv.subtract(t.compute_or_comm, t.compute)
+    p2p = p2p_mask(trace)
+    if not p2p.any():
+        return iv.empty(), exposed
+    bubble = iv.intersect(exposed, _union_on(trace, p2p, t.device, lo, hi))
+    return bubble, iv.subtract(exposed, bubble)
+
+
+def pipeline_shape(trace: Trace) -> tuple[int, int]:
+    """``(stages p, microbatches m)`` where the trace names them, else 0 for each.
+
+    p is ``distributedInfo.world_size``; m the number of distinct ``Forward N``
+    host annotations (``torch.distributed.pipelining`` marks each microbatch's
+    forward so).
+    """
+    info = trace.metadata.get("distributedInfo") or {}
+    p = info.get("world_size")
+    p = int(p) if isinstance(p, int) and 1 < p < 1 << 20 else 0
+    host = trace.host_events
+    if host.empty:
+        return p, 0
+    idx = per_value(host["name"], lambda n: int(m.group(1)) if (m := _FORWARD_RE.match(str(n))) else -1, -1, np.int64)
+    return p, int(np.unique(idx[idx >= 0]).size)
+
+
+def _copy_candidates(trace: Trace, t: DeviceTime, b: Backend) -> list[_Candidate]:
     lo, hi = t.window
     m = (device_column(trace, "device") == t.device) & copy_mask(trace)
     if not m.any():
@@ -78,42 +170,88 @@ def _copy_candidates(trace: Trace, t: DeviceTime) -> list[_Candidate]:
         g = dirs == x
         span = iv.subtract(iv.union(start[g], end[g]), t.compute_or_comm)
         how = "from pinned (page-locked) memory, " if pageable[g].any() else ""
-        out.append(_Candidate("exposed_copy", f"{_subject(trace, t.device)} {x}", t.device, span,
-                              f"{x} copies on cuda:{t.device} ran with nothing else on the device: issue them {how}on a side "
-                              "stream, ordered by CUDA events, so compute hides them"))
+        out.append(_Candidate("exposed_copy", f"{_subject(trace, t.device)} {x}", t.device, span, f"exposed {x} copy",
+                              f"{x} copies on {b.device(t.device)} ran with nothing else on the device: issue them {how}on a side "
+                              f"stream, ordered by {b.events}, so compute hides them"))
     return out
 
 
-def _candidates(trace: Trace, t: DeviceTime, others_busy: iv.Intervals) -> list[list[_Candidate]]:
+def _idle_advice(cause: str, dev: str, top: str, b: Backend) -> str:
+    held = f" ({top})" if top else ""
+    return {
+        "sync": f"{dev} was idle while the host was blocked in a synchronizing call{held}: remove it from the loop or defer it "
+                "(.item(), .cpu(), printing a tensor, blocking copies, explicit synchronize)",
+        "pinned_alloc": f"{dev} was idle while the host allocated page-locked memory{held}: every non_blocking copy to the "
+                        "host allocates a pinned destination; reuse pinned buffers (allocate once, .copy_(..., non_blocking=True) into them)",
+        "device_alloc": f"{dev} was idle while the host allocated or freed device memory{held}: keep allocations at steady sizes "
+                        "so the caching allocator reuses blocks (no empty_cache in the loop; expandable segments)",
+        "other_rank": f"{dev} was idle while the host waited for other ranks{held}: see which rank was late and why",
+        "data_loading": f"{dev} was idle while the host waited for the input pipeline{held}: load in DataLoader workers "
+                        "(num_workers > 0, pin_memory=True, prefetch_factor) and copy the next batch ahead on a side stream",
+        "optimizer": f"{dev} was idle while the host ran the optimizer{held}: use a fused or foreach optimizer (fused=True), "
+                     "or capture the step",
+        "launch": f"{dev} was idle while the host was busy launching work{held}: the loop is launch-bound; capture it in "
+                  f"{b.graphs} or torch.compile it, fuse small kernels, move host work off the loop",
+        "host": f"{dev} was idle while the host ran outside any profiled op (Python, I/O, sleeps): move that work off the "
+                "loop or overlap it with device work",
+        "queued": f"{dev} was idle although its next work was already launched: it waited on a dependency (an event of another "
+                  f"stream or device{'; the host was in ' + top if top else ''}); start the producer earlier or break the dependency",
+    }[cause]
+
+
+def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_busy: iv.Intervals, b: Backend) -> list[list[_Candidate]]:
     """The device's candidates in three tiers: direct causes, cross-device, host blocked in a sync."""
-    d, subj = t.device, _subject(trace, t.device)
-    first = _copy_candidates(trace, t) + [
-        _Candidate("exposed_comm", subj, d, iv.subtract(t.compute_or_comm, t.compute),
-                   f"communication on {subj} ran with no compute beside it: overlap it with compute "
-                   "(DDP gradient buckets, FSDP prefetch, async collectives)"),
-        _Candidate("idle_launch", subj, d, t.idle_launch,
-                   f"cuda:{d} was idle with nothing queued: the host launches too slowly (a host-bound loop); "
-                   "fuse small kernels, use CUDA graphs or torch.compile, or move host work off the loop"),
-    ]
-    first += [
-        _Candidate("stream_wait", f"{subj} stream {s}", d, span,
-                   f"cuda:{d} was idle while work queued on stream {s} waited on another stream or device: "
-                   "start the producer earlier or split the work so the wait overlaps other work")
-        for s, span in t.idle_queued.items()
-    ]
+    d, subj, dev = t.device, _subject(trace, t.device), b.device(t.device)
+    bubble, exposed = exposed_spans(trace, t)
+    first = _copy_candidates(trace, t, b)
+    p, m = pipeline_shape(trace)
+    ideal = f" (GPipe/1F1B ideal for {p} stages x {m} microbatches: {100 * (p - 1) / (m + p - 1):.1f}%)" if p > 1 and m > 0 else ""
+    first.append(_Candidate("bubble", subj, d, bubble, "bubble",
+                            f"pipeline bubble: {dev} waited in point-to-point {b.comm} kernels for the neighbouring stage{ideal}: "
+                            "use more microbatches or an interleaved schedule (interleaved 1F1B, zero-bubble)", percent=True))
+    first.append(_Candidate("exposed_comm", subj, d, exposed, "exposed comm",
+                            f"{b.comm} collectives on {dev} ran with no compute beside them: across ranks this is waiting for a late "
+                            "rank or moving data; overlap the transfer with compute, or reduce what is sent"))
+    sync: list[_Candidate] = []
+    if idle is not None:
+        for cause, kind in IDLE_KINDS.items():
+            c = _Candidate(kind, subj, d, idle.spans[cause], _label(cause, idle), _idle_advice(cause, dev, idle.top[cause], b))
+            (sync if cause == "sync" else first).append(c)
     cross = []
     if others_busy[0].size:
-        cross.append(_Candidate("cross_device", subj, d, iv.intersect(t.idle(), others_busy),
-                                f"cuda:{d} was idle while another device worked: balance the work across devices, "
+        cross.append(_Candidate("cross_device", subj, d, iv.intersect(t.idle(), others_busy), "idle beside another device",
+                                f"{dev} was idle while another device worked: balance the work across devices, "
                                 "run them at once, or pipeline it (micro-batches)"))
-    sync = [_Candidate("idle_sync", subj, d, t.idle_sync,
-                       f"cuda:{d} was idle while the host was blocked in a synchronize: remove the sync from the loop "
-                       "(.item(), .cpu(), printing a tensor, torch.cuda.synchronize) or defer it")]
     return [first, cross, sync]
 
 
+def _label(cause: str, idle: DeviceIdle) -> str:
+    from .idle_causes import LABELS
+
+    if cause == "queued" and idle.queued_stream >= 0:
+        return f"queued on stream {idle.queued_stream}"
+    return LABELS[cause]
+
+
 def _empty() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=np.int64 if c in ("device", "headroom_ns") else object) for c in COLUMNS})
+    ints = ("device", "headroom_ns", "per_step_ns")
+    return pd.DataFrame({c: pd.Series([], dtype=np.int64 if c in ints else object) for c in COLUMNS})
+
+
+def _per_step(span: iv.Intervals, steps: pd.DataFrame) -> int:
+    """Mean length of ``span`` per step, over the steps in which it occurs; -1 without steps."""
+    if steps.empty:
+        return -1
+    per = iv.measure(span, steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64))
+    per = per[per > 0]
+    return int(per.sum() // per.size) if per.size else -1
+
+
+def short_label(label: str, ns: int, window_ns: int, percent: bool = False) -> str:
+    """The table's form of a finding: its label and its time, with the unit (``pinned alloc 512.2 ms``, ``bubble 11.3%``)."""
+    if percent and window_ns > 0:
+        return f"{label} {100 * ns / window_ns:.1f}%"
+    return f"{label} {_ms(ns)}"
 
 
 def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: float = MIN_SHARE) -> pd.DataFrame:
@@ -126,17 +264,22 @@ def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: flo
     Returns:
         DataFrame, largest headroom first: ``kind`` (str), ``subject`` (str),
         ``device`` (int64), ``headroom_ns`` (int64, wall time no other finding
-        claims), ``text`` (str: the time, what happened, what to try). The
-        headrooms sum to at most the window.
+        claims), ``per_step_ns`` (int64, mean per step over the steps in which
+        it occurs; -1 without ``ProfilerStep`` annotations), ``label`` (str, short:
+        the cause and its time, for tables), ``text`` (str: the time, what happened,
+        what to try). The headrooms sum to at most the window.
     """
     times = device_times(trace, window)
     if not times:
         return _empty()
     lo, hi = times[0].window
+    b = Backend(trace.backend)
+    idle = {i.device: i for i in idle_causes(trace, (lo, hi))}
+    steps = trace.steps
     tiers: list[list[_Candidate]] = [[], [], []]
     for t in times:
         others = [o.busy for o in times if o.device != t.device]
-        for tier, cands in zip(tiers, _candidates(trace, t, iv.coverage_at_least(others, 1))):
+        for tier, cands in zip(tiers, _candidates(trace, t, idle.get(t.device), iv.coverage_at_least(others, 1), b)):
             tier += cands
     claimed = iv.empty()
     rows = []
@@ -147,7 +290,10 @@ def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: flo
             if ns <= 0:
                 continue
             claimed = iv.union(np.concatenate([claimed[0], own[0]]), np.concatenate([claimed[1], own[1]]))
-            rows.append((c.kind, c.subject, c.device, ns, f"{_ms(ns)}: {c.advice}"))
+            per = _per_step(own, steps)
+            each = f" ({_ms(per)} per step)" if per > 0 and not c.percent else ""
+            share = f" ({100 * ns / max(hi - lo, 1):.1f}% of the window)" if c.percent else ""
+            rows.append((c.kind, c.subject, c.device, ns, per, short_label(c.label, ns, hi - lo, c.percent), f"{_ms(ns)}{each}{share}: {c.advice}"))
     headroom = np.array([r[3] for r in rows], dtype=np.int64)
     keep = np.flatnonzero(headroom >= min_share * max(hi - lo, 0))
     picked = [rows[i] for i in keep[np.argsort(-headroom[keep], kind="stable")].tolist()]  # (one DataFrame, built once)
@@ -158,5 +304,24 @@ def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: flo
         "subject": [r[1] for r in picked],
         "device": np.array([r[2] for r in picked], dtype=np.int64),
         "headroom_ns": np.array([r[3] for r in picked], dtype=np.int64),
-        "text": [r[4] for r in picked],
+        "per_step_ns": np.array([r[4] for r in picked], dtype=np.int64),
+        "label": [r[5] for r in picked],
+        "text": [r[6] for r in picked],
     })
+
+
+def exposed_collective_spans(trace: Trace, window: tuple[int, int] | None = None) -> pd.DataFrame:
+    """The exposed collective communication of every device, (M \\ M_p2p) \\ C, as intervals.
+
+    What the waits of :mod:`.causes` are measured against across ranks. Returns a
+    DataFrame: ``device``, ``start_ns``, ``end_ns`` (int64 ns), sorted by device
+    then start; empty without communication.
+    """
+    parts = []
+    if comm_mask(trace).any():
+        for t in device_times(trace, window):
+            s, e = exposed_spans(trace, t)[1]
+            parts.append(pd.DataFrame({"device": np.full(s.size, t.device, np.int64), "start_ns": s, "end_ns": e}))
+    if not parts:
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in ("device", "start_ns", "end_ns")})
+    return pd.concat(parts, ignore_index=True)

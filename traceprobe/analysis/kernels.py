@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace import Trace
-from .breakdown import launch_rows
+from ..reading import Trace
+from .launch_links import launch_rows
 from .memo import device_column, host_column
 
 KERNEL_COLUMNS = ["device", "kind", "name", "count", "total_ns", "mean_ns", "max_ns", "share"]

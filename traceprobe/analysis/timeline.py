@@ -13,9 +13,11 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..trace import Trace
-from .breakdown import device_times, launch_rows
+from ..reading import Trace
+from .breakdown import device_times
 from .busy import compute_intervals, copy_mask, device_intervals
+from .idle_causes import CAUSES, LABELS
+from .launch_links import launch_rows
 from .memo import device_column, host_column
 
 
@@ -37,27 +39,27 @@ def copy_compute_overlap(trace: Trace) -> dict[int, iv.Intervals]:
     return under_compute(trace, copy_mask(trace))
 
 
-BREAKDOWN_SLICES = ("exposed comm", "exposed copy", "other", "idle: launch", "idle: sync", "idle: other")
-"""The parts of the GPU time breakdown drawn as slices (compute is left undrawn: the kernels show it)."""
+BREAKDOWN_SLICES = ("exposed comm", "exposed copy", "other", "set aside", *(f"idle: {LABELS[c]}" for c in CAUSES))
+"""The parts of the GPU time breakdown drawn as slices (compute is left undrawn: the kernels show it); the idle
+time is drawn by cause (:mod:`.idle_causes`)."""
 
 
 def breakdown_intervals(trace: Trace) -> dict[int, dict[str, iv.Intervals]]:
     """Per device, where each part of its GPU time breakdown (:mod:`.breakdown`) lies in the trace window.
 
     Keys are :data:`BREAKDOWN_SLICES`; the sets are disjoint, and their lengths are
-    the ``exposed_comm_ns``, ``exposed_copy_ns``, ``other_ns``, ``idle_launch_ns``,
-    ``idle_sync_ns`` and ``idle_other_ns`` of :func:`.breakdown.gpu_breakdown`.
+    the ``exposed_comm_ns``, ``exposed_copy_ns``, ``other_ns`` and ``set_aside_ns`` of
+    :func:`.breakdown.gpu_breakdown`, then the idle time of each cause of
+    :func:`.idle_causes.idle_causes` (summing to ``idle_ns``).
     """
     out = {}
     for t in device_times(trace, None):
-        idle = t.idle()
         out[t.device] = {
             "exposed comm": iv.subtract(t.compute_or_comm, t.compute),
             "exposed copy": iv.subtract(t.busy_known, t.compute_or_comm),
             "other": iv.subtract(t.busy, t.busy_known),
-            "idle: launch": t.idle_launch,
-            "idle: sync": t.idle_sync,
-            "idle: other": iv.subtract(iv.subtract(idle, t.idle_sync), t.idle_launch),
+            "set aside": iv.subtract(t.occupied, t.busy),
+            **{f"idle: {LABELS[c]}": t.causes.spans[c] for c in CAUSES},
         }
     return out
 

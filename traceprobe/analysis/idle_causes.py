@@ -1,0 +1,291 @@
+"""Why each device was idle: the cause of every idle nanosecond, read from what the host was doing.
+
+Definitions (quoted by the README). For a device d and a window W, the idle time
+is W minus the union of all of d's device work, *including* work set aside from
+the figures (:mod:`.profiled`: work launched outside the profiled steps still
+occupies the device). Each idle *gap* ends where the next device work starts;
+that work was launched by a host runtime call (Kineto's correlation id) on one
+host thread, the *launching thread*. Then:
+
+- if the work was launched before the gap began, the whole gap is ``queued``:
+  the device had the work and waited on a dependency (an event of another
+  stream or device, ``cudaStreamWaitEvent``/``hipStreamWaitEvent``);
+- otherwise the gap splits at the launch: from the launch to the work's start is
+  ``queued`` too (launch latency, or a dependency), and from the gap's start to
+  the launch the device waited for the host. That host part is classified by what
+  the launching thread was doing, each nanosecond by the first class that holds
+  it, in this order:
+
+  1. ``sync``: a synchronizing call: a runtime or driver call whose name holds
+     ``Synchronize``, a synchronous copy (:data:`SYNC_CALLS`: ``cudaMemcpy``,
+     ``hipMemcpyWithStream``, ...), or ``aten::item``/``aten::_local_scalar_dense``
+     (``.item()``, ``.cpu()`` and printing a tensor end there);
+  2. ``pinned_alloc``: page-locked host allocation (:data:`PINNED_ALLOC_CALLS`:
+     ``cudaHostAlloc``, ``cudaMallocHost``, ``hipHostMalloc``, ...);
+  3. ``device_alloc``: device allocation or free (:data:`DEVICE_ALLOC_CALLS`);
+  4. ``other_rank``: a host op that waits for other ranks (barriers, c10d waits, gloo);
+  5. ``data_loading``: ``enumerate(DataLoader)#...`` (torch's DataLoader iterator);
+  6. ``optimizer``: ``Optimizer.step#...`` / ``Optimizer.zero_grad#...`` on the host;
+  7. ``launch``: inside any other ``cpu_op``, runtime or driver call: the host was
+     busy launching (framework overhead, small kernels: launch-bound);
+  8. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
+
+- gaps whose next work has no launch in the trace, and the time after a device's
+  last work, are ``unattributed``.
+
+The causes' spans are disjoint and their lengths sum to the device's idle time
+exactly (int64 ns). HolisticTraceAnalysis's idle-time breakdown (host wait,
+kernel wait, other) is the anchor; it classifies gaps between kernels of one
+stream, while we classify the gaps of the whole device, and split HTA's "host
+wait" by what the host was doing. TraceLens reports idle time as one figure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals as iv
+from ..reading import Trace
+from .busy import host_thread_codes, occupied_intervals, per_value, runtime_calls
+from .launch_links import launch_rows
+from .memo import device_column, host_column, per_trace
+
+Intervals = iv.Intervals
+
+CAUSES = ("sync", "pinned_alloc", "device_alloc", "other_rank", "data_loading", "optimizer", "launch", "host", "queued", "unattributed")
+"""The idle causes, in the order the host part of a gap is classified (module docstring)."""
+
+HOST_CAUSES = CAUSES[:8]
+"""The causes of the host part of a gap: the device waited for the launching thread."""
+
+LABELS = {
+    "sync": "sync", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
+    "data_loading": "data loading", "optimizer": "optimizer on host", "launch": "launch-bound", "host": "host outside ops",
+    "queued": "queued", "unattributed": "unattributed",
+}
+"""Short names of the causes, for tables."""
+
+SYNC_CALLS = frozenset({
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
+    "cuMemcpy", "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoD_v2", "cuMemcpyDtoH", "cuMemcpyHtoD",
+    "hipMemcpy", "hipMemcpyWithStream", "hipMemcpyDtoH", "hipMemcpyHtoD", "hipMemcpyDtoD", "hipMemcpy2D", "hipMemcpyPeer",
+    "aten::item", "aten::_local_scalar_dense",
+})
+"""Host calls and ops that block until device work ends, besides every runtime/driver call named ``*Synchronize*``."""
+
+PINNED_ALLOC_CALLS = frozenset({
+    "cudaHostAlloc", "cudaMallocHost", "cudaHostRegister", "cudaFreeHost", "cudaHostUnregister", "cuMemHostAlloc",
+    "cuMemAllocHost_v2", "cuMemAllocHost", "cuMemFreeHost", "cuMemHostRegister_v2", "hipHostMalloc", "hipHostAlloc",
+    "hipMallocHost", "hipHostRegister", "hipHostFree", "hipFreeHost", "hipHostUnregister",
+})
+"""Page-locked (pinned) host allocation and release calls of the CUDA and HIP runtimes and drivers."""
+
+DEVICE_ALLOC_CALLS = frozenset({
+    "cudaMalloc", "cudaFree", "cudaMallocManaged", "cudaMallocPitch", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAlloc",
+    "cuMemFree", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", "hipMalloc", "hipFree", "hipExtMallocWithFlags",
+    "hipMallocManaged",
+})
+"""Device memory allocation and release calls (``cudaFree`` also synchronizes the device)."""
+
+_OTHER_RANK_RE = re.compile(r"barrier|wait_tensor|c10d::wait|ProcessGroup.*::wait|^gloo:", re.IGNORECASE)
+_DATA_RE = re.compile(r"^enumerate\(DataLoader\)")
+_OPT_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
+_OP_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
+_NEVER = np.iinfo(np.int64).max
+
+
+def _host_class(name: object) -> int:
+    """The class of one host event name: its index in :data:`HOST_CAUSES` (``launch`` for any other name)."""
+    n = str(name)
+    if "Synchronize" in n or n in SYNC_CALLS:
+        return 0
+    if n in PINNED_ALLOC_CALLS:
+        return 1
+    if n in DEVICE_ALLOC_CALLS:
+        return 2
+    if _OTHER_RANK_RE.search(n):
+        return 3
+    if _DATA_RE.search(n):
+        return 4
+    if _OPT_RE.search(n):
+        return 5
+    return 6
+
+
+@per_trace
+def host_classes(trace: Trace) -> np.ndarray:
+    """Class of every row of ``trace.host_events`` (int8 index into :data:`HOST_CAUSES`, computed once per distinct
+    name); rows that are neither a class of their own nor a ``cpu_op``/runtime/driver call (user annotations such as
+    ``ProfilerStep#N``) are -1: they do not make the host "in an op"."""
+    host = trace.host_events
+    if host.empty:
+        return np.zeros(0, np.int8)
+    cls = per_value(host["name"], _host_class, 6, np.int8)
+    in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool)
+    return np.where((cls < 6) | in_op, cls, -1).astype(np.int8)
+
+
+@dataclass(frozen=True)
+class DeviceIdle:
+    """The idle time of one device over a window, by cause (module docstring).
+
+    Attributes:
+        device: device index.
+        window: (lo, hi) in ns.
+        spans: per cause of :data:`CAUSES`, a normalised int64 ns interval set;
+            the sets are disjoint and their union is the device's idle time.
+        top: per cause, the host op or call that held the most of its time on the
+            launching threads (``""`` where none: ``host``, ``unattributed``).
+        queued_stream: the stream whose work waited longest while queued (-1 none).
+    """
+
+    device: int
+    window: tuple[int, int]
+    spans: dict[str, Intervals]
+    top: dict[str, str]
+    queued_stream: int = -1
+
+    def ns(self, cause: str, lo: int | None = None, hi: int | None = None) -> int:
+        """Length of one cause's span in ns, within [lo, hi) if given."""
+        s = self.spans[cause]
+        if lo is None or hi is None:
+            return iv.length(s)
+        return int(iv.measure(s, np.array([lo]), np.array([hi]))[0])
+
+
+def _top_name(trace: Trace, rows: np.ndarray, span: Intervals) -> str:
+    """Name of the host events (among ``rows``) whose time inside ``span`` adds up to the most."""
+    if rows.size == 0 or span[0].size == 0:
+        return ""
+    over = iv.measure(span, host_column(trace, "start_ns")[rows], host_column(trace, "end_ns")[rows])
+    if not (over > 0).any():
+        return ""
+    codes, uniq = pd.factorize(trace.host_events["name"].to_numpy(dtype=object)[rows].astype(str))
+    total = np.bincount(codes, weights=over.astype(np.float64), minlength=len(uniq))
+    return str(uniq[int(np.argmax(total))])
+
+
+def idle_causes(trace: Trace, window: tuple[int, int] | None = None) -> list[DeviceIdle]:
+    """The idle time of every device with device events over ``window``, by cause (module docstring).
+
+    Args:
+        trace: the trace (its device events the figures count; the device time of
+            work set aside from it still counts as occupied, see
+            :func:`.busy.occupied_intervals`).
+        window: (lo, hi) in ns; default the trace window.
+
+    Returns:
+        one :class:`DeviceIdle` per device, sorted by device; computed once per
+        trace and window.
+    """
+    lo, hi = trace.window_ns if window is None else window
+    return _idle_causes(trace, (int(lo), int(hi)))
+
+
+@per_trace
+def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
+    lo, hi = window
+    if trace.device_events.empty:
+        return []
+    whole = (np.array([lo], np.int64), np.array([hi], np.int64))
+    occupied = occupied_intervals(trace)
+    dev = device_column(trace, "device")
+    start, end = device_column(trace, "start_ns"), device_column(trace, "end_ns")
+    stream = device_column(trace, "stream")
+    rows = launch_rows(trace)
+    host = trace.host_events
+    h_start = host_column(trace, "start_ns") if len(host) else np.zeros(0, np.int64)
+    h_end = host_column(trace, "end_ns") if len(host) else np.zeros(0, np.int64)
+    thread = host_thread_codes(trace) if len(host) else np.zeros(0, np.int64)
+    cls = host_classes(trace)
+    runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
+    out = []
+    for d in np.unique(dev).tolist():
+        busy = iv.intersect(occupied.get(int(d), iv.empty()), whole)
+        idle = iv.subtract(whole, busy)
+        spans = {c: iv.empty() for c in CAUSES}
+        top = dict.fromkeys(CAUSES, "")
+        q_stream = -1
+        if idle[0].size:
+            gs, ge = idle
+            # the work that ended each gap: among d's events starting exactly at the gap's end, the earliest launched
+            on = np.flatnonzero((dev == d) & (end > start))
+            launched = np.where(rows[on] >= 0, h_start[np.maximum(rows[on], 0)], _NEVER) if h_start.size else np.full(on.size, _NEVER)
+            order = on[np.lexsort((launched, start[on]))]  # by start, then launch time
+            first_start, first_idx = np.unique(start[order], return_index=True)
+            pos = np.searchsorted(first_start, ge)
+            hit = (pos < first_start.size) & (ge < hi)  # the gap after the device's last work in the window ends nothing
+            hit[hit] = first_start[pos[hit]] == ge[hit]
+            nxt = np.full(gs.size, -1, np.int64)
+            nxt[hit] = order[first_idx[pos[hit]]]
+            lrow = np.where(nxt >= 0, rows[np.maximum(nxt, 0)], -1)
+            has = lrow >= 0
+            launch_at = np.where(has, h_start[np.maximum(lrow, 0)] if h_start.size else 0, 0)
+            split = np.where(has, np.clip(launch_at, gs, ge), ge)
+            spans["unattributed"] = iv.union(gs[~has], ge[~has])
+            queued = iv.union(split[has], ge[has])
+            spans["queued"] = queued
+            if has.any():
+                qlen = np.where(has, ge - split, 0)
+                q_stream = int(stream[nxt[int(np.argmax(qlen))]]) if qlen.max() > 0 else -1
+            host_part_s, host_part_e, host_thread = gs[has], split[has], thread[lrow[has]] if thread.size else np.zeros(0, np.int64)
+            for t in np.unique(host_thread).tolist():
+                sel = host_thread == t
+                remaining = iv.union(host_part_s[sel], host_part_e[sel])
+                on_t = thread == t
+                for k, cause in enumerate(HOST_CAUSES[:-1]):
+                    m = on_t & ((cls == k) if k < 6 else (cls >= 0))
+                    part = iv.intersect(remaining, iv.union(h_start[m], h_end[m]))
+                    remaining = iv.subtract(remaining, part)
+                    spans[cause] = iv.union(np.concatenate([spans[cause][0], part[0]]), np.concatenate([spans[cause][1], part[1]]))
+                spans["host"] = iv.union(np.concatenate([spans["host"][0], remaining[0]]), np.concatenate([spans["host"][1], remaining[1]]))
+            launched_by = np.unique(host_thread)
+            threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)
+            for k, cause in enumerate(HOST_CAUSES[:-1]):
+                # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it
+                m = threads_on & ((cls == k) if k < 6 else ((cls == 6) & ~runtime))
+                top[cause] = _top_name(trace, np.flatnonzero(m), spans[cause])
+            top["queued"] = _top_name(trace, np.flatnonzero(threads_on & runtime), queued)
+        out.append(DeviceIdle(int(d), (lo, hi), spans, top, q_stream))
+    return out
+
+
+TABLE_COLUMNS = ["device", "step", "cause", "ns", "top"]
+
+
+def idle_cause_table(trace: Trace, steps: pd.DataFrame | None = None, window: tuple[int, int] | None = None) -> pd.DataFrame:
+    """The idle causes as a table: per device over the window, and per device and step.
+
+    Args:
+        steps: DataFrame with ``step``, ``start_ns``, ``end_ns`` (int64), e.g.
+            :func:`.steps.step_windows`; None or empty for the window alone.
+        window: (lo, hi) in ns; default the trace window.
+
+    Returns:
+        DataFrame: ``device`` (int64), ``step`` (int64, -1 for the whole window),
+        ``cause`` (str, :data:`CAUSES`), ``ns`` (int64), ``top`` (str, the host op
+        or call that held most of it, ``""`` if none). Rows with ``ns`` = 0 are
+        left out; per device and step the causes sum to its idle time.
+    """
+    rows: list[tuple[int, int, str, int, str]] = []
+    for d in idle_causes(trace, window):
+        for c in CAUSES:
+            n = d.ns(c)
+            if n > 0:
+                rows.append((d.device, -1, c, n, d.top[c]))
+        if steps is not None and not steps.empty:
+            lo, hi = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+            for c in CAUSES:
+                per = iv.measure(d.spans[c], lo, hi)
+                rows += [(d.device, int(s), c, int(n), d.top[c]) for s, n in zip(steps["step"].tolist(), per.tolist()) if n > 0]
+    return pd.DataFrame({
+        "device": np.array([r[0] for r in rows], np.int64),
+        "step": np.array([r[1] for r in rows], np.int64),
+        "cause": pd.Series([r[2] for r in rows], dtype=object),
+        "ns": np.array([r[3] for r in rows], np.int64),
+        "top": pd.Series([r[4] for r in rows], dtype=object),
+    })
