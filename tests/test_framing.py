@@ -183,3 +183,23 @@ def test_collectives_without_a_bus_bandwidth_factor_warn_nothing():
     assert w.matched == 1
     row = w.by_type.iloc[0]
     assert row["collective"] == "sendrecv" and np.isnan(row["busbw_gbps"]) and np.isnan(row["best_busbw_gbps"])
+
+
+# --- --detail shows every warning the table points to ------------------------------------------
+
+
+def test_detail_shows_every_warning_the_table_counts(tmp_path):
+    from typer.testing import CliRunner
+
+    from traceprobe.cli import app
+
+    b = TraceBuilder("a B event without its E")
+    b.launch(0, "kernel", 0, 7, 10_000, 100_000)
+    b.raw({"ph": "B", "cat": "cpu_op", "name": "aten::lonely", "pid": 1, "tid": 1, "ts": 5.0})
+    path = b.write(tmp_path / "t.json")
+    table = CliRunner().invoke(app, ["overlap-report", str(path), "--jobs", "1"])
+    assert table.exit_code == 0, table.output
+    assert "1 warning(s) about the traces' data: see --detail" in table.stdout
+    detail = CliRunner().invoke(app, ["overlap-report", str(path), "--jobs", "1", "--detail"])
+    assert detail.exit_code == 0, detail.output
+    assert "[warning] " in detail.stdout and "1 unmatched B/E event(s) dropped" in " ".join(detail.stdout.split())

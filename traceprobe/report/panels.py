@@ -137,7 +137,8 @@ def _shared_notes(reports: list[OverlapReport], ranks: list[int | None]) -> dict
 
 
 def render(console: Console, summary: Summary) -> None:
-    """Print every report and the across-rank and stopwatch tables (failures go to stderr, from the CLI)."""
+    """Print every report, the across-rank, collective and stopwatch tables, then every warning about the traces'
+    data (``summary.warnings``, which the table only counts); failures go to stderr, from the CLI."""
     for run in summary.runs:
         for w in run.windows:
             shared = _shared_notes(list(w.reports), list(w.ranks))
@@ -193,6 +194,8 @@ def render(console: Console, summary: Summary) -> None:
         for rec in g[g["agreement"] == "disagrees"].to_dict(orient="records"):  # pyright: ignore  (pandas/matplotlib stubs)
             console.print(cell(f"  {rec['workload']}.{rec['variant']}: {rec['speedup']:.2f}x against {rec['baseline']}; {rec['reading']}",
                                style="yellow"))
+    for w in summary.warnings:  # every one the table counts ("N warning(s) ...: see --detail")
+        console.print(cell(f"[warning] {w}", style="yellow"))
 
 
 DETAIL_WIDTH = 140
