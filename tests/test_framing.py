@@ -203,3 +203,49 @@ def test_detail_shows_every_warning_the_table_counts(tmp_path):
     detail = CliRunner().invoke(app, ["overlap-report", str(path), "--jobs", "1", "--detail"])
     assert detail.exit_code == 0, detail.output
     assert "[warning] " in detail.stdout and "1 unmatched B/E event(s) dropped" in " ".join(detail.stdout.split())
+
+
+# --- communication by evidence -----------------------------------------------------------------
+
+MULTIMEM = "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, unsigned int**)"
+CUSTOM_AR = "void vllm::cross_device_reduce_2stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, __nv_bfloat16*, int, int)"
+SYMM = "void c10d::symmetric_memory::two_shot_all_reduce_kernel<float, 16, 8>(float**, unsigned long, float*)"
+
+
+def test_custom_all_reduce_kernels_are_communication(tmp_path):
+    """SYNTHETIC tensor-parallel decode: matmuls, each followed by a custom all-reduce (multimem, vLLM's two-stage,
+    symmetric memory's two-shot) with nothing beside it, and a kernel that carries Kineto's 'Collective name'."""
+    from traceprobe.analysis.collectives import collective_table
+
+    b = TraceBuilder("custom all-reduce kernels", base_ns=BASE)
+    b.step(1, 0, 10_000_000)
+    for k, name in enumerate((MULTIMEM, CUSTOM_AR, SYMM)):
+        b.launch(k * 10_000, "kernel", 0, 7, k * 1_000_000, 600_000)
+        b.launch(k * 10_000 + 5_000, "kernel", 0, 7, k * 1_000_000 + 600_000, 200_000, name=name)
+    ev = b.launch(50_000, "kernel", 0, 7, 3_000_000, 100_000, name="my_fused_reduce_kernel")
+    ev["args"].update({"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "BFloat16",
+                       "Group size": 8, "Process Group Name": "0"})
+    t = load(b, tmp_path)
+    comm = dict(zip(t.device_events["name"].astype(str), t.device_events["is_comm"]))
+    assert comm == {"sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_execute_kernel__5x_cublas": False,
+                    MULTIMEM: True, CUSTOM_AR: True, SYMM: True, "my_fused_reduce_kernel": True}
+    r = overlap_report(t)
+    assert rows_of(r.comm_overlap) == [(0, 4, 700_000, 0)]  # 3 x 200 + 100 µs, none under compute
+    assert collective_table(t)["collective"].tolist() == ["allreduce"] * 4
+    (v,) = [v for v in r.verdicts if v.figure == "comm_overlap"]
+    assert v.level == "none" and "tensor-parallel inference" in v.text and not TRAINING_WORDS.search(v.text)
+
+
+def rows_of(comm):
+    return [tuple(int(x) for x in row) for row in comm[["device", "comm_kernels", "comm_ns", "overlapped_ns"]].itertuples(index=False)]
+
+
+def test_the_documented_families_are_the_reading_codes():
+    from traceprobe.reading.comm_kernels import COMM_KERNEL_FAMILIES, COMM_KERNEL_RE, family_of
+
+    assert all(f.source for f in COMM_KERNEL_FAMILIES)
+    for name, family in ((MULTIMEM, "multimem (NVLS) collectives (PyTorch)"), (CUSTOM_AR, "custom all-reduce (vLLM, SGLang, aiter)"),
+                         (SYMM, "symmetric-memory all-reduce (PyTorch)"), ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "NCCL/RCCL")):
+        assert COMM_KERNEL_RE.search(name) and family_of(name).name == family  # type: ignore[union-attr]
+    for compute in ("ampere_sgemm_128x64_tn", "void at::native::reduce_kernel<512, 1>", "triton_red_fused_add_mean_0", "allreduce_stats"):
+        assert family_of(compute) is None and not COMM_KERNEL_RE.search(compute)

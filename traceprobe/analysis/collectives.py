@@ -90,12 +90,22 @@ _NAME_DTYPE_RE = re.compile(r"_(f32|f16|bf16|f64|i32|i64|u8|i8|u32|u64|f8e4m3|f8
 
 
 def collective_type(name: str) -> str:
-    """Normalised collective type of a ``Collective name`` arg or an NCCL kernel name.
+    """Normalised collective type of a ``Collective name`` arg or a communication kernel's name.
 
     ``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``, ``alltoall``,
-    ``reduce``, ``sendrecv``, ``send``, ``recv``; ``other`` when none is named.
+    ``reduce``, ``sendrecv``, ``send``, ``recv``; ``other`` when none is named. A
+    kernel of a documented family that performs one collective is typed by its
+    family (:mod:`traceprobe.reading.comm_kernels`: vLLM's
+    ``cross_device_reduce_2stage`` is an ``allreduce``); other names are read as
+    they are, ``all_reduce``/``all_gather`` as one word (``multimem_all_reduce_kernel``).
     """
-    m = _TYPE_RE.search(name.lower().replace("_base", "").replace("into_tensor_coalesced", ""))
+    from ..reading.comm_kernels import family_of  # (the documented list lives with the reading code)
+
+    family = family_of(name)
+    if family is not None and family.collective is not None:
+        return family.collective
+    m = _TYPE_RE.search(name.lower().replace("_base", "").replace("into_tensor_coalesced", "")
+                        .replace("all_reduce", "allreduce").replace("all_gather", "allgather"))
     if not m:
         return "other"
     t = m.group(1).replace("_", "")

@@ -14,12 +14,12 @@ import numpy as np
 import pandas as pd
 
 from .columns import COLLECTIVE_ARGS, KINDS, NO_ID
+from .comm_kernels import COMM_KERNEL_RE
 from .decode import DMA_DIRECTIONS, Decoded
 
 _MEMCPY_RE = re.compile(r"^Memcpy\s+(?P<direction>\w+)\s*\((?P<src>\w+)\s*->\s*(?P<dst>\w+)\)")
 # ROCm (roctracer) names copies CopyHostToDevice, CopyDeviceToHost, CopyDeviceToDevice
 _ROCM_COPY_RE = re.compile(r"^Copy(?P<src>Host|Device)To(?P<dst>Host|Device)")
-_COMM_RE = re.compile(r"nccl|rccl", re.IGNORECASE)
 _ID_RE = re.compile(r"^\s*(-?\d+)\s*$|(?<![-\d])(\d+)\s*$")
 
 KIND_NAMES = ("kernel", "memcpy", "memset")
@@ -154,8 +154,10 @@ def device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
         use = is_copy & (dma > 0) & pd.isna(named)
         named[use] = np.array(DMA_DIRECTIONS, dtype=object)[dma[use]]
         cols["direction"] = pd.Categorical(named)
-    comm_names = np.array([_COMM_RE.search(n) is not None for n in names], dtype=bool)
-    cols["is_comm"] = (kind == KIND_NAMES.index("kernel")) & (comm_names[codes] if len(names) else np.zeros(0, bool))
+    # communication: a kernel of a documented family (.comm_kernels), or one Kineto wrote a 'Collective name' on
+    comm_names = np.array([COMM_KERNEL_RE.search(n) is not None for n in names], dtype=bool)
+    named = comm_names[codes] if len(names) else np.zeros(0, bool)
+    cols["is_comm"] = (kind == KIND_NAMES.index("kernel")) & (named | (c["comm"][order] >= 0))
     return pd.DataFrame(cols)
 
 

@@ -64,8 +64,10 @@ class Trace:
               DtoD, PtoP or HtoH; NaN for kernels and memsets.
             - ``src_kind``, ``dst_kind`` (category): memory kinds from the memcpy
               name (Pageable, Pinned, Device, ...); NaN where not a memcpy.
-            - ``is_comm`` (bool): a communication kernel, by HTA's convention: a
-              ``kernel`` whose name contains ``nccl`` or ``rccl`` (ROCm; any case).
+            - ``is_comm`` (bool): a communication kernel: a ``kernel`` whose name
+              is one of the documented families of :mod:`.comm_kernels` (NCCL/RCCL,
+              by HTA's convention; custom, quick, symmetric-memory, multimem
+              all-reduce; ...), or that carries Kineto's ``Collective name`` arg.
               Every other kernel is compute.
         host_events: one row per host activity (``cpu_op``, ``cuda_runtime``,
             ``cuda_driver``, ``user_annotation``), sorted by ``start_ns``. Columns
