@@ -86,3 +86,12 @@ def test_stale_temps_removed_by_exact_pattern_only(tmp_path):
     assert _hidden(tmp_path) == sorted(n for n in keep if n.startswith("."))
     fresh = fileio.scratch_path(tmp_path, "busy")
     assert fileio.remove_stale_temps(tmp_path, older_than_s=3600) == [] and fresh.exists()
+
+
+def test_a_long_valid_name_is_written(tmp_path):
+    """A 250-character name is valid; its longer temporary name is cut to fit, not refused."""
+    name = "r" * 246 + ".csv"
+    fileio.atomic_write(tmp_path / name, "x")
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    p = fileio.scratch_path(tmp_path, "é" * 200)
+    assert len(p.name.encode()) <= 255 and fileio.TEMP_PATTERN.match(p.name)

@@ -133,3 +133,32 @@ def test_files_traceprobe_wrote_are_skipped_in_folder_scans(tmp_path):
     res = runner.invoke(app, ["overlap-report", str(tmp_path), "--format", "json"])
     assert res.exit_code == 0, res.output  # the report and the exports are not read as traces
     assert [Path(t["path"]).name for t in json.loads(res.stdout)["traces"]] == ["t.json"]
+
+
+def test_read_only_output_is_not_replaced(tmp_path):
+    out = tmp_path / "report.json"
+    out.write_text("keep me")
+    out.chmod(0o444)
+    res = CliRunner().invoke(app, ["overlap-report", str(Path(__file__).resolve().parent.parent / "sample_traces" / "cpu-gpu.concurrent.pt.trace.json.gz"), "--format", "json", "-o", str(out)])
+    assert res.exit_code == 2 and "read-only" in res.stderr
+    assert out.read_text() == "keep me"
+    long = tmp_path / ("r" * 245 + ".json")  # a valid name, whose temporary name is longer than 255
+    res = CliRunner().invoke(app, ["overlap-report", str(Path(__file__).resolve().parent.parent / "sample_traces" / "cpu-gpu.concurrent.pt.trace.json.gz"), "--format", "json", "-o", str(long)])
+    assert res.exit_code == 0, res.output
+    assert long.read_text().startswith("{")
+
+
+def test_closed_stdout_exits_141_not_a_gate_code(monkeypatch):
+    """``overlap-report | head -1``: the reader went away; the command ends with 128 + SIGPIPE, quietly."""
+    import typer
+
+    from traceprobe.console import PIPE_CLOSED, emit
+
+    r, w = os.pipe()
+    os.close(r)
+    out = os.fdopen(w, "w")
+    monkeypatch.setattr("sys.stdout", out)
+    with pytest.raises(typer.Exit) as e:
+        emit("x" * 1_000_000, None)
+    assert e.value.exit_code == PIPE_CLOSED == 141
+    out.close()

@@ -94,7 +94,7 @@ def check_outputs(paths: Iterable[Any], outputs: dict[str, Path | None]) -> None
             fail(f"cannot write {path}: no folder {path.parent}")
         if path.is_dir():
             fail(f"cannot write {path}: it is a folder")
-        if path.exists() and not os.access(path, os.W_OK):
+        if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):  # (root may write anything)
             fail(f"{option} {path} is read-only: refusing to replace it")
 
 
@@ -129,6 +129,7 @@ def _stdout(text: str | bytes) -> None:
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # (so that the interpreter's last flush does not fail again)
+        os.close(devnull)
         import typer
 
         raise typer.Exit(PIPE_CLOSED) from None

@@ -96,6 +96,20 @@ def _commit(tmp: Path, dest: Path, exclusive: bool) -> None:
     tmp.unlink()
 
 
+def _fitting(folder: str | Path, name: str, suffix: str) -> str:
+    """``name`` cut at its end so that its scratch name fits the folder's longest file name (a valid
+    250-character output name would otherwise be refused because of its longer temporary name);
+    the cut is on a character, never inside a UTF-8 sequence."""
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    room = limit - len(f".{TEMP_MARK}XXXXXXXX.tmp{suffix}".encode())  # (the 4 bytes of ".tmp" torch may add are its own)
+    if len(name.encode()) <= room:
+        return name
+    return name.encode()[: max(room, 1)].decode(errors="ignore") or "x"
+
+
 def scratch_path(folder: str | Path, name: str, suffix: str = "") -> Path:
     """A new, empty file in ``folder`` named by :data:`TEMP_PATTERN`, for tools that write a file by name.
 
@@ -107,7 +121,7 @@ def scratch_path(folder: str | Path, name: str, suffix: str = "") -> Path:
     """
     if suffix not in ("", ".json"):
         raise ValueError(f"scratch suffix must be '' or '.json', not {suffix!r}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}{TEMP_MARK}", suffix=".tmp" + suffix, dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=f".{_fitting(folder, name, suffix)}{TEMP_MARK}", suffix=".tmp" + suffix, dir=folder)
     os.close(fd)
     os.chmod(tmp, _umask_mode())
     return Path(tmp)

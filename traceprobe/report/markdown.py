@@ -1,9 +1,61 @@
-"""``overlap-report --format markdown``: a page per trace, then the across-trace tables."""
+"""``overlap-report --format markdown``: a page per trace, then the across-trace tables.
+
+A format for people: times in human units with the unit named (``58.0 ms``, ``1.92 s``),
+fractions as percentages, and column names without the ``_ns`` the cells no longer need.
+JSON and CSV keep integer nanoseconds and 0..1 fractions.
+"""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from ..analysis.summary import Summary
-from .sections import collective_sections, integer_ns, rank_rows, sections
+from . import units
+from .grid import cell
+from .sections import collective_sections, integer_ns, rank_rows, sections, trace_notes
+
+WORD = {"confirmed": "yes", "partial": "some", "none": "no"}
+"""Verdict levels in the words of the summary table (:mod:`.table`, which imports rich: not imported here)."""
+
+FRACTIONS = ("fraction", "concurrency", "utilization", "overlap", "vs_best", "share", "value")
+"""Column names (or their ends) holding a 0..1 fraction, shown as a percentage."""
+
+
+def _is_fraction(name: str, s: pd.Series) -> bool:
+    return s.dtype.kind == "f" and (name in FRACTIONS or name.startswith("fraction") or name.endswith(tuple("_" + f for f in FRACTIONS)))
+
+
+def human(df: pd.DataFrame, origin_ns: int | None = None) -> pd.DataFrame:
+    """``df`` for a person: ``*_ns`` columns as durations with their unit (the column renamed without
+    ``_ns``), fraction columns as percentages, text escaped onto one line; other columns as they are.
+    With ``origin_ns`` (the trace window's start), ``*_start_ns``/``*_end_ns`` times read as offsets from
+    it (``+12.3 ms``), not as clock readings."""
+    out = {}
+    for c in df.columns:
+        name, s = str(c), df[c]
+        is_ns = name.endswith("_ns") or "_ns_" in name
+        if is_ns and origin_ns is not None and name.endswith(("start_ns", "end_ns")) and s.dtype.kind in "fiuO":
+            out[name.replace("_ns", "")] = ["-" if units.missing(v) else ("+" if v >= origin_ns else "") + units.duration(v - origin_ns)
+                                             for v in s.tolist()]
+        elif is_ns and s.dtype.kind in "fiuO":
+            out[name.replace("_ns", "")] = [units.duration(v) for v in s.tolist()]
+        elif _is_fraction(name, s):
+            out[name] = [units.percent(v, 1) for v in s.tolist()]
+        elif s.dtype.kind == "O":
+            out[name] = [v if units.missing(v) else cell(v).plain for v in s.tolist()]
+        else:
+            out[name] = s.to_numpy()
+    return pd.DataFrame(out, columns=list(out))
+
+
+def _rank_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The across-rank figures with each row's values in its own unit."""
+    out = df.copy().astype({c: object for c in ("min", "median", "max")})
+    for c in ("min", "median", "max"):
+        out[c] = [units.duration(v) if str(f).endswith("_ns") else units.percent(v, 1) if isinstance(v, float) and abs(v) <= 1.5 else v
+                  for f, v in zip(df["figure"], df[c])]
+    out["figure"] = [str(f)[:-3] if str(f).endswith("_ns") else f for f in df["figure"]]
+    return out
 
 
 def to_markdown(summary: Summary) -> str:
@@ -14,24 +66,26 @@ def to_markdown(summary: Summary) -> str:
         out.append(f"## {name}\n\n`{r.path}`")
         if r.info.get("wall_s") is not None:
             out.append(f"Wall clock (one timed run): {r.info['wall_s'] * 1e3:,.1f} ms")
-        out.append("\n".join([f"- **{v.level}**: {v.text}" for v in r.verdicts] + [f"- note: {n}" for n in r.notes]) or "- no figure to judge")
+        out.append("\n".join([f"- **{WORD.get(v.level, v.level)}**: {cell(v.text).plain}" for v in r.verdicts]
+                             + [f"- note: {cell(n).plain}" for n in trace_notes(r)]) or "- no figure to judge")
         for name_, df in sections(r).items():
             if name_ != "verdicts" and not df.empty:
-                out.append(f"### {name_}\n\n" + integer_ns(df).to_markdown(index=False))
+                out.append(f"### {name_}\n\n" + human(integer_ns(df), r.window_ns[0]).to_markdown(index=False))
     if not summary.rank_summary.empty:
-        out.append("## Across ranks\n\n" + rank_rows(summary.rank_summary).to_markdown(index=False))
+        out.append("## Across ranks\n\n" + _rank_rows(rank_rows(summary.rank_summary)).to_markdown(index=False))
     for c in summary.collectives:
         head = (f"## Collectives across ranks: {c.run}, {c.window}\n\n{c.matched} matched across ranks "
                 f"{', '.join(map(str, c.ranks))}; straggler: {'rank ' + str(c.straggler_rank) if c.straggler_rank is not None else 'none'}; "
                 f"clocks: {c.clock}")
         notes = [f"- {m}" for m in c.mismatched]
         if c.implausible:
-            notes.append(f"- {c.implausible} collective(s) end on one rank before they start on another: the clocks disagree by at least {c.max_offset_ns:,} ns")
+            notes.append(f"- {c.implausible} collective(s) end on one rank before they start on another: the clocks disagree by at least "
+                         f"{units.duration(c.max_offset_ns)}")
         out.append("\n\n".join([head, *(["\n".join(notes)] if notes else []),
-                                  *(integer_ns(df).to_markdown(index=False) for df in collective_sections(c).values() if not df.empty)]))
+                                  *(human(integer_ns(df)).to_markdown(index=False) for df in collective_sections(c).values() if not df.empty)]))
     variants = summary.variants
     if (variants["agreement"] != "baseline").any():
-        out.append("## Stopwatch against evidence\n\n" + variants.to_markdown(index=False))
+        out.append("## Stopwatch against evidence\n\n" + human(variants).to_markdown(index=False))
     if summary.failures:
         out.append("## Failures\n\n" + "\n".join(f"- `{f.path}`: {f.error}" for f in summary.failures))
     return "\n\n".join(out) + "\n"

@@ -21,12 +21,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.profiled import set_aside_notes
 from ..analysis.report import OverlapReport
 from ..analysis.summary import Summary
 from .grid import cell
+from .sections import trace_notes
 from .table import WORD
-from .units import duration
 
 TOP_FINDINGS = 3
 """Findings shown per trace in the table (JSON, CSV and Markdown list them all)."""
@@ -51,28 +50,6 @@ def _table(title: str, df: pd.DataFrame, cols: list[tuple[str, str, str]]) -> Ta
     for rec in df.to_dict(orient="records"):
         t.add_row(*[cell(fmts[f](rec[c])) for c, _, f in cols])
     return t
-
-
-def aside_lines(aside: pd.DataFrame) -> list[str]:
-    """The set-aside work of one trace (its ``set_aside`` table), one line per reason:
-    ``launched before ... : left out on cuda:0: communication 0.7 ms (2 kernels), compute 0.9 ms (17 kernels)``."""
-    out = []
-    for reason, g in aside.groupby("reason", sort=False):
-        parts = []
-        for device, d in g.groupby("device", sort=False):
-            works = ", ".join(f"{w} {duration(ns)} ({n:,} {'kernels' if w in ('compute', 'communication') else 'events'})"
-                              for w, n, ns in zip(d["work"], d["events"], d["busy_ns"]))
-            parts.append(f"cuda:{device}: {works}")
-        out.append(f"{reason}, left out: " + "; ".join(parts))
-    return out
-
-
-def trace_notes(r: OverlapReport) -> list[str]:
-    """A trace's notes with its set-aside work as :func:`aside_lines` (one line per reason, not per kind of work)."""
-    own = set(set_aside_notes(r.set_aside)) if not r.set_aside.empty else set()
-    if not any(n in own for n in r.notes):  # (with --all-device-work the notes say the work was kept: as they are)
-        return list(r.notes)
-    return aside_lines(r.set_aside) + [n for n in r.notes if n not in own]
 
 
 def render_report(r: OverlapReport, skip: frozenset[str] = frozenset()) -> Panel:
