@@ -129,7 +129,7 @@ def stream_intervals(trace: Trace, device: int, mask: np.ndarray | None = None) 
 
 @per_trace
 def compute_mask(trace: Trace) -> np.ndarray:
-    """Rows of ``device_events`` that are compute kernels (kernels that are not NCCL/RCCL)."""
+    """Rows of ``device_events`` that are compute kernels (kernels that are not communication, :func:`comm_mask`)."""
     ev = trace.device_events
     return ((ev["kind"] == "kernel") & ~ev["is_comm"]).to_numpy()
 
@@ -142,7 +142,8 @@ def copy_mask(trace: Trace) -> np.ndarray:
 
 @per_trace
 def comm_mask(trace: Trace) -> np.ndarray:
-    """Rows of ``device_events`` that are communication kernels (HTA: name contains nccl/rccl)."""
+    """Rows of ``device_events`` that are communication kernels (``is_comm``: a documented family of
+    :mod:`traceprobe.reading.comm_kernels`, NCCL/RCCL by HTA's convention, or a ``Collective name`` arg)."""
     ev = trace.device_events
     return ((ev["kind"] == "kernel") & ev["is_comm"]).to_numpy()
 
