@@ -18,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceprobe import TraceFormatError, load_trace, overlap_report, tracefile
-from traceprobe import trace as trace_mod
+from traceprobe import TraceFormatError, load_trace, overlap_report
+from traceprobe.reading import files as tracefile
+from traceprobe.reading import trace as trace_mod
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 

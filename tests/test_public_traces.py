@@ -108,8 +108,6 @@ def _write(tmp_path, name, doc):
 
 
 def test_rocm_trace_is_hip_and_rccl_is_communication(tmp_path, monkeypatch):
-    from traceprobe import kineto
-
     doc = {
         "schemaVersion": 1,
         "deviceProperties": [{"id": i, "name": "AMD Radeon Graphics", "totalGlobalMem": 68702699520, "warpSize": 64} for i in range(4)],
@@ -130,7 +128,6 @@ def test_rocm_trace_is_hip_and_rccl_is_communication(tmp_path, monkeypatch):
         ],
     }
     p = _write(tmp_path, "rocm.json", doc)
-    monkeypatch.setattr(kineto, "_decode_whole", None)  # ROCm's string stream ids stay on the fast path
     t = load_trace(p)
     assert t.backend == "hip" and t.device_label(2) == "hip:2"
     assert t.device_events["is_comm"].tolist() == [False, False, True]
@@ -161,9 +158,11 @@ def test_mtia_events_are_device_work(tmp_path):
     assert t.backend == "mtia" and t.device_label(17) == "mtia:17"
     ev = t.device_events
     assert ev[["device", "stream", "kind"]].values.tolist() == [[17, 108, "kernel"], [17, 104, "memcpy"]]
+    assert ev["direction"].tolist()[1] == "DtoH"  # from args.direction: MTIA names its copies dma_request
     assert set(t.host_events["cat"]) == {"cuda_runtime"}
     r = overlap_report(t)
-    assert r.devices.device_count == 1 and r.work_ns == 10_000  # device work, not "no device activity (CPU-only)"
+    # device work, not "no device activity (CPU-only)": the kernel [20, 30] µs and, with its direction read, the copy [25, 35]
+    assert r.devices.device_count == 1 and r.work_ns == 15_000
 
 
 def test_cuda_is_the_default_backend(tmp_path):

@@ -1,4 +1,4 @@
-"""Streaming reads: a trace decoded piece by piece as its bytes arrive equals the whole-trace decode.
+"""Streaming reads: a trace decoded in pieces of any size, its bytes arriving in chunks of any size, gives the columns of one piece.
 
 Sizes are made tiny (pieces of about 1000 bytes, chunks of 777) so that cuts fall
 across chunk edges. The sample traces are real; every other trace here is
@@ -18,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceprobe import TraceFormatError, kineto, shares, tracefile
-from traceprobe.splitter import Head, Splitter
+from traceprobe import TraceFormatError
+from traceprobe.reading import decode, files
+from traceprobe.reading.splitter import Head, Splitter
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(
@@ -28,26 +29,22 @@ SAMPLES = sorted(
 )
 
 
-def _no_fallback(path, raw):
-    raise AssertionError(f"{path}: the streaming decode fell back to the whole-trace decode")
-
-
-def read(path, monkeypatch, piece: int | None = None, chunk: int | None = None, how: str = "stream") -> kineto.Decoded:
-    """``read_events`` streaming only (``stream``), falling back where it must (``any``), or whole (``whole``)."""
+def read(path, monkeypatch, piece: int | None = None, chunk: int | None = None) -> decode.Decoded:
+    """:func:`decode.read_events` with pieces of ``piece`` bytes and chunks of ``chunk`` (default: the module's);
+    ``piece=ONE`` decodes the event list as one piece, the reference the others are checked against."""
     with monkeypatch.context() as m:
-        if how == "whole":
-            m.setattr(shares, "decode_share", lambda *a, **k: None)
-        elif how == "stream":
-            m.setattr(kineto, "_decode_whole", _no_fallback)
         if piece:
-            m.setattr(kineto, "PIECE_BYTES", piece)
+            m.setattr(decode, "PIECE_BYTES", piece)
         if chunk:
-            m.setattr(tracefile, "CHUNK_BYTES", chunk)
-            m.setattr(tracefile, "_READ", chunk)
-        return kineto.read_events(path)
+            m.setattr(files, "CHUNK_BYTES", chunk)
+            m.setattr(files, "_READ", chunk)
+        return decode.read_events(path)
 
 
-def _values(d: kineto.Decoded, column: str, codes: np.ndarray) -> np.ndarray:
+ONE = 1 << 40
+
+
+def _values(d: decode.Decoded, column: str, codes: np.ndarray) -> np.ndarray:
     """A column as the values it codes: names and threads are numbered in order of first appearance,
     which depends on how the events were cut into pieces; the values do not."""
     table = {"name": d.names, "pid": d.threads, "tid": d.threads}.get(column)
@@ -58,7 +55,7 @@ def _values(d: kineto.Decoded, column: str, codes: np.ndarray) -> np.ndarray:
     return labels[codes]
 
 
-def assert_same(a: kineto.Decoded, b: kineto.Decoded) -> None:
+def assert_same(a: decode.Decoded, b: decode.Decoded) -> None:
     assert a.event_count == b.event_count and a.warnings == b.warnings
     for x, y in ((a.names, b.names), (a.threads, b.threads)):  # the same distinct values, each once
         assert len(x) == len(y) and sorted(map(repr, x)) == sorted(map(repr, y))
@@ -74,13 +71,13 @@ def assert_same(a: kineto.Decoded, b: kineto.Decoded) -> None:
 
 
 @pytest.mark.parametrize("name", SAMPLES)
-def test_sample_traces_stream_like_the_whole_decode(name, tmp_path, monkeypatch):
+def test_sample_traces_give_the_same_columns_in_any_pieces(name, tmp_path, monkeypatch):
     """Real samples, gzip and plain: tiny pieces and chunks (up to about 300 pieces a trace, to keep the test quick)."""
     gz = REPO / name
     text = gzip.decompress(gz.read_bytes())
     scale = max(1, len(text) // 300_000)
     piece, chunk = 1000 * scale, 777 * scale
-    whole = read(gz, monkeypatch, how="whole")
+    whole = read(gz, monkeypatch, ONE)
     assert_same(read(gz, monkeypatch, piece, chunk), whole)
     if scale == 1:
         plain = tmp_path / "plain.json"
@@ -118,7 +115,7 @@ def members(data: bytes, cuts: list[int]) -> bytes:
 
 @pytest.mark.parametrize("layout", ["head before and after", "head before", "head after", "bare list", "minified"])
 @pytest.mark.parametrize("store", ["plain", "gzip", "gzip members"])
-def test_synthetic_layouts_stream_without_fallback(layout, store, tmp_path, monkeypatch):
+def test_synthetic_layouts_give_the_same_columns_in_any_pieces(layout, store, tmp_path, monkeypatch):
     events = [event(i) for i in range(300)]
     text = trace_text(
         events,
@@ -131,21 +128,17 @@ def test_synthetic_layouts_stream_without_fallback(layout, store, tmp_path, monk
     p.write_bytes(text if store == "plain" else gzip.compress(text) if store == "gzip" else members(text, [5, 1234, 1235, 7001, len(text) - 3]) + b"\0" * 9)
     streamed = read(p, monkeypatch, 1000, 777)
     assert streamed.event_count == 300 and len(streamed.tables["device"]["ts"]) == 200 and len(streamed.tables["host"]["ts"]) == 100
-    assert_same(streamed, read(p, monkeypatch, how="whole"))
+    assert_same(streamed, read(p, monkeypatch, ONE))
     if layout in ("head before and after", "minified"):
         assert streamed.head.traceName == AFTER["traceName"] and streamed.head.deviceProperties == BEFORE["deviceProperties"]
 
 
-def test_a_cut_inside_a_name_falls_back_and_loads_right(tmp_path, monkeypatch):
+def test_a_cut_inside_a_name_joins_the_pieces_and_loads_right(tmp_path, monkeypatch):
     """SYNTHETIC: events named ``a},{b``, repeated up to 20 times, so a cut lands inside a string; the result is still right."""
     p = tmp_path / "t.json"
     p.write_text(trace_text([event(i, "a},{b" * (1 + i % 20)) for i in range(300)], BEFORE, AFTER, sep=","))
-    calls = []
-    whole = kineto._decode_whole
-    monkeypatch.setattr(kineto, "_decode_whole", lambda path, raw: calls.append(path) or whole(path, raw))
-    got = read(p, monkeypatch, 1000, 777, how="any")
-    assert calls == [p]  # the strict decode of a piece cut inside a string failed: whole-trace decode
-    assert_same(got, read(p, monkeypatch, how="whole"))
+    got = read(p, monkeypatch, 1000, 777)
+    assert_same(got, read(p, monkeypatch, ONE))
     assert got.names == ["a},{b" * (1 + i) for i in range(20)] and got.event_count == 300
 
 
@@ -161,16 +154,16 @@ names = st.sampled_from(["k", "a},{b", "x} , {y", "]", "}]", '"traceEvents": [',
     st.sampled_from([",", ", ", ",\n  "]),
     st.booleans(),
 )
-def test_any_cut_and_chunking_gives_the_whole_decode(tmp_path, monkeypatch, events, piece, chunk, where, sep, gz):
-    """SYNTHETIC: whatever the piece and chunk sizes, and names full of brackets, streaming (with its fallback) equals the whole decode."""
+def test_any_cut_and_chunking_gives_the_same_columns(tmp_path, monkeypatch, events, piece, chunk, where, sep, gz):
+    """SYNTHETIC: whatever the piece and chunk sizes, and names full of brackets, the columns are those of one piece."""
     text = trace_text([event(i, n) for i, n in enumerate(events)], BEFORE if where == "before" else None, AFTER if where == "after" else None, where == "bare", sep)
     p = tmp_path / ("h.json.gz" if gz else "h.json")
     p.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
-    assert_same(read(p, monkeypatch, piece, chunk, how="any"), read(p, monkeypatch, how="whole"))
+    assert_same(read(p, monkeypatch, piece, chunk), read(p, monkeypatch, ONE))
 
 
-def split(text: bytes, chunk: int, piece: int = 1000, keep=None) -> tuple[Head, list]:
-    s, pieces = Splitter(piece, keep), []
+def split(text: bytes, chunk: int, piece: int = 1000) -> tuple[Head, list]:
+    s, pieces = Splitter(piece), []
     for i in range(0, len(text), chunk):
         pieces += s.feed(text[i : i + chunk])
     end = s.finish()
@@ -186,19 +179,9 @@ def test_pieces_do_not_depend_on_the_chunks(chunk):
     head, pieces = split(text, chunk)
     assert (head, pieces) == split(text, len(text))
     assert head.traceName == AFTER["traceName"] and head.deviceProperties == BEFORE["deviceProperties"]
-    assert [e for p in pieces for e in json.loads(p)] == json.loads(json.dumps(events))
-    assert len(pieces) > 20 and all(1000 < len(p) < 1700 for p in pieces[:-1])
-
-
-@pytest.mark.parametrize("chunk", [7, 4096])
-def test_unwanted_pieces_are_cut_but_not_copied(chunk):
-    """SYNTHETIC: with ``keep`` (every third piece from the second), the others come back as None at their places:
-    the same cuts, the wanted pieces byte for byte."""
-    text = trace_text([event(i) for i in range(300)], BEFORE, AFTER).encode()
-    head, every = split(text, chunk)
-    head_k, kept = split(text, chunk, keep=lambda k: k % 3 == 1)
-    assert head_k == head and len(kept) == len(every) > 10
-    assert kept == [p if k % 3 == 1 else None for k, p in enumerate(every)]
+    assert [e for p in pieces for e in json.loads(p[0])] == json.loads(json.dumps(events))
+    assert len(pieces) > 20 and all(1000 < len(p[0]) < 1700 for p in pieces[:-1])
+    assert all(text[p[1] : p[1] + len(p[0]) - 2] + p[2] == text[p[1] : q[1]] for p, q in zip(pieces, pieces[1:]))  # offsets, separators
 
 
 def test_long_white_space_is_not_a_cut_and_not_a_slow_search():
@@ -209,10 +192,10 @@ def test_long_white_space_is_not_a_cut_and_not_a_slow_search():
         assert s.feed(b" " * (64 << 10)) == []
     s.feed(b"{}]}")
     end = s.finish()
-    assert end is not None and len(end[1]) == 1 and len(json.loads(end[1][0])) == 2
+    assert end is not None and len(end[1]) == 1 and len(json.loads(end[1][0][0])) == 2
 
 
-def test_unknown_layouts_are_left_to_the_whole_decode():
+def test_unknown_layouts_are_not_cut():
     for text in (b"", b"   ", b'{"nodes": []}', b'{"traceEvents": [{"ph": "X"}', b'[{"ph": "X"}', b'[{"ph": "X"}] x', b'{"traceEvents": {}}'):
         s = Splitter(1000)
         s.feed(text)
@@ -221,17 +204,16 @@ def test_unknown_layouts_are_left_to_the_whole_decode():
 
 @pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
 def test_too_large_is_refused_while_streaming(name, tmp_path, monkeypatch):
-    """SYNTHETIC: over the limit, the stream stops there: no whole read, never more than the limit handed on."""
+    """SYNTHETIC: over the limit, the stream stops there: never more than the limit handed on."""
     text = trace_text([event(i) for i in range(2000)]).encode()
     p = tmp_path / name
     p.write_bytes(gzip.compress(text) if name.endswith(".gz") else text)
     seen = []
-    chunks = shares.read_trace_chunks
-    monkeypatch.setattr(shares, "read_trace_chunks", lambda path, max_bytes: (seen.append(len(c)) or c for c in chunks(path, max_bytes)))
-    monkeypatch.setattr(shares, "read_trace_bytes", None)  # would raise TypeError if called
-    monkeypatch.setattr(tracefile, "CHUNK_BYTES", 1000)
+    chunks = decode.read_trace_chunks
+    monkeypatch.setattr(decode, "read_trace_chunks", lambda path, max_bytes: (seen.append(len(c)) or c for c in chunks(path, max_bytes)))
+    monkeypatch.setattr(files, "CHUNK_BYTES", 1000)
     with pytest.raises(TraceFormatError, match=r"too large: more than 0 MiB of JSON \(the max_bytes limit"):
-        kineto.read_events(p, max_bytes=50_000)
+        decode.read_events(p, max_bytes=50_000)
     assert sum(seen) <= 50_000 and (sum(seen) > 40_000 if name.endswith(".gz") else seen == [])  # a plain file: refused by its size
 
 
@@ -243,7 +225,7 @@ def test_url_streams_like_a_file(tmp_path, monkeypatch):
     for name, data in (("s.json", text), ("s.json.gz", gzip.compress(text))):
         mem.pipe(f"/stream/{name}", data)
         (tmp_path / name).write_bytes(data)
-        assert_same(read(f"memory:///stream/{name}", monkeypatch, 1000, 777), read(tmp_path / name, monkeypatch, how="whole"))
+        assert_same(read(f"memory:///stream/{name}", monkeypatch, 1000, 777), read(tmp_path / name, monkeypatch, ONE))
 
 
 def test_zlib_stream_broken_mid_member_reports_gzip(tmp_path, monkeypatch):
@@ -254,4 +236,4 @@ def test_zlib_stream_broken_mid_member_reports_gzip(tmp_path, monkeypatch):
     p = tmp_path / "t.json.gz"
     p.write_bytes(gzip.compress(text[:5000]) + second[: len(second) // 2])
     with pytest.raises(TraceFormatError, match=r"corrupt or truncated gzip data \(the stream ends early\)"):
-        read(p, monkeypatch, 1000, 777, how="any")
+        read(p, monkeypatch, 1000, 777)

@@ -227,7 +227,9 @@ class _Builder:
             try:
                 events = _TOLERANT.decode(piece[0])
             except msgspec.ValidationError as exc:  # (no tolerant struct rejects an object: this is not one)
-                where = re.sub(r"`\$\[(\d+)\]", lambda m: f"event {self.count + int(m.group(1)):,} (`$.traceEvents[{self.count + int(m.group(1))}]", str(exc))
+                if self.count == 0 and last:  # the whole document is this one list: what is it?
+                    raise TraceFormatError(path, not_a_trace(path, piece[0])) from None
+                where = re.sub(r"`\$\[(\d+)\]([^`]*)`", lambda m: f"`$.traceEvents[{self.count + int(m.group(1))}]{m.group(2)}`", str(exc))
                 raise TraceFormatError(path, f"unexpected trace content: {where}") from None
         except msgspec.DecodeError as exc:
             msg = str(exc)

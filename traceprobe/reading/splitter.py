@@ -12,9 +12,9 @@ and keeps only what it has not handed on yet:
 
 At the end of the stream the buffer holds the last events, the list's ``]`` and
 the head fields written after the list (Kineto writes some there, ``deviceProperties``
-among them). The list ends at the last ``]`` that leaves a valid head when the text
-before the list, ``"traceEvents": []`` and the text after that ``]`` are decoded as
-:class:`Head`, and a valid JSON list before it.
+among them). The list ends at the first ``}]`` whose ``]`` leaves a valid head when the
+text before the list, ``"traceEvents": []`` and the text after that ``]`` are decoded as
+:class:`Head` (one inside an event leaves the rest of the events after it: no head).
 
 Cutting is lexical, so it can be wrong: a boundary inside a string (an event
 named ``a},{b``). Such a piece ends inside a string, so its decode fails as
@@ -60,10 +60,9 @@ HEAD_FIELDS = tuple(f for f in Head.__struct_fields__ if f != "deviceProperties"
 """Top-level fields copied into ``Trace.metadata`` when present."""
 
 _HEAD = msgspec.json.Decoder(_HeadOnly)
-_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 _TRACE_EVENTS = re.compile(rb'"traceEvents"\s{0,64}:\s{0,64}\[')
 _CUT = re.compile(rb"\}\s{0,64},\s{0,64}\{")
-_LIST_END = re.compile(rb"\}\s{0,64}\]")
+_LIST_END = re.compile(rb"\}[ \t\r\n]*\]")  # (one pass at the end: unbounded white space is linear)
 _LONGEST = 160  # longer than any match of the two patterns above
 _SPACE = re.compile(rb"[ \t\n\r]*")
 
@@ -134,10 +133,9 @@ class Splitter:
             ends = [m.end() - 1 for m in _LIST_END.finditer(buf)]  # the list ends with an event's } and its ]
             if buf[(first := skip_space(buf, 0, len(buf))) : first + 1] == b"]":  # or is empty
                 ends.insert(0, first)
-            for close in ends[::-1][:16]:  # the one that leaves a valid head
-                try:  # (a list in the head after the events, deviceProperties, also leaves a valid head: the events must be a list)
+            for close in ends:  # the first that leaves a valid head: after it, only head fields (a later one,
+                try:  # deviceProperties' own, would leave a valid head too; an earlier one, inside an event, never)
                     head_only = _HEAD.decode(b"".join((self.before or b"", b'"traceEvents": []', buf[close + 1 :])))
-                    _EVENTS.decode(b"".join((b"[", buf[:close], b"]")))
                     break
                 except msgspec.DecodeError:
                     head_only = None

@@ -1,4 +1,4 @@
-"""The one decode path: pieces, the whole-trace fallback, exact timestamps.
+"""The one decode path: pieces, odd events, exact timestamps.
 
 Every trace here is SYNTHETIC, written as JSON text in the test so that the
 decimal digits of ``ts``/``dur`` are exactly the ones chosen.
@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceprobe import TraceFormatError, kineto, load_trace, shares
+from traceprobe import TraceFormatError, load_trace
 from traceprobe.analysis.steps import clip_trace
-from traceprobe.timestamps import INVALID, MISSING, OK, parse_us
+from traceprobe.reading import decode
+from traceprobe.reading.timestamps import INVALID, MISSING, OK, parse_us
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -93,9 +94,9 @@ kineto_decimals = st.builds(
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(kineto_decimals, min_size=1, max_size=40), st.one_of(st.none(), st.sampled_from(["1.5", "1.2345", "1e3", "0.5e1", '"1.234"', "[0,1.23]", ""])))
-def test_parse_us_reads_three_decimals_as_integers(texts, odd):
-    """A piece whose times all read -?digits.ddd is read without the decimal matrix (at most 19
-    digits, led by 8 or less at 19); one other value anywhere sends it there. Both exact."""
+def test_parse_us_reads_fixed_decimals_exactly(texts, odd):
+    """Pieces whose times all read -?digits.ddd (the fast path: at most 19 digits, led by 8 or less at 19), with one
+    other value anywhere (which sends the piece to the general parser): exact either way."""
     if odd is not None:
         texts = [*texts[: len(texts) // 2], odd, *texts[len(texts) // 2 :]]
     ns, status = parse_us([t.encode() for t in texts])
@@ -112,16 +113,15 @@ def test_parse_us_reads_three_decimals_as_integers(texts, odd):
             assert (s, v) == (OK, want), t
 
 
-def test_three_decimals_need_no_matrix(monkeypatch):
-    import traceprobe.timestamps as ts
-
-    monkeypatch.setattr(ts, "_parse_plain", lambda *a: pytest.fail("read through the decimal matrix"))
-    ns, status = parse_us([b"1712195495505582.988", b"-0.001", b"0.500", b"8999999999999999.999", b"-8999999999999999.999"])
-    assert ns.tolist() == [1712195495505582988, -1, 500, 8999999999999999999, -8999999999999999999] and status.tolist() == [OK] * 5
-    # 19 digits led by 9 (int64's edge is there), 20 digits, four decimals, an exponent: the matrix reads them
-    for beyond in ([b"9223372036854775.807"], [b"10000000000000000.000"], [b"1.000", b"12.3456"], [b"1.000", b"1.5e3"]):
-        with pytest.raises(pytest.fail.Exception):
-            parse_us(beyond)
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(10**16), 10**16), min_size=1, max_size=40), st.sampled_from([0, 1, 2, 3]))
+def test_parse_us_reads_integers_and_short_decimals_exactly(values, k):
+    """Integer µs (Kineto before torch 2.1) and 1-2 decimals, every value of a piece alike: exact, int64's edges kept."""
+    texts = [str(v) if k == 0 else f"{'-' if v < 0 else ''}{abs(v) // 10**k}.{abs(v) % 10**k:0{k}d}" for v in values]
+    ns, status = parse_us([t.encode() for t in texts])
+    for t, v, s in zip(texts, ns.tolist(), status.tolist()):
+        want = exact_ns(t)
+        assert (s, v) == ((OK, want) if -(2**63) <= want < 2**63 else (INVALID, 0)), t
 
 
 def test_three_decimals_take_no_space_or_inner_minus():
@@ -162,59 +162,46 @@ def traces(draw):
 
 
 @SETTINGS
-@given(traces(), st.sampled_from([64, 300, 1 << 20]))
-def test_pieces_and_whole_trace_fallback_agree(tmp_path, monkeypatch, events, piece):
-    """SYNTHETIC: the strict piece-by-piece decode and the tolerant whole decode give the same Trace."""
+@given(traces(), st.sampled_from([64, 300]))
+def test_pieces_of_any_size_give_the_trace_of_one(tmp_path, monkeypatch, events, piece):
+    """SYNTHETIC: small pieces (integer and decimal times mixed, odd values among them) give the Trace one piece gives,
+    or the same error."""
     p = write(tmp_path, events or ['{"ph": "M", "name": "process_name", "pid": 1}'])
-    monkeypatch.setattr(kineto, "PIECE_BYTES", piece)
+    monkeypatch.setattr(decode, "PIECE_BYTES", piece)
     try:
-        fast = load_trace(p)
+        small = load_trace(p)
     except TraceFormatError as e:
-        monkeypatch.setattr(shares, "decode_share", lambda *a, **k: None)
+        monkeypatch.setattr(decode, "PIECE_BYTES", 1 << 40)
         with pytest.raises(TraceFormatError) as e2:
             load_trace(p)
         assert str(e2.value) == str(e)
         return
-    monkeypatch.setattr(shares, "decode_share", lambda *a, **k: None)
-    whole = load_trace(p)
-    for a, b in ((fast.device_events, whole.device_events), (fast.host_events, whole.host_events), (fast.steps, whole.steps)):
+    monkeypatch.setattr(decode, "PIECE_BYTES", 1 << 40)
+    one = load_trace(p)
+    for a, b in ((small.device_events, one.device_events), (small.host_events, one.host_events), (small.steps, one.steps)):
         pd.testing.assert_frame_equal(a, b)
-    assert fast.metadata == whole.metadata
+    assert small.metadata == one.metadata
 
 
-def test_the_fast_path_is_taken(tmp_path, monkeypatch):
-    """SYNTHETIC: a plain Kineto layout never reaches the whole-trace decode."""
-    p = write(tmp_path, [event("X", "kernel", f"k{i}", f"{i}.5", "1.25", 0, 7, '"device": 0, "stream": 7') for i in range(200)])
-    monkeypatch.setattr(kineto, "PIECE_BYTES", 1000)
-    monkeypatch.setattr(kineto, "_decode_whole", None)  # would raise TypeError if called
-    assert len(load_trace(p).device_events) == 200
+ODD = ['{"ph": "Z", "cat": "kernel", "name": "unknown phase", "pid": 0, "tid": 7, "ts": 5}',
+       '{"ph": "X", "cat": "cpu_op", "name": "float pid", "pid": 1.5, "tid": 1, "ts": 5, "dur": 1}',
+       '{"ph": "X", "cat": ["a list"], "name": {"an": "object"}, "pid": 1, "tid": 1, "ts": 5, "dur": 1}']
 
 
-def test_integer_times_need_no_text(tmp_path, monkeypatch):
-    """SYNTHETIC: integer µs are read as ints (no text parsed) and give the ns the text would."""
-    p = write(tmp_path, [event("X", "kernel", f"k{i}", str(1669783687464200 + i), str(i), 0, 7, '"device": 0, "stream": 7') for i in range(200)])
-    want = load_trace(p).device_events[["start_ns", "end_ns"]].values.tolist()
-    assert want[3] == [1669783687464203000, 1669783687464206000]
-    monkeypatch.setattr(kineto, "PIECE_BYTES", 1000)
-    monkeypatch.setattr(kineto, "parse_us", None)  # would raise TypeError if called
-    assert load_trace(p).device_events[["start_ns", "end_ns"]].values.tolist() == want
-
-
-def test_integer_times_give_way_for_good(tmp_path, monkeypatch):
-    """SYNTHETIC: the first piece with a decimal time is decoded again with the times as text, and so are the
-    pieces after it (integers again among them), with the columns a whole decode gives."""
-    ints = [event("X", "kernel", f"k{i}", str(1000 + i), "2", 0, 7, '"device": 0, "stream": 7') for i in range(50)]
-    decimals = [event("X", "kernel", f"d{i}", f"{2000 + i}.5", "1.25", 0, 7, '"device": 0, "stream": 7') for i in range(50)]
-    p = write(tmp_path, ints + decimals + ints)
-    monkeypatch.setattr(kineto, "PIECE_BYTES", 1000)
-    tried = []
-    real = kineto._INT_PIECE_DECODER
-    monkeypatch.setattr(kineto, "_INT_PIECE_DECODER", type("Spy", (), {"decode": staticmethod(lambda b: tried.append(1) or real.decode(b))}))
-    fast = load_trace(p).device_events
-    first_decimal_piece = len(tried)
-    assert 1 < first_decimal_piece < 15  # pieces of about 1000 bytes: integers tried up to the first decimals, never after
-    monkeypatch.setattr(shares, "decode_share", lambda *a, **k: None)
-    pd.testing.assert_frame_equal(fast, load_trace(p).device_events)
+@pytest.mark.parametrize("odd", ODD)
+@pytest.mark.parametrize("where", [0, 77, 199])
+def test_an_odd_event_costs_its_own_piece(tmp_path, monkeypatch, odd, where):
+    """SYNTHETIC: one event strict types refuse, anywhere: the trace is what it is without it (its host row aside),
+    and only its own piece is decoded again with tolerant types."""
+    good = [event("X", "kernel", f"k{i}", f"{i}.5", "1.25", 0, 7, '"device": 0, "stream": 7') for i in range(200)]
+    monkeypatch.setattr(decode, "PIECE_BYTES", 1000)
+    tolerant, real = [], decode._TOLERANT
+    monkeypatch.setattr(decode, "_TOLERANT", type("Spy", (), {"decode": staticmethod(lambda b: tolerant.append(len(b)) or real.decode(b))}))
+    with_odd = load_trace(write(tmp_path, [*good[:where], odd, *good[where:]], "odd.json"))
+    assert len(tolerant) == 1 and tolerant[0] < 2000  # one piece of about 1000 bytes, not the trace (about 25 kB)
+    plain = load_trace(write(tmp_path, good, "plain.json"))
+    pd.testing.assert_frame_equal(with_odd.device_events, plain.device_events)
+    assert with_odd.metadata["event_count"] == plain.metadata["event_count"] + 1
 
 
 def test_trace_is_frozen_and_steps_follow_the_events(tmp_path):
