@@ -249,3 +249,12 @@ def test_the_documented_families_are_the_reading_codes():
         assert COMM_KERNEL_RE.search(name) and family_of(name).name == family  # type: ignore[union-attr]
     for compute in ("ampere_sgemm_128x64_tn", "void at::native::reduce_kernel<512, 1>", "triton_red_fused_add_mean_0", "allreduce_stats"):
         assert family_of(compute) is None and not COMM_KERNEL_RE.search(compute)
+
+
+def test_detail_names_rocm_devices(tmp_path):
+    from traceprobe.analysis.summary import summarize
+    from traceprobe.report.panels import DetailRenderer
+
+    text = DetailRenderer(width=200).render(summarize([overlap_report(_rocm_trace(tmp_path))]))
+    assert "hip:0" in text and "cuda:" not in text
+    assert "left out: hip:0: compute" in text  # the set-aside work, one line per reason

@@ -87,8 +87,8 @@ def collective_sections(c: WindowCollectives) -> dict[str, pd.DataFrame]:
     return {"collective_wait": wait, "collective_types": c.by_type, "collective_sizes": c.by_size}
 
 
-def aside_lines(aside: pd.DataFrame) -> list[str]:
-    """The set-aside work of one trace (its ``set_aside`` table), one line per reason:
+def aside_lines(aside: pd.DataFrame, backend: str = "cuda") -> list[str]:
+    """The set-aside work of one trace (its ``set_aside`` table), one line per reason, devices named by ``backend``:
     ``launched before ... : left out on cuda:0: communication 0.7 ms (2 kernels), compute 0.9 ms (17 kernels)``."""
     out = []
     for reason, g in aside.groupby("reason", sort=False):
@@ -96,14 +96,14 @@ def aside_lines(aside: pd.DataFrame) -> list[str]:
         for device, d in g.groupby("device", sort=False):
             works = ", ".join(f"{w} {duration(ns)} ({n:,} {'kernels' if w in ('compute', 'communication') else 'events'})"
                               for w, n, ns in zip(d["work"], d["events"], d["busy_ns"]))
-            parts.append(f"cuda:{device}: {works}")
+            parts.append(f"{backend}:{device}: {works}")
         out.append(f"{reason}, left out: " + "; ".join(parts))
     return out
 
 
 def trace_notes(r: OverlapReport) -> list[str]:
     """A trace's notes with its set-aside work as :func:`aside_lines` (one line per reason, not per kind of work)."""
-    own = set(set_aside_notes(r.set_aside)) if not r.set_aside.empty else set()
+    own = set(set_aside_notes(r.set_aside, r.backend)) if not r.set_aside.empty else set()
     if not any(n in own for n in r.notes):  # (with --all-device-work the notes say the work was kept: as they are)
         return list(r.notes)
-    return aside_lines(r.set_aside) + [n for n in r.notes if n not in own]
+    return aside_lines(r.set_aside, r.backend) + [n for n in r.notes if n not in own]
