@@ -140,9 +140,15 @@ def check_roundtrip(trace, report, path: Path) -> dict:
         u = _child(tracks, row.device, BREAKDOWN_TRACK)
         b = sl[sl["track"] == u].sort_values("start")
         assert (b["start"].to_numpy()[1:] >= b["end"].to_numpy()[:-1]).all()
-        for part, col in zip(BREAKDOWN_SLICES, ("exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_launch_ns", "idle_sync_ns", "idle_other_ns")):
+        def part_ns(part: str) -> int:
             x = b[b["name"] == f"{BREAKDOWN_TRACK}: {part}"]
-            assert int((x["end"] - x["start"]).sum()) == getattr(row, col), (part, row.device)
+            return int((x["end"] - x["start"]).sum())
+
+        for part, col in zip(BREAKDOWN_SLICES, ("exposed_comm_ns", "exposed_copy_ns", "other_ns", "set_aside_ns")):
+            assert part_ns(part) == getattr(row, col), (part, row.device)
+        # the idle slices, one per cause, sum to the idle time; sync is idle_sync_ns
+        assert sum(part_ns(p) for p in BREAKDOWN_SLICES if p.startswith("idle: ")) == row.idle_ns
+        assert part_ns("idle: sync") == row.idle_sync_ns
     # counters agree with the concurrency figures
     dc = report.devices
     busy_dev = [u for u, td in tracks.items() if td.name == "busy devices"]

@@ -63,7 +63,8 @@ from .memo import device_column, host_column
 CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"
 """What matching across ranks assumes of the traces' timestamps."""
 
-TABLE_COLUMNS = ["rank", "device", "stream", "pg", "collective", "name", "start_ns", "end_ns", "bytes", "dtype", "group_size"]
+TABLE_COLUMNS = ["rank", "device", "stream", "pg", "pg_desc", "collective", "name", "start_ns", "end_ns", "bytes", "dtype", "group_size"]
+
 
 BUSBW_FACTOR = {
     "allreduce": lambda n: 2 * (n - 1) / n,
@@ -125,7 +126,7 @@ def _launch_external_ids(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 
 def _empty_table() -> pd.DataFrame:
-    dt = {"rank": "Int64", "pg": object, "collective": object, "name": object, "dtype": object}
+    dt = {"rank": "Int64", "pg": object, "pg_desc": object, "collective": object, "name": object, "dtype": object}
     return pd.DataFrame({c: pd.Series([], dtype=dt.get(c, np.int64)) for c in TABLE_COLUMNS})
 
 
@@ -137,7 +138,9 @@ def collective_table(trace: Trace) -> pd.DataFrame:
         ``stream`` (int64), ``pg`` (str, process group name; ``""`` unknown),
         ``collective`` (str, :func:`collective_type`), ``name`` (str, kernel),
         ``start_ns``, ``end_ns`` (int64 ns), ``bytes`` (int64 message size S,
-        -1 unknown), ``dtype`` (str), ``group_size`` (int64, -1 unknown).
+        -1 unknown), ``dtype`` (str), ``group_size`` (int64, -1 unknown);
+        ``pg_desc`` (str, the group's description from ``distributedInfo.pg_config``,
+        e.g. ``default_pg``, ``""`` unknown).
     """
     ev = trace.device_events
     m = comm_mask(trace) if not ev.empty else np.zeros(0, bool)
@@ -177,12 +180,14 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     dtype = np.where(dtype != "", dtype, name_dtype)
     size = per_value(dtype, lambda d: DTYPE_BYTES.get(str(d).lower(), -1)).astype(np.int64)
     nbytes = np.where((nelems >= 0) & (size > 0), nelems * size, -1)
-    return pd.DataFrame(
+    descs = _pg_descriptions(trace)
+    out = pd.DataFrame(
         {
             "rank": pd.array([trace.rank] * n, dtype="Int64"),
             "device": device_column(trace, "device")[sel],
             "stream": device_column(trace, "stream")[sel],
             "pg": pg.astype(str),
+            "pg_desc": np.array([descs.get(str(x), "") for x in pg.tolist()], dtype=object),
             "collective": ctype,
             "name": names,
             "start_ns": device_column(trace, "start_ns")[sel],
@@ -192,6 +197,16 @@ def collective_table(trace: Trace) -> pd.DataFrame:
             "group_size": arg("group_size", -1).astype(np.int64),
         }
     )
+    return out
+
+
+def _pg_descriptions(trace: Trace) -> dict[str, str]:
+    """``{pg_name: pg_desc}`` from ``distributedInfo.pg_config`` (Kineto), empty where absent."""
+    cfg = (trace.metadata.get("distributedInfo") or {}).get("pg_config")
+    if not isinstance(cfg, list):
+        return {}
+    return {str(c.get("pg_name")): str(c.get("pg_desc", "")) for c in cfg if isinstance(c, dict) and "pg_name" in c}
+
 
 
 @dataclass(frozen=True)
@@ -215,7 +230,8 @@ class WindowCollectives:
             ``bytes``, ``ranks``, ``skew_ns``, ``last_rank``, ``time_ns`` (int64),
             ``algbw_gbps``, ``busbw_gbps`` (float64).
         per_rank: one row per matched collective and rank: ``pg``, ``seq``,
-            ``rank``, ``start_ns``, ``end_ns``, ``duration_ns``, ``wait_ns`` (int64).
+            ``rank``, ``start_ns``, ``end_ns``, ``duration_ns``, ``wait_ns`` (int64),
+            ``collective``, ``pg_desc`` (str).
         implausible: matched collectives that end on one rank before they start
             on another (all-to-all kinds only); ``max_offset_ns`` the largest gap.
     """
@@ -334,7 +350,8 @@ def match_window(tables: dict[int, pd.DataFrame], run: str = "", window: str = "
     by_type = _by_type(per, sized.to_numpy())
     by_size = _by_type(per, sized.to_numpy(), by_size=True)
     matches = per.reindex(columns=["pg", "seq", "collective", "bytes", "ranks", "skew_ns", "last_rank", "time_ns", "algbw_gbps", "busbw_gbps"])
-    per_rank = k.reindex(columns=["pg", "seq", "rank", "start_ns", "end_ns", "duration_ns", "wait_ns"])
+    per_rank = k.reindex(columns=["pg", "seq", "rank", "start_ns", "end_ns", "duration_ns", "wait_ns", "collective", "pg_desc",
+                                  ])
     per_rank = per_rank.sort_values(by=["pg", "seq", "rank"], kind="stable").reset_index(drop=True)
     return WindowCollectives(
         run=run, window=window, ranks=ranks, matched=len(per), mismatched=tuple(mismatched), straggler_rank=straggler,

@@ -23,8 +23,9 @@ from .breakdown import gpu_breakdown, step_breakdown
 from .busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
 from .collectives import collective_table, collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
-from .findings import findings
+from .findings import exposed_collective_spans, findings
 from .host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
+from .idle_causes import idle_cause_table
 from .kernels import kernel_table, queue_times
 from .memo import device_column
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
@@ -49,6 +50,11 @@ class OverlapReport:
         cpu_gpu: CPU/GPU overlap, see :class:`.overlap.CpuGpuOverlap`.
         host_threads: host-thread concurrency, see :mod:`.host_threads` (None only
             in reports built by hand).
+        exposed_comm: exposed collective communication as intervals, see
+            :func:`.findings.exposed_collective_spans` (what waits across ranks
+            are measured against, :mod:`.causes`).
+        idle_causes: idle time by cause per device and per step, see
+            :func:`.idle_causes.idle_cause_table`.
         steps: per ``ProfilerStep``, host and device side (columns in
             :func:`.steps.device_steps`), with the figures ``device_concurrency``,
             ``copy_overlap``, ``comm_overlap``, ``stream_concurrency`` (float64
@@ -111,6 +117,8 @@ class OverlapReport:
     all_device_work: bool = False
     work_ns: int = 0
     host_threads: HostThreadConcurrency | None = None
+    exposed_comm: pd.DataFrame = field(default_factory=pd.DataFrame)
+    idle_causes: pd.DataFrame = field(default_factory=pd.DataFrame)
     backend: str = "cuda"
     training: str = ""
 
@@ -241,7 +249,8 @@ def _tables(trace: Trace, kept: Trace) -> dict[str, Any]:
     concurrency (computed once the figures that do not need them are)."""
     return {"breakdown": gpu_breakdown(kept), "breakdown_steps": step_breakdown(kept, step_windows(kept)), "findings": findings(kept),
             "kernels": kernel_table(kept), "queue": queue_times(kept), "collectives": collective_table(kept),
-            "cpu": cpu_gpu_overlap(kept), "threads": host_thread_concurrency(trace)}
+            "cpu": cpu_gpu_overlap(kept), "threads": host_thread_concurrency(trace),
+            "exposed_comm": exposed_collective_spans(kept), "idle_causes": idle_cause_table(kept, step_windows(kept))}
 
 
 def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_work: bool = False) -> OverlapReport:
@@ -323,6 +332,8 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         all_device_work=all_device_work,
         work_ns=work,
         host_threads=threads,
+        exposed_comm=t["exposed_comm"],
+        idle_causes=t["idle_causes"],
         backend=backend,
         training=training,
     )

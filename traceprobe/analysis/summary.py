@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..errors import Failure
+from .causes import WindowCauses, window_causes, with_causes
 from .collectives import WindowCollectives, match_window
 from .ranks import rank_summary
 from .report import OverlapReport
@@ -33,6 +34,9 @@ class Summary:
         failures: files that could not be analysed (path and one-line reason).
         collectives: collectives matched across the ranks of each window with
             two or more ranks, see :func:`.collectives.match_window`.
+        causes: per such window, waits, transfer, straggler and blame, see
+            :func:`.causes.window_causes`; the reports' findings are those of
+            :func:`.causes.with_causes` (waits named by the rank waited for).
         warnings: one line each, ``<path>: <what the loader dropped>`` for each
             trace, then what grouping found odd (a rank repeated in a window, a
             window missing a rank its run has).
@@ -45,6 +49,7 @@ class Summary:
     failures: tuple[Failure, ...]
     warnings: tuple[str, ...]
     collectives: tuple[WindowCollectives, ...] = ()
+    causes: tuple[WindowCauses, ...] = ()
 
 
 def _run_warnings(runs: list[Run]) -> list[str]:
@@ -83,6 +88,7 @@ def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures
         a :class:`Summary`.
     """
     reports = tuple(reports)
+    colls, causes, reports = _across_ranks(reports)
     runs = build_runs(reports)
     warnings = [f"{r.path}: {w}" for r in reports for w in r.warnings] + _run_warnings(runs)
     return Summary(
@@ -92,5 +98,28 @@ def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures
         variants=variant_summary(runs=runs),
         failures=tuple(failures),
         warnings=tuple(warnings),
-        collectives=tuple(run_collectives(runs)),
+        collectives=tuple(colls),
+        causes=tuple(causes),
     )
+
+
+def _across_ranks(reports: tuple[OverlapReport, ...]) -> tuple[list[WindowCollectives], list[WindowCauses], tuple[OverlapReport, ...]]:
+    """Match each window's collectives, find its waits and straggler, and give every rank's report the findings seen
+    across ranks (:func:`.causes.with_causes`); reports keep their order."""
+    runs = build_runs(reports)
+    colls = run_collectives(runs)
+    by_key = {(c.run, c.window): c for c in colls}
+    causes = []
+    new: dict[int, OverlapReport] = {}
+    for run in runs:
+        for w in run.windows:
+            wc = by_key.get((run.name, w.label))
+            if wc is None:
+                continue
+            ranked = {r: rep for r, rep in zip(w.ranks, w.reports) if r is not None}
+            steps = w.steps[1] - w.steps[0] + 1 if w.steps else 1
+            cause = window_causes(wc, ranked, steps)
+            causes.append(cause)
+            for r, rep in ranked.items():
+                new[id(rep)] = with_causes(rep, r, cause)
+    return colls, causes, tuple(new.get(id(r), r) for r in reports)
