@@ -14,6 +14,21 @@ import typer
 from .console import err, one_line, say
 from .console import fail as _fail
 
+TORCH_MISSING = "record needs torch, which is not installed: pip install 'traceprobe[record]' (or pip install torch)"
+"""The one line ``record`` says without torch (reading, analysing and exporting traces need none)."""
+
+
+def _need_torch() -> None:
+    """End the command with exit 2 and :data:`TORCH_MISSING` when torch cannot be imported here."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except ImportError:  # (an import hook that refuses it)
+        found = False
+    if not found:
+        _fail(TORCH_MISSING)
+
 
 def record(
     workloads: list[str] | None = typer.Argument(None, help="Workloads to run (default: all). See --list. With --script/--module: the target's arguments, after --."),
@@ -39,6 +54,8 @@ def record(
     With --script or --module, run your own program instead (see traceprobe.recording.runner): one trace of
     the whole run, or one per window of steps where it calls traceprobe.step(); the exit code is the program's.
     """
+    if not list_:
+        _need_torch()
     if script is not None or module is not None:
         if list_ or force or resume or size is not None:
             _fail("--list, --force, --resume and --size apply to the built-in workloads, not to --script/--module")

@@ -101,8 +101,8 @@ def merge_runs(paths: list[Any], out_dir: Path) -> list[str]:
     from .report.perfetto_ranks import write_perfetto_ranks
     from .report.table import base_folder, relative
 
-    traces: dict[int, Any] = {}
-    summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(id(r), t))
+    traces: dict[str, Any] = {}  # by report path (the summary may hold its own copies of the reports)
+    summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(r.path, t))
     errors = [f"{f.path}: {f.error}" for f in summary.failures]
     clocks = {(c.run, c.window): c.clock for c in getattr(summary, "collectives", ())}
     base = base_folder(summary)
@@ -119,7 +119,7 @@ def merge_runs(paths: list[Any], out_dir: Path) -> list[str]:
             name = label + (f".{w.label.replace(' ', '')}" if len(run.windows) > 1 else "")
             used[name] = used.get(name, 0) + 1
             name = name if used[name] == 1 else f"{name}.{used[name]}"
-            items = [(rank, traces[id(r)], r) for rank, r in zip(w.ranks, w.reports) if rank is not None]
+            items = [(rank, traces[r.path], r) for rank, r in zip(w.ranks, w.reports) if rank is not None]
             try:
                 typer.echo(write_perfetto_ranks(items, out_dir / f"{name}.pftrace", clocks.get((run.name, w.label), "")).describe())
                 written += 1

@@ -267,7 +267,10 @@ def _on_local_workers(
 def _on_dask(
     fn: Callable[[T], R], items: Sequence[T], address: str, on_crash: Callable[[T, str], R], on_done: Callable[[R], None] | None
 ) -> list[R]:
-    from distributed import Client, KilledWorker, as_completed
+    try:
+        from distributed import Client, KilledWorker, as_completed
+    except ImportError:
+        raise RuntimeError("--scheduler needs Dask, which is not installed: pip install 'traceprobe[scheduler]'") from None
 
     results: list[Any] = [None] * len(items)
     with Client(address) as client:
