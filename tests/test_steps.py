@@ -55,25 +55,27 @@ def test_device_steps_host_and_gpu_time(tmp_path):
     r = overlap_report(load(_two_step_trace(), tmp_path))
     s = r.steps
     assert list(s.columns) == STEP_COLUMNS + ["device_concurrency", "copy_overlap", "comm_overlap", "stream_concurrency"]
-    # host: [0,1000) and [1000,1800); GPU interval: step 1 from its first work (100) to step 2's (1100), busy 800;
-    # step 2 [1100,2200) busy 400 + 600. Launched by each: step 1 [100,900) busy 800, step 2 [1100,2200) busy 1000
+    # host: [0,1000) and [1000,1800). Anchors (first compute kernel launched): step 1 at 100, step 2 at 1200 (its
+    # copy [1100,1300) starts earlier but is no compute). GPU intervals: step 1 [100,1200), busy 800 + the copy's
+    # first 100; step 2 [1200,2200), busy 300 + 600. Launched by each: step 1 [100,900) busy 800, step 2 [1100,2200) 1000
     assert rows(s, STEP_COLUMNS) == [
-        (1, BASE, BASE + 1_000_000, 1_000_000, BASE + 100_000, BASE + 1_100_000, 1_000_000, 800_000, 2,
+        (1, BASE, BASE + 1_000_000, 1_000_000, BASE + 100_000, BASE + 1_200_000, 1_100_000, 900_000, 2,
          BASE + 100_000, BASE + 900_000, 800_000),
-        (2, BASE + 1_000_000, BASE + 1_800_000, 800_000, BASE + 1_100_000, BASE + 2_200_000, 1_100_000, 1_000_000, 4,
+        (2, BASE + 1_000_000, BASE + 1_800_000, 800_000, BASE + 1_200_000, BASE + 2_200_000, 1_000_000, 900_000, 4,
          BASE + 1_100_000, BASE + 2_200_000, 1_000_000),
     ]
-    assert r.throughput == pytest.approx(2 / 2.1e-3)  # two steps over 1000 + 1100 µs of GPU step time
-    # step 1: any [100,900)=800, both [400,600)=200; no copies, no comm; one stream per device
+    assert r.throughput == pytest.approx(2 / 2.1e-3)  # two steps over 1100 + 1000 µs of GPU step time
+    # step 1: any [100,900) + [1100,1200) = 900, both devices [400,600) = 200; the copy's 100 under no compute;
+    # no comm; device 0's streams never together
     s1, s2 = s.iloc[0], s.iloc[1]
-    assert s1["device_concurrency"] == pytest.approx(0.25)
-    assert math.isnan(s1["copy_overlap"]) and math.isnan(s1["comm_overlap"]) and s1["stream_concurrency"] == 0.0
-    # step 2: devices never overlap; copy 200 with 100 under compute; comm 600 with 200 under compute;
-    # streams: device 0 100 of 400, device 1 200 of 600 -> 300 / 1000
+    assert s1["device_concurrency"] == pytest.approx(200 / 900)
+    assert s1["copy_overlap"] == 0.0 and math.isnan(s1["comm_overlap"]) and s1["stream_concurrency"] == 0.0
+    # step 2: devices never overlap; the copy's [1200,1300) under compute [1200,1500); comm 600 with 200 under
+    # compute; streams: device 0 100 of 300, device 1 200 of 600 -> 300 / 900
     assert s2["device_concurrency"] == 0.0
-    assert s2["copy_overlap"] == pytest.approx(0.5)
+    assert s2["copy_overlap"] == 1.0
     assert s2["comm_overlap"] == pytest.approx(1 / 3)
-    assert s2["stream_concurrency"] == pytest.approx(0.3)
+    assert s2["stream_concurrency"] == pytest.approx(1 / 3)
 
 
 def test_gpu_lagging_the_host_by_a_whole_step(tmp_path):
@@ -182,8 +184,8 @@ def test_step_figures_on_synthetic_two_steps(tmp_path):
     got, want = _both_ways(load(_two_step_trace(), tmp_path))
     for f in STEP_FIGURES:
         np.testing.assert_array_equal(got[f], want[f], err_msg=f)
-    # step 2: copy [1100,1300) under kernel [1200,1500): 100 of 200 ns; nccl [1600,2200) under kernel [1700,1900): 200 of 600
-    assert got["copy_overlap"].tolist()[1] == 0.5 and math.isnan(got["copy_overlap"][0])
+    # step 2 [1200,2200): the copy's [1200,1300) under kernel [1200,1500); nccl [1600,2200) under kernel [1700,1900): 200 of 600
+    assert got["copy_overlap"].tolist() == [0.0, 1.0]
     assert got["comm_overlap"][1] == pytest.approx(200 / 600)
 
 
@@ -217,9 +219,14 @@ def test_side_stream_prefetch_steps_tile_the_window(tmp_path):
     off = overlap_report(load(_prefetch_trace(False), tmp_path, "off.json"))
     on = overlap_report(load(_prefetch_trace(True), tmp_path, "on.json"))
     assert off.window_ns[1] - off.window_ns[0] == 4_000_000 and on.window_ns[1] - on.window_ns[0] == 3_100_000
-    # prefetch: first work of each step at 0, 600, 900, 1200 µs; the last step runs to its compute's end (3100)
+    # prefetch: each step's compute starts at 300 + 700k µs (its copies start earlier, at 0, 600, 900, 1200: no
+    # anchor); the first step from the first copy (0), the last to its compute's end (3100)
     assert rows(on.steps, ["gpu_start_ns", "gpu_end_ns"]) == [
-        (BASE, BASE + 600_000), (BASE + 600_000, BASE + 900_000), (BASE + 900_000, BASE + 1_200_000), (BASE + 1_200_000, BASE + 3_100_000)]
+        (BASE, BASE + 1_000_000), (BASE + 1_000_000, BASE + 1_700_000), (BASE + 1_700_000, BASE + 2_400_000),
+        (BASE + 2_400_000, BASE + 3_100_000)]
+    # the copies run back to back in [0,1500): step 1 [0,1000) holds 1000 of them, 700 under its compute [300,1000);
+    # step 2 [1000,1700) the other 500, all under its compute; steps 3 and 4 none
+    np.testing.assert_array_equal(on.steps["copy_overlap"].to_numpy(), [0.7, 1.0, np.nan, np.nan])
     # never overlapping, and summing to the steps' span
     assert (on.steps["gpu_start_ns"].to_numpy()[1:] == on.steps["gpu_end_ns"].to_numpy()[:-1]).all()
     assert on.steps["gpu_ns"].sum() == 3_100_000 and off.steps["gpu_ns"].sum() == 4_000_000

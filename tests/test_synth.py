@@ -320,9 +320,10 @@ def reference(doc: dict) -> dict:
     gpu = union((d["s"], d["e"]) for d in dev)
     out["cpu_gpu"] = {"host_compute_ns": length(pure), "device_busy_ns": length(gpu), "overlapped_ns": length(intersect(union(pure), gpu))}
     # steps: host window from each ProfilerStep#N start to the next one's (the last: its own end); a step
-    # launched the work launched in its host window. Its GPU interval runs from the earliest first start of the
-    # work launched by it or any later step to the next step's start (the last: the last end of all of it); its
-    # figures are those of every launched-in-the-steps interval cut to its GPU interval
+    # launched the work launched in its host window; its anchor is the first start of the compute kernels it launched
+    # (of any of its work without one). Its GPU interval runs from the earliest anchor of it and the later steps to
+    # the next step's start (the first step with work: from the first start of all of it; the last: to the last
+    # end of all of it); its figures are those of every launched-in-the-steps interval cut to its GPU interval
     nums = sorted(marks)
     launched = []
     for i, n in enumerate(nums):
@@ -332,8 +333,13 @@ def reference(doc: dict) -> dict:
         launched.append((n, h_lo, h_hi, [d for d in dev if h_lo <= d["launch"] and (d["launch"] <= h_hi if last else d["launch"] < h_hi)]))
     in_steps = [d for _, _, _, mine in launched for d in mine]
     end_all = max((d["e"] for d in in_steps), default=0)
-    firsts = [min((d["s"] for d in mine), default=None) for _, _, _, mine in launched]
-    starts = [min((f for f in firsts[i:] if f is not None), default=end_all) for i in range(len(firsts))]
+    anchors = [min((d["s"] for d in mine if d["cat"] == "kernel" and not d["comm"]), default=None) for _, _, _, mine in launched]
+    anchors = [a if a is not None else min((d["s"] for d in mine), default=None) for a, (_, _, _, mine) in zip(anchors, launched)]
+    starts = [min((f for f in anchors[i:] if f is not None), default=end_all) for i in range(len(anchors))]
+    first_work = next((i for i, a in enumerate(anchors) if a is not None), None)
+    if first_work is not None:
+        lead = min(starts[first_work], min(d["s"] for d in in_steps))
+        starts = [lead if i <= first_work else s for i, s in enumerate(starts)]
     ends = starts[1:] + [end_all]
     steps = []
     for (n, h_lo, h_hi, mine), g_lo, g_hi in zip(launched, starts, ends):

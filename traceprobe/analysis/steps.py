@@ -4,18 +4,24 @@
   start; the last step's ends at its own end. *Host time* is its length.
 - A step *launched* the device work whose launch lies inside its host window (by
   the launch times of :mod:`.profiled`).
-- A step's *GPU interval* runs from the first start of the device work it launched
-  to the first start of the work launched by the next step that launched any; the
-  last such step's runs to the last end of the device work launched in the steps.
-  Where a later step's work started before an earlier step's (a side stream
-  running ahead), the earlier boundary moves back to it: step N starts at the
-  earliest first start of steps N, N+1, ... . The intervals therefore never
-  overlap and tile the device's time from the steps' first work to their last:
-  side-stream prefetch launched early in a step no longer stretches that step
-  back over the one before. A step that launched no device work has an empty
-  interval. *GPU time* is the interval's length; *GPU busy* the length of the
-  union of every device interval inside it (all devices), whichever step
-  launched it.
+- A step's *anchor* is the first start of the compute kernels it launched (of
+  any device work it launched, if no compute kernel). Its *GPU interval* runs from
+  its anchor to the next anchor (of the next step that launched work); the last
+  such step's runs to the last end of the device work launched in the steps, and
+  the first one's starts at the first start of that work. Where a later step's
+  anchor lies before an earlier step's, the earlier boundary moves back to it:
+  step N starts at the earliest anchor of steps N, N+1, ... . The intervals
+  therefore never overlap and tile the device's time from the steps' first work
+  to their last: side-stream prefetch launched early in a step no longer
+  stretches that step back over the one before. Anchoring on compute rather than
+  on any work keeps such a copy from setting the boundary: on a GPU that lags its
+  host, the copies a prefetcher launches run at once on their idle stream, far
+  ahead of the step's compute (the prefetch-on sample of ``sample_traces/causes``:
+  boundaries at the copies gave steps of 3.6, 3.5 and 229.5 ms; at the compute,
+  115.1, 60.8 and 60.8 ms, the first holding the copies that ran ahead from 0 ms).
+  A step that launched no device work has an empty interval. *GPU time* is the
+  interval's length; *GPU busy* the length of the union of every device
+  interval inside it (all devices), whichever step launched it.
 - Every per-step figure (cross-device, copy/compute, comm/compute and stream
   concurrency, :mod:`.step_figures`) is computed on the device intervals inside
   the step's GPU interval, cut at its edges, whichever step launched them: a copy
@@ -38,6 +44,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..reading import Trace
+from .busy import compute_mask
 from .memo import device_column, per_trace
 from .profiled import Launches
 from .step_figures import step_figures
@@ -97,26 +104,30 @@ def step_of(trace: Trace, la: Launches) -> np.ndarray:
     return out
 
 
-def gpu_intervals(first: np.ndarray, last: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The steps' GPU intervals (module doc) from each step's first start and last end of the work it launched.
+def gpu_intervals(anchor: np.ndarray, first: np.ndarray, last: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The steps' GPU intervals (module doc) from each step's anchor, first start and last end of the work it launched.
 
     Args:
-        first, last: int64 ns per step, in step order; read only where ``has``.
+        anchor, first, last: int64 ns per step, in step order; read only where ``has``.
         has: bool per step: whether the step launched any device work.
 
     Returns:
         ``(starts, ends)``, int64 ns per step: consecutive, never overlapping,
-        ``ends[i] == starts[i + 1]`` where step i+1 launched work; empty
-        (``start == end``) for a step that launched none. All zeros when no step did.
+        ``ends[i] == starts[i + 1]``, from the first start of all the steps' work to
+        its last end; empty (``start == end``) for a step that launched none. All
+        zeros when no step did.
     """
     n = first.size
     if not has.any():
         return np.zeros(n, np.int64), np.zeros(n, np.int64)
     big = np.iinfo(np.int64).max
     end_all = int(last[has].max())
-    # step N starts at the earliest first start of steps N, N+1, ...: a reversed running minimum
-    starts = np.minimum.accumulate(np.where(has, first, big)[::-1])[::-1]
+    # step N starts at the earliest anchor of steps N, N+1, ...: a reversed running minimum
+    starts = np.minimum.accumulate(np.where(has, anchor, big)[::-1])[::-1]
     starts = np.minimum(starts, end_all)  # (trailing steps without work: empty, at the end)
+    # the first step with work (and the empty ones before it) from the first start of all of it
+    lead = np.arange(n) <= int(np.argmax(has))
+    starts = np.where(lead, min(int(starts[lead][-1]), int(first[has].min())), starts)
     ends = np.append(starts[1:], end_all)
     return starts, ends
 
@@ -179,7 +190,13 @@ def device_steps(trace: Trace, la: Launches) -> pd.DataFrame:
     np.minimum.at(first, k, s)
     np.maximum.at(last, k, e)
     launched_busy = iv.grouped_coverage(k, s, e, 1, n)
-    starts, ends = gpu_intervals(first, last, has)
+    anchor = first.copy()
+    comp = compute_mask(trace)[sel]
+    if comp.any():
+        first_compute = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first_compute, k[comp], s[comp])
+        anchor = np.where(np.bincount(k[comp], minlength=n) > 0, first_compute, first)
+    starts, ends = gpu_intervals(anchor, first, last, has)
     pos, step, ps, pe = _pieces(s, e, starts, ends)
     busy = iv.grouped_coverage(step, ps, pe, 1, n)
     return pd.DataFrame({"step": w["step"].to_numpy(np.int64), "host_start_ns": w["start_ns"].to_numpy(np.int64),
