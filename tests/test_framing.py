@@ -176,8 +176,9 @@ def test_collectives_without_a_bus_bandwidth_factor_warn_nothing():
     from traceprobe.analysis.collectives import TABLE_COLUMNS, match_window
 
     def table(rank: int) -> pd.DataFrame:
-        return pd.DataFrame([[rank, rank, 20, "0", "sendrecv", "ncclDevKernel_SendRecv(...)", 1_000 + rank, 5_000, 1 << 20, "float", 2]],
-                            columns=TABLE_COLUMNS).astype({"rank": "Int64"})
+        row = {"rank": rank, "device": rank, "stream": 20, "pg": "0", "collective": "sendrecv", "name": "ncclDevKernel_SendRecv(...)",
+               "start_ns": 1_000 + rank, "end_ns": 5_000, "bytes": 1 << 20, "dtype": "float", "group_size": 2}
+        return pd.DataFrame([{c: row.get(c, "") for c in TABLE_COLUMNS}]).astype({"rank": "Int64"})
 
     w = match_window({0: table(0), 1: table(1)})
     assert w.matched == 1
@@ -258,3 +259,15 @@ def test_detail_names_rocm_devices(tmp_path):
     text = DetailRenderer(width=200).render(summarize([overlap_report(_rocm_trace(tmp_path))]))
     assert "hip:0" in text and "cuda:" not in text
     assert "left out: hip:0: compute" in text  # the set-aside work, one line per reason
+
+
+def test_diff_names_rocm_devices(tmp_path):
+    from traceprobe.analysis.diff import diff
+    from traceprobe.analysis.summary import summarize
+
+    a = summarize([overlap_report(_rocm_trace(tmp_path))])
+    (tmp_path / "b").mkdir()
+    b = summarize([overlap_report(_rocm_trace(tmp_path / "b"))])
+    d = diff(a, b)
+    assert set(d.kernels["device_label"]) == {"hip:0"}
+    assert not any(s.startswith("cuda") for s in d.figures["subject"])

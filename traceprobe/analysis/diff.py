@@ -35,7 +35,7 @@ from .run import trace_key
 from .summary import Summary
 
 FIGURE_COLUMNS = ["figure", "subject", "a", "b", "delta"]
-KERNEL_COLUMNS = ["device", "name", "a_ns", "b_ns", "delta_ns"]
+KERNEL_COLUMNS = ["device", "name", "a_ns", "b_ns", "delta_ns", "device_label"]
 TOP_KERNELS = 10
 """Kernels listed by :func:`diff`: the ones whose total time changed most."""
 
@@ -49,8 +49,9 @@ class Diff:
             (float64; times in ns, fractions 0..1), in the order of A's figures
             then B's new ones.
         kernels: ``device`` (int64), ``name`` (str), ``a_ns``, ``b_ns``,
-            ``delta_ns`` (int64 total device time), the :data:`TOP_KERNELS` largest
-            changes of each pair, largest first.
+            ``delta_ns`` (int64 total device time), ``device_label`` (str, the device
+            named by its trace's backend: ``cuda:0``, ``hip:2``; A's where A ran the
+            kernel), the :data:`TOP_KERNELS` largest changes of each pair, largest first.
         pairs: (label, A path, B path) of each pair of traces.
         only_a, only_b: paths of traces with no partner.
     """
@@ -143,7 +144,10 @@ def _kernel_changes(ra: OverlapReport, rb: OverlapReport) -> pd.DataFrame:
         return pd.DataFrame(columns=KERNEL_COLUMNS)
     a = np.nan_to_num(m["total_ns_a"].to_numpy(np.float64)).astype(np.int64)
     b = np.nan_to_num(m["total_ns_b"].to_numpy(np.float64)).astype(np.int64)
-    out = pd.DataFrame({"device": m["device"].to_numpy(np.int64), "name": m["name"].astype(str).to_numpy(), "a_ns": a, "b_ns": b, "delta_ns": b - a})
+    device = m["device"].to_numpy(np.int64)
+    label = [f"{ra.backend if in_a else rb.backend}:{d}" for d, in_a in zip(device.tolist(), m["total_ns_a"].notna().tolist())]
+    out = pd.DataFrame({"device": device, "name": m["name"].astype(str).to_numpy(), "a_ns": a, "b_ns": b, "delta_ns": b - a,
+                        "device_label": np.array(label, dtype=object)})
     order = np.argsort(-np.abs(out["delta_ns"].to_numpy()), kind="stable")[:TOP_KERNELS]
     return out.iloc[order].reset_index(drop=True)
 

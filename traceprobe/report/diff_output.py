@@ -83,7 +83,7 @@ def render(console: Console, d: Diff) -> None:
         for h in ("device", "kernel", "A", "B", "change"):
             k.add_column(h, justify="left" if h == "kernel" else "right", overflow="fold")
         for rec in d.kernels.to_dict(orient="records"):
-            k.add_row(f"cuda:{rec['device']}", cell(rec["name"][:100]), units.duration(rec["a_ns"]), units.duration(rec["b_ns"]),
+            k.add_row(rec["device_label"], cell(rec["name"][:100]), units.duration(rec["a_ns"]), units.duration(rec["b_ns"]),
                       value("delta_ns", rec["delta_ns"], signed=True))
         console.print(k)
     for side, paths in (("A", d.only_a), ("B", d.only_b)):
@@ -146,7 +146,7 @@ def to_markdown(d: Diff) -> str:
         parts.append(f"## Figures{': ' + label if label else ''}\n\n" + t.to_markdown(index=False, colalign=("left", "left", "right", "right", "right")))
     if not d.kernels.empty:
         k = d.kernels
-        t = pd.DataFrame({"device": [f"cuda:{x}" for x in k["device"]], "kernel": k["name"].to_numpy(),
+        t = pd.DataFrame({"device": k["device_label"].to_numpy(), "kernel": k["name"].to_numpy(),
                           "A": [units.duration(x) for x in k["a_ns"]], "B": [units.duration(x) for x in k["b_ns"]],
                           "change": [value("delta_ns", x, signed=True) for x in k["delta_ns"]]})
         parts.append("## Kernels whose total time changed most\n\n" + t.to_markdown(index=False))
