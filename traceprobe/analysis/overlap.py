@@ -11,7 +11,8 @@ Definitions (quoted by the README):
   |union(comm kernels on d) ∩ union(compute kernels on d)| / |union(comm kernels on d)|,
   the definition of HTA's ``get_comm_comp_overlap``
   (``hta/analyzers/communication_analysis.py``), where communication kernels
-  are NCCL/RCCL kernels.
+  are those of ``is_comm`` (NCCL/RCCL and the other documented families of
+  :mod:`traceprobe.reading.comm_kernels`).
 - *CPU/GPU overlap*: host compute time during which any device is busy, given
   two ways: as a fraction of host compute time (``fraction``) and as a fraction
   of the shorter side, min(host compute, device busy) (``fraction_of_shorter``,
