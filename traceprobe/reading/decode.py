@@ -361,13 +361,15 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
     """
     builder = _Builder()
     splitter = Splitter(PIECE_BYTES)
+    first = b""  # the file's first bytes, to name what it is
     try:
         with closing(read_trace_chunks(path, max_bytes)) as chunks:
             for chunk in chunks:
+                first = first or chunk[:64]
                 for piece in splitter.feed(chunk):
                     builder.add_piece(path, piece, last=False)
     except NotJSON:
-        raise TraceFormatError(path, not_json(path, bytes(splitter.buf[:64]), "it does not start with an object or a list")) from None
+        raise TraceFormatError(path, not_json(path, first, "it does not start with an object or a list")) from None
     if not splitter.started():
         raw = splitter.buf
         if not raw:
