@@ -27,8 +27,8 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .analysis import OverlapReport, Verdict, overlap_report
     from .errors import TraceFormatError
-    from .recording.profiler import Capture, capture, step
     from .reading import Trace, load_trace
+    from .recording.profiler import Capture, capture, step
 
 __all__ = ["Capture", "OverlapReport", "Trace", "TraceFormatError", "Verdict", "capture", "load_trace", "overlap_report", "step", "__version__"]
 
