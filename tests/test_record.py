@@ -208,3 +208,18 @@ def test_killed_record_takes_its_ranks_along_and_resume_completes(tmp_path):
     status = {e.variant: (e.status, bool(e.extra.get("resumed")), bool(e.extra.get("adopted"))) for e in m.variants}
     assert status == {"single": ("ok", True, False), "dataparallel": ("ok", True, False), "ddp": ("ok", False, False)}
     assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != ".manifest.lock"]
+
+
+@pytest.mark.slow
+def test_record_counts_variants_and_says_when_there_is_no_gpu(tmp_path):
+    """On the CPU: a first line saying only host threads can be judged, then 'i/n status workload.variant' per variant."""
+    from typer.testing import CliRunner
+
+    from traceprobe.cli import app
+
+    res = CliRunner().invoke(app, ["record", "streams", "--device", "cpu", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.splitlines()
+    assert lines[0].startswith("no GPU here") and "host threads only" in lines[0]
+    assert any(x.startswith("1/2 ok") and "streams.one-stream" in x for x in lines)
+    assert any(x.startswith("2/2 ok") and "streams.multi-stream" in x for x in lines)

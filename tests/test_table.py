@@ -190,3 +190,14 @@ def test_readme_quotes_the_table_as_printed(summary):
         path.write_text(readme[:a] + "\n".join([*lines[: len(block) - 1], "..."]) + "\n" + readme[b:])
         block = [*lines[: len(block) - 1], "..."]
     assert block[-1] == "..." and block[:-1] == lines[: len(block) - 1]
+
+
+def test_host_only_traces_say_so_and_skip_the_stopwatch(summary):
+    """Traces recorded without a GPU: one line says only host threads are judged; no stopwatch of GPU variants."""
+    from traceprobe.analysis.summary import summarize
+
+    cpu = summarize([r for r in summary.reports if r.streams.empty])
+    assert len(cpu.reports) >= 2
+    text = TableRenderer().render(cpu)
+    assert "only host-thread concurrency is judged" in text and "stopwatch" not in text
+    assert "only host-thread" not in TableRenderer().render(summary)

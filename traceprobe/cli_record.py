@@ -18,6 +18,11 @@ TORCH_MISSING = "record needs torch, which is not installed: pip install 'tracep
 """The one line ``record`` says without torch (reading, analysing and exporting traces need none)."""
 
 
+NO_GPU = ("no GPU here: every variant runs on the CPU at small sizes, so its traces hold host threads only: "
+          "overlap-report can judge host-thread concurrency, and the device figures will read '-'")
+"""What ``record`` says first on a machine without a CUDA GPU (or with ``--device cpu``)."""
+
+
 def _need_torch() -> None:
     """End the command with exit 2 and :data:`TORCH_MISSING` when torch cannot be imported here."""
     import importlib.util
@@ -77,15 +82,36 @@ def record(
     from .recording.folder_lock import FolderBusy
 
     outp = out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    import sys
+
+    from .recording.environment import resolve_device
+
+    try:
+        on_cpu = resolve_device(device) == "cpu"
+    except ValueError as e:
+        _fail(str(e))
+    if on_cpu:
+        say(NO_GPU, "yellow")
+    count = {"i": 0, "n": 0}
+    tty = sys.stderr.isatty()
+
+    def started(workload: str, variant: str, i: int, n: int) -> None:
+        count.update(i=i, n=n)
+        if tty:  # what runs now, on one line the result replaces
+            err.print(Text(one_line(f"{i}/{n} {workload}.{variant} ..."), style="dim"), end="\r", soft_wrap=True, highlight=False)
 
     def show(e: Entry) -> None:
         style = {"ok": "green", "kept": "cyan", "skipped": "yellow"}.get(e.status, "red")
         wall = f"  {e.wall_s * 1e3:,.1f} ms" if e.wall_s is not None else ""
         why = f"  ({e.reason})" if e.reason else ""
-        err.print(Text(f"{e.status:8}", style=style) + Text(one_line(f" {e.workload}.{e.variant}{wall}{why}")), soft_wrap=True, highlight=False)
+        line = Text(f"{count['i']}/{count['n']} ") + Text(f"{e.status:8}", style=style) + Text(one_line(f" {e.workload}.{e.variant}{wall}{why}"))
+        if tty:
+            line.append(" " * max(0, 8 + len(e.workload) + len(e.variant) - len(line.plain)))
+        err.print(line, soft_wrap=True, highlight=False)
 
     try:
-        manifest = rec.record(outp, workloads, device=device, size=size, repeat=repeat, force=force, resume=resume, on_entry=show)
+        manifest = rec.record(outp, workloads, device=device, size=size, repeat=repeat, force=force, resume=resume, on_entry=show,
+                              on_start=started)
     except (ValueError, FileExistsError, FolderBusy, WriteError) as e:
         _fail(str(e))
     except KeyboardInterrupt:

@@ -226,6 +226,7 @@ def record(
     force: bool = False,
     resume: bool = False,
     on_entry: Callable[[mf.Entry], None] | None = None,
+    on_start: Callable[[str, str, int, int], None] | None = None,
 ) -> mf.Manifest:
     """Record the named workloads (all by default) into ``out``.
 
@@ -245,6 +246,8 @@ def record(
         force: overwrite existing traces.
         resume: complete an earlier recording in ``out``.
         on_entry: called with each manifest entry as soon as it is known.
+        on_start: called as each variant starts (or is checked, with ``resume``), with its
+            workload, variant, number (from 1) and the number of variants to run.
 
     Returns:
         the :class:`~traceprobe.manifest.Manifest` (also written to ``out/manifest.json``).
@@ -285,20 +288,22 @@ def record(
             manifest.variants = list(previous.values())
             mf.save(outp, manifest)
 
-        for w in chosen:
-            for v in w.variants(ctx):
-                key = (w.name, v.name)
-                entry = _adopt(outp, w, v, previous.get(key)) if resume and not force else None
-                if entry is None:
-                    save(key, mf.Entry(w.name, v.name, "running", v.trace_names(w.name), description=v.description))
-                    try:
-                        entry = run_variant(ctx, w, v, outp, force)
-                    except KeyboardInterrupt:
-                        for n in v.trace_names(w.name) if v.launcher else []:  # ranks killed part way: an incomplete set
-                            (outp / n).unlink(missing_ok=True)
-                        save(key, mf.Entry(w.name, v.name, "interrupted", [], description=v.description, reason="interrupted (Ctrl-C or SIGTERM)"))
-                        raise
-                save(key, entry)
-                if on_entry:
-                    on_entry(entry)
+        plan = [(w, v) for w in chosen for v in w.variants(ctx)]
+        for i, (w, v) in enumerate(plan, 1):
+            if on_start:
+                on_start(w.name, v.name, i, len(plan))
+            key = (w.name, v.name)
+            entry = _adopt(outp, w, v, previous.get(key)) if resume and not force else None
+            if entry is None:
+                save(key, mf.Entry(w.name, v.name, "running", v.trace_names(w.name), description=v.description))
+                try:
+                    entry = run_variant(ctx, w, v, outp, force)
+                except KeyboardInterrupt:
+                    for n in v.trace_names(w.name) if v.launcher else []:  # ranks killed part way: an incomplete set
+                        (outp / n).unlink(missing_ok=True)
+                    save(key, mf.Entry(w.name, v.name, "interrupted", [], description=v.description, reason="interrupted (Ctrl-C or SIGTERM)"))
+                    raise
+            save(key, entry)
+            if on_entry:
+                on_entry(entry)
         return manifest

@@ -60,6 +60,11 @@ RANK_LEGEND = ("most work: the rank with the most device work outside collective
                "time in collectives, waiting included (no rank is called slowest: the rank ahead waits for the others)")
 
 
+HOST_ONLY = ("no device work in these traces (recorded without a GPU?): only host-thread concurrency is judged, "
+             "the device figures read '-'")
+"""The note of a summary whose traces hold host threads only."""
+
+
 def _pct(f: float) -> str:
     return units.percent(f)
 
@@ -250,7 +255,10 @@ def note_lines(summary: Summary, short: bool = False) -> list[Text]:
     """Part 3 of the module doc: the stopwatch, warnings and the legend, one text each."""
     out = []
     v = summary.variants
-    if len(v):
+    host_only = bool(summary.reports) and all(r.streams.empty for r in summary.reports)
+    if host_only:
+        out.append(Text(HOST_ONLY, style="yellow"))
+    if len(v) and not host_only:  # (GPU variants run on the CPU: their stopwatch says nothing about GPUs)
         judged = v[v["agreement"].isin(["agrees", "disagrees"])]
         off = judged[judged["agreement"] == "disagrees"]
         if len(judged):
