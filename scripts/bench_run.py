@@ -124,7 +124,7 @@ import json, sys, time
 t0 = time.perf_counter()
 import typer  # the CLI's own import
 from traceprobe import collect, kineto, trace
-from traceprobe.analysis.report import overlap_report
+from traceprobe.analysis.per_trace import overlap_report
 from traceprobe.analysis.summary import summarize
 from traceprobe.report.json_document import to_json
 t1 = time.perf_counter()

@@ -24,7 +24,7 @@ from .sources import expand_url, is_url
 from .tuning import usable_cpus
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
-    from .analysis.report import OverlapReport
+    from .analysis.per_trace import OverlapReport
     from .analysis.summary import Summary
     from .prefetch import Pending
     from .trace import Trace
@@ -124,10 +124,10 @@ def analyze_file(
     With ``then``, also ``then(trace, report)`` while the trace is loaded (for
     pictures and exports, so that no trace is parsed twice), and return
     ``(report, its result)``. ``all_device_work`` and ``parallel`` are passed to
-    :func:`~traceprobe.analysis.report.overlap_report`; ``decoding`` to
+    :func:`~traceprobe.analysis.per_trace.overlap_report`; ``decoding`` to
     :func:`~traceprobe.trace.load_trace`.
     """
-    from .analysis.report import overlap_report
+    from .analysis.per_trace import overlap_report
     from .trace import load_trace
 
     p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
@@ -205,7 +205,7 @@ def analyze_paths(
     else:
         prefetch.drop_early()  # (a decoding started before the options were parsed, of no use here)
     try:
-        from .analysis.report import OverlapReport
+        from .analysis.per_trace import OverlapReport
         from .analysis.summary import summarize
         from .tuning import imports_done
 

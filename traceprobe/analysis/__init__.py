@@ -6,7 +6,7 @@ Nothing here prints, reads files, or imports typer or rich.
 from .busy import stream_busy
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
-from .report import OverlapReport, overlap_report
+from .per_trace import OverlapReport, overlap_report
 from .verdicts import Verdict
 
 __all__ = [

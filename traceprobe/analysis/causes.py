@@ -46,7 +46,7 @@ from .. import intervals as iv
 from .collectives import WindowCollectives
 from .findings import MIN_SHARE, short_label
 from .idle_causes import HOST_CAUSES, LABELS
-from .report import OverlapReport
+from .per_trace import OverlapReport
 
 NOISE_SHARE = 0.02
 """A straggler is named only if the exposed wait it caused on some rank is at least this share of the window..."""

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .report import OverlapReport
+from .per_trace import OverlapReport
 from .run import trace_key
 from .summary import Summary
 

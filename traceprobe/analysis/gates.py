@@ -7,7 +7,7 @@ Every gate is judged per device of every trace, so per rank in a distributed run
 from __future__ import annotations
 
 from .busy import fraction
-from .report import OverlapReport
+from .per_trace import OverlapReport
 
 
 def _where(r: OverlapReport, device: int | None = None) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .report import OverlapReport
+from .per_trace import OverlapReport
 from .run import Run, build_runs
 
 COLUMNS = ["run", "window", "ranks", "figure", "min", "median", "max", "busiest_rank", "most_comm_rank"]

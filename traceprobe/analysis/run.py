@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from .report import OverlapReport
+from .per_trace import OverlapReport
 
 _NAME_STEPS = re.compile(r"(?:^|[._-])steps(\d+)-(\d+)(?:[._-]|$)")
 _NAME_RANK = re.compile(r"(?:^|[._-])rank(\d+)(?:[._-]|$)")

@@ -15,7 +15,7 @@ from ..errors import Failure
 from .causes import WindowCauses, window_causes, with_causes
 from .collectives import WindowCollectives, match_window
 from .ranks import rank_summary
-from .report import OverlapReport
+from .per_trace import OverlapReport
 from .run import Run, build_runs
 from .variants import variant_summary
 
@@ -25,7 +25,7 @@ class Summary:
     """The result of analysing a set of traces.
 
     Attributes:
-        reports: one :class:`~traceprobe.analysis.report.OverlapReport` per trace
+        reports: one :class:`~traceprobe.analysis.per_trace.OverlapReport` per trace
             that loaded, in the order of the sorted file list.
         runs: the reports grouped into runs (ranks x windows), see
             :func:`.run.build_runs`.

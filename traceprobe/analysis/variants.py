@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .report import OverlapReport
+from .per_trace import OverlapReport
 from .run import Run, build_runs
 
 GAIN = 1.05

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..analysis.report import OverlapReport
+    from ..analysis.per_trace import OverlapReport
     from ..trace import Trace
     from .plot import Item
 

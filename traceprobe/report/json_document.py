@@ -16,7 +16,7 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.collectives import WindowCollectives
-from ..analysis.report import OverlapReport
+from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from .sections import rank_rows, top_kernels
 

@@ -21,7 +21,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.report import OverlapReport
+from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from .grid import cell
 from .sections import trace_notes

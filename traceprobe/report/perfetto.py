@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..analysis.report import OverlapReport
+from ..analysis.per_trace import OverlapReport
 from ..analysis.timeline import BREAKDOWN_SLICES, breakdown_intervals, busy_devices, busy_streams, copy_compute_overlap, launch_flows
 from ..fileio import atomic_open
 from ..reading import Trace

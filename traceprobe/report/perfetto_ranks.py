@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis.report import OverlapReport
+from ..analysis.per_trace import OverlapReport
 from ..reading import Trace
 from .perfetto import _DEVICE, CHUNK_PACKETS, _annotators, _layout, write_packets
 

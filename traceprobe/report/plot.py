@@ -36,7 +36,7 @@ from matplotlib.patches import Patch
 
 from .. import intervals as iv
 from ..analysis.busy import comm_mask, device_intervals
-from ..analysis.report import OverlapReport
+from ..analysis.per_trace import OverlapReport
 from ..analysis.timeline import under_compute
 from ..reading import Trace
 from .chrome import trace_stem

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..analysis.collectives import WindowCollectives
 from ..analysis.profiled import set_aside_notes
-from ..analysis.report import OverlapReport
+from ..analysis.per_trace import OverlapReport
 from .units import duration
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 from rich.text import Text
 
-from ..analysis.report import OverlapReport
+from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from . import units
 from .grid import Column, cell, lines, natural_width, shorten, wrap

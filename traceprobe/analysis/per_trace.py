@@ -1,4 +1,7 @@
-"""The overlap report: every figure of one trace, and its verdicts.
+"""One trace's analysis: every figure of one trace, and its verdicts (:class:`OverlapReport`).
+
+(``analysis/report.py`` before: renamed so that "report" names one thing, the output package
+:mod:`traceprobe.report`.)
 
 This is the facade a notebook user calls: ``overlap_report(load_trace(path))``.
 Each figure is defined once, in the docstring of the function computing it
