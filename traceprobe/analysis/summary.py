@@ -14,8 +14,8 @@ import pandas as pd
 from ..errors import Failure
 from .causes import WindowCauses, window_causes, with_causes
 from .collectives import WindowCollectives, match_window
-from .ranks import rank_summary
 from .per_trace import OverlapReport
+from .ranks import rank_summary
 from .run import Run, build_runs
 from .variants import variant_summary
 

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.collectives import WindowCollectives
-from ..analysis.profiled import set_aside_notes
 from ..analysis.per_trace import OverlapReport
+from ..analysis.profiled import set_aside_notes
 from .units import duration
 
 
