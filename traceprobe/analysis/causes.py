@@ -119,11 +119,12 @@ idle time of each host cause and ``queued`` (:mod:`.idle_causes`)."""
 def _parts_by_step(rep: OverlapReport) -> pd.DataFrame:
     """One rank's :data:`PARTS` per step (index ``step``; -1 for the whole window where the trace has no steps), ns."""
     per_step = rep.breakdown_steps is not None and not rep.breakdown_steps.empty
-    b = rep.breakdown_steps if per_step else rep.breakdown.assign(step=-1)
+    b: pd.DataFrame = rep.breakdown_steps if per_step else rep.breakdown.assign(step=-1)
     if b is None or b.empty:
         return pd.DataFrame(columns=list(PARTS), dtype=np.float64)
     g = b.groupby("step")
-    out = pd.DataFrame({"compute": g["compute_ns"].sum(), "other_busy": g["exposed_copy_ns"].sum() + g["other_ns"].sum()})
+    alone: pd.Series = g["exposed_copy_ns"].sum() + g["other_ns"].sum()  # type: ignore[operator]
+    out = pd.DataFrame({"compute": g["compute_ns"].sum(), "other_busy": alone})
     ic = rep.idle_causes
     if ic is not None and not ic.empty:
         ic = ic[ic["step"] >= 0] if per_step else ic[ic["step"] == -1]
@@ -153,12 +154,13 @@ def _kernel_excess(reports: dict[int, OverlapReport], late: int, top: int = 2) -
     waiting ranks is the wait). Kernels the other ranks spent longer in (slowed beside their spinning collectives)
     do not offset it."""
     def totals(r: OverlapReport) -> pd.Series:
-        k = r.kernels
+        k: pd.DataFrame = r.kernels
         if k is None or k.empty or "total_ns" not in k:
             return pd.Series(dtype=np.float64)
-        k = k[k["kind"] == "kernel"] if "kind" in k else k
-        k = k[~k["name"].astype(str).str.contains("nccl|rccl", case=False, regex=True)]
-        return k.groupby("name")["total_ns"].sum().astype(np.float64)
+        k = pd.DataFrame(k[k["kind"] == "kernel"]) if "kind" in k else k
+        k = pd.DataFrame(k[~pd.Series(k["name"]).astype(str).str.contains("nccl|rccl", case=False, regex=True)])
+        total: pd.Series = k.groupby("name")["total_ns"].sum()  # type: ignore[assignment]
+        return total.astype(np.float64)
 
     mine = totals(reports[late])
     others = [totals(r) for k, r in reports.items() if k != late]
@@ -191,14 +193,14 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
         pr["pg_desc"] = ""
     if "collective" not in pr:
         pr["collective"] = "other"
-    waits = (pr.groupby(["rank", "pg", "pg_desc", "collective"], sort=True)[["count", "wait_ns", "transfer_ns"]].sum()
-             .reset_index().astype({"rank": np.int64, "count": np.int64, "wait_ns": np.int64, "transfer_ns": np.int64}))
+    summed = pd.DataFrame(pr.groupby(["rank", "pg", "pg_desc", "collective"], sort=True)[["count", "wait_ns", "transfer_ns"]].sum())
+    waits = summed.reset_index().astype({"rank": np.int64, "count": np.int64, "wait_ns": np.int64, "transfer_ns": np.int64})
     exposed_rows = []
     transfer: dict[int, int] = {}
     for rank, rep in reports.items():
         spans = _spans(rep)
         total = sum(iv.length(s) for s in spans.values())
-        mine = pr[(pr["rank"] == rank) & (pr["last_rank"] != rank)]
+        mine = pd.DataFrame(pr[(pr["rank"] == rank) & (pr["last_rank"] != rank)])
         claimed = 0
         for late, g in mine.groupby("last_rank"):
             s = g["start_ns"].to_numpy(np.int64)
@@ -258,11 +260,11 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
         f = pd.DataFrame(columns=["kind", "subject", "device", "headroom_ns", "per_step_ns", "label", "text"])
     lo, hi = rep.window_ns
     w = max(hi - lo, 1)
-    rows = [tuple(r) for r in f.itertuples(index=False) if r.kind != "exposed_comm"]
-    comm = f[f["kind"] == "exposed_comm"]
+    rows = [tuple(r) for r in f.itertuples(index=False) if r[0] != "exposed_comm"]
+    comm = pd.DataFrame(f[f["kind"] == "exposed_comm"])
     subject = str(comm["subject"].iloc[0]) if len(comm) else f"rank {rank}"
     device = int(comm["device"].iloc[0]) if len(comm) else -1
-    mine = wcause.exposed[wcause.exposed["rank"] == rank]
+    mine = pd.DataFrame(wcause.exposed[wcause.exposed["rank"] == rank])
     for late, ns in zip(mine["late_rank"].tolist(), mine["exposed_wait_ns"].tolist()):
         if ns <= 0:
             continue
@@ -283,5 +285,6 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
         rows.append(("straggler", f"rank {rank}", device if device >= 0 else 0, own, each,
                      f"straggler: +{_ms(each)}/step {_PART_WORDS.get(wcause.cause, wcause.cause)}", wcause.text))
     out = _frame(rows)
-    out = out[out["headroom_ns"] >= MIN_SHARE * w].sort_values("headroom_ns", ascending=False, kind="stable").reset_index(drop=True)
+    out = pd.DataFrame(out[out["headroom_ns"] >= MIN_SHARE * w])
+    out = out.sort_values(by="headroom_ns", ascending=False, kind="stable").reset_index(drop=True)
     return replace(rep, findings=out)

@@ -208,7 +208,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
         busy = iv.intersect(occupied.get(int(d), iv.empty()), whole)
         idle = iv.subtract(whole, busy)
         spans = {c: iv.empty() for c in CAUSES}
-        top = dict.fromkeys(CAUSES, "")
+        top: dict[str, str] = dict.fromkeys(CAUSES, "")
         q_stream = -1
         if idle[0].size:
             gs, ge = idle

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..analysis.causes import WindowCauses
 from ..analysis.collectives import WindowCollectives
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
@@ -111,6 +112,7 @@ def report_dict(r: OverlapReport) -> dict[str, Any]:
         "breakdown": rows(r.breakdown),
         "breakdown_steps": rows(r.breakdown_steps),
         "findings": rows(r.findings),
+        "idle_causes": rows(r.idle_causes),
         "kernels": rows(top_kernels(r)),
         "queue": rows(r.queue),
     }
@@ -135,8 +137,29 @@ def collectives_dict(c: WindowCollectives) -> dict[str, Any]:
     })
 
 
+def causes_dict(c: WindowCauses) -> dict[str, Any]:
+    """One window's waits, transfer, straggler and blame (:mod:`traceprobe.analysis.causes`) as a JSON-ready dict."""
+    return _clean({
+        "run": c.run,
+        "window": c.window,
+        "steps": c.steps,
+        "waits": rows(c.waits),
+        "exposed_waits": rows(c.exposed),
+        "exposed_transfer_ns": {str(k): v for k, v in c.exposed_transfer_ns.items()},
+        "straggler_rank": c.straggler,
+        "cause": c.cause,
+        "excess_ns": c.excess_ns,
+        "excess_per_step_ns": c.excess_per_step_ns,
+        "caused_wait_ns": c.caused_wait_ns,
+        "kernels": list(c.kernels),
+        "label": c.label,
+        "text": c.text,
+    })
+
+
 def document(summary: Summary) -> dict[str, Any]:
-    """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``collectives``, ``failures``."""
+    """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``collectives``,
+    ``causes``, ``failures``."""
     return {
         "schema": SCHEMA_VERSION,
         "traceprobe": __version__,
@@ -144,6 +167,7 @@ def document(summary: Summary) -> dict[str, Any]:
         "rank_summary": rows(rank_rows(summary.rank_summary)),
         "variants": rows(summary.variants),
         "collectives": [collectives_dict(c) for c in summary.collectives],
+        "causes": [causes_dict(c) for c in summary.causes],
         "failures": [{"path": f.path, "error": f.error} for f in summary.failures],
     }
 

@@ -1,0 +1,246 @@
+"""Causes: idle causes (analysis/idle_causes.py) and waits across ranks (analysis/causes.py).
+
+SYNTHETIC traces built here, checked against brute-force references that classify
+every ns; then the real recordings of sample_traces/causes/ (scripts/cause_scenarios.py
+on 2x H100), whose built-in causes are in sample_traces/causes/injected.csv.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_breakdown import make_trace
+
+from traceprobe import load_trace
+from traceprobe.analysis.causes import window_causes
+from traceprobe.analysis.collectives import collective_table, match_window
+from traceprobe.analysis.idle_causes import CAUSES, idle_cause_table
+from traceprobe.analysis.per_trace import overlap_report
+from traceprobe.analysis.summary import summarize
+from traceprobe.reading import Trace
+
+CAUSE_SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces" / "causes"
+GRID = 60
+
+# host event classes the brute force knows: (cat, name) -> cause, in priority order
+HOST_NAMES = [("cuda_runtime", "cudaStreamSynchronize", "sync"), ("cuda_runtime", "cudaHostAlloc", "pinned_alloc"),
+              ("cuda_runtime", "cudaMalloc", "device_alloc"), ("cpu_op", "c10d::barrier", "other_rank"),
+              ("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "data_loading"),
+              ("user_annotation", "Optimizer.step#SGD.step", "optimizer"), ("cpu_op", "aten::mm", "launch"),
+              ("user_annotation", "ProfilerStep#1", None)]
+
+
+def _with_threads(tr: Trace, tids: list[str]) -> Trace:
+    host = tr.host_events.copy()
+    host["tid"] = pd.Categorical(tids)
+    from dataclasses import replace
+    return replace(tr, host_events=host)
+
+
+def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
+    """Brute force: the cause of every idle ns of each device (analysis/idle_causes.py's definitions)."""
+    ev, host = tr.device_events, tr.host_events
+    launch = {r.correlation: (r.start_ns, r.tid) for r in host.itertuples() if r.cat == "cuda_runtime" and r.correlation >= 0}
+    order = {c: k for k, (_, _, c) in enumerate(HOST_NAMES) if c}
+    out = {}
+    for d in sorted(set(ev["device"].tolist())):
+        e = ev[ev["device"] == d]
+        busy = np.zeros(hi - lo, bool)
+        for r in e.itertuples():
+            s, t = max(r.start_ns, lo) - lo, min(r.end_ns, hi) - lo
+            if t > s:
+                busy[s:t] = True
+        res = dict.fromkeys(CAUSES, 0)
+        for i in np.flatnonzero(~busy).tolist():
+            t = lo + i
+            before = np.flatnonzero(busy[:i])
+            gap_start = lo + int(before[-1]) + 1 if before.size else lo
+            after = np.flatnonzero(busy[i:])
+            if not after.size:
+                res["unattributed"] += 1
+                continue
+            nxt = t + int(after[0])
+            ls = [launch[r.correlation] for r in e.itertuples() if r.start_ns == nxt and r.end_ns > r.start_ns and r.correlation in launch]
+            if not ls:
+                res["unattributed"] += 1
+                continue
+            at, tid = min(ls)
+            if at <= gap_start or t >= at:
+                res["queued"] += 1
+                continue
+            held = [c for cat, name, c in HOST_NAMES for r in host.itertuples()
+                    if r.tid == tid and r.name == name and r.cat == cat and r.start_ns <= t < r.end_ns and c]
+            held += ["launch" for r in host.itertuples() if r.tid == tid and r.cat == "cuda_runtime" and r.start_ns <= t < r.end_ns]
+            res[min(held, key=order.__getitem__) if held else "host"] += 1
+        out[d] = res
+    return out
+
+
+@st.composite
+def host_bound_traces(draw):
+    dev_rows, host_rows, tids = [], [], []
+    for i in range(draw(st.integers(1, 6))):
+        s = draw(st.integers(0, GRID - 1))
+        d = draw(st.integers(0, 1))
+        corr = 100 + i
+        dev_rows.append((d, draw(st.integers(0, 2)), draw(st.sampled_from(["compute", "copy", "comm"])), s, min(s + draw(st.integers(0, 10)), GRID), corr))
+        if draw(st.booleans()):
+            host_rows.append(("cuda_runtime", "cudaLaunchKernel", draw(st.integers(0, GRID)), GRID + 5, corr))
+            tids.append(draw(st.sampled_from(["1", "2"])))
+    for _ in range(draw(st.integers(0, 5))):
+        cat, name, _ = draw(st.sampled_from(HOST_NAMES))
+        s = draw(st.integers(0, GRID))
+        host_rows.append((cat, name, s, s + draw(st.integers(0, 25)), -1))
+        tids.append(draw(st.sampled_from(["1", "2"])))
+    return _with_threads(make_trace(dev_rows, host_rows), tids)
+
+
+@settings(max_examples=60, deadline=None)
+@given(host_bound_traces(), st.integers(0, 15), st.integers(30, GRID + 5))
+def test_idle_causes_match_brute_force(tr, lo, hi):
+    got = idle_cause_table(tr, None, (lo, hi))
+    ref = idle_reference(tr, lo, hi)
+    for d, want in ref.items():
+        mine = got[(got["device"] == d) & (got["step"] == -1)].set_index("cause")["ns"].to_dict()
+        assert {c: int(mine.get(c, 0)) for c in CAUSES} == want
+
+
+def test_idle_cause_names_the_host_call():
+    # SYNTHETIC: gap [10, 40) on cuda:0; the host allocates pinned memory [12, 30), then launches B at 35
+    tr = make_trace([(0, 7, "compute", 0, 10, 1), (0, 7, "compute", 40, 50, 2)],
+                    [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cuda_runtime", "cudaHostAlloc", 12, 30, -1),
+                     ("cuda_runtime", "cudaLaunchKernel", 35, 36, 2)])
+    got = idle_cause_table(tr).set_index("cause")
+    assert got.loc["pinned_alloc", "ns"] == 18 and got.loc["pinned_alloc", "top"] == "cudaHostAlloc"
+    assert got.loc["host", "ns"] == 7 and got.loc["queued", "ns"] == 5
+
+
+def _rank_trace(rank: int, comm: list[tuple[int, int]], compute: list[tuple[int, int]]) -> Trace:
+    rows = [(0, 9, "comm", s, e, 1000 + i) for i, (s, e) in enumerate(comm)] + [(0, 7, "compute", s, e, 2000 + i) for i, (s, e) in enumerate(compute)]
+    return make_trace(rows, rank=rank)
+
+
+@st.composite
+def two_rank_jobs(draw):
+    """SYNTHETIC pairs of rank traces with the same number of all-reduce kernels (no overlap on one rank)."""
+    n = draw(st.integers(1, 4))
+    ranks = []
+    for r in range(2):
+        t, comm, compute = 0, [], []
+        for _ in range(n):
+            t += draw(st.integers(0, 8))
+            length = draw(st.integers(1, 12))
+            comm.append((t, t + length))
+            t += length
+        for _ in range(draw(st.integers(0, 4))):
+            s = draw(st.integers(0, t))
+            compute.append((s, s + draw(st.integers(1, 10))))
+        ranks.append(_rank_trace(r, comm, compute))
+    return ranks
+
+
+def wait_reference(traces: list[Trace]) -> dict[tuple[int, int], int]:
+    """Brute force: per (rank, late rank), the ns of exposed collective time inside the rank's waits for that rank."""
+    comm = {t.rank: t.device_events[t.device_events["is_comm"]].sort_values("start_ns") for t in traces}
+    out: dict[tuple[int, int], int] = {}
+    n = len(comm[0])
+    for k in range(n):
+        starts = {r: int(c["start_ns"].iloc[k]) for r, c in comm.items()}
+        last = max(starts, key=lambda r: (starts[r], -r))  # the latest start; ties: the first rank (as idxmax)
+        for tr in traces:
+            r = tr.rank
+            assert r is not None
+            if r == last:
+                continue
+            s, e = starts[r], int(comm[r]["end_ns"].iloc[k])
+            lo, hi = tr.window_ns
+            comp = tr.device_events[~tr.device_events["is_comm"]]
+            for t in range(max(s, lo), min(e, starts[last], hi)):
+                if not ((comp["start_ns"] <= t) & (comp["end_ns"] > t)).any():
+                    out[(r, last)] = out.get((r, last), 0) + 1
+    return out
+
+
+@settings(max_examples=50, deadline=None)
+@given(two_rank_jobs())
+def test_exposed_waits_match_brute_force(traces):
+    reports = {t.rank: overlap_report(t) for t in traces}
+    wc = match_window({r: collective_table(t) for r, t in zip(reports, traces)})
+    got = window_causes(wc, reports)
+    mine = {(int(a), int(b)): int(c) for a, b, c in got.exposed.itertuples(index=False) if c > 0}
+    assert mine == {k: v for k, v in wait_reference(traces).items() if v > 0}
+    # exposed wait + exposed transfer = each rank's exposed collective time
+    for r, rep in reports.items():
+        total = int((rep.exposed_comm["end_ns"] - rep.exposed_comm["start_ns"]).sum())
+        assert sum(v for (a, _), v in mine.items() if a == r) + got.exposed_transfer_ns[r] == total
+
+
+def test_wait_and_transfer_exact():
+    # SYNTHETIC: rank 0's all-reduce [10, 40), rank 1's [30, 40): rank 0 waited [10, 30) for rank 1, with compute
+    # beside it [10, 15): exposed wait 15 ns, exposed transfer [30, 40) = 10 ns; rank 1 waited for nobody.
+    r0 = _rank_trace(0, [(10, 40)], [(0, 15)])
+    r1 = _rank_trace(1, [(30, 40)], [(0, 30)])
+    reports = {0: overlap_report(r0), 1: overlap_report(r1)}
+    got = window_causes(match_window({0: collective_table(r0), 1: collective_table(r1)}), reports)
+    assert got.exposed.values.tolist() == [[0, 1, 15]]
+    assert got.exposed_transfer_ns == {0: 10, 1: 10}
+    w = got.waits.set_index("rank")
+    assert (w.loc[0, "wait_ns"], w.loc[0, "transfer_ns"], w.loc[1, "wait_ns"], w.loc[1, "transfer_ns"]) == (20, 10, 0, 10)
+
+
+def _injected() -> dict[str, dict[str, str]]:
+    with open(CAUSE_SAMPLES / "injected.csv", newline="") as f:
+        return {r["scenario"]: r for r in csv.DictReader(f)}
+
+
+def _summary(name: str):
+    return summarize([overlap_report(load_trace(p)) for p in sorted((CAUSE_SAMPLES / name).glob("*.pt.trace.json.gz"))])
+
+
+@pytest.mark.parametrize(("name", "kind", "fragment", "tolerance"), [
+    ("ddp-sleep", "wait", "wait for rank 1: +", 0.10),
+    ("ddp-compute", "wait", "wait for rank 1: +", 0.15),
+])
+def test_ddp_straggler_named_with_its_cause(name, kind, fragment, tolerance):
+    s = _summary(name)
+    want = float(_injected()[name]["injected_ms_per_step"]) * 1e6
+    (c,) = s.causes
+    assert c.straggler == 1
+    assert c.cause == ("host" if name == "ddp-sleep" else "compute")
+    assert c.excess_per_step_ns[c.cause] == pytest.approx(want, rel=tolerance)
+    r0, r1 = (r for r in s.reports)
+    assert r0.findings.iloc[0]["kind"] == kind and r0.findings.iloc[0]["label"].startswith(fragment)
+    assert (r1.findings["kind"] == "straggler").any()
+
+
+def test_balanced_ddp_names_no_straggler():
+    s = _summary("ddp-balanced")
+    (c,) = s.causes
+    assert c.straggler is None and c.label == ""
+    assert all(not (r.findings["kind"].isin(["wait", "straggler"])).any() for r in s.reports)
+
+
+@pytest.mark.parametrize(("name", "kind", "label"), [
+    ("slow-input", "idle_data_loading", "data loading"),
+    ("pinned-alloc", "idle_pinned_alloc", "pinned alloc"),
+])
+def test_host_causes_recovered(name, kind, label):
+    (r,) = _summary(name).reports
+    top = r.findings.iloc[0]
+    assert top["kind"] == kind and top["label"].startswith(label)
+    want = float(_injected()[name]["injected_ms_per_step"]) * 1e6
+    assert top["per_step_ns"] == pytest.approx(want, rel=0.10)
+
+
+def test_pipeline_bubble_per_stage():
+    s = _summary("pipeline")
+    for r in s.reports:
+        top = r.findings.iloc[0]
+        assert top["kind"] == "bubble" and top["label"].startswith("bubble ") and top["label"].endswith("%")
+        assert "2 stages x 8 microbatches: 11.1%" in top["text"]
