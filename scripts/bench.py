@@ -6,19 +6,17 @@ imports, output; ``scripts/bench_run.py`` says how each is measured):
 
 - **real**: the 216,092-event trace of HolisticTraceAnalysis's tests
   (``tests/data/df_index_resolver/df_index_resolver.json.gz``, a real recording),
-  ``traceprobe overlap-report FILE --format json --jobs 1`` against the parse
-  floor (target: at most 2.0x) and against HTA's ``TraceAnalysis`` +
-  ``get_comm_comp_overlap`` (target: HTA at least 10x slower);
+  ``traceprobe overlap-report FILE --format json --jobs 1`` against the parse floor
+  (target: at most 2.0x), against HTA 0.5's ``TraceAnalysis`` + ``get_comm_comp_overlap``
+  (target: HTA at least 5x slower) and against TraceLens's ``TreePerfAnalyzer`` GPU
+  timeline (target: at least 3x slower), the peers run whole, alternating with the rest,
+  under ``--peer-python``; a peer not installed there is reported "not installed";
 - **synthetic 10^6** (gzipped, ``scripts/synth_trace.py``): traceprobe at most
-  1.3x the floor; peak RSS at most 1.2x the decompressed JSON (also at 10^7 with
-  ``--large``, about 2.4 GB of JSON);
+  1.3x the floor; peak RSS at most 1.2x the decompressed JSON, with and without one
+  event of an unknown ``ph`` near its start (also at 10^7 with ``--large``, about 2.4 GB
+  of JSON);
 - **batch**: a folder of 100 small SYNTHETIC rank traces (``--batch-events`` each),
   ``overlap-report DIR`` with its default workers: at most 20 ms per file;
-- **decoders** (``--only decoders``): one trace (the real one, and SYNTHETIC ones of
-  ``--decoder-events``) analysed by ``overlap-report FILE --jobs 1`` with its decode in the
-  command's own process and shared by each of ``--decoders`` child processes
-  (``TRACEPROBE_DECODERS``): wall and CPU time, peak memory of the process tree (each
-  also from the ``--baseline`` checkout, alternating, when given);
 - **ranks** (``--ranks N``): a SYNTHETIC job of N rank traces
   (``synth_trace.py --ranks``), analysed with ``--jobs W`` local processes and on
   a Dask ``LocalCluster`` of W single-threaded worker processes (``--scheduler``;
@@ -34,6 +32,7 @@ checkout measured is byte-compiled first, as an installed package is
 Usage::
 
     python scripts/bench.py                                  # the targets
+    python scripts/bench.py --peer-python VENV/bin/python    # HTA and TraceLens installed in VENV
     python scripts/bench.py --large --json-out bench.json    # adds 10^7 events (~10 GB of RAM)
     python scripts/bench.py --only ranks --ranks 64 --workers 1,2,4,8,16
     git worktree add ../tp-before COMMIT && python scripts/bench.py --baseline ../tp-before   # before -> after
@@ -58,7 +57,7 @@ import bench_run as br  # noqa: E402
 
 HTA_TRACE_URL = ("https://raw.githubusercontent.com/facebookresearch/HolisticTraceAnalysis/main/"
                  "tests/data/df_index_resolver/df_index_resolver.json.gz")
-PARTS = ("real", "synthetic", "batch", "ranks", "decoders")
+PARTS = ("real", "synthetic", "batch", "ranks")
 
 
 def _target(name: str, value: float | None, op: str, limit: float, unit: str = "x", note: str = "") -> dict[str, Any]:
@@ -102,39 +101,74 @@ def _stages(a: argparse.Namespace, path: Path) -> dict[str, dict[str, float]]:
 
 def bench_real(a: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     path = _hta_trace(a, workdir)
+    goals = (("hta", "HTA", 5.0), ("tracelens", "TraceLens", 3.0))
     if path is None or not path.exists():
         note = "HTA's df_index_resolver trace not available: pass --hta-trace"
         return {"skipped": note}, [_target("real 216k: traceprobe / floor", None, "<=", 2.0, note=note),
-                                   _target("real 216k: HTA / traceprobe", None, ">=", 10.0, note=note)]
-    m = br.alternate(_with_baseline(a, {"floor": br.floor_cmd(str(path)), "traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")}),
-                     a.repeat, a.timeout)
-    h = br.hta(path, a.timeout * 4) if not a.no_hta else {"ok": False, "skipped": "--no-hta"}
+                                   *(_target(f"real 216k: {name} / traceprobe", None, ">=", goal, note=note) for _, name, goal in goals)]
+    cmds: dict[str, br.Command] = {"floor": br.floor_cmd(str(path)), "traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")}
+    peers: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as d:
+        for peer, _, _ in goals:
+            if a.no_peers:
+                peers[peer] = {"ok": False, "skipped": "--no-peers"}
+            elif not br.peer_installed(peer, a.peer_python):
+                peers[peer] = {"ok": False, "skipped": f"not installed in {a.peer_python}: {br.PEERS[peer][1]}"}
+            else:
+                cmds[peer] = br.peer_cmd(peer, path, a.peer_python, Path(d))
+        m = br.alternate(_with_baseline(a, cmds), a.repeat, a.timeout * 4)
     tp, fl = m["traceprobe"], m["floor"]
+    for peer, _, _ in goals:
+        if peer in m:
+            r = m[peer]
+            peers[peer] = {**r, **{k: r["result"][k] for k in ("import_s", "load_s", "overlap_s")}} if r["ok"] else r
+            peers[peer].pop("result", None)
     stages = _stages(a, path)
-    row = {"trace": str(path), "events": fl.get("result", {}).get("events"), "traceprobe": tp, "floor": fl, "hta": h, "stages": stages,
+    row = {"trace": str(path), "events": fl.get("result", {}).get("events"), "traceprobe": tp, "floor": fl, **peers, "stages": stages,
            **({"baseline": m["baseline"]} if "baseline" in m else {})}
-    hta_note = h.get("skipped") or h.get("error") or ""
-    return row, [
-        _target("real 216k: traceprobe / floor", tp["wall_s"] / fl["wall_s"] if tp["ok"] else None, "<=", 2.0),
-        _target("real 216k: HTA / traceprobe", h["wall_s"] / tp["wall_s"] if h.get("ok") and tp["ok"] else None, ">=", 10.0,
-                note=hta_note),
-    ]
+    out = [_target("real 216k: traceprobe / floor", tp["wall_s"] / fl["wall_s"] if tp["ok"] else None, "<=", 2.0)]
+    for peer, name, goal in goals:
+        r = peers[peer]
+        out.append(_target(f"real 216k: {name} / traceprobe", r["wall_s"] / tp["wall_s"] if r.get("ok") and tp["ok"] else None, ">=", goal,
+                           note=r.get("skipped") or r.get("error") or ""))
+    return row, out
+
+
+def _with_odd_event(path: Path) -> Path:
+    """A copy of the gzipped trace ``path`` with one event of an unknown ``ph`` before its first (made once)."""
+    odd = path.with_name(path.name.replace(".pt.trace", ".odd.pt.trace"))
+    if odd.exists() and odd.stat().st_mtime >= path.stat().st_mtime:
+        return odd
+    import gzip
+    import shutil
+
+    with gzip.open(path, "rb") as src, gzip.open(odd, "wb", compresslevel=1) as dst:
+        head = src.read(1 << 20)
+        at = head.index(b"{", head.index(b'"traceEvents"'))
+        dst.write(head[:at] + b'{"ph": "Z", "name": "SYNTHETIC odd event", "pid": 0, "tid": 0, "ts": 1},\n' + head[at:])
+        shutil.copyfileobj(src, dst, 16 << 20)
+    return odd
 
 
 def bench_synthetic(a: argparse.Namespace, workdir: Path, n: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     label = f"1e{len(str(n)) - 1}"
     path = br.synth(workdir, f"synthetic-{label}.pt.trace.json.gz", ["--events", str(n)])
+    odd = _with_odd_event(path)
     big = n >= 10**7
-    cmds = {"traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")} if big else \
-        {"floor": br.floor_cmd(str(path)), "traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1")}
+    cmds: dict[str, br.Command] = {"traceprobe": br.traceprobe_cmd([str(path)], "--jobs", "1"),
+                                   "odd event": br.traceprobe_cmd([str(odd)], "--jobs", "1")}
+    if not big:
+        cmds["floor"] = br.floor_cmd(str(path))
     m = br.alternate(_with_baseline(a, cmds), 1 if big else a.repeat, a.timeout)
     if big:  # the floor only for the JSON size: one run
         m["floor"] = br.summarize([br.measure(br.floor_cmd(str(path)), a.timeout)])
-    tp, fl = m["traceprobe"], m["floor"]
+    tp, fl, od = m["traceprobe"], m["floor"], m["odd event"]
     json_mb = fl["result"]["json_bytes"] / 2**20 if fl.get("result") else None
-    row = {"trace": path.name, "events": n, "json_mb": json_mb, "traceprobe": tp, "floor": fl,
+    row = {"trace": path.name, "events": n, "json_mb": json_mb, "traceprobe": tp, "odd_event": od, "floor": fl,
            **({"baseline": m["baseline"]} if "baseline" in m else {})}
-    out = [_target(f"synthetic {label} gz: peak RSS / JSON", tp["peak_rss_mb"] / json_mb if json_mb and tp["ok"] else None, "<=", 1.2)]
+    out = [_target(f"synthetic {label} gz: peak RSS / JSON", tp["peak_rss_mb"] / json_mb if json_mb and tp["ok"] else None, "<=", 1.2),
+           _target(f"synthetic {label} gz, one odd event: peak RSS / JSON", od["peak_rss_mb"] / json_mb if json_mb and od["ok"] else None,
+                   "<=", 1.2)]
     if not big:
         out.insert(0, _target(f"synthetic {label} gz: traceprobe / floor", tp["wall_s"] / fl["wall_s"] if tp["ok"] else None, "<=", 1.3))
     return row, out
@@ -183,29 +217,6 @@ def bench_ranks(a: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return out
 
 
-def bench_decoders(a: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """One trace, ``overlap-report FILE --jobs 1`` with the decode shared by 1, 2, 4... child processes
-    (``TRACEPROBE_DECODERS``), and in the command's own process (``TRACEPROBE_PREFETCH=0``)."""
-    traces = [p for p in [_hta_trace(a, workdir)] if p is not None and p.exists()]
-    for n in [int(float(x)) for x in a.decoder_events.split(",") if x]:
-        traces.append(br.synth(workdir, f"synthetic-{n:.0e}.pt.trace.json.gz".replace("+0", ""), ["--events", str(n)]))
-    counts = [int(w) for w in a.decoders.split(",")]
-    rows: list[dict[str, Any]] = []
-    for path in traces:
-        envs = {"in-process": {"TRACEPROBE_PREFETCH": "0"}, **{f"{w} decoders": {"TRACEPROBE_DECODERS": str(w)} for w in counts}}
-        cmd: br.Command = br.traceprobe_cmd([str(path)], "--jobs", "1")
-        cmds = dict.fromkeys(envs, cmd)
-        if a.baseline:  # the same, run from that checkout, alternating
-            argv = cmd if isinstance(cmd, list) else cmd[0]
-            cmds |= {f"{k}, baseline": (argv, Path(a.baseline).resolve()) for k in envs}
-            envs |= {f"{k}, baseline": v for k, v in envs.items()}
-        for k, s in br.alternate(cmds, a.repeat, a.timeout, envs).items():
-            rows.append({"trace": path.name, "how": k, "ok": s["ok"], "wall_s": round(s["wall_s"], 3), "cpu_s": round(s["cpu_s"], 3),
-                         "peak_rss_mb": round(s["peak_rss_mb"]), "wall_runs_s": s["wall_runs_s"], **({} if s["ok"] else {"error": s.get("error")})})
-            print(f"  decoders: {path.name} {k}: {rows[-1]['wall_s']} s", file=sys.stderr)
-    return {"rows": rows}
-
-
 def _throughput(s: dict[str, Any], ranks: int, events: int) -> dict[str, Any]:
     ok = s["ok"]
     return {"ok": ok, "wall_s": round(s["wall_s"], 3), "wall_runs_s": s["wall_runs_s"], "client_peak_rss_mb": round(s["peak_rss_mb"]),
@@ -218,14 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="real,synthetic,batch", help=f"parts to run, comma-separated, of {','.join(PARTS)}")
     ap.add_argument("--large", action="store_true", help="also the peak memory target at 10^7 events (~2.4 GB of JSON, ~10 GB of RAM)")
     ap.add_argument("--hta-trace", help="HTA's df_index_resolver.json.gz (default: downloaded into --workdir)")
-    ap.add_argument("--no-hta", action="store_true", help="skip HolisticTraceAnalysis")
+    ap.add_argument("--peer-python", default=sys.executable,
+                    help="the Python that runs HTA and TraceLens (a virtual environment where they are installed)")
+    ap.add_argument("--no-peers", action="store_true", help="skip HTA and TraceLens")
     ap.add_argument("--batch-events", type=int, default=10_000, help="events per trace of the batch of 100")
     ap.add_argument("--ranks", type=int, default=0, help="also measure a job of this many rank traces (adds 'ranks' to --only)")
     ap.add_argument("--rank-events", type=int, default=100_000, help="events per rank trace of --ranks")
     ap.add_argument("--workers", default="1,2", help="worker counts for --ranks, comma-separated")
     ap.add_argument("--no-dask", action="store_true", help="--ranks: local processes only")
-    ap.add_argument("--decoders", default="1,2", help="'decoders' part: numbers of decoding processes for one trace, comma-separated")
-    ap.add_argument("--decoder-events", default="1000000", help="'decoders' part: SYNTHETIC traces of these many events (and the real trace)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each command (medians reported)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per child process")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "traceprobe-bench"), help="synthetic traces (reused)")
@@ -256,8 +267,6 @@ def main(argv: list[str] | None = None) -> int:
         results["targets"] += tg
     if "ranks" in parts:
         results["ranks"] = bench_ranks(a, workdir)
-    if "decoders" in parts:
-        results["decoders"] = bench_decoders(a, workdir)
     results["bench_wall_s"] = round(time.perf_counter() - t, 1)
     _print(results)
     if a.json_out:
@@ -295,17 +304,22 @@ def _print(r: dict[str, Any]) -> None:
             print(f"{t['target']:{w}}  {v:>10}  {t['op']} {t['limit']:g}{t['unit']:<3}  {met}{'  (' + t['note'] + ')' if t['note'] else ''}")
     real = r.get("real") or {}
     if real.get("traceprobe"):
-        tp, fl, h = real["traceprobe"], real["floor"], real["hta"]
-        hta = f"HTA {h['wall_s']:.2f} s (imports {h['import_s']:.2f}, load {h['load_s']:.2f}, overlap {h['overlap_s']:.2f})" if h.get("ok") else "HTA -"
+        tp, fl = real["traceprobe"], real["floor"]
         print(f"\nreal 216k: traceprobe {tp['wall_s']:.3f} s (CPU {tp['cpu_s']:.3f}, {tp['peak_rss_mb']:.0f} MB), floor {fl['wall_s']:.3f} s "
-              f"(parse {fl.get('parse_s', 0):.3f}, {fl['peak_rss_mb']:.0f} MB), {hta}")
+              f"(parse {fl.get('parse_s', 0):.3f}, {fl['peak_rss_mb']:.0f} MB)")
+        for peer, name in (("hta", "HTA 0.5"), ("tracelens", "TraceLens")):
+            h = real.get(peer) or {}
+            print(f"  {name}: " + (f"{h['wall_s']:.2f} s (imports {h['import_s']:.2f}, load {h['load_s']:.2f}, analysis {h['overlap_s']:.2f}), "
+                                   f"{h['peak_rss_mb']:.0f} MB" if h.get("ok") else h.get("skipped") or h.get("error") or "-"))
     if real.get("baseline"):
         print("  " + _before(real["baseline"], real["traceprobe"]))
     for who, st in (real.get("stages") or {}).items():
         print(f"  stages in one process, {who}: " + ", ".join(f"{k[:-2]} {v:.3f} s" for k, v in st.items()))
     for row in r.get("synthetic", []):
         tp, fl = row["traceprobe"], row["floor"]
+        od = row["odd_event"]
         print(f"{row['trace']}: traceprobe {tp['wall_s']:.3f} s (CPU {tp['cpu_s']:.3f}, {tp['peak_rss_mb']:.0f} MB), "
+              f"with one odd event {od['wall_s']:.3f} s ({od['peak_rss_mb']:.0f} MB), "
               f"floor {fl['wall_s']:.3f} s ({fl['peak_rss_mb']:.0f} MB), JSON {row['json_mb']:.0f} MB")
         if row.get("baseline"):
             print("  " + _before(row["baseline"], tp))
@@ -323,11 +337,6 @@ def _print(r: dict[str, Any]) -> None:
             eps = "-" if x["events_per_s"] is None else f"{x['events_per_s']:,}"
             print(f"{x['engine']:18} {x['workers']:>7} {x['wall_s']:>8.3f} {rps:>14} {eps:>12}" + (f"  {x['error']}" if not x["ok"] else "")
                   + (f"  (baseline {x['baseline']['wall_s']:.3f} s)" if x.get("baseline") else ""))
-    if r.get("decoders"):
-        print("\none trace, decoded in the command's process or shared by N child processes:")
-        print(f"{'trace':42} {'how':24} {'wall s':>8} {'CPU s':>8} {'peak MB':>8}")
-        for x in r["decoders"]["rows"]:
-            print(f"{x['trace']:42} {x['how']:24} {x['wall_s']:>8.3f} {x['cpu_s']:>8.3f} {x['peak_rss_mb']:>8}" + (f"  {x['error']}" if not x["ok"] else ""))
     print(f"\n(bench took {r['bench_wall_s']} s)")
 
 

@@ -16,6 +16,12 @@
   Nothing can load a trace with less work than this.
 - :data:`HTA_CODE`: HolisticTraceAnalysis, its imports counted:
   ``TraceAnalysis(trace_dir=...)`` then ``get_comm_comp_overlap()``.
+- :data:`TRACELENS_CODE`: AMD's TraceLens, its imports counted:
+  ``TreePerfAnalyzer.from_file(path)`` then ``get_df_gpu_timeline()`` (its GPU timeline:
+  computation, communication, memcpy and idle time, exposed communication).
+
+The peers run under ``--peer-python`` (a virtual environment where they are installed);
+one that is not installed there is reported as such, never measured in its place.
 """
 
 from __future__ import annotations
@@ -119,22 +125,67 @@ print("BENCH_RESULT " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "ove
 '''
 
 
+TRACELENS_CODE = r'''
+import time
+t0 = time.perf_counter()
+import json, logging, sys, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+from TraceLens import TreePerfAnalyzer
+t1 = time.perf_counter()
+analyzer = TreePerfAnalyzer.from_file(sys.argv[1])
+t2 = time.perf_counter()
+timeline = analyzer.get_df_gpu_timeline()
+t3 = time.perf_counter()
+print("BENCH_RESULT " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "overlap_s": t3 - t2,
+                                  "timeline": timeline.to_dict(orient="records")}, default=str))
+'''
+
+PEERS = {"hta": ("hta", "HolisticTraceAnalysis 0.5 (pip install holistictraceanalysis==0.5.0)"),
+         "tracelens": ("TraceLens", "AMD's TraceLens (pip install git+https://github.com/AMD-AGI/TraceLens; "
+                                    "PyPI's 'tracelens' is another project)")}
+"""Peer -> (its module, how to install it)."""
+
+
+def peer_installed(peer: str, python: str) -> bool:
+    """Whether ``python`` can import the peer's module (looked up, not imported)."""
+    module = PEERS[peer][0]
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
+
+
+def peer_cmd(peer: str, path: Path, python: str, folder: Path) -> list[str]:
+    """The whole-process command of a peer on ``path``; HTA reads every trace of a folder, so it is given ``folder``,
+    which holds only a link to ``path`` (made here)."""
+    if peer == "hta":
+        link = folder / path.name
+        if not link.exists():
+            link.symlink_to(path.resolve())
+        return [python, "-c", HTA_CODE, str(folder)]
+    return [python, "-c", TRACELENS_CODE, str(path)]
+
+
 STAGES_CODE = r'''
 import json, sys, time
 t0 = time.perf_counter()
 import typer  # the CLI's own import
-from traceprobe import collect, kineto, trace
-from traceprobe.analysis.per_trace import overlap_report
+try:  # a checkout from before traceprobe/reading (a --baseline)
+    from traceprobe import kineto, trace
+    read_events = kineto.read_events
+except ImportError:
+    from traceprobe.reading import decode, trace
+    read_events = decode.read_events
+from traceprobe import overlap_report  # (where it lives inside the package changes between versions)
 from traceprobe.analysis.summary import summarize
 from traceprobe.report.json_document import to_json
 t1 = time.perf_counter()
-dec = kineto.read_events(sys.argv[1])
+dec = read_events(sys.argv[1])
 t2 = time.perf_counter()
 tr = trace._build(sys.argv[1], dec)
 t3 = time.perf_counter()
 rep = overlap_report(tr)
 t4 = time.perf_counter()
-text = to_json(summarize([rep]))
+text = to_json(summarize([rep], []))
 t5 = time.perf_counter()
 print("BENCH_RESULT " + json.dumps({"imports_s": t1 - t0, "read_decode_s": t2 - t1, "frames_s": t3 - t2,
                                   "analysis_s": t4 - t3, "json_s": t5 - t4, "bytes": len(text)}))
@@ -261,23 +312,6 @@ def alternate(commands: dict[str, Command], repeat: int, timeout: float,
             env = {**os.environ, **envs[k]} if envs and k in envs else None
             runs[k].append(measure(argv, timeout, env=env, cwd=cwd))
     return {k: summarize(v) for k, v in runs.items()}
-
-
-def hta(path: Path, timeout: float) -> dict[str, Any]:
-    """HTA on a folder holding only ``path`` (HTA reads every trace of a folder)."""
-    import importlib.util
-
-    if importlib.util.find_spec("hta") is None:
-        return {"ok": False, "skipped": "HolisticTraceAnalysis not installed (pip install -e '.[bench]')"}
-    with tempfile.TemporaryDirectory(prefix="bench-hta-") as d:
-        (Path(d) / path.name).symlink_to(path.resolve())
-        r = measure([sys.executable, "-c", HTA_CODE, d], timeout)
-    if not r["result"]:
-        lines = [ln for ln in r["stderr_tail"].strip().splitlines() if ln.strip()]
-        return {"ok": False, "error": "timed out" if r["timed_out"] else (lines[-1] if lines else f"rc={r['rc']}")[-300:]}
-    res = r["result"]
-    return {"ok": True, "wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"],
-            "import_s": res["import_s"], "load_s": res["load_s"], "overlap_s": res["overlap_s"]}
 
 
 def synth(workdir: Path, name: str, args: list[str]) -> Path:
