@@ -54,3 +54,36 @@ def test_folders_pair_by_name_then_by_rank(tmp_path):
     assert (d.figures["delta"].fillna(0) == 0).all()  # the same traces on both sides
     wait = fig(d.figures, "collective_wait_ns", "steps 2-4 rank 1")
     assert wait["a"] == wait["b"] > 0
+
+
+def test_human_table_names_rows_without_units_and_cells_with_them(tmp_path):
+    """The table and Markdown name rows for people ('trace window', not 'duration_ns') and show every value with its
+    unit; each pair's files are named once, not in every cell; JSON keeps the raw names and ns."""
+    from typer.testing import CliRunner
+
+    from traceprobe.cli import app
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        d.mkdir()
+        for r in (0, 1):
+            shutil.copy(SAMPLES / f"data-parallel.ddp.rank{r}.pt.trace.json.gz", d / f"rank{r}.pt.trace.json.gz")
+    res = CliRunner().invoke(app, ["diff", str(a), str(b), "-j", "1"], env={"COLUMNS": "160"})
+    assert res.exit_code == 0, res.output
+    assert "duration_ns" not in res.stdout and "trace window" in res.stdout and " ms " in res.stdout
+    assert res.stdout.count(str(a / "rank0.pt.trace.json.gz")) == 1  # the pair named once
+    md = CliRunner().invoke(app, ["diff", str(NB), str(OV), "--format", "markdown", "-j", "1"])
+    assert "| trace window" in md.stdout and "ms" in md.stdout and "_ns" not in md.stdout
+    assert "+98.0 pt" in md.stdout  # DtoH copy overlap 0% -> 98%, a change in percentage points
+
+
+def test_folders_that_pair_nothing_exit_2(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    shutil.copy(NB, a)
+    shutil.copy(SAMPLES / "multi-gpu.concurrent.pt.trace.json.gz", a)
+    shutil.copy(SAMPLES / "data-parallel.ddp.rank0.pt.trace.json.gz", b)
+    shutil.copy(SAMPLES / "data-parallel.ddp.rank1.pt.trace.json.gz", b)
+    out = subprocess.run([sys.executable, "-m", "traceprobe", "diff", str(a), str(b), "-j", "1"], capture_output=True, text=True)
+    assert out.returncode == 2 and "nothing to compare" in out.stderr

@@ -50,7 +50,7 @@ def test_every_column_and_value_whole_at_each_width(summary, width):
     findings = [finding_label(r) for r in summary.reports if finding_label(r)]
     assert len(findings) > 20
     for f in findings:
-        assert re.search(r"\d (ns|µs|ms|s)$", f), f
+        assert re.search(r"\d (ns|µs|ms|s)\b|\d%", f), f  # a number with its unit
         assert _whole_words(f, lines), f
     text = "\n".join(lines)
     for cut in ("… ", "% y\n", "% ye\n", "% so\n"):
