@@ -53,7 +53,7 @@ def main() -> None:
     real_exit = os._exit
     reported = False
 
-    def exiting(code: int) -> None:  # workers end with os._exit (multiprocessing), the command too (traceprobe's CLI)
+    def exiting(code: int) -> None:  # workers end with os._exit (multiprocessing); the command with SystemExit, below
         nonlocal reported
         ru = resource.getrusage(resource.RUSAGE_SELF)
         if os.getpid() != parent:
@@ -67,9 +67,6 @@ def main() -> None:
         real_exit(code)
 
     os._exit = exiting  # type: ignore[assignment]
-    from traceprobe.tuning import tune
-
-    tune()  # as the command's entry point does, before numpy loads (BLAS threads off, malloc settings)
     import traceprobe.analysis.summary as summary
     import traceprobe.collect as collect
 
@@ -89,7 +86,7 @@ def main() -> None:
 
     collect.analyze_file, summary.summarize = timed_file, timed_summary  # looked up when analyze_paths runs
     log("imported")
-    from traceprobe.launch import entry
+    from traceprobe.cli import main as entry
 
     sys.argv = ["traceprobe", "overlap-report", *a.paths, "--format", "json", "--output", os.devnull]
     if a.jobs:
