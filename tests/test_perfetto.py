@@ -140,7 +140,7 @@ def check_roundtrip(trace, report, path: Path) -> dict:
         u = _child(tracks, row.device, BREAKDOWN_TRACK)
         b = sl[sl["track"] == u].sort_values("start")
         assert (b["start"].to_numpy()[1:] >= b["end"].to_numpy()[:-1]).all()
-        def part_ns(part: str) -> int:
+        def part_ns(part: str, b: pd.DataFrame = b) -> int:
             x = b[b["name"] == f"{BREAKDOWN_TRACK}: {part}"]
             return int((x["end"] - x["start"]).sum())
 
