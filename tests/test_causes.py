@@ -214,6 +214,9 @@ def test_ddp_straggler_named_with_its_cause(name, kind, fragment, tolerance):
     assert c.straggler == 1
     assert c.cause == ("host" if name == "ddp-sleep" else "compute")
     assert c.excess_per_step_ns[c.cause] == pytest.approx(want, rel=tolerance)
+    # the blame path: every step of the window bound by rank 1, for the built-in cause
+    assert c.blame["rank"].tolist() == [1, 1, 1]
+    assert set(c.blame["cause"]) <= {c.cause, ""} and (c.blame["cause"] == c.cause).sum() >= 2
     r0, r1 = (r for r in s.reports)
     assert r0.findings.iloc[0]["kind"] == kind and r0.findings.iloc[0]["label"].startswith(fragment)
     assert (r1.findings["kind"] == "straggler").any()
@@ -223,6 +226,7 @@ def test_balanced_ddp_names_no_straggler():
     s = _summary("ddp-balanced")
     (c,) = s.causes
     assert c.straggler is None and c.label == ""
+    assert (c.blame["rank"] == -1).all()
     assert all(not (r.findings["kind"].isin(["wait", "straggler"])).any() for r in s.reports)
 
 

@@ -28,6 +28,11 @@ the collectives matched across ranks (:func:`.collectives.match_window`):
   window's steps; the kernels with the largest excess are named. Without steps
   the window is one step.
 
+- *blame path*: per step (each rank's step GPU interval, :mod:`.steps`), the late
+  rank that caused the largest exposed wait on one other rank in that step, and
+  the part in which it most exceeded the other ranks' median in that step: which
+  rank and which cause bound each step.
+
 HTA's critical-path analysis follows one rank's dependency graph; we compare the
 ranks' device time between collectives instead, which needs no call stacks and
 works on any trace with matched collectives. Headroom is claimed once: the waiting
@@ -55,6 +60,7 @@ NOISE_MIN_NS = 500_000
 
 WAIT_COLUMNS = ["rank", "pg", "pg_desc", "collective", "count", "wait_ns", "transfer_ns"]
 EXPOSED_COLUMNS = ["rank", "late_rank", "exposed_wait_ns"]
+BLAME_COLUMNS = ["step", "rank", "cause", "excess_ns", "wait_ns"]
 
 _PART_WORDS = {"compute": "compute", "other_busy": "other device work", **{c: LABELS[c] for c in LABELS}}
 
@@ -79,6 +85,12 @@ class WindowCauses:
         caused_wait_ns: the largest exposed wait the straggler caused on one rank.
         kernels: for a compute cause, the kernel names with the largest excess on the straggler.
         label, text: the window's finding, short and long ("" without straggler).
+        blame: the blame path, one row per step of the window: ``step`` (int64),
+            ``rank`` (int64, the rank whose lateness caused the most exposed wait on
+            another rank in that step; -1 where no wait was above
+            :data:`NOISE_MIN_NS`), ``cause`` (str, its part of :data:`PARTS` with the
+            largest excess in that step; ``""`` where no excess reaches :data:`NOISE_MIN_NS`), ``excess_ns`` (int64, that excess) and
+            ``wait_ns`` (int64, the largest exposed wait it caused on one rank in the step).
     """
 
     run: str
@@ -95,6 +107,7 @@ class WindowCauses:
     kernels: tuple[str, ...] = ()
     label: str = ""
     text: str = ""
+    blame: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: np.zeros(0, np.int64) for c in BLAME_COLUMNS}))
 
 
 def _ms(ns: float) -> str:
@@ -197,6 +210,7 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
     waits = summed.reset_index().astype({"rank": np.int64, "count": np.int64, "wait_ns": np.int64, "transfer_ns": np.int64})
     exposed_rows = []
     transfer: dict[int, int] = {}
+    by_step: dict[tuple[int, int], int] = {}  # (step, late rank) -> the largest exposed wait it caused on one rank
     for rank, rep in reports.items():
         spans = _spans(rep)
         total = sum(iv.length(s) for s in spans.values())
@@ -206,12 +220,19 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
             s = g["start_ns"].to_numpy(np.int64)
             e = np.minimum(g["end_ns"].to_numpy(np.int64), s + g["wait_ns"].to_numpy(np.int64))
             w = iv.union(s, e)
-            ns = sum(iv.length(iv.intersect(x, w)) for x in spans.values())
+            hit = [iv.intersect(x, w) for x in spans.values()]
+            ns = sum(iv.length(x) for x in hit)
             claimed += ns
+            st = rep.steps
+            if st is not None and not st.empty and "gpu_start_ns" in st:
+                lo, hi = st["gpu_start_ns"].to_numpy(np.int64), st["gpu_end_ns"].to_numpy(np.int64)
+                per = sum((iv.measure(x, lo, hi) for x in hit), np.zeros(lo.size, np.int64))
+                for step, v in zip(st["step"].tolist(), per.tolist()):
+                    by_step[(int(step), int(late))] = max(by_step.get((int(step), int(late)), 0), int(v))
             exposed_rows.append((int(rank), int(late), int(ns)))  # type: ignore[arg-type]
         transfer[int(rank)] = int(total - claimed)
     exposed = pd.DataFrame(exposed_rows, columns=EXPOSED_COLUMNS).astype(np.int64)
-    out = WindowCauses(wc.run, wc.window, steps, waits, exposed, transfer)
+    out = WindowCauses(wc.run, wc.window, steps, waits, exposed, transfer, blame=_blame_path(by_step, reports))
     if exposed.empty:
         return out
     by_late = exposed.groupby("late_rank")["exposed_wait_ns"].max()
@@ -241,6 +262,29 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
     return replace(out, straggler=late, cause=cause, excess_ns={p: int(v) for p, v in excess.items()},
                    excess_per_step_ns={p: int(v) for p, v in per_step.items()}, caused_wait_ns=caused,
                    kernels=kernels, label=label, text=text)
+
+
+def _blame_path(by_step: dict[tuple[int, int], int], reports: dict[int, OverlapReport]) -> pd.DataFrame:
+    """The blame path (:attr:`WindowCauses.blame`): per step, the rank that bound it and why."""
+    rows = []
+    tables = {r: _parts_by_step(rep) for r, rep in reports.items()}
+    for step in sorted({s for s, _ in by_step}):
+        late, wait = max(((r, w) for (s, r), w in by_step.items() if s == step), key=lambda x: (x[1], -x[0]))
+        if wait < NOISE_MIN_NS or late not in tables or step not in tables[late].index:
+            rows.append((step, -1, "", 0, wait))
+            continue
+        others = [t.loc[step].to_numpy() for r, t in tables.items() if r != late and step in t.index]
+        if not others:
+            rows.append((step, late, "", 0, wait))
+            continue
+        diff = tables[late].loc[step].to_numpy() - np.median(np.stack(others), axis=0)
+        k = int(np.argmax(diff))
+        # an excess under the noise floor names no cause: the lateness came from outside this step's device time
+        rows.append((step, late, PARTS[k] if diff[k] >= NOISE_MIN_NS else "", int(max(diff[k], 0)), wait))
+    out = pd.DataFrame(rows, columns=BLAME_COLUMNS)
+    for c in ("step", "rank", "excess_ns", "wait_ns"):
+        out[c] = out[c].astype(np.int64)
+    return out
 
 
 def _frame(rows: list[tuple]) -> pd.DataFrame:

@@ -154,6 +154,7 @@ def causes_dict(c: WindowCauses) -> dict[str, Any]:
         "kernels": list(c.kernels),
         "label": c.label,
         "text": c.text,
+        "blame": rows(c.blame),
     })
 
 
