@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from traceprobe import intervals as iv
 from traceprobe import load_trace
 from traceprobe.analysis.breakdown import IDLE_PARTS, PARTS, gpu_breakdown, step_breakdown
+from traceprobe.analysis.idle_causes import LAUNCH_LATENCY_NS
 from traceprobe.analysis.steps import step_windows
 from traceprobe.reading import Trace
 
@@ -102,8 +103,11 @@ def reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
                 nxt = lo + after[0]
                 ls = [launch.get(r.correlation, -1) for r in e.itertuples() if r.start_ns == nxt and r.end_ns > r.start_ns]
                 ls = [x for x in ls if x >= 0]
-                if not ls or min(ls) <= gap_start or t >= min(ls):
-                    res["idle_other_ns"] += 1  # unattributed, or queued: launched before the gap, or after the launch
+                if not ls or min(ls) <= gap_start:
+                    res["idle_other_ns"] += 1  # unattributed, or queued: launched before the gap
+                elif t >= min(ls):
+                    # from the launch to its end + LAUNCH_LATENCY_NS: launch (the launch calls end at GRID + 5 here)
+                    res["idle_launch_ns" if t < GRID + 5 + LAUNCH_LATENCY_NS else "idle_other_ns"] += 1
                 elif any(a <= t < b for a, b in sync):
                     res["idle_sync_ns"] += 1
                 else:
@@ -179,14 +183,14 @@ def test_hand_computed_breakdown():
 def test_host_bound_gap_is_idle_launch():
     # kernel A [0,10); kernel B [30,40) launched at 25 (after A ended): the gap [10,30) is host-bound.
     # kernel C [50,60) launched at 5: queued before the gap [40,50), which is "other". From B's launch at 25 to its
-    # start at 30 the work was queued too: the host part is [10,25).
+    # start at 30 the device waited for the launch itself (launch latency): idle_launch too.
     tr = make_trace(
         [(0, 7, "compute", 0, 10, 1), (0, 7, "compute", 30, 40, 2), (0, 7, "compute", 50, 60, 3)],
         [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cuda_runtime", "cudaLaunchKernel", 25, 26, 2),
          ("cuda_runtime", "cudaLaunchKernel", 5, 6, 3)],
     )
     row = gpu_breakdown(tr).iloc[0]
-    assert (row["window_ns"], row["idle_ns"], row["idle_launch_ns"], row["idle_other_ns"]) == (60, 30, 15, 15)
+    assert (row["window_ns"], row["idle_ns"], row["idle_launch_ns"], row["idle_other_ns"]) == (60, 30, 20, 10)
 
 
 def test_step_breakdown_sums_per_step():

@@ -20,7 +20,7 @@ from test_breakdown import make_trace
 from traceprobe import load_trace
 from traceprobe.analysis.causes import window_causes
 from traceprobe.analysis.collectives import collective_table, match_window
-from traceprobe.analysis.idle_causes import CAUSES, idle_cause_table
+from traceprobe.analysis.idle_causes import CAUSES, LAUNCH_LATENCY_NS, idle_cause_table
 from traceprobe.analysis.per_trace import overlap_report
 from traceprobe.analysis.summary import summarize
 from traceprobe.reading import Trace
@@ -46,7 +46,7 @@ def _with_threads(tr: Trace, tids: list[str]) -> Trace:
 def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
     """Brute force: the cause of every idle ns of each device (analysis/idle_causes.py's definitions)."""
     ev, host = tr.device_events, tr.host_events
-    launch = {r.correlation: (r.start_ns, r.tid) for r in host.itertuples() if r.cat == "cuda_runtime" and r.correlation >= 0}
+    launch = {r.correlation: (r.start_ns, r.tid, r.end_ns) for r in host.itertuples() if r.cat == "cuda_runtime" and r.correlation >= 0}
     order = {c: k for k, (_, _, c) in enumerate(HOST_NAMES) if c}
     out = {}
     for d in sorted(set(ev["device"].tolist())):
@@ -70,9 +70,12 @@ def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
             if not ls:
                 res["unattributed"] += 1
                 continue
-            at, tid = min(ls)
-            if at <= gap_start or t >= at:
+            at, tid, ae = min(ls)
+            if at <= gap_start:
                 res["queued"] += 1
+                continue
+            if t >= at:
+                res["launch" if t < ae + LAUNCH_LATENCY_NS else "queued"] += 1
                 continue
             held = [c for cat, name, c in HOST_NAMES for r in host.itertuples()
                     if r.tid == tid and r.name == name and r.cat == cat and r.start_ns <= t < r.end_ns and c]
@@ -118,7 +121,7 @@ def test_idle_cause_names_the_host_call():
                      ("cuda_runtime", "cudaLaunchKernel", 35, 36, 2)])
     got = idle_cause_table(tr).set_index("cause")
     assert got.loc["pinned_alloc", "ns"] == 18 and got.loc["pinned_alloc", "top"] == "cudaHostAlloc"
-    assert got.loc["host", "ns"] == 7 and got.loc["queued", "ns"] == 5
+    assert got.loc["host", "ns"] == 7 and got.loc["launch", "ns"] == 5  # [35, 40): launch latency
 
 
 def _rank_trace(rank: int, comm: list[tuple[int, int]], compute: list[tuple[int, int]]) -> Trace:

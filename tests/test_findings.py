@@ -42,9 +42,9 @@ def test_one_span_claimed_once_and_small_findings_dropped():
 
 
 def test_launch_bound_sync_and_stream_wait():
-    # A [0,10) launched at 0; gap [10,30): the host in aten::mm [10,25) launches B at 25 (host part [10,25):
-    # launch-bound; [25,30) queued); gap [40,50) with C queued since 5 on stream 9; gap [60,80) while the
-    # host sits in cudaStreamSynchronize [60,80) before launching D; D [80,100). queued: 5 + 10 = 15 ns.
+    # A [0,10) launched at 0; gap [10,30): the host in aten::mm [10,25) launches B at 25 ([10,25) in an op,
+    # [25,30) launch latency: launch-bound); gap [40,50) with C queued since 5 on stream 9; gap [60,80) while
+    # the host sits in cudaStreamSynchronize [60,80) before launching D; D [80,100).
     tr = make_trace(
         [(0, 7, "compute", 0, 10, 1), (0, 7, "compute", 30, 40, 2), (0, 9, "compute", 50, 60, 3), (0, 7, "compute", 80, 100, 4)],
         [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cpu_op", "aten::mm", 10, 25, -1), ("cuda_runtime", "cudaLaunchKernel", 25, 26, 2),
@@ -53,9 +53,10 @@ def test_launch_bound_sync_and_stream_wait():
     )
     f = findings(tr)
     got = {(r.kind, r.subject): r.headroom_ns for r in f.itertuples()}
-    assert got == {("idle_launch", "cuda:0"): 15, ("stream_wait", "cuda:0"): 15, ("idle_sync", "cuda:0"): 20}
+    assert got == {("idle_launch", "cuda:0"): 20, ("stream_wait", "cuda:0"): 10, ("idle_sync", "cuda:0"): 20}
     labels = dict(zip(f["kind"], f["label"]))
-    assert labels["stream_wait"] == "queued on stream 9 0.0 ms"
+    assert labels["stream_wait"] == "dependency wait 0.0 ms"
+    assert "stream 9" in f.set_index("kind").loc["stream_wait", "text"]
     assert "aten::mm" in f.set_index("kind").loc["idle_launch", "text"]
     assert "CUDA graphs" in f.set_index("kind").loc["idle_launch", "text"]
 

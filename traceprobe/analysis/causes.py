@@ -259,6 +259,12 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
     text = (f"rank {late} arrived last at its collectives: it ran +{_ms(each)} per step more {what}{names} than the other ranks "
             f"before arriving; the others waited for it, up to {_ms(caused / steps)} per step of exposed wait. Fix rank {late}'s "
             f"{what}; overlapping communication on the waiting ranks would not help")
+    if each < NOISE_MIN_NS:  # no part of its device time explains the lateness
+        cause, kernels = "", ()
+        label = f"wait for rank {late}"
+        text = (f"rank {late} arrived last at its collectives, and the others waited for it, up to {_ms(caused / steps)} per "
+                f"step of exposed wait; its device time in this window shows no excess over the other ranks' above "
+                f"{_ms(NOISE_MIN_NS)} per step: look at its host time before its first device work and outside the window")
     return replace(out, straggler=late, cause=cause, excess_ns={p: int(v) for p, v in excess.items()},
                    excess_per_step_ns={p: int(v) for p, v in per_step.items()}, caused_wait_ns=caused,
                    kernels=kernels, label=label, text=text)

@@ -176,8 +176,9 @@ def _copy_candidates(trace: Trace, t: DeviceTime, b: Backend) -> list[_Candidate
     return out
 
 
-def _idle_advice(cause: str, dev: str, top: str, b: Backend) -> str:
+def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int = -1) -> str:
     held = f" ({top})" if top else ""
+    stream = f" (on stream {queued_stream})" if queued_stream >= 0 else ""
     return {
         "sync": f"{dev} was idle while the host was blocked in a synchronizing call{held}: remove it from the loop or defer it "
                 "(.item(), .cpu(), printing a tensor, blocking copies, explicit synchronize)",
@@ -194,8 +195,8 @@ def _idle_advice(cause: str, dev: str, top: str, b: Backend) -> str:
                   f"{b.graphs} or torch.compile it, fuse small kernels, move host work off the loop",
         "host": f"{dev} was idle while the host ran outside any profiled op (Python, I/O, sleeps): move that work off the "
                 "loop or overlap it with device work",
-        "queued": f"{dev} was idle although its next work was already launched: it waited on a dependency (an event of another "
-                  f"stream or device{'; the host was in ' + top if top else ''}); start the producer earlier or break the dependency",
+        "queued": f"{dev} was idle although its next work was already launched{stream}: it waited on a dependency (an event of "
+                  f"another stream or device{'; the host was in ' + top if top else ''}); start the producer earlier or break the dependency",
     }[cause]
 
 
@@ -215,7 +216,7 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
     sync: list[_Candidate] = []
     if idle is not None:
         for cause, kind in IDLE_KINDS.items():
-            c = _Candidate(kind, subj, d, idle.spans[cause], _label(cause, idle), _idle_advice(cause, dev, idle.top[cause], b))
+            c = _Candidate(kind, subj, d, idle.spans[cause], _label(cause, idle), _idle_advice(cause, dev, idle.top[cause], b, idle.queued_stream))
             (sync if cause == "sync" else first).append(c)
     cross = []
     if others_busy[0].size:
@@ -228,8 +229,8 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
 def _label(cause: str, idle: DeviceIdle) -> str:
     from .idle_causes import LABELS
 
-    if cause == "queued" and idle.queued_stream >= 0:
-        return f"queued on stream {idle.queued_stream}"
+    if cause == "queued":
+        return "dependency wait"
     return LABELS[cause]
 
 

@@ -10,11 +10,13 @@ host thread, the *launching thread*. Then:
 - if the work was launched before the gap began, the whole gap is ``queued``:
   the device had the work and waited on a dependency (an event of another
   stream or device, ``cudaStreamWaitEvent``/``hipStreamWaitEvent``);
-- otherwise the gap splits at the launch: from the launch to the work's start is
-  ``queued`` too (launch latency, or a dependency), and from the gap's start to
-  the launch the device waited for the host. That host part is classified by what
-  the launching thread was doing, each nanosecond by the first class that holds
-  it, in this order:
+- otherwise the gap splits at the launch. From the launch call's start to its
+  end plus :data:`LAUNCH_LATENCY_NS` the device waited for the launch itself
+  (``launch``); after that, until the work's start, it waited on something else
+  (``queued``: a dependency, or a full launch queue). From the gap's start to the
+  launch the device waited for the host, and that part is classified by what the
+  launching thread was doing, each nanosecond by the first class that holds it,
+  in this order:
 
   1. ``sync``: a synchronizing call: a runtime or driver call whose name holds
      ``Synchronize``, a synchronous copy (:data:`SYNC_CALLS`: ``cudaMemcpy``,
@@ -96,6 +98,11 @@ _DATA_RE = re.compile(r"^enumerate\(DataLoader\)")
 _OPT_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
 _OP_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 _NEVER = np.iinfo(np.int64).max
+
+LAUNCH_LATENCY_NS = 50_000
+"""Time after a launch call returns within which the device starting the work counts as launch latency (``launch``);
+work that starts later waited on something else (``queued``). 50 µs: kernel launch latency on current GPUs is a few µs
+to tens of µs."""
 
 
 def _host_class(name: object) -> int:
@@ -225,10 +232,16 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             lrow = np.where(nxt >= 0, rows[np.maximum(nxt, 0)], -1)
             has = lrow >= 0
             launch_at = np.where(has, h_start[np.maximum(lrow, 0)] if h_start.size else 0, 0)
-            split = np.where(has, np.clip(launch_at, gs, ge), ge)
+            launch_end = np.where(has, h_end[np.maximum(lrow, 0)] if h_end.size else 0, 0)
+            before = has & (launch_at <= gs)  # launched before the gap began: queued throughout
+            split = np.where(has & ~before, np.clip(launch_at, gs, ge), ge)
+            # from the launch to its call's end plus LAUNCH_LATENCY_NS, the device waited for the launch itself
+            latency_end = np.where(has & ~before, np.clip(launch_end + LAUNCH_LATENCY_NS, split, ge), ge)
             spans["unattributed"] = iv.union(gs[~has], ge[~has])
-            queued = iv.union(split[has], ge[has])
+            queued = iv.union(np.concatenate([gs[before], latency_end[has & ~before]]), np.concatenate([ge[before], ge[has & ~before]]))
             spans["queued"] = queued
+            launching = iv.union(split[has & ~before], latency_end[has & ~before])
+            split = np.where(before, gs, split)
             if has.any():
                 qlen = np.where(has, ge - split, 0)
                 q_stream = int(stream[nxt[int(np.argmax(qlen))]]) if qlen.max() > 0 else -1
@@ -243,6 +256,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                     remaining = iv.subtract(remaining, part)
                     spans[cause] = iv.union(np.concatenate([spans[cause][0], part[0]]), np.concatenate([spans[cause][1], part[1]]))
                 spans["host"] = iv.union(np.concatenate([spans["host"][0], remaining[0]]), np.concatenate([spans["host"][1], remaining[1]]))
+            spans["launch"] = iv.union(np.concatenate([spans["launch"][0], launching[0]]), np.concatenate([spans["launch"][1], launching[1]]))
             launched_by = np.unique(host_thread)
             threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)
             for k, cause in enumerate(HOST_CAUSES[:-1]):
