@@ -185,13 +185,7 @@ def trace_lines(summary: Summary, width: int | None = None) -> tuple[list[Text],
     return merged, True
 
 
-def _value(g: pd.DataFrame, figure: str, column: str) -> float:
-    vals = g.loc[g["figure"] == figure, column].to_numpy(dtype=float)
-    return float(vals[0]) if len(vals) else float("nan")
-
-
-def _span(g: pd.DataFrame, figure: str, short: bool) -> str:
-    lo, hi = _value(g, figure, "min"), _value(g, figure, "max")
+def _span(lo: float, hi: float, figure: str, short: bool) -> str:
     if units.missing(lo):
         return "-"
     if figure.endswith("_ns"):
@@ -202,27 +196,51 @@ def _span(g: pd.DataFrame, figure: str, short: bool) -> str:
     return f"{lo * 100:.0f}{sign}-{hi * 100:.0f}{sign}"
 
 
+@dataclass
+class _Window:
+    """One window's row of the rank summary: rank count, busiest and most-comm rank, each figure's (min, max)."""
+
+    ranks: object
+    busiest: object
+    most_comm: object
+    figures: dict[str, tuple[float, float]]
+
+
+def _windows(rs: pd.DataFrame) -> dict[tuple[str, str], _Window]:
+    """The rank summary by (run, window), in its order (one pass over its columns, no DataFrame per window)."""
+    out: dict[tuple[str, str], _Window] = {}
+    cols = ("run", "window", "ranks", "busiest_rank", "most_comm_rank", "figure", "min", "max")
+    nan = float("nan")
+    for run, window, ranks, busiest, most_comm, figure, lo, hi in zip(*(rs[c].tolist() for c in cols)):
+        w = out.setdefault((str(run), str(window)), _Window(ranks, busiest, most_comm, {}))
+        w.figures[str(figure)] = (nan if units.missing(lo) else float(lo), nan if units.missing(hi) else float(hi))
+    return out
+
+
+def _rank(v: object) -> str:
+    return "-" if units.missing(v) else str(int(v))  # pyright: ignore[reportArgumentType]
+
+
 def _rank_columns(summary: Summary, short: bool, with_run: bool = True) -> tuple[list[Column], list[str]]:
-    rs = summary.rank_summary
+    windows = _windows(summary.rank_summary)
     base = base_folder(summary)
-    shown = [f for f in RANK_FIGURES if rs.loc[rs["figure"] == f[0], "max"].notna().any()]
+    shown = [f for f in RANK_FIGURES if any(not units.missing(w.figures.get(f[0], (0.0, float("nan")))[1]) for w in windows.values())]
     runs, labels, steps, ranks, work, comm = [], [], [], [], [], []
     figs: list[list[Text]] = [[] for _ in shown]
     last = None
-    for _, g in rs.groupby(["run", "window"], sort=False):
-        label = relative(str(g["run"].to_numpy()[0]), base)
+    for (run, window), w in windows.items():
+        label = relative(run, base)
         labels.append("" if label == last else label)
         runs.append(cell("" if label == last else label))
         last = label
-        steps.append(cell(_window(str(g["window"].to_numpy()[0]))))
-        ranks.append(Text(str(int(g["ranks"].to_numpy()[0]))))
-        busiest, most_comm = g["busiest_rank"].iloc[0], g["most_comm_rank"].iloc[0]
-        b = "-" if pd.isna(busiest) else str(int(busiest))
-        c = "-" if pd.isna(most_comm) else str(int(most_comm))
+        steps.append(cell(_window(window)))
+        ranks.append(Text(_rank(w.ranks)))
+        b, c = _rank(w.busiest), _rank(w.most_comm)
         work.append(Text(f"r{b}/r{c}" if short else f"rank {b}"))
         comm.append(Text(f"rank {c}" if c != "-" else "-"))
         for out, (f, _, _) in zip(figs, shown):
-            out.append(Text(_span(g, f, short)))
+            lo, hi = w.figures.get(f, (float("nan"), float("nan")))
+            out.append(Text(_span(lo, hi, f, short)))
     cols = [Column("run", runs)] if with_run else []
     cols += [Column("steps", steps), Column("ranks", ranks, right=True)]
     cols += [Column("work/comm", work)] if short else [Column("most work", work), Column("most comm", comm)]
