@@ -251,3 +251,17 @@ def test_pipeline_bubble_per_stage():
         top = r.findings.iloc[0]
         assert top["kind"] == "bubble" and top["label"].startswith("bubble ") and top["label"].endswith("%")
         assert "2 stages x 8 microbatches: 11.1%" in top["text"]
+
+
+def test_exposed_transfer_advice_follows_the_process_group():
+    # SYNTHETIC waits tables: the group holding most exposed transfer decides the advice
+    from traceprobe.analysis.causes import _group_advice
+
+    def waits(desc: str) -> pd.DataFrame:
+        return pd.DataFrame({"rank": [0, 0], "pg": ["3", "0"], "pg_desc": [desc, "default_pg"], "collective": ["allreduce"] * 2,
+                             "exposed_transfer_ns": [900, 100]})
+
+    assert "async tensor parallelism" in _group_advice(waits("mesh_tp"), 0)
+    assert "microbatches" in _group_advice(waits("mesh_pp"), 0)
+    assert "bucketed" in _group_advice(waits("mesh_dp"), 0)
+    assert "process group 3 mesh_dp" in _group_advice(waits("mesh_dp"), 0)

@@ -58,7 +58,7 @@ NOISE_SHARE = 0.02
 NOISE_MIN_NS = 500_000
 """...and at least this much per step (0.5 ms)."""
 
-WAIT_COLUMNS = ["rank", "pg", "pg_desc", "collective", "count", "wait_ns", "transfer_ns"]
+WAIT_COLUMNS = ["rank", "pg", "pg_desc", "collective", "count", "wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_transfer_ns"]
 EXPOSED_COLUMNS = ["rank", "late_rank", "exposed_wait_ns"]
 BLAME_COLUMNS = ["step", "rank", "cause", "excess_ns", "wait_ns"]
 
@@ -74,7 +74,9 @@ class WindowCauses:
         steps: the window's step count (1 without steps).
         waits: per rank, process group and collective type: ``rank`` (int64),
             ``pg``, ``pg_desc``, ``collective`` (str), ``count``, ``wait_ns``,
-            ``transfer_ns`` (int64; kernel time before and after the last arrival).
+            ``transfer_ns`` (int64; kernel time before and after the last arrival),
+            ``exposed_wait_ns``, ``exposed_transfer_ns`` (int64; the rank's exposed
+            collective time inside those waits and transfers).
         exposed: per waiting rank and late rank: ``rank``, ``late_rank``,
             ``exposed_wait_ns`` (int64).
         exposed_transfer_ns: per rank, exposed collective time that is no wait.
@@ -208,6 +210,7 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
         pr["collective"] = "other"
     summed = pd.DataFrame(pr.groupby(["rank", "pg", "pg_desc", "collective"], sort=True)[["count", "wait_ns", "transfer_ns"]].sum())
     waits = summed.reset_index().astype({"rank": np.int64, "count": np.int64, "wait_ns": np.int64, "transfer_ns": np.int64})
+    waits = _exposed_by_group(waits, pr, {r: _spans(rep) for r, rep in reports.items()})
     exposed_rows = []
     transfer: dict[int, int] = {}
     by_step: dict[tuple[int, int], int] = {}  # (step, late rank) -> the largest exposed wait it caused on one rank
@@ -228,7 +231,8 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
                 lo, hi = st["gpu_start_ns"].to_numpy(np.int64), st["gpu_end_ns"].to_numpy(np.int64)
                 per = sum((iv.measure(x, lo, hi) for x in hit), np.zeros(lo.size, np.int64))
                 for step, v in zip(st["step"].tolist(), per.tolist()):
-                    by_step[(int(step), int(late))] = max(by_step.get((int(step), int(late)), 0), int(v))
+                    k = (int(step), int(late))  # type: ignore[arg-type]
+                    by_step[k] = max(by_step.get(k, 0), int(v))
             exposed_rows.append((int(rank), int(late), int(ns)))  # type: ignore[arg-type]
         transfer[int(rank)] = int(total - claimed)
     exposed = pd.DataFrame(exposed_rows, columns=EXPOSED_COLUMNS).astype(np.int64)
@@ -270,6 +274,26 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
                    kernels=kernels, label=label, text=text)
 
 
+def _exposed_by_group(waits: pd.DataFrame, pr: pd.DataFrame, spans: dict[int, dict[int, iv.Intervals]]) -> pd.DataFrame:
+    """``waits`` with ``exposed_wait_ns`` and ``exposed_transfer_ns`` per row: the rank's exposed collective time inside
+    the waits, and inside the transfers, of that group's and type's kernels."""
+    ew, et = np.zeros(len(waits), np.int64), np.zeros(len(waits), np.int64)
+    keys = ["rank", "pg", "pg_desc", "collective"]
+    groups = {k: g for k, g in pr.groupby(keys, sort=True)}
+    for i, key in enumerate(waits[keys].itertuples(index=False, name=None)):
+        g = groups.get(tuple(key))
+        ex = spans.get(int(key[0]), {})
+        if g is None or not ex:
+            continue
+        s = g["start_ns"].to_numpy(np.int64)
+        mid = np.minimum(g["end_ns"].to_numpy(np.int64), s + g["wait_ns"].to_numpy(np.int64))
+        e = g["end_ns"].to_numpy(np.int64)
+        wset, tset = iv.union(s, mid), iv.union(mid, e)
+        ew[i] = sum(iv.length(iv.intersect(x, wset)) for x in ex.values())
+        et[i] = sum(iv.length(iv.intersect(x, tset)) for x in ex.values())
+    return waits.assign(exposed_wait_ns=ew, exposed_transfer_ns=et)
+
+
 def _blame_path(by_step: dict[tuple[int, int], int], reports: dict[int, OverlapReport]) -> pd.DataFrame:
     """The blame path (:attr:`WindowCauses.blame`): per step, the rank that bound it and why."""
     rows = []
@@ -291,6 +315,22 @@ def _blame_path(by_step: dict[tuple[int, int], int], reports: dict[int, OverlapR
     for c in ("step", "rank", "excess_ns", "wait_ns"):
         out[c] = out[c].astype(np.int64)
     return out
+
+
+def _group_advice(waits: pd.DataFrame, rank: int) -> str:
+    """What to try for exposed transfer, by the process group that holds most of it (``pg_desc``: torch's DeviceMesh names
+    its groups ``mesh_<dim>``, e.g. ``mesh_tp``, ``mesh_dp``; ``default_pg`` is the world)."""
+    mine = pd.DataFrame(waits[waits["rank"] == rank] if "exposed_transfer_ns" in waits else waits.iloc[:0])
+    if mine.empty or int(mine["exposed_transfer_ns"].max()) <= 0:
+        return ": overlap the transfer with compute, or reduce what is sent"
+    top = mine.iloc[int(np.argmax(mine["exposed_transfer_ns"].to_numpy()))]
+    desc = str(top["pg_desc"]).lower()
+    where = f" (most in process group {top['pg']!s}{' ' + str(top['pg_desc']) if top['pg_desc'] else ''}, {top['collective']})"
+    if "tp" in desc.replace("mesh_", "").split("_") or desc.endswith("tp"):
+        return f"{where}: tensor-parallel collectives sit between dependent matmuls; try async tensor parallelism or sequence parallelism"
+    if "pp" in desc.replace("mesh_", "").split("_") or desc.endswith("pp"):
+        return f"{where}: pipeline hand-offs; use more microbatches or an interleaved schedule"
+    return f"{where}: overlap the transfer with compute (bucketed or prefetched collectives), or reduce what is sent"
 
 
 def _frame(rows: list[tuple]) -> pd.DataFrame:
@@ -328,7 +368,7 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
     if tr > 0 and len(comm):
         rows.append(("exposed_transfer", subject, device, tr, tr // wcause.steps, short_label("exposed transfer", tr, w),
                      f"{_ms(tr)}: collectives on {subject} moved data with no compute beside them (their waits for late "
-                     "ranks are counted apart): overlap the transfer with compute, or reduce what is sent"))
+                     f"ranks are counted apart){_group_advice(wcause.waits, rank)}"))
     if wcause.straggler == rank and wcause.cause:
         own = int(max(wcause.excess_ns.get(wcause.cause, 0), 0))
         each = wcause.excess_per_step_ns.get(wcause.cause, own // wcause.steps)
