@@ -65,92 +65,49 @@ Small pieces keep a piece's structs and columns in the CPU's caches: decoding HT
 with 16 MiB pieces, 132 with 1 (135 with 0.5); synthetic 10^6 events 1255 -> 879 ms (16 -> 1 MiB)."""
 
 
-class _Args(msgspec.Struct, gc=False):
-    # ids are ints; a label (ROCm's runtime "stream": "0x0") is read as no id
-    device: int | str = NO_ID
-    stream: int | str = NO_ID
-    correlation: int | str = NO_ID
-    bytes: int | str = NO_ID
-    external_id: int | str = msgspec.field(default=NO_ID, name="External id")
-    # collectives (torch's record_param_comms, and NCCL kernels of newer torch)
-    collective: str | None = msgspec.field(default=None, name="Collective name")
-    in_nelems: int = msgspec.field(default=NO_ID, name="In msg nelems")
-    out_nelems: int = msgspec.field(default=NO_ID, name="Out msg nelems")
-    group_size: int = msgspec.field(default=NO_ID, name="Group size")
-    dtype: str | None = None
-    pg_name: str | None = msgspec.field(default=None, name="Process Group Name")
-    direction: Any = None  # MTIA's dma_request: HOST_TO_DEVICE, DEVICE_TO_HOST, ...
-
-
 _EMPTY_RAW = msgspec.Raw(b"")
+_ARGS = [  # (field, JSON key, strict type, default): the args traceprobe reads
+    ("device", "device", int | str, NO_ID), ("stream", "stream", int | str, NO_ID),  # ids are ints; a label (ROCm's
+    ("correlation", "correlation", int | str, NO_ID), ("bytes", "bytes", int | str, NO_ID),  # "stream": "0x0") is no id
+    ("external_id", "External id", int | str, NO_ID),
+    # collectives (torch's record_param_comms, and NCCL kernels of newer torch)
+    ("collective", "Collective name", str | None, None), ("in_nelems", "In msg nelems", int, NO_ID),
+    ("out_nelems", "Out msg nelems", int, NO_ID), ("group_size", "Group size", int, NO_ID), ("dtype", "dtype", str | None, None),
+    ("pg_name", "Process Group Name", str | None, None),
+    ("direction", "direction", Any, None),  # MTIA's dma_request: HOST_TO_DEVICE, DEVICE_TO_HOST, ...
+]
+_EVENT = [("cat", str, ""), ("name", str, ""), ("pid", int | str, -1), ("tid", int | str, -1)]
 
 
-def _event_struct(tag: str, name: str) -> type:
-    """The strict struct of one ``ph`` (X, B or E): every field traceprobe reads; ``ts``/``dur`` as their JSON text."""
-    return msgspec.defstruct(
-        name,
-        [
-            ("cat", str, ""),
-            ("name", str, ""),
-            ("pid", "int | str", -1),
-            ("tid", "int | str", -1),
-            ("ts", msgspec.Raw, _EMPTY_RAW),
-            ("dur", msgspec.Raw, _EMPTY_RAW),
-            ("args", "_Args | None", None),
-        ],
-        tag_field="ph",
-        tag=tag,
-        gc=False,
-        namespace={"_Args": _Args},
-    )
+def _args(name: str, strict: bool) -> Any:
+    return msgspec.defstruct(name, [(f, t if strict else Any, msgspec.field(default=d, name=key)) for f, key, t, d in _ARGS], gc=False)
 
 
-_KEPT = {ph: _event_struct(ph, f"_Event{ph}") for ph in PH_CODES}
-# Every other phase of the Chrome trace format: decoded to an empty struct, skipped.
-_SKIPPED = {
+_Args, _AnyArgs = _args("_Args", True), _args("_AnyArgs", False)
+_TIMES = [("ts", msgspec.Raw, _EMPTY_RAW), ("dur", msgspec.Raw, _EMPTY_RAW)]
+_KEPT = {ph: msgspec.defstruct(f"_Event{ph}", [*_EVENT, *_TIMES, ("args", _Args | None, None)], tag_field="ph", tag=ph, gc=False)
+         for ph in PH_CODES}
+"""The strict struct of each kept ``ph`` (X, B, E): every field traceprobe reads; ``ts``/``dur`` as their JSON text."""
+_SKIPPED = {  # every other phase of the Chrome trace format: decoded to an empty struct, skipped
     ph: msgspec.defstruct(f"_Skip{i}", [], tag_field="ph", tag=ph, gc=False)
     for i, ph in enumerate(["i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M", "R", "(", ")", "c", "S", "T", "F", "p", "a"])
 }
 _PH_OF_TYPE = {t: PH_CODES[ph] for ph, t in _KEPT.items()} | {t: 0 for t in _SKIPPED.values()}
 _STRICT = msgspec.json.Decoder(list[reduce(or_, [*_KEPT.values(), *_SKIPPED.values()])])  # type: ignore[misc]
-
-
-class _AnyArgs(msgspec.Struct, gc=False):
-    device: Any = NO_ID
-    stream: Any = NO_ID
-    correlation: Any = NO_ID
-    bytes: Any = NO_ID
-    external_id: Any = msgspec.field(default=NO_ID, name="External id")
-    collective: Any = msgspec.field(default=None, name="Collective name")
-    in_nelems: Any = msgspec.field(default=NO_ID, name="In msg nelems")
-    out_nelems: Any = msgspec.field(default=NO_ID, name="Out msg nelems")
-    group_size: Any = msgspec.field(default=NO_ID, name="Group size")
-    dtype: Any = None
-    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
-    direction: Any = None
-
-
-class _AnyEvent(msgspec.Struct, gc=False):
-    """Tolerant struct of any event: types checked later, column by column."""
-
-    ph: Any = ""
-    cat: Any = ""
-    name: Any = ""
-    pid: Any = -1
-    tid: Any = -1
-    ts: msgspec.Raw = _EMPTY_RAW
-    dur: msgspec.Raw = _EMPTY_RAW
-    args: _AnyArgs | None = None
+_AnyEvent = msgspec.defstruct("_AnyEvent", [("ph", Any, ""), *[(f, Any, d) for f, _, d in _EVENT], *_TIMES, ("args", _AnyArgs | None, None)],
+                              gc=False)
+"""The tolerant struct of any event: types checked later, column by column."""
+_TOLERANT = msgspec.json.Decoder(list[_AnyEvent])
 
 
 @dataclass
 class Decoded:
-    """What :func:`decode_events` read.
+    """What :func:`read_events` read.
 
     Attributes:
         head: the top-level fields (``deviceProperties``, ``distributedInfo``...).
         event_count: length of ``traceEvents``.
-        tables: ``{"device": columns, "host": columns}``, see :func:`decode_events`.
+        tables: ``{"device": columns, "host": columns}``, see :func:`read_events`.
         names: event name per ``name`` code, as written (str, or another JSON
             value in odd traces).
         threads: ``pid``/``tid`` value (int or str as written) per code.
@@ -167,7 +124,6 @@ class Decoded:
     threads: list[Any]
     collectives: dict[str, np.ndarray]
     warnings: list[str] = field(default_factory=list)
-
 
 
 def _cat_code(v: Any) -> int:
@@ -335,9 +291,6 @@ class _Builder:
             x["end"] = x["ts"] + x["dur"]
             out[what] = x
         return out
-
-
-_TOLERANT = msgspec.json.Decoder(list[_AnyEvent])
 
 
 def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
