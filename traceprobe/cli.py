@@ -139,7 +139,7 @@ def overlap_report(
         with progress_counter() as count:
             summary = analyze_paths(paths, jobs=jobs, on_done=count.done, on_files=count.start,
                                     then=then, on_then=on_then, max_bytes=limit,
-                                    all_device_work=all_device_work, scheduler=scheduler, decode_ahead=True, parallel=True)
+                                    all_device_work=all_device_work, scheduler=scheduler)
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
             raise
@@ -187,8 +187,8 @@ def diff_cmd(
     from .collect import analyze_paths
     from .report import diff_output
 
-    sa = analyze_paths([a], jobs=jobs, scheduler=scheduler, decode_ahead=True, parallel=True)
-    sb = analyze_paths([b], jobs=jobs, scheduler=scheduler, parallel=True)
+    sa = analyze_paths([a], jobs=jobs, scheduler=scheduler)
+    sb = analyze_paths([b], jobs=jobs, scheduler=scheduler)
     d = diff(sa, sb, str(a) if a.is_dir() else "", str(b) if b.is_dir() else "")
     if fmt is Format.table:
         width, color = layout(output)
@@ -231,10 +231,8 @@ def _sql_report(paths: list[str], trace_processor: Path | None, debug: bool) -> 
     from . import perfetto_sql as pf
     from .collect import discover
     from .errors import TraceFormatError
-    from .trace import load_trace
-    from .tuning import imports_done
+    from .reading import load_trace
 
-    imports_done()  # (this path loads traces without collect: the collector runs again from here)
     try:
         binary = pf.find_trace_processor(trace_processor)
     except FileNotFoundError as e:

@@ -10,24 +10,22 @@ are still reported.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import prefetch
 from .errors import Failure, TraceFormatError
-from .execution import default_jobs, map_items
+from .execution import map_items
 from .manifest import info_for as manifest_info
-from .sources import expand_url, is_url
-from .tuning import usable_cpus
+from .reading.sources import expand_url, is_url
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
     from .analysis.per_trace import OverlapReport
     from .analysis.summary import Summary
-    from .prefetch import Pending
-    from .trace import Trace
+    from .reading import Trace
 
 Then = Callable[["Trace", "OverlapReport"], Any]
 """Work done on each loaded trace beside its analysis (a module-level function, picklable)."""
@@ -65,6 +63,29 @@ def written_by_traceprobe(path: Path) -> bool:
         return False
 
 
+def _walk(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Trace files below ``folder`` (sorted; regular files only, hidden ones and traceprobe's own files left out),
+    and the folders that could not be read, each with why."""
+    found: list[Path] = []
+    unreadable: list[tuple[str, str]] = []
+
+    def failed(e: OSError) -> None:
+        unreadable.append((str(e.filename or folder), e.strerror or str(e)))
+
+    seen: set[str] = set()
+    for root, dirs, names in os.walk(folder, onerror=failed, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:  # (a link back up the tree)
+            dirs.clear()
+            continue
+        seen.add(real)
+        for n in names:
+            f = Path(root, n)
+            if _is_trace_name(n) and not n.startswith(".") and f.is_file() and not written_by_traceprobe(f):
+                found.append(f)
+    return sorted(found), sorted(unreadable)
+
+
 def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failure]]:
     """Expand files and folders (recursively) into a sorted, de-duplicated list of trace files.
 
@@ -73,8 +94,9 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
     its files stay URL strings. Everything else is a local :class:`Path`.
 
     Returns:
-        ``(files, failures)``: a path that does not exist, or a folder with no
-        trace in it, is a :class:`Failure`.
+        ``(files, failures)``: a path that does not exist, a folder with no
+        trace in it, and a folder (or sub-folder) that cannot be read are each a
+        :class:`Failure`.
     """
     files: list[str | Path] = []
     failures: list[Failure] = []
@@ -94,9 +116,9 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
             continue
         p = Path(raw)
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and _is_trace_name(f.name) and not f.name.startswith(".")
-                           and not written_by_traceprobe(f))
-            if not found:
+            found, unreadable = _walk(p)
+            failures += [Failure(folder, f"cannot read this folder: {why}") for folder, why in unreadable]
+            if not found and not unreadable:
                 failures.append(Failure(str(p), "folder holds no trace files (*.json, *.json.gz)"))
             files.extend(found)
         elif p.exists():
@@ -115,25 +137,23 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
 
 def analyze_file(
     path: str | Path, then: Then | None = None, max_bytes: int | None = None, all_device_work: bool = False,
-    decoding: Pending | None = None, parallel: bool = False,
 ) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
     """Load and analyse one trace (a path or an fsspec URL); a :class:`TraceFormatError` becomes a :class:`Failure`.
 
-    ``max_bytes`` is :func:`~traceprobe.trace.load_trace`'s limit on the decompressed size.
+    ``max_bytes`` is :func:`~traceprobe.reading.load_trace`'s limit on the decompressed size.
 
     With ``then``, also ``then(trace, report)`` while the trace is loaded (for
     pictures and exports, so that no trace is parsed twice), and return
-    ``(report, its result)``. ``all_device_work`` and ``parallel`` are passed to
-    :func:`~traceprobe.analysis.per_trace.overlap_report`; ``decoding`` to
-    :func:`~traceprobe.trace.load_trace`.
+    ``(report, its result)``. ``all_device_work`` is passed to
+    :func:`~traceprobe.analysis.per_trace.overlap_report`.
     """
     from .analysis.per_trace import overlap_report
-    from .trace import load_trace
+    from .reading import load_trace
 
     p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
     try:
-        trace = load_trace(p, max_bytes, decoding)
-        report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work, parallel=parallel)
+        trace = load_trace(p, max_bytes)
+        report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work)
     except TraceFormatError as e:
         return Failure(str(p), e.reason)
     except MemoryError:
@@ -154,8 +174,6 @@ def analyze_paths(
     max_bytes: int | None = None,
     all_device_work: bool = False,
     scheduler: str | None = None,
-    decode_ahead: bool = False,
-    parallel: bool = False,
     on_files: Callable[[list[str]], None] | None = None,
 ) -> Summary:
     """Analyse every trace under ``paths`` and summarise them.
@@ -176,16 +194,6 @@ def analyze_paths(
         scheduler: run the per-file work on the Dask cluster at this address
             (``tcp://host:8786``) instead of local processes; each worker reads its
             files and sends back only their reports (and ``then``'s results).
-        decode_ahead: a single local trace analysed in this process, before pandas
-            is imported, is decoded by child processes while this one imports the
-            analysis (:mod:`traceprobe.prefetch`); the result is the same. For
-            commands: a library caller (a notebook, a threaded program) leaves it
-            off, as forking such a process is not safe.
-        parallel: where the traces are analysed in this process, one after the
-            other, on a machine with 2 or more CPUs, each analysis runs half of its
-            tables in a second thread (``overlap_report(parallel=True)``); the
-            result is the same. Not in worker processes, which fill the CPUs
-            already. For commands.
         on_files: called once with the trace files found, before any is analysed
             (a progress display's total).
 
@@ -196,29 +204,12 @@ def analyze_paths(
     files, failures = discover(paths)
     if on_files is not None:
         on_files([str(f) for f in files])
-    decoding = None
-    if decode_ahead and len(files) == 1 and not is_url(files[0]) and not scheduler and prefetch.worthwhile():
-        try:
-            decoding = prefetch.start(files[0], max_bytes)
-        except OSError:  # no fork here (a process limit): decode in this process
-            decoding = None
-    else:
-        prefetch.drop_early()  # (a decoding started before the options were parsed, of no use here)
-    try:
-        from .analysis.per_trace import OverlapReport
-        from .analysis.summary import summarize
-        from .tuning import imports_done
+    from .analysis.per_trace import OverlapReport
+    from .analysis.summary import summarize
 
-        imports_done()
-
-        beside = parallel and not scheduler and default_jobs(len(files), jobs) == 1 and usable_cpus() > 1
-        plain = then is None and max_bytes is None and not all_device_work and decoding is None and not beside
-        fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work,
-                                                decoding=decoding, parallel=beside)
-        results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)  # one file: in this process
-    finally:
-        if decoding is not None:
-            decoding.cancel()  # (no-op once its result was taken)
+    plain = then is None and max_bytes is None and not all_device_work
+    fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work)
+    results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)  # one file: in this process
     for r in results:
         if isinstance(r, tuple) and on_then:
             on_then(*r)
