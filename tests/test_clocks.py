@@ -1,0 +1,174 @@
+"""Clock offsets and drift across ranks (traceprobe.analysis.clocks).
+
+Two kinds of evidence: real 2-rank recordings of one host (``sample_traces/``), whose clocks agree, with an
+offset and drift injected into one rank's collective times in memory; and SYNTHETIC multi-rank windows
+(made up here: several hosts, each with its own offset and drift, process groups within and across hosts).
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from traceprobe.analysis.clocks import END_TOLERANCE_NS, aligned_tables, estimate_clocks, shift_times
+from traceprobe.analysis.collectives import collective_table, match_window
+from traceprobe.reading import load_trace
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+PAIRS = {
+    "causes/ddp-compute": sorted(glob.glob(str(SAMPLES / "causes/ddp-compute/*.json.gz"))),
+    "causes/ddp-balanced": sorted(glob.glob(str(SAMPLES / "causes/ddp-balanced/*.json.gz"))),
+    "training/tb-fsdp": [str(SAMPLES / "training/tb-fsdp/rank0.1795416686455675409.pt.trace.json.gz"),
+                         str(SAMPLES / "training/tb-fsdp/rank1.1795416686468705131.pt.trace.json.gz")],
+    "data-parallel.ddp": [str(SAMPLES / "data-parallel.ddp.rank0.pt.trace.json.gz"), str(SAMPLES / "data-parallel.ddp.rank1.pt.trace.json.gz")],
+}
+
+
+def _skew(table: pd.DataFrame, offset_ns: int, ppm: float, t0: int) -> pd.DataFrame:
+    """One rank's times as a clock ``offset_ns`` ahead at ``t0`` and running ``ppm`` fast would stamp them."""
+    out = table.copy()
+    for c in ("start_ns", "end_ns"):
+        t = out[c].to_numpy(np.int64)
+        out[c] = t + offset_ns + np.rint(ppm * 1e-6 * (t - t0)).astype(np.int64)
+    return out
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, dict[int, pd.DataFrame]]:
+    out = {}
+    for name, files in PAIRS.items():
+        tables = {}
+        for f in files:
+            t = load_trace(f)
+            assert t.rank is not None
+            tables[t.rank] = collective_table(t)
+        out[name] = tables
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+@pytest.mark.parametrize(("offset_ns", "ppm"), [(0, 0.0), (5_000_000, 100.0), (-5_000_000, -80.0), (1_234_567, 30.0), (-60_000, 0.0)])
+def test_recorded_one_host_shifted_is_recovered(recorded, name: str, offset_ns: int, ppm: float) -> None:
+    tables = recorded[name]
+    t0 = int(tables[1]["end_ns"].median())
+    wc = match_window({0: tables[0], 1: _skew(tables[1], offset_ns, ppm, t0)})
+    est = estimate_clocks(wc.per_rank, wc.ranks)
+    assert est.supported, est.reason
+    row = est.ranks.set_index("rank").loc[1]
+    true = offset_ns + ppm * 1e-6 * (est.mid_ns - t0)
+    assert abs(row["offset_ns"] - true) <= row["uncertainty_ns"]
+    assert abs(row["drift_ppm"] - ppm) <= row["drift_uncertainty_ppm"]
+    assert row["uncertainty_ns"] < 2.5 * END_TOLERANCE_NS  # informative: far below the offsets injected
+    if abs(offset_ns) >= 1_000_000:
+        assert est.differ  # 5 ms and 1.2 ms are seen
+    if offset_ns == 0:
+        assert not est.differ  # one host's ranks agree
+    if est.differ:  # corrected, the tables are matched as if the clocks agreed: skews come back to the unshifted ones
+        fixed = match_window(aligned_tables({0: tables[0], 1: _skew(tables[1], offset_ns, ppm, t0)}, est))
+        plain = match_window(tables)
+        err = np.abs(fixed.matches["skew_ns"].to_numpy() - plain.matches["skew_ns"].to_numpy())
+        assert err.max() <= row["uncertainty_ns"]
+
+
+def _synthetic_window(ranks: int, per_host: int, groups: str, collectives: int, window_s: float, seed: int,
+                      max_offset_ns: int = 5_000_000, max_ppm: float = 50.0) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """SYNTHETIC per-rank collective times of one window (made up, not recorded): ``ranks`` ranks, ``per_host`` to a
+    host; each host's clock has an offset in ±``max_offset_ns`` and a drift in ±``max_ppm``. ``groups``: ``world`` (every
+    collective in one group), ``2d`` (data-parallel groups across hosts and tensor-parallel groups within one, no
+    collective of every rank). Kernel ends of a collective lie within ±15 µs (a constant per rank) ±2 µs (jitter) of
+    each other; ranks arrive up to 1 ms apart. Returns per_rank, each rank's true offset and drift."""
+    rng = np.random.default_rng(seed)
+    hosts = ranks // per_host
+    h_off = rng.uniform(-max_offset_ns, max_offset_ns, hosts)
+    h_ppm = rng.uniform(-max_ppm, max_ppm, hosts)
+    off, ppm = np.repeat(h_off, per_host), np.repeat(h_ppm, per_host)
+    bias = rng.uniform(-15_000, 15_000, ranks)
+    t0 = 1_700_000_000_000_000_000
+    true_end = t0 + np.sort(rng.uniform(0, window_s * 1e9, collectives)).astype(np.int64)
+    rows = []
+    if groups == "world":
+        members = [(("0", np.arange(ranks)))] * collectives
+    else:
+        tp = [np.arange(h * per_host, (h + 1) * per_host) for h in range(hosts)]
+        dp = [np.arange(i, ranks, per_host) for i in range(per_host)]
+        members = [(f"tp{k // 2 % hosts}", tp[k // 2 % hosts]) if k % 2 else (f"dp{k // 2 % per_host}", dp[k // 2 % per_host]) for k in range(collectives)]
+    seqs: dict[str, int] = {}
+    for c, (pg, mem) in enumerate(members):
+        e = true_end[c] + bias[mem] + rng.integers(-2_000, 2_000, mem.size)
+        s = e - rng.integers(50_000, 1_000_000, mem.size)
+        stamp = lambda t, m=mem: t + off[m] + ppm[m] * 1e-6 * (t - t0)  # noqa: E731
+        seq = seqs.get(pg, 0)
+        seqs[pg] = seq + 1
+        rows.append(pd.DataFrame({"pg": pg, "seq": seq, "rank": mem, "start_ns": np.rint(stamp(s)).astype(np.int64),
+                                  "end_ns": np.rint(stamp(e)).astype(np.int64), "collective": "allreduce"}))
+    return pd.concat(rows, ignore_index=True), off, ppm
+
+
+@pytest.mark.parametrize(("ranks", "per_host", "groups", "seed"), [(16, 4, "world", 1), (16, 4, "2d", 2), (64, 8, "2d", 3), (8, 1, "world", 4)])
+def test_synthetic_hosts_recovered(ranks: int, per_host: int, groups: str, seed: int) -> None:
+    per_rank, off, ppm = _synthetic_window(ranks, per_host, groups, collectives=400, window_s=20.0, seed=seed)
+    est = estimate_clocks(per_rank)
+    assert est.supported and est.differ, est.reason
+    got = est.ranks.set_index("rank")
+    t0 = 1_700_000_000_000_000_000
+    true = (off + ppm * 1e-6 * (est.mid_ns - t0)) - (off[0] + ppm[0] * 1e-6 * (est.mid_ns - t0))
+    err = np.abs(got["offset_ns"].to_numpy() - true)
+    assert (err <= got["uncertainty_ns"].to_numpy()).all(), (err.max(), got["uncertainty_ns"].min())
+    d_err = np.abs(got["drift_ppm"].to_numpy() - (ppm - ppm[0]))
+    assert (d_err <= got["drift_uncertainty_ppm"].to_numpy() + 1e-9).all()
+    # 20 s windows: a drift of tens of ppm moves the ends by far more than they scatter, so it is seen
+    moved = np.abs(ppm - ppm[0]) * 1e-6 * 10e9 > 4 * END_TOLERANCE_NS
+    assert (got["status"].to_numpy()[moved] == "offset and drift").all()
+
+
+def test_synthetic_window_corrected_by_the_estimate() -> None:
+    per_rank, off, ppm = _synthetic_window(8, 2, "world", collectives=200, window_s=5.0, seed=7)
+    est = estimate_clocks(per_rank)
+    fixed = pd.concat([shift_times(g, est, int(r)) for r, g in per_rank.groupby("rank")])
+    gap = fixed.groupby(["pg", "seq"])["end_ns"].agg(lambda s: s.max() - s.min())
+    assert gap.max() < 2 * END_TOLERANCE_NS  # ends together again (they were up to 10 ms apart)
+    raw = per_rank.groupby(["pg", "seq"])["end_ns"].agg(lambda s: s.max() - s.min())
+    assert raw.max() > 1_000_000
+
+
+def test_too_few_collectives_is_said() -> None:
+    per_rank, _, _ = _synthetic_window(4, 1, "world", collectives=2, window_s=1.0, seed=5)
+    est = estimate_clocks(per_rank)
+    assert not est.supported and "too few collectives" in est.reason and not est.differ
+    assert "not estimated" in est.describe()
+
+
+def test_only_broadcasts_is_said() -> None:
+    per_rank, _, _ = _synthetic_window(4, 1, "world", collectives=50, window_s=1.0, seed=5)
+    est = estimate_clocks(per_rank.assign(collective="broadcast"))
+    assert not est.supported and "no matched all-reduce" in est.reason
+
+
+def test_inconsistent_ends_are_said() -> None:
+    per_rank, _, _ = _synthetic_window(4, 1, "world", collectives=100, window_s=1.0, seed=6, max_offset_ns=0, max_ppm=0.0)
+    rng = np.random.default_rng(0)
+    noisy = per_rank.assign(end_ns=per_rank["end_ns"] + rng.integers(0, 50_000_000, len(per_rank)))
+    est = estimate_clocks(noisy)
+    assert not est.supported and "inconsistent" in est.reason
+
+
+def test_one_host_agrees() -> None:
+    per_rank, _, _ = _synthetic_window(8, 8, "world", collectives=100, window_s=2.0, seed=8)
+    est = estimate_clocks(per_rank)
+    assert est.supported and not est.differ  # one host: offsets within the ends' tolerance
+    assert aligned_tables({0: per_rank}, est) is not None
+    assert "agree" in est.describe()
+
+
+def test_thousand_ranks_is_fast() -> None:
+    import time
+
+    per_rank, off, ppm = _synthetic_window(1024, 8, "2d", collectives=400, window_s=10.0, seed=9)
+    t = time.perf_counter()
+    est = estimate_clocks(per_rank)
+    assert time.perf_counter() - t < 10.0
+    assert est.supported and est.differ
