@@ -172,3 +172,30 @@ def test_thousand_ranks_is_fast() -> None:
     est = estimate_clocks(per_rank)
     assert time.perf_counter() - t < 10.0
     assert est.supported and est.differ
+
+
+def test_summary_aligned_on_shifted_recording() -> None:
+    """The recorded ddp-compute pair with rank 1's times 5 ms ahead (in memory): as recorded, the waits are wrong;
+    with align_clocks they come back to the unshifted pair's, within the uncertainty per collective."""
+    from dataclasses import replace
+
+    from traceprobe.analysis.summary import summarize
+    from traceprobe.collect import analyze_paths
+
+    plain = analyze_paths([str(SAMPLES / "causes/ddp-compute")], jobs=1)
+    t0 = int(plain.reports[1].collectives["end_ns"].median())
+
+    def ahead(rep):
+        return replace(rep, collectives=_skew(rep.collectives, 5_000_000, 50.0, t0), exposed_comm=_skew(rep.exposed_comm, 5_000_000, 50.0, t0))
+
+    shifted = [ahead(r) if r.rank == 1 else r for r in plain.reports]
+    raw, fixed = summarize(shifted), summarize(shifted, align_clocks=True)
+    est = fixed.clocks[0]
+    assert est.supported and est.differ and raw.clocks[0].differ
+    unc = int(est.ranks.set_index("rank").loc[1, "uncertainty_ns"])
+    want = plain.collectives[0].wait_ns
+    assert abs(raw.collectives[0].wait_ns[0] - want[0]) > 10 * unc  # rank 1 seems to arrive 5 ms late everywhere
+    n = plain.collectives[0].matched
+    assert all(abs(fixed.collectives[0].wait_ns[r] - want[r]) <= n * unc for r in want)
+    assert "align-clocks" in fixed.collectives[0].clock and "align-clocks" not in raw.collectives[0].clock
+    assert fixed.causes[0].straggler == plain.causes[0].straggler == 1

@@ -7,12 +7,13 @@ Renderers take a :class:`Summary` and only format it; nothing here reads files
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from ..errors import Failure
 from .causes import WindowCauses, window_causes, with_causes
+from .clocks import ClockEstimate, aligned_tables, estimate_clocks, shift_times
 from .collectives import WindowCollectives, match_window
 from .per_trace import OverlapReport
 from .ranks import rank_summary
@@ -37,6 +38,9 @@ class Summary:
         causes: per such window, waits, transfer, straggler and blame, see
             :func:`.causes.window_causes`; the reports' findings are those of
             :func:`.causes.with_causes` (waits named by the rank waited for).
+        clocks: per such window, each rank's clock offset and drift from its collectives, see
+            :func:`.clocks.estimate_clocks`; with ``align_clocks`` and clocks that differ, the window's
+            collectives and causes are those on the reference rank's clock (its ``clock`` line says so).
         warnings: one line each, ``<path>: <what the loader dropped>`` for each
             trace, then what grouping found odd (a rank repeated in a window, a
             window missing a rank its run has).
@@ -50,6 +54,7 @@ class Summary:
     warnings: tuple[str, ...]
     collectives: tuple[WindowCollectives, ...] = ()
     causes: tuple[WindowCauses, ...] = ()
+    clocks: tuple[ClockEstimate, ...] = ()
 
 
 def _run_warnings(runs: list[Run]) -> list[str]:
@@ -77,18 +82,22 @@ def run_collectives(runs: list[Run] | tuple[Run, ...]) -> list[WindowCollectives
     return out
 
 
-def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures: list[Failure] | tuple[Failure, ...] = ()) -> Summary:
+def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures: list[Failure] | tuple[Failure, ...] = (),
+              align_clocks: bool = False) -> Summary:
     """Group ``reports`` into runs and compute every across-trace table once.
 
     Args:
         reports: per-trace reports (their order is kept).
         failures: files that did not load.
+        align_clocks: where a window's clock estimate says the ranks' clocks differ beyond its uncertainty
+            (:attr:`.clocks.ClockEstimate.differ`), match its collectives and find its waits on the reference
+            rank's clock (:func:`.clocks.aligned_tables`); elsewhere, and by default, times are compared as recorded.
 
     Returns:
         a :class:`Summary`.
     """
     reports = tuple(reports)
-    colls, causes, reports = _across_ranks(reports)
+    colls, causes, reports, clocks = _across_ranks(reports, align_clocks)
     runs = build_runs(reports)
     warnings = [f"{r.path}: {w}" for r in reports for w in r.warnings] + _run_warnings(runs)
     return Summary(
@@ -100,16 +109,19 @@ def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures
         warnings=tuple(warnings),
         collectives=tuple(colls),
         causes=tuple(causes),
+        clocks=tuple(clocks),
     )
 
 
-def _across_ranks(reports: tuple[OverlapReport, ...]) -> tuple[list[WindowCollectives], list[WindowCauses], tuple[OverlapReport, ...]]:
-    """Match each window's collectives, find its waits and straggler, and give every rank's report the findings seen
-    across ranks (:func:`.causes.with_causes`); reports keep their order."""
+def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False
+                  ) -> tuple[list[WindowCollectives], list[WindowCauses], tuple[OverlapReport, ...], list[ClockEstimate]]:
+    """Match each window's collectives, estimate its clocks (and align them, with ``align_clocks``, where they differ),
+    find its waits and straggler, and give every rank's report the findings seen across ranks
+    (:func:`.causes.with_causes`); reports keep their order."""
     runs = build_runs(reports)
     colls = run_collectives(runs)
     by_key = {(c.run, c.window): c for c in colls}
-    causes = []
+    causes, clocks = [], []
     new: dict[int, OverlapReport] = {}
     for run in runs:
         for w in run.windows:
@@ -118,8 +130,18 @@ def _across_ranks(reports: tuple[OverlapReport, ...]) -> tuple[list[WindowCollec
                 continue
             ranked = {r: rep for r, rep in zip(w.ranks, w.reports) if r is not None}
             steps = w.steps[1] - w.steps[0] + 1 if w.steps else 1
-            cause = window_causes(wc, ranked, steps)
+            est = estimate_clocks(wc.per_rank, wc.ranks, run.name, w.label)
+            clocks.append(est)
+            seen = ranked
+            if align_clocks and est.differ:
+                tables = aligned_tables({r: rep.collectives for r, rep in ranked.items()}, est)
+                wc = replace(match_window(tables, run.name, w.label), clock=est.describe() + "; times put on rank "
+                             f"{est.reference}'s clock (--align-clocks)")
+                seen = {r: replace(rep, exposed_comm=shift_times(rep.exposed_comm, est, r)) for r, rep in ranked.items()}
+            by_key[(run.name, w.label)] = wc
+            cause = window_causes(wc, seen, steps)
             causes.append(cause)
             for r, rep in ranked.items():
                 new[id(rep)] = with_causes(rep, r, cause)
-    return colls, causes, tuple(new.get(id(r), r) for r in reports)
+    colls = [by_key[(c.run, c.window)] for c in colls]
+    return colls, causes, tuple(new.get(id(r), r) for r in reports), clocks
