@@ -140,6 +140,14 @@ def test_a_folder_with_values_that_do_not_fit_is_reported_whole(tmp_path):
     assert proc.returncode in (0, 1) and "Error" not in proc.stderr, proc.stderr
 
 
+def test_csv_of_a_folder_where_every_file_fails_names_the_files(tmp_path):
+    (tmp_path / "x.json").write_text('{"a": 1}')
+    (tmp_path / "y.json").write_text("nope")
+    proc = cli("overlap-report", str(tmp_path), "--format", "csv")
+    assert proc.returncode == 2 and "KeyError" not in proc.stderr, proc.stderr  # (it was: error: KeyError: 'rank', hiding them)
+    assert all(str(tmp_path / n) in proc.stderr + proc.stdout for n in ("x.json", "y.json")), (proc.stdout, proc.stderr)
+
+
 # --- 4. unreadable folders are named, with a non-zero exit ----------------------------------------------
 
 

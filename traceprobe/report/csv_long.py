@@ -46,5 +46,6 @@ def to_csv(summary: Summary) -> str:
     if not frames:
         return ""
     out = pd.concat(frames, ignore_index=True)
-    out["rank"] = pd.array(pd.to_numeric(out["rank"], errors="coerce"), dtype="Int64")  # rows without a rank keep ranks integers  # pyright: ignore  (pandas/matplotlib stubs)
+    if "rank" in out:  # (no rank column when every file failed)
+        out["rank"] = pd.array(pd.to_numeric(out["rank"], errors="coerce"), dtype="Int64")  # rows without a rank keep ranks integers  # pyright: ignore  (pandas/matplotlib stubs)
     return integer_ns(out).to_csv(index=False)
