@@ -199,3 +199,42 @@ def test_summary_aligned_on_shifted_recording() -> None:
     assert all(abs(fixed.collectives[0].wait_ns[r] - want[r]) <= n * unc for r in want)
     assert "align-clocks" in fixed.collectives[0].clock and "align-clocks" not in raw.collectives[0].clock
     assert fixed.causes[0].straggler == plain.causes[0].straggler == 1
+
+
+def test_merged_perfetto_put_on_one_clock(tmp_path) -> None:
+    """write_perfetto_ranks with an estimate that says the clocks differ moves every slice of a rank by its
+    correction; with none (or one that agrees), slices keep their recorded times."""
+    from test_perfetto import replay
+
+    from traceprobe.analysis.clocks import ClockEstimate
+    from traceprobe.analysis.per_trace import overlap_report
+    from traceprobe.report.perfetto_ranks import RANK_PID_BASE, write_perfetto_ranks
+
+    traces = [load_trace(SAMPLES / f"data-parallel.ddp.rank{r}.pt.trace.json.gz") for r in (0, 1)]
+    items = [(t.rank, t, overlap_report(t)) for t in traces]
+    mid = int(traces[1].device_events["start_ns"].median())
+    ranks = pd.DataFrame({"rank": [0, 1], "offset_ns": [0, 3_000_000], "uncertainty_ns": [0, 60_000], "drift_ppm": [0.0, 40.0],
+                          "drift_uncertainty_ppm": [0.0, 5.0], "collectives": [24, 24], "status": ["reference", "offset and drift"]})
+    est = ClockEstimate("", "", 0, mid, ranks, supported=True, differ=True)
+    plain = write_perfetto_ranks(items, tmp_path / "plain.pftrace")
+    moved = write_perfetto_ranks(items, tmp_path / "moved.pftrace", clocks=est)
+    assert moved.shifted and not plain.shifted and "put on one rank's clock" in moved.describe()
+
+    def device_starts(path, rank):
+        r = replay(path)
+        tracks, slices = r["tracks"], r["slices"]
+
+        def owner(u):
+            while u:
+                if tracks[u].HasField("process"):
+                    return tracks[u].process.pid - RANK_PID_BASE
+                u = tracks[u].parent_uuid
+            return None
+        mine = slices[np.array([owner(t) == rank for t in slices["track"]]) & slices["kind"].notna().to_numpy()]
+        return np.sort(mine["start"].to_numpy(np.int64))
+
+    for rank in (0, 1):
+        a, b = device_starts(tmp_path / "plain.pftrace", rank), device_starts(tmp_path / "moved.pftrace", rank)
+        assert len(a) == len(b) > 0
+        np.testing.assert_array_equal(b, a - est.correction_ns(rank, a))
+    assert est.correction_ns(1, np.array([mid]))[0] == 3_000_000

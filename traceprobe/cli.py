@@ -110,6 +110,8 @@ def overlap_report(
     scheduler: str | None = typer.Option(None, "--scheduler", metavar="ADDRESS", help=SCHEDULER_HELP),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
     all_device_work: bool = typer.Option(False, "--all-device-work", help="Count every device event, also work launched before or after the profiled steps (set aside by default)."),
+    align_clocks: bool = typer.Option(False, "--align-clocks", help="Where the ranks' clocks differ beyond the uncertainty of their estimate "
+                                      "from collectives, compare skew and waits on one clock."),
 ) -> None:
     """Per-trace summary of busy time and copy/compute, cross-device, stream, comm and CPU/GPU overlap, with verdicts."""
     if engine is Engine.perfetto:
@@ -139,7 +141,7 @@ def overlap_report(
         with progress_counter() as count:
             summary = analyze_paths(paths, jobs=jobs, on_done=count.done, on_files=count.start,
                                     then=then, on_then=on_then, max_bytes=limit,
-                                    all_device_work=all_device_work, scheduler=scheduler)
+                                    all_device_work=all_device_work, scheduler=scheduler, align_clocks=align_clocks)
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
             raise

@@ -88,13 +88,14 @@ def _trace_of(trace: Any, report: Any) -> Any:
     return trace
 
 
-def merge_runs(paths: list[Any], out_dir: Path) -> list[str]:
+def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> list[str]:
     """``export --merge-ranks``: one ``<run>[.<window>].pftrace`` per window with two or more ranks; the errors, one line each.
 
     The run's name keeps its folders below the one all traces share (``rec-ddp-train_gpt.pftrace`` and
     ``rec-fsdp-train_gpt.pftrace``, never ``train_gpt.pftrace`` twice), the window is added where the run
     has several, and a name left taken gets ``.2``, ``.3``...: no file of this command replaces another.
-    A window of one rank is skipped, one line naming each of its traces and why.
+    A window of one rank is skipped, one line naming each of its traces and why. With ``align_clocks``, a window
+    whose clocks differ (:mod:`traceprobe.analysis.clocks`) is written on its reference rank's clock.
     """
     from .collect import analyze_paths
     from .fileio import WriteError
@@ -102,9 +103,10 @@ def merge_runs(paths: list[Any], out_dir: Path) -> list[str]:
     from .report.table import base_folder, relative
 
     traces: dict[str, Any] = {}  # by report path (the summary may hold its own copies of the reports)
-    summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(r.path, t))
+    summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(r.path, t), align_clocks=align_clocks)
     errors = [f"{f.path}: {f.error}" for f in summary.failures]
     clocks = {(c.run, c.window): c.clock for c in getattr(summary, "collectives", ())}
+    estimates = {(c.run, c.window): c for c in summary.clocks} if align_clocks else {}
     base = base_folder(summary)
     used: dict[str, int] = {}
     written = 0
@@ -121,7 +123,8 @@ def merge_runs(paths: list[Any], out_dir: Path) -> list[str]:
             name = name if used[name] == 1 else f"{name}.{used[name]}"
             items = [(rank, traces[r.path], r) for rank, r in zip(w.ranks, w.reports) if rank is not None]
             try:
-                typer.echo(write_perfetto_ranks(items, out_dir / f"{name}.pftrace", clocks.get((run.name, w.label), "")).describe())
+                typer.echo(write_perfetto_ranks(items, out_dir / f"{name}.pftrace", clocks.get((run.name, w.label), ""),
+                                                clocks=estimates.get((run.name, w.label))).describe())
                 written += 1
             except WriteError as e:
                 errors.append(str(e))
@@ -135,6 +138,8 @@ def export(
     perfetto: bool = typer.Option(False, "--perfetto", help="Write a native Perfetto trace <name>.pftrace with overlap tracks, counters, flows and verdicts."),
     json_: bool = typer.Option(False, "--json", help="Write Chrome JSON <name>.perfetto.json.gz whose slices nest on every track, so Perfetto draws all of them."),
     merge_ranks: bool = typer.Option(False, "--merge-ranks", help="With --perfetto: one .pftrace per window of a multi-rank run, a process per rank."),
+    align_clocks: bool = typer.Option(False, "--align-clocks", help="With --merge-ranks: where the ranks' clocks differ beyond the uncertainty "
+                                      "of their estimate from collectives, put every rank on one clock."),
     out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Folder for the files written."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
     scheduler: str | None = typer.Option(None, "--scheduler", metavar="ADDRESS",
@@ -150,7 +155,7 @@ def export(
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         fail(f"cannot write to {out_dir}: {e.strerror or e}")
-    errors = merge_runs(paths, out_dir) if merge_ranks else export_files(paths, out_dir, perfetto, json_, jobs, scheduler)
+    errors = merge_runs(paths, out_dir, align_clocks) if merge_ranks else export_files(paths, out_dir, perfetto, json_, jobs, scheduler)
     for e in errors:
         say(e, "red")
     if errors:

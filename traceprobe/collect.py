@@ -175,6 +175,7 @@ def analyze_paths(
     all_device_work: bool = False,
     scheduler: str | None = None,
     on_files: Callable[[list[str]], None] | None = None,
+    align_clocks: bool = False,
 ) -> Summary:
     """Analyse every trace under ``paths`` and summarise them.
 
@@ -196,6 +197,8 @@ def analyze_paths(
             files and sends back only their reports (and ``then``'s results).
         on_files: called once with the trace files found, before any is analysed
             (a progress display's total).
+        align_clocks: compare ranks on one clock where their clocks differ
+            (:func:`~traceprobe.analysis.summary.summarize`).
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
@@ -216,4 +219,4 @@ def analyze_paths(
     results = [r[0] if isinstance(r, tuple) else r for r in results]
     reports = [r for r in results if isinstance(r, OverlapReport)]
     failures += [r for r in results if isinstance(r, Failure)]
-    return summarize(reports, failures)
+    return summarize(reports, failures, align_clocks=align_clocks)

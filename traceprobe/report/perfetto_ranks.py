@@ -11,7 +11,10 @@ collectives of all ranks lie side by side at the top of each rank. Ranks are
 ordered by number; launch flows stay within their rank.
 
 Clocks: the timestamps are written as each rank recorded them (Kineto's host
-clock, in ns); nothing is shifted. Ranks of one host share that clock; ranks of
+clock, in ns); nothing is shifted, unless a clock estimate that says the clocks
+differ is given (``clocks``, :func:`traceprobe.analysis.clocks.estimate_clocks`,
+``--align-clocks``): then every timestamp of rank r is put on the reference rank's
+clock, t - x_r(t). Ranks of one host share that clock; ranks of
 several hosts are aligned only as well as the hosts' clocks are. What the
 collectives say of it (``clock``, from
 :func:`traceprobe.analysis.collectives`) is written on a top-level
@@ -27,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..analysis.clocks import ClockEstimate
 from ..analysis.per_trace import OverlapReport
 from ..reading import Trace
 from .perfetto import _DEVICE, CHUNK_PACKETS, _annotators, _layout, write_packets
@@ -49,16 +53,18 @@ class MergedExport:
     device_slices: int
     collective_slices: int
     clock: str
+    shifted: bool = False
 
     def describe(self) -> str:
         """One line for a person."""
+        how = "put on one rank's clock by the offsets estimated from collectives" if self.shifted else "as each rank recorded them, not shifted"
         return (f"wrote {self.path}: ranks {', '.join(map(str, self.ranks))} as processes \"rank N\", "
                 f"{self.device_slices:,} device slices, {self.collective_slices:,} collectives side by side; "
-                f"clocks: timestamps as each rank recorded them, not shifted ({self.clock})")
+                f"clocks: timestamps {how} ({self.clock})")
 
 
 def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path: str | Path, clock: str = "",
-                         chunk_packets: int = CHUNK_PACKETS) -> MergedExport:
+                         chunk_packets: int = CHUNK_PACKETS, clocks: ClockEstimate | None = None) -> MergedExport:
     """Write the traces of one window's ranks as one ``.pftrace`` (module doc).
 
     Args:
@@ -66,7 +72,10 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
         path: output file (gzipped if it ends in ``.gz``).
         clock: what is known of the ranks' clocks (e.g. the collectives' ``clock``).
         chunk_packets: packets per chunk written.
+        clocks: the window's clock estimate; where it says the clocks differ (``differ``), every rank's
+            timestamps are put on its reference rank's clock (module doc).
     """
+    shift = clocks is not None and clocks.differ
     rows: list[dict] = []
     names: list[str] = []
     parts, counters, fills = [], [], {}
@@ -106,6 +115,11 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
         slices["flow_in"] = np.where(slices["flow_in"] > 0, slices["flow_in"] + k * FLOW_STRIDE, 0)
         slices["src"] += k * _SRC_STRIDE
         cnt = cnt.assign(track=cnt["track"] + base)
+        if shift and clocks is not None:
+            fix = clocks.correction_ns  # (the same rank's events, so one line per rank)
+            slices = slices.assign(start=slices["start"] - fix(rank, slices["start"].to_numpy(np.int64)),
+                                   end=slices["end"] - fix(rank, slices["end"].to_numpy(np.int64)))
+            cnt = cnt.assign(ts=cnt["ts"] - fix(rank, cnt["ts"].to_numpy(np.int64)))
         for src, fn in _annotators(trace, report).items():
             fills[src + k * _SRC_STRIDE] = fn
         names += r_names
@@ -113,7 +127,8 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
         counters.append(cnt)
     lo = min((int(s["start"].min()) for s in parts if len(s)), default=0)
     hi = max((int(s["end"].max()) for s in parts if len(s)), default=0)
-    statement = "clocks: timestamps as each rank recorded them, not shifted" + (f"; {clock}" if clock else "")
+    how = f"put on rank {clocks.reference}'s clock ({clocks.describe()})" if shift and clocks is not None else "as each rank recorded them, not shifted"
+    statement = f"clocks: timestamps {how}" + (f"; {clock}" if clock else "")
     names.append(statement)
     rows.append({"uuid": len(rows) + 1, "name": "clocks"})
     fills[_CLOCK] = lambda te, i: None
@@ -125,5 +140,5 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
     src = slices["src"].to_numpy() % _SRC_STRIDE
     on_coll = np.isin(slices["track"].to_numpy(), [r["uuid"] for r in rows if r["name"] == "collectives"])
     return MergedExport(str(path), tuple(sorted(r for r, _, _ in items)), packets, int(((src == _DEVICE) & ~on_coll).sum()),
-                        int(on_coll.sum()), clock or "unknown")
+                        int(on_coll.sum()), clock or "unknown", shift)
 
