@@ -131,6 +131,8 @@ def test_a_folder_with_values_that_do_not_fit_is_reported_whole(tmp_path):
     proc = cli("overlap-report", str(tmp_path / "t"), "--format", "json", "-j", "1")
     assert proc.returncode in (0, 1) and "OverflowError" not in proc.stderr, proc.stderr  # (it was: error: OverflowError, no report)
     assert {Path(r["path"]).name for r in json.loads(proc.stdout)["traces"]} == {p.name for p in files.values()}
+    proc = cli("overlap-report", str(tmp_path / "t"), "--plot", str(tmp_path / "p.png"), "-j", "1")
+    assert proc.returncode in (0, 1) and len(list(tmp_path.glob("p.*.png"))) == len(files), proc.stderr
     out = tmp_path / "out"
     out.mkdir()
     proc = cli("export", str(tmp_path / "t"), "--perfetto", "--output-dir", str(out)) if "--output-dir" in cli("export", "--help").stdout \
