@@ -48,18 +48,24 @@ def test_matches_brute_force(tmp_path_factory, ops):
 
 
 def test_two_threads_hand_computed(tmp_path):
-    # SYNTHETIC: main thread 0-1000 ns; a worker 200-400 beside it, then 1000-1100 alone
+    # SYNTHETIC: main thread 0-1000 µs; a worker 200-400 beside it, then 1000-1100 alone
     b = TraceBuilder("synthetic: worker beside main")
-    b.cpu_op(0, 1000, tid=1)
-    b.cpu_op(200, 200, tid=2)
-    b.cpu_op(1000, 100, tid=2)
+    b.cpu_op(0, 1_000_000, tid=1)
+    b.cpu_op(200_000, 200_000, tid=2)
+    b.cpu_op(1_000_000, 100_000, tid=2)
     h = host_thread_concurrency(load_trace(b.write(tmp_path / "t.json")))
-    assert (h.threads, h.busy_ns, h.multi_thread_ns, h.thread_ns_sum, h.busiest_thread_ns) == (2, 1100, 200, 1300, 1000)
+    assert (h.threads, h.busy_ns, h.multi_thread_ns, h.thread_ns_sum, h.busiest_thread_ns) == (2, 1_100_000, 200_000, 1_300_000, 1_000_000)
     assert h.concurrency == 200 / 1100
-    assert h.fair_concurrency == 200 / 300  # the worker's 300 ns: 200 of them beside main
+    assert h.fair_concurrency == 200 / 300  # the worker's 300 µs: 200 of them beside main
     [v] = host_thread_verdict(h, has_device_work=False)
     assert v.level == "confirmed" and v.figure == "host_threads"
     assert host_thread_verdict(h, has_device_work=True) == []
+    # the same in ns: the worker's 300 ns are under the verdicts' 50 µs floor
+    b = TraceBuilder("synthetic: worker beside main, ns")
+    b.cpu_op(0, 1000, tid=1)
+    b.cpu_op(200, 200, tid=2)
+    b.cpu_op(1000, 100, tid=2)
+    assert host_thread_verdict(host_thread_concurrency(load_trace(b.write(tmp_path / "ns.json"))), has_device_work=False) == []
 
 
 def test_real_cpu_threads_sample():
