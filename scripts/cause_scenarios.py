@@ -13,6 +13,8 @@ Scenarios (``--scenario``):
 - ``ddp-sleep``: DDP, rank 1 sleeps on the host before each forward.
 - ``ddp-balanced``: DDP, every rank the same.
 - ``pipeline``: two stages, GPipe over 8 microbatches (``torch.distributed.pipelining``).
+- ``tensor-parallel``: an MLP split over the ranks with DTensor (column- then row-wise
+  linear layers on a ``tp`` device mesh): an all-reduce between dependent matmuls.
 - ``slow-input``: one GPU; the input comes from a DataLoader whose dataset sleeps.
 - ``pinned-alloc``: one GPU; each step copies results to the host with
   ``non_blocking=True`` and keeps them, so every copy allocates pinned memory.
@@ -160,6 +162,36 @@ def pipeline(out: Path) -> None:
     dist.destroy_process_group()
 
 
+def tensor_parallel(out: Path) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    rank = int(os.environ["RANK"])
+    torch.cuda.set_device(rank)
+    mesh = init_device_mesh("cuda", (int(os.environ["WORLD_SIZE"]),), mesh_dim_names=("tp",))
+    torch.manual_seed(0)
+    width, layers = 4096, 4
+    model = _mlp(width, 2 * layers).cuda()
+    plan = {}
+    for i in range(0, 4 * layers, 4):  # Linear, ReLU, Linear, ReLU: column- then row-wise
+        plan[str(i)], plan[str(i + 2)] = ColwiseParallel(), RowwiseParallel()
+    model = parallelize_module(model, mesh, plan)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(4096, width, device="cuda")
+    with _profile(out, rank) as prof:
+        for _ in range(STEPS):
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            loss.item()
+            prof.step()
+    torch.cuda.synchronize()
+    if rank == 0:
+        _write(out, {"scenario": "tensor-parallel", "ranks": int(os.environ["WORLD_SIZE"]), "mesh": "tp"})
+    dist.destroy_process_group()
+
+
 class _Sleepy(torch.utils.data.Dataset):
     def __init__(self, n: int, sleep_s: float) -> None:
         self.n, self.sleep_s = n, sleep_s
@@ -266,7 +298,7 @@ def prefetch(out: Path, on: bool) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--scenario", required=True, choices=["ddp-compute", "ddp-sleep", "ddp-balanced", "pipeline", "slow-input",
+    p.add_argument("--scenario", required=True, choices=["ddp-compute", "ddp-sleep", "ddp-balanced", "pipeline", "tensor-parallel", "slow-input",
                                                           "pinned-alloc", "prefetch-off", "prefetch-on"])
     p.add_argument("--out", required=True, type=Path)
     a = p.parse_args()
@@ -276,6 +308,8 @@ def main() -> None:
         ddp(a.out, a.scenario.split("-", 1)[1])
     elif a.scenario == "pipeline":
         pipeline(a.out)
+    elif a.scenario == "tensor-parallel":
+        tensor_parallel(a.out)
     elif a.scenario == "slow-input":
         slow_input(a.out)
     elif a.scenario == "pinned-alloc":

@@ -144,7 +144,8 @@ def check_roundtrip(trace, report, path: Path) -> dict:
             x = b[b["name"] == f"{BREAKDOWN_TRACK}: {part}"]
             return int((x["end"] - x["start"]).sum())
 
-        for part, col in zip(BREAKDOWN_SLICES, ("exposed_comm_ns", "exposed_copy_ns", "other_ns", "set_aside_ns")):
+        assert part_ns("exposed comm") + part_ns("bubble") == row.exposed_comm_ns
+        for part, col in (("exposed copy", "exposed_copy_ns"), ("other", "other_ns"), ("set aside", "set_aside_ns")):
             assert part_ns(part) == getattr(row, col), (part, row.device)
         # the idle slices, one per cause, sum to the idle time; sync is idle_sync_ns
         assert sum(part_ns(p) for p in BREAKDOWN_SLICES if p.startswith("idle: ")) == row.idle_ns

@@ -16,6 +16,7 @@ from .. import intervals as iv
 from ..reading import Trace
 from .breakdown import device_times
 from .busy import compute_intervals, copy_mask, device_intervals
+from .findings import exposed_spans
 from .idle_causes import CAUSES, LABELS
 from .launch_links import launch_rows
 from .memo import device_column, host_column
@@ -39,7 +40,7 @@ def copy_compute_overlap(trace: Trace) -> dict[int, iv.Intervals]:
     return under_compute(trace, copy_mask(trace))
 
 
-BREAKDOWN_SLICES = ("exposed comm", "exposed copy", "other", "set aside", *(f"idle: {LABELS[c]}" for c in CAUSES))
+BREAKDOWN_SLICES = ("exposed comm", "bubble", "exposed copy", "other", "set aside", *(f"idle: {LABELS[c]}" for c in CAUSES))
 """The parts of the GPU time breakdown drawn as slices (compute is left undrawn: the kernels show it); the idle
 time is drawn by cause (:mod:`.idle_causes`)."""
 
@@ -48,14 +49,17 @@ def breakdown_intervals(trace: Trace) -> dict[int, dict[str, iv.Intervals]]:
     """Per device, where each part of its GPU time breakdown (:mod:`.breakdown`) lies in the trace window.
 
     Keys are :data:`BREAKDOWN_SLICES`; the sets are disjoint, and their lengths are
-    the ``exposed_comm_ns``, ``exposed_copy_ns``, ``other_ns`` and ``set_aside_ns`` of
-    :func:`.breakdown.gpu_breakdown`, then the idle time of each cause of
-    :func:`.idle_causes.idle_causes` (summing to ``idle_ns``).
+    the ``exposed_comm_ns`` (split into exposed collectives and the pipeline bubble,
+    :func:`.findings.exposed_spans`), ``exposed_copy_ns``, ``other_ns`` and
+    ``set_aside_ns`` of :func:`.breakdown.gpu_breakdown`, then the idle time of each
+    cause of :func:`.idle_causes.idle_causes` (summing to ``idle_ns``).
     """
     out = {}
     for t in device_times(trace, None):
+        bubble, exposed = exposed_spans(trace, t)
         out[t.device] = {
-            "exposed comm": iv.subtract(t.compute_or_comm, t.compute),
+            "exposed comm": exposed,
+            "bubble": bubble,
             "exposed copy": iv.subtract(t.busy_known, t.compute_or_comm),
             "other": iv.subtract(t.busy, t.busy_known),
             "set aside": iv.subtract(t.occupied, t.busy),
