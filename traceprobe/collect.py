@@ -149,8 +149,18 @@ def analyze_file(
     """
     from .analysis.per_trace import overlap_report
     from .reading import load_trace
+    from .reading.summary import is_summary
 
     p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
+    if is_summary(p):  # a summary stands for its trace (traceprobe.reading.summary)
+        from .analysis.summaries import load_summary
+
+        if then is not None:
+            return Failure(str(p), "a traceprobe summary holds no events: pictures and exports need its trace")
+        try:
+            return load_summary(p)
+        except TraceFormatError as e:
+            return Failure(str(p), e.reason)
     try:
         trace = load_trace(p, max_bytes)
         report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work)
@@ -159,6 +169,28 @@ def analyze_file(
     except MemoryError:
         return Failure(str(p), "not enough memory to load this trace")
     return report if then is None else (report, then(trace, report))
+
+
+_TRACE_END = re.compile(r"(\.pt\.trace)?\.json(\.gz)?$")
+_SUMMARY_END = re.compile(r"\.summary\.json(\.gz)?$")
+
+
+def pair_summaries(files: list[str | Path], keep: str = "summary") -> list[str | Path]:
+    """Where a trace and its summary (``<stem>.pt.trace.json[.gz]`` and ``<stem>.summary.json[.gz]``, one folder)
+    are both listed, keep one: the ``summary`` (same figures, read in a fraction of the time) or the ``trace``
+    (pictures and exports need its events). Order is kept."""
+    def stem(f: str | Path) -> tuple[str, str, bool]:
+        s = str(f)
+        folder, _, name = s.rpartition("/")
+        if _SUMMARY_END.search(name):
+            return folder, _SUMMARY_END.sub("", name), True
+        return folder, _TRACE_END.sub("", name), False
+
+    keys = [stem(f) for f in files]
+    present = {(k[0], k[1], k[2]) for k in keys}
+    drop_summary = keep != "summary"
+    return [f for f, (folder, name, is_sum) in zip(files, keys)
+            if not ((is_sum == drop_summary) and (folder, name, not is_sum) in present)]
 
 
 def _crash_failure(path: str | Path, reason: str) -> Failure:
@@ -205,6 +237,7 @@ def analyze_paths(
         the sorted file list, runs, rank and variant tables, failures, warnings.
     """
     files, failures = discover(paths)
+    files = pair_summaries(files, keep="summary" if then is None else "trace")
     if on_files is not None:
         on_files([str(f) for f in files])
     from .analysis.per_trace import OverlapReport
@@ -219,4 +252,9 @@ def analyze_paths(
     results = [r[0] if isinstance(r, tuple) else r for r in results]
     reports = [r for r in results if isinstance(r, OverlapReport)]
     failures += [r for r in results if isinstance(r, Failure)]
+    if any("summary_of" in r.info for r in reports):
+        from .analysis.summaries import foreign_jobs
+
+        reports, foreign = foreign_jobs(reports)
+        failures += foreign
     return summarize(reports, failures, align_clocks=align_clocks)
