@@ -65,7 +65,7 @@ def render_report(r: OverlapReport, skip: frozenset[str] = frozenset()) -> Panel
         head.append(f"   rank: {r.rank}")
     parts.append(head)
     if r.streams.empty:
-        parts.append(Text("no device activity in this trace (CPU-only, or the profiler had no CUDA activity)", style="dim"))
+        parts.append(Text("no device activity in this trace (CPU-only, or the profiler recorded no device activity)", style="dim"))
     else:
         parts.append(_table("busy time per stream", r.streams, [("device", "device", "int"), ("stream", "stream", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("kernels", "kernels", "int"), ("memcpys", "memcpys", "int"), ("memsets", "memsets", "int")]))
         parts.append(_table("devices", r.devices.devices, [("device", "device", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("idle_ns", "idle ms", "ms"), ("concurrent_ns", "with another device ms", "ms"), ("concurrency", "concurrency", "pct")]))
