@@ -49,3 +49,16 @@ def test_the_document_has_one_route():
     code = "import sys; from traceprobe.report import timeline_image; print('pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "False"
+
+
+def test_every_key_of_a_trace_is_declared_once():
+    """The trace objects of the document and the schema come from one list of figures (report/figures.py): the
+    keys of every sample's object are the declared ones, in order, and the schema describes exactly those."""
+    from traceprobe.report.figures import TRACE, schema
+
+    summary = analyze_paths([REPO / "sample_traces" / "script-ddp"], jobs=1)
+    doc = msgspec.json.decode(to_json(summary))
+    keys = [f.key for f in TRACE]
+    assert len(set(keys)) == len(keys)
+    assert all(list(t) == keys for t in doc["traces"])
+    assert list(schema()["$defs"]["trace"]["properties"]) == keys

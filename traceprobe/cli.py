@@ -223,9 +223,12 @@ def _finish(errors: list[str], reports: list, min_copy: float | None, min_device
 @app.command()
 def schema() -> None:
     """Print the JSON Schema (draft 2020-12) of overlap-report --format json."""
-    from importlib.resources import files
+    import json
 
-    sys.stdout.write(files("traceprobe").joinpath("report_schema.json").read_text())
+    from .console import emit
+    from .report.figures import schema as generated
+
+    emit(json.dumps(generated(), indent=2, ensure_ascii=False) + "\n", None)  # (made from the figures' declarations)
 
 
 def _sql_report(paths: list[str], trace_processor: Path | None, debug: bool) -> None:

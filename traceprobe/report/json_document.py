@@ -7,7 +7,6 @@ undefined figure (no copies, no second device...) is ``null``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 from typing import Any
 
 import msgspec
@@ -19,7 +18,7 @@ from ..analysis.causes import WindowCauses
 from ..analysis.collectives import WindowCollectives
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
-from .sections import rank_rows, top_kernels
+from .sections import rank_rows
 
 SCHEMA_VERSION = 2
 
@@ -80,55 +79,10 @@ def rows(df: pd.DataFrame) -> Rows:
 
 
 def report_dict(r: OverlapReport) -> dict[str, Any]:
-    """One trace's report as a JSON-ready dict."""
-    dc = r.devices
-    out = {
-        "path": r.path,
-        "workload": r.info.get("workload"),
-        "variant": r.info.get("variant"),
-        "wall_s": r.info.get("wall_s"),
-        "rank": r.rank,
-        "event_count": r.event_count,
-        "window_ns": list(r.window_ns),
-        "duration_ns": r.window_ns[1] - r.window_ns[0],
-        "streams": rows(r.streams),
-        "copy_overlap": rows(r.copy_overlap),
-        "devices": rows(dc.devices),
-        "device_concurrency": {
-            "device_count": dc.device_count,
-            "any_busy_ns": dc.any_busy_ns,
-            "concurrent_ns": dc.concurrent_ns,
-            "concurrency": dc.concurrency,
-        },
-        "stream_concurrency": rows(r.stream_concurrency),
-        "comm_overlap": rows(r.comm_overlap),
-        "cpu_gpu": {
-            "host_compute_ns": r.cpu_gpu.host_compute_ns,
-            "device_busy_ns": r.cpu_gpu.device_busy_ns,
-            "overlapped_ns": r.cpu_gpu.overlapped_ns,
-            "fraction": r.cpu_gpu.fraction,
-            "fraction_of_device": r.cpu_gpu.fraction_of_device,
-            "fraction_of_shorter": r.cpu_gpu.fraction_of_shorter,
-        },
-        "host_threads": _clean(asdict(r.host_threads)) if r.host_threads is not None else None,
-        "steps": rows(r.steps),
-        "throughput_steps_per_s": r.throughput,
-        "work_ns": r.work_ns,
-        "all_device_work": r.all_device_work,
-        "set_aside": rows(r.set_aside),
-        "notes": list(r.notes),
-        "verdicts": [
-            {"figure": v.figure, "subject": v.subject, "value": v.value, "level": v.level, "text": v.text} for v in r.verdicts
-        ],
-        "parallelism": r.parallelism,
-        "breakdown": rows(r.breakdown),
-        "breakdown_steps": rows(r.breakdown_steps),
-        "findings": rows(r.findings),
-        "idle_causes": rows(r.idle_causes),
-        "kernels": rows(top_kernels(r)),
-        "queue": rows(r.queue),
-    }
-    return _clean(out)
+    """One trace's report as a JSON-ready dict: the figures declared in :data:`traceprobe.report.figures.TRACE`."""
+    from .figures import trace_object
+
+    return _clean(trace_object(r))
 
 
 def collectives_dict(c: WindowCollectives) -> dict[str, Any]:
