@@ -265,3 +265,29 @@ def test_exposed_transfer_advice_follows_the_process_group():
     assert "microbatches" in _group_advice(waits("mesh_pp"), 0)
     assert "bucketed" in _group_advice(waits("mesh_dp"), 0)
     assert "process group 3 mesh_dp" in _group_advice(waits("mesh_dp"), 0)
+
+
+def test_set_aside_work_occupies_the_device(tmp_path):
+    """SYNTHETIC (µs): work launched before the first step runs at the window's start. With or without
+    --all-device-work, idle time, its causes and exposed copies are the same; compute and copy overlap differ
+    only by the set-aside work's own time."""
+    from synthetic import BASE, TraceBuilder, load
+
+    b = TraceBuilder("set-aside compute under a kept copy", base_ns=BASE)
+    b.step(1, 1_000_000, 11_000_000)
+    b.launch(500_000, "kernel", 0, 7, 2_000_000, 4_000_000)  # launched before step 1: set aside, [2000, 6000)
+    b.launch(1_100_000, "memcpy", 0, 14, 1_500_000, 1_500_000)  # kept HtoD [1500, 3000): [2000, 3000) under it
+    b.launch(1_200_000, "kernel", 0, 7, 6_000_000, 3_000_000)  # kept compute [6000, 9000)
+    b.launch(9_500_000, "kernel", 0, 7, 10_000_000, 500_000)  # kept, after an idle gap [9000, 10000)
+    t = load(b, tmp_path)
+    kept, full = overlap_report(t), overlap_report(t, all_device_work=True)
+    k, f = kept.breakdown.iloc[0], full.breakdown.iloc[0]
+    assert k["window_ns"] == f["window_ns"] == 9_000_000
+    assert (k["set_aside_ns"], f["set_aside_ns"]) == (4_000_000, 0)
+    assert k["idle_ns"] == f["idle_ns"] == 1_000_000  # the gap alone: no false idle under the set-aside kernel
+    assert k["exposed_copy_ns"] == f["exposed_copy_ns"] == 500_000  # [1500, 2000): the rest was hidden
+    assert f["compute_ns"] - k["compute_ns"] == k["set_aside_ns"]
+    causes = [r.idle_causes[r.idle_causes["step"] == -1].set_index("cause")["ns"].to_dict() for r in (kept, full)]
+    assert causes[0] == causes[1] and sum(causes[0].values()) == 1_000_000
+    co = [int(r.copy_overlap.set_index("direction").loc["HtoD", "overlapped_ns"]) for r in (kept, full)]
+    assert co == [0, 1_000_000]  # the overlap with the set-aside kernel is its own contribution

@@ -8,24 +8,26 @@ window, or a step's window), with
 - M = union of d's communication kernels (NCCL/RCCL, :func:`.busy.comm_mask`),
 - P = union of d's memcpys,
 - B = union of all of d's device work (kernels, memcpys, memsets),
+- A = union of d's work *set aside* from the figures (:mod:`.profiled`:
+  launched outside the profiled steps; empty with ``--all-device-work``): it is
+  not this window's work, but it occupies the device,
 
 all clipped to W:
 
 - ``compute_ns`` = |C|
 - ``exposed_comm_ns`` = |M \\ C|: communication with no compute beside it
-- ``exposed_copy_ns`` = |P \\ (C ∪ M)|: copies with neither compute nor
-  communication beside them
-- ``other_ns`` = |B \\ (C ∪ M ∪ P)|: memsets and the like, alone
-- ``set_aside_ns`` = |O \\ B|, where O is the union of *every* device event of d,
-  including work left out of the figures (:mod:`.profiled`: launched outside the
-  profiled steps): the device was busy with work this window does not account for
-- ``idle_ns`` = |W| - |B ∪ O|
+- ``set_aside_ns`` = |A \\ (C ∪ M)|: set-aside work with none of the window's
+  compute or communication beside it
+- ``exposed_copy_ns`` = |P \\ (C ∪ M ∪ A)|: copies with nothing beside them (a copy
+  under set-aside compute was hidden, although that compute is not the window's)
+- ``other_ns`` = |B \\ (C ∪ M ∪ A ∪ P)|: memsets and the like, alone
+- ``idle_ns`` = |W| - |B ∪ A|
 
 so that compute + exposed comm + exposed copy + other + set aside + idle =
 ``window_ns`` exactly (int64 ns). This is TraceLens's ``GPUEventAnalyser``
 breakdown (computation, exposed communication, exposed memcpy, idle), with
 memsets kept apart instead of counted as compute, and set-aside work kept apart
-instead of counted as idle (with ``--all-device-work`` nothing is set aside).
+instead of counted as idle.
 
 The idle time is split by its cause (:mod:`.idle_causes`, which defines each):
 
@@ -52,7 +54,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..reading import Trace
-from .busy import comm_mask, compute_mask, copy_mask, occupied_intervals
+from .busy import comm_mask, compute_mask, copy_mask, set_aside_intervals
 from .idle_causes import HOST_CAUSES, DeviceIdle, idle_causes
 from .memo import device_column, per_trace
 
@@ -73,7 +75,8 @@ class DeviceTime:
         device: device index.
         window: (lo, hi) in ns.
         compute: C. compute_or_comm: C ∪ M. busy_known: C ∪ M ∪ P. busy: B.
-        occupied: B ∪ O, the device busy with any work, set aside or not.
+        aside: A, the set-aside work. hidden: C ∪ M ∪ A, what hides a copy.
+        occupied: B ∪ A, the device busy with any work, set aside or not.
         idle_sync, idle_launch: the idle parts of the module docstring; the rest
             of the idle time is idle_other. All normalised int64 ns interval sets.
         causes: the idle time by cause (:class:`.idle_causes.DeviceIdle`).
@@ -85,13 +88,15 @@ class DeviceTime:
     compute_or_comm: Intervals
     busy_known: Intervals
     busy: Intervals
+    aside: Intervals
+    hidden: Intervals
     occupied: Intervals
     idle_sync: Intervals
     idle_launch: Intervals
     causes: DeviceIdle
 
     def idle(self) -> Intervals:
-        """W \\ (B ∪ O)."""
+        """W \\ (B ∪ A)."""
         lo, hi = self.window
         return iv.subtract((np.array([lo]), np.array([hi])), self.occupied)
 
@@ -126,7 +131,7 @@ def _device_times(trace: Trace, window: tuple[int, int]) -> list[DeviceTime]:
     comp, comm = compute_mask(trace), comm_mask(trace)
     copy = copy_mask(trace)
     whole = (np.array([lo], np.int64), np.array([hi], np.int64))
-    occupied = occupied_intervals(trace)
+    aside_all = set_aside_intervals(trace)
     causes = {c.device: c for c in idle_causes(trace, (lo, hi))}
     out = []
     for d in np.unique(dev).tolist():
@@ -137,16 +142,20 @@ def _device_times(trace: Trace, window: tuple[int, int]) -> list[DeviceTime]:
             return iv.union(start[m], end[m])
 
         busy = u(np.ones_like(on))
+        aside = iv.intersect(aside_all.get(int(d), iv.empty()), whole)
+        compute_or_comm = u(comp | comm)
         c = causes[int(d)]
         out.append(
             DeviceTime(
                 device=int(d),
                 window=(int(lo), int(hi)),
                 compute=u(comp),
-                compute_or_comm=u(comp | comm),
+                compute_or_comm=compute_or_comm,
                 busy_known=u(comp | comm | copy),
                 busy=busy,
-                occupied=_merge([busy, iv.intersect(occupied.get(int(d), iv.empty()), whole)]),
+                aside=aside,
+                hidden=_merge([compute_or_comm, aside]),
+                occupied=_merge([busy, aside]),
                 idle_sync=c.spans["sync"],
                 idle_launch=_merge([c.spans[k] for k in HOST_CAUSES if k != "sync"]),
                 causes=c,
@@ -161,16 +170,17 @@ def _rows(times: list[DeviceTime], lo: np.ndarray, hi: np.ndarray) -> dict[str, 
     cols: dict[str, list[np.ndarray]] = {c: [] for c in ["device", "window_ns", *PARTS, *IDLE_PARTS]}
     for t in times:
         w = np.maximum(hi - lo, 0)
-        c, cm, cmp_, b, o = (iv.measure(x, lo, hi) for x in (t.compute, t.compute_or_comm, t.busy_known, t.busy, t.occupied))
+        c, cm, cma, o = (iv.measure(x, lo, hi) for x in (t.compute, t.compute_or_comm, t.hidden, t.occupied))
+        cmap = iv.measure(_merge([t.hidden, t.busy_known]), lo, hi)
         sync, launch = iv.measure(t.idle_sync, lo, hi), iv.measure(t.idle_launch, lo, hi)
         parts = {
             "device": np.full(n, t.device, dtype=np.int64),
             "window_ns": w,
             "compute_ns": c,
             "exposed_comm_ns": cm - c,
-            "exposed_copy_ns": cmp_ - cm,
-            "other_ns": b - cmp_,
-            "set_aside_ns": o - b,
+            "exposed_copy_ns": cmap - cma,
+            "other_ns": o - cmap,
+            "set_aside_ns": cma - cm,
             "idle_ns": w - o,
             "idle_launch_ns": launch,
             "idle_sync_ns": sync,

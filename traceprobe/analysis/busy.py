@@ -220,18 +220,32 @@ def host_thread_codes(trace: Trace) -> np.ndarray:
     return pd.MultiIndex.from_arrays([pid.astype(str), tid.astype(str)]).factorize()[0]
 
 
-OCCUPIED_KEY = ("traceprobe.analysis.busy", "occupied_intervals", ())
-"""Where a trace derived by leaving device events out keeps its parent's occupied device time."""
+ASIDE_KEY = ("traceprobe.analysis.busy", "set_aside_intervals", ())
+"""Where a trace derived by leaving device events out keeps the device time of the events it left out."""
+
+
+def set_aside_intervals(trace: Trace) -> dict[int, Intervals]:
+    """Per device, the union of the device events left out of the figures (set aside, :mod:`.profiled`).
+
+    A trace made by :func:`.profiled.keep_device_events` (the work launched inside
+    the profiled steps) carries the union of the events it left out, per device:
+    that work is not attributed to the window's figures, but the device was not idle
+    while it ran, and copies it hid were not exposed. Empty for any other trace.
+    Returns ``{device: normalised int64 ns intervals}``.
+    """
+    return trace.derived.get(ASIDE_KEY, {})
 
 
 def occupied_intervals(trace: Trace) -> dict[int, Intervals]:
-    """Per device, the time its work occupied it, counting work left out of the figures.
-
-    A trace made by :func:`.profiled.keep_device_events` (the work launched inside
-    the profiled steps) carries the union of *all* of its parent's device events
-    per device: work set aside is not attributed to the window's figures, but the
-    device was not idle while it ran. For any other trace this is
-    :func:`all_device_intervals`. Returns ``{device: normalised int64 ns intervals}``.
-    """
-    kept = trace.derived.get(OCCUPIED_KEY)
-    return kept if kept is not None else all_device_intervals(trace)
+    """Per device, the time any of its work occupied it, set aside or not: the union of
+    :func:`all_device_intervals` and :func:`set_aside_intervals`. Returns
+    ``{device: normalised int64 ns intervals}``."""
+    aside = set_aside_intervals(trace)
+    busy = all_device_intervals(trace)
+    if not aside:
+        return busy
+    out = {}
+    for d in sorted(set(busy) | set(aside)):
+        sets = [x for x in (busy.get(d), aside.get(d)) if x is not None]
+        out[d] = iv.coverage_at_least(sets, 1)
+    return out

@@ -7,7 +7,7 @@ covers, the most that fixing it could save. The kinds, each per device (subject
 from the interval sets of :mod:`.breakdown` and :mod:`.idle_causes`:
 
 - ``exposed_copy`` (per device and direction): memcpys of that direction with
-  neither compute nor communication beside them, P_x \\ (C ∪ M).
+  neither compute, communication nor set-aside work beside them, P_x \\ (C ∪ M ∪ A).
 - ``bubble``: point-to-point communication kernels (send/recv: pipeline stages
   handing activations and gradients to each other) with no compute beside them,
   M_p2p \\ C: the stage waited for its neighbour, the *pipeline bubble*. Its share
@@ -168,7 +168,7 @@ def _copy_candidates(trace: Trace, t: DeviceTime, b: Backend) -> list[_Candidate
     out = []
     for x in dict.fromkeys(dirs.tolist()):
         g = dirs == x
-        span = iv.subtract(iv.union(start[g], end[g]), t.compute_or_comm)
+        span = iv.subtract(iv.union(start[g], end[g]), t.hidden)  # under set-aside compute a copy was hidden too
         how = "from pinned (page-locked) memory, " if pageable[g].any() else ""
         out.append(_Candidate("exposed_copy", f"{_subject(trace, t.device)} {x}", t.device, span, f"exposed {x} copy",
                               f"{x} copies on {b.device(t.device)} ran with nothing else on the device: issue them {how}on a side "

@@ -49,7 +49,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..reading import Trace
-from .busy import OCCUPIED_KEY, all_device_intervals, per_value
+from .busy import ASIDE_KEY, device_intervals, per_value
 from .launch_links import launch_start_ns
 from .memo import device_column
 
@@ -123,11 +123,11 @@ def launches(trace: Trace) -> Launches:
 def keep_device_events(trace: Trace, mask: np.ndarray) -> Trace:
     """``trace`` with only the device events selected by ``mask`` (host events unchanged).
 
-    The new trace remembers the device time all of ``trace``'s device events occupied
-    (:func:`.busy.occupied_intervals`): the work left out still held the device.
+    The new trace remembers the device time of the events left out
+    (:func:`.busy.set_aside_intervals`): that work still held the device.
     """
     kept = replace(trace, device_events=trace.device_events[mask].reset_index(drop=True))
-    kept.derived[OCCUPIED_KEY] = all_device_intervals(trace)
+    kept.derived[ASIDE_KEY] = device_intervals(trace, ~np.asarray(mask, dtype=bool))
     return kept
 
 

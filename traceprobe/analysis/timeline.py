@@ -60,9 +60,9 @@ def breakdown_intervals(trace: Trace) -> dict[int, dict[str, iv.Intervals]]:
         out[t.device] = {
             "exposed comm": exposed,
             "bubble": bubble,
-            "exposed copy": iv.subtract(t.busy_known, t.compute_or_comm),
-            "other": iv.subtract(t.busy, t.busy_known),
-            "set aside": iv.subtract(t.occupied, t.busy),
+            "exposed copy": iv.subtract(iv.subtract(t.busy_known, t.compute_or_comm), t.aside),
+            "other": iv.subtract(t.busy, iv.coverage_at_least([t.busy_known, t.aside], 1)),
+            "set aside": iv.subtract(t.aside, t.compute_or_comm),
             **{f"idle: {LABELS[c]}": t.causes.spans[c] for c in CAUSES},
         }
     return out
