@@ -10,7 +10,8 @@ Library API (the CLI is a thin layer over it)::
 
 Profiling your own code: ``with traceprobe.capture("runs/mine") as cap: ... cap.step()``
 (see :mod:`traceprobe.recording.profiler`); a script run by ``traceprobe record --script``
-calls ``traceprobe.step()``.
+calls ``traceprobe.step()``. ``torch.profiler.profile(on_trace_ready=traceprobe.on_trace_ready("runs/job"))``
+writes each window's summary and trace off the training thread (:mod:`traceprobe.recording.handler`).
 
 Every name here is loaded on first use: ``import traceprobe`` (and
 ``traceprobe.step()`` in a script run without traceprobe) costs next to nothing.
@@ -28,13 +29,15 @@ if TYPE_CHECKING:
     from .analysis import OverlapReport, Verdict, overlap_report
     from .errors import TraceFormatError
     from .reading import Trace, load_trace
+    from .recording.handler import on_trace_ready
     from .recording.profiler import Capture, capture, step
 
-__all__ = ["Capture", "OverlapReport", "Trace", "TraceFormatError", "Verdict", "capture", "load_trace", "overlap_report", "step", "__version__"]
+__all__ = ["Capture", "OverlapReport", "Trace", "TraceFormatError", "Verdict", "capture", "load_trace", "on_trace_ready", "overlap_report", "step", "__version__"]
 
 _LAZY = {
     "OverlapReport": ".analysis", "Verdict": ".analysis", "overlap_report": ".analysis",
     "TraceFormatError": ".errors", "Trace": ".reading", "load_trace": ".reading",
+    "on_trace_ready": ".recording.handler",
     "capture": ".recording.profiler", "Capture": ".recording.profiler", "step": ".recording.profiler",
 }
 

@@ -1,0 +1,114 @@
+"""traceprobe.on_trace_ready: a CPU-only torch.profiler run writes each window's trace and summary off the training
+thread; errors never reach the loop; a summary lost never costs the trace."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import traceprobe  # noqa: E402
+from traceprobe.collect import analyze_paths  # noqa: E402
+from traceprobe.recording.handler import summarize_window  # noqa: E402
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def _train(handler, steps: int = 10) -> list[float]:
+    """A small CPU training-like loop profiled in windows (wait 1, warmup 1, active 2, twice); the time of each handler call."""
+    calls: list[float] = []
+
+    def timed(prof):
+        t = time.perf_counter()
+        handler(prof)
+        calls.append(time.perf_counter() - t)
+
+    x = torch.randn(64, 64)
+    sched = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=2)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched, on_trace_ready=timed) as prof:
+        for _ in range(steps):
+            for _ in range(20):
+                x = (x @ x).tanh()
+            prof.step()
+    return calls
+
+
+def test_windows_written_off_the_loop(tmp_path) -> None:
+    lines: list[str] = []
+    h = traceprobe.on_trace_ready(tmp_path / "job", trace=True, log=lines.append, job="test-job")
+    calls = _train(h)
+    assert len(calls) == 2 and max(calls) < 0.25  # the loop only queues the window
+    assert h.wait(120) and not h.errors
+    names = sorted(p.name for p in (tmp_path / "job").iterdir())
+    assert names == ["rank0.steps2-3.pt.trace.json.gz", "rank0.steps2-3.summary.json",
+                     "rank0.steps6-7.pt.trace.json.gz", "rank0.steps6-7.summary.json"]
+    assert len(lines) == 2 and lines[0].startswith("traceprobe rank 0 steps 2-3: step ")
+    # the summaries alone give the traces' figures
+    from_summaries = analyze_paths([str(tmp_path / "job")], jobs=1)
+    from_traces = analyze_paths([str(p) for p in (tmp_path / "job").glob("*.pt.trace.json.gz")], jobs=1)
+    assert [r.path.endswith(".summary.json") for r in from_summaries.reports] == [True, True]
+    for a, b in zip(from_traces.reports, from_summaries.reports):
+        assert repr(a.headline) == repr(b.headline) and a.steps.equals(b.steps) and repr(a.host_threads) == repr(b.host_threads)
+        assert b.info["job"] == "test-job"
+
+
+def test_summary_only(tmp_path) -> None:
+    h = traceprobe.on_trace_ready(tmp_path / "job", trace=False)
+    _train(h, steps=4)
+    assert h.wait(120) and not h.errors
+    assert sorted(p.name for p in (tmp_path / "job").iterdir()) == ["rank0.steps2-3.summary.json"]  # no trace, no temporary file
+
+
+def test_unwritable_folder_costs_nothing_but_the_files(tmp_path, caplog) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the folder should be")
+    h = traceprobe.on_trace_ready(blocker / "job")
+    with caplog.at_level(logging.DEBUG, logger="traceprobe"):
+        calls = _train(h)  # no exception reaches the loop
+        assert h.wait(60)
+    assert len(calls) == 2 and len(h.errors) == 2 and "cannot create" in h.errors[0]
+    warnings = [r for r in caplog.records if r.name == "traceprobe" and r.levelno == logging.WARNING]
+    assert len(warnings) == 1  # logged once
+
+
+def _tmp_trace(folder: Path) -> Path:
+    tmp = folder / ".rank0.abc.pt.trace.json.tmp"
+    tmp.write_bytes(gzip.decompress((SAMPLES / "causes/ddp-compute").glob("rank1.*").__next__().read_bytes()))
+    return tmp
+
+
+def test_summary_that_cannot_be_written_keeps_the_trace(tmp_path, monkeypatch) -> None:
+    from traceprobe.analysis import summaries
+    from traceprobe.fileio import WriteError
+
+    def full(*a, **k):
+        raise WriteError(tmp_path / "x", OSError(28, "No space left on device"))
+
+    monkeypatch.setattr(summaries, "write_summary", full)
+    out = summarize_window(str(_tmp_trace(tmp_path)), str(tmp_path), 1, 1, "j", keep_trace=True)
+    assert out["summary"] is None and "No space left" in out["error"]
+    assert Path(out["trace"]).name == "rank1.steps2-4.pt.trace.json.gz" and Path(out["trace"]).stat().st_size > 1000
+    assert not list(tmp_path.glob(".*"))  # the temporary file is gone
+
+
+def test_trace_that_cannot_be_analysed_is_still_kept(tmp_path) -> None:
+    tmp = tmp_path / ".rank3.x.pt.trace.json.tmp"
+    tmp.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": "oops"')
+    out = summarize_window(str(tmp), str(tmp_path), 3, 2, "j", keep_trace=True)
+    assert out["summary"] is None and "cannot analyse window 2 of rank 3" in out["error"]
+    assert Path(out["trace"]).name == "rank3.window2.pt.trace.json.gz"
+    assert not tmp.exists()
+
+
+def test_names_are_never_reused(tmp_path) -> None:
+    for _ in range(2):
+        out = summarize_window(str(_tmp_trace(tmp_path)), str(tmp_path), 1, 1, "j", keep_trace=False)
+        assert out["error"] is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank1.steps2-4-2.summary.json", "rank1.steps2-4.summary.json"]
+    shutil.rmtree(tmp_path)

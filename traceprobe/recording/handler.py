@@ -1,0 +1,320 @@
+"""``traceprobe.on_trace_ready``: a ``torch.profiler`` handler that writes each window's trace and summary off the training thread.
+
+::
+
+    import torch, traceprobe
+    with torch.profiler.profile(schedule=torch.profiler.schedule(wait=5, warmup=1, active=3, repeat=4),
+                                on_trace_ready=traceprobe.on_trace_ready("runs/job")) as prof:
+        for batch in loader:
+            train_step(batch)
+            prof.step()
+
+For each rank and profiler window it writes, in ``folder``:
+
+- ``rank<R>.steps<A>-<B>.summary.json``: the window's summary (:mod:`traceprobe.reading.summary`), which
+  ``overlap-report``, ``diff`` and the gates read like the trace (``rank<R>.window<N>`` where the window has no
+  ``ProfilerStep``);
+- ``rank<R>.steps<A>-<B>.pt.trace.json.gz``: the trace, unless ``trace=False``;
+- with ``log``, one line per window through ``log(line)`` (a callable such as ``print`` or ``logger.info``), in
+  the spirit of torchtitan's overlap line: step time, busy, hidden communication, exposed communication and idle
+  per step, and the top finding.
+
+How it stays out of the way of training:
+
+- the call torch makes at the end of a window only takes a reference to that window's results and queues
+  it: torch starts the next window with a new results object, so the old one stays whole;
+- one background thread per handler writes each window's events to a temporary file (Kineto's ``save``,
+  C++; Python threads keep running beside it) and hands the file to a separate Python process (at a lower CPU
+  priority) that reads, analyses and writes the summary, gzips the trace into place and prints the log line;
+  the training process never imports pandas for it;
+- nothing raises into the training loop: any error (a read-only folder, a full disk, a trace that cannot be
+  analysed) is logged once per handler on the ``traceprobe`` logger (each later one at debug level) and the
+  window is skipped; a summary that cannot be written costs the summary, not the trace, and neither costs
+  the job. Files are written whole or not at all (:mod:`traceprobe.fileio`);
+- at interpreter exit the handler waits up to :data:`EXIT_WAIT_S` for the windows still queued
+  (:meth:`TraceReady.wait` waits where you choose).
+
+Rank: ``torch.distributed.get_rank()`` when initialised, else ``RANK``, else 0. Job (written in each summary,
+so that summaries of another job in the folder are named when read): ``job``, else ``TORCHELASTIC_RUN_ID``,
+``SLURM_JOB_ID``, else the folder's name.
+
+Importing this module imports neither torch nor pandas.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EXIT_WAIT_S = 600.0
+"""How long interpreter exit waits for the windows still being written."""
+NICE = 10
+"""The CPU priority increment of the process that analyses each window."""
+
+_logger = logging.getLogger("traceprobe")
+
+
+def _rank() -> int:
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:  # noqa: BLE001 - a rank is never worth an exception in the training loop
+        pass
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+class TraceReady:
+    """The handler :func:`on_trace_ready` returns: call it with the profiler at the end of each window (torch does).
+
+    Attributes:
+        folder: where the files go.
+        written: one dict per window finished (``summary``, ``trace``: paths or None; ``line``; ``error``: str or None).
+        errors: the errors met, one line each (the first was logged as a warning).
+    """
+
+    def __init__(self, folder: str | Path, trace: bool = True, log: Callable[[str], Any] | None = None, job: str | None = None) -> None:
+        self.folder = Path(folder)
+        self.trace = trace
+        self.log = log
+        self.job = job
+        self.written: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self._queue: queue.Queue[tuple[Any, int, int] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._windows = 0
+        atexit.register(self.wait, EXIT_WAIT_S)
+
+    def __call__(self, prof: Any) -> None:
+        """torch.profiler's ``on_trace_ready``: queue this window's results; never raises, returns at once."""
+        try:
+            inner = getattr(prof, "profiler", None)
+            if inner is None or getattr(inner, "kineto_results", None) is None:
+                self._error("the profiler holds no results for this window (was it stopped before its first step?)")
+                return
+            self._windows += 1
+            self._queue.put((inner, _rank(), self._windows))
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._work, name="traceprobe-on-trace-ready", daemon=True)
+                    self._thread.start()
+        except Exception as e:  # noqa: BLE001 - never into the training loop
+            self._error(f"cannot queue the window: {type(e).__name__}: {e}")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every window queued so far is written (or ``timeout`` s); True when none is left."""
+        self._queue.join() if timeout is None else _join(self._queue, timeout)
+        return self._queue.unfinished_tasks == 0
+
+    def _error(self, line: str) -> None:
+        self.errors.append(line)
+        try:
+            if len(self.errors) == 1:
+                _logger.warning("traceprobe.on_trace_ready (%s): %s; training goes on, later errors at debug level", self.folder, line)
+            else:
+                _logger.debug("traceprobe.on_trace_ready (%s): %s", self.folder, line)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _work(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=5.0)
+            except queue.Empty:
+                return
+            try:
+                if item is not None:
+                    self._one(*item)
+            except Exception as e:  # noqa: BLE001 - a window lost, never the thread
+                self._error(f"{type(e).__name__}: {e}")
+            finally:
+                self._queue.task_done()
+
+    def _one(self, inner: Any, rank: int, n: int) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            self._error(f"cannot create {self.folder}: {e.strerror or e}")
+            return
+        tmp = self.folder / f".rank{rank}.{uuid.uuid4().hex[:12]}.pt.trace.json.tmp"
+        try:
+            inner.export_chrome_trace(str(tmp))
+        except Exception as e:  # noqa: BLE001 - a full disk, a read-only folder, ...
+            _remove(tmp)
+            self._error(f"cannot write the trace of window {n} of rank {rank}: {e}")
+            return
+        finally:
+            del inner  # the window's events are no longer needed in this process
+        from ..analysis.summaries import default_job
+
+        job = self.job if self.job is not None else default_job(self.folder)
+        cmd = [sys.executable, "-m", "traceprobe.recording.handler", str(tmp), str(self.folder), str(rank), str(n), job, "1" if self.trace else "0"]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        except OSError as e:
+            _remove(tmp)
+            self._error(f"cannot start the summary's process: {e}")
+            return
+        out = _last_json(done.stdout)
+        if out is None:
+            _remove(tmp)
+            self._error(f"the summary's process of window {n} of rank {rank} failed (exit {done.returncode}): "
+                        f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
+            return
+        self.written.append(out)
+        if out.get("error"):
+            self._error(out["error"])
+        if self.log is not None and out.get("line"):
+            try:
+                self.log(out["line"])
+            except Exception as e:  # noqa: BLE001
+                self._error(f"the log callback raised {type(e).__name__}: {e}")
+
+
+def _join(q: queue.Queue, timeout: float) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while q.unfinished_tasks and time.monotonic() < end:
+        time.sleep(0.05)
+
+
+def _remove(p: Path) -> None:
+    try:
+        p.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _last_json(text: str) -> dict[str, Any] | None:
+    for line in reversed(text.strip().splitlines()):
+        try:
+            out = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(out, dict):
+            return out
+    return None
+
+
+def on_trace_ready(folder: str | Path, trace: bool = True, log: Callable[[str], Any] | None = None, job: str | None = None) -> TraceReady:
+    """A ``torch.profiler.profile(on_trace_ready=...)`` handler writing each window's summary and trace (module docstring).
+
+    Args:
+        folder: where every rank writes (created if missing).
+        trace: also keep the trace (gzipped); False writes the summary alone.
+        log: called with one line per window (``print``, ``logger.info``), from a background thread.
+        job: the job written in each summary (default: ``TORCHELASTIC_RUN_ID``, ``SLURM_JOB_ID``, the folder's name).
+
+    Returns:
+        a :class:`TraceReady` (callable with the profiler; ``wait()`` waits for the windows queued).
+    """
+    return TraceReady(folder, trace, log, job)
+
+
+def window_line(report: Any, rank: int) -> str:
+    """The log line of one window: ``traceprobe rank R steps A-B: step X ms, busy U%, comm hidden H%, exposed comm E ms/step,
+    idle I ms/step; top: <finding>`` (figures from :attr:`.analysis.per_trace.OverlapReport.headline` and its breakdown,
+    per step over the window's steps; ``-`` where undefined)."""
+    import math
+
+    h = report.headline
+    steps = len(report.steps) if report.steps is not None and len(report.steps) else 1
+    b = report.breakdown
+    exposed = float(b["exposed_comm_ns"].sum()) / steps if b is not None and len(b) else math.nan
+    idle = float(b["idle_ns"].sum()) / steps if b is not None and len(b) else math.nan
+
+    def pct(x: float) -> str:
+        return "-" if not math.isfinite(x) else f"{100 * x:.0f}%"
+
+    def ms(x: float) -> str:
+        return "-" if not math.isfinite(x) else f"{x / 1e6:.1f} ms"
+
+    st = report.steps
+    where = f"steps {int(st['step'].min())}-{int(st['step'].max())}" if st is not None and len(st) else "window"
+    f = report.findings
+    top = f"; top: {f['label'].iloc[0]}" if f is not None and len(f) and "label" in f else ""
+    return (f"traceprobe rank {rank} {where}: step {ms(h['mean_step_ns'])}, busy {pct(h['utilization'])}, "
+            f"comm hidden {pct(h['comm_overlap'])}, exposed comm {ms(exposed)}/step, idle {ms(idle)}/step{top}")
+
+
+def summarize_window(tmp: str, folder: str, rank: int, n: int, job: str, keep_trace: bool) -> dict[str, Any]:
+    """What the summary's process does with one window's temporary trace: analyse it, write the summary, move the
+    trace into place gzipped (or remove it); the result as a dict (``summary``, ``trace``, ``line``, ``error``).
+    The trace is kept whatever befalls the summary; the temporary file never outlives this call."""
+    from ..analysis.per_trace import overlap_report
+    from ..analysis.summaries import write_summary
+    from ..fileio import atomic_write_bytes
+    from ..reading import load_trace
+
+    out: dict[str, Any] = {"summary": None, "trace": None, "line": "", "error": None}
+    base = Path(folder)
+    stem = f"rank{rank}.window{n}"
+    report = None
+    try:
+        trace = load_trace(tmp)
+        report = overlap_report(trace)
+        if len(report.steps):
+            stem = f"rank{rank}.steps{int(report.steps['step'].min())}-{int(report.steps['step'].max())}"
+    except Exception as e:  # noqa: BLE001 - the trace is still kept
+        out["error"] = f"cannot analyse window {n} of rank {rank}: {type(e).__name__}: {e}"
+    stem = _free(base, stem)
+    name = f"{stem}.pt.trace.json.gz"
+    try:
+        if keep_trace:
+            import gzip
+
+            raw = Path(tmp).read_bytes()
+            atomic_write_bytes(base / name, gzip.compress(raw, compresslevel=1, mtime=0))
+            out["trace"] = str(base / name)
+    except Exception as e:  # noqa: BLE001
+        out["error"] = out["error"] or f"cannot write the trace of window {n} of rank {rank}: {e}"
+    finally:
+        _remove(Path(tmp))
+    if report is not None:
+        try:
+            p = write_summary(report, base / f"{stem}.summary.json", job=job, source=name if keep_trace and out["trace"] else "")
+            out["summary"] = str(p)
+            out["line"] = window_line(report, rank)
+        except Exception as e:  # noqa: BLE001 - a full disk costs the summary
+            out["error"] = f"cannot write the summary of window {n} of rank {rank}: {e}"
+    return out
+
+
+def _free(folder: Path, stem: str) -> str:
+    """``stem``, or ``stem-2``, ``stem-3``... where a summary or trace of that name exists: nothing is overwritten."""
+    k, s = 1, stem
+    while (folder / f"{s}.summary.json").exists() or (folder / f"{s}.pt.trace.json.gz").exists():
+        k += 1
+        s = f"{stem}-{k}"
+    return s
+
+
+def _main(argv: list[str]) -> int:
+    tmp, folder, rank, n, job, keep = argv
+    try:
+        os.nice(NICE)
+    except OSError:
+        pass
+    out = summarize_window(tmp, folder, int(rank), int(n), job, keep == "1")
+    sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
