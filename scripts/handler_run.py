@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""One training run (GPT-2-style, DDP or FSDP2 under torchrun) profiled in windows, for the overhead of
+``traceprobe.on_trace_ready``: scripts/handler_overhead.py runs it in each mode and compares.
+
+Modes (``--mode``):
+
+``none``         no profiler;
+``profiler``     ``torch.profiler.profile`` with the schedule and no handler (the profiler's own cost);
+``tensorboard``  the same with ``tensorboard_trace_handler`` (gzipped traces, written on the training thread);
+``traceprobe``   the same with ``traceprobe.on_trace_ready(out, trace=True)`` (traces and summaries);
+``summary``      ``traceprobe.on_trace_ready(out, trace=False)`` (summaries alone).
+
+Prints, on rank 0, one JSON line: ``mode``, ``steps``, ``loop_s`` (wall time of the timed steps, the device
+synchronised before and after), ``step_ms`` (loop_s / steps), ``handler_call_ms`` (the longest call of the
+handler on the training thread), ``wait_s`` (after the loop, waiting for the handler's last windows).
+The first ``--skip`` steps are run before the clock starts (and are outside every profiler window).
+
+On a machine without CUDA it runs on the CPU (gloo, a tiny model) so the script can be tried anywhere::
+
+    torchrun --standalone --nproc-per-node 2 scripts/handler_run.py --mode traceprobe --out runs/h --steps 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_gpt_ddp import GPT  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--mode", choices=["none", "profiler", "tensorboard", "traceprobe", "summary"], default="traceprobe")
+    p.add_argument("--parallel", choices=["ddp", "fsdp"], default="ddp")
+    p.add_argument("--out", default="runs/handler")
+    p.add_argument("--steps", type=int, default=60, help="timed steps")
+    p.add_argument("--skip", type=int, default=5, help="steps before the clock starts")
+    p.add_argument("--wait", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--active", type=int, default=3)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--dim", type=int, default=1024)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--batch", type=int, default=8)
+    a = p.parse_args(argv)
+
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, local = dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        dev = torch.device("cuda", local)
+        torch.cuda.set_device(dev)
+    else:  # a CPU try-out: small enough for a laptop
+        dev = torch.device("cpu")
+        a.layers, a.dim, a.seq, a.batch = min(a.layers, 2), min(a.dim, 64), min(a.seq, 32), min(a.batch, 2)
+    vocab, heads = 32000 if cuda else 512, 16 if cuda else 4
+    torch.manual_seed(rank)
+    model = GPT(vocab, a.dim, a.layers, heads, a.seq).to(dev)
+    if a.parallel == "ddp":
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[local] if cuda else None)
+    else:
+        from torch.distributed.fsdp import fully_shard
+
+        for b in model.blocks:  # type: ignore[union-attr]
+            fully_shard(b)
+        fully_shard(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = torch.randint(0, vocab, (a.batch, a.seq + 1), device=dev)
+
+    def train_step() -> None:
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cuda):
+            logits = model(data[:, :-1])
+            loss = F.cross_entropy(logits.float().view(-1, vocab), data[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+        dist.barrier()
+
+    for _ in range(a.skip):
+        train_step()
+    handler = None
+    calls: list[float] = []
+    prof = None
+    if a.mode != "none":
+        from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+        if a.mode == "tensorboard":
+            handler = tensorboard_trace_handler(a.out, worker_name=f"rank{rank}", use_gzip=True)
+        elif a.mode in ("traceprobe", "summary"):
+            import traceprobe
+
+            handler = traceprobe.on_trace_ready(a.out, trace=a.mode == "traceprobe", log=print if rank == 0 else None)
+
+        def timed(pr) -> None:
+            t = time.perf_counter()
+            handler(pr)  # type: ignore[misc]
+            calls.append(time.perf_counter() - t)
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        prof = profile(activities=acts, schedule=schedule(wait=a.wait, warmup=a.warmup, active=a.active, repeat=0),
+                       on_trace_ready=timed if handler is not None else None)
+        prof.__enter__()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        train_step()
+        if prof is not None:
+            prof.step()
+    sync()
+    loop_s = time.perf_counter() - t0
+    if prof is not None:
+        prof.__exit__(None, None, None)
+    t1 = time.perf_counter()
+    if handler is not None and hasattr(handler, "wait"):
+        handler.wait()  # type: ignore[union-attr]
+    wait_s = time.perf_counter() - t1
+    if rank == 0:
+        print(json.dumps({"mode": a.mode, "parallel": a.parallel, "steps": a.steps, "loop_s": round(loop_s, 4),
+                          "step_ms": round(1e3 * loop_s / a.steps, 3), "handler_call_ms": round(1e3 * max(calls, default=0.0), 3),
+                          "windows": len(calls), "wait_s": round(wait_s, 3), "device": "cuda" if cuda else "cpu"}), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
