@@ -255,12 +255,16 @@ def short_label(label: str, ns: int, window_ns: int, percent: bool = False) -> s
     return f"{label} {_ms(ns)}"
 
 
-def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: float = MIN_SHARE) -> pd.DataFrame:
+def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: float = MIN_SHARE,
+             steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Ranked findings of one trace (module docstring).
 
     Args:
         window: (lo, hi) in ns; default the trace window.
         min_share: drop findings under this fraction of the window.
+        steps: step windows (``step``, ``start_ns``, ``end_ns``, int64 ns) for the
+            per-step times, e.g. the steps' GPU intervals; default the
+            ``ProfilerStep`` host windows (``trace.steps``).
 
     Returns:
         DataFrame, largest headroom first: ``kind`` (str), ``subject`` (str),
@@ -276,7 +280,7 @@ def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: flo
     lo, hi = times[0].window
     b = Backend(trace.backend)
     idle = {i.device: i for i in idle_causes(trace, (lo, hi))}
-    steps = trace.steps
+    steps = trace.steps if steps is None else steps
     tiers: list[list[_Candidate]] = [[], [], []]
     for t in times:
         others = [o.busy for o in times if o.device != t.device]

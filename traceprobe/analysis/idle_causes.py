@@ -164,16 +164,31 @@ class DeviceIdle:
         return int(iv.measure(s, np.array([lo]), np.array([hi]))[0])
 
 
+@per_trace
+def _host_name_codes(trace: Trace) -> tuple[np.ndarray, list[str]]:
+    """``(codes, names)``: a code (int64, -1 missing) per row of ``trace.host_events`` for its name, once per trace."""
+    name = trace.host_events["name"]
+    if isinstance(name.dtype, pd.CategoricalDtype):
+        return name.cat.codes.to_numpy().astype(np.int64), [str(c) for c in name.cat.categories]
+    codes, uniq = pd.factorize(name.astype(str))
+    return codes.astype(np.int64), [str(u) for u in uniq]
+
+
 def _top_name(trace: Trace, rows: np.ndarray, span: Intervals) -> str:
     """Name of the host events (among ``rows``) whose time inside ``span`` adds up to the most."""
     if rows.size == 0 or span[0].size == 0:
         return ""
     over = iv.measure(span, host_column(trace, "start_ns")[rows], host_column(trace, "end_ns")[rows])
-    if not (over > 0).any():
+    hit = over > 0
+    if not hit.any():
         return ""
-    codes, uniq = pd.factorize(trace.host_events["name"].to_numpy(dtype=object)[rows].astype(str))
-    total = np.bincount(codes, weights=over.astype(np.float64), minlength=len(uniq))
-    return str(uniq[int(np.argmax(total))])
+    codes, names = _host_name_codes(trace)
+    c = codes[rows[hit]]
+    ok = c >= 0
+    if not ok.any():
+        return ""
+    total = np.bincount(c[ok], weights=over[hit][ok].astype(np.float64), minlength=len(names))
+    return names[int(np.argmax(total))]
 
 
 def idle_causes(trace: Trace, window: tuple[int, int] | None = None) -> list[DeviceIdle]:

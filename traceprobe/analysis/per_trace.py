@@ -12,7 +12,6 @@ device work launched inside the profiled steps (:mod:`.profiled`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -33,7 +32,7 @@ from .kernels import kernel_table, queue_times
 from .memo import device_column
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
 from .profiled import Launches, keep_device_events, launches, set_aside, set_aside_notes, unlinked_notes
-from .steps import device_steps, step_windows, throughput
+from .steps import device_steps, throughput
 from .training import training_evidence
 
 
@@ -247,13 +246,27 @@ def _figures(trace: Trace) -> dict[str, Any]:
     return {"copy": copy_overlap(trace), "dev": device_concurrency(trace), "streams": stream_concurrency(trace), "comm": comm_overlap(trace)}
 
 
-def _tables(trace: Trace, kept: Trace) -> dict[str, Any]:
+def gpu_step_windows(steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps' GPU intervals (:func:`.steps.device_steps`: they tile the device time, never overlapping) as
+    windows: ``step``, ``start_ns``, ``end_ns`` (int64); steps without device work are left out."""
+    if steps.empty or "gpu_start_ns" not in steps:
+        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in ("step", "start_ns", "end_ns")})
+    ok = steps["gpu_start_ns"].notna() & steps["gpu_end_ns"].notna()
+    g = pd.DataFrame(steps[ok])
+    return pd.DataFrame({"step": g["step"].to_numpy(np.int64), "start_ns": g["gpu_start_ns"].to_numpy(np.int64),
+                         "end_ns": g["gpu_end_ns"].to_numpy(np.int64)})
+
+
+def _tables(trace: Trace, kept: Trace, steps: pd.DataFrame) -> dict[str, Any]:
     """The report's breakdowns, findings, kernel, queue and collective tables, CPU/GPU overlap and host-thread
-    concurrency (computed once the figures that do not need them are)."""
-    return {"breakdown": gpu_breakdown(kept), "breakdown_steps": step_breakdown(kept, step_windows(kept)), "findings": findings(kept),
+    concurrency (computed once the figures that do not need them are). Per-step tables use the steps' GPU
+    intervals, so a step holds every device interval inside it, whichever step launched it."""
+    windows = gpu_step_windows(steps)
+    return {"breakdown": gpu_breakdown(kept), "breakdown_steps": step_breakdown(kept, windows),
+            "findings": findings(kept, steps=windows if not windows.empty else None),
             "kernels": kernel_table(kept), "queue": queue_times(kept), "collectives": collective_table(kept),
             "cpu": cpu_gpu_overlap(kept), "threads": host_thread_concurrency(trace),
-            "exposed_comm": exposed_collective_spans(kept), "idle_causes": idle_cause_table(kept, step_windows(kept))}
+            "exposed_comm": exposed_collective_spans(kept), "idle_causes": idle_cause_table(kept, windows)}
 
 
 def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_work: bool = False) -> OverlapReport:
@@ -274,14 +287,14 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
     la = launches(trace)
     aside = set_aside(trace, la)
     kept = trace if all_device_work or aside.empty else keep_device_events(trace, la.kept)
-    report = _report(trace, info, all_device_work, la, aside, kept, lambda: _tables(trace, kept))
+    report = _report(trace, info, all_device_work, la, aside, kept)
     report.headline  # noqa: B018 - computed here, where the trace is analysed (see OverlapReport.headline)
     return report
 
 
-def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la: Launches, aside: pd.DataFrame, kept: Trace,
-            tables: Callable[[], dict[str, Any]]) -> OverlapReport:
-    """:func:`overlap_report`'s figures, verdicts and notes; ``tables()`` gives :func:`_tables`' part when it is needed."""
+def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la: Launches, aside: pd.DataFrame,
+            kept: Trace) -> OverlapReport:
+    """:func:`overlap_report`'s figures, verdicts and notes."""
     f = _figures(kept)
     steps = device_steps(trace, la)
     streams, work, window = stream_busy(kept), work_ns(kept), kept.window_ns
@@ -292,7 +305,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
     colls = _collective_kinds(kept)
     training, backend = training_evidence(trace), trace.backend
     copy_hints = _copy_hints(kept, colls, bool(training))
-    t = tables()
+    t = _tables(trace, kept, steps)
     cpu, threads = t["cpu"], t["threads"]
     verdicts = (
         vd.copy_verdicts(f["copy"], busy, copy_hints, backend)
