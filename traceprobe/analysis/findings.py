@@ -211,7 +211,7 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
                             f"pipeline bubble: {dev} waited in point-to-point {b.comm} kernels for the neighbouring stage{ideal}: "
                             "use more microbatches or an interleaved schedule (interleaved 1F1B, zero-bubble)", percent=True))
     first.append(_Candidate("exposed_comm", subj, d, exposed, "exposed comm",
-                            f"{b.comm} collectives on {dev} ran with no compute beside them: across ranks this is waiting for a late "
+                            f"collectives on {dev} ran with no compute beside them: across ranks this is waiting for a late "
                             "rank or moving data; overlap the transfer with compute, or reduce what is sent"))
     sync: list[_Candidate] = []
     if idle is not None:
