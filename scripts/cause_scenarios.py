@@ -291,6 +291,7 @@ def prefetch(out: Path, on: bool) -> None:
             opt.zero_grad(set_to_none=True)
             if not on:
                 nxt = load(i + 1)
+            loss.item()  # logged each step: the host waits for the step, so the variants differ only in the copies
             prof.step()
     torch.cuda.synchronize()
     _write(out, {"scenario": f"prefetch-{'on' if on else 'off'}", "prefetch": on})
