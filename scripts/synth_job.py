@@ -39,10 +39,11 @@ from __future__ import annotations
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import synth_trace as st  # noqa: E402
@@ -76,18 +77,35 @@ def _args_text(name: str, n_in: int, n_out: int, pg: dict) -> str:
             f'"Process Group Description": "{pg["pg_desc"]}", "Process Group Ranks": "{pg["ranks"]}"')
 
 
-def write_job(cfg: st.Config, ranks: int, folder: str | Path, skewed: int = 1, skew_ns: int = 500_000,
-              gz: bool = True, gzip_level: int = 1, jobs: int | None = None) -> list[Path]:
-    """Write ``ranks`` rank traces of ``cfg.events`` events each into ``folder`` (``rank<R>.pt.trace.json[.gz]``).
+@dataclass
+class JobPlan:
+    """What every rank of a SYNTHETIC job shares, and each rank's collective times (:func:`plan_job`)."""
 
-    The ranks are written by ``jobs`` processes (default: one per CPU). ``cfg.seed`` seeds the job. Every rank runs the same program (one timeline);
-    ranks differ in their arrival at each collective (up to :data:`JITTER_NS`, plus
-    the skew of the skewed ranks), hence in the NCCL kernels' start and duration,
-    and in ``distributedInfo``.
+    cfg: st.Config
+    timeline: st.Timeline
+    t0_ns: int
+    idx: np.ndarray
+    """Rows of the timeline that are the NCCL kernels, in time order (one per collective)."""
+    kind: np.ndarray
+    n_in: np.ndarray
+    n_out: np.ndarray
+    in_pairs: np.ndarray
+    arrive: np.ndarray
+    """(ranks, collectives) arrival at each collective (ns from t0)."""
+    end: np.ndarray
+    """(ranks, collectives) end of each collective kernel (ns from t0)."""
+
+    def start(self, r: int) -> np.ndarray:
+        """Rank ``r``'s collective kernels' starts (ns from t0): its arrival, or the end of its previous collective."""
+        prev_end = np.concatenate([[np.iinfo(np.int64).min], self.end[r, :-1]])
+        return np.maximum(self.arrive[r], prev_end)
+
+
+def plan_job(cfg: st.Config, ranks: int, skewed: int = 1, skew_ns: int = 500_000) -> JobPlan:
+    """The shared program and the collective times of every rank of a job (module docstring; :func:`write_job`).
 
     Raises:
-        ValueError: fewer than 1 rank, more skewed ranks than ranks, or a ``cfg``
-            with no NCCL kernel (``nccl_share`` 0) or one stream.
+        ValueError: as :func:`write_job`.
     """
     if ranks < 1 or not 0 <= skewed <= ranks:
         raise ValueError("--ranks must be at least 1 and --skewed between 0 and --ranks")
@@ -95,8 +113,6 @@ def write_job(cfg: st.Config, ranks: int, folder: str | Path, skewed: int = 1, s
     p = st.plan(cfg)
     if p.nccl == 0:
         raise ValueError("whole-job mode needs NCCL kernels: raise --nccl-share or --events")
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng([cfg.seed, 2])
     t0_ns = int(rng.integers(1_000_000_000_000_000, 5_000_000_000_000_000))
     K = p.nccl
@@ -127,13 +143,33 @@ def write_job(cfg: st.Config, ranks: int, folder: str | Path, skewed: int = 1, s
         end[:, k] = s + transfer[k]
         prev = end[:, k]
 
+    return JobPlan(cfg, tl, t0_ns, idx, kind, n_in, n_out, in_pairs, arrive, end)
+
+
+def write_job(cfg: st.Config, ranks: int, folder: str | Path, skewed: int = 1, skew_ns: int = 500_000,
+              gz: bool = True, gzip_level: int = 1, jobs: int | None = None) -> list[Path]:
+    """Write ``ranks`` rank traces of ``cfg.events`` events each into ``folder`` (``rank<R>.pt.trace.json[.gz]``).
+
+    The ranks are written by ``jobs`` processes (default: one per CPU). ``cfg.seed`` seeds the job. Every rank runs the same program (one timeline);
+    ranks differ in their arrival at each collective (up to :data:`JITTER_NS`, plus
+    the skew of the skewed ranks), hence in the NCCL kernels' start and duration,
+    and in ``distributedInfo``.
+
+    Raises:
+        ValueError: fewer than 1 rank, more skewed ranks than ranks, or a ``cfg``
+            with no NCCL kernel (``nccl_share`` 0) or one stream.
+    """
+    jp = plan_job(cfg, ranks, skewed, skew_ns)
+    cfg, tl, t0_ns, idx, kind, n_in, n_out, in_pairs, end = jp.cfg, jp.timeline, jp.t0_ns, jp.idx, jp.kind, jp.n_in, jp.n_out, jp.in_pairs, jp.end
+    K = idx.size
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
     paths = []
     base = tl
     writes = []
     for r in range(ranks):
         tl = replace(base)
-        prev_end = np.concatenate([[np.iinfo(np.int64).min], end[r, :-1]])
-        start = np.maximum(arrive[r], prev_end)
+        start = jp.start(r)
         tl.dev_start = tl.dev_start.copy()
         tl.dev_dur = tl.dev_dur.copy()
         tl.dev_start[idx] = start
@@ -158,6 +194,93 @@ def write_job(cfg: st.Config, ranks: int, folder: str | Path, skewed: int = 1, s
     return paths
 
 
+TEMPLATES = 4
+"""Rank traces written and analysed for a job of summaries (:func:`write_summaries`): the last is late when any rank is."""
+
+
+def write_summaries(cfg: st.Config, ranks: int, folder: str | Path, skewed: int = 1, skew_ns: int = 500_000,
+                    job: str = "synthetic-job") -> list[Path]:
+    """Write a SYNTHETIC job of ``ranks`` rank summaries (``rank<R>.summary.json``, traceprobe's summary format) into ``folder``.
+
+    Nothing is recorded and only :data:`TEMPLATES` ranks are real traces: a job of that many ranks is written
+    (:func:`write_job`, same ``cfg``, so the same program and the same collectives) and analysed; every rank of the
+    big job takes the summary of one of them (a late one for the ``skewed`` last ranks, else one of the others in
+    turn) with its own rank and its own collective kernels' start and end from the big job's plan (:func:`plan_job`:
+    arrival jitter, skew, each collective ending together on its group). Everything else in a rank's summary (its
+    breakdown, steps, kernels, exposed spans) is its template's: the cross-rank figures (waits, stragglers, clocks)
+    come from the collectives, the per-rank distributions from the templates.
+
+    Raises:
+        ValueError: as :func:`write_job`.
+    """
+    import tempfile
+
+    import msgspec
+
+    from traceprobe.analysis.per_trace import overlap_report
+    from traceprobe.analysis.summaries import table_doc, table_frame, to_summary
+    from traceprobe.reading import load_trace
+    from traceprobe.reading.summary import encode
+
+    big = plan_job(cfg, ranks, skewed, skew_ns)
+    t = min(TEMPLATES, ranks)
+    if _has_pairs(ranks) != _has_pairs(t):  # the templates hold the same process groups as the job
+        t = 4 if ranks >= 4 else ranks
+    late = 1 if skewed else 0
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = write_job(cfg, t, tmp, skewed=late, skew_ns=skew_ns, gz=False, jobs=1)
+        docs = [to_summary(overlap_report(load_trace(p)), job, source="") for p in paths]
+    normal = list(range(t - late)) or [0]
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for r in range(ranks):
+        d = docs[t - 1] if late and r >= ranks - skewed else docs[normal[r % len(normal)]]
+        coll = table_frame(d.tables["collectives"])
+        if len(coll) != big.idx.size:
+            raise ValueError(f"template holds {len(coll)} collectives, the job {big.idx.size}")
+        coll["rank"] = pd.array([r] * len(coll), dtype="Int64")
+        coll["start_ns"] = big.t0_ns + big.start(r)
+        coll["end_ns"] = big.t0_ns + big.end[r]
+        coll.loc[coll["pg"] == "0", "group_size"] = ranks
+        one = msgspec.structs.replace(d, rank=r, tables={**d.tables, "collectives": table_doc(coll)})
+        path = out / f"rank{r}.summary.json"
+        path.write_bytes(encode(one))
+        written.append(path)
+    return written
+
+
 def _write_rank(w: tuple) -> None:
     cfg, path, tl, t0_ns, texts, pgs, gzip_level = w
     st.write(cfg, path, gzip_level=gzip_level, timeline=tl, t0_ns=t0_ns, collectives=texts, pg_config=pgs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python scripts/synth_job.py --ranks N --summaries -o FOLDER``: a SYNTHETIC job of N rank summaries
+    (:func:`write_summaries`); without ``--summaries``, N rank traces (:func:`write_job`, as ``synth_trace.py --ranks``)."""
+    import argparse
+    import time
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--ranks", type=int, required=True)
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--summaries", action="store_true", help="write summaries (rank<R>.summary.json), not traces")
+    ap.add_argument("--events", type=int, default=20_000, help="events per rank trace (of each template with --summaries)")
+    ap.add_argument("--skewed", type=int, default=1, help="ranks that arrive late at every collective")
+    ap.add_argument("--skew-us", type=float, default=500.0, help="mean late arrival of the skewed ranks, µs")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    cfg = st.Config(events=a.events, seed=a.seed)
+    t = time.perf_counter()
+    if a.summaries:
+        paths = write_summaries(cfg, a.ranks, a.output, skewed=a.skewed, skew_ns=int(a.skew_us * 1000))
+    else:
+        paths = write_job(cfg, a.ranks, a.output, skewed=a.skewed, skew_ns=int(a.skew_us * 1000))
+    size = sum(p.stat().st_size for p in paths)
+    print(f"wrote {len(paths)} {'summaries' if a.summaries else 'traces'} ({size / 1e6:,.1f} MB) to {a.output} "
+          f"in {time.perf_counter() - t:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

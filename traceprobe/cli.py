@@ -264,6 +264,10 @@ from . import cli_views  # noqa: E402  - registers plot, export and view on app
 
 cli_views.register(app)
 
+from . import cli_job  # noqa: E402  - registers job on app
+
+cli_job.register(app)
+
 
 def main() -> None:
     """Console-script entry point: exit 0, 1 (a gate not met), 2 (an error), 130 (interrupted).

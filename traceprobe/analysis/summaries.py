@@ -128,7 +128,7 @@ def to_summary(report: OverlapReport, job: str = "", source: str | None = None) 
         rank=report.rank, window_ns=(int(report.window_ns[0]), int(report.window_ns[1])), event_count=int(report.event_count),
         throughput=_num(report.throughput), work_ns=int(report.work_ns), backend=report.backend, training=report.training,
         all_device_work=bool(report.all_device_work), warnings=list(report.warnings), notes=list(report.notes),
-        info=_clean_info(report.info),
+        info=_clean_info(report.info), headline={k: _num(v) for k, v in report.headline.items()},
         device_concurrency=DeviceConcurrencyFigures(int(dc.any_busy_ns), int(dc.concurrent_ns), _num(dc.concurrency), int(dc.device_count)),
         cpu_gpu=CpuGpuFigures(int(cpu.host_compute_ns), int(cpu.device_busy_ns), int(cpu.overlapped_ns), _num(cpu.fraction),
                               _num(cpu.fraction_of_device), _num(cpu.fraction_of_shorter)),

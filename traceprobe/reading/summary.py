@@ -23,7 +23,9 @@ Format (``format`` = :data:`FORMAT`, ``version`` = :data:`VERSION`):
   ``collectives``, ``set_aside``, ``exposed_comm``, ``idle_causes``), each column-major: ``columns``, their
   pandas ``dtypes`` and ``data`` (one list per column; ``null`` for NaN or missing). Times are int64 ns,
   fractions 0..1; each column is defined where its table is computed (:mod:`traceprobe.analysis`).
-- ``device_concurrency``, ``cpu_gpu``, ``host_threads``: the report's scalar figures; ``verdicts``: its verdicts.
+- ``headline``: the report's headline figures (``OverlapReport.headline``: what the whole-job report
+  distributes across ranks without building the tables); ``device_concurrency``, ``cpu_gpu``, ``host_threads``:
+  the report's scalar figures; ``verdicts``: its verdicts.
 
 Errors: a file that is truncated or not JSON, of another format or version, is a
 :class:`~traceprobe.errors.TraceFormatError` naming it (one line); one from another job is named when a
@@ -123,6 +125,7 @@ class SummaryDoc(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     warnings: list[str]
     notes: list[str]
     info: dict[str, Any]
+    headline: dict[str, float | None]
     device_concurrency: DeviceConcurrencyFigures
     cpu_gpu: CpuGpuFigures
     host_threads: HostThreadFigures | None
