@@ -22,7 +22,9 @@ imports, output; ``scripts/bench_run.py`` says how each is measured):
   a Dask ``LocalCluster`` of W single-threaded worker processes (``--scheduler``;
   the cluster is started, and its workers import traceprobe, before the clock
   starts, as on a long-running cluster), for each W of ``--workers``: rank traces
-  per second and events per second.
+  per second and events per second;
+- **summaries** (``--ranks N --summaries``, alone): the whole-job report of N SYNTHETIC rank summaries,
+  time and peak memory against 4,096 ranks in under a minute and 2 GB (``scripts/bench_job.py``).
 
 Times are medians of ``--repeat`` runs, the commands alternating so that a busy
 moment of a shared machine weighs on each alike. The traceprobe package of each
@@ -35,6 +37,7 @@ Usage::
     python scripts/bench.py --peer-python VENV/bin/python    # HTA and TraceLens installed in VENV
     python scripts/bench.py --large --json-out bench.json    # adds 10^7 events (~10 GB of RAM)
     python scripts/bench.py --only ranks --ranks 64 --workers 1,2,4,8,16
+    python scripts/bench.py --ranks 4096 --summaries                 # the whole-job report from summaries
     git worktree add ../tp-before COMMIT && python scripts/bench.py --baseline ../tp-before   # before -> after
 """
 
@@ -241,9 +244,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per child process")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "traceprobe-bench"), help="synthetic traces (reused)")
     ap.add_argument("--json-out", help="write the results as JSON here")
+    ap.add_argument("--summaries", action="store_true", help="with --ranks N: only the whole-job report of N rank summaries, "
+                    "time and peak memory against the targets (scripts/bench_job.py)")
     ap.add_argument("--baseline", help="a checkout of another traceprobe version (git worktree add DIR COMMIT): its times "
                     "are measured alternating with this one's and printed beside them")
     a = ap.parse_args(argv)
+    if a.summaries:  # a separate path: scripts/bench_job.py
+        import bench_job
+
+        return bench_job.main(["--ranks", str(a.ranks or bench_job.TARGET_RANKS), "--workdir", a.workdir, "--repeat", "1"]
+                              + (["--json", a.json_out] if a.json_out else []))
     parts = {p.strip() for p in a.only.split(",") if p.strip()} | ({"ranks"} if a.ranks else set())
     if a.ranks <= 0:
         parts.discard("ranks")
