@@ -42,7 +42,10 @@ def human(df: pd.DataFrame, origin_ns: int | None = None) -> pd.DataFrame:
         elif _is_fraction(name, s):
             out[name] = [units.percent(v, 1) for v in s.tolist()]
         elif s.dtype.kind == "O":
-            out[name] = [v if units.missing(v) else cell(v).plain for v in s.tolist()]
+            out[name] = ["-" if units.missing(v) else v if isinstance(v, (int, float)) else cell(v).plain for v in s.tolist()]
+        elif s.dtype.kind in "fiu" and s.isna().any():  # (an integer column with a gap, e.g. no rank: '-', not 'nan')
+            whole = all(units.missing(v) or float(v).is_integer() for v in s.tolist())
+            out[name] = ["-" if units.missing(v) else (f"{int(v)}" if whole else f"{v:g}") for v in s.tolist()]
         else:
             out[name] = s.to_numpy()
     return pd.DataFrame(out, columns=list(out))
