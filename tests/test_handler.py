@@ -112,3 +112,22 @@ def test_names_are_never_reused(tmp_path) -> None:
         assert out["error"] is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rank1.steps2-4-2.summary.json", "rank1.steps2-4.summary.json"]
     shutil.rmtree(tmp_path)
+
+
+def test_the_training_process_never_imports_pandas_for_it(tmp_path) -> None:
+    """The handler's thread exports the events and hands them to another process: pandas stays out of training."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch, traceprobe\n"
+            f"h = traceprobe.on_trace_ready({str(tmp_path / 'job')!r}, trace=False)\n"
+            "x = torch.randn(32, 32)\n"
+            "with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1), on_trace_ready=h) as p:\n"
+            "    for _ in range(3):\n"
+            "        x = x @ x; p.step()\n"
+            "assert h.wait(120) and not h.errors, h.errors\n"
+            "print('pandas' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert len(list((tmp_path / "job").glob("*.summary.json"))) == 1

@@ -10,7 +10,6 @@ file read). The cross-rank analysis (:mod:`.summary`, :mod:`.collectives`, :mod:
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -99,22 +98,12 @@ def _clean_info(v: Any) -> Any:
     return v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
 
 
-def default_job(folder: str | Path = "") -> str:
-    """The job a summary belongs to when none is given: ``TORCHELASTIC_RUN_ID`` (torchrun; not ``none``), else
-    ``SLURM_JOB_ID``, else the name of ``folder``."""
-    for var in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"):
-        v = os.environ.get(var, "")
-        if v and v != "none":
-            return v
-    return Path(str(folder)).resolve().name if str(folder) else ""
-
-
 def to_summary(report: OverlapReport, job: str = "", source: str | None = None) -> SummaryDoc:
     """The summary of ``report`` (:mod:`traceprobe.reading.summary`).
 
     Args:
         report: one trace's report.
-        job: the job it belongs to (:func:`default_job` when writing during training).
+        job: the job it belongs to (:func:`traceprobe.reading.summary.default_job` when writing during training).
         source: the trace file it summarises (default: the report's path's name; "" when no trace was kept).
     """
     from .. import __version__

@@ -35,6 +35,7 @@ folder is read (:func:`traceprobe.analysis.summaries.foreign_jobs`).
 from __future__ import annotations
 
 import gzip
+import os
 import zlib
 from pathlib import Path
 from typing import Any, Literal
@@ -137,6 +138,16 @@ class _Head(msgspec.Struct):
     format: str = ""
     version: int = -1
     job: str = ""
+
+
+def default_job(folder: str | Path = "") -> str:
+    """The job a summary belongs to when none is given: ``TORCHELASTIC_RUN_ID`` (torchrun; not ``none``), else
+    ``SLURM_JOB_ID``, else the name of ``folder``."""
+    for var in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"):
+        v = os.environ.get(var, "")
+        if v and v != "none":
+            return v
+    return Path(str(folder)).resolve().name if str(folder) else ""
 
 
 def is_summary(path: str | Path) -> bool:

@@ -139,28 +139,36 @@ class TraceReady:
                 return
             try:
                 if item is not None:
-                    self._one(*item)
+                    inner, rank, n = item
+                    item = None
+                    tmp = self._export(inner, rank, n)
+                    del inner  # the window's events leave this process before its analysis starts
+                    if tmp is not None:
+                        self._summarize(tmp, rank, n)
             except Exception as e:  # noqa: BLE001 - a window lost, never the thread
                 self._error(f"{type(e).__name__}: {e}")
             finally:
                 self._queue.task_done()
 
-    def _one(self, inner: Any, rank: int, n: int) -> None:
+    def _export(self, inner: Any, rank: int, n: int) -> Path | None:
+        """The window's events in a temporary file of the folder (None, the error logged, where they cannot be written)."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             self._error(f"cannot create {self.folder}: {e.strerror or e}")
-            return
+            return None
         tmp = self.folder / f".rank{rank}.{uuid.uuid4().hex[:12]}.pt.trace.json.tmp"
         try:
             inner.export_chrome_trace(str(tmp))
         except Exception as e:  # noqa: BLE001 - a full disk, a read-only folder, ...
             _remove(tmp)
             self._error(f"cannot write the trace of window {n} of rank {rank}: {e}")
-            return
-        finally:
-            del inner  # the window's events are no longer needed in this process
-        from ..analysis.summaries import default_job
+            return None
+        return tmp
+
+    def _summarize(self, tmp: Path, rank: int, n: int) -> None:
+        """Run the summary's process on the temporary trace; keep its result, log its line."""
+        from ..reading.summary import default_job  # (msgspec only: no pandas in the training process)
 
         job = self.job if self.job is not None else default_job(self.folder)
         cmd = [sys.executable, "-m", "traceprobe.recording.handler", str(tmp), str(self.folder), str(rank), str(n), job, "1" if self.trace else "0"]
