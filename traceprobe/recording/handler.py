@@ -24,7 +24,9 @@ How it stays out of the way of training:
 - the call torch makes at the end of a window only takes a reference to that window's results and queues
   it: torch starts the next window with a new results object, so the old one stays whole;
 - one background thread per handler writes each window's events to a temporary file (Kineto's ``save``,
-  C++; Python threads keep running beside it) and hands the file to a separate Python process (at a lower CPU
+  C++: the training thread keeps running beside it, though slowed while it writes, as the save takes the
+  interpreter's lock often; on 2 CPUs a loop of small Python ops ran ~100x slower during the 2 s of saving a
+  78 MB trace) and hands the file to a separate Python process (at a lower CPU
   priority) that reads, analyses and writes the summary, gzips the trace into place and prints the log line;
   the training process never imports pandas for it;
 - nothing raises into the training loop: any error (a read-only folder, a full disk, a trace that cannot be
