@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MODES = ["none", "profiler", "tensorboard", "traceprobe", "summary"]
+MODES = ["none", "profiler", "tensorboard", "traceprobe", "summary", "fork"]
 
 
 def _run(mode: str, parallel: str, out: Path, a: argparse.Namespace) -> dict:

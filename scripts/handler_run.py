@@ -8,7 +8,8 @@ Modes (``--mode``):
 ``profiler``     ``torch.profiler.profile`` with the schedule and no handler (the profiler's own cost);
 ``tensorboard``  the same with ``tensorboard_trace_handler`` (gzipped traces, written on the training thread);
 ``traceprobe``   the same with ``traceprobe.on_trace_ready(out, trace=True)`` (traces and summaries);
-``summary``      ``traceprobe.on_trace_ready(out, trace=False)`` (summaries alone).
+``summary``      ``traceprobe.on_trace_ready(out, trace=False)`` (summaries alone);
+``fork``         ``traceprobe.on_trace_ready(out, trace=True, save="fork")`` (events written by a forked child).
 
 Prints, on rank 0, one JSON line: ``mode``, ``steps``, ``loop_s`` (wall time of the timed steps, the device
 synchronised before and after), ``step_ms`` (loop_s / steps), ``handler_call_ms`` (the longest call of the
@@ -40,7 +41,7 @@ from train_gpt_ddp import GPT  # noqa: E402
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--mode", choices=["none", "profiler", "tensorboard", "traceprobe", "summary"], default="traceprobe")
+    p.add_argument("--mode", choices=["none", "profiler", "tensorboard", "traceprobe", "summary", "fork"], default="traceprobe")
     p.add_argument("--parallel", choices=["ddp", "fsdp"], default="ddp")
     p.add_argument("--out", default="runs/handler")
     p.add_argument("--steps", type=int, default=60, help="timed steps")
@@ -100,10 +101,11 @@ def main(argv: list[str] | None = None) -> None:
 
         if a.mode == "tensorboard":
             handler = tensorboard_trace_handler(a.out, worker_name=f"rank{rank}", use_gzip=True)
-        elif a.mode in ("traceprobe", "summary"):
+        elif a.mode in ("traceprobe", "summary", "fork"):
             import traceprobe
 
-            handler = traceprobe.on_trace_ready(a.out, trace=a.mode == "traceprobe", log=print if rank == 0 else None)
+            handler = traceprobe.on_trace_ready(a.out, trace=a.mode != "summary", log=print if rank == 0 else None,
+                                                save="fork" if a.mode == "fork" else "thread")
 
         def timed(pr) -> None:
             t = time.perf_counter()

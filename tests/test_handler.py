@@ -131,3 +131,11 @@ def test_the_training_process_never_imports_pandas_for_it(tmp_path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "False"
     assert len(list((tmp_path / "job").glob("*.summary.json"))) == 1
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="fork is POSIX")
+def test_events_written_by_a_forked_child(tmp_path) -> None:
+    h = traceprobe.on_trace_ready(tmp_path / "job", trace=True, save="fork")
+    calls = _train(h, steps=4)
+    assert max(calls) < 0.25 and h.wait(120) and not h.errors, h.errors
+    assert sorted(p.name for p in (tmp_path / "job").iterdir()) == ["rank0.steps2-3.pt.trace.json.gz", "rank0.steps2-3.summary.json"]

@@ -89,8 +89,10 @@ class TraceReady:
         errors: the errors met, one line each (the first was logged as a warning).
     """
 
-    def __init__(self, folder: str | Path, trace: bool = True, log: Callable[[str], Any] | None = None, job: str | None = None) -> None:
+    def __init__(self, folder: str | Path, trace: bool = True, log: Callable[[str], Any] | None = None, job: str | None = None,
+                 save: str = "thread") -> None:
         self.folder = Path(folder)
+        self.save = save if save in ("thread", "fork") and (save != "fork" or hasattr(os, "fork")) else "thread"
         self.trace = trace
         self.log = log
         self.job = job
@@ -161,7 +163,10 @@ class TraceReady:
             return None
         tmp = self.folder / f".rank{rank}.{uuid.uuid4().hex[:12]}.pt.trace.json.tmp"
         try:
-            inner.export_chrome_trace(str(tmp))
+            if self.save == "fork":
+                _forked_export(inner, tmp)
+            else:
+                inner.export_chrome_trace(str(tmp))
         except Exception as e:  # noqa: BLE001 - a full disk, a read-only folder, ...
             _remove(tmp)
             self._error(f"cannot write the trace of window {n} of rank {rank}: {e}")
@@ -196,6 +201,39 @@ class TraceReady:
                 self._error(f"the log callback raised {type(e).__name__}: {e}")
 
 
+def _forked_export(inner: Any, tmp: Path, timeout_s: float = EXIT_WAIT_S) -> None:
+    """Write the window's events from a forked child (``save="fork"``): the child holds a copy of them and writes
+    with its own interpreter lock, so the training thread runs at full speed; the fork itself stops every thread
+    of the process for as long as the kernel takes to copy its page tables. The child touches no device.
+
+    Raises:
+        OSError: the fork failed, or the child did not write the file (exit status) within ``timeout_s``.
+    """
+    import signal
+    import time
+
+    pid = os.fork()
+    if pid == 0:  # the child: write and leave at once, running no exit handler of the parent
+        code = 1
+        try:
+            inner.export_chrome_trace(str(tmp))
+            code = 0
+        finally:
+            os._exit(code)
+    end = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > end:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise OSError(f"the process writing the events took over {timeout_s:.0f} s: killed")
+        time.sleep(0.02)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise OSError(f"the process writing the events failed (exit {os.waitstatus_to_exitcode(status)})")
+
+
 def _join(q: queue.Queue, timeout: float) -> None:
     import time
 
@@ -222,7 +260,8 @@ def _last_json(text: str) -> dict[str, Any] | None:
     return None
 
 
-def on_trace_ready(folder: str | Path, trace: bool = True, log: Callable[[str], Any] | None = None, job: str | None = None) -> TraceReady:
+def on_trace_ready(folder: str | Path, trace: bool = True, log: Callable[[str], Any] | None = None, job: str | None = None,
+                   save: str = "thread") -> TraceReady:
     """A ``torch.profiler.profile(on_trace_ready=...)`` handler writing each window's summary and trace (module docstring).
 
     Args:
@@ -230,11 +269,15 @@ def on_trace_ready(folder: str | Path, trace: bool = True, log: Callable[[str], 
         trace: also keep the trace (gzipped); False writes the summary alone.
         log: called with one line per window (``print``, ``logger.info``), from a background thread.
         job: the job written in each summary (default: ``TORCHELASTIC_RUN_ID``, ``SLURM_JOB_ID``, the folder's name).
+        save: how the window's events are written: ``thread`` (a background thread; the training thread is slowed
+            while it writes) or ``fork`` (a forked child: one pause of the whole process while it forks, then
+            nothing; POSIX only, else ``thread``). Which costs a training loop less is measured by
+            ``scripts/handler_overhead.py``.
 
     Returns:
         a :class:`TraceReady` (callable with the profiler; ``wait()`` waits for the windows queued).
     """
-    return TraceReady(folder, trace, log, job)
+    return TraceReady(folder, trace, log, job, save)
 
 
 def window_line(report: Any, rank: int) -> str:
