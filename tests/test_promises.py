@@ -135,9 +135,9 @@ def test_a_folder_with_values_that_do_not_fit_is_reported_whole(tmp_path):
     assert proc.returncode in (0, 1) and len(list(tmp_path.glob("p.*.png"))) == len(files), proc.stderr
     out = tmp_path / "out"
     out.mkdir()
-    proc = cli("export", str(tmp_path / "t"), "--perfetto", "--output-dir", str(out)) if "--output-dir" in cli("export", "--help").stdout \
-        else cli("export", str(tmp_path / "t"), "--perfetto")
+    proc = cli("export", str(tmp_path / "t"), "--perfetto", "--out-dir", str(out))
     assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr
+    assert len(list(out.glob("*.pftrace"))) == len(files)  # written where asked, not into the working folder
     proc = cli("diff", str(files["rank"]), str(files["device"]), "--format", "json")
     assert proc.returncode in (0, 1) and "Error" not in proc.stderr, proc.stderr
 
