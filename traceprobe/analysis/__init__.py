@@ -1,4 +1,4 @@
-"""Analyses: a :class:`~traceprobe.trace.Trace` in, DataFrames and dataclasses out.
+"""Analyses: a :class:`~traceprobe.reading.Trace` in, DataFrames and dataclasses out.
 
 Nothing here prints, reads files, or imports typer or rich.
 """

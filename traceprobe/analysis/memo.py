@@ -33,7 +33,7 @@ def _freeze(value: Any) -> Any:
 
 
 def per_trace(fn: Callable[..., R]) -> Callable[..., R]:
-    """Compute ``fn(trace, *args)`` once per :class:`~traceprobe.trace.Trace` object and
+    """Compute ``fn(trace, *args)`` once per :class:`~traceprobe.reading.Trace` object and
     (hashable) arguments; later calls return the kept result."""
 
     @wraps(fn)

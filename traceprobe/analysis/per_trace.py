@@ -83,14 +83,14 @@ class OverlapReport:
         work_ns: time any device ran work other than communication kernels, see
             :func:`.busy.work_ns`.
         backend: the trace's device runtime (``cuda``, ``hip``, ``mtia``,
-            :attr:`traceprobe.trace.Trace.backend`); devices are named
+            :attr:`traceprobe.reading.Trace.backend`); devices are named
             ``<backend>:<id>`` in every verdict, note and diff subject.
         training: the host event that shows the trace trains
             (:func:`.training.training_evidence`); ``""`` for a trace without such
             evidence (inference, serving), whose hints use serving words.
 
     A report is small and picklable (it travels between worker processes): it
-    holds figures, never the :class:`~traceprobe.trace.Trace`.
+    holds figures, never the :class:`~traceprobe.reading.Trace`.
     """
 
     path: str
@@ -273,7 +273,7 @@ def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_
     """Compute every figure and verdict of ``trace``.
 
     Args:
-        trace: a loaded :class:`~traceprobe.trace.Trace`.
+        trace: a loaded :class:`~traceprobe.reading.Trace`.
         info: optional facts about the run (from a manifest) carried into the report.
         all_device_work: keep every device event in the trace-wide figures and
             verdicts, as traceprobe did before the profiled window existed; by

@@ -58,7 +58,7 @@ def clip_trace(trace: Trace, lo: int, hi: int) -> Trace:
 
     Events wholly outside the window are dropped; others are cut at its edges.
     Everything derived from the events (``steps``, ``window_ns``) is derived again
-    for the copy: a :class:`~traceprobe.trace.Trace` computes them from its events.
+    for the copy: a :class:`~traceprobe.reading.Trace` computes them from its events.
     """
 
     def clip(df: pd.DataFrame) -> pd.DataFrame:

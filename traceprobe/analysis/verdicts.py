@@ -64,7 +64,7 @@ RUNTIME_WORDS = {"cuda": "CUDA", "hip": "HIP", "mtia": "MTIA"}
 
 
 def device_name(backend: str, device: int) -> str:
-    """How a verdict names a device: ``cuda:0``, ``hip:2``, ``mtia:17`` (as :meth:`traceprobe.trace.Trace.device_label`)."""
+    """How a verdict names a device: ``cuda:0``, ``hip:2``, ``mtia:17`` (as :meth:`traceprobe.reading.Trace.device_label`)."""
     return f"{backend}:{device}"
 
 

@@ -7,16 +7,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..analysis.per_trace import OverlapReport
-    from ..trace import Trace
+    from ..reading import Trace
     from .plot import Item
 
 # The functions below are ``then``s for :func:`traceprobe.collect.analyze_paths`, run where
 # each trace is analysed: pictures need the trace itself, which does not come back from a
 # worker (every other output is rendered from the finished Summary, in the command's process,
 # by a renderer: :mod:`.renderers`). They are defined here, not in their renderers, so that naming
-# them imports nothing: pandas (and matplotlib) are imported by the call. A command that
-# analyses one trace then decodes it in child processes while it imports the analysis
-# (:mod:`traceprobe.prefetch`), which it cannot do once pandas is imported.
+# them imports nothing: pandas (and matplotlib) are imported by the call.
 
 
 def timeline_image(trace: Trace, report: OverlapReport, fmt: str = "png") -> bytes:
