@@ -1,4 +1,4 @@
-"""traceprobe.execution: in-process, local worker processes (with crashed workers), Dask."""
+"""traceprobe.collect.execution: in-process, local worker processes (with crashed workers), Dask."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from traceprobe.execution import default_jobs, map_items
+from traceprobe.collect.execution import default_jobs, map_items
 
 
 def _square(x: int) -> int:

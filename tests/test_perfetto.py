@@ -23,11 +23,12 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
-from traceprobe import load_trace, overlap_report, perfetto_sql
+from traceprobe import load_trace, overlap_report
 from traceprobe.analysis.breakdown import gpu_breakdown
 from traceprobe.analysis.timeline import BREAKDOWN_SLICES
 from traceprobe.cli import app
 from traceprobe.report import perfetto as pf
+from traceprobe.report import perfetto_sql
 from traceprobe.report.chrome import DEVICE_PID_BASE, assign_lanes, write_chrome_json
 from traceprobe.report.perfetto import BREAKDOWN_TRACK
 

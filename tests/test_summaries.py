@@ -38,7 +38,7 @@ def both(tmp_path_factory):
     summary under the same relative path in a second folder, which is analysed in turn."""
     from traceprobe.analysis.summary import summarize
     from traceprobe.collect import _crash_failure, analyze_file, discover
-    from traceprobe.execution import map_items
+    from traceprobe.collect.execution import map_items
 
     root = tmp_path_factory.mktemp("summaries")
     files, _ = discover([str(SAMPLES)])

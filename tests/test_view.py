@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from traceprobe.cli import app
-from traceprobe.serve import UI, OneFileServer
+from traceprobe.cli.serve import UI, OneFileServer
 
 
 def _serve(path):

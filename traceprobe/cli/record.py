@@ -2,7 +2,7 @@
 
 The writing side of the CLI (``traceprobe.recording``); registered on the app by
 :mod:`traceprobe.cli`. With ``--perfetto`` each trace is also exported, through
-``export``'s own function (:func:`traceprobe.cli_views.export_files`).
+``export``'s own function (:func:`traceprobe.cli.views.export_files`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import typer
 
-from .console import err, one_line, say
-from .console import fail as _fail
+from ..console import err, one_line, say
+from ..console import fail as _fail
 
 TORCH_MISSING = "record needs torch, which is not installed: pip install 'traceprobe[record]' (or pip install torch)"
 """The one line ``record`` says without torch (reading, analysing and exporting traces need none)."""
@@ -68,7 +68,7 @@ def record(
                        record_shapes, with_stack, profile_memory)
     from rich.text import Text
 
-    from .recording.workloads import WORKLOADS
+    from ..recording.workloads import WORKLOADS
 
     if list_:
         for w in WORKLOADS.values():
@@ -76,15 +76,15 @@ def record(
         return
     import datetime as dt
 
-    from .fileio import WriteError
-    from .manifest import Entry
-    from .recording import record as rec
-    from .recording.folder_lock import FolderBusy
+    from ..fileio import WriteError
+    from ..manifest import Entry
+    from ..recording import record as rec
+    from ..recording.folder_lock import FolderBusy
 
     outp = out or Path("runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     import sys
 
-    from .recording.environment import resolve_device
+    from ..recording.environment import resolve_device
 
     try:
         on_cpu = resolve_device(device) == "cpu"
@@ -130,10 +130,10 @@ def record(
 def _record_target(script: Path | None, module: str | None, args: list[str], out: Path | None, device: str,
                    wait: int, warmup: int, active: int, repeat: int, record_shapes: bool, with_stack: bool, profile_memory: bool) -> None:
     """``record --script/--module``: run the target under traceprobe.recording.runner and exit with its exit code."""
-    from .fileio import WriteError
-    from .recording import runner
-    from .recording.environment import resolve_device
-    from .recording.folder_lock import FolderBusy
+    from ..fileio import WriteError
+    from ..recording import runner
+    from ..recording.environment import resolve_device
+    from ..recording.folder_lock import FolderBusy
 
     try:
         cuda = resolve_device(device) == "cuda"
@@ -153,7 +153,7 @@ def _record_target(script: Path | None, module: str | None, args: list[str], out
 
 def _export_perfetto(traces: list[Path], out_dir: Path) -> None:
     """Write ``<stem>.pftrace`` beside each trace (``record --perfetto``)."""
-    from .cli_views import export_files
+    from .views import export_files
 
     for e in export_files(traces, out_dir, perfetto=True, json_=False, jobs=None):
         say(e, "red")

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .reading import Trace
-from .report.perfetto import write_perfetto
+from ..reading import Trace
+from .perfetto import write_perfetto
 
 ENV_TRACE_PROCESSOR = "TRACEPROBE_TRACE_PROCESSOR"
 """Environment variable naming the trace_processor_shell binary."""

@@ -2,8 +2,8 @@
 
 It parses options, calls :mod:`traceprobe.collect` and the renderers in
 :mod:`traceprobe.report`, and prints (through :mod:`traceprobe.console`). It computes
-no figure. ``record`` is in :mod:`traceprobe.cli_record`; ``plot``, ``export`` and
-``view`` are in :mod:`traceprobe.cli_views`.
+no figure. ``record`` is in :mod:`traceprobe.cli.record`; ``plot``, ``export`` and
+``view`` are in :mod:`traceprobe.cli.views`.
 
 Exit codes: 0 all good; 1 a ``--min-*`` gate was not met (``overlap-report``) or a
 recorded variant failed (``record``); 2 an error: a file could not be read (the
@@ -19,8 +19,8 @@ from typing import Any
 
 import typer
 
-from .console import err, one_line, say
-from .console import fail as _fail
+from ..console import err, one_line, say
+from ..console import fail as _fail
 
 app = typer.Typer(
     add_completion=False,
@@ -65,7 +65,7 @@ def fraction(value: str) -> float:
 
 def _version(value: bool) -> None:
     if value:
-        from . import __version__
+        from .. import __version__
 
         typer.echo(f"traceprobe {__version__}")
         raise typer.Exit()
@@ -78,9 +78,9 @@ def _options(
     """Prove whether parallelism actually happened on GPUs: record torch.profiler traces and measure overlap."""
 
 
-from . import cli_record  # noqa: E402  - registers record on app, first in the help
+from . import record  # noqa: E402  - registers record on app, first in the help
 
-cli_record.register(app)
+record.register(app)
 
 
 @app.command("overlap-report")
@@ -116,15 +116,15 @@ def overlap_report(
     """Per-trace summary of busy time and copy/compute, cross-device, stream, comm and CPU/GPU overlap, with verdicts."""
     if engine is Engine.perfetto:
         _sql_report(paths, trace_processor, debug)
-    from .console import check_outputs, emit, layout, progress_counter, write_files
+    from ..console import check_outputs, emit, layout, progress_counter, write_files
 
     check_outputs(paths, {"--output": output, "--plot": plot})
     from functools import partial
 
-    from .collect import analyze_paths, each_then
+    from ..collect import analyze_paths, each_then
 
     # drawn where each trace was analysed, from the trace itself (which does not come back from a worker)
-    from .report import image_format, timeline_image  # (these import no pandas: see their module)
+    from ..report import image_format, timeline_image  # (these import no pandas: see their module)
 
     thens: dict[str, Any] = {}
     if plot is not None:
@@ -148,12 +148,12 @@ def overlap_report(
         _fail(f"{type(e).__name__}: {e}")
 
     errors = [f"{f.path}: {f.error}" for f in summary.failures]
-    from .report.renderers import renderer
+    from ..report.renderers import renderer
 
     width, color = layout(output)
     errors += emit(renderer(fmt.value, width=width, color=color, detail=detail).render(summary), output)
     if plot is not None:
-        from .report import plot as pl
+        from ..report import plot as pl
 
         names = pl.per_trace_paths(plot, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
         errors += write_files(zip(names, (png for _, png in drawn)))
@@ -182,12 +182,12 @@ def diff_cmd(
     Traces pair one to one, by file name inside the folders, or by rank and window.
     Exit codes as overlap-report; the gates apply to B.
     """
-    from .console import check_outputs, emit, layout
+    from ..console import check_outputs, emit, layout
 
     check_outputs([a, b], {"--output": output})
-    from .analysis.diff import diff
-    from .collect import analyze_paths
-    from .report import diff_output
+    from ..analysis.diff import diff
+    from ..collect import analyze_paths
+    from ..report import diff_output
 
     sa = analyze_paths([a], jobs=jobs, scheduler=scheduler)
     sb = analyze_paths([b], jobs=jobs, scheduler=scheduler)
@@ -208,7 +208,7 @@ def diff_cmd(
 def _finish(errors: list[str], reports: list, min_copy: float | None, min_devices: float | None,
             max_comm: float | None, max_idle: float | None) -> None:
     """Print errors and unmet gates, one line each; exit 2 on errors, 1 on an unmet gate (gates apply to ``reports``)."""
-    from .analysis.gates import shortfalls
+    from ..analysis.gates import shortfalls
 
     for e in errors:
         say(e, "red")
@@ -225,18 +225,18 @@ def schema() -> None:
     """Print the JSON Schema (draft 2020-12) of overlap-report --format json."""
     import json
 
-    from .console import emit
-    from .report.figures import schema as generated
+    from ..console import emit
+    from ..report.figures import schema as generated
 
     emit(json.dumps(generated(), indent=2, ensure_ascii=False) + "\n", None)  # (made from the figures' declarations)
 
 
 def _sql_report(paths: list[str], trace_processor: Path | None, debug: bool) -> None:
     """``overlap-report --engine perfetto``: the SQL figures of each trace, then exit."""
-    from . import perfetto_sql as pf
-    from .collect import discover
-    from .errors import TraceFormatError
-    from .reading import load_trace
+    from ..collect import discover
+    from ..errors import TraceFormatError
+    from ..reading import load_trace
+    from ..report import perfetto_sql as pf
 
     try:
         binary = pf.find_trace_processor(trace_processor)
@@ -260,13 +260,13 @@ def _sql_report(paths: list[str], trace_processor: Path | None, debug: bool) -> 
     raise typer.Exit(2 if errors else 0)
 
 
-from . import cli_views  # noqa: E402  - registers plot, export and view on app
+from . import views  # noqa: E402  - registers plot, export and view on app
 
-cli_views.register(app)
+views.register(app)
 
-from . import cli_job  # noqa: E402  - registers job on app
+from . import job  # noqa: E402  - registers job on app
 
-cli_job.register(app)
+job.register(app)
 
 
 def main() -> None:

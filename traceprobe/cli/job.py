@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from .console import check_outputs, say
+from ..console import check_outputs, say
 
 
 class JobFormat(str, Enum):
@@ -29,10 +29,10 @@ def job_cmd(
     """Per window: every figure's min, median, p95 and max across ranks, the outlier ranks and why, the ranks that
     arrived last at collectives per process group and the wait they caused, the straggler's cause, the clocks."""
     check_outputs(paths, {"--output": output})
-    from .analysis.job import job_json, job_report, job_report_from_summaries, job_text
-    from .collect import analyze_paths, discover
-    from .console import emit
-    from .reading.summary import is_summary
+    from ..analysis.job import job_json, job_report, job_report_from_summaries, job_text
+    from ..collect import analyze_paths, discover
+    from ..console import emit
+    from ..reading.summary import is_summary
 
     files, failures = discover(paths)
     notes: list[str] = []

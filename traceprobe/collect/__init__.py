@@ -17,15 +17,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import Failure, TraceFormatError
+from ..errors import Failure, TraceFormatError
+from ..manifest import info_for as manifest_info
+from ..reading.sources import expand_url, is_url
 from .execution import map_items
-from .manifest import info_for as manifest_info
-from .reading.sources import expand_url, is_url
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
-    from .analysis.per_trace import OverlapReport
-    from .analysis.summary import Summary
-    from .reading import Trace
+    from ..analysis.per_trace import OverlapReport
+    from ..analysis.summary import Summary
+    from ..reading import Trace
 
 Then = Callable[["Trace", "OverlapReport"], Any]
 """Work done on each loaded trace beside its analysis (a module-level function, picklable)."""
@@ -147,13 +147,13 @@ def analyze_file(
     ``(report, its result)``. ``all_device_work`` is passed to
     :func:`~traceprobe.analysis.per_trace.overlap_report`.
     """
-    from .analysis.per_trace import overlap_report
-    from .reading import load_trace
-    from .reading.summary import is_summary
+    from ..analysis.per_trace import overlap_report
+    from ..reading import load_trace
+    from ..reading.summary import is_summary
 
     p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
     if is_summary(p):  # a summary stands for its trace (traceprobe.reading.summary)
-        from .analysis.summaries import load_summary
+        from ..analysis.summaries import load_summary
 
         if then is not None:
             return Failure(str(p), "a traceprobe summary holds no events: pictures and exports need its trace")
@@ -214,7 +214,7 @@ def analyze_paths(
     Args:
         paths: trace files or folders, local or fsspec URLs (``s3://...``).
         jobs: worker processes (default: CPU count, at most one per file; 1 runs
-            in this process); see :func:`traceprobe.execution.map_items`. A
+            in this process); see :func:`traceprobe.collect.execution.map_items`. A
             worker process that dies on a file (out of memory, ...) is replaced and
             the file tried once more; a second death makes it a Failure.
         on_done: called once per file as it completes (for progress bars).
@@ -240,8 +240,8 @@ def analyze_paths(
     files = pair_summaries(files, keep="summary" if then is None else "trace")
     if on_files is not None:
         on_files([str(f) for f in files])
-    from .analysis.per_trace import OverlapReport
-    from .analysis.summary import summarize
+    from ..analysis.per_trace import OverlapReport
+    from ..analysis.summary import summarize
 
     plain = then is None and max_bytes is None and not all_device_work
     fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work)
@@ -253,7 +253,7 @@ def analyze_paths(
     reports = [r for r in results if isinstance(r, OverlapReport)]
     failures += [r for r in results if isinstance(r, Failure)]
     if any("summary_of" in r.info for r in reports):
-        from .analysis.summaries import foreign_jobs
+        from ..analysis.summaries import foreign_jobs
 
         reports, foreign = foreign_jobs(reports)
         failures += foreign

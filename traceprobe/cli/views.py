@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from .console import check_outputs, fail, say, write_files
+from ..console import check_outputs, fail, say, write_files
 
 PATHS_HELP = "Trace files (.json, .json.gz) or folders of them."
 
@@ -27,19 +27,19 @@ def plot_cmd(
 ) -> None:
     """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top."""
     check_outputs(paths, {"--output": output})
-    from .collect import analyze_paths
-    from .report import image_format, timeline_image, timeline_item  # (no pandas yet: a single trace is decoded ahead)
+    from ..collect import analyze_paths
+    from ..report import image_format, timeline_image, timeline_item  # (no pandas yet: a single trace is decoded ahead)
 
     drawn: list = []
     if compare:  # every trace in this process, drawn together
         summary = analyze_paths(paths, jobs=1, then=timeline_item, on_then=lambda _, item: drawn.append(item))
-        from .report import plot as pl
+        from ..report import plot as pl
 
         pictures = [(output, pl.compare(drawn, title, image_format(output)))] if drawn else []
     else:
         summary = analyze_paths(paths, jobs=jobs, then=partial(timeline_image, fmt=image_format(output)),
                                 on_then=lambda r, png: drawn.append((r, png)))
-        from .report import plot as pl
+        from ..report import plot as pl
 
         names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
         pictures = list(zip(names, (png for _, png in drawn)))
@@ -52,9 +52,9 @@ def plot_cmd(
 
 def export_one(trace: Any, report: Any, out_dir: str, stems: dict[str, str], perfetto: bool, json_: bool) -> list[tuple[bool, str]]:
     """``export``'s work on one loaded trace, where it was analysed: ``(ok, line)`` per file."""
-    from .fileio import WriteError
-    from .report import chrome
-    from .report import perfetto as pf
+    from ..fileio import WriteError
+    from ..report import chrome
+    from ..report import perfetto as pf
 
     stem = stems[str(trace.path)]
     out: list[tuple[bool, str]] = []
@@ -70,8 +70,8 @@ def export_one(trace: Any, report: Any, out_dir: str, stems: dict[str, str], per
 
 def export_files(paths: list[Any], out_dir: Path, perfetto: bool, json_: bool, jobs: int | None, scheduler: str | None = None) -> list[str]:
     """Export each trace under ``paths`` into ``out_dir`` (one ``wrote`` line each, on stdout); the errors, one line each."""
-    from .collect import analyze_paths, discover
-    from .report.chrome import unique_stems
+    from ..collect import analyze_paths, discover
+    from ..report.chrome import unique_stems
 
     files, _ = discover(paths)
     stems = dict(zip(map(str, files), unique_stems(files)))
@@ -97,10 +97,10 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
     A window of one rank is skipped, one line naming each of its traces and why. With ``align_clocks``, a window
     whose clocks differ (:mod:`traceprobe.analysis.clocks`) is written on its reference rank's clock.
     """
-    from .collect import analyze_paths
-    from .fileio import WriteError
-    from .report.perfetto_ranks import write_perfetto_ranks
-    from .report.table import base_folder, relative
+    from ..collect import analyze_paths
+    from ..fileio import WriteError
+    from ..report.perfetto_ranks import write_perfetto_ranks
+    from ..report.table import base_folder, relative
 
     traces: dict[str, Any] = {}  # by report path (the summary may hold its own copies of the reports)
     summary = analyze_paths(paths, jobs=1, then=_trace_of, on_then=lambda r, t: traces.__setitem__(r.path, t), align_clocks=align_clocks)
