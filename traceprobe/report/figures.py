@@ -5,7 +5,7 @@
 :class:`~traceprobe.analysis.per_trace.OverlapReport` and its JSON Schema. The document
 (:func:`trace_object`, used by :mod:`.json_document`) and its JSON Schema (:func:`schema`,
 printed by ``traceprobe schema``) both come from this list, so they cannot drift apart; the
-parts of the document across traces (:data:`DOCUMENT`) are declared here too.
+parts of the document across traces are declared in :mod:`.document_schema`.
 
 Adding a figure to the report: compute it in its analysis module (a field of the
 ``OverlapReport``), then add one ``Figure`` here: its key, how to read it, its schema.
@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..analysis.per_trace import OverlapReport
+from .document_schema import DOCUMENT
 from .sections import top_kernels
 
 
@@ -313,128 +314,6 @@ TRACE: tuple[Figure, ...] = (
            {'type': 'array', 'items': {'type': 'object', 'patternProperties': {'_ns$': {'$ref': '#/$defs/ns_or_null'}}}}),
 )
 """One trace's object in the JSON document, key by key, in the document's order."""
-
-DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/schema',
-     '$id': 'https://traceprobe.invalid/schema/overlap-report.json',
-     'title': 'traceprobe overlap-report --format json',
-     'description': 'The document printed by `traceprobe overlap-report --format json` (`traceprobe schema` prints this schema, made from traceprobe/report/figures.py). '
-                    'Times are integer nanoseconds (`*_ns`), fractions are numbers from 0 to 1, an undefined figure is null. '
-                    'Objects may carry keys not listed here; listed keys keep their meaning within a schema version.',
-     'type': 'object',
-     'required': ['schema', 'traceprobe', 'traces', 'rank_summary', 'variants', 'failures'],
-     'properties': {'schema': {'type': 'integer', 'description': "Version of this document's layout."},
-                    'traceprobe': {'type': 'string', 'description': 'The version of traceprobe that wrote it.'},
-                    'traces': {'type': 'array',
-                               'items': {'$ref': '#/$defs/trace'},
-                               'description': 'One report per trace that could be read.'},
-                    'rank_summary': {'type': 'array',
-                                     'items': {'type': 'object',
-                                               'properties': {'run': {'type': 'string'},
-                                                              'window': {'type': 'string'},
-                                                              'ranks': {'type': 'integer'},
-                                                              'figure': {'type': 'string'},
-                                                              'min': {'type': ['number', 'null']},
-                                                              'median': {'type': ['number', 'null']},
-                                                              'max': {'type': ['number', 'null']},
-                                                              'busiest_rank': {'type': 'integer',
-                                                                               'description': 'most device work outside '
-                                                                                              'communication kernels (work_ns)'},
-                                                              'most_comm_rank': {'type': ['integer', 'null'],
-                                                                                 'description': 'most time in communication '
-                                                                                                'kernels, waiting included'}},
-                                               'required': ['busiest_rank',
-                                                            'figure',
-                                                            'max',
-                                                            'median',
-                                                            'min',
-                                                            'most_comm_rank',
-                                                            'ranks',
-                                                            'run',
-                                                            'window'],
-                                               'description': 'Across the ranks of each window of a run; rows of *_ns figures '
-                                                              'have integer min, median and max.'}},
-                    'variants': {'type': 'array',
-                                 'items': {'type': 'object',
-                                           'properties': {'run': {'type': 'string'},
-                                                          'workload': {'type': 'string'},
-                                                          'variant': {'type': 'string'},
-                                                          'baseline': {'type': 'string'},
-                                                          'wall_s': {'type': 'number'},
-                                                          'baseline_wall_s': {'type': 'number'},
-                                                          'speedup': {'type': ['number', 'null']},
-                                                          'evidence': {'type': 'string'},
-                                                          'agreement': {'enum': ['baseline', 'agrees', 'disagrees', 'too short']},
-                                                          'reading': {'type': 'string'}},
-                                           'required': ['agreement',
-                                                        'baseline',
-                                                        'baseline_wall_s',
-                                                        'evidence',
-                                                        'reading',
-                                                        'run',
-                                                        'speedup',
-                                                        'variant',
-                                                        'wall_s',
-                                                        'workload']}},
-                    'collectives': {'type': 'array',
-                                    'items': {'type': 'object',
-                                              'required': ['run', 'window'],
-                                              'properties': {'run': {'type': 'string'},
-                                                             'window': {'type': 'string'},
-                                                             'max_offset_ns': {'$ref': '#/$defs/ns'}}}},
-                    'failures': {'type': 'array',
-                                 'items': {'type': 'object',
-                                           'properties': {'path': {'type': 'string'}, 'error': {'type': 'string'}},
-                                           'required': ['error', 'path']}},
-                    'causes': {'type': 'array',
-                               'description': 'per window of two or more ranks with matched collectives: waits, exposed waits, '
-                                              'exposed transfer, straggler and its cause (traceprobe.analysis.causes)',
-                               'items': {'type': 'object',
-                                         'properties': {'run': {'type': 'string'},
-                                                        'window': {'type': 'string'},
-                                                        'steps': {'type': 'integer'},
-                                                        'waits': {'type': 'array',
-                                                                  'items': {'type': 'object',
-                                                                            'properties': {'rank': {'type': 'integer'},
-                                                                                           'pg': {'type': 'string'},
-                                                                                           'pg_desc': {'type': 'string'},
-                                                                                           'collective': {'type': 'string'},
-                                                                                           'count': {'type': 'integer'},
-                                                                                           'wait_ns': {'$ref': '#/$defs/ns'},
-                                                                                           'transfer_ns': {'$ref': '#/$defs/ns'},
-                                                                                           'exposed_wait_ns': {'$ref': '#/$defs/ns'},
-                                                                                           'exposed_transfer_ns': {'$ref': '#/$defs/ns'}}}},
-                                                        'exposed_waits': {'type': 'array',
-                                                                          'items': {'type': 'object',
-                                                                                    'properties': {'rank': {'type': 'integer'},
-                                                                                                   'late_rank': {'type': 'integer'},
-                                                                                                   'exposed_wait_ns': {'$ref': '#/$defs/ns'}}}},
-                                                        'exposed_transfer_ns': {'type': 'object',
-                                                                                'additionalProperties': {'type': 'integer'}},
-                                                        'straggler_rank': {'type': ['integer', 'null']},
-                                                        'cause': {'type': 'string'},
-                                                        'excess_ns': {'type': 'object'},
-                                                        'excess_per_step_ns': {'type': 'object'},
-                                                        'caused_wait_ns': {'type': 'integer'},
-                                                        'kernels': {'type': 'array', 'items': {'type': 'string'}},
-                                                        'label': {'type': 'string'},
-                                                        'text': {'type': 'string'},
-                                                        'blame': {'type': 'array',
-                                                                  'description': 'per step: the rank that bound it (-1 none '
-                                                                                 'above noise), its cause, excess and the wait '
-                                                                                 'it caused',
-                                                                  'items': {'type': 'object',
-                                                                            'properties': {'step': {'type': 'integer'},
-                                                                                           'rank': {'type': 'integer'},
-                                                                                           'cause': {'type': 'string'},
-                                                                                           'excess_ns': {'type': 'integer'},
-                                                                                           'wait_ns': {'$ref': '#/$defs/ns'}},
-                                                                            'required': ['step',
-                                                                                         'rank',
-                                                                                         'cause',
-                                                                                         'excess_ns',
-                                                                                         'wait_ns']}}},
-                                         'required': ['run', 'window', 'waits', 'exposed_waits', 'straggler_rank', 'cause']}}}}
-"""The document's schema outside the traces' objects (its ``traces`` items are :data:`TRACE`)."""
 
 DEFS: dict[str, Any] = {'ns': {'type': 'integer', 'description': 'nanoseconds'},
      'ns_or_null': {'type': ['integer', 'null'], 'description': 'nanoseconds, or null where undefined'},
