@@ -116,7 +116,7 @@ def device_times(trace: Trace, window: tuple[int, int] | None = None) -> list[De
 
 
 def _merge(sets: list[Intervals]) -> Intervals:
-    return iv.union(np.concatenate([s[0] for s in sets]), np.concatenate([s[1] for s in sets]))
+    return iv.coverage_at_least(sets, 1)
 
 
 @per_trace

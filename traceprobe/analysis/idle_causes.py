@@ -269,9 +269,9 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                     m = on_t & ((cls == k) if k < 6 else (cls >= 0))
                     part = iv.intersect(remaining, iv.union(h_start[m], h_end[m]))
                     remaining = iv.subtract(remaining, part)
-                    spans[cause] = iv.union(np.concatenate([spans[cause][0], part[0]]), np.concatenate([spans[cause][1], part[1]]))
-                spans["host"] = iv.union(np.concatenate([spans["host"][0], remaining[0]]), np.concatenate([spans["host"][1], remaining[1]]))
-            spans["launch"] = iv.union(np.concatenate([spans["launch"][0], launching[0]]), np.concatenate([spans["launch"][1], launching[1]]))
+                    spans[cause] = iv.coverage_at_least([spans[cause], part], 1)
+                spans["host"] = iv.coverage_at_least([spans["host"], remaining], 1)
+            spans["launch"] = iv.coverage_at_least([spans["launch"], launching], 1)
             launched_by = np.unique(host_thread)
             threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)
             for k, cause in enumerate(HOST_CAUSES[:-1]):
