@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
+from ..reading.comm_kernels import COMM_KERNEL_RE
 from .collectives import WindowCollectives
 from .findings import MIN_SHARE, short_label
 from .idle_causes import HOST_CAUSES, LABELS
@@ -173,7 +174,8 @@ def _kernel_excess(reports: dict[int, OverlapReport], late: int, top: int = 2) -
         if k is None or k.empty or "total_ns" not in k:
             return pd.Series(dtype=np.float64)
         k = pd.DataFrame(k[k["kind"] == "kernel"]) if "kind" in k else k
-        k = pd.DataFrame(k[~pd.Series(k["name"]).astype(str).str.contains("nccl|rccl", case=False, regex=True)])
+        comm = np.array([COMM_KERNEL_RE.search(str(n)) is not None for n in k["name"].tolist()], dtype=bool)  # one row per name
+        k = pd.DataFrame(k[~comm])
         total: pd.Series = k.groupby("name")["total_ns"].sum()  # type: ignore[assignment]
         return total.astype(np.float64)
 
