@@ -33,7 +33,8 @@ def _run(mode: str, parallel: str, out: Path, a: argparse.Namespace) -> dict:
     if out.exists():
         shutil.rmtree(out)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={a.nproc}", str(HERE / "handler_run.py"),
-           "--mode", mode, "--parallel", parallel, "--out", str(out), "--steps", str(a.steps)]
+           "--mode", mode, "--parallel", parallel, "--out", str(out), "--steps", str(a.steps),
+           "--wait", str(a.schedule[0]), "--warmup", str(a.schedule[1]), "--active", str(a.schedule[2])]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     for line in reversed(done.stdout.splitlines()):
         if line.startswith("{"):
@@ -75,6 +76,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--out", default="runs/handler")
+    ap.add_argument("--schedule", type=int, nargs=3, default=[5, 1, 3], metavar=("WAIT", "WARMUP", "ACTIVE"),
+                    help="the profiler's schedule (repeating): a window of ACTIVE steps every WAIT+WARMUP+ACTIVE")
     a = ap.parse_args()
     base = Path(a.out)
     results: dict[tuple[str, str], list[dict]] = {}
@@ -84,7 +87,7 @@ def main() -> None:
                 r = _run(mode, parallel, base / f"{parallel}-{mode}", a)
                 results.setdefault((parallel, mode), []).append(r)
                 print(json.dumps({**r, "run": k}), flush=True)
-    print(f"\n{'parallel':8} {'mode':12} {'step ms (median)':>17} {'vs profiler':>12} {'vs none':>9} {'handler call ms':>16} {'wait s':>7}  device")
+    print(f"\n{'parallel':8} {'mode':12} {'step ms (median)':>17} {'vs profiler':>12} {'vs none':>9} {'handler call ms':>16} {'wait s':>7} {'fork pause ms':>14}  device")
     for parallel in a.parallel:
         med = {m: statistics.median(r["step_ms"] for r in results[(parallel, m)]) for m in a.modes}
         for m in a.modes:
@@ -92,7 +95,7 @@ def main() -> None:
             vs = f"{100 * (med[m] / med['profiler'] - 1):+.2f}%" if "profiler" in med else "-"
             vn = f"{100 * (med[m] / med['none'] - 1):+.2f}%" if "none" in med else "-"
             print(f"{parallel:8} {m:12} {med[m]:17.2f} {vs:>12} {vn:>9} {max(r['handler_call_ms'] for r in rs):16.3f} "
-                  f"{max(r['wait_s'] for r in rs):7.2f}  {rs[0]['device']}")
+                  f"{max(r['wait_s'] for r in rs):7.2f} {max(r.get('fork_pause_ms', 0.0) for r in rs):14.1f}  {rs[0]['device']}")
     for parallel in a.parallel:
         folder = base / f"{parallel}-traceprobe"
         if not folder.exists():

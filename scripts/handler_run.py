@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     if rank == 0:
         print(json.dumps({"mode": a.mode, "parallel": a.parallel, "steps": a.steps, "loop_s": round(loop_s, 4),
                           "step_ms": round(1e3 * loop_s / a.steps, 3), "handler_call_ms": round(1e3 * max(calls, default=0.0), 3),
-                          "windows": len(calls), "wait_s": round(wait_s, 3), "device": "cuda" if cuda else "cpu"}), flush=True)
+                          "windows": len(calls), "wait_s": round(wait_s, 3),
+                          "fork_pause_ms": round(1e3 * max(getattr(handler, "fork_pauses_s", None) or [0.0]), 3), "device": "cuda" if cuda else "cpu"}), flush=True)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -87,6 +87,7 @@ class TraceReady:
         folder: where the files go.
         written: one dict per window finished (``summary``, ``trace``: paths or None; ``line``; ``error``: str or None).
         errors: the errors met, one line each (the first was logged as a warning).
+        fork_pauses_s: with ``save="fork"``, how long each fork held this process's calling thread, in s.
     """
 
     def __init__(self, folder: str | Path, trace: bool = True, log: Callable[[str], Any] | None = None, job: str | None = None,
@@ -98,6 +99,7 @@ class TraceReady:
         self.job = job
         self.written: list[dict[str, Any]] = []
         self.errors: list[str] = []
+        self.fork_pauses_s: list[float] = []
         self._queue: queue.Queue[tuple[Any, int, int] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -164,7 +166,7 @@ class TraceReady:
         tmp = self.folder / f".rank{rank}.{uuid.uuid4().hex[:12]}.pt.trace.json.tmp"
         try:
             if self.save == "fork":
-                _forked_export(inner, tmp)
+                self.fork_pauses_s.append(_forked_export(inner, tmp))
             else:
                 inner.export_chrome_trace(str(tmp))
         except Exception as e:  # noqa: BLE001 - a full disk, a read-only folder, ...
@@ -201,7 +203,7 @@ class TraceReady:
                 self._error(f"the log callback raised {type(e).__name__}: {e}")
 
 
-def _forked_export(inner: Any, tmp: Path, timeout_s: float = EXIT_WAIT_S) -> None:
+def _forked_export(inner: Any, tmp: Path, timeout_s: float = EXIT_WAIT_S) -> float:
     """Write the window's events from a forked child (``save="fork"``): the child holds a copy of them and writes
     with its own interpreter lock, so the training thread runs at full speed; the fork itself stops every thread
     of the process for as long as the kernel takes to copy its page tables. The child touches no device.
@@ -212,6 +214,7 @@ def _forked_export(inner: Any, tmp: Path, timeout_s: float = EXIT_WAIT_S) -> Non
     import signal
     import time
 
+    t = time.perf_counter()
     pid = os.fork()
     if pid == 0:  # the child: write and leave at once, running no exit handler of the parent
         code = 1
@@ -220,6 +223,7 @@ def _forked_export(inner: Any, tmp: Path, timeout_s: float = EXIT_WAIT_S) -> Non
             code = 0
         finally:
             os._exit(code)
+    pause = time.perf_counter() - t
     end = time.monotonic() + timeout_s
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -232,6 +236,7 @@ def _forked_export(inner: Any, tmp: Path, timeout_s: float = EXIT_WAIT_S) -> Non
         time.sleep(0.02)
     if os.waitstatus_to_exitcode(status) != 0:
         raise OSError(f"the process writing the events failed (exit {os.waitstatus_to_exitcode(status)})")
+    return pause
 
 
 def _join(q: queue.Queue, timeout: float) -> None:
