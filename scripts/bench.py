@@ -214,10 +214,20 @@ def bench_ranks(a: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 client.run(__import__, "traceprobe.collect")
                 cmd = br.traceprobe_cmd([str(folder)], "--scheduler", cluster.scheduler_address)
                 dask = br.alternate({"dask": cmd}, a.repeat, a.timeout)["dask"]
-            rows.append({"engine": "Dask LocalCluster", "workers": w, **_throughput(dask, a.ranks, total)})
-            print(f"  ranks: {w} Dask workers: {rows[-1]['ranks_per_s']} rank traces/s", file=sys.stderr)
+                peaks = client.run(_peak_rss_mb)  # each worker's own peak since it started
+            rows.append({"engine": "Dask LocalCluster", "workers": w, **_throughput(dask, a.ranks, total),
+                         "worker_peak_rss_mb": round(max(peaks.values()))})
+            print(f"  ranks: {w} Dask workers: {rows[-1]['ranks_per_s']} rank traces/s, worker peak RSS "
+                  f"{rows[-1]['worker_peak_rss_mb']} MB", file=sys.stderr)
             save()
     return out
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory in MB (run on each Dask worker)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _throughput(s: dict[str, Any], ranks: int, events: int) -> dict[str, Any]:
@@ -341,11 +351,12 @@ def _print(r: dict[str, Any]) -> None:
     if r.get("ranks"):
         k = r["ranks"]
         print(f"\n{k['ranks']} rank traces x {k['events_per_rank']:,} events (SYNTHETIC job):")
-        print(f"{'engine':18} {'workers':>7} {'wall s':>8} {'rank traces/s':>14} {'events/s':>12}")
+        print(f"{'engine':18} {'workers':>7} {'wall s':>8} {'rank traces/s':>14} {'events/s':>12} {'peak MB (client / worker)':>26}")
         for x in k["rows"]:
             rps = "-" if x["ranks_per_s"] is None else f"{x['ranks_per_s']:.2f}"
             eps = "-" if x["events_per_s"] is None else f"{x['events_per_s']:,}"
-            print(f"{x['engine']:18} {x['workers']:>7} {x['wall_s']:>8.3f} {rps:>14} {eps:>12}" + (f"  {x['error']}" if not x["ok"] else "")
+            peak = f"{x['client_peak_rss_mb']} / {x.get('worker_peak_rss_mb', '-')}"
+            print(f"{x['engine']:18} {x['workers']:>7} {x['wall_s']:>8.3f} {rps:>14} {eps:>12} {peak:>26}" + (f"  {x['error']}" if not x["ok"] else "")
                   + (f"  (baseline {x['baseline']['wall_s']:.3f} s)" if x.get("baseline") else ""))
     print(f"\n(bench took {r['bench_wall_s']} s)")
 
