@@ -61,6 +61,10 @@ def _same(a, b, where: str) -> None:
             continue
         if isinstance(x, pd.DataFrame):
             pd.testing.assert_frame_equal(x, y, obj=f"{where}: {f.name}")
+        elif f.name == "extra":  # the computed figures' tables (analysis/registry.py)
+            assert list(x) == list(y), where
+            for key in x:
+                pd.testing.assert_frame_equal(x[key], y[key], obj=f"{where}: {key}")
         elif f.name == "devices":
             pd.testing.assert_frame_equal(x.devices, y.devices, obj=f"{where}: devices")
             assert (x.any_busy_ns, x.concurrent_ns, x.device_count) == (y.any_busy_ns, y.concurrent_ns, y.device_count), where

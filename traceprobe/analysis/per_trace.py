@@ -32,6 +32,7 @@ from .kernels import kernel_table, queue_times
 from .memo import device_column
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
 from .profiled import Launches, keep_device_events, launches, set_aside, set_aside_notes, unlinked_notes
+from .registry import Inputs, compute_figures
 from .steps import device_steps, throughput
 from .training import training_evidence
 
@@ -88,6 +89,9 @@ class OverlapReport:
         training: the host event that shows the trace trains
             (:func:`.training.training_evidence`); ``""`` for a trace without such
             evidence (inference, serving), whose hints use serving words.
+        extra: the figures computed by a function of their own, declared in
+            :data:`.registry.COMPUTED`: each one's table by its key (empty in reports
+            built by hand).
 
     A report is small and picklable (it travels between worker processes): it
     holds figures, never the :class:`~traceprobe.reading.Trace`.
@@ -123,6 +127,7 @@ class OverlapReport:
     idle_causes: pd.DataFrame = field(default_factory=pd.DataFrame)
     backend: str = "cuda"
     training: str = ""
+    extra: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def parallelism(self) -> bool:
@@ -259,14 +264,16 @@ def gpu_step_windows(steps: pd.DataFrame) -> pd.DataFrame:
 
 def _tables(trace: Trace, kept: Trace, steps: pd.DataFrame) -> dict[str, Any]:
     """The report's breakdowns, findings, kernel, queue and collective tables, CPU/GPU overlap and host-thread
-    concurrency (computed once the figures that do not need them are). Per-step tables use the steps' GPU
-    intervals, so a step holds every device interval inside it, whichever step launched it."""
+    concurrency (computed once the figures that do not need them are), and the figures of
+    :data:`.registry.COMPUTED`. Per-step tables use the steps' GPU intervals, so a step holds every device
+    interval inside it, whichever step launched it."""
     windows = gpu_step_windows(steps)
     return {"breakdown": gpu_breakdown(kept), "breakdown_steps": step_breakdown(kept, windows),
             "findings": findings(kept, steps=windows if not windows.empty else None),
             "kernels": kernel_table(kept), "queue": queue_times(kept), "collectives": collective_table(kept),
             "cpu": cpu_gpu_overlap(kept), "threads": host_thread_concurrency(trace),
-            "exposed_comm": exposed_collective_spans(kept), "idle_causes": idle_cause_table(kept, windows)}
+            "exposed_comm": exposed_collective_spans(kept), "idle_causes": idle_cause_table(kept, windows),
+            "extra": compute_figures(Inputs(trace, kept, windows))}
 
 
 def overlap_report(trace: Trace, info: dict[str, Any] | None = None, all_device_work: bool = False) -> OverlapReport:
@@ -352,4 +359,5 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         idle_causes=t["idle_causes"],
         backend=backend,
         training=training,
+        extra=t["extra"],
     )

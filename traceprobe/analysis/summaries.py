@@ -34,11 +34,13 @@ from .concurrency import DeviceConcurrency
 from .host_threads import HostThreadConcurrency
 from .overlap import CpuGpuOverlap
 from .per_trace import OverlapReport
+from .registry import COMPUTED
 from .verdicts import Verdict
 
 TABLES = ("streams", "copy_overlap", "stream_concurrency", "comm_overlap", "steps", "breakdown", "breakdown_steps", "findings",
           "kernels", "queue", "collectives", "set_aside", "exposed_comm", "idle_causes")
-"""The report's DataFrame fields a summary carries by name (and ``devices``, the table of ``OverlapReport.devices``)."""
+"""The report's DataFrame fields a summary carries by name (and ``devices``, the table of ``OverlapReport.devices``, and
+the tables of :attr:`.per_trace.OverlapReport.extra`, by their keys in :data:`.registry.COMPUTED`)."""
 
 
 def _num(x: float) -> float | None:
@@ -111,6 +113,7 @@ def to_summary(report: OverlapReport, job: str = "", source: str | None = None) 
     dc, cpu, th = report.devices, report.cpu_gpu, report.host_threads
     tables = {name: table_doc(getattr(report, name)) for name in TABLES}
     tables["devices"] = table_doc(dc.devices)
+    tables.update({key: table_doc(df) for key, df in report.extra.items()})
     return SummaryDoc(
         format=FORMAT, version=VERSION, job=job, traceprobe=__version__,
         source=Path(report.path).name if source is None else source,
@@ -151,6 +154,7 @@ def from_summary(doc: SummaryDoc, path: str | Path) -> OverlapReport:
         host_threads=None if th is None else HostThreadConcurrency(th.threads, th.busy_ns, th.multi_thread_ns, th.thread_ns_sum,
                                                                    th.busiest_thread_ns, _unnum(th.concurrency), _unnum(th.fair_concurrency)),
         exposed_comm=frame["exposed_comm"], idle_causes=frame["idle_causes"], backend=doc.backend, training=doc.training,
+        extra={f.key: table_frame(t[f.key]) if f.key in t else pd.DataFrame() for f in COMPUTED},
     )
     report.headline  # noqa: B018 - computed where the summary is read, as overlap_report does
     return report

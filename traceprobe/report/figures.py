@@ -1,43 +1,32 @@
 """The JSON document's figures, declared once: each entry says where one trace's value comes from and what it is.
 
-:data:`TRACE` lists the keys of a trace's object in the JSON document, in order; each
-:class:`Figure` holds the function that reads it off an
-:class:`~traceprobe.analysis.per_trace.OverlapReport` and its JSON Schema. The document
-(:func:`trace_object`, used by :mod:`.json_document`) and its JSON Schema (:func:`schema`,
-printed by ``traceprobe schema``) both come from this list, so they cannot drift apart; the
-parts of the document across traces are declared in :mod:`.document_schema`.
+:data:`TRACE` lists the keys of a trace's object in the JSON document, in order: each
+:class:`~traceprobe.analysis.registry.Figure` holds the function that reads it off an
+:class:`~traceprobe.analysis.per_trace.OverlapReport` and its JSON Schema, and the figures
+computed by a function of their own (:data:`traceprobe.analysis.registry.COMPUTED`) come
+last. The document (:func:`trace_object`, used by :mod:`.json_document`), its JSON Schema
+(:func:`schema`, printed by ``traceprobe schema``), the summary table's columns
+(:mod:`.table`) and the CLI's gates (:mod:`.gates`) all come from this list, looked up by
+key (:func:`figure`, :func:`value`), so they cannot drift apart; the parts of the document
+across traces are declared in :mod:`.document_schema`.
 
-Adding a figure to the report: compute it in its analysis module (a field of the
-``OverlapReport``), then add one ``Figure`` here: its key, how to read it, its schema.
-``tests/test_cli.py`` validates the report of every sample trace against :func:`schema`.
+Adding a figure to the report: its function in its analysis module and one entry in
+:data:`traceprobe.analysis.registry.COMPUTED` (its key, schema and function); nothing here
+changes. ``tests/test_cli.py`` validates the report of every sample trace against
+:func:`schema`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
+import pandas as pd
+
 from ..analysis.per_trace import OverlapReport
+from ..analysis.registry import COMPUTED, Figure
 from .document_schema import DOCUMENT
 from .sections import top_kernels
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One key of a trace's JSON object.
-
-    Attributes:
-        key: its name in the document.
-        get: reads the value off a report (a DataFrame through ``rows``; cleaned to JSON types after).
-        schema: its JSON Schema (``$ref`` to :data:`DEFS`' ``ns``, ``ns_or_null`` and ``fraction`` allowed).
-        required: every trace's object has it.
-    """
-
-    key: str
-    get: Callable[[OverlapReport], Any]
-    schema: dict[str, Any] = field(default_factory=dict)
-    required: bool = False
 
 
 def rows(df: Any) -> Any:
@@ -312,8 +301,12 @@ TRACE: tuple[Figure, ...] = (
            {'type': 'array', 'items': {'type': 'object', 'patternProperties': {'_ns$': {'$ref': '#/$defs/ns'}}}}),
     Figure('queue', lambda r: rows(r.queue),
            {'type': 'array', 'items': {'type': 'object', 'patternProperties': {'_ns$': {'$ref': '#/$defs/ns_or_null'}}}}),
+    *(Figure(f.key, None, {'type': 'array', 'items': f.schema}, f.required, f.compute) for f in COMPUTED),
 )
-"""One trace's object in the JSON document, key by key, in the document's order."""
+"""One trace's object in the JSON document, key by key, in the document's order (the computed figures last,
+each an array of its table's rows)."""
+
+_BY_KEY = {f.key: f for f in TRACE}
 
 DEFS: dict[str, Any] = {'ns': {'type': 'integer', 'description': 'nanoseconds'},
      'ns_or_null': {'type': ['integer', 'null'], 'description': 'nanoseconds, or null where undefined'},
@@ -321,9 +314,31 @@ DEFS: dict[str, Any] = {'ns': {'type': 'integer', 'description': 'nanoseconds'},
 """Shared definitions the figures' schemas refer to."""
 
 
+def figure(key: str) -> Figure:
+    """The figure of :data:`TRACE` named ``key``.
+
+    Raises:
+        KeyError: no figure has that key.
+    """
+    try:
+        return _BY_KEY[key]
+    except KeyError:
+        raise KeyError(f"no figure {key!r} in the JSON document's figures (report/figures.py)") from None
+
+
+def value(f: Figure, r: OverlapReport) -> Any:
+    """The value of figure ``f`` in report ``r``'s JSON object (before cleaning to JSON types): what ``f.get``
+    reads, or for a computed figure the rows of its table (an empty list where the report has none: built
+    by hand)."""
+    if f.get is not None:
+        return f.get(r)
+    table = r.extra.get(f.key)
+    return rows(table if table is not None else pd.DataFrame())
+
+
 def trace_object(r: OverlapReport) -> dict[str, Any]:
     """One trace's object of the JSON document, from :data:`TRACE` (values still to be cleaned to JSON types)."""
-    return {f.key: f.get(r) for f in TRACE}
+    return {f.key: value(f, r) for f in TRACE}
 
 
 def schema() -> dict[str, Any]:

@@ -59,7 +59,8 @@ def top_kernels(r: OverlapReport, n: int = TOP_KERNELS) -> pd.DataFrame:
 
 
 def sections(r: OverlapReport) -> dict[str, pd.DataFrame]:
-    """The report's tables by section name."""
+    """The report's tables by section name; the figures computed by a function of their own
+    (:data:`traceprobe.analysis.registry.COMPUTED`) last, each by its key."""
     c = r.cpu_gpu
     return {
         "streams": r.streams,
@@ -77,6 +78,7 @@ def sections(r: OverlapReport) -> dict[str, pd.DataFrame]:
         "queue": r.queue,
         "set_aside": r.set_aside,
         "verdicts": pd.DataFrame([asdict(v) for v in r.verdicts], columns=["figure", "subject", "value", "level", "text"]),
+        **r.extra,
     }
 
 

@@ -1,0 +1,85 @@
+"""Figures declared once: what a figure of one trace is, where its value comes from, and its JSON Schema.
+
+A :class:`Figure` is one key of a trace's object in the JSON document. The figures the
+report's own fields hold are declared in :data:`traceprobe.report.figures.TRACE`; a
+figure computed by a function of its own is declared here, in :data:`COMPUTED`, and
+needs nothing else:
+
+1. write its function in its analysis module: a ``Trace`` in, a DataFrame out, the
+   figure defined in its docstring (columns, dtypes, units);
+2. add one ``Figure(key, schema=..., compute=...)`` to :data:`COMPUTED`.
+
+:func:`~traceprobe.analysis.per_trace.overlap_report` then runs it on every trace
+(:attr:`~traceprobe.analysis.per_trace.OverlapReport.extra` holds its table by key), the
+JSON document and its generated schema carry it after the report's own figures
+(:mod:`traceprobe.report.figures`), the CSV and Markdown outputs show it as a section
+(:func:`traceprobe.report.sections.sections`) and summaries keep it
+(:mod:`.summaries`). The summary table's columns (:mod:`traceprobe.report.table`) and the
+CLI's gates (:mod:`traceprobe.report.gates`) name figures by their key here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from ..reading import Trace
+
+if TYPE_CHECKING:
+    from .per_trace import OverlapReport
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a computed figure is computed from (built once per trace by :func:`.per_trace.overlap_report`).
+
+    Attributes:
+        trace: the whole trace, as loaded.
+        kept: the trace with the device work the figures count (launched inside the
+            profiled steps unless ``--all-device-work``, see :mod:`.profiled`); its
+            ``window_ns`` is the report's trace window.
+        windows: the steps' GPU intervals, columns ``step``, ``start_ns``, ``end_ns``
+            (int64 ns, :func:`.per_trace.gpu_step_windows`); empty without steps.
+    """
+
+    trace: Trace
+    kept: Trace
+    windows: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One key of a trace's JSON object, declared once.
+
+    Attributes:
+        key: its name in the document (and its section name in CSV and Markdown, its key
+            in :attr:`.per_trace.OverlapReport.extra` for a computed figure).
+        get: reads the value off a report (a DataFrame through ``rows``; cleaned to JSON
+            types after); None for a computed figure, whose value is its table in
+            ``OverlapReport.extra``.
+        schema: its JSON Schema (``$ref`` to ``#/$defs/ns``, ``ns_or_null`` and
+            ``fraction`` allowed, :data:`traceprobe.report.figures.DEFS`); for a computed
+            figure, the schema of one row of its table.
+        required: every trace's object has it.
+        compute: for a figure of :data:`COMPUTED`: its table (a DataFrame) from the
+            trace's :class:`Inputs`.
+    """
+
+    key: str
+    get: Callable[[OverlapReport], Any] | None = None
+    schema: dict[str, Any] = field(default_factory=dict)
+    required: bool = False
+    compute: Callable[[Inputs], pd.DataFrame] | None = None
+
+
+COMPUTED: tuple[Figure, ...] = (
+)
+"""The figures computed by a function of their own, in the document's order (after the report's own figures)."""
+
+
+def compute_figures(inputs: Inputs) -> dict[str, pd.DataFrame]:
+    """Every figure of :data:`COMPUTED` on one trace: its table by key."""
+    return {f.key: f.compute(inputs) for f in COMPUTED if f.compute is not None}
