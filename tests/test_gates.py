@@ -1,4 +1,4 @@
-"""CI gates per device and per rank (analysis/gates.py and overlap-report's exit code), on real sample traces."""
+"""CI gates per device and per rank (report/gates.py and overlap-report's exit code), on real sample traces."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from traceprobe import load_trace, overlap_report
-from traceprobe.analysis.gates import shortfalls
+from traceprobe.report.gates import shortfalls
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 DDP = [SAMPLES / f"data-parallel.ddp.rank{r}.pt.trace.json.gz" for r in (0, 1)]

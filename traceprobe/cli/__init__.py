@@ -208,11 +208,11 @@ def diff_cmd(
 def _finish(errors: list[str], reports: list, min_copy: float | None, min_devices: float | None,
             max_comm: float | None, max_idle: float | None) -> None:
     """Print errors and unmet gates, one line each; exit 2 on errors, 1 on an unmet gate (gates apply to ``reports``)."""
-    from ..analysis.gates import shortfalls
+    from ..report.gates import shortfalls
 
     for e in errors:
         say(e, "red")
-    short = shortfalls(reports, min_copy, min_devices, max_comm, max_idle)
+    short = shortfalls(reports, min_copy_overlap=min_copy, min_device_concurrency=min_devices, max_exposed_comm=max_comm, max_idle=max_idle)
     for s in short:
         say(f"below threshold: {s}", "yellow")
     if errors:
