@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,26 +141,58 @@ def _busy(r: OverlapReport) -> str:
     return "-" if d.empty else _pct(float(d["utilization"].mean()))
 
 
+@dataclass(frozen=True)
+class TraceColumn:
+    """A column of the trace table that shows a figure of each trace, declared as data.
+
+    Attributes:
+        figure: the key of the figure it shows (:data:`.figures.TRACE`; for a verdict
+            column, the figure its verdicts judge).
+        header, short: its header in the full and the short form of the table.
+        read: a trace's cell: ``read(report, short)`` (short: the narrow form).
+        right: right-aligned; None: in the short form only.
+        optional: left out when every cell is ``-`` (no trace has the figure).
+        wrap: the cell may wrap (the top finding, last).
+    """
+
+    figure: str
+    header: str
+    short: str
+    read: Callable[[OverlapReport, bool], Text]
+    right: bool | None = None
+    optional: bool = False
+    wrap: bool = False
+
+
+def _verdict_column(figure: str, header: str, short: str) -> TraceColumn:
+    return TraceColumn(figure, header, short, lambda r, narrow: _best(r, figure, narrow), optional=True)
+
+
+COLUMNS: tuple[TraceColumn, ...] = (
+    TraceColumn("devices", "busy", "busy", lambda r, _: Text(_busy(r)), right=True),
+    *(_verdict_column(*f) for f in FIGURES),
+    TraceColumn("findings", "top finding", "top finding", lambda r, _: cell(finding_label(r)), right=False, wrap=True),
+)
+"""The trace table's figure columns, after ``run``, ``rank`` and ``steps`` (module doc, part 1), the top finding last."""
+
+
 def _trace_columns(summary: Summary, short: bool, run_width: int | None) -> tuple[list[Column], list[str]]:
     """The trace table's columns (the finding last) and the finding of each row."""
-    shown = [f for f in FIGURES if any(v.figure == f[0] for r in summary.reports for v in r.verdicts)]
     places = _places(summary)
-    runs, ranks, steps, busy, findings = [], [], [], [], []
-    figs: list[list[Text]] = [[] for _ in shown]
+    runs, ranks, steps = [], [], []
     last = None
-    for r, run, window, rank in places:
+    for _, run, window, rank in places:
         runs.append(cell("" if run == last else (shorten(run, run_width) if run_width else run)))
         last = run
         ranks.append(Text("-" if rank is None else str(rank)))
         steps.append(cell(_window(window)))
-        busy.append(Text(_busy(r)))
-        for out, (f, _, _) in zip(figs, shown):
-            out.append(_best(r, f, short))
-        findings.append(finding_label(r))
-    cols = [Column("run", runs), Column("rank", ranks, right=True), Column("steps", steps), Column("busy", busy, right=True)]
-    cols += [Column(s if short else h, c, right=short) for (_, h, s), c in zip(shown, figs)]
-    cols.append(Column("top finding", [cell(f) for f in findings], wrap=True))
-    return cols, findings
+    cols = [Column("run", runs), Column("rank", ranks, right=True), Column("steps", steps)]
+    for c in COLUMNS:
+        cells = [c.read(r, short) for r, _, _, _ in places]
+        if c.optional and all(t.plain == "-" for t in cells):
+            continue
+        cols.append(Column(c.short if short else c.header, cells, right=short if c.right is None else c.right, wrap=c.wrap))
+    return cols, [finding_label(r) for r, _, _, _ in places]
 
 
 def trace_lines(summary: Summary, width: int | None = None) -> tuple[list[Text], bool]:

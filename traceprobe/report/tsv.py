@@ -12,16 +12,16 @@ from dataclasses import dataclass
 
 from ..analysis.summary import Summary
 from ..console import one_line
-from .table import FIGURES, _best, _busy, _places, _window, finding_label
+from .table import COLUMNS, _places, _window
 
 
 def to_tsv(summary: Summary) -> str:
-    """The trace table as TSV (module doc): ``path, run, rank, steps, busy, <figures...>, top finding``."""
-    head = ["path", "run", "rank", "steps", "busy", *(h for _, h, _ in FIGURES), "top finding"]
+    """The trace table as TSV (module doc): ``path, run, rank, steps``, then every column of
+    :data:`.table.COLUMNS` (``busy, <figures...>, top finding``)."""
+    head = ["path", "run", "rank", "steps", *(c.header for c in COLUMNS)]
     out = ["\t".join(head)]
     for r, run, window, rank in _places(summary):
-        cells = [r.path, run, "-" if rank is None else str(rank), _window(window), _busy(r),
-                 *(_best(r, f, False).plain for f, _, _ in FIGURES), finding_label(r)]
+        cells = [r.path, run, "-" if rank is None else str(rank), _window(window), *(c.read(r, False).plain for c in COLUMNS)]
         out.append("\t".join(one_line(c) for c in cells))
     return "\n".join(out) + "\n"
 
