@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ..reading import Trace
+from .idle_gaps import idle_gaps
 
 if TYPE_CHECKING:
     from .per_trace import OverlapReport
@@ -76,6 +77,15 @@ class Figure:
 
 
 COMPUTED: tuple[Figure, ...] = (
+    Figure("idle_gaps", compute=lambda x: idle_gaps(x.kept),
+           schema={"type": "object",
+                   "description": "per device, its idle gaps in the trace window and the longest (traceprobe.analysis.idle_gaps)",
+                   "properties": {"device": {"type": "integer"},
+                                  "gaps": {"type": "integer", "minimum": 0},
+                                  "longest_gap_ns": {"$ref": "#/$defs/ns"},
+                                  "longest_gap_start_ns": {"type": "integer", "description": "-1 without a gap"}},
+                   "required": ["device", "gaps", "longest_gap_ns", "longest_gap_start_ns"]},
+           required=True),
 )
 """The figures computed by a function of their own, in the document's order (after the report's own figures)."""
 
