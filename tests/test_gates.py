@@ -31,3 +31,18 @@ def test_idle_gate_and_cli_exit_code(tmp_path):
     cmd = [sys.executable, "-m", "traceprobe", "overlap-report", *map(str, DDP), "--format", "json", "-j", "1"]
     assert subprocess.run([*cmd, "--max-exposed-comm", "0.05"], capture_output=True).returncode == 1
     assert subprocess.run([*cmd, "--max-exposed-comm", "0.2", "--max-idle", "0.5"], capture_output=True).returncode == 0
+
+
+def test_every_gate_judges_a_declared_figure_and_unknown_gates_are_refused():
+    """Gates name their figure by its key in the JSON document's figures (report/figures.py); a threshold for
+    no gate is an error, not silently ignored."""
+    import pytest
+
+    from traceprobe.report.figures import TRACE
+    from traceprobe.report.gates import GATES
+
+    keys = {f.key for f in TRACE}
+    assert {g.figure for g in GATES} <= keys
+    assert len({g.name for g in GATES}) == len(GATES)
+    with pytest.raises(ValueError, match="no such gate: min_idle"):
+        shortfalls([], min_idle=0.5)

@@ -155,6 +155,17 @@ def test_renderers_share_one_contract(summary):
         assert isinstance(out, (str, bytes)) and len(out) > 100
 
 
+def test_columns_show_declared_figures(summary):
+    """Each figure column of the table names a figure of the JSON document (report/figures.py) by its key, and
+    the TSV carries every declared column, headed as the full table is."""
+    from traceprobe.report.figures import TRACE
+    from traceprobe.report.table import COLUMNS
+
+    assert {c.figure for c in COLUMNS} <= {f.key for f in TRACE}
+    head = renderer("tsv").render(summary).splitlines()[0].split("\t")
+    assert head[4:] == [c.header for c in COLUMNS]
+
+
 def test_tsv_is_one_line_per_trace(summary):
     out = renderer("tsv").render(summary).splitlines()
     assert len(out) == 1 + len(summary.reports)

@@ -5,10 +5,11 @@
 :class:`~traceprobe.analysis.per_trace.OverlapReport` and its JSON Schema, and the figures
 computed by a function of their own (:data:`traceprobe.analysis.registry.COMPUTED`) come
 last. The document (:func:`trace_object`, used by :mod:`.json_document`), its JSON Schema
-(:func:`schema`, printed by ``traceprobe schema``), the summary table's columns
-(:mod:`.table`) and the CLI's gates (:mod:`.gates`) all come from this list, looked up by
-key (:func:`figure`, :func:`value`), so they cannot drift apart; the parts of the document
-across traces are declared in :mod:`.document_schema`.
+(:func:`schema`, printed by ``traceprobe schema``) come from this list, so they cannot drift
+apart; the summary table's columns (:data:`.table.COLUMNS`) name the figure each shows by
+its key, and the CLI's gates (:mod:`.gates`) read the values they judge through
+:func:`figure` and :func:`value`. The parts of the document across traces are declared in
+:mod:`.document_schema`.
 
 Adding a figure to the report: its function in its analysis module and one entry in
 :data:`traceprobe.analysis.registry.COMPUTED` (its key, schema and function); nothing here

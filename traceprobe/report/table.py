@@ -9,7 +9,8 @@ Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is comput
    judged figure (copy/compute, cross-device, streams, comm/compute, CPU/GPU,
    host threads) showing the verdict of that figure with the highest value and
    its level as a short word (``yes`` confirmed, ``some`` partial, ``no`` none;
-   ``-`` no verdict), and the trace's top finding with its unit.
+   ``-`` no verdict), and the trace's top finding with its unit. The figure columns are
+   declared as data in :data:`COLUMNS` (the TSV lays out the same).
 2. One row per window of each multi-rank run: ranks, the rank with the most device
    work outside collectives and the rank with the most time in collectives (no rank
    is called slowest: see ``analysis/ranks.py``), and min-max across ranks of step
