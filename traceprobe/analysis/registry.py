@@ -14,8 +14,8 @@ needs nothing else:
 JSON document and its generated schema carry it after the report's own figures
 (:mod:`traceprobe.report.figures`), the CSV and Markdown outputs show it as a section
 (:func:`traceprobe.report.sections.sections`) and summaries keep it
-(:mod:`.summaries`). The summary table's columns (:mod:`traceprobe.report.table`) and the
-CLI's gates (:mod:`traceprobe.report.gates`) name figures by their key here.
+(:mod:`.summaries`). A column in the summary table (:data:`traceprobe.report.table.COLUMNS`)
+or a gate (:data:`traceprobe.report.gates.GATES`) names its figure by its key.
 """
 
 from __future__ import annotations
