@@ -213,3 +213,24 @@ def test_host_only_traces_say_so_and_skip_the_stopwatch(summary):
     text = TableRenderer().render(cpu)
     assert "only host-thread concurrency is judged" in text and "stopwatch" not in text
     assert "only host-thread" not in TableRenderer().render(summary)
+
+
+def test_ddp_bucket_copies_read_the_same_in_the_table_and_the_detail(summary):
+    """The real DDP pair: its DtoD copies are the wrapper's bucket copies; the table cell and the --detail verdict
+    both say n/a (not judged, no failure colour); the figure itself is kept."""
+    from traceprobe.analysis.summary import summarize
+
+    pair = summarize([r for r in summary.reports if "data-parallel.ddp" in r.path])
+    for r in pair.reports:
+        (v,) = [v for v in r.verdicts if v.figure == "copy_overlap"]
+        assert v.level == "n/a" and v.subject.endswith("DtoD") and "gradient_as_bucket_view" in v.text
+        assert float(r.copy_overlap["fraction"].iloc[0]) == v.value < 0.05  # no overlap, yet nothing to move
+    rows = [x for x in TableRenderer().render(pair).splitlines() if re.match(r"\S*\s+[01] 2-4 ", x)]
+    assert len(rows) == 2 and all(re.search(r" 0% n/a ", x) and " no " not in x for x in rows)
+    assert "n/a: copies not meant to overlap" in TableRenderer().render(pair)
+    narrow = TableRenderer(width=80).render(pair)
+    assert re.search(r"\s1 2-4\s+\S+\s+n/a\s", narrow)
+    colored = TableRenderer(color=True).render(pair)
+    assert "\x1b[31m0% n/a" not in colored and "\x1b[2m0% n/a" in colored  # dim, not red
+    detail = DetailRenderer(width=200).render(pair)
+    assert detail.count("[n/a] DtoD copies") == 2 and "[no] DtoD" not in detail

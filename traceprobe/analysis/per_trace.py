@@ -212,12 +212,14 @@ def _comm_hints(colls: dict[int, set[str]], training: bool = True) -> dict[int, 
     return hints
 
 
-def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True) -> dict[tuple[int, str], str]:
-    """The ``none`` hint for each (device, direction) of copies: why they did not overlap, and what would help.
+def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True
+                ) -> tuple[dict[tuple[int, str], str], frozenset[tuple[int, str]]]:
+    """The ``none`` hint for each (device, direction) of copies: why they did not overlap, and what would help;
+    and the (device, direction) pairs of copies not meant to overlap (:func:`.verdicts.copy_verdicts`).
 
     DtoD copies beside bucketed collectives are named as a data-parallel wrapper's
-    (DDP's gradient buckets, FSDP's copy-in/out) only when ``training``; the hints
-    name the trace's runtime (CUDA or HIP events, :func:`.verdicts.runtime_word`).
+    (DDP's gradient buckets, FSDP's copy-in/out), not meant to overlap, only when ``training``;
+    the hints name the trace's runtime (CUDA or HIP events, :func:`.verdicts.runtime_word`).
     """
     rt = vd.runtime_word(trace.backend)
     is_copy = copy_mask(trace)
@@ -226,6 +228,7 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True)
     # the copies alone: device, stream, direction, pageable
     c_dev, c_stream, c_dir, c_pageable = device[is_copy], stream[is_copy], copy_directions(trace)[is_copy], pageable_copies(trace)[is_copy]
     hints: dict[tuple[int, str], str] = {}
+    wrapper_copies: set[tuple[int, str]] = set()
     for d, direction in sorted({(int(a), str(b)) for a, b in zip(c_dev.tolist(), c_dir.tolist())}):
         g = (c_dev == d) & (c_dir == direction)
         wrapper = sorted(colls.get(d, set()) & BUCKETED) if training else []
@@ -235,6 +238,7 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True)
                 "communication buffers (DDP's gradient buckets: gradient_as_bucket_view=True removes them; FSDP's copy-in/out), "
                 "not copies to move to another stream"
             )
+            wrapper_copies.add((d, direction))
             continue
         comp_streams = set(np.unique(stream[comp & (device == d)]).tolist())
         if comp_streams and set(np.unique(c_stream[g]).tolist()) <= comp_streams:
@@ -244,7 +248,7 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True)
         if c_pageable[g].any():
             hint += "; pageable host memory makes copies staged and synchronous: copy into pinned memory"
         hints[(d, direction)] = hint
-    return hints
+    return hints, frozenset(wrapper_copies)
 
 
 def _figures(trace: Trace) -> dict[str, Any]:
@@ -311,11 +315,11 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
     util = {int(d): float(u) for d, _, u in per_device}
     colls = _collective_kinds(kept)
     training, backend = training_evidence(trace), trace.backend
-    copy_hints = _copy_hints(kept, colls, bool(training))
+    copy_hints, wrapper_copies = _copy_hints(kept, colls, bool(training))
     t = _tables(trace, kept, steps)
     cpu, threads = t["cpu"], t["threads"]
     verdicts = (
-        vd.copy_verdicts(f["copy"], busy, copy_hints, backend)
+        vd.copy_verdicts(f["copy"], busy, copy_hints, backend, wrapper_copies)
         + vd.device_verdict(dev.any_busy_ns, dev.concurrent_ns, dev.concurrency, dev.device_count, busy)
         + vd.stream_verdicts(f["streams"], util, backend)
         + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls, bool(training)), backend)

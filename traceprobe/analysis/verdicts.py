@@ -4,7 +4,11 @@ Thresholds (quoted by the README), applied to a fraction f of the figure:
 
 - f >= 0.5: ``confirmed`` ("parallelism confirmed");
 - 0.05 <= f < 0.5: ``partial`` ("partial overlap");
-- f < 0.05: ``none`` ("no overlap"), with a hint on how to get overlap.
+- f < 0.05: ``none`` ("no overlap"), with a hint on how to get overlap;
+- ``n/a``, whatever f: copies that are not meant to overlap, the data-parallel
+  wrapper's own copies into and out of its communication buffers (DDP's
+  gradient buckets, FSDP's copy-in/out): their figure is given, not judged
+  (:func:`copy_verdicts`).
 
 A figure whose denominator is zero (no copies, a single device, ...) gets no verdict.
 *The floor*, one for every verdict: no verdict is given on work that took under
@@ -82,7 +86,7 @@ class Verdict:
             ``comm_overlap`` or ``cpu_gpu``.
         subject: what it is about, e.g. ``cuda:0 DtoH``.
         value: the fraction judged (0..1).
-        level: ``confirmed``, ``partial`` or ``none``.
+        level: ``confirmed``, ``partial``, ``none`` or ``n/a`` (measured, not judged).
         text: the sentence printed for a person.
     """
 
@@ -129,29 +133,36 @@ def _floor() -> str:
     return f"under the floor ({MIN_SHARE:.0%} of busy time, {MIN_NS / 1e3:.0f} µs), no verdict"
 
 
-def copy_verdicts(copy: pd.DataFrame, busy_ns: dict[int, int], hints: dict[tuple[int, str], str], backend: str = "cuda") -> list[Verdict]:
+NOT_JUDGED = "n/a"
+"""The level of a figure measured but not judged (module doc)."""
+
+
+def copy_verdicts(copy: pd.DataFrame, busy_ns: dict[int, int], hints: dict[tuple[int, str], str], backend: str = "cuda",
+                  not_meant: frozenset[tuple[int, str]] = frozenset()) -> list[Verdict]:
     """Verdicts on copy/compute overlap, one per device and direction (not ``all``).
 
     Copies under the floor (:func:`too_small`) against their device's busy time
     (``busy_ns[device]``, union of its streams, not the trace span that start-up
     idle can inflate) get no verdict; :func:`omissions` says so.
     ``hints[(device, direction)]`` is the hint a ``none`` verdict gives (see
-    ``report._copy_hints``); ``backend`` names the devices.
+    ``report._copy_hints``); ``backend`` names the devices. The (device, direction)
+    pairs of ``not_meant`` hold copies not meant to overlap (a data-parallel
+    wrapper's): level ``n/a`` whatever their overlap, the hint saying why.
     """
     out = []
     for d, direction, copy_ns, f in columns(copy, "device", "direction", "copy_ns", "fraction"):
         d, direction, copy_ns, f = int(d), str(direction), int(copy_ns), float(f)
         if direction == "all" or copy_ns <= 0 or math.isnan(f) or too_small(copy_ns, busy_ns.get(d, 0)):
             continue
-        lvl = level_of(f)
+        lvl = NOT_JUDGED if (d, direction) in not_meant else level_of(f)
+        tail = f"not judged: {hints.get((d, direction), '')}" if lvl == NOT_JUDGED else _tail(lvl, hints.get((d, direction), ""))
         out.append(
             Verdict(
                 "copy_overlap",
                 f"{device_name(backend, d)} {direction}",
                 f,
                 lvl,
-                f"{direction} copies on {device_name(backend, d)} overlapped by compute {f:.1%} of their {ms(copy_ns)}: "
-                + _tail(lvl, hints.get((d, direction), "")),
+                f"{direction} copies on {device_name(backend, d)} overlapped by compute {f:.1%} of their {ms(copy_ns)}: " + tail,
             )
         )
     return out

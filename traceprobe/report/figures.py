@@ -255,7 +255,7 @@ TRACE: tuple[Figure, ...] = (
                       'properties': {'figure': {'type': 'string'},
                                      'subject': {'type': 'string'},
                                      'value': {'type': 'number'},
-                                     'level': {'enum': ['confirmed', 'partial', 'none']},
+                                     'level': {'enum': ['confirmed', 'partial', 'none', 'n/a']},
                                      'text': {'type': 'string'}},
                       'required': ['figure', 'level', 'subject', 'text', 'value']}},
            required=True),

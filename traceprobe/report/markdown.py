@@ -14,7 +14,7 @@ from . import units
 from .grid import cell
 from .sections import collective_sections, integer_ns, rank_rows, sections, trace_notes
 
-WORD = {"confirmed": "yes", "partial": "some", "none": "no"}
+WORD = {"confirmed": "yes", "partial": "some", "none": "no", "n/a": "n/a"}
 """Verdict levels in the words of the summary table (:mod:`.table`, which imports rich: not imported here)."""
 
 FRACTIONS = ("fraction", "concurrency", "utilization", "overlap", "vs_best", "share", "value")

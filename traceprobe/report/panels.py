@@ -30,7 +30,7 @@ from .table import WORD
 TOP_FINDINGS = 3
 """Findings shown per trace in the table (JSON, CSV and Markdown list them all)."""
 
-LEVEL_STYLE = {"confirmed": "bold green", "partial": "yellow", "none": "bold red"}
+LEVEL_STYLE = {"confirmed": "bold green", "partial": "yellow", "none": "bold red", "n/a": "dim"}
 
 
 def _ms(ns: float) -> str:

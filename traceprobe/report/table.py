@@ -9,8 +9,9 @@ Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is comput
    judged figure (copy/compute, cross-device, streams, comm/compute, CPU/GPU,
    host threads) showing the verdict of that figure with the highest value and
    its level as a short word (``yes`` confirmed, ``some`` partial, ``no`` none;
-   ``-`` no verdict), and the trace's top finding with its unit. The figure columns are
-   declared as data in :data:`COLUMNS` (the TSV lays out the same).
+   ``n/a`` copies not meant to overlap, shown only where nothing else of the figure
+   is judged; ``-`` no verdict), and the trace's top finding with its unit. The figure
+   columns are declared as data in :data:`COLUMNS` (the TSV lays out the same).
 2. One row per window of each multi-rank run: ranks, the rank with the most device
    work outside collectives and the rank with the most time in collectives (no rank
    is called slowest: see ``analysis/ranks.py``), and min-max across ranks of step
@@ -39,14 +40,15 @@ from rich.text import Text
 
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
+from ..analysis.verdicts import NOT_JUDGED
 from . import units
 from .grid import Column, cell, lines, natural_width, shorten, wrap
 
 FIGURES = (("copy_overlap", "copy", "copy"), ("device_concurrency", "devices", "devs"), ("stream_concurrency", "streams", "strm"),
            ("comm_overlap", "comm", "comm"), ("cpu_gpu", "cpu/gpu", "cpu"), ("host_threads", "threads", "thr"))
 """Verdict figures with a column, in order: (figure, header, short header)."""
-WORD = {"confirmed": "yes", "partial": "some", "none": "no"}
-STYLE = {"confirmed": "green", "partial": "yellow", "none": "red"}
+WORD = {"confirmed": "yes", "partial": "some", "none": "no", "n/a": "n/a"}
+STYLE = {"confirmed": "green", "partial": "yellow", "none": "red", "n/a": "dim"}
 RANK_FIGURES = (("mean_step_ns", "step ms", "step ms"), ("utilization", "busy", "busy%"), ("copy_overlap", "copy", "copy%"),
                 ("comm_overlap", "comm", "comm%"), ("stream_concurrency", "streams", "strm%"), ("cpu_gpu_overlap", "cpu/gpu", "cpu%"))
 """Rank-summary figures shown per window: (figure, header, short header; the short form drops ``%`` from the cells)."""
@@ -58,6 +60,7 @@ LEGEND = ("figures: the highest verdict of each (yes >= 50%, some >= 5%, no < 5%
           "--detail for every table")
 SHORT_LEGEND = ("copy, devs, strm, comm, cpu, thr: the highest verdict of copy/compute, cross-device, stream, comm/compute, "
                 "CPU/GPU and host-thread overlap (yes >= 50%, some >= 5%, no < 5%); busy: mean GPU utilization; --detail for every table")
+NOT_JUDGED_LEGEND = "n/a: copies not meant to overlap (a data-parallel wrapper's gradient bucket copies): measured, not judged"
 RANK_LEGEND = ("most work: the rank with the most device work outside collectives; most comm: the rank with the most "
                "time in collectives, waiting included (no rank is called slowest: the rank ahead waits for the others)")
 
@@ -119,7 +122,10 @@ def _best(r: OverlapReport, figure: str, short: bool) -> Text:
     vs = [v for v in r.verdicts if v.figure == figure]
     if not vs:
         return Text("-", style="dim")
-    v = max(vs, key=lambda v: v.value)
+    judged = [v for v in vs if v.level != NOT_JUDGED]
+    v = max(judged or vs, key=lambda v: v.value)
+    if v.level == NOT_JUDGED and short:  # (the number alone would read as a failed overlap)
+        return Text(NOT_JUDGED, style=STYLE[NOT_JUDGED])
     word = "" if short else " " + WORD.get(v.level, v.level)
     return Text(f"{v.value:.0%}{word}", style=STYLE.get(v.level, ""))
 
@@ -323,6 +329,8 @@ def note_lines(summary: Summary, short: bool = False) -> list[Text]:
         out.append(Text(f"{len(summary.warnings)} warning(s) about the traces' data: see --detail", style="yellow"))
     if summary.reports:
         out.append(Text(SHORT_LEGEND if short else LEGEND, style="dim"))
+    if any(v.level == NOT_JUDGED for r in summary.reports for v in r.verdicts):
+        out.append(Text(NOT_JUDGED_LEGEND, style="dim"))
     if not summary.rank_summary.empty:
         out.append(Text(RANK_LEGEND, style="dim"))
     return out
