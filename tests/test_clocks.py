@@ -8,6 +8,7 @@ offset and drift injected into one rank's collective times in memory; and SYNTHE
 from __future__ import annotations
 
 import glob
+import re
 from pathlib import Path
 
 import numpy as np
@@ -238,3 +239,74 @@ def test_merged_perfetto_put_on_one_clock(tmp_path) -> None:
         assert len(a) == len(b) > 0
         np.testing.assert_array_equal(b, a - est.correction_ns(rank, a))
     assert est.correction_ns(1, np.array([mid]))[0] == 3_000_000
+
+
+def _shifted_summary(offset_ns: int):
+    """The recorded ddp-compute pair with rank 1's collective times ``offset_ns`` ahead (in memory, SYNTHETIC shift)."""
+    from dataclasses import replace
+
+    from traceprobe.analysis.summary import summarize
+    from traceprobe.collect import analyze_paths
+
+    plain = analyze_paths([str(SAMPLES / "causes/ddp-compute")], jobs=1)
+    t0 = int(plain.reports[1].collectives["end_ns"].median())
+    return plain, summarize([replace(r, collectives=_skew(r.collectives, offset_ns, 0.0, t0)) if r.rank == 1 else r for r in plain.reports])
+
+
+def test_table_and_markdown_say_the_offsets_only_where_clocks_differ() -> None:
+    """Rank 1 shifted 5 ms ahead: one line under the table and a Markdown section give its offset with the
+    uncertainty, each in its unit; the recording as it is (one host, clocks agree) shows neither."""
+    from traceprobe.report.renderers import renderer
+
+    plain, shifted = _shifted_summary(5_000_000)
+    est = shifted.clocks[0]
+    assert est.differ
+    row = est.ranks.set_index("rank").loc[1]
+    assert abs(int(row["offset_ns"]) - 5_000_000) <= int(row["uncertainty_ns"]) < 1_000_000
+    table = renderer("table").render(shifted)
+    (line,) = [x for x in table.splitlines() if x.startswith("clocks of ")]
+    assert re.search(r"clocks of \S*ddp-compute steps 2-4 differ \(offsets from rank 0's clock, .*\): rank 1 \+5\.0 ms ± \d+\.\d µs;", line), line
+    md = renderer("markdown").render(shifted)
+    assert "## Clocks across ranks" in md and re.search(r"\|\s+1 \| \+5\.0 ms ± \d+\.\d µs \|", md), md[md.find("## Clocks"):]
+    for fmt in ("table", "markdown"):
+        out = renderer(fmt).render(plain)
+        assert "clocks of " not in out and "## Clocks" not in out  # nothing to report: the ranks share a clock
+    behind = _shifted_summary(-250_000)[1]  # a quarter of a ms behind: µs, with the sign
+    assert re.search(r"rank 1 -2\d\d\.\d µs ± \d+\.\d µs;", renderer("table").render(behind))
+
+
+def _listed(line: str) -> list[list[int]]:
+    """The rank groups a clock line names, each as its ranks (``ranks 4-7, 12 +4.5 ms ± ...``)."""
+    body = line.split("): ", 1)[1].split("; --align", 1)[0]
+    groups = re.findall(r"ranks? ((?:\d+(?:-\d+)?(?:, (?=\d))?)+) [+-]\d", body)
+    return [sum((list(range(int(a), int(b or a) + 1)) for a, b in re.findall(r"(\d+)(?:-(\d+))?", g)), []) for g in groups]
+
+
+def test_clock_notes_cannot_estimate_and_many_ranks() -> None:
+    """SYNTHETIC windows: too few collectives reads 'cannot estimate' with the reason; of 16 ranks on 4 hosts the
+    table line names every rank once, the ranks of one host together; of 128 ranks on 16 hosts, the largest
+    offsets and how many more; Markdown lists every rank."""
+    from dataclasses import replace
+
+    from traceprobe.report.clock_notes import LISTED
+    from traceprobe.report.renderers import renderer
+
+    plain, _ = _shifted_summary(0)
+    few, _, _ = _synthetic_window(4, 1, "world", collectives=2, window_s=1.0, seed=5)
+    many, _, _ = _synthetic_window(16, 4, "world", collectives=400, window_s=20.0, seed=1)
+    more, _, _ = _synthetic_window(128, 8, "world", collectives=400, window_s=20.0, seed=1)
+    ests = tuple(estimate_clocks(w, run=f"synthetic/{n}", window="steps 1-9") for n, w in (("few", few), ("many", many), ("more", more)))
+    s = replace(plain, clocks=ests)
+    table = renderer("table").render(s)
+    assert re.search(r"clocks of \S*synthetic/few steps 1-9: cannot estimate the offsets between ranks \(too few collectives", table)
+    (line,) = [x for x in table.splitlines() if "synthetic/many" in x]
+    groups = _listed(line)
+    assert sorted(sum(groups, [])) == list(range(1, 16)) and "more" not in line
+    for host in range(1, 4):  # (host 0 holds the reference: its ranks' offsets are near 0, each its own)
+        assert any(set(range(4 * host, 4 * host + 4)) <= set(g) for g in groups), (host, groups)
+    (line,) = [x for x in table.splitlines() if "synthetic/more" in x]
+    listed = _listed(line)
+    rest = int(re.search(r"and (\d+) more", line).group(1))
+    assert len(listed) == LISTED and rest > 0 and len(sum(listed, [])) + rest == 127
+    md = renderer("markdown").render(s)
+    assert "cannot estimate" in md and len(re.findall(r"^\|\s+\d+ \|", md[md.find("synthetic/many"):md.find("synthetic/more")], re.M)) == 16

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..analysis.summary import Summary
 from . import units
+from .clock_notes import clock_head, clock_rows, reported
 from .grid import cell
 from .sections import collective_sections, integer_ns, rank_rows, sections, trace_notes
 
@@ -62,7 +63,8 @@ def _rank_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_markdown(summary: Summary) -> str:
-    """Markdown: a heading, the verdicts and the tables for each trace; across ranks, stopwatch, failures."""
+    """Markdown: a heading, the verdicts and the tables for each trace; across ranks, the clocks where there is an
+    offset to report (:mod:`.clock_notes`), stopwatch, failures."""
     out = []
     for r in summary.reports:
         name = ".".join(x for x in (r.info.get("workload"), r.info.get("variant")) if x) or r.path
@@ -86,6 +88,11 @@ def to_markdown(summary: Summary) -> str:
                          f"{units.duration(c.max_offset_ns)}")
         out.append("\n\n".join([head, *(["\n".join(notes)] if notes else []),
                                   *(human(integer_ns(df)).to_markdown(index=False) for df in collective_sections(c).values() if not df.empty)]))
+    clocks = reported(summary)
+    if clocks:
+        out.append("## Clocks across ranks\n\n" + "\n\n".join(
+            f"### {c.run}, {c.window}\n\n{clock_head(c)}" + ("\n\n" + clock_rows(c).to_markdown(index=False) if c.supported else "")
+            for c in clocks))
     variants = summary.variants
     if (variants["agreement"] != "baseline").any():
         out.append("## Stopwatch against evidence\n\n" + human(variants).to_markdown(index=False))

@@ -16,7 +16,8 @@ Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is comput
    work outside collectives and the rank with the most time in collectives (no rank
    is called slowest: see ``analysis/ranks.py``), and min-max across ranks of step
    time, busy and the figures.
-3. The stopwatch comparison and the warnings, when there are any, and a legend.
+3. The stopwatch comparison, the warnings and the clocks across ranks (:mod:`.clock_notes`: only
+   where ranks' clocks differ or cannot be estimated), when there are any, and a legend.
 
 Fitting a width (``width``; None: the natural width, as for a pipe or a file): the
 table is laid out at its natural width if that fits; else the figure cells drop their
@@ -42,6 +43,7 @@ from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from ..analysis.verdicts import NOT_JUDGED
 from . import units
+from .clock_notes import clock_line, reported
 from .grid import Column, cell, lines, natural_width, shorten, wrap
 
 FIGURES = (("copy_overlap", "copy", "copy"), ("device_concurrency", "devices", "devs"), ("stream_concurrency", "streams", "strm"),
@@ -327,6 +329,8 @@ def note_lines(summary: Summary, short: bool = False) -> list[Text]:
                             + (f": {names}" if names else ""), style="yellow" if len(off) else ""))
     if summary.warnings:
         out.append(Text(f"{len(summary.warnings)} warning(s) about the traces' data: see --detail", style="yellow"))
+    for c in reported(summary):  # (only where there is an offset to report, or none could be estimated)
+        out.append(cell(clock_line(c, relative(c.run, base_folder(summary))), style="yellow" if c.differ else "dim"))
     if summary.reports:
         out.append(Text(SHORT_LEGEND if short else LEGEND, style="dim"))
     if any(v.level == NOT_JUDGED for r in summary.reports for v in r.verdicts):
