@@ -46,7 +46,7 @@ def test_the_document_has_one_route():
     summary = analyze_paths([REPO / "sample_traces" / "script-ddp"], jobs=1)
     doc = msgspec.json.decode(to_json(summary))
     assert [t["path"] for t in doc["traces"]] == [r.path for r in summary.reports]
-    code = "import sys; from traceprobe.report import timeline_image; print('pandas' in sys.modules)"
+    code = "import sys; from traceprobe.collect import timeline_lanes; print('pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "False"
 

@@ -11,6 +11,7 @@ from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
 from traceprobe import load_trace, overlap_report
+from traceprobe.analysis.picture import timeline_lanes
 from traceprobe.cli import app
 from traceprobe.collect import manifest_info
 from traceprobe.report import plot
@@ -21,11 +22,12 @@ runner = CliRunner()
 
 
 def items(paths) -> list[plot.Item]:
-    """Load and analyse each trace (manifest facts attached), as the CLI does."""
+    """Load and analyse each trace (manifest facts attached), and what its picture draws, as the CLI does."""
     out = []
     for p in paths:
         trace = load_trace(p)
-        out.append(plot.item_of(trace, overlap_report(trace, manifest_info(Path(p)))))
+        report = overlap_report(trace, manifest_info(Path(p)))
+        out.append(plot.item_of(report, timeline_lanes(trace, report)))
     return out
 
 

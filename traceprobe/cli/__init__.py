@@ -119,24 +119,16 @@ def overlap_report(
     from ..console import check_outputs, emit, layout, progress_counter, write_files
 
     check_outputs(paths, {"--output": output, "--plot": plot})
-    from functools import partial
+    # what each picture draws is computed where its trace was analysed (the trace does not come back from a
+    # worker); the pictures are drawn here, after the analysis
+    from ..collect import analyze_paths, timeline_lanes  # (these import no pandas: see their module)
 
-    from ..collect import analyze_paths, each_then
-
-    # drawn where each trace was analysed, from the trace itself (which does not come back from a worker)
-    from ..report import image_format, timeline_image  # (these import no pandas: see their module)
-
-    thens: dict[str, Any] = {}
-    if plot is not None:
-        thens["png"] = partial(timeline_image, fmt=image_format(plot))
-    drawn: list = []  # (report, image bytes)
-
-    def on_then(r: Any, made: dict[str, Any]) -> None:
-        if "png" in made:
-            drawn.append((r, made["png"]))
-
+    drawn: list = []  # (report, its TimelineLanes)
     limit = None if max_bytes is None else int(max_bytes)
-    then = partial(each_then, thens) if thens else None
+    then = timeline_lanes if plot is not None else None
+
+    def on_then(r: Any, lanes: Any) -> None:
+        drawn.append((r, lanes))
     try:
         with progress_counter() as count:
             summary = analyze_paths(paths, jobs=jobs, on_done=count.done, on_files=count.start,
@@ -153,10 +145,11 @@ def overlap_report(
     width, color = layout(output)
     errors += emit(renderer(fmt.value, width=width, color=color, detail=detail).render(summary), output)
     if plot is not None:
+        from ..report import image_format
         from ..report import plot as pl
 
         names = pl.per_trace_paths(plot, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
-        errors += write_files(zip(names, (png for _, png in drawn)))
+        errors += write_files(zip(names, (pl.timeline(pl.item_of(r, lanes), image_format(plot)) for r, lanes in drawn)))
     _finish(errors, list(summary.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
 
 

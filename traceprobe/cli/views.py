@@ -1,8 +1,9 @@
 """The commands that draw or convert traces for a person to look at: ``plot``, ``export``, ``view``.
 
 Each trace is loaded and analysed once, in a worker (``collect.analyze_paths``
-with ``then=``), and its picture or export is made there; a trace that cannot be
-read is one line on stderr and the others go on (exit 2 at the end).
+with ``then=``): an export is made there; for a picture, what it draws comes back
+(:mod:`traceprobe.analysis.picture`) and the picture is drawn in this process. A
+trace that cannot be read is one line on stderr and the others go on (exit 2 at the end).
 """
 
 from __future__ import annotations
@@ -21,28 +22,30 @@ PATHS_HELP = "Trace files (.json, .json.gz) or folders of them."
 def plot_cmd(
     paths: list[str] = typer.Argument(..., help=PATHS_HELP),
     output: Path = typer.Option(..., "--output", "-o", metavar="PNG", help="Picture to write (several traces without --compare: <stem>.<trace>.png)."),
-    compare: bool = typer.Option(False, "--compare", help="Stack the traces on one time axis, each from its own first device event."),
+    compare: bool = typer.Option(False, "--compare", help="Stack the traces on one time axis: the ranks of a window on their shared clock "
+                                 "(clock offsets applied where estimated), from the window's first device event; other traces each from its own."),
     title: str | None = typer.Option(None, help="Title of the --compare figure."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
 ) -> None:
     """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top."""
     check_outputs(paths, {"--output": output})
-    from ..collect import analyze_paths
-    from ..report import image_format, timeline_image, timeline_item  # (no pandas yet: a single trace is decoded ahead)
+    from ..collect import analyze_paths, timeline_lanes  # (no pandas yet: a single trace is decoded ahead)
+    from ..report import image_format
 
-    drawn: list = []
-    if compare:  # every trace in this process, drawn together
-        summary = analyze_paths(paths, jobs=1, then=timeline_item, on_then=lambda _, item: drawn.append(item))
-        from ..report import plot as pl
+    drawn: dict[str, Any] = {}  # report path -> what its picture draws, computed where the trace was analysed
+    summary = analyze_paths(paths, jobs=jobs, then=timeline_lanes, on_then=lambda r, lanes: drawn.__setitem__(r.path, lanes))
+    from ..report import plot as pl
 
-        pictures = [(output, pl.compare(drawn, title, image_format(output)))] if drawn else []
+    fmt = image_format(output)
+    if compare:  # the ranks of a window on their shared clock (analysis.picture.shared_clock_groups)
+        from ..analysis.picture import shared_clock_groups
+
+        groups = [[pl.item_of(r, lanes) for r, lanes in g] for g in shared_clock_groups(summary, drawn)]
+        pictures = [(output, pl.compare(groups, title, fmt))] if groups else []
     else:
-        summary = analyze_paths(paths, jobs=jobs, then=partial(timeline_image, fmt=image_format(output)),
-                                on_then=lambda r, png: drawn.append((r, png)))
-        from ..report import plot as pl
-
-        names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
-        pictures = list(zip(names, (png for _, png in drawn)))
+        reports = [r for r in summary.reports if r.path in drawn]
+        names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r in reports])
+        pictures = [(name, pl.timeline(pl.item_of(r, drawn[r.path]), fmt)) for name, r in zip(names, reports)]
     errors = [f"{f.path}: {f.error}" for f in summary.failures] + write_files(pictures)
     for e in errors:
         say(e, "red")

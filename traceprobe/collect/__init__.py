@@ -30,13 +30,22 @@ if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see ana
 Then = Callable[["Trace", "OverlapReport"], Any]
 """Work done on each loaded trace beside its analysis (a module-level function, picklable)."""
 
-__all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "each_then", "manifest_info"]
+__all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "each_then", "manifest_info", "timeline_lanes"]
 
 
 def each_then(thens: dict[str, Then], trace: Trace, report: OverlapReport) -> dict[str, Any]:
     """Several ``then`` functions as one (``partial(each_then, {"png": ..., "json": ...})``):
     their results by name."""
     return {name: fn(trace, report) for name, fn in thens.items()}
+
+
+def timeline_lanes(trace: Trace, report: OverlapReport) -> Any:
+    """What a picture draws of one trace (:func:`traceprobe.analysis.picture.timeline_lanes`), as a ``then``:
+    computed where the trace is analysed, drawn in the command's process (:mod:`traceprobe.report.plot`).
+    Defined here so that naming it imports no pandas."""
+    from ..analysis.picture import timeline_lanes as lanes
+
+    return lanes(trace, report)
 
 
 def _is_trace_name(name: str) -> bool:
