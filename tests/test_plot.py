@@ -112,3 +112,84 @@ def test_plot_bad_file_exits_2_others_drawn(tmp_path):
                                            (["a", "a", "b", "a"], ["out.a.png", "out.a.2.png", "out.b.png", "out.a.3.png"])])
 def test_per_trace_paths(labels, expect):
     assert [p.name for p in plot.per_trace_paths("/x/out.png", labels)] == expect
+
+
+def _compare_ddp(clocks=None):
+    """The recorded ddp-compute pair as ``plot --compare`` draws it: (figure, [(report, trace first event ns)])."""
+    from dataclasses import replace
+
+    from traceprobe.analysis.picture import shared_clock_groups
+    from traceprobe.collect import analyze_paths
+    from traceprobe.collect import timeline_lanes as then
+
+    drawn: dict = {}
+    summary = analyze_paths([SAMPLES / "causes/ddp-compute"], jobs=1, then=then, on_then=lambda r, lanes: drawn.__setitem__(r.path, lanes))
+    if clocks is not None:
+        summary = replace(summary, clocks=clocks(summary))
+    groups = shared_clock_groups(summary, drawn)
+    assert [[r.rank for r, _ in g] for g in groups] == [[0, 1]]  # one window, two ranks: one clock
+    fig = plot.compare_figure([[plot.item_of(r, lanes) for r, lanes in g] for g in groups])
+    firsts = [int(load_trace(r.path).device_events["start_ns"].min()) for r, _ in groups[0]]
+    return fig, [(r, first) for (r, _), first in zip(groups[0], firsts)], summary
+
+
+def _slices_x0(ax) -> float:
+    """The leftmost x (ms) of the slices drawn on ``ax`` (the collections labelled by kind)."""
+    return min(float(p.vertices[:, 0].min()) for c in ax.collections if c.get_label() in plot.CLASSES for p in c.get_paths())
+
+
+def test_compare_puts_the_ranks_of_a_window_on_their_shared_clock():
+    """plot --compare of the recorded DDP pair: both ranks from the window's earliest device event, rank 1's
+    slices offset from rank 0's by exactly the difference of their timestamps (as recorded: the ranks share one
+    host's clock), and each rank's step boundaries drawn where its report puts them on that axis."""
+    fig, ranks, _ = _compare_ddp()
+    axes = [ax for ax in fig.axes if ax.collections]
+    assert len(axes) == 2
+    t0 = min(r.window_ns[0] for r, _ in ranks)  # the earliest device event counted in the window
+    (r0, first0), (r1, first1) = ranks
+    x0, x1 = _slices_x0(axes[0]), _slices_x0(axes[1])
+    assert x0 == pytest.approx((first0 - t0) / 1e6, abs=1e-9) and x1 == pytest.approx((first1 - t0) / 1e6, abs=1e-9)
+    assert x1 - x0 == pytest.approx((first1 - first0) / 1e6, abs=1e-9) and first1 != first0
+    for ax, (r, _) in zip(axes, ranks):
+        assert ax.get_xlim()[0] == 0 and ax.get_xlim() == axes[0].get_xlim()  # one time axis
+        steps = [(line.get_label(), float(line.get_xdata()[0])) for line in ax.lines if str(line.get_label()).startswith("step ")]
+        want = [(f"step {int(s)}", (int(g) - t0) / 1e6) for s, g in zip(r.steps["step"], r.steps["gpu_start_ns"])]
+        assert len(steps) == len(want) == 3
+        assert all(a == b and x == pytest.approx(y, abs=1e-9) for (a, x), (b, y) in zip(steps, want))
+    assert min(r.window_ns[0] for r, _ in ranks) - t0 == 0
+
+
+def test_compare_applies_the_clock_offsets_where_they_differ():
+    """SYNTHETIC clock estimate on the recorded pair: rank 1's clock 5 ms ahead. Its slices and steps move 5 ms
+    earlier on the shared axis; rank 0's stay; the picture says which clock it drew on."""
+    import pandas as pd
+
+    from traceprobe.analysis.clocks import COLUMNS, ClockEstimate
+
+    def ahead(summary):
+        c = summary.clocks[0]
+        ranks = pd.DataFrame([[0, 0, 0, 0.0, 0.0, 24, "reference"], [1, 5_000_000, 50_000, 0.0, 10.0, 24, "offset only"]], columns=COLUMNS)
+        return (ClockEstimate(c.run, c.window, 0, c.mid_ns, ranks, supported=True, differ=True),)
+
+    fig, ranks, _ = _compare_ddp()
+    moved, ranks2, _ = _compare_ddp(ahead)
+    a, b = [ax for ax in fig.axes if ax.collections], [ax for ax in moved.axes if ax.collections]
+    t0, t0b = min(r.window_ns[0] for r, _ in ranks), min(r.window_ns[0] - (5_000_000 if r.rank == 1 else 0) for r, _ in ranks2)
+    assert _slices_x0(b[0]) == pytest.approx(_slices_x0(a[0]) + (t0 - t0b) / 1e6, abs=1e-9)
+    assert _slices_x0(b[1]) == pytest.approx(_slices_x0(a[1]) + (t0 - t0b) / 1e6 - 5.0, abs=1e-9)
+    steps = [[float(line.get_xdata()[0]) for line in ax.lines if str(line.get_label()).startswith("step ")] for ax in (a[1], b[1])]
+    assert steps[1] == pytest.approx([x + (t0 - t0b) / 1e6 - 5.0 for x in steps[0]], abs=1e-9)
+    assert any("on rank 0's clock" in t.get_text() for t in moved.texts) and not any("on rank 0's clock" in t.get_text() for t in fig.texts)
+
+
+def test_what_a_picture_draws_is_small_and_drawn_outside_the_worker(tmp_path):
+    """What comes back from a worker is the lanes, not a picture: a SYNTHETIC trace of 100,000 kernels
+    comes back as at most a few slices per pixel and lane, and draws to a PNG here."""
+    import pickle
+
+    b = TraceBuilder("100,000 short kernels on one stream")
+    for i in range(100_000):
+        b.kernel(0, 7, i * 2_000, 1_000)
+    (it,) = items([b.write(tmp_path / "many.json")])
+    assert len(it.lanes.slices) <= 4 * 1400 + 1 and len(pickle.dumps(it.lanes)) < 300_000
+    assert png_size(plot.timeline(it))[0] == int(plot.WIDTH_IN * plot.DPI)
