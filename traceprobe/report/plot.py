@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
@@ -183,7 +184,7 @@ def _figure(items: Sequence[tuple[Item, int]], span_ns: int, title: str | None, 
         fig.text(0.4 / WIDTH_IN, y / height, title, fontsize=FONT + 3, weight="bold", va="top")
         y -= title_in
     shown = [it for it, _ in items]
-    handles = [Patch(color=c, label=l) for c, l, on in zip(COLORS, CLASSES, _present(shown)) if on]
+    handles: list[Artist] = [Patch(color=c, label=l) for c, l, on in zip(COLORS, CLASSES, _present(shown)) if on]
     handles.append(Patch(color=SHADE, alpha=0.35, label="copy or communication under compute"))
     if any(it.lanes.devices > 1 for it in shown):
         handles.append(Patch(color=MULTI, label="2+ devices busy"))
