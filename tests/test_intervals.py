@@ -434,3 +434,35 @@ def test_grouped_coverage_example_and_errors():
         iv.grouped_coverage(k, s, e, 1, 2)
     with pytest.raises(ValueError, match="differ in length"):
         iv.grouped_coverage(arr(0), arr(0, 1), arr(1, 2), 1, 1)
+
+
+@SETTINGS
+@given(
+    st.lists(st.tuples(st.integers(-2, 3), raw_intervals(max_size=6)), max_size=5),
+    raw_intervals(max_size=8),
+    st.lists(st.integers(-2, 4), min_size=8, max_size=8),
+    offsets,
+)
+def test_grouped_clip_matches_grid(groups, queries, qkeys, offset):
+    # the sets: each key's drawn intervals (a key drawn twice holds both), normalised by grouped_union
+    keys = np.concatenate([np.full(p[0].size, k, np.int64) for k, p in groups]) if groups else np.zeros(0, np.int64)
+    s = np.concatenate([p[0] for _, p in groups]) if groups else np.zeros(0, np.int64)
+    e = np.concatenate([p[1] for _, p in groups]) if groups else np.zeros(0, np.int64)
+    sk, ss, se = iv.grouped_union(keys, s + offset, e + offset)
+    qk = np.array(qkeys[: queries[0].size], dtype=np.int64)
+    qi, ps, pe = iv.grouped_clip(sk, ss, se, qk, queries[0] + offset, queries[1] + offset)
+    assert qi.dtype == ps.dtype == pe.dtype == np.int64
+    assert (np.diff(qi) >= 0).all()
+    for i in range(qk.size):
+        want = paint(s[keys == qk[i]], e[keys == qk[i]]) & paint(queries[0][i : i + 1], queries[1][i : i + 1])
+        mine = qi == i
+        assert (np.diff(ps[mine]) > 0).all() and (ps[mine][1:] > pe[mine][:-1]).all()
+        assert (paint(ps[mine], pe[mine], offset) == want).all()
+
+
+def test_grouped_clip_example():
+    # group 1: [0, 10) and [20, 30); group 5: [5, 50); queries: [5, 25) of 1, [0, 100) of 5, [12, 18) of 1, [0, 9) of 3
+    qi, s, e = iv.grouped_clip(arr(1, 1, 5), arr(0, 20, 5), arr(10, 30, 50), arr(1, 5, 1, 3), arr(5, 0, 12, 0), arr(25, 100, 18, 9))
+    assert (qi.tolist(), s.tolist(), e.tolist()) == ([0, 0, 1], [5, 20, 5], [10, 25, 50])
+    with pytest.raises(ValueError, match="differ in length"):
+        iv.grouped_clip(arr(0), arr(0, 1), arr(1, 2), arr(), arr(), arr())

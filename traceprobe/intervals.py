@@ -288,3 +288,52 @@ def measure(iv: Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return cum[i] + part
 
     return before(hi) - before(lo)
+
+
+def grouped_clip(set_keys: ArrayLike, set_starts: ArrayLike, set_ends: ArrayLike,
+                 keys: ArrayLike, starts: ArrayLike, ends: ArrayLike) -> tuple[I64, I64, I64]:
+    """The pieces of each group's interval set inside each interval, for many groups at once.
+
+    The grouped form of ``intersect((set_starts, set_ends), ([start], [end]))`` per interval: each interval
+    ``i`` finds, by one binary search on (key, time), the run of its group's set intervals that overlap it
+    (as :func:`intersect` does), and each gives a piece (the later start, the earlier end).
+
+    Args:
+        set_keys, set_starts, set_ends: the sets, normalised within each key and sorted by key then start
+            (as :func:`grouped_union` returns them).
+        keys, starts, ends: the intervals (any order; they may overlap; empty ones give no piece).
+
+    Returns:
+        ``(index, starts, ends)`` of the pieces: ``index`` into the intervals, ordered by it, then by start;
+        the pieces of one interval form a normalised set.
+
+    Raises:
+        ValueError: arrays of one side differ in length.
+    """
+    ak, as_, ae = _i64(set_keys), _i64(set_starts), _i64(set_ends)
+    qk, qs, qe = _i64(keys), _i64(starts), _i64(ends)
+    if not (ak.size == as_.size == ae.size) or not (qk.size == qs.size == qe.size):
+        raise ValueError("keys, starts and ends differ in length")
+    if ak.size == 0 or qk.size == 0:
+        return empty()[0], *empty()
+    # (key, time) as one int64 keeping their order: times replaced by their rank among all times
+    times = np.unique(np.concatenate([as_, ae, qs, qe]))
+    kmin = min(int(ak.min()), int(qk.min()))
+    width = times.size + 1
+    if (max(int(ak.max()), int(qk.max())) - kmin + 1) * width >= 2**62:
+        raise ValueError("too many groups and times to order as one int64")
+
+    def code(k: I64, t: I64) -> I64:
+        return (k - kmin) * width + np.searchsorted(times, t)
+
+    first = np.searchsorted(code(ak, ae), code(qk, qs), side="right")  # the group's first interval ending after the start
+    stop = np.searchsorted(code(ak, as_), code(qk, qe), side="left")  # the first starting at or after the end (or of a later group)
+    count = np.maximum(stop - first, 0)
+    total = int(count.sum())
+    if total == 0:
+        return empty()[0], *empty()
+    qi = np.repeat(np.arange(qk.size, dtype=np.int64), count)
+    aj = np.arange(total) + np.repeat(first - (np.cumsum(count) - count), count)
+    s, e = np.maximum(qs[qi], as_[aj]), np.minimum(qe[qi], ae[aj])
+    keep = e > s
+    return qi[keep], s[keep], e[keep]
