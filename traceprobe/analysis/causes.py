@@ -42,16 +42,16 @@ straggler's finding holds its own excess time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from .. import intervals as iv
-from ..reading.comm_kernels import COMM_KERNEL_RE
+from .cause_tables import PARTS, ExposedSpans, RankTables, rank_columns, rank_tables, step_maxima
 from .collectives import WindowCollectives
 from .findings import MIN_SHARE, short_label
-from .idle_causes import HOST_CAUSES, LABELS
+from .idle_causes import LABELS
 from .per_trace import OverlapReport
 
 NOISE_SHARE = 0.02
@@ -117,88 +117,66 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
-def _spans(rep: OverlapReport) -> dict[int, iv.Intervals]:
-    ex = rep.exposed_comm
-    if ex is None or ex.empty:
-        return {}
-    out = {}
-    for d, g in ex.groupby("device"):
-        out[int(d)] = (g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))  # type: ignore[index]
-    return out
+def report_tables(reports: Mapping[int, OverlapReport]) -> RankTables:
+    """The :class:`.cause_tables.RankTables` of reports by rank, in their order."""
+    names = ("exposed_comm", "steps", "breakdown", "breakdown_steps", "idle_causes", "kernels")
+    return rank_tables([rank_columns(r, rep.window_ns, {n: getattr(rep, n) for n in names}) for r, rep in reports.items()])
 
 
-PARTS = ("compute", "other_busy", *HOST_CAUSES, "queued")
-"""What the blame compares across ranks: device compute, other device work alone (exposed copies, memsets), and the
-idle time of each host cause and ``queued`` (:mod:`.idle_causes`)."""
-
-
-def _parts_by_step(rep: OverlapReport) -> pd.DataFrame:
-    """One rank's :data:`PARTS` per step (index ``step``; -1 for the whole window where the trace has no steps), ns."""
-    per_step = rep.breakdown_steps is not None and not rep.breakdown_steps.empty
-    b: pd.DataFrame = rep.breakdown_steps if per_step else rep.breakdown.assign(step=-1)
-    if b is None or b.empty:
-        return pd.DataFrame(columns=list(PARTS), dtype=np.float64)
-    g = b.groupby("step")
-    alone: pd.Series = g["exposed_copy_ns"].sum() + g["other_ns"].sum()  # type: ignore[operator]
-    out = pd.DataFrame({"compute": g["compute_ns"].sum(), "other_busy": alone})
-    ic = rep.idle_causes
-    if ic is not None and not ic.empty:
-        ic = ic[ic["step"] >= 0] if per_step else ic[ic["step"] == -1]
-        piv = ic.pivot_table(index="step", columns="cause", values="ns", aggfunc="sum")
-        out = out.join(piv, how="left")
-    return out.reindex(columns=list(PARTS)).fillna(0.0).astype(np.float64)
-
-
-def _excess(reports: dict[int, OverlapReport], late: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Per part of :data:`PARTS`: the late rank's excess over the other ranks' median, summed over the window's steps,
-    and its median over the steps (the per-step figure)."""
-    tables = {r: _parts_by_step(rep) for r, rep in reports.items()}
-    mine = tables[late]
-    others = [t for r, t in tables.items() if r != late]
-    if mine.empty or not others:
+def _excess(t: RankTables, late: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Per part of :data:`PARTS`: the late rank's excess over the other ranks' median (a rank without the step
+    counts 0), summed over the late rank's steps, and its median over the steps (the per-step figure)."""
+    p = t.parts
+    is_late = p["rank"].to_numpy(np.int64) == late
+    mine = p[is_late]
+    others = t.ranks[t.ranks != late]
+    if mine.empty or not others.size:
         return {}, {}
-    steps = mine.index
-    med = np.median(np.stack([o.reindex(steps).fillna(0.0).to_numpy() for o in others]), axis=0)
-    diff = mine.to_numpy() - med
+    steps = mine["step"].to_numpy(np.int64)
+    o = p[~is_late & p["step"].isin(steps).to_numpy()]
+    ri = np.searchsorted(np.sort(others), o["rank"].to_numpy(np.int64))
+    si = np.searchsorted(steps, o["step"].to_numpy(np.int64))
+    diff = np.empty((steps.size, len(PARTS)))
+    for j, part in enumerate(PARTS):  # (ranks x steps) per part, 0 where a rank lacks the step
+        grid = np.zeros((others.size, steps.size))
+        grid[ri, si] = o[part].to_numpy(np.float64)
+        diff[:, j] = mine[part].to_numpy(np.float64) - np.median(grid, axis=0)
     return ({p: float(diff[:, i].sum()) for i, p in enumerate(PARTS)},
             {p: float(np.median(diff[:, i])) for i, p in enumerate(PARTS)})
 
 
-def _kernel_excess(reports: dict[int, OverlapReport], late: int, top: int = 2) -> tuple[tuple[str, ...], int]:
-    """The kernels ``late`` spent more time in than the other ranks' median: the ``top`` names with the largest
-    excess, and the sum of every kernel's positive excess (ns). Communication kernels are left out (their time on the
-    waiting ranks is the wait). Kernels the other ranks spent longer in (slowed beside their spinning collectives)
-    do not offset it."""
-    def totals(r: OverlapReport) -> pd.Series:
-        k: pd.DataFrame = r.kernels
-        if k is None or k.empty or "total_ns" not in k:
-            return pd.Series(dtype=np.float64)
-        k = pd.DataFrame(k[k["kind"] == "kernel"]) if "kind" in k else k
-        comm = np.array([COMM_KERNEL_RE.search(str(n)) is not None for n in k["name"].tolist()], dtype=bool)  # one row per name
-        k = pd.DataFrame(k[~comm])
-        total: pd.Series = k.groupby("name")["total_ns"].sum()  # type: ignore[assignment]
-        return total.astype(np.float64)
-
-    mine = totals(reports[late])
-    others = [totals(r) for k, r in reports.items() if k != late]
-    if mine.empty or not others:
+def _kernel_excess(t: RankTables, late: int, top: int = 2) -> tuple[tuple[str, ...], int]:
+    """The kernels ``late`` spent more time in than the other ranks' median (a rank without the kernel counts 0):
+    the ``top`` names with the largest excess, and the sum of every kernel's positive excess (ns). Communication
+    kernels are left out (their time on the waiting ranks is the wait). Kernels the other ranks spent longer in
+    (slowed beside their spinning collectives) do not offset it."""
+    k = t.kernels
+    is_late = k["rank"].to_numpy(np.int64) == late
+    mine: pd.Series = k[is_late].groupby("name")["total_ns"].sum()  # type: ignore[assignment]
+    others = np.sort(t.ranks[t.ranks != late])
+    if mine.empty or not others.size:
         return (), 0
-    med = pd.concat(others, axis=1).fillna(0.0).median(axis=1)
-    diff = (mine - med.reindex(mine.index).fillna(0.0)).sort_values(ascending=False)
+    o = k[~is_late & k["name"].isin(mine.index).to_numpy()]
+    o = o.groupby(["rank", "name"], sort=False)["total_ns"].sum().reset_index()
+    grid = np.zeros((others.size, len(mine)))
+    grid[np.searchsorted(others, o["rank"].to_numpy(np.int64)), mine.index.get_indexer(o["name"])] = o["total_ns"].to_numpy(np.float64)
+    diff = (mine - pd.Series(np.median(grid, axis=0), index=mine.index)).sort_values(ascending=False)
     return tuple(str(n) for n, v in diff.head(top).items() if v > 0), int(diff.clip(lower=0).sum())
 
 
-def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], steps: int = 1) -> WindowCauses:
-    """Wait, transfer, straggler and blame of one window (module docstring).
+def window_causes(wc: WindowCollectives, reports: Mapping[int, OverlapReport] | RankTables, steps: int = 1) -> WindowCauses:
+    """Wait, transfer, straggler and blame of one window (module docstring), for every rank at once.
 
     Args:
         wc: the window's matched collectives.
-        reports: the window's report of each rank.
+        reports: the window's report of each rank, or what the causes read of them (:mod:`.cause_tables`: from
+            summary files, with no report built).
         steps: the window's step count, for per-step figures.
 
     Returns:
         a :class:`WindowCauses`.
     """
+    t = reports if isinstance(reports, RankTables) else report_tables(reports)
     pr, matches = wc.per_rank, wc.matches
     steps = max(int(steps), 1)
     if pr.empty:
@@ -210,44 +188,49 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
         pr["pg_desc"] = ""
     if "collective" not in pr:
         pr["collective"] = "other"
-    summed = pd.DataFrame(pr.groupby(["rank", "pg", "pg_desc", "collective"], sort=True)[["count", "wait_ns", "transfer_ns"]].sum())
+    keys = ["rank", "pg", "pg_desc", "collective"]
+    grouped = pr.groupby(keys, sort=True)
+    summed = pd.DataFrame(grouped[["count", "wait_ns", "transfer_ns"]].sum())
     waits = summed.reset_index().astype({"rank": np.int64, "count": np.int64, "wait_ns": np.int64, "transfer_ns": np.int64})
-    waits = _exposed_by_group(waits, pr, {r: _spans(rep) for r, rep in reports.items()})
-    exposed_rows = []
-    transfer: dict[int, int] = {}
-    by_step: dict[tuple[int, int], int] = {}  # (step, late rank) -> the largest exposed wait it caused on one rank
-    for rank, rep in reports.items():
-        spans = _spans(rep)
-        total = sum(iv.length(s) for s in spans.values())
-        mine = pd.DataFrame(pr[(pr["rank"] == rank) & (pr["last_rank"] != rank)])
-        claimed = 0
-        for late, g in mine.groupby("last_rank"):
-            s = g["start_ns"].to_numpy(np.int64)
-            e = np.minimum(g["end_ns"].to_numpy(np.int64), s + g["wait_ns"].to_numpy(np.int64))
-            w = iv.union(s, e)
-            hit = [iv.intersect(x, w) for x in spans.values()]
-            ns = sum(iv.length(x) for x in hit)
-            claimed += ns
-            st = rep.steps
-            if st is not None and not st.empty and "gpu_start_ns" in st:
-                lo, hi = st["gpu_start_ns"].to_numpy(np.int64), st["gpu_end_ns"].to_numpy(np.int64)
-                per = sum((iv.measure(x, lo, hi) for x in hit), np.zeros(lo.size, np.int64))
-                for step, v in zip(st["step"].tolist(), per.tolist()):
-                    k = (int(step), int(late))  # type: ignore[arg-type]
-                    by_step[k] = max(by_step.get(k, 0), int(v))
-            exposed_rows.append((int(rank), int(late), int(ns)))  # type: ignore[arg-type]
-        transfer[int(rank)] = int(total - claimed)
-    exposed = pd.DataFrame(exposed_rows, columns=EXPOSED_COLUMNS).astype(np.int64)
-    out = WindowCauses(wc.run, wc.window, steps, waits, exposed, transfer, blame=_blame_path(by_step, reports))
+    # each kernel's wait [start, mid) and transfer [mid, end)
+    rank = pr["rank"].to_numpy(dtype=np.int64, na_value=-1)
+    late = pr["last_rank"].to_numpy(np.int64)
+    s, e = pr["start_ns"].to_numpy(np.int64), pr["end_ns"].to_numpy(np.int64)
+    mid = np.minimum(e, s + pr["wait_ns"].to_numpy(np.int64))
+    spans = ExposedSpans(t)
+    row = grouped.ngroup().fillna(-1).to_numpy(np.int64)  # the kernel's row of ``waits`` (-1: a key missing)
+    ok = row >= 0
+    wrank = waits["rank"].to_numpy(np.int64)
+    ew = spans.inside(row[ok], wrank, s[ok], mid[ok])[0]
+    et = spans.inside(row[ok], wrank, mid[ok], e[ok])[0]
+    waits = waits.assign(exposed_wait_ns=ew, exposed_transfer_ns=et)
+    # exposed wait per rank and late rank, in the reports' order, then by late rank
+    order = {int(r): i for i, r in enumerate(t.ranks.tolist())}
+    sel = np.isin(rank, t.ranks) & (late != rank)
+    pairs, code = np.unique(np.stack([rank[sel], late[sel]], axis=1), axis=0, return_inverse=True) if sel.any() else (np.zeros((0, 2), np.int64), rank[sel])
+    ns, grp, ps, pe = spans.inside(code.ravel(), pairs[:, 0], s[sel], mid[sel])
+    rows = np.argsort(np.array([order[r] for r in pairs[:, 0].tolist()], dtype=np.int64), kind="stable")
+    exposed = pd.DataFrame({"rank": pairs[rows, 0], "late_rank": pairs[rows, 1], "exposed_wait_ns": ns[rows]}, columns=EXPOSED_COLUMNS).astype(np.int64)
+    claimed = pd.Series(ns).groupby(pairs[:, 0]).sum() if len(ns) else pd.Series(dtype=np.int64)
+    transfer = {r: int(spans.total.get(r, 0)) - int(claimed.get(r, 0)) for r in t.ranks.tolist()}
+    by_step = step_maxima(t, pairs[grp, 0], pairs[grp, 1], ps, pe)
+    present = t.steps["step"][t.steps["rank"].isin(pairs[:, 0])].unique()
+    out = WindowCauses(wc.run, wc.window, steps, waits, exposed, transfer, blame=_blame_path(by_step, np.sort(present), t))
     if exposed.empty:
         return out
     by_late = exposed.groupby("late_rank")["exposed_wait_ns"].max()
-    late = int(by_late.idxmax())
+    late_rank = int(by_late.idxmax())
     caused = int(by_late.max())
-    window_ns = max((r.window_ns[1] - r.window_ns[0] for r in reports.values()), default=0)
+    window_ns = int(t.window_ns.max(initial=0))
     if caused < NOISE_SHARE * window_ns or caused < NOISE_MIN_NS * steps:
         return out
-    excess, per_step = _excess(reports, late)
+    return _straggler(out, t, late_rank, caused)
+
+
+def _straggler(out: WindowCauses, t: RankTables, late: int, caused: int) -> WindowCauses:
+    """``out`` with its straggler ``late``, who caused up to ``caused`` ns of exposed wait on one rank, and its cause."""
+    steps = out.steps
+    excess, per_step = _excess(t, late)
     if not excess:
         return replace(out, straggler=late, caused_wait_ns=caused)
     cause = max(excess, key=lambda p: excess[p])
@@ -255,7 +238,7 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
     if cause == "compute":
         # more compute is counted by kernel: the other ranks' kernels run slower beside their spinning collectives,
         # which would hide part of the straggler's extra work in a difference of totals
-        kernels, extra = _kernel_excess(reports, late)
+        kernels, extra = _kernel_excess(t, late)
         excess["compute"] = max(excess["compute"], float(extra))
         per_step["compute"] = extra / steps
     each = per_step[cause] if per_step[cause] > 0 else excess[cause] / steps
@@ -276,47 +259,31 @@ def window_causes(wc: WindowCollectives, reports: dict[int, OverlapReport], step
                    kernels=kernels, label=label, text=text)
 
 
-def _exposed_by_group(waits: pd.DataFrame, pr: pd.DataFrame, spans: dict[int, dict[int, iv.Intervals]]) -> pd.DataFrame:
-    """``waits`` with ``exposed_wait_ns`` and ``exposed_transfer_ns`` per row: the rank's exposed collective time inside
-    the waits, and inside the transfers, of that group's and type's kernels."""
-    ew, et = np.zeros(len(waits), np.int64), np.zeros(len(waits), np.int64)
-    keys = ["rank", "pg", "pg_desc", "collective"]
-    groups = {k: g for k, g in pr.groupby(keys, sort=True)}
-    for i, key in enumerate(waits[keys].itertuples(index=False, name=None)):
-        g = groups.get(tuple(key))
-        ex = spans.get(int(key[0]), {})
-        if g is None or not ex:
-            continue
-        s = g["start_ns"].to_numpy(np.int64)
-        mid = np.minimum(g["end_ns"].to_numpy(np.int64), s + g["wait_ns"].to_numpy(np.int64))
-        e = g["end_ns"].to_numpy(np.int64)
-        wset, tset = iv.union(s, mid), iv.union(mid, e)
-        ew[i] = sum(iv.length(iv.intersect(x, wset)) for x in ex.values())
-        et[i] = sum(iv.length(iv.intersect(x, tset)) for x in ex.values())
-    return waits.assign(exposed_wait_ns=ew, exposed_transfer_ns=et)
-
-
-def _blame_path(by_step: dict[tuple[int, int], int], reports: dict[int, OverlapReport]) -> pd.DataFrame:
-    """The blame path (:attr:`WindowCauses.blame`): per step, the rank that bound it and why."""
-    rows = []
-    tables = {r: _parts_by_step(rep) for r, rep in reports.items()}
-    for step in sorted({s for s, _ in by_step}):
-        late, wait = max(((r, w) for (s, r), w in by_step.items() if s == step), key=lambda x: (x[1], -x[0]))
-        if wait < NOISE_MIN_NS or late not in tables or step not in tables[late].index:
-            rows.append((step, -1, "", 0, wait))
-            continue
-        others = [t.loc[step].to_numpy() for r, t in tables.items() if r != late and step in t.index]
-        if not others:
-            rows.append((step, late, "", 0, wait))
-            continue
-        diff = tables[late].loc[step].to_numpy() - np.median(np.stack(others), axis=0)
-        k = int(np.argmax(diff))
-        # an excess under the noise floor names no cause: the lateness came from outside this step's device time
-        rows.append((step, late, PARTS[k] if diff[k] >= NOISE_MIN_NS else "", int(max(diff[k], 0)), wait))
-    out = pd.DataFrame(rows, columns=BLAME_COLUMNS)
-    for c in ("step", "rank", "excess_ns", "wait_ns"):
-        out[c] = out[c].astype(np.int64)
-    return out
+def _blame_path(by_step: pd.DataFrame, present: np.ndarray, t: RankTables) -> pd.DataFrame:
+    """The blame path (:attr:`WindowCauses.blame`) of the steps ``present``: per step, the late rank that caused the
+    largest exposed wait on one rank (``by_step``: ``step``, ``key`` (late rank), ``ns``; ties: the lowest rank), and
+    its part most in excess over the other ranks' median in that step (ranks holding the step), as one groupby."""
+    best = by_step.sort_values(["step", "ns", "key"], ascending=[True, False, True], kind="stable").drop_duplicates("step")
+    b = pd.DataFrame({"step": present.astype(np.int64)}).merge(best, on="step", how="left")
+    wait = b["ns"].fillna(0).to_numpy(np.int64)
+    late = np.where(wait >= NOISE_MIN_NS, b["key"].fillna(-1).to_numpy(np.int64), -1)
+    p = t.parts
+    with_late = p.merge(pd.DataFrame({"step": b["step"], "late": late})[late >= 0], on="step")
+    is_late = (with_late["rank"] == with_late["late"]).to_numpy()
+    mine = with_late[is_late].set_index("step")[list(PARTS)]
+    med = with_late[~is_late].groupby("step")[list(PARTS)].median()
+    diff = (mine - med.reindex(mine.index)).reindex(b["step"])  # NaN: no other rank holds the step
+    d = diff.to_numpy(np.float64)
+    k = np.argmax(np.nan_to_num(d, nan=-np.inf), axis=1) if len(d) else np.zeros(0, np.int64)
+    top = d[np.arange(len(d)), k] if len(d) else np.zeros(0)
+    known = np.isfinite(top)
+    in_steps = diff.notna().any(axis=1).to_numpy() | b["step"].isin(mine.index).to_numpy()
+    rank = np.where(in_steps, late, -1)
+    cause = np.where(known & (top >= NOISE_MIN_NS), np.array(PARTS, dtype=object)[k], "")
+    excess = np.where(known, np.maximum(np.nan_to_num(top), 0), 0).astype(np.int64)
+    out = pd.DataFrame({"step": b["step"].to_numpy(np.int64), "rank": rank.astype(np.int64), "cause": cause, "excess_ns": excess, "wait_ns": wait},
+                       columns=BLAME_COLUMNS)
+    return out.astype({"step": np.int64, "rank": np.int64, "excess_ns": np.int64, "wait_ns": np.int64})
 
 
 def _group_advice(waits: pd.DataFrame, rank: int) -> str:

@@ -22,9 +22,9 @@ Definitions (quoted by the README), per window of a run (:mod:`.run`):
 Two ways in, one result: :func:`job_report` takes a :class:`.summary.Summary` (of traces or summaries, every
 report whole); :func:`job_report_from_summaries` reads summary files for thousands of ranks without building
 their reports: each file is decoded into the few fields the job needs (:class:`_JobView`: headline, breakdown,
-steps, collectives), its collectives kept as arrays, and the reports are built only for the windows of at most
-``causes_max_ranks`` ranks, whose causes need them (above that, ``causes`` lacks the window and ``notes`` says so).
-Both give the same figures, outliers, stragglers and clocks (tests/test_job.py).
+steps, collectives, and what the causes read: :func:`.cause_tables.rank_columns`), kept as arrays, and the causes
+of every window are computed on them for all its ranks at once (:mod:`.cause_tables`).
+Both give the same figures, outliers, stragglers, causes and clocks (tests/test_job.py).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import Failure, TraceFormatError
+from .cause_tables import RankColumns, rank_columns, rank_tables
 from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
 from .collectives import match_window
@@ -236,6 +237,10 @@ class _Tables(msgspec.Struct):
     collectives: _TableView | None = None
     breakdown: _TableView | None = None
     steps: _TableView | None = None
+    breakdown_steps: _TableView | None = None
+    exposed_comm: _TableView | None = None
+    idle_causes: _TableView | None = None
+    kernels: _TableView | None = None
 
 
 class _JobView(msgspec.Struct):
@@ -246,6 +251,7 @@ class _JobView(msgspec.Struct):
     version: int = -1
     job: str = ""
     rank: int | None = None
+    window_ns: tuple[int, int] = (0, 0)
     info: dict = msgspec.field(default_factory=dict)
     headline: dict = msgspec.field(default_factory=dict)
     tables: _Tables = msgspec.field(default_factory=_Tables)
@@ -271,27 +277,25 @@ def _view_figures(v: _JobView) -> list[float]:
     return [h.get(f, np.nan) for f in FIGURES]
 
 
-def job_report_from_summaries(paths: list, causes_max_ranks: int = 256) -> tuple[JobReport, list[Failure], list[str]]:
+def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
     """The whole-job report of summary files (module docstring), for thousands of ranks.
 
     Args:
         paths: summary files (``*.summary.json[.gz]``).
-        causes_max_ranks: windows of at most this many ranks get their causes (their reports are built).
 
     Returns:
-        ``(report, failures, notes)``: a file that cannot be read (or of another version, or another job than its
-        folder's) is a :class:`~traceprobe.errors.Failure`; ``notes`` names the windows without causes.
+        ``(report, failures)``: a file that cannot be read (or of another version, or another job than its
+        folder's) is a :class:`~traceprobe.errors.Failure`.
     """
     from collections import defaultdict
     from pathlib import Path
 
     from ..reading.summary import FORMAT, VERSION, read_summary
     from .run import _run_of
-    from .summaries import from_summary
 
     decoder = msgspec.json.Decoder(_JobView)
     failures: list[Failure] = []
-    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], pd.DataFrame]]] = defaultdict(list)
+    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], pd.DataFrame, RankColumns]]] = defaultdict(list)
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for path in paths:
         try:
@@ -313,19 +317,21 @@ def job_report_from_summaries(paths: list, causes_max_ranks: int = 256) -> tuple
         window = f"steps {min(steps)}-{max(steps)}" if steps else "trace"
         run = _run_of(_Named(str(path), v.info))  # type: ignore[arg-type]
         # kept per rank: its figures and its collectives as arrays (the decoded lists go at once)
-        windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), _coll_frame(int(v.rank), v)))
+        tables = {name: _table(getattr(v.tables, name)) for name in _CAUSE_TABLES}
+        windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), _coll_frame(int(v.rank), v),
+                                       rank_columns(int(v.rank), v.window_ns, tables)))
         jobs[str(Path(path).parent)][v.job] += 1
     # another job than its folder's
     major = {folder: max(c, key=lambda j: c[j]) for folder, c in jobs.items()}
-    dist, outl, stragglers, causes, clocks, notes = [], [], [], [], [], []
+    dist, outl, stragglers, causes, clocks = [], [], [], [], []
     for (run, window), items in sorted(windows.items()):
         keep = []
-        for rank, path, job, fig, coll in items:
+        for rank, path, job, fig, coll, cols in items:
             if job != major[str(Path(path).parent)]:
                 failures.append(Failure(path, f"traceprobe summary of another job ({job!r}; the other summaries of this folder are of "
                                               f"{major[str(Path(path).parent)]!r}): left out"))
             else:
-                keep.append((rank, path, fig, coll))
+                keep.append((rank, path, fig, coll, cols))
         keep.sort(key=lambda x: (x[0], x[1]))
         if len({x[0] for x in keep}) < 2:
             continue
@@ -340,17 +346,13 @@ def job_report_from_summaries(paths: list, causes_max_ranks: int = 256) -> tuple
         est = estimate_clocks(wc.per_rank, wc.ranks, run, window)
         clocks.append(est)
         stragglers.append(wc)
-        if len(keep) <= causes_max_ranks:
-            reps = {r: from_summary(read_summary(p), p) for r, p, _, _ in keep}
-            steps = (lambda s: int(s[1]) - int(s[0]) + 1)(window.split(" ")[1].split("-")) if window.startswith("steps ") else 1
-            causes.append(window_causes(wc, reps, steps))
-        else:
-            notes.append(f"{run} {window}: {len(keep)} ranks: causes across ranks not computed above {causes_max_ranks} ranks (--causes-max-ranks)")
+        steps = (lambda s: int(s[1]) - int(s[0]) + 1)(window.split(" ")[1].split("-")) if window.startswith("steps ") else 1
+        causes.append(window_causes(wc, rank_tables([x[4] for x in keep]), steps))
         items.clear()
     figures = pd.DataFrame(dist, columns=DIST_COLUMNS).astype({"ranks": np.int64})
     outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
     st = _stragglers_of(stragglers)
-    return JobReport(figures, outliers, st, tuple(causes), tuple(clocks)), sorted(failures, key=lambda f: f.path), notes
+    return JobReport(figures, outliers, st, tuple(causes), tuple(clocks)), sorted(failures, key=lambda f: f.path)
 
 
 class _Named:
@@ -358,6 +360,13 @@ class _Named:
 
     def __init__(self, path: str, info: dict) -> None:
         self.path, self.info = path, info
+
+
+_CAUSE_TABLES = ("exposed_comm", "steps", "breakdown", "breakdown_steps", "idle_causes", "kernels")
+
+
+def _table(t: _TableView | None) -> dict[str, list] | None:
+    return None if t is None else dict(zip(t.columns, t.data))
 
 
 def _coll_frame(rank: int, v: _JobView) -> pd.DataFrame:

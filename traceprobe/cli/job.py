@@ -23,8 +23,6 @@ def job_cmd(
     align_clocks: bool = typer.Option(False, "--align-clocks", help="Where the ranks' clocks differ beyond the uncertainty of their estimate "
                                       "from collectives, compare skew and waits on one clock."),
     top: int = typer.Option(5, "--top", help="Ranks named per list (stragglers, outliers x2)."),
-    causes_max_ranks: int = typer.Option(256, "--causes-max-ranks", help="Inputs all summaries: windows of at most this many ranks "
-                                         "get the causes across ranks (their reports are built); larger ones get every other part."),
 ) -> None:
     """Per window: every figure's min, median, p95 and max across ranks, the outlier ranks and why, the ranks that
     arrived last at collectives per process group and the wait they caused, the straggler's cause, the clocks."""
@@ -35,16 +33,13 @@ def job_cmd(
     from ..reading.summary import is_summary
 
     files, failures = discover(paths)
-    notes: list[str] = []
-    if files and all(is_summary(f) for f in files) and not align_clocks:  # thousands of ranks: no report built but for causes
-        job, more, notes = job_report_from_summaries(files, causes_max_ranks)
+    if files and all(is_summary(f) for f in files) and not align_clocks:  # thousands of ranks: no report built
+        job, more = job_report_from_summaries(files)
         failures += more
     else:
         summary = analyze_paths(paths, jobs=jobs, align_clocks=align_clocks)
         job, failures = job_report(summary), list(summary.failures)
     text = job_text(job, top) if fmt is JobFormat.text else job_json(job)
-    for n in notes:
-        say(n, "yellow")
     errors = [f"{f.path}: {f.error}" for f in failures] + emit(text, output)
     for e in errors:
         say(e, "red")
