@@ -464,5 +464,9 @@ def test_grouped_clip_example():
     # group 1: [0, 10) and [20, 30); group 5: [5, 50); queries: [5, 25) of 1, [0, 100) of 5, [12, 18) of 1, [0, 9) of 3
     qi, s, e = iv.grouped_clip(arr(1, 1, 5), arr(0, 20, 5), arr(10, 30, 50), arr(1, 5, 1, 3), arr(5, 0, 12, 0), arr(25, 100, 18, 9))
     assert (qi.tolist(), s.tolist(), e.tolist()) == ([0, 0, 1], [5, 20, 5], [10, 25, 50])
+    # times across all of int64: ordered by their ranks instead of lifted
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    qi, s, e = iv.grouped_clip(arr(0, 1), arr(lo, -5), arr(0, hi), arr(1, 0, 1), arr(lo, lo + 3, 0), arr(-4, 7, hi))
+    assert (qi.tolist(), s.tolist(), e.tolist()) == ([0, 1, 2], [-5, lo + 3, 0], [-4, 0, hi])
     with pytest.raises(ValueError, match="differ in length"):
         iv.grouped_clip(arr(0), arr(0, 1), arr(1, 2), arr(), arr(), arr())

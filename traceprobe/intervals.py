@@ -316,15 +316,21 @@ def grouped_clip(set_keys: ArrayLike, set_starts: ArrayLike, set_ends: ArrayLike
         raise ValueError("keys, starts and ends differ in length")
     if ak.size == 0 or qk.size == 0:
         return empty()[0], *empty()
-    # (key, time) as one int64 keeping their order: times replaced by their rank among all times
-    times = np.unique(np.concatenate([as_, ae, qs, qe]))
-    kmin = min(int(ak.min()), int(qk.min()))
-    width = times.size + 1
-    if (max(int(ak.max()), int(qk.max())) - kmin + 1) * width >= 2**62:
-        raise ValueError("too many groups and times to order as one int64")
+    # (key, time) as one int64 keeping their order: each key lifted above every earlier one (as _grouped_cummax),
+    # or, where times lie too far apart for that, each time replaced by its rank among all times
+    kmin, kmax = min(int(ak.min()), int(qk.min())), max(int(ak.max()), int(qk.max()))
+    tmin = min(int(x.min()) for x in (as_, ae, qs, qe))
+    span = max(int(x.max()) for x in (as_, ae, qs, qe)) - tmin + 1
+    if (kmax - kmin + 1) * span < 2**62:
+        def code(k: I64, t: I64) -> I64:
+            return (k - kmin) * span + (t - tmin)
+    else:
+        times = np.unique(np.concatenate([as_, ae, qs, qe]))
+        if (kmax - kmin + 1) * (times.size + 1) >= 2**62:
+            raise ValueError("too many groups and times to order as one int64")
 
-    def code(k: I64, t: I64) -> I64:
-        return (k - kmin) * width + np.searchsorted(times, t)
+        def code(k: I64, t: I64) -> I64:
+            return (k - kmin) * (times.size + 1) + np.searchsorted(times, t)
 
     first = np.searchsorted(code(ak, ae), code(qk, qs), side="right")  # the group's first interval ending after the start
     stop = np.searchsorted(code(ak, as_), code(qk, qe), side="left")  # the first starting at or after the end (or of a later group)

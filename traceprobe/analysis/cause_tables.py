@@ -93,11 +93,18 @@ def rank_columns(rank: int, window_ns: tuple[int, int], tables: Mapping[str, Tab
     kernels: tuple[np.ndarray, np.ndarray] = (np.zeros(0, object), np.zeros(0, f64))
     if k is not None and n:
         names = _get(k, "name", n, object)
-        keep = np.array([not _COMM.setdefault(x, COMM_KERNEL_RE.search(str(x)) is not None) for x in names.tolist()], dtype=bool)
+        keep = np.array([not _is_comm(x) for x in names.tolist()], dtype=bool)
         if "kind" in k:
             keep &= _get(k, "kind", n, object) == "kernel"
         kernels = (names[keep], _get(k, "total_ns", n, f64)[keep])
     return RankColumns(int(rank), int(window_ns[1]) - int(window_ns[0]), exposed, steps, busy, idle, kernels)  # type: ignore[arg-type]
+
+
+def _is_comm(name: Any) -> bool:
+    hit = _COMM.get(name)
+    if hit is None:
+        hit = _COMM[name] = COMM_KERNEL_RE.search(str(name)) is not None
+    return hit
 
 
 def _none(k: int) -> Any:
@@ -153,14 +160,24 @@ def rank_tables(cols: Sequence[RankColumns]) -> RankTables:
                       _cat(cols, "kernels", ["name", "total_ns"]))
 
 
+def pair_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct pairs ``(a, b)`` of two int64 arrays, sorted (an ``(n, 2)`` array), and each row's pair's index."""
+    if a.size == 0:
+        return np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
+    lo_a, lo_b = int(a.min()), int(b.min())
+    width = int(b.max()) - lo_b + 1
+    codes, index = np.unique((a - lo_a) * width + (b - lo_b), return_inverse=True)
+    return np.stack([codes // width + lo_a, codes % width + lo_b], axis=1), index.ravel().astype(np.int64)
+
+
 class ExposedSpans:
     """Each rank's exposed collective spans, per device, as normalised interval sets (:meth:`inside`)."""
 
     def __init__(self, t: RankTables) -> None:
         ex = t.exposed
         rank, dev = ex["rank"].to_numpy(np.int64), ex["device"].to_numpy(np.int64)
-        pairs, code = np.unique(np.stack([rank, dev], axis=1), axis=0, return_inverse=True) if len(ex) else (np.zeros((0, 2), np.int64), rank)
-        self.key, self.start, self.end = iv.grouped_union(code.ravel(), ex["start_ns"].to_numpy(np.int64), ex["end_ns"].to_numpy(np.int64))
+        pairs, code = pair_codes(rank, dev)
+        self.key, self.start, self.end = iv.grouped_union(code, ex["start_ns"].to_numpy(np.int64), ex["end_ns"].to_numpy(np.int64))
         # the (rank, device) codes of one rank are consecutive
         self.ranks, self.first, self.devices = np.unique(pairs[:, 0], return_index=True, return_counts=True)
         self.total = (ex["end_ns"] - ex["start_ns"]).groupby(ex["rank"]).sum()

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from .cause_tables import PARTS, ExposedSpans, RankTables, rank_columns, rank_tables, step_maxima
+from .cause_tables import PARTS, ExposedSpans, RankTables, pair_codes, rank_columns, rank_tables, step_maxima
 from .collectives import WindowCollectives
 from .findings import MIN_SHARE, short_label
 from .idle_causes import LABELS
@@ -207,8 +207,8 @@ def window_causes(wc: WindowCollectives, reports: Mapping[int, OverlapReport] | 
     # exposed wait per rank and late rank, in the reports' order, then by late rank
     order = {int(r): i for i, r in enumerate(t.ranks.tolist())}
     sel = np.isin(rank, t.ranks) & (late != rank)
-    pairs, code = np.unique(np.stack([rank[sel], late[sel]], axis=1), axis=0, return_inverse=True) if sel.any() else (np.zeros((0, 2), np.int64), rank[sel])
-    ns, grp, ps, pe = spans.inside(code.ravel(), pairs[:, 0], s[sel], mid[sel])
+    pairs, code = pair_codes(rank[sel], late[sel])
+    ns, grp, ps, pe = spans.inside(code, pairs[:, 0], s[sel], mid[sel])
     rows = np.argsort(np.array([order[r] for r in pairs[:, 0].tolist()], dtype=np.int64), kind="stable")
     exposed = pd.DataFrame({"rank": pairs[rows, 0], "late_rank": pairs[rows, 1], "exposed_wait_ns": ns[rows]}, columns=EXPOSED_COLUMNS).astype(np.int64)
     claimed = pd.Series(ns).groupby(pairs[:, 0]).sum() if len(ns) else pd.Series(dtype=np.int64)

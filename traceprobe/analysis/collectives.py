@@ -297,9 +297,14 @@ def match_window(tables: dict[int, pd.DataFrame], run: str = "", window: str = "
     Returns:
         a :class:`WindowCollectives`.
     """
-    ranks = tuple(sorted(tables))
     frames = [t.assign(rank=r) for r, t in sorted(tables.items()) if not t.empty]
-    allk = pd.concat(frames, ignore_index=True) if frames else _empty_table()
+    return match_rows(pd.concat(frames, ignore_index=True) if frames else _empty_table(), tuple(sorted(tables)), run, window)
+
+
+def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window: str = "") -> WindowCollectives:
+    """:func:`match_window` of the ranks' collective tables concatenated: ``allk`` holds them in increasing rank order,
+    each in its own order, with a ``rank`` column (int64); ``ranks`` (increasing) names every rank of the window,
+    those without collectives too."""
     mismatched: list[str] = []
     keep = []
     for pg, g in allk.groupby("pg", sort=True):

@@ -40,7 +40,7 @@ from ..errors import Failure, TraceFormatError
 from .cause_tables import RankColumns, rank_columns, rank_tables
 from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
-from .collectives import match_window
+from .collectives import match_rows
 from .summary import Summary
 
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
@@ -295,7 +295,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
 
     decoder = msgspec.json.Decoder(_JobView)
     failures: list[Failure] = []
-    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], pd.DataFrame, RankColumns]]] = defaultdict(list)
+    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns]]] = defaultdict(list)
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for path in paths:
         try:
@@ -318,7 +318,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         run = _run_of(_Named(str(path), v.info))  # type: ignore[arg-type]
         # kept per rank: its figures and its collectives as arrays (the decoded lists go at once)
         tables = {name: _table(getattr(v.tables, name)) for name in _CAUSE_TABLES}
-        windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), _coll_frame(int(v.rank), v),
+        windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), _coll_arrays(v),
                                        rank_columns(int(v.rank), v.window_ns, tables)))
         jobs[str(Path(path).parent)][v.job] += 1
     # another job than its folder's
@@ -341,13 +341,13 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         d, o = _distribution(figs, run, window)
         dist += d
         outl += o
-        tables = {x[0]: x[3] for x in keep}
-        wc = match_window(tables, run, window)
+        last = list({x[0]: x for x in keep}.values())  # one file per rank: the last by path
+        wc = match_rows(_coll_frame(last), tuple(x[0] for x in last), run, window)
         est = estimate_clocks(wc.per_rank, wc.ranks, run, window)
         clocks.append(est)
         stragglers.append(wc)
         steps = (lambda s: int(s[1]) - int(s[0]) + 1)(window.split(" ")[1].split("-")) if window.startswith("steps ") else 1
-        causes.append(window_causes(wc, rank_tables([x[4] for x in keep]), steps))
+        causes.append(window_causes(wc, rank_tables([x[4] for x in last]), steps))
         items.clear()
     figures = pd.DataFrame(dist, columns=DIST_COLUMNS).astype({"ranks": np.int64})
     outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
@@ -369,15 +369,21 @@ def _table(t: _TableView | None) -> dict[str, list] | None:
     return None if t is None else dict(zip(t.columns, t.data))
 
 
-def _coll_frame(rank: int, v: _JobView) -> pd.DataFrame:
-    """One rank's collectives as :func:`.collectives.match_window` reads them; repeated names share one string."""
+def _coll_arrays(v: _JobView) -> dict[str, np.ndarray]:
+    """One rank's collectives as arrays (:data:`_COLL`); repeated names share one string."""
     t = v.tables.collectives
-    n = len(_col(t, "start_ns"))
-    out: dict[str, object] = {"rank": pd.array([rank] * n, dtype="Int64")}
+    out = {}
     for c in _COLL:
         vals = _col(t, c)
-        out[c] = np.array(vals, dtype=np.int64) if c in ("start_ns", "end_ns", "bytes") else np.array([_INTERN.setdefault(x, x) for x in vals], dtype=object)
-    return pd.DataFrame(out)
+        out[c] = np.array(vals, dtype=np.int64) if c in ("start_ns", "end_ns", "bytes") else np.array(list(map(_INTERN.setdefault, vals, vals)), dtype=object)
+    return out
+
+
+def _coll_frame(keep: list) -> pd.DataFrame:
+    """The collectives of a window's ranks (``keep``: in increasing rank order) as :func:`.collectives.match_rows` reads them."""
+    n = [len(x[3]["start_ns"]) for x in keep]
+    out = {"rank": np.repeat(np.array([x[0] for x in keep], dtype=np.int64), n)}
+    return pd.DataFrame({**out, **{c: np.concatenate([x[3][c] for x in keep]) for c in _COLL}})
 
 
 _INTERN: dict = {}
