@@ -63,7 +63,8 @@ def test_script_windows_through_cli(tmp_path, monkeypatch):
     assert "argv=['--steps', '9', '--width', '8']" in res.output and "__name__=__main__" in res.output
     (out,) = list((tmp_path / "runs").iterdir())
     assert out.name.startswith("train_small.py-") and out.name[len("train_small.py-"):].replace("-", "").isdigit()
-    assert _names(out) == ["manifest.json", "train_small.steps2-3.pt.trace.json.gz", "train_small.steps6-7.pt.trace.json.gz"]
+    assert _names(out) == ["manifest.json", "train_small.steps2-3.pt.trace.json.gz", "train_small.steps2-3.summary.json",
+                           "train_small.steps6-7.pt.trace.json.gz", "train_small.steps6-7.summary.json"]
     assert _steps(out / "train_small.steps2-3.pt.trace.json.gz") == [2, 3]
     assert _steps(out / "train_small.steps6-7.pt.trace.json.gz") == [6, 7]
 
@@ -75,9 +76,9 @@ def test_script_windows_through_cli(tmp_path, monkeypatch):
     assert proc["options"]["active"] == 2 and proc["options"]["repeat"] == 2
     assert [(e["variant"], e["status"], e["steps"]) for e in m["variants"]] == [("steps2-3", "ok", [2, 3]), ("steps6-7", "ok", [6, 7])]
 
-    summary = analyze_paths([out], jobs=1)
+    summary = analyze_paths([out], jobs=1)  # from the summaries, written before record returned
     reports, failures = list(summary.reports), list(summary.failures)
-    assert not failures and len(reports) == 2
+    assert not failures and len(reports) == 2 and all(r.path.endswith(".summary.json") for r in reports)
     assert reports[0].info["workload"] == "train_small" and reports[0].info["variant"] == "steps2-3"
     assert reports[0].steps["step"].tolist() == [2, 3] and reports[0].throughput > 0
 
@@ -146,7 +147,7 @@ def test_failing_script_keeps_completed_windows(tmp_path, capsys):
     assert err.startswith("Traceback (most recent call last):") and "RuntimeError: planned failure in step 6" in err
     assert "train_small.py" in err and "runner.py" not in err and "runpy" not in err
     # window 2-3 ended; window 6-7 had not finished a step when the script failed: not written
-    assert _names(out) == ["manifest.json", "train_small.steps2-3.pt.trace.json.gz"]
+    assert _names(out) == ["manifest.json", "train_small.steps2-3.pt.trace.json.gz", "train_small.steps2-3.summary.json"]
     assert _steps(out / "train_small.steps2-3.pt.trace.json.gz") == [2, 3]
     (proc,) = _manifest(out)["processes"]
     assert proc["exit_code"] == 1 and proc["status"] == "failed" and proc["error"] == "RuntimeError: planned failure in step 6"
@@ -213,7 +214,8 @@ def test_ranks_share_a_folder(tmp_path, monkeypatch):
         monkeypatch.setenv("WORLD_SIZE", "2")
         code, _ = tp_runner.run(script=SCRIPT, args=["--no-steps", "--steps", "2"], out=out)
         assert code == 0
-    assert _names(out) == ["manifest.json", "train_small.run.rank0.pt.trace.json.gz", "train_small.run.rank1.pt.trace.json.gz"]
+    assert _names(out) == ["manifest.json", "train_small.run.rank0.pt.trace.json.gz", "train_small.run.rank0.summary.json",
+                           "train_small.run.rank1.pt.trace.json.gz", "train_small.run.rank1.summary.json"]
     # a whole-run trace starts before init_process_group: traceprobe adds distributedInfo from the environment
     assert traceprobe.load_trace(out / "train_small.run.rank1.pt.trace.json.gz").rank == 1
     summary = analyze_paths([out], jobs=1)
@@ -223,6 +225,36 @@ def test_ranks_share_a_folder(tmp_path, monkeypatch):
     assert set(summary["ranks"]) == {2}
     m = _manifest(out)
     assert [p["rank"] for p in m["processes"]] == [0, 1] and m["environment"]["world_size"] == 2
+
+
+def test_capture_writes_the_handlers_summaries(tmp_path):
+    """Each trace of a capture gets the summary on_trace_ready writes (same process, same format), beside it, off the
+    profiled thread; the folder of summaries alone reads as the traces do."""
+    import torch
+
+    from traceprobe.recording.summary_process import summarize_trace
+
+    with traceprobe.capture(tmp_path / "s", name="s", wait=0, warmup=1, active=2, repeat=2, echo=False) as cap:
+        for _ in range(8):
+            torch.randn(64, 64).tanh().sum()
+            cap.step()
+    assert cap.wait(120) and not cap._summaries.errors
+    assert _names(tmp_path / "s") == ["manifest.json", "s.steps2-3.pt.trace.json.gz", "s.steps2-3.summary.json",
+                                      "s.steps5-6.pt.trace.json.gz", "s.steps5-6.summary.json"]
+    from_summaries = analyze_paths([tmp_path / "s"], jobs=1)
+    from_traces = analyze_paths(list(cap.trace_paths), jobs=1)
+    assert [Path(r.path).name for r in from_summaries.reports] == ["s.steps2-3.summary.json", "s.steps5-6.summary.json"]
+    for a, b in zip(from_traces.reports, from_summaries.reports):
+        assert repr(a.headline) == repr(b.headline) and a.steps.equals(b.steps) and a.info["variant"] == b.info["variant"]
+        assert b.info["summary_of"] == Path(a.path).name and b.info["job"] == "s"
+    # a trace that cannot be read costs its summary, named in the result, and nothing else
+    bad = tmp_path / "s" / "bad.pt.trace.json.gz"
+    bad.write_bytes(b"not gzip")
+    out = summarize_trace(str(bad), "j")
+    assert out["summary"] is None and "bad.pt.trace.json.gz" in out["error"] and bad.exists()
+    with traceprobe.capture(tmp_path / "off", name="off", summaries=False, echo=False) as off:
+        torch.randn(8, 8).sum()
+    assert off.wait() and _names(tmp_path / "off") == ["manifest.json", "off.run.pt.trace.json.gz"]
 
 
 def test_manifest_merge_is_locked(tmp_path):

@@ -27,7 +27,7 @@ How it stays out of the way of training:
   C++: the training thread keeps running beside it, though slowed while it writes, as the save takes the
   interpreter's lock often; on 2 CPUs a loop of small Python ops ran ~100x slower during the 2 s of saving a
   78 MB trace) and hands the file to a separate Python process (at a lower CPU
-  priority) that reads, analyses and writes the summary, gzips the trace into place and prints the log line;
+  priority, :mod:`.summary_process`) that reads, analyses and writes the summary, gzips the trace into place and prints the log line;
   the training process never imports pandas for it;
 - nothing raises into the training loop: any error (a read-only folder, a full disk, a trace that cannot be
   analysed) is logged once per handler on the ``traceprobe`` logger (each later one at debug level) and the
@@ -58,10 +58,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .summary_process import NICE, _remove, summarize_trace, summarize_window, window_line  # noqa: F401 - NICE and the process's functions, where they were
+
 EXIT_WAIT_S = 600.0
 """How long interpreter exit waits for the windows still being written."""
-NICE = 10
-"""The CPU priority increment of the process that analyses each window."""
 
 _logger = logging.getLogger("traceprobe")
 
@@ -115,12 +115,26 @@ class TraceReady:
                 return
             self._windows += 1
             self._queue.put((inner, _rank(), self._windows))
-            with self._lock:
-                if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(target=self._work, name="traceprobe-on-trace-ready", daemon=True)
-                    self._thread.start()
+            self._start()
         except Exception as e:  # noqa: BLE001 - never into the training loop
             self._error(f"cannot queue the window: {type(e).__name__}: {e}")
+
+    def summarize(self, trace: str | Path) -> None:
+        """Queue the summary of a trace already written (``<stem>.pt.trace.json[.gz]``): ``<stem>.summary.json`` is
+        written beside it by the same process as a window's (:func:`.summary_process.summarize_trace`); how :func:`traceprobe.capture`
+        and ``traceprobe record --script`` write theirs. Never raises, returns at once."""
+        try:
+            self._windows += 1
+            self._queue.put((Path(trace), _rank(), self._windows))
+            self._start()
+        except Exception as e:  # noqa: BLE001 - never into the profiled code
+            self._error(f"cannot queue the summary of {trace}: {type(e).__name__}: {e}")
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._work, name="traceprobe-on-trace-ready", daemon=True)
+                self._thread.start()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until every window queued so far is written (or ``timeout`` s); True when none is left."""
@@ -147,6 +161,9 @@ class TraceReady:
                 if item is not None:
                     inner, rank, n = item
                     item = None
+                    if isinstance(inner, Path):  # a trace already in place (summarize)
+                        self._summarize(inner, rank, n, written=True)
+                        continue
                     tmp = self._export(inner, rank, n)
                     del inner  # the window's events leave this process before its analysis starts
                     if tmp is not None:
@@ -175,21 +192,25 @@ class TraceReady:
             return None
         return tmp
 
-    def _summarize(self, tmp: Path, rank: int, n: int) -> None:
-        """Run the summary's process on the temporary trace; keep its result, log its line."""
+    def _summarize(self, tmp: Path, rank: int, n: int, written: bool = False) -> None:
+        """Run the summary's process on the temporary trace (or, ``written``, on a trace in place, which is kept
+        whatever happens); keep its result, log its line."""
         from ..reading.summary import default_job  # (msgspec only: no pandas in the training process)
 
         job = self.job if self.job is not None else default_job(self.folder)
-        cmd = [sys.executable, "-m", "traceprobe.recording.handler", str(tmp), str(self.folder), str(rank), str(n), job, "1" if self.trace else "0"]
+        args = ["--trace", str(tmp), job] if written else [str(tmp), str(self.folder), str(rank), str(n), job, "1" if self.trace else "0"]
+        cmd = [sys.executable, "-m", "traceprobe.recording.summary_process", *args]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, "PYTHONWARNINGS": "ignore"})
         except OSError as e:
-            _remove(tmp)
+            if not written:
+                _remove(tmp)
             self._error(f"cannot start the summary's process: {e}")
             return
         out = _last_json(done.stdout)
         if out is None:
-            _remove(tmp)
+            if not written:
+                _remove(tmp)
             self._error(f"the summary's process of window {n} of rank {rank} failed (exit {done.returncode}): "
                         f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
             return
@@ -247,13 +268,6 @@ def _join(q: queue.Queue, timeout: float) -> None:
         time.sleep(0.05)
 
 
-def _remove(p: Path) -> None:
-    try:
-        p.unlink(missing_ok=True)
-    except OSError:
-        pass
-
-
 def _last_json(text: str) -> dict[str, Any] | None:
     for line in reversed(text.strip().splitlines()):
         try:
@@ -283,96 +297,3 @@ def on_trace_ready(folder: str | Path, trace: bool = True, log: Callable[[str], 
         a :class:`TraceReady` (callable with the profiler; ``wait()`` waits for the windows queued).
     """
     return TraceReady(folder, trace, log, job, save)
-
-
-def window_line(report: Any, rank: int) -> str:
-    """The log line of one window: ``traceprobe rank R steps A-B: step X ms, busy U%, comm hidden H%, exposed comm E ms/step,
-    idle I ms/step; top: <finding>`` (figures from :attr:`.analysis.per_trace.OverlapReport.headline` and its breakdown,
-    per step over the window's steps; ``-`` where undefined)."""
-    import math
-
-    h = report.headline
-    steps = len(report.steps) if report.steps is not None and len(report.steps) else 1
-    b = report.breakdown
-    exposed = float(b["exposed_comm_ns"].sum()) / steps if b is not None and len(b) else math.nan
-    idle = float(b["idle_ns"].sum()) / steps if b is not None and len(b) else math.nan
-
-    def pct(x: float) -> str:
-        return "-" if not math.isfinite(x) else f"{100 * x:.0f}%"
-
-    def ms(x: float) -> str:
-        return "-" if not math.isfinite(x) else f"{x / 1e6:.1f} ms"
-
-    st = report.steps
-    where = f"steps {int(st['step'].min())}-{int(st['step'].max())}" if st is not None and len(st) else "window"
-    f = report.findings
-    top = f"; top: {f['label'].iloc[0]}" if f is not None and len(f) and "label" in f else ""
-    return (f"traceprobe rank {rank} {where}: step {ms(h['mean_step_ns'])}, busy {pct(h['utilization'])}, "
-            f"comm hidden {pct(h['comm_overlap'])}, exposed comm {ms(exposed)}/step, idle {ms(idle)}/step{top}")
-
-
-def summarize_window(tmp: str, folder: str, rank: int, n: int, job: str, keep_trace: bool) -> dict[str, Any]:
-    """What the summary's process does with one window's temporary trace: analyse it, write the summary, move the
-    trace into place gzipped (or remove it); the result as a dict (``summary``, ``trace``, ``line``, ``error``).
-    The trace is kept whatever befalls the summary; the temporary file never outlives this call."""
-    from ..analysis.per_trace import overlap_report
-    from ..analysis.summaries import write_summary
-    from ..fileio import atomic_write_bytes
-    from ..reading import load_trace
-
-    out: dict[str, Any] = {"summary": None, "trace": None, "line": "", "error": None}
-    base = Path(folder)
-    stem = f"rank{rank}.window{n}"
-    report = None
-    try:
-        trace = load_trace(tmp)
-        report = overlap_report(trace)
-        if len(report.steps):
-            stem = f"rank{rank}.steps{int(report.steps['step'].min())}-{int(report.steps['step'].max())}"
-    except Exception as e:  # noqa: BLE001 - the trace is still kept
-        out["error"] = f"cannot analyse window {n} of rank {rank}: {type(e).__name__}: {e}"
-    stem = _free(base, stem)
-    name = f"{stem}.pt.trace.json.gz"
-    try:
-        if keep_trace:
-            import gzip
-
-            raw = Path(tmp).read_bytes()
-            atomic_write_bytes(base / name, gzip.compress(raw, compresslevel=1, mtime=0))
-            out["trace"] = str(base / name)
-    except Exception as e:  # noqa: BLE001
-        out["error"] = out["error"] or f"cannot write the trace of window {n} of rank {rank}: {e}"
-    finally:
-        _remove(Path(tmp))
-    if report is not None:
-        try:
-            p = write_summary(report, base / f"{stem}.summary.json", job=job, source=name if keep_trace and out["trace"] else "")
-            out["summary"] = str(p)
-            out["line"] = window_line(report, rank)
-        except Exception as e:  # noqa: BLE001 - a full disk costs the summary
-            out["error"] = f"cannot write the summary of window {n} of rank {rank}: {e}"
-    return out
-
-
-def _free(folder: Path, stem: str) -> str:
-    """``stem``, or ``stem-2``, ``stem-3``... where a summary or trace of that name exists: nothing is overwritten."""
-    k, s = 1, stem
-    while (folder / f"{s}.summary.json").exists() or (folder / f"{s}.pt.trace.json.gz").exists():
-        k += 1
-        s = f"{stem}-{k}"
-    return s
-
-
-def _main(argv: list[str]) -> int:
-    tmp, folder, rank, n, job, keep = argv
-    try:
-        os.nice(NICE)
-    except OSError:
-        pass
-    out = summarize_window(tmp, folder, int(rank), int(n), job, keep == "1")
-    sys.stdout.write(json.dumps(out) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

@@ -9,39 +9,33 @@
             cap.step()                              # or traceprobe.step()
     print(cap.report())                             # OverlapReport of cap.trace_path
 
-``traceprobe record --script/--module`` (:mod:`traceprobe.recording.runner`) runs a whole
-program inside one capture.
+``traceprobe record --script/--module`` (:mod:`traceprobe.recording.runner`) runs a whole program inside one
+capture.
 
 Windows
-    Code that never calls :meth:`Capture.step` (or :func:`step`) is profiled
-    whole: one trace, variant ``run``. Code that calls it is profiled in
-    windows of steps, one trace each: see :mod:`traceprobe.recording.windows`
-    (by default steps 2-4, one trace). A run profiled whole has no size bound:
-    a trace over :data:`LARGE_TRACE_BYTES` of JSON gets a warning.
+    Code that never calls :meth:`Capture.step` (or :func:`step`) is profiled whole: one trace, variant ``run``. Code
+    that calls it is profiled in windows of steps, one trace each: see :mod:`traceprobe.recording.windows` (by
+    default steps 2-4, one trace). A run profiled whole has no size bound: a trace over :data:`LARGE_TRACE_BYTES` of
+    JSON gets a warning.
 
 Files
-    Traces go to ``out`` (default ``runs/<name>-<YYYYmmdd-HHMMSS>``), written
-    atomically (:mod:`traceprobe.fileio`), never over an existing file: a taken
-    name gets ``-2``, ``-3``... after its variant. A window cut short by the end
-    of the run or a failure is written as ``steps6-8-partial`` when one of its
-    steps ended, else dropped; a whole run is written however it ended (status
-    ``partial`` unless complete). ``manifest.json`` (:mod:`traceprobe.manifest`)
-    lists the command line, the machine, each process (rank, target, options,
-    exit code) and each trace, rewritten under its lock after every trace, so
-    several ranks share one folder (a built-in ``record`` run cannot:
-    :mod:`traceprobe.recording.folder_lock`).
+    Traces go to ``out`` (default ``runs/<name>-<YYYYmmdd-HHMMSS>``), each with its summary
+    (``<stem>.summary.json``, written off the profiled thread as :func:`traceprobe.on_trace_ready` writes them),
+    written atomically (:mod:`traceprobe.fileio`), never over an existing file: a taken name gets ``-2``, ``-3``...
+    after its variant. A window cut short by the end of the run or a failure is written as ``steps6-8-partial`` when
+    one of its steps ended, else dropped; a whole run is written however it ended (status ``partial`` unless
+    complete). ``manifest.json`` (:mod:`traceprobe.manifest`) lists the command line, the machine, each process
+    (rank, target, options, exit code) and each trace, rewritten under its lock after every trace, so several ranks
+    share one folder (a built-in ``record`` run cannot: :mod:`traceprobe.recording.folder_lock`).
 
 Ranks
-    Under torchrun (``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` set) trace names
-    include ``.rank<R>``, the default folder's time is the launcher's start
-    time (the parent process), so every rank of a node picks the same folder,
-    and a trace that lacks ``distributedInfo`` (the profiler started before
-    ``init_process_group``, as in a whole-run trace) gets one with the rank, so
-    ``overlap-report`` can summarize across ranks.
+    Under torchrun (``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` set) trace names include ``.rank<R>``, the default
+    folder's time is the launcher's start time (the parent process), so every rank of a node picks the same folder,
+    and a trace that lacks ``distributedInfo`` (the profiler started before ``init_process_group``, as in a
+    whole-run trace) gets one with the rank, so ``overlap-report`` can summarize across ranks.
 
-Importing this module does not import torch; starting a capture does.
-``traceprobe.capture``, ``traceprobe.Capture`` and ``traceprobe.step`` are this
-module's :func:`capture`, :class:`Capture` and :func:`step`.
+Importing this module does not import torch; starting a capture does. ``traceprobe.capture``, ``traceprobe.Capture``
+and ``traceprobe.step`` are this module's :func:`capture`, :class:`Capture` and :func:`step`.
 """
 
 from __future__ import annotations
@@ -105,6 +99,7 @@ class Capture(contextlib.ContextDecorator):
         target: what is run (for the manifest), e.g. ``{"script": "train.py", "args": [...]}``.
         command: the command line for the manifest (default ``sys.argv`` at start).
         echo: print what is written and any problem to stderr, ``traceprobe:`` first.
+        summaries: write each trace's summary beside it, as :func:`traceprobe.on_trace_ready` does (:meth:`wait`).
 
     Attributes:
         out: the output folder (resolved at the first start).
@@ -131,6 +126,7 @@ class Capture(contextlib.ContextDecorator):
         target: dict[str, Any] | None = None,
         command: list[str] | None = None,
         echo: bool = True,
+        summaries: bool = True,
     ) -> None:
         self.windows = Windows(wait, warmup, active, repeat)
         self.name = name or default_name()
@@ -155,6 +151,7 @@ class Capture(contextlib.ContextDecorator):
         self._quiet: KinetoFilter
         self._group_held = False
         self._process: dict[str, Any] = {}
+        self._summaries: Any = summaries  # then the handler writing them (recording.handler.TraceReady)
 
     # -- public -------------------------------------------------------------
 
@@ -193,6 +190,10 @@ class Capture(contextlib.ContextDecorator):
         if self.out is None:
             self.out = default_out(self.name)
         check_writable(self.out)
+        if self._summaries is True:
+            from .handler import on_trace_ready
+
+            self._summaries = on_trace_ready(self.out)
         self._lock = FolderLock(self.out, shared=True)  # ranks share a folder; a built-in record run does not
         self._starts += 1
         self.steps = 0
@@ -293,6 +294,11 @@ class Capture(contextlib.ContextDecorator):
         """The overlap report of every trace written, in order."""
         return [self.report(p) for p in self.trace_paths]
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the summaries of the traces written so far are written (at most ``timeout`` s; interpreter exit
+        waits up to 10 minutes); True when none is left."""
+        return not self._summaries or self._summaries.wait(timeout)
+
     def __enter__(self) -> Capture:
         return self.start()
 
@@ -368,6 +374,8 @@ class Capture(contextlib.ContextDecorator):
         self.trace_paths.append(dest)
         self.entries.append(entry)
         self._update_manifest()
+        if self._summaries:  # <stem>.summary.json beside it, written off this thread; never raises
+            self._summaries.summarize(dest)
         if size > LARGE_TRACE_BYTES:
             self._note(
                 f"{dest.name} holds {size / 2**20:,.0f} MB of JSON: Perfetto UI may not open it; "

@@ -8,7 +8,7 @@ module). Its exit code is passed through: ``sys.exit(n)`` gives ``n``,
 ``sys.exit("message")`` prints the message and gives 1, an uncaught exception
 prints its traceback (from the target's first frame on, as ``python`` prints
 it) and gives 1, Ctrl-C gives 130. Whatever the outcome, the traces of the
-windows that ended are on disk, a window cut short is written as ``partial``,
+windows that ended are on disk with their summaries, a window cut short is written as ``partial``,
 and the manifest records the exit code. (A process killed outright, or ended
 by ``os._exit``, keeps the traces already written; its manifest entry stays
 ``running``.)
@@ -193,4 +193,5 @@ def run(
         except Exception:  # noqa: BLE001 - a closed stdout must not lose the traces
             pass
         cap.stop(exit_code=code, error=error)
+        cap.wait()  # the traces' summaries (the target has ended: nothing left to slow down)
     return code, cap

@@ -1,0 +1,154 @@
+"""The summary's process: what runs, at a lower CPU priority, for each profiler window of
+:func:`traceprobe.on_trace_ready` (:func:`summarize_window`) and for each trace :func:`traceprobe.capture` and
+``traceprobe record --script`` write (:func:`summarize_trace`): read, analyse, write the summary beside the trace
+(:func:`traceprobe.analysis.summaries.write_summary`), and print the result as one JSON line for the handler's
+thread (:mod:`.handler`). One code path for every summary written while recording; nothing here raises: an error
+is the result's ``error``.
+
+Run as ``python -m traceprobe.recording.summary_process TMP FOLDER RANK N JOB KEEP`` (a window's temporary trace)
+or ``... --trace TRACE JOB`` (a trace in place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+NICE = 10
+"""The CPU priority increment of the process that analyses each window."""
+
+
+def _remove(p: Path) -> None:
+    try:
+        p.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def window_line(report: Any, rank: int) -> str:
+    """The log line of one window: ``traceprobe rank R steps A-B: step X ms, busy U%, comm hidden H%, exposed comm E ms/step,
+    idle I ms/step; top: <finding>`` (figures from :attr:`.analysis.per_trace.OverlapReport.headline` and its breakdown,
+    per step over the window's steps; ``-`` where undefined)."""
+    import math
+
+    h = report.headline
+    steps = len(report.steps) if report.steps is not None and len(report.steps) else 1
+    b = report.breakdown
+    exposed = float(b["exposed_comm_ns"].sum()) / steps if b is not None and len(b) else math.nan
+    idle = float(b["idle_ns"].sum()) / steps if b is not None and len(b) else math.nan
+
+    def pct(x: float) -> str:
+        return "-" if not math.isfinite(x) else f"{100 * x:.0f}%"
+
+    def ms(x: float) -> str:
+        return "-" if not math.isfinite(x) else f"{x / 1e6:.1f} ms"
+
+    st = report.steps
+    where = f"steps {int(st['step'].min())}-{int(st['step'].max())}" if st is not None and len(st) else "window"
+    f = report.findings
+    top = f"; top: {f['label'].iloc[0]}" if f is not None and len(f) and "label" in f else ""
+    return (f"traceprobe rank {rank} {where}: step {ms(h['mean_step_ns'])}, busy {pct(h['utilization'])}, "
+            f"comm hidden {pct(h['comm_overlap'])}, exposed comm {ms(exposed)}/step, idle {ms(idle)}/step{top}")
+
+
+def summarize_window(tmp: str, folder: str, rank: int, n: int, job: str, keep_trace: bool) -> dict[str, Any]:
+    """What the summary's process does with one window's temporary trace: analyse it, write the summary, move the
+    trace into place gzipped (or remove it); the result as a dict (``summary``, ``trace``, ``line``, ``error``).
+    The trace is kept whatever befalls the summary; the temporary file never outlives this call."""
+    from ..analysis.per_trace import overlap_report
+    from ..fileio import atomic_write_bytes
+    from ..reading import load_trace
+
+    out: dict[str, Any] = {"summary": None, "trace": None, "line": "", "error": None}
+    base = Path(folder)
+    stem = f"rank{rank}.window{n}"
+    report = None
+    try:
+        trace = load_trace(tmp)
+        report = overlap_report(trace)
+        if len(report.steps):
+            stem = f"rank{rank}.steps{int(report.steps['step'].min())}-{int(report.steps['step'].max())}"
+    except Exception as e:  # noqa: BLE001 - the trace is still kept
+        out["error"] = f"cannot analyse window {n} of rank {rank}: {type(e).__name__}: {e}"
+    stem = _free(base, stem)
+    name = f"{stem}.pt.trace.json.gz"
+    try:
+        if keep_trace:
+            import gzip
+
+            raw = Path(tmp).read_bytes()
+            atomic_write_bytes(base / name, gzip.compress(raw, compresslevel=1, mtime=0))
+            out["trace"] = str(base / name)
+    except Exception as e:  # noqa: BLE001
+        out["error"] = out["error"] or f"cannot write the trace of window {n} of rank {rank}: {e}"
+    finally:
+        _remove(Path(tmp))
+    if report is not None:
+        _write(report, base / f"{stem}.summary.json", job, name if keep_trace and out["trace"] else "", rank, f"window {n} of rank {rank}", out)
+    return out
+
+
+def summarize_trace(trace: str, job: str) -> dict[str, Any]:
+    """What the summary's process does with a trace already in place (:meth:`TraceReady.summarize`): analyse it (with
+    the facts of the ``manifest.json`` beside it) and write ``<stem>.summary.json`` beside it; the result as
+    :func:`summarize_window`'s (``trace``: the trace)."""
+    from .. import manifest as mf
+    from ..analysis.per_trace import overlap_report
+    from ..reading import load_trace
+
+    path = Path(trace)
+    out: dict[str, Any] = {"summary": None, "trace": str(path), "line": "", "error": None}
+    try:
+        report = overlap_report(load_trace(path), mf.info_for(path))
+    except Exception as e:  # noqa: BLE001
+        out["error"] = f"cannot analyse {path.name}: {type(e).__name__}: {e}"
+        return out
+    stem = _TRACE_END.sub("", path.name)
+    _write(report, path.parent / f"{stem}.summary.json", job, path.name, report.rank if report.rank is not None else 0, path.name, out)
+    return out
+
+
+_TRACE_END = re.compile(r"\.pt\.trace\.json(\.gz)?$|\.json(\.gz)?$")
+
+
+def _write(report: Any, path: Path, job: str, source: str, rank: int, what: str, out: dict[str, Any]) -> None:
+    """Write ``report``'s summary to ``path`` and rank ``rank``'s log line into ``out`` (or the error: a full disk
+    costs the summary)."""
+    from ..analysis.summaries import write_summary
+
+    try:
+        out["summary"] = str(write_summary(report, path, job=job, source=source))
+        out["line"] = window_line(report, rank)
+    except Exception as e:  # noqa: BLE001 - a full disk costs the summary
+        out["error"] = f"cannot write the summary of {what}: {e}"
+
+
+def _free(folder: Path, stem: str) -> str:
+    """``stem``, or ``stem-2``, ``stem-3``... where a summary or trace of that name exists: nothing is overwritten."""
+    k, s = 1, stem
+    while (folder / f"{s}.summary.json").exists() or (folder / f"{s}.pt.trace.json.gz").exists():
+        k += 1
+        s = f"{stem}-{k}"
+    return s
+
+
+def _main(argv: list[str]) -> int:
+    try:
+        os.nice(NICE)
+    except OSError:
+        pass
+    if argv[0] == "--trace":
+        out = summarize_trace(argv[1], argv[2])
+    else:
+        tmp, folder, rank, n, job, keep = argv
+        out = summarize_window(tmp, folder, int(rank), int(n), job, keep == "1")
+    sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
