@@ -70,7 +70,7 @@ def rank_columns(rank: int, window_ns: tuple[int, int], tables: Mapping[str, Tab
     i64, f64 = np.int64, np.float64
     ex = tables.get("exposed_comm")
     n = _n(ex)
-    exposed = (_get(ex, "device", n, i64), _get(ex, "start_ns", n, i64), _get(ex, "end_ns", n, i64)) if n else _none(3)
+    exposed = (_get(ex, "device", n, i64), _get(ex, "start_ns", n, i64), _get(ex, "end_ns", n, i64)) if ex is not None and n else _none(3)
     st = tables.get("steps")
     n = _n(st) if st is not None and "gpu_start_ns" in st else 0
     steps = (_get(st, "step", n, i64), _get(st, "gpu_start_ns", n, i64), _get(st, "gpu_end_ns", n, i64)) if st is not None and n else _none(3)
@@ -148,11 +148,11 @@ def _cat(cols: Sequence[RankColumns], field: str, names: Sequence[str]) -> pd.Da
 def rank_tables(cols: Sequence[RankColumns]) -> RankTables:
     """The :class:`RankTables` of ranks' :func:`rank_columns` (one concatenation per table, one groupby for the parts)."""
     busy = _cat(cols, "busy", ["step", "compute", "other_busy"])
-    parts = busy.groupby(["rank", "step"], sort=True).sum()
+    parts = pd.DataFrame(busy.groupby(["rank", "step"], sort=True).sum())
     idle = _cat(cols, "idle", ["step", "cause", "ns"])
     if len(idle):
-        parts = parts.join(idle.pivot_table(index=["rank", "step"], columns="cause", values="ns", aggfunc="sum"), how="left")
-    parts = parts.reindex(columns=list(PARTS)).fillna(0.0).astype(np.float64).reset_index()
+        parts = pd.DataFrame(parts.join(idle.pivot_table(index=["rank", "step"], columns="cause", values="ns", aggfunc="sum"), how="left"))
+    parts = pd.DataFrame(parts.reindex(columns=list(PARTS))).fillna(0.0).astype(np.float64).reset_index()
     parts = parts.astype({"rank": np.int64, "step": np.int64})
     return RankTables(np.array([c.rank for c in cols], dtype=np.int64), np.array([c.window_ns for c in cols], dtype=np.int64),
                       _cat(cols, "exposed", ["device", "start_ns", "end_ns"]),
@@ -180,7 +180,9 @@ class ExposedSpans:
         self.key, self.start, self.end = iv.grouped_union(code, ex["start_ns"].to_numpy(np.int64), ex["end_ns"].to_numpy(np.int64))
         # the (rank, device) codes of one rank are consecutive
         self.ranks, self.first, self.devices = np.unique(pairs[:, 0], return_index=True, return_counts=True)
-        self.total = (ex["end_ns"] - ex["start_ns"]).groupby(ex["rank"]).sum()
+        total = np.zeros(self.ranks.size, np.int64)
+        np.add.at(total, np.searchsorted(self.ranks, rank), ex["end_ns"].to_numpy(np.int64) - ex["start_ns"].to_numpy(np.int64))
+        self.total: dict[int, int] = dict(zip(self.ranks.tolist(), total.tolist()))
         """Per rank: the exposed spans' summed length (ns)."""
 
     def inside(self, group: np.ndarray, group_rank: np.ndarray, start: np.ndarray, end: np.ndarray
@@ -234,7 +236,7 @@ def step_maxima(t: RankTables, piece_rank: np.ndarray, piece_key: np.ndarray, ps
             keys.append(piece_key[m][hit])
             lens.append(ov[hit])
     df = pd.DataFrame({"row": np.concatenate(rows), "key": np.concatenate(keys), "ns": np.concatenate(lens)})
-    df = df.groupby(["row", "key"], sort=False, as_index=False)["ns"].sum()  # a step row is one rank's: its pieces summed
+    df = pd.DataFrame(df.groupby(["row", "key"], sort=False, as_index=False)["ns"].sum())  # a step row is one rank's: its pieces summed
     df["step"] = step[df["row"].to_numpy(np.int64)]
-    out = df.groupby(["step", "key"], sort=True, as_index=False)["ns"].max()  # the largest over ranks
-    return out[["step", "key", "ns"]].astype(np.int64)
+    out = pd.DataFrame(df.groupby(["step", "key"], sort=True, as_index=False)["ns"].max())  # the largest over ranks
+    return pd.DataFrame(out[["step", "key", "ns"]]).astype(np.int64)

@@ -128,12 +128,12 @@ def _excess(t: RankTables, late: int) -> tuple[dict[str, float], dict[str, float
     counts 0), summed over the late rank's steps, and its median over the steps (the per-step figure)."""
     p = t.parts
     is_late = p["rank"].to_numpy(np.int64) == late
-    mine = p[is_late]
+    mine = pd.DataFrame(p[is_late])
     others = t.ranks[t.ranks != late]
     if mine.empty or not others.size:
         return {}, {}
     steps = mine["step"].to_numpy(np.int64)
-    o = p[~is_late & p["step"].isin(steps).to_numpy()]
+    o = pd.DataFrame(p[~is_late & p["step"].isin(steps).to_numpy()])
     ri = np.searchsorted(np.sort(others), o["rank"].to_numpy(np.int64))
     si = np.searchsorted(steps, o["step"].to_numpy(np.int64))
     diff = np.empty((steps.size, len(PARTS)))
@@ -205,17 +205,20 @@ def window_causes(wc: WindowCollectives, reports: Mapping[int, OverlapReport] | 
     et = spans.inside(row[ok], wrank, mid[ok], e[ok])[0]
     waits = waits.assign(exposed_wait_ns=ew, exposed_transfer_ns=et)
     # exposed wait per rank and late rank, in the reports' order, then by late rank
-    order = {int(r): i for i, r in enumerate(t.ranks.tolist())}
     sel = np.isin(rank, t.ranks) & (late != rank)
     pairs, code = pair_codes(rank[sel], late[sel])
     ns, grp, ps, pe = spans.inside(code, pairs[:, 0], s[sel], mid[sel])
-    rows = np.argsort(np.array([order[r] for r in pairs[:, 0].tolist()], dtype=np.int64), kind="stable")
+    by_rank = np.argsort(t.ranks, kind="stable")
+    pos = by_rank[np.searchsorted(t.ranks, pairs[:, 0], sorter=by_rank)]  # each pair's rank's place in the reports
+    rows = np.argsort(pos, kind="stable")
     exposed = pd.DataFrame({"rank": pairs[rows, 0], "late_rank": pairs[rows, 1], "exposed_wait_ns": ns[rows]}, columns=EXPOSED_COLUMNS).astype(np.int64)
-    claimed = pd.Series(ns).groupby(pairs[:, 0]).sum() if len(ns) else pd.Series(dtype=np.int64)
-    transfer = {r: int(spans.total.get(r, 0)) - int(claimed.get(r, 0)) for r in t.ranks.tolist()}
+    claimed = np.zeros(t.ranks.size, np.int64)  # per rank, in the reports' order
+    np.add.at(claimed, pos, ns)
+    transfer = {r: spans.total.get(r, 0) - c for r, c in zip(t.ranks.tolist(), claimed.tolist())}
     by_step = step_maxima(t, pairs[grp, 0], pairs[grp, 1], ps, pe)
-    present = t.steps["step"][t.steps["rank"].isin(pairs[:, 0])].unique()
-    out = WindowCauses(wc.run, wc.window, steps, waits, exposed, transfer, blame=_blame_path(by_step, np.sort(present), t))
+    st = t.steps[["rank", "step"]].to_numpy(np.int64)
+    present = np.unique(st[np.isin(st[:, 0], pairs[:, 0]), 1])  # the steps of the ranks that waited
+    out = WindowCauses(wc.run, wc.window, steps, waits, exposed, transfer, blame=_blame_path(by_step, present, t))
     if exposed.empty:
         return out
     by_late = exposed.groupby("late_rank")["exposed_wait_ns"].max()
