@@ -342,8 +342,9 @@ def _torchrun(tmp_path: Path, args: list[str], timeout: float = 120, script: Pat
 def test_torchrun_two_ranks(tmp_path):
     """Real processes: torchrun starts two `python -m traceprobe record --script` ranks, DDP over gloo."""
     out = _torchrun(tmp_path, ["--active", "2", "--", "--ddp", "--steps", "5"])
-    assert _names(out) == ["manifest.json", "train_small.steps2-3.rank0.pt.trace.json.gz", "train_small.steps2-3.rank1.pt.trace.json.gz"]
-    summary = analyze_paths([out], jobs=1)
+    assert _names(out) == ["manifest.json", "train_small.steps2-3.rank0.pt.trace.json.gz", "train_small.steps2-3.rank0.summary.json",
+                           "train_small.steps2-3.rank1.pt.trace.json.gz", "train_small.steps2-3.rank1.summary.json"]
+    summary = analyze_paths([out], jobs=1)  # (from the summaries: one job, torchrun's run id)
     reports, failures = list(summary.reports), list(summary.failures)
     assert not failures and sorted(r.rank for r in reports) == [0, 1]
     assert all(r.steps["step"].tolist() == [2, 3] for r in reports)
@@ -365,7 +366,7 @@ def test_torchrun_gloo_ddp_exits_every_time(tmp_path):
         run = tmp_path / str(i)
         run.mkdir()
         out = _torchrun(run, args, timeout=90, script=script)
-        assert _names(out) == sorted([f"{name}.rank0.pt.trace.json.gz", f"{name}.rank1.pt.trace.json.gz", "manifest.json"])
+        assert _names(out) == sorted([f"{name}.rank{r}.{end}" for r in (0, 1) for end in ("pt.trace.json.gz", "summary.json")] + ["manifest.json"])
         assert [p["exit_code"] for p in _manifest(out)["processes"]] == [0, 0]
 
 
