@@ -3,20 +3,16 @@
 Kineto writes ``ts`` and ``dur`` in microseconds as decimal text, usually with
 three decimals (``1712195495505582.988``). A float64 holds only 15-17 significant
 digits, so epoch-based microsecond times lose up to ~650 ns through it. Here the
-number's text itself is read, digit by digit, with integer arithmetic:
+number's text itself is read with integer arithmetic:
 ``ns = round_half_even(decimal_value * 1000)``, exact for every number whose
 result fits in int64 (digits past the nanosecond are rounded half to even).
 
-Kineto's own shapes, ``-?digits.ddd`` (three decimals, every value of a piece;
-torch 2.1 on) or ``-?digits`` (integer µs, before), are the ns value once the
-point is removed and the value scaled: the texts are checked with numpy and
-read as integers by numpy's C parser. The general shape (``-?digits[.digits]``,
-at most 16 integer and 9 fractional digits) is parsed for all values at once with
-numpy: the texts become a fixed-width byte matrix, each row is aligned on its
-decimal point (rows are grouped by where the point is), and the digits are
-weighted by one matrix product. Anything else (exponents, numeric strings such as ``"12"``, ``null``,
-objects, texts longer than the matrix) is rare and read one by one with
-:class:`decimal.Decimal`.
+Plain decimals (``-?digits[.digits]``, at most 16 integer and 18 fractional
+digits: every ``ts``/``dur`` Kineto writes) are read for all values at once: the
+point becomes a separator, so numpy's C parser reads the integer and the
+fraction of each value as two integers, combined with the fraction's length.
+Anything else (exponents, numeric strings such as ``"12"``, ``null``, objects,
+longer texts) is rare and read one by one with :class:`decimal.Decimal`.
 """
 
 from __future__ import annotations
@@ -24,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from itertools import compress
 from typing import Any
 
 import msgspec
@@ -32,20 +29,13 @@ import numpy as np
 OK, MISSING, INVALID = 0, 1, 2
 """Status of each value: a number, no text (the field was absent), not a usable number."""
 
-_INT_DIGITS = 16  # µs: up to 9.99e15, i.e. ns up to 10**19 - 1 (checked against int64 below)
-_FRAC_DIGITS = 9  # 3 kept (ns), 1 rounding digit, 5 more that only break ties
-_POINT = 1 + _INT_DIGITS  # column of the decimal point once aligned (column 0: the sign)
-_WIDTH = _POINT + 1 + _FRAC_DIGITS + 1  # and one column that stays empty unless a text is too long
-_COLUMN = np.arange(_WIDTH, dtype=np.uint8)[:, None]
-_COLUMN64 = _COLUMN.astype(np.int64)
-_ALIGNED = np.arange(_INT_DIGITS + 1 + _FRAC_DIGITS, dtype=np.int64)[:, None]  # rows of the point-aligned matrix
-_SEP_LEN = _WIDTH
-_SEP = bytes(_SEP_LEN)
-"""Zero bytes before, between and after the texts: reads a little before or past a text stay in its own padding."""
+_INT_DIGITS, _FRAC_DIGITS = 16, 18  # the most read at once: each part fits int64, and 10**16 µs is beyond int64 ns
 _I64_MAX = 2**63 - 1
+_POW10 = 10 ** np.arange(_FRAC_DIGITS + 1, dtype=np.int64)
+_PLAIN = np.zeros(256, dtype=bool)
+_PLAIN[[*b"0123456789", ord("."), ord("-")]] = True
 _NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
 _NS = Decimal(1000)
-_CHUNK = 1 << 15  # values parsed at once (bounds the temporaries to a few tens of MB)
 
 
 def _one(text: bytes) -> int | None:
@@ -81,114 +71,67 @@ def parse_us(raws: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         :data:`OK`, :data:`MISSING` (empty text) or :data:`INVALID` (not a
         number, a numeric string excepted, or beyond int64 ns).
     """
-    n = len(raws)
-    ns = np.zeros(n, dtype=np.int64)
-    status = np.full(n, INVALID, dtype=np.int8)
-    lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
-    for lo in range(0, n, _CHUNK):
-        hi = min(n, lo + _CHUNK)
-        part = raws[lo:hi]
-        fixed = _fixed_decimals(part, lens[lo:hi])
-        if fixed is not None:
-            ns[lo:hi], status[lo:hi] = fixed, OK
-            continue
-        text = np.frombuffer(_SEP + _SEP.join(part) + _SEP + _SEP, dtype=np.uint8)
-        v, ok = _parse_plain(text, lens[lo:hi])
-        ns[lo:hi] = v
-        status[lo:hi] = np.where(ok, OK, np.where(lens[lo:hi] == 0, MISSING, INVALID))
-        for i in np.flatnonzero(~ok & (lens[lo:hi] > 0)).tolist():  # exponents, strings, null, long texts: one by one
-            value = _one(bytes(part[i]))
-            if value is not None:
-                ns[lo + i], status[lo + i] = value, OK
+    lens = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
+    ns, ok = _plain(raws, lens)
+    status = np.where(ok, OK, np.where(lens == 0, MISSING, INVALID)).astype(np.int8)
+    for i in np.flatnonzero(~ok & (lens > 0)).tolist():  # exponents, strings, null, long texts: one by one
+        value = _one(bytes(raws[i]))
+        if value is not None:
+            ns[i], status[i] = value, OK
     return ns, status
 
 
-_DIGITS_DOT_MINUS_SPACE = np.zeros(256, dtype=bool)
-_DIGITS_DOT_MINUS_SPACE[[*b"0123456789", ord("."), ord("-"), ord(" ")]] = True
+def _plain(raws: Sequence[Any], lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ns, ok)`` of texts (``lens`` bytes each) shaped ``-?digits[.digits]``, at most :data:`_INT_DIGITS`
+    and :data:`_FRAC_DIGITS` digits; ``ok`` is False for other texts and for values beyond int64.
 
-
-def _fixed_decimals(part: Sequence[Any], lens: np.ndarray) -> np.ndarray | None:
-    """int64 ns of texts that all read ``-?digits`` or all ``-?digits.d{k}`` with the same ``k`` (1 to 3), or
-    None when one does not. Kineto writes µs with three decimals (torch 2.1 on) or as integers (before): such
-    a text without its point, times ``10**(3 - k)``, is the ns value, read by numpy's C parser
-    (``numpy.fromstring``); at most 18 digits once scaled, or 19 led by a digit up to 8, so that no value can
-    leave int64. Only digits, a leading ``-`` and the point pass the checks, whatever the bytes, so the parser
-    sees exactly ``n`` integers.
+    The shape is checked on the texts joined by spaces, so that whatever the bytes, a text that passes
+    is one integer to numpy's parser, or two once its point is made a space. The texts that do not pass
+    are left out, and the others read again on their own.
     """
-    n = len(part)
-    if n == 0 or lens.min() == 0:
-        return None
-    joined = b" ".join(part)
+    n = len(raws)
+    ns = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return ns, np.zeros(0, dtype=bool)
+    joined = b" ".join(raws) + b" "
     buf = np.frombuffer(joined, dtype=np.uint8)
-    if not _DIGITS_DOT_MINUS_SPACE[buf].all():
-        return None
-    starts = np.empty(n, dtype=np.int64)
-    starts[0] = 0
+    starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lens[:-1] + 1, out=starts[1:])
-    ends = starts + lens
-    dots = np.count_nonzero(buf == ord("."))
-    k = 0 if dots == 0 else int(lens[0]) - 1 - joined.find(b".")
-    if (dots and (dots != n or not 1 <= k <= 3 or not (buf[ends - k - 1] == ord(".")).all())) or not (k or dots == 0):
-        return None
-    neg = buf[starts] == ord("-")
-    if np.count_nonzero(buf == ord(" ")) != n - 1 or np.count_nonzero(buf == ord("-")) != np.count_nonzero(neg):
-        return None  # a space or a minus inside a text (not JSON): only the separators and leading signs pass
-    width = lens - neg - (1 if k else 0) + (3 - k)  # digits of the ns value
-    if (lens - neg - (k + 1 if k else 0)).min() < 1:
-        return None  # no digit before the point
-    if width.max() > 18 and (width.max() > 19 or not (buf[starts + neg][width > 18] <= ord("8")).all()):
-        return None
-    out = np.fromstring(joined.replace(b".", b"") if k else joined, dtype=np.int64, sep=" ")
-    if out.size != n:
-        return None
-    return out * 10 ** (3 - k) if k < 3 else out
-
-
-def _parse_plain(text: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Values of the texts (``lens`` bytes each) shaped ``-?digits[.digits]``, from ``text``:
-    the texts joined with :data:`_SEP` (zero bytes) before, between and after them.
-
-    Returns ``(ns, ok)``; ``ok`` is False for other shapes, for texts longer than
-    the matrix and for values beyond int64. The shape is checked on a zero-padded
-    byte matrix with one row per character position (every step runs along
-    contiguous memory); the digits are then read from a second matrix gathered
-    with every value aligned on its decimal point, so each row has one weight.
-    """
-    n = lens.size
-    starts = np.empty(n, dtype=np.int64)
-    starts[0:1] = _SEP_LEN
-    np.cumsum(lens[:-1] + _SEP_LEN, out=starts[1:])
-    starts[1:] += _SEP_LEN
-    t = text[starts + _COLUMN64]
-    t *= _COLUMN < lens
-    allowed = ((t - np.uint8(ord("0"))) < 10) | (t == ord(".")) | (t == 0)
-    neg = t[0] == ord("-")
-    allowed[0] |= neg
-    # decimal points: found in the flat text (the separators hold none), the first one per value kept
-    dot_at = np.flatnonzero(text == ord("."))
-    owner = np.searchsorted(starts, dot_at, side="right") - 1
-    dots = np.bincount(owner, minlength=n)
+    bad = ~_PLAIN[buf]
+    bad[starts + lens] = False  # (the separators)
+    minus = np.flatnonzero(buf == ord("-"))
+    bad[minus[starts[np.searchsorted(starts, minus, side="right") - 1] != minus]] = True  # a minus inside a text
+    ok = lens > 0
+    ok[np.searchsorted(starts, np.flatnonzero(bad), side="right") - 1] = False
+    dots = np.flatnonzero(buf == ord("."))
+    owner = np.searchsorted(starts, dots, side="right") - 1
     point = lens.copy()
-    point[owner[::-1]] = (dot_at - starts[owner])[::-1]
-    ok = allowed.all(axis=0) & (lens > 0) & (lens < _WIDTH) & (dots <= 1) & (lens - neg > dots)
-    ok &= (point - neg <= _INT_DIGITS) & (lens - point - 1 <= _FRAC_DIGITS)
-    # Aligned on the point: row c holds the character at (point - _INT_DIGITS + c), so the
-    # integer digits sit in rows 0-15, the point in 16, the ns digits in 17-19, the rounding
-    # digit in 20 and the rest in 21-25. Rows before or after a text read its zero separators;
-    # non-digits (sign, point, zeros) count 0.
-    d = text[(starts + point - _INT_DIGITS) + _ALIGNED] - np.uint8(ord("0"))
-    d *= d < 10
-    d32 = d.astype(np.uint32)
-    hi = np.zeros(n, dtype=np.uint32)
-    lo = np.zeros(n, dtype=np.uint32)
-    for c in range(8):  # eight digits at a time in uint32, then into uint64
-        hi = hi * np.uint32(10) + d32[c]
-        lo = lo * np.uint32(10) + d32[c + 8]
-    ns = d32[_INT_DIGITS + 1] * np.uint32(100) + d32[_INT_DIGITS + 2] * np.uint32(10) + d32[_INT_DIGITS + 3]
-    value = hi.astype(np.uint64) * np.uint64(10**11) + lo.astype(np.uint64) * np.uint64(1000) + ns
-    r = d[_INT_DIGITS + 4]  # digits past the ns: round half to even
-    sticky = d[_INT_DIGITS + 5 :].any(axis=0)
-    value += ((r > 5) | ((r == 5) & (sticky | (value % np.uint64(2) == 1)))).astype(np.uint64)
-    ok &= value <= np.uint64(_I64_MAX)
+    point[owner] = dots - starts[owner]
+    neg = buf[starts] == ord("-")
+    digits, decimals = point - neg, lens - point - 1  # (decimals: -1 without a point)
+    ok &= (np.bincount(owner, minlength=n) <= 1) & (digits >= 1) & (digits <= _INT_DIGITS)
+    ok &= (decimals == -1) | ((decimals >= 1) & (decimals <= _FRAC_DIGITS))
+    if not ok.all():
+        rows = np.flatnonzero(ok)
+        if rows.size:
+            ns[rows], ok[rows] = _plain(list(compress(raws, ok.tolist())), lens[rows])
+        return ns, ok
+    numbers = np.fromstring(joined.replace(b".", b" "), dtype=np.int64, sep=" ")
+    has_dot = decimals > 0
+    first = np.arange(n) + np.cumsum(has_dot) - has_dot  # where each value's integer part is among the numbers
+    if numbers.size != n + np.count_nonzero(has_dot):
+        return ns, ~ok
+    frac = np.zeros(n, dtype=np.int64)
+    frac[has_dot] = numbers[first[has_dot] + 1]
+    k = np.maximum(decimals, 0)
+    frac *= _POW10[np.maximum(3 - k, 0)]  # ns from 0 to 3 decimals
+    if (k > 3).any():  # digits past the ns: round half to even
+        long = np.flatnonzero(k > 3)
+        q, r = np.divmod(frac[long], _POW10[k[long] - 3])
+        half = 5 * _POW10[k[long] - 4]
+        frac[long] = q + ((r > half) | ((r == half) & (q % 2 == 1)))
+    value = np.abs(numbers[first]).astype(np.uint64) * np.uint64(1000) + frac.astype(np.uint64)
+    ok = value <= np.uint64(_I64_MAX)
     out = np.where(ok, value, np.uint64(0)).astype(np.int64)
-    return np.where(neg, -out, out), ok
+    ns[:] = np.where(neg, -out, out)
+    return ns, ok
