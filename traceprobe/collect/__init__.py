@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Failure, TraceFormatError
 from ..manifest import info_for as manifest_info
-from ..reading.sources import expand_url, is_url
+from ..reading.files import expand_url, is_url
 from .execution import map_items
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
@@ -99,7 +99,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
     """Expand files and folders (recursively) into a sorted, de-duplicated list of trace files.
 
     A string of the form ``protocol://...`` is an fsspec URL (see
-    :mod:`traceprobe.sources`): a file, a folder (searched recursively) or a glob;
+    :mod:`traceprobe.reading.files`): a file, a folder (searched recursively) or a glob;
     its files stay URL strings. Everything else is a local :class:`Path`.
 
     Returns:

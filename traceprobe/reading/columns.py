@@ -1,12 +1,27 @@
-"""Columns of events: value codes, ids, time checks and B/E pairing.
+"""Columns of events: exact times, value codes, ids, time checks and B/E pairing.
 
-Helpers of :mod:`.decode`, on plain numpy columns: no JSON here.
-Times are int64 ns throughout.
+Helpers of :mod:`.decode`, on plain numpy columns. Times are int64 ns throughout.
+
+Kineto writes ``ts`` and ``dur`` in microseconds as decimal text, usually with
+three decimals (``1712195495505582.988``). A float64 holds only 15-17 significant
+digits, so epoch-based microsecond times lose up to ~650 ns through it.
+:func:`parse_us` reads the number's text itself with integer arithmetic:
+``ns = round_half_even(decimal_value * 1000)``, exact for every number whose
+result fits in int64 (digits past the nanosecond are rounded half to even).
+Plain decimals (``-?digits[.digits]``, at most 16 integer and 18 fractional
+digits: every ``ts``/``dur`` Kineto writes) are read for all values at once: the
+point becomes a separator, so numpy's C parser reads the integer and the
+fraction of each value as two integers, combined with the fraction's length.
+Anything else (exponents, numeric strings such as ``"12"``, ``null``, objects,
+longer texts) is rare and read one by one with :class:`decimal.Decimal`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from itertools import compress
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -15,7 +30,124 @@ import msgspec
 import numpy as np
 
 from ..errors import TraceFormatError
-from .timestamps import INVALID, MISSING
+
+OK, MISSING, INVALID = 0, 1, 2
+"""Status of each value: a number, no text (the field was absent), not a usable number."""
+
+_INT_DIGITS, _FRAC_DIGITS = 16, 18  # the most read at once: each part fits int64, and 10**16 µs is beyond int64 ns
+_I64_MAX = 2**63 - 1
+_POW10 = 10 ** np.arange(_FRAC_DIGITS + 1, dtype=np.int64)
+_PLAIN = np.zeros(256, dtype=bool)
+_PLAIN[[*b"0123456789", ord("."), ord("-")]] = True
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+_NS = Decimal(1000)
+MAX_TS_US = 9.0e15
+"""Largest accepted ``ts`` in µs: beyond it ns would overflow int64 (year ~2255 as epoch µs)."""
+MAX_DUR_US = 7 * 24 * 3600 * 1e6
+"""Largest accepted ``dur`` in µs (7 days): longer is taken as a corrupt value."""
+
+
+def _one(text: bytes) -> int | None:
+    """Exact ns of one value's JSON text, or None when it is not a usable number."""
+    if text[:1] == b'"':
+        try:
+            value = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            return None
+    else:
+        value = text.decode("ascii", "replace")
+    if not isinstance(value, str) or not _NUMBER.fullmatch(value):
+        return None
+    try:
+        d = Decimal(value.strip())
+    except InvalidOperation:
+        return None
+    if not d.is_finite() or (d.adjusted() > 18 and d != 0):
+        return None
+    ns = int((d * _NS).to_integral_value(ROUND_HALF_EVEN))
+    return ns if -(2**63) <= ns < 2**63 else None
+
+
+def parse_us(raws: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Microsecond JSON numbers -> exact int64 nanoseconds.
+
+    Args:
+        raws: each value's JSON text (``msgspec.Raw`` or bytes; empty when the
+            field was absent).
+
+    Returns:
+        ``(ns, status)``: int64 ns (0 where not OK) and int8 status per value:
+        :data:`OK`, :data:`MISSING` (empty text) or :data:`INVALID` (not a
+        number, a numeric string excepted, or beyond int64 ns).
+    """
+    lens = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
+    ns, ok = _plain(raws, lens)
+    status = np.where(ok, OK, np.where(lens == 0, MISSING, INVALID)).astype(np.int8)
+    for i in np.flatnonzero(~ok & (lens > 0)).tolist():  # exponents, strings, null, long texts: one by one
+        value = _one(bytes(raws[i]))
+        if value is not None:
+            ns[i], status[i] = value, OK
+    return ns, status
+
+
+def _plain(raws: Sequence[Any], lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ns, ok)`` of texts (``lens`` bytes each) shaped ``-?digits[.digits]``, at most :data:`_INT_DIGITS`
+    and :data:`_FRAC_DIGITS` digits; ``ok`` is False for other texts and for values beyond int64.
+
+    The shape is checked on the texts joined by spaces, so that whatever the bytes, a text that passes
+    is one integer to numpy's parser, or two once its point is made a space. The texts that do not pass
+    are left out, and the others read again on their own.
+    """
+    n = len(raws)
+    ns = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return ns, np.zeros(0, dtype=bool)
+    joined = b" ".join(raws) + b" "
+    buf = np.frombuffer(joined, dtype=np.uint8)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lens[:-1] + 1, out=starts[1:])
+    bad = ~_PLAIN[buf]
+    bad[starts + lens] = False  # (the separators)
+    minus = np.flatnonzero(buf == ord("-"))
+    bad[minus[starts[np.searchsorted(starts, minus, side="right") - 1] != minus]] = True  # a minus inside a text
+    ok = lens > 0
+    ok[np.searchsorted(starts, np.flatnonzero(bad), side="right") - 1] = False
+    dots = np.flatnonzero(buf == ord("."))
+    owner = np.searchsorted(starts, dots, side="right") - 1
+    point = lens.copy()
+    point[owner] = dots - starts[owner]
+    neg = buf[starts] == ord("-")
+    digits, decimals = point - neg, lens - point - 1  # (decimals: -1 without a point)
+    ok &= (np.bincount(owner, minlength=n) <= 1) & (digits >= 1) & (digits <= _INT_DIGITS)
+    ok &= (decimals == -1) | ((decimals >= 1) & (decimals <= _FRAC_DIGITS))
+    if not ok.all():
+        rows = np.flatnonzero(ok)
+        if rows.size:
+            ns[rows], ok[rows] = _plain(list(compress(raws, ok.tolist())), lens[rows])
+        return ns, ok
+    numbers = np.fromstring(joined.replace(b".", b" "), dtype=np.int64, sep=" ")
+    has_dot = decimals > 0
+    first = np.arange(n) + np.cumsum(has_dot) - has_dot  # where each value's integer part is among the numbers
+    if numbers.size != n + np.count_nonzero(has_dot):
+        return ns, ~ok
+    frac = np.zeros(n, dtype=np.int64)
+    frac[has_dot] = numbers[first[has_dot] + 1]
+    k = np.maximum(decimals, 0)
+    frac *= _POW10[np.maximum(3 - k, 0)]  # ns from 0 to 3 decimals
+    if (k > 3).any():  # digits past the ns: round half to even
+        long = np.flatnonzero(k > 3)
+        q, r = np.divmod(frac[long], _POW10[k[long] - 3])
+        half = 5 * _POW10[k[long] - 4]
+        frac[long] = q + ((r > half) | ((r == half) & (q % 2 == 1)))
+    value = np.abs(numbers[first]).astype(np.uint64) * np.uint64(1000) + frac.astype(np.uint64)
+    ok = value <= np.uint64(_I64_MAX)
+    out = np.where(ok, value, np.uint64(0)).astype(np.int64)
+    ns[:] = np.where(neg, -out, out)
+    return ns, ok
+
+
+MAX_TS_NS = int(MAX_TS_US) * 1000
+MAX_DUR_NS = int(MAX_DUR_US) * 1000
 
 NO_ID = -(2**63)
 """An id (``args.device``, ``stream``, ``correlation``, ``bytes``, ``External id``) that is absent or not a number."""
@@ -30,7 +162,7 @@ DEVICE_CATEGORIES = {
 }
 """Kineto ``cat`` (lower-cased) of device activity -> traceprobe ``kind``. MTIA's
 ``mtia_ccp_events`` hold kernels, DMA copies and stream events alike: their kind
-is decided by name in :mod:`.frames`."""
+is decided by name in :mod:`.trace`."""
 
 HOST_CATEGORIES = {
     "cpu_op": "cpu_op",
@@ -49,10 +181,33 @@ N_DEVICE_KINDS = len(set(DEVICE_CATEGORIES.values()))
 CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0]) for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES).items()}
 PH_CODES = {"X": 1, "B": 2, "E": 3}
 """Chrome trace ``ph`` of complete events, begins and ends; every other phase is skipped."""
+def cat_code(v: Any) -> int:
+    """Category code: older torch releases wrote capitalised names (``Kernel``, ``Memcpy``)."""
+    return CAT_CODE.get(v.lower(), 0) if isinstance(v, str) else 0
+
+
+def ph_code(v: Any) -> int:
+    """Code in :data:`PH_CODES` of a ``ph`` value; 0 if another."""
+    return PH_CODES.get(v, 0) if isinstance(v, str) else 0
+
+
+DMA_DIRECTIONS = ("", "HtoD", "DtoH", "DtoD", "HtoH")
+"""Copy direction by ``dma`` code (0: none)."""
+_DMA = re.compile(r"^(HOST|DEVICE|H|D)_?(?:TO|2)_?(HOST|DEVICE|H|D)$", re.IGNORECASE)
+
+
+def dma_code(v: Any) -> int:
+    """Code in :data:`DMA_DIRECTIONS` of an MTIA ``args.direction`` (``HOST_TO_DEVICE``, ``DEVICE_TO_HOST``, ``D2H``...); 0 if none."""
+    m = _DMA.match(v) if isinstance(v, str) else None
+    if m is None:
+        return 0
+    return DMA_DIRECTIONS.index(f"{m.group(1)[0].upper()}to{m.group(2)[0].upper()}")
+
+
 ID_COLUMNS = ("device", "stream", "correlation", "bytes", "external_id")
 """Kineto ``args`` read as int64 ids: ``device``, ``stream``, ``correlation``, ``bytes``, ``External id``."""
 TABLE_IDS = {"device": ("device", "stream", "correlation", "bytes"), "host": ("correlation", "external_id")}
-"""The :data:`ID_COLUMNS` read for each table: the ones its frame holds (:mod:`.frames`). The others
+"""The :data:`ID_COLUMNS` read for each table: the ones its frame holds (:mod:`.trace`). The others
 are :data:`NO_ID` in that table (collectives read their ids apart: :func:`collective_columns`)."""
 
 COLLECTIVE_ARGS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "correlation", "external_id")
@@ -61,73 +216,35 @@ COLLECTIVE_ARGS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype
 _COLLECTIVE_STR = ("collective", "dtype", "pg_name")
 
 
-MAX_TS_US = 9.0e15
-"""Largest accepted ``ts`` in µs: beyond it ns would overflow int64 (year ~2255 as epoch µs)."""
-MAX_DUR_US = 7 * 24 * 3600 * 1e6
-"""Largest accepted ``dur`` in µs (7 days): longer is taken as a corrupt value."""
-MAX_TS_NS = int(MAX_TS_US) * 1000
-MAX_DUR_NS = int(MAX_DUR_US) * 1000
-
-
 class Codes(dict):
-    """Distinct value -> small int code, in order of first appearance; ``values`` lists them."""
+    """Distinct value -> int code, computed once per distinct value: ``fn(value)``, or without ``fn`` the next
+    number in order of first appearance (``values`` lists the values coded)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fn: Callable[[Any], int] | None = None, dtype: Any = np.int32) -> None:
         super().__init__()
+        self.fn, self.dtype = fn, dtype
         self.values: list[Any] = []
 
     def __missing__(self, key: Any) -> int:
+        if self.fn is not None:
+            code = self[key] = self.fn(key)
+            return code
         code = self[key] = len(self.values)
         self.values.append(key)
         return code
 
-    def code(self, values: list[Any]) -> np.ndarray:
-        """int32 code of every value (unhashable values are made str first)."""
+    def column(self, objs: list[Any], attr: str) -> np.ndarray:
+        """The code of each object's ``attr``, read straight through the codes (no list of the values: the pid
+        and tid of HTA's 216k-event trace 14.4 -> 10.0 ms, its names 8.2 -> 6.9 ms); unhashable values (lists,
+        objects) are coded as their JSON text."""
         try:
-            return np.fromiter(map(self.__getitem__, values), np.int32, len(values))
+            return np.fromiter(map(self.__getitem__, map(attrgetter(attr), objs)), self.dtype, len(objs))
         except TypeError:
-            return np.fromiter(map(self.__getitem__, map(hashable, values)), np.int32, len(values))
-
-    def code_field(self, objs: list[Any], attr: str) -> np.ndarray:
-        """:meth:`code` of each object's ``attr``, read straight into the codes (no list of the values:
-        the pid and tid of HTA's 216k-event trace 14.4 -> 10.0 ms, its names 8.2 -> 6.9 ms)."""
-        return _field_through(self, self.code, objs, attr, np.int32)
+            return np.fromiter(map(self.__getitem__, map(_hashable, map(attrgetter(attr), objs))), self.dtype, len(objs))
 
 
-def hashable(v: Any) -> Any:
+def _hashable(v: Any) -> Any:
     return v if isinstance(v, (str, int, float)) or v is None else msgspec.json.encode(v).decode()
-
-
-class Lookup(dict):
-    """Distinct value -> ``fn(value)``, computed once per distinct value."""
-
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def __missing__(self, key: Any) -> int:
-        code = self[key] = self.fn(key)
-        return code
-
-    def column(self, values: list[Any]) -> np.ndarray:
-        try:
-            return np.fromiter(map(self.__getitem__, values), np.int8, len(values))
-        except TypeError:  # an unhashable value (a list, a dict)
-            return np.fromiter(map(self.fn, values), np.int8, len(values))
-
-    def column_field(self, objs: list[Any], attr: str) -> np.ndarray:
-        """:meth:`column` of each object's ``attr``, with no list of the values."""
-        return _field_through(self, self.column, objs, attr, np.int8)
-
-
-def _field_through(table: dict[Any, Any], of_list: Callable[[list[Any]], np.ndarray], objs: list[Any], attr: str,
-                   dtype: Any) -> np.ndarray:
-    """``table[o.attr]`` of every object ``o``, as ``dtype``, read straight through the table (a :class:`Codes` or
-    :class:`Lookup`, whose ``__missing__`` fills it); ``of_list`` (its list method) where a value is unhashable."""
-    try:
-        return np.fromiter(map(table.__getitem__, map(attrgetter(attr), objs)), dtype, len(objs))
-    except TypeError:
-        return of_list(list(map(attrgetter(attr), objs)))
 
 
 def as_int(v: Any) -> int:
@@ -146,12 +263,8 @@ def as_str(v: Any) -> str:
     return v if isinstance(v, str) else "" if v is None else str(v)
 
 
-def id_columns(args: Any, fields: tuple[str, ...] = ID_COLUMNS) -> list[np.ndarray]:
-    """The ``fields`` (of :data:`ID_COLUMNS`) of the events' args structs as int64 (NO_ID where absent or not a number)."""
-    return [_id_column(args, a) for a in fields]
-
-
-def _id_column(args: Any, attr: str) -> np.ndarray:
+def id_column(args: Any, attr: str) -> np.ndarray:
+    """One of the :data:`ID_COLUMNS` of the events' args structs as int64 (:data:`NO_ID` where absent or not a number)."""
     try:
         return np.fromiter(map(attrgetter(attr), args), np.int64, len(args))
     except (TypeError, ValueError, OverflowError):
@@ -171,11 +284,6 @@ def collective_columns(args: Any) -> dict[str, np.ndarray]:
             v = np.fromiter(map(as_int, vals), np.int64, n)
             out[a] = np.where(v == NO_ID, -1, v)
     return out
-
-
-def empty_columns() -> dict[str, np.ndarray]:
-    cols = {k: np.zeros(0, np.int64) for k in (*ID_COLUMNS, "ts", "dur", "comm")}
-    return cols | {k: np.zeros(0, np.int8) for k in ("ph", "cat", "ts_status", "dur_status", "dma")} | {k: np.zeros(0, np.int32) for k in ("name", "pid", "tid")}
 
 
 def check_times(path: str | Path, cols: dict[str, np.ndarray], what: str, names: list[Any], with_dur: bool = True) -> None:

@@ -18,10 +18,12 @@ host activity), columns of complete events, B/E pairs already joined:
    joined to the next one. Columns are pulled out of each piece's structs with
    C-level iteration before the next chunk is read, so only a piece or two of
    JSON, one piece of structs and the columns are alive at a time.
-3. No ``traceEvents`` list at all: the document is named (:mod:`.identify`).
+3. No ``traceEvents`` list at all, or bytes that are not JSON: :func:`not_a_trace`
+   names what the file looks like (a PyTorch execution trace, a Perfetto trace...)
+   rather than saying ``not valid JSON``.
 
 ``ts`` and ``dur`` are kept as their JSON text and converted to int64 ns exactly
-by :func:`.timestamps.parse_us`.
+by :func:`.columns.parse_us`.
 """
 
 from __future__ import annotations
@@ -42,22 +44,23 @@ from ..errors import TraceFormatError
 from .columns import (
     CAT_CODE,
     ID_COLUMNS,
+    MISSING,
     N_DEVICE_KINDS,
     NO_ID,
     PH_CODES,
     TABLE_IDS,
     Codes,
-    Lookup,
+    cat_code,
     check_times,
     collective_columns,
-    empty_columns,
-    id_columns,
+    dma_code,
+    id_column,
     pair_begin_end,
+    parse_us,
+    ph_code,
 )
 from .files import read_trace_chunks
-from .identify import not_a_trace, not_json
 from .splitter import Head, NotJSON, Piece, Splitter, join
-from .timestamps import MISSING, parse_us
 
 PIECE_BYTES = 1 << 20
 """Stretch of ``traceEvents`` decoded to structs at a time (bytes): a piece ends at the first event boundary after it.
@@ -126,29 +129,6 @@ class Decoded:
     warnings: list[str] = field(default_factory=list)
 
 
-def _cat_code(v: Any) -> int:
-    """Category code: older torch releases wrote capitalised names (``Kernel``, ``Memcpy``)."""
-    return CAT_CODE.get(v.lower(), 0) if isinstance(v, str) else 0
-
-
-def _ph_code(v: Any) -> int:
-    return PH_CODES.get(v, 0) if isinstance(v, str) else 0
-
-
-_MTIA = CAT_CODE["mtia_ccp_events"]
-DMA_DIRECTIONS = ("", "HtoD", "DtoH", "DtoD", "HtoH")
-"""Copy direction by ``dma`` code (0: none)."""
-_DMA = re.compile(r"^(HOST|DEVICE|H|D)_?(?:TO|2)_?(HOST|DEVICE|H|D)$", re.IGNORECASE)
-
-
-def dma_code(v: Any) -> int:
-    """Code in :data:`DMA_DIRECTIONS` of an MTIA ``args.direction`` (``HOST_TO_DEVICE``, ``DEVICE_TO_HOST``, ``D2H``...); 0 if none."""
-    m = _DMA.match(v) if isinstance(v, str) else None
-    if m is None:
-        return 0
-    return DMA_DIRECTIONS.index(f"{m.group(1)[0].upper()}to{m.group(2)[0].upper()}")
-
-
 _NO_ARGS = _Args()
 _NONE = np.array(None, dtype=object)
 
@@ -158,8 +138,7 @@ class _Builder:
 
     def __init__(self) -> None:
         self.names, self.threads = Codes(), Codes()
-        self.cats = Lookup(_cat_code)
-        self.dma = Lookup(dma_code)
+        self.cats, self.dma = Codes(cat_code, np.int8), Codes(dma_code, np.int8)
         self.parts: list[dict[str, np.ndarray]] = []
         self.comm_parts: list[dict[str, np.ndarray]] = []
         self.count = 0
@@ -196,16 +175,17 @@ class _Builder:
                 raise TraceFormatError(path, f"truncated JSON ({msg})") from None
             msg = re.sub(r"\(byte (\d+)\)", lambda m: f"(byte {piece[1] - 1 + int(m.group(1)):,})", msg)
             raise TraceFormatError(path, f"not valid JSON ({msg})") from None
-        self.add(events)
+        self.parts.append(self._columns(events))
 
-    def add(self, events: list[Any]) -> None:
+    def _columns(self, events: list[Any]) -> dict[str, np.ndarray]:
+        """The columns of a piece's kept events."""
         if events and type(events[0]) is _AnyEvent:  # (tolerant: ph checked here)
-            ph = Lookup(_ph_code).column(list(map(attrgetter("ph"), events)))
+            ph = Codes(ph_code, np.int8).column(events, "ph")
         else:
             ph = np.fromiter(map(_PH_OF_TYPE.__getitem__, map(type, events)), np.int8, len(events))
         sel = np.flatnonzero(ph)
         objs = list(compress(events, ph.tolist()))  # (C-level selection: no index list)
-        cat = self.cats.column_field(objs, "cat")
+        cat = self.cats.column(objs, "cat")
         keep = np.flatnonzero(cat)
         if keep.size < len(objs):
             objs = list(compress(objs, cat.tolist()))
@@ -219,20 +199,20 @@ class _Builder:
         cols: dict[str, np.ndarray] = self._ids(args, cat[keep])
         cols["comm"] = self._collectives(args)
         cols["dma"] = np.zeros(n, np.int8)
-        if (mtia := np.flatnonzero(cat[keep] == _MTIA)).size:
-            cols["dma"][mtia] = self.dma.column_field(list(args[mtia]), "direction")
+        if (mtia := np.flatnonzero(cat[keep] == CAT_CODE["mtia_ccp_events"])).size:
+            cols["dma"][mtia] = self.dma.column(list(args[mtia]), "direction")
         cols |= {
             "ph": ph[sel][keep],
             "cat": cat[keep],
-            "name": self.names.code_field(objs, "name"),
-            "pid": self.threads.code_field(objs, "pid"),
-            "tid": self.threads.code_field(objs, "tid"),
+            "name": self.names.column(objs, "name"),
+            "pid": self.threads.column(objs, "pid"),
+            "tid": self.threads.column(objs, "tid"),
             "ts": ts,
             "ts_status": ts_status,
             "dur": dur,
             "dur_status": dur_status,
         }
-        self.parts.append(cols)
+        return cols
 
     @staticmethod
     def _ids(args: np.ndarray, cat: np.ndarray) -> dict[str, np.ndarray]:
@@ -241,11 +221,10 @@ class _Builder:
         on_device = cat <= N_DEVICE_KINDS
         cols = {k: np.full(len(args), NO_ID, dtype=np.int64) for k in ID_COLUMNS}
         for table, rows in (("device", np.flatnonzero(on_device)), ("host", np.flatnonzero(~on_device))):
-            if rows.size == len(args):
-                cols |= dict(zip(TABLE_IDS[table], id_columns(args, TABLE_IDS[table])))
-            elif rows.size:
-                for k, v in zip(TABLE_IDS[table], id_columns(args[rows], TABLE_IDS[table])):
-                    cols[k][rows] = v
+            if rows.size:
+                some = args if rows.size == len(args) else args[rows]
+                for k in TABLE_IDS[table]:
+                    cols[k][rows] = id_column(some, k)
         return cols
 
     def _collectives(self, args: np.ndarray) -> np.ndarray:
@@ -262,17 +241,10 @@ class _Builder:
         parts = self.comm_parts or [collective_columns(np.zeros(0, object))]
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
-    def joined(self) -> tuple[dict[str, np.ndarray], list[int]]:
-        """The pieces' columns end to end (contiguous arrays), and the rows of each piece."""
-        parts = self.parts
-        rows = [len(p["ts"]) for p in parts]
-        if len(parts) == 1:
-            return parts[0], rows
-        return ({k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else empty_columns()), rows
-
     def tables(self, path: str | Path, warnings: list[str]) -> dict[str, dict[str, np.ndarray]]:
         """Device and host columns of complete events (B/E pairs joined), times checked."""
-        cols, _ = self.joined()
+        parts = self.parts or [self._columns([])]
+        cols = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         self.parts = []
         out = {}
         for what, in_table in (("device", (cols["cat"] > 0) & (cols["cat"] <= N_DEVICE_KINDS)), ("host", cols["cat"] > N_DEVICE_KINDS)):
@@ -328,10 +300,11 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
         if not raw:
             raise TraceFormatError(path, "empty file")
         try:
-            raise TraceFormatError(path, not_a_trace(path, raw))
+            why = not_a_trace(path, raw)
         except msgspec.DecodeError as exc:
             msg = str(exc)
-            raise TraceFormatError(path, f"truncated JSON ({msg})" if "truncated" in msg else not_json(path, bytes(raw[:64]), msg)) from None
+            why = f"truncated JSON ({msg})" if "truncated" in msg else not_json(path, bytes(raw[:64]), msg)
+        raise TraceFormatError(path, why)
     end = splitter.finish()
     if end is None:
         raise TraceFormatError(path, "truncated JSON (the 'traceEvents' list or the document does not end)")
@@ -343,3 +316,53 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
     warnings: list[str] = []
     tables = builder.tables(path, warnings)
     return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings)
+
+
+def _looks_like_protobuf(head: bytes) -> bool:
+    """A Perfetto trace is a ``Trace`` message: repeated field 1 (``packet``), length-delimited, so it starts with
+    byte 0x0a and a varint length, and holds bytes no JSON text holds (below 0x20 but white space)."""
+    return head[:1] == b"\x0a" and any(b < 0x20 and b not in b"\t\n\r" for b in head[1:64])
+
+
+def not_json(path: str | Path, head: bytes, error: str) -> str:
+    """Why a file whose first bytes ``head`` are not JSON is not a trace: a Perfetto protobuf is named,
+    anything else is ``not valid JSON (error)``."""
+    if str(path).endswith((".pftrace", ".perfetto-trace")) or _looks_like_protobuf(head):
+        return "a Perfetto trace (protobuf): traceprobe reads torch.profiler JSON"
+    return f"not valid JSON ({error})"
+
+
+def not_a_trace(path: str | Path, raw: Any) -> str:
+    """Why a JSON document (``raw``, its bytes) without a ``traceEvents`` list is not a trace, naming what it is where known.
+
+    Recognised: PyTorch execution traces (``nodes`` and ``schema``, written by
+    ``ExecutionTraceObserver``, often ``*_et.json``), memory-timeline exports
+    (``export_memory_timeline``: ``[times, sizes]``), memory snapshots
+    (``segments``/``device_traces``), traceprobe's ``manifest.json`` and JSON
+    reports, serving engines' ``execution_details.json``-style summaries; any other
+    object is named by its first keys.
+
+    Raises:
+        msgspec.DecodeError: ``raw`` is not JSON.
+    """
+    doc = msgspec.json.decode(raw, type=dict[str, msgspec.Raw] | list[msgspec.Raw])
+    if isinstance(doc, list):
+        if len(doc) == 2 and all(bytes(x).lstrip()[:1] == b"[" for x in doc):
+            return "a PyTorch memory-timeline export, not a Kineto trace: skipped"
+        return "unexpected trace content: a list of events expected"
+    keys = set(doc)
+    if "traceEvents" in keys:
+        return "unexpected trace content: 'traceEvents' is not a list of events"
+    if {"nodes", "schema"} <= keys:
+        return "a PyTorch execution trace, not a Kineto trace: skipped"
+    if {"segments", "device_traces"} & keys:
+        return "a PyTorch memory snapshot, not a Kineto trace: skipped"
+    if "variants" in keys and ("environment" in keys or "workload" in keys):
+        return "a traceprobe manifest, not a trace: skipped"
+    if "traceprobe" in keys or {"schema", "reports"} <= keys:
+        return "a traceprobe report, not a trace: skipped"
+    name = Path(str(path)).name
+    if "execution_details" in name or {"requests", "config"} <= keys or "engine_args" in keys:
+        return "not a torch.profiler trace (looks like a serving engine's execution details): skipped"
+    shown = ", ".join(sorted(keys)[:5]) + (", ..." if len(keys) > 5 else "")
+    return f"not a torch.profiler trace: no 'traceEvents' list (top-level keys: {shown or 'none'})"

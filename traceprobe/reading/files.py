@@ -1,4 +1,11 @@
-"""Reading a trace file's bytes safely, as a stream.
+"""Reading a trace file's bytes safely, as a stream, from a local path or an fsspec URL.
+
+A trace can live anywhere `fsspec <https://filesystem-spec.readthedocs.io>`_ can
+read (``s3://``, ``gs://``, ``file://``, ``memory://``, ...): the protocol's
+package must be installed where the trace is read (``s3fs`` for ``s3://``,
+``gcsfs`` for ``gs://``, ``adlfs`` for ``az://``; on a Dask cluster, on the
+workers), and credentials come from that package's usual places (environment
+variables, config files, instance metadata). Local paths never import fsspec.
 
 :func:`read_trace_chunks` hands on a trace's JSON in chunks of at most
 :data:`CHUNK_BYTES`, read from the file or inflated from gzip a piece at a time,
@@ -15,13 +22,13 @@ allowed. Inflating uses ``isal`` (ISA-L) when installed, ``zlib`` otherwise.
 from __future__ import annotations
 
 import os
+import re
 import stat
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
 from ..errors import TraceFormatError
-from .sources import is_url, open_binary
 
 try:  # ISA-L's inflate is about twice as fast as zlib's; same API
     from isal import isal_zlib as _zlib
@@ -35,6 +42,63 @@ MEMORY_SHARE = 0.5
 CHUNK_BYTES = 4 << 20
 """Largest chunk of JSON handed on at a time (read from a plain file, or inflated)."""
 _READ = 1 << 20  # compressed bytes read at a time
+
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+
+
+def is_url(path: str | Path) -> bool:
+    """True for ``protocol://...`` strings (a :class:`~pathlib.Path` never is one)."""
+    return isinstance(path, str) and _URL.match(path) is not None
+
+
+def open_binary(path: str | Path) -> IO[bytes]:
+    """A binary file object for a local path or an fsspec URL (caller closes it).
+
+    Raises:
+        OSError: cannot be opened (``FileNotFoundError``, ``PermissionError``, ...,
+            as the filesystem raises them), including a URL whose protocol has no
+            fsspec implementation installed.
+    """
+    if not is_url(path):
+        return open(path, "rb")
+    import fsspec
+
+    try:
+        fs, p = fsspec.core.url_to_fs(str(path))
+        return fs.open(p, "rb")
+    except (ImportError, ValueError) as exc:  # no such protocol, or its package is missing
+        raise OSError(f"cannot open {path}: {exc}") from None
+
+
+def expand_url(url: str, is_trace_name: Callable[[str], bool]) -> list[str] | None:
+    """Trace files at an fsspec URL: the URL itself if it is a file, every file below it
+    whose name passes ``is_trace_name`` if it is a folder, the matches if it holds a glob
+    (``*``, ``?``, ``[``), sorted. None when nothing exists there.
+
+    Raises:
+        OSError: the filesystem cannot be reached or its package is missing.
+    """
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:
+        raise OSError(f"cannot open {url}: {exc}") from None
+    protocol = url.split("://", 1)[0]
+
+    def unstrip(p: str) -> str:
+        return fs.unstrip_protocol(p) if protocol != "file" else f"file://{p}"
+
+    if any(c in root for c in "*?["):
+        found = [p for p in fs.glob(root) if fs.isfile(p)]
+    elif fs.isfile(root):
+        return [url]
+    elif fs.isdir(root):
+        found = [p for p in fs.find(root) if is_trace_name(p.rsplit("/", 1)[-1])]
+    else:
+        return None
+    return sorted(unstrip(p) for p in found)
 
 
 def _meminfo_available() -> int | None:
@@ -100,7 +164,7 @@ def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generat
     file starts with gzip's magic bytes.
 
     Args:
-        path: a regular file, or an fsspec URL (:mod:`.sources`).
+        path: a regular file, or an fsspec URL.
         max_bytes: largest (decompressed) size accepted, counted on the whole
             stream; default :func:`default_max_bytes`.
 
@@ -145,7 +209,7 @@ def refuse_unless_regular(path: str | Path, mode: int) -> None:
 
 
 def _url_chunks(url: str, limit: int | None, explicit: bool) -> Iterator[bytes]:
-    """An fsspec URL's bytes (see :mod:`.sources`), within the same limit."""
+    """An fsspec URL's bytes, within the same limit."""
     try:
         with open_binary(url) as f:
             head = f.read(2) or b""

@@ -15,7 +15,8 @@ import pandas as pd
 
 from .columns import COLLECTIVE_ARGS, KINDS, NO_ID
 from .comm_kernels import COMM_KERNEL_RE
-from .decode import DMA_DIRECTIONS, Decoded
+from .columns import DMA_DIRECTIONS
+from .decode import Decoded
 
 _MEMCPY_RE = re.compile(r"^Memcpy\s+(?P<direction>\w+)\s*\((?P<src>\w+)\s*->\s*(?P<dst>\w+)\)")
 # ROCm (roctracer) names copies CopyHostToDevice, CopyDeviceToHost, CopyDeviceToDevice

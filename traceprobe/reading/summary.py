@@ -189,7 +189,7 @@ def read_summary(path: str | Path) -> SummaryDoc:
     Raises:
         TraceFormatError: unreadable, larger than :data:`MAX_BYTES`, or as :func:`decode` says.
     """
-    from .sources import open_binary
+    from .files import open_binary
 
     try:
         with open_binary(path) as f:
