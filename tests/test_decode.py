@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from traceprobe import TraceFormatError, load_trace
 from traceprobe.analysis.steps import clip_trace
 from traceprobe.reading import decode
-from traceprobe.reading.timestamps import INVALID, MISSING, OK, parse_us
+from traceprobe.reading.columns import INVALID, MISSING, OK, parse_us
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 

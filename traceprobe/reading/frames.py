@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .columns import COLLECTIVE_ARGS, KINDS, NO_ID
+from .columns import COLLECTIVE_ARGS, DMA_DIRECTIONS, KINDS, NO_ID
 from .comm_kernels import COMM_KERNEL_RE
-from .columns import DMA_DIRECTIONS
 from .decode import Decoded
 
 _MEMCPY_RE = re.compile(r"^Memcpy\s+(?P<direction>\w+)\s*\((?P<src>\w+)\s*->\s*(?P<dst>\w+)\)")

@@ -26,8 +26,8 @@ import pandas as pd
 from ..errors import TraceFormatError
 from .columns import CAT_CODE, DEVICE_CATEGORIES, HOST_CATEGORIES, MAX_DUR_US, MAX_TS_US
 from .decode import Decoded, read_events
-from .frames import KIND_NAMES, collective_args, device_frame, host_frame
 from .files import is_url
+from .frames import KIND_NAMES, collective_args, device_frame, host_frame
 from .splitter import HEAD_FIELDS
 
 __all__ = ["DEVICE_CATEGORIES", "HOST_CATEGORIES", "MAX_DUR_US", "MAX_STREAMS", "MAX_TS_US", "Trace", "backend_of", "load_trace"]
