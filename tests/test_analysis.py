@@ -156,7 +156,7 @@ def test_written_file_is_kineto_shaped_and_marked_synthetic(tmp_path):
 
 
 def test_bad_traces_raise_trace_format_error(tmp_path):
-    from traceprobe.reading.trace import MAX_TS_US
+    from traceprobe.reading.columns import MAX_TS_US
 
     b = TraceBuilder("absurd ts")
     b.raw({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": float(MAX_TS_US), "dur": 1.0})

@@ -1,6 +1,6 @@
-"""Columns of events: exact times, value codes, ids, time checks and B/E pairing.
+"""Columns of events: exact times, the rules that turn values into codes and ids, time checks, B/E pairing.
 
-Helpers of :mod:`.decode`, on plain numpy columns. Times are int64 ns throughout.
+Helpers of :mod:`.decode` and :mod:`.trace`, on plain numpy columns (no pandas). Times are int64 ns throughout.
 
 Kineto writes ``ts`` and ``dur`` in microseconds as decimal text, usually with
 three decimals (``1712195495505582.988``). A float64 holds only 15-17 significant
@@ -162,7 +162,7 @@ DEVICE_CATEGORIES = {
 }
 """Kineto ``cat`` (lower-cased) of device activity -> traceprobe ``kind``. MTIA's
 ``mtia_ccp_events`` hold kernels, DMA copies and stream events alike: their kind
-is decided by name in :mod:`.trace`."""
+is decided by name (:func:`mtia_kind`)."""
 
 HOST_CATEGORIES = {
     "cpu_op": "cpu_op",
@@ -181,6 +181,8 @@ N_DEVICE_KINDS = len(set(DEVICE_CATEGORIES.values()))
 CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0]) for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES).items()}
 PH_CODES = {"X": 1, "B": 2, "E": 3}
 """Chrome trace ``ph`` of complete events, begins and ends; every other phase is skipped."""
+
+
 def cat_code(v: Any) -> int:
     """Category code: older torch releases wrote capitalised names (``Kernel``, ``Memcpy``)."""
     return CAT_CODE.get(v.lower(), 0) if isinstance(v, str) else 0
@@ -202,6 +204,43 @@ def dma_code(v: Any) -> int:
     if m is None:
         return 0
     return DMA_DIRECTIONS.index(f"{m.group(1)[0].upper()}to{m.group(2)[0].upper()}")
+
+
+_MEMCPY_RE = re.compile(r"^Memcpy\s+(?P<direction>\w+)\s*\((?P<src>\w+)\s*->\s*(?P<dst>\w+)\)")
+# ROCm (roctracer) names copies CopyHostToDevice, CopyDeviceToHost, CopyDeviceToDevice
+_ROCM_COPY_RE = re.compile(r"^Copy(?P<src>Host|Device)To(?P<dst>Host|Device)")
+_ID_RE = re.compile(r"^\s*(-?\d+)\s*$|(?<![-\d])(\d+)\s*$")
+
+
+def mtia_kind(name: Any) -> int:
+    """Kind code of an MTIA ``mtia_ccp_events`` event by name: DMA requests are copies, stream
+    events (``event_record``, ``event_wait``) are not work (-1), everything else runs on the device."""
+    name = str(name)
+    return 1 if name == "dma_request" else -1 if name.startswith("event_") else 0
+
+
+def copy_parts(name: str) -> tuple[str | None, str | None, str | None]:
+    """(direction, source kind, destination kind) of a memcpy name, CUDA's ``Memcpy HtoD (Pageable ->
+    Device)`` or ROCm's ``CopyHostToDevice`` (direction ``HtoD``); Nones for any other name."""
+    if (m := _MEMCPY_RE.search(name)) is not None:
+        return m.group("direction"), m.group("src"), m.group("dst")
+    if (m := _ROCM_COPY_RE.search(name)) is not None:
+        return m.group("src")[0] + "to" + m.group("dst")[0], m.group("src"), m.group("dst")
+    return None, None, None
+
+
+def thread_ids(threads: list[Any]) -> np.ndarray:
+    """Device or stream id from each distinct ``pid``/``tid`` value: numbers as they are,
+    labels such as ``"stream 7"`` (torch 1.8-1.10) by their trailing number; -1 if none."""
+    out = np.full(len(threads), -1, dtype=np.int64)
+    for i, v in enumerate(threads):  # once per distinct value
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)) and abs(v) < 2**62:
+            out[i] = int(v)
+        elif isinstance(v, str) and (m := _ID_RE.search(v)):
+            out[i] = int(m.group(1) or m.group(2))
+    return out
 
 
 ID_COLUMNS = ("device", "stream", "correlation", "bytes", "external_id")

@@ -1,15 +1,9 @@
 """The loaded trace: :class:`Trace` and :func:`load_trace`.
 
-``load_trace(path)`` reads what ``torch.profiler``'s ``export_chrome_trace`` and
-``tensorboard_trace_handler`` write (``.json`` or gzipped ``.json.gz``; gzip is
-detected from the file's magic bytes, not its name): :mod:`.files` reads the
-bytes within a memory limit, :mod:`.decode` decodes them into columns, and
-:mod:`.frames` turns the columns into DataFrames. Reading a trace never imports torch.
-
-Timestamps: Kineto writes ``ts`` and ``dur`` in microseconds as decimal text,
-often with three decimals; they are converted to int64 nanoseconds from that
-text, exactly (:mod:`.timestamps`), ``1712195495505582.988`` µs giving
-``1712195495505582988`` ns.
+:mod:`.decode` streams a trace file into columns (exact int64 ns times among
+them); here they become the trace's DataFrames, rows sorted by start, names and
+labels converted once per distinct value, never once per event. Reading a trace
+never imports torch.
 """
 
 from __future__ import annotations
@@ -24,13 +18,13 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
-from .columns import CAT_CODE, DEVICE_CATEGORIES, HOST_CATEGORIES, MAX_DUR_US, MAX_TS_US
+from .columns import CAT_CODE, COLLECTIVE_ARGS, DMA_DIRECTIONS, KINDS, NO_ID, copy_parts, mtia_kind, thread_ids
+from .comm_kernels import COMM_KERNEL_RE
 from .decode import Decoded, read_events
 from .files import is_url
-from .frames import KIND_NAMES, collective_args, device_frame, host_frame
 from .splitter import HEAD_FIELDS
 
-__all__ = ["DEVICE_CATEGORIES", "HOST_CATEGORIES", "MAX_DUR_US", "MAX_STREAMS", "MAX_TS_US", "Trace", "backend_of", "load_trace"]
+__all__ = ["MAX_STREAMS", "Trace", "backend_of", "load_trace"]
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 MAX_STEP = 2**62
@@ -39,6 +33,12 @@ MAX_RANK = 1 << 28
 """``distributedInfo.rank`` must be an integer below this in magnitude, else the trace has no rank (with a warning)."""
 MAX_STREAMS = 65536
 """Most distinct (device, stream) pairs accepted in one trace."""
+
+KIND_NAMES = ("kernel", "memcpy", "memset")
+"""Device event kinds, by code."""
+MAX_DEVICE = 1 << 24
+"""Device ids at or beyond this (in magnitude) are not device indices: their events are dropped, with a warning
+(exports give each device a 32-bit process id above 2^24)."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,8 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
     memory events are ignored.
 
     Args:
-        path: a ``.json`` or ``.json.gz`` file (or fsspec URL) written by ``torch.profiler``
+        path: a ``.json`` or ``.json.gz`` file (gzip is told by its magic bytes, not its name) or fsspec URL,
+            written by ``torch.profiler``
             (``export_chrome_trace`` or ``tensorboard_trace_handler``, torch 1.13
             or later, CUDA or ROCm) or any Chrome trace whose device events
             follow Kineto's categories.
@@ -180,7 +181,7 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
     warnings = dec.warnings
     device_events = device_frame(dec, warnings)
     host_events = host_frame(dec)
-    n_streams = _pairs(device_events["device"].to_numpy(np.int64), device_events["stream"].to_numpy(np.int64))
+    n_streams = len(device_events[["device", "stream"]].drop_duplicates())
     if n_streams > MAX_STREAMS:
         raise TraceFormatError(p, f"absurd trace: {n_streams:,} distinct (device, stream) pairs (limit {MAX_STREAMS:,})")
     if device_events.empty and host_events.empty:
@@ -207,13 +208,123 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
     )
 
 
-def _pairs(a: np.ndarray, b: np.ndarray) -> int:
-    """Number of distinct ``(a[i], b[i])`` pairs."""
-    if not len(a):
-        return 0
-    o = np.lexsort((b, a))
-    a, b = a[o], b[o]
-    return 1 + int(((a[1:] != a[:-1]) | (b[1:] != b[:-1])).sum())
+def collective_args(dec: Decoded) -> pd.DataFrame:
+    """``Trace.collective_args`` (columns in its docstring): device rows, then host rows, each in the order of their
+    table's columns."""
+    names = np.array(dec.names, dtype=object)
+    side, name, start, k = [], [], [], []
+    for which in ("device", "host"):
+        c = dec.tables[which]
+        rows = np.flatnonzero(c["comm"] >= 0)
+        side.append(np.full(rows.size, which, dtype=object))
+        name.append(names[c["name"][rows]])
+        start.append(c["ts"][rows])
+        k.append(c["comm"][rows])
+    rows_k = np.concatenate(k)
+    return pd.DataFrame({  # (one DataFrame, not one per side and a concat)
+        "side": np.concatenate(side),
+        "name": np.array([v if isinstance(v, str) else str(v) for v in np.concatenate(name)], dtype=object),
+        "start_ns": np.concatenate(start),
+        **{a: dec.collectives[a][rows_k] for a in COLLECTIVE_ARGS},
+    })
+
+
+def _categorical(codes: np.ndarray, labels: list[Any]) -> pd.Categorical:
+    """``pd.Categorical`` of ``labels[codes]`` (made str), each distinct label converted once."""
+    present = np.flatnonzero(np.bincount(codes, minlength=len(labels)))
+    used = np.array([v if isinstance(v, str) else str(v) for v in np.asarray(labels, dtype=object)[present]], dtype=object)
+    cats, inverse = np.unique(used, return_inverse=True) if used.size else (used, np.zeros(0, np.intp))
+    lut = np.full(len(labels), -1, dtype=np.int64)
+    lut[present] = inverse
+    return pd.Categorical.from_codes(lut[codes], categories=pd.Index(cats, dtype=object))
+
+
+def _device_kinds(dec: Decoded) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The device table (MTIA stream events dropped) and its kind codes (0 kernel, 1 memcpy, 2 memset)."""
+    c = dec.tables["device"]
+    kind = c["cat"].astype(np.int64) - 1
+    mtia = np.flatnonzero(kind == len(KIND_NAMES))
+    if mtia.size:
+        codes = np.unique(c["name"][mtia])
+        lut = np.zeros(len(dec.names), dtype=np.int64)
+        lut[codes] = [mtia_kind(dec.names[i]) for i in codes.tolist()]  # once per distinct name
+        kind[mtia] = lut[c["name"][mtia]]
+        keep = kind >= 0
+        c, kind = {k: v[keep] for k, v in c.items()}, kind[keep]
+    return c, kind
+
+
+def device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
+    """``Trace.device_events`` (columns in its docstring); what was dropped or odd is added to ``warnings``."""
+    c, kind = _device_kinds(dec)
+    ids = thread_ids(dec.threads)
+    device = np.where(c["device"] == NO_ID, ids[c["pid"]], c["device"])
+    stream = np.where(c["stream"] == NO_ID, ids[c["tid"]], c["stream"])
+    absurd = np.abs(device) >= MAX_DEVICE
+    if absurd.any():
+        warnings.append(f"{int(absurd.sum())} device event(s) with a device id beyond 2^24 dropped (first: {int(device[absurd][0])})")
+        keep = ~absurd
+        c, kind, device, stream = {k: v[keep] for k, v in c.items()}, kind[keep], device[keep], stream[keep]
+    negative = int(((device < 0) | (stream < 0)).sum())
+    if negative:
+        warnings.append(f"{negative} device event(s) with a negative or missing device or stream id (kept as given, -1 where none)")
+    order = np.argsort(c["ts"], kind="stable")  # rows by start: every column taken in this order once
+    kind, name = kind[order], _categorical(c["name"][order], dec.names)
+    cols: dict[str, Any] = {
+        "device": device[order],
+        "stream": stream[order],
+        "kind": pd.Categorical.from_codes(kind, categories=list(KIND_NAMES)),
+        "name": name,
+        "start_ns": c["ts"][order],
+        "end_ns": c["end"][order],
+        "bytes": np.where(c["bytes"] == NO_ID, -1, c["bytes"])[order],
+        "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"])[order],
+    }
+    names = [str(n) for n in name.categories]
+    codes = np.asarray(name.codes)
+    is_copy = kind == KIND_NAMES.index("memcpy")
+    parsed = [copy_parts(n) for n in names]  # once per distinct name
+    for k, col in enumerate(("direction", "src_kind", "dst_kind")):
+        cols[col] = _by_name(codes, [p[k] for p in parsed], is_copy)
+    dma = c["dma"][order]
+    if (is_copy & (dma > 0) & (np.asarray(cols["direction"].codes) < 0)).any():  # MTIA's dma_request: direction from its args
+        named = np.asarray(cols["direction"]).astype(object)
+        use = is_copy & (dma > 0) & pd.isna(named)
+        named[use] = np.array(DMA_DIRECTIONS, dtype=object)[dma[use]]
+        cols["direction"] = pd.Categorical(named)
+    # communication: a kernel of a documented family (.comm_kernels), or one Kineto wrote a 'Collective name' on
+    comm_names = np.array([COMM_KERNEL_RE.search(n) is not None for n in names], dtype=bool)
+    named = comm_names[codes] if len(names) else np.zeros(0, bool)
+    cols["is_comm"] = (kind == KIND_NAMES.index("kernel")) & (named | (c["comm"][order] >= 0))
+    return pd.DataFrame(cols)
+
+
+def _by_name(codes: np.ndarray, labels: list[str | None], rows: np.ndarray) -> pd.Categorical:
+    """``labels[codes]`` (one label per name code) in ``rows``, NaN elsewhere and where a label is None; the
+    categories are the labels sorted, mapped through the name codes (no object array per event)."""
+    present = np.flatnonzero([v is not None for v in labels])
+    cats, inverse = np.unique(np.array(labels, dtype=object)[present].astype(str), return_inverse=True)
+    lut = np.full(len(labels) + 1, -1, dtype=np.int64)  # (the last entry: codes of -1)
+    lut[present] = inverse
+    return pd.Categorical.from_codes(np.where(rows, lut[codes], -1), categories=pd.Index(cats.astype(object)))
+
+
+def host_frame(dec: Decoded) -> pd.DataFrame:
+    """``Trace.host_events`` (columns in its docstring)."""
+    c = dec.tables["host"]
+    order = np.argsort(c["ts"], kind="stable")  # rows by start: every column taken in this order once
+    return pd.DataFrame(
+        {
+            "pid": _categorical(c["pid"][order], dec.threads),
+            "tid": _categorical(c["tid"][order], dec.threads),
+            "cat": _categorical(c["cat"].astype(np.int64)[order], list(KINDS)),
+            "name": _categorical(c["name"][order], dec.names),
+            "start_ns": c["ts"][order],
+            "end_ns": c["end"][order],
+            "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"])[order],
+            "external_id": np.where(c["external_id"] == NO_ID, -1, c["external_id"])[order],
+        }
+    )
 
 
 _AMD = re.compile(r"\bAMD\b|Radeon|Instinct", re.IGNORECASE)
