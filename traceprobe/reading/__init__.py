@@ -1,13 +1,11 @@
 """Getting from a path to a :class:`Trace`: the reading stage of the pipeline.
 
-The modules, in the order the bytes go through them:
-
-- :mod:`.sources`: local paths and fsspec URLs;
-- :mod:`.files`: the bytes, streamed within a size limit (gzip inflated as it is read);
-- :mod:`.splitter`: the JSON cut into its head and pieces of its event list;
-- :mod:`.decode`: each piece decoded into columns (:mod:`.columns`, :mod:`.timestamps`);
-  files that are not traces are named by :mod:`.identify`;
-- :mod:`.frames` and :mod:`.trace`: the columns as the DataFrames of a :class:`Trace`.
+In the order the bytes go through them: :mod:`.files` (local paths and fsspec URLs,
+streamed within a size limit, gzip inflated as it is read), :mod:`.splitter` (the
+JSON cut into its head and pieces of its event list), :mod:`.decode` (each piece
+into columns, with :mod:`.columns`), :mod:`.trace` (the columns as the DataFrames
+of a :class:`Trace`). :mod:`.comm_kernels` lists the communication kernel families;
+:mod:`.summary` reads the summaries that stand for traces.
 
 ``Trace`` and ``load_trace`` are loaded on first use, so that ``traceprobe.reading.files``
 (say) can be imported without pandas.

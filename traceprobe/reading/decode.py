@@ -1,29 +1,22 @@
 """Decoding Kineto / Chrome trace JSON into columns of numpy arrays: the one decode path.
 
-:func:`read_events` reads a trace file and returns, per table (device activity,
-host activity), columns of complete events, B/E pairs already joined:
+:func:`read_events` streams the file (:func:`.files.read_trace_chunks`) through a
+:class:`.splitter.Splitter`, which cuts the ``traceEvents`` list into pieces of
+about :data:`PIECE_BYTES` and keeps the head fields. Each piece is decoded by
+``msgspec`` into strict structs holding only the fields traceprobe reads (``ph``
+a tagged union: flows, instants, counters and metadata decode to empty structs).
+A piece that does not decode strictly (an unknown ``ph``, a float where an id
+should be, a list where a name should be) is decoded again with tolerant types,
+its values checked column by column: an odd event costs its own piece a second
+decode, not the whole trace. A piece that ends inside a string (a cut inside a
+name such as ``a},{b``) is joined to the next one. Columns are pulled out of each
+piece's structs before the next chunk is read, so only a piece or two of JSON,
+one piece of structs and the columns are alive at a time. ``ts`` and ``dur`` are
+kept as their JSON text and converted to int64 ns exactly (:func:`.columns.parse_us`).
 
-1. The JSON streams in chunks (:func:`.files.read_trace_chunks`: read, or
-   inflated, a few MiB at a time, within the size limit) through a
-   :class:`.splitter.Splitter`, which cuts the ``traceEvents`` list into pieces of
-   about :data:`PIECE_BYTES` at event boundaries and keeps the head fields
-   written before and after the list.
-2. Each piece is decoded by ``msgspec`` into strict structs holding only the
-   fields traceprobe reads (``ph`` a tagged union: flows, instants, counters and
-   metadata decode to empty structs). A piece that does not decode strictly (an
-   unknown ``ph``, a float where an id should be, a list where a name should be)
-   is decoded again with tolerant types, its values checked column by column: an
-   odd event costs its own piece a second decode, not the whole trace. A piece
-   that ends inside a string (a lexical cut inside a name such as ``a},{b``) is
-   joined to the next one. Columns are pulled out of each piece's structs with
-   C-level iteration before the next chunk is read, so only a piece or two of
-   JSON, one piece of structs and the columns are alive at a time.
-3. No ``traceEvents`` list at all, or bytes that are not JSON: :func:`not_a_trace`
-   names what the file looks like (a PyTorch execution trace, a Perfetto trace...)
-   rather than saying ``not valid JSON``.
-
-``ts`` and ``dur`` are kept as their JSON text and converted to int64 ns exactly
-by :func:`.columns.parse_us`.
+A document without a ``traceEvents`` list, or bytes that are not JSON, is named
+by what it looks like (:func:`not_a_trace`: a PyTorch execution trace, a
+Perfetto trace...) rather than ``not valid JSON``.
 """
 
 from __future__ import annotations
@@ -110,13 +103,19 @@ class Decoded:
     Attributes:
         head: the top-level fields (``deviceProperties``, ``distributedInfo``...).
         event_count: length of ``traceEvents``.
-        tables: ``{"device": columns, "host": columns}``, see :func:`read_events`.
+        tables: ``{"device": columns, "host": columns}`` of complete events (B/E
+            pairs joined): int64 ``ts``/``dur``/``end`` (ns, exact), the
+            :data:`~.columns.ID_COLUMNS` (int64, :data:`~.columns.NO_ID` where
+            absent; each table reads only its own, :data:`~.columns.TABLE_IDS`),
+            int8 ``cat`` (an index into :data:`~.columns.KINDS`), int8 ``dma`` (a
+            copy direction code of MTIA's ``args.direction``, 0 where none), int64
+            ``comm`` (a row of ``collectives``, -1 where none), and int32 ``name``,
+            ``pid``, ``tid`` codes into ``names`` / ``threads``.
         names: event name per ``name`` code, as written (str, or another JSON
             value in odd traces).
         threads: ``pid``/``tid`` value (int or str as written) per code.
-        collectives: the :data:`COLLECTIVE_ARGS` of events whose args name a
-            collective (Kineto's ``Collective name``), one row per such event;
-            a table's int64 ``comm`` column indexes them (-1: none).
+        collectives: the :data:`~.columns.COLLECTIVE_ARGS` of events whose args
+            name a collective (Kineto's ``Collective name``), one row per such event.
         warnings: what was dropped or guessed, one line each.
     """
 
@@ -266,19 +265,14 @@ class _Builder:
 
 
 def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
-    """Read and decode a trace file into device and host columns, streaming (see the module docstring).
+    """Read and decode a trace file into device and host columns, streaming (module docstring).
 
     Args:
         path: the file (see :func:`.files.read_trace_chunks`).
         max_bytes: largest decompressed size accepted (default: :func:`.files.default_max_bytes`).
 
     Returns:
-        a :class:`Decoded`. Each table holds int64 ``ts``/``dur``/``end`` (ns,
-        exact), the ``ID_COLUMNS`` (int64, :data:`NO_ID` where absent; each table
-        reads only its own, :data:`~.columns.TABLE_IDS`), int8 ``cat`` (an index
-        into :data:`~.columns.KINDS`), int8 ``dma`` (a copy direction code of MTIA's
-        ``args.direction``, 0 where none), and int32 ``name``, ``pid``, ``tid``
-        codes into ``Decoded.names`` / ``Decoded.threads``.
+        a :class:`Decoded`, its columns described there.
 
     Raises:
         TraceFormatError: unreadable, too large, not JSON, not a Chrome trace,

@@ -42,14 +42,22 @@ MEMORY_SHARE = 0.5
 CHUNK_BYTES = 4 << 20
 """Largest chunk of JSON handed on at a time (read from a plain file, or inflated)."""
 _READ = 1 << 20  # compressed bytes read at a time
-
-
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 
 
 def is_url(path: str | Path) -> bool:
     """True for ``protocol://...`` strings (a :class:`~pathlib.Path` never is one)."""
     return isinstance(path, str) and _URL.match(path) is not None
+
+
+def _fs(url: str) -> tuple[Any, str]:
+    """fsspec's filesystem of ``url`` and the path on it; OSError where its protocol has no implementation installed."""
+    import fsspec
+
+    try:
+        return fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:  # no such protocol, or its package is missing
+        raise OSError(f"cannot open {url}: {exc}") from None
 
 
 def open_binary(path: str | Path) -> IO[bytes]:
@@ -62,13 +70,8 @@ def open_binary(path: str | Path) -> IO[bytes]:
     """
     if not is_url(path):
         return open(path, "rb")
-    import fsspec
-
-    try:
-        fs, p = fsspec.core.url_to_fs(str(path))
-        return fs.open(p, "rb")
-    except (ImportError, ValueError) as exc:  # no such protocol, or its package is missing
-        raise OSError(f"cannot open {path}: {exc}") from None
+    fs, p = _fs(str(path))
+    return fs.open(p, "rb")
 
 
 def expand_url(url: str, is_trace_name: Callable[[str], bool]) -> list[str] | None:
@@ -79,12 +82,7 @@ def expand_url(url: str, is_trace_name: Callable[[str], bool]) -> list[str] | No
     Raises:
         OSError: the filesystem cannot be reached or its package is missing.
     """
-    import fsspec
-
-    try:
-        fs, root = fsspec.core.url_to_fs(url)
-    except (ImportError, ValueError) as exc:
-        raise OSError(f"cannot open {url}: {exc}") from None
+    fs, root = _fs(url)
     protocol = url.split("://", 1)[0]
 
     def unstrip(p: str) -> str:
@@ -176,7 +174,12 @@ def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generat
     limit = max_bytes if max_bytes is not None else default_max_bytes()
     explicit = max_bytes is not None
     if is_url(path):
-        yield from _url_chunks(str(path), limit, explicit)
+        try:
+            with open_binary(path) as f:
+                head = f.read(2) or b""
+                yield from (_inflate if head == b"\x1f\x8b" else _plain)(path, f, head, limit, explicit)
+        except OSError as exc:
+            raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
         return
     p = Path(path)
     try:
@@ -206,16 +209,6 @@ def refuse_unless_regular(path: str | Path, mode: int) -> None:
     if not stat.S_ISREG(mode):
         kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
         raise TraceFormatError(path, f"is {kind}, not a regular file: refused")
-
-
-def _url_chunks(url: str, limit: int | None, explicit: bool) -> Iterator[bytes]:
-    """An fsspec URL's bytes, within the same limit."""
-    try:
-        with open_binary(url) as f:
-            head = f.read(2) or b""
-            yield from (_inflate if head == b"\x1f\x8b" else _plain)(url, f, head, limit, explicit)
-    except OSError as exc:
-        raise TraceFormatError(url, f"cannot read: {exc.strerror or exc}") from None
 
 
 def _plain(path: str | Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> Iterator[bytes]:

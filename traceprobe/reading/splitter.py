@@ -1,30 +1,25 @@
 """Cutting a trace's JSON, as it arrives in chunks, into its head and pieces of its event list.
 
-:class:`Splitter` is fed the JSON chunk by chunk (:func:`traceprobe.reading.files.read_trace_chunks`)
-and keeps only what it has not handed on yet:
+:class:`Splitter` is fed the JSON chunk by chunk and keeps only what it has not
+handed on yet: the text before the event list (``{"schemaVersion": ...,
+"traceEvents": [``; nothing for Chrome's bare "JSON Array Format"), and the
+events not yet cut. Once more than ``piece_bytes`` of them (plus a quarter more,
+held back) are buffered, a piece is cut at the first event boundary (``}`` ``,``
+``{``) after ``piece_bytes`` and handed on as a JSON list ``[...]``.
 
-* the text before the event list (``{"schemaVersion": ..., "traceEvents": [``) until
-  the end, or nothing for Chrome's "JSON Array Format" (a bare list of events);
-* the events not yet cut. Once more than ``piece_bytes`` of them (plus a quarter
-  more, held back) are buffered, a piece is cut at the first event boundary
-  (``}`` ``,`` ``{``) after ``piece_bytes`` and handed on as a JSON list
-  ``[...]``; its bytes are dropped from the buffer.
+At the end the buffer holds the last events, the list's ``]`` and the head fields
+written after the list (Kineto writes ``deviceProperties`` there). The list ends
+at the first ``}]`` that leaves a valid :class:`Head` when the text before the
+list, ``"traceEvents": []`` and the text after that ``]`` are decoded together
+(one inside an event leaves the rest of the events after it: no head).
 
-At the end of the stream the buffer holds the last events, the list's ``]`` and
-the head fields written after the list (Kineto writes some there, ``deviceProperties``
-among them). The list ends at the first ``}]`` whose ``]`` leaves a valid head when the
-text before the list, ``"traceEvents": []`` and the text after that ``]`` are decoded as
-:class:`Head` (one inside an event leaves the rest of the events after it: no head).
-
-Cutting is lexical, so it can be wrong: a boundary inside a string (an event
-named ``a},{b``). Such a piece ends inside a string, so its decode fails as
-truncated; the caller joins it to the next piece (:func:`join`) and decodes the two
-as one. Each piece carries where it starts in the document and the text that
-separated it from the next, so a joined piece is the document's own bytes.
-White space longer than 64 bytes inside a boundary is not cut at (the piece
-grows), and such white space around ``"traceEvents":`` leaves the layout
-unrecognised: each search only looks at new bytes, however long a run without
-a boundary is.
+Cutting is lexical, so a boundary inside a string (an event named ``a},{b``) is
+cut at wrongly. Such a piece ends inside a string, so its decode fails as
+truncated; the caller joins it to the next piece (:func:`join`), with the
+document's own bytes between them. White space longer than 64 bytes inside a
+boundary is not cut at (the piece grows), and such white space around
+``"traceEvents":`` leaves the layout unrecognised: each search only looks at new
+bytes, however long a run without a boundary is.
 """
 
 from __future__ import annotations
