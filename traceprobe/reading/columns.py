@@ -8,12 +8,11 @@ digits, so epoch-based microsecond times lose up to ~650 ns through it.
 :func:`parse_us` reads the number's text itself with integer arithmetic:
 ``ns = round_half_even(decimal_value * 1000)``, exact for every number whose
 result fits in int64 (digits past the nanosecond are rounded half to even).
-Plain decimals (``-?digits[.digits]``, at most 16 integer and 18 fractional
-digits: every ``ts``/``dur`` Kineto writes) are read for all values at once: the
-point becomes a separator, so numpy's C parser reads the integer and the
-fraction of each value as two integers, combined with the fraction's length.
-Anything else (exponents, numeric strings such as ``"12"``, ``null``, objects,
-longer texts) is rare and read one by one with :class:`decimal.Decimal`.
+Plain decimals (``-?digits[.digits]`` up to 18 or 19 digits: every ``ts``/``dur``
+Kineto writes) are read for all values at once by numpy's C parser, each text
+without its point, scaled by its number of decimals. Anything else (exponents,
+numeric strings such as ``"12"``, ``null``, objects, longer texts) is rare and
+read one by one with :class:`decimal.Decimal`.
 """
 
 from __future__ import annotations
@@ -34,9 +33,7 @@ from ..errors import TraceFormatError
 OK, MISSING, INVALID = 0, 1, 2
 """Status of each value: a number, no text (the field was absent), not a usable number."""
 
-_INT_DIGITS, _FRAC_DIGITS = 16, 18  # the most read at once: each part fits int64, and 10**16 µs is beyond int64 ns
-_I64_MAX = 2**63 - 1
-_POW10 = 10 ** np.arange(_FRAC_DIGITS + 1, dtype=np.int64)
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
 _PLAIN = np.zeros(256, dtype=bool)
 _PLAIN[[*b"0123456789", ord("."), ord("-")]] = True
 _NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
@@ -91,12 +88,12 @@ def parse_us(raws: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _plain(raws: Sequence[Any], lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(ns, ok)`` of texts (``lens`` bytes each) shaped ``-?digits[.digits]``, at most :data:`_INT_DIGITS`
-    and :data:`_FRAC_DIGITS` digits; ``ok`` is False for other texts and for values beyond int64.
+    """``(ns, ok)`` of texts (``lens`` bytes each) shaped ``-?digits[.digits]`` whose ns value has at most 18
+    digits, or 19 led by a digit up to 8 (so it fits int64); ``ok`` is False for other texts.
 
-    The shape is checked on the texts joined by spaces, so that whatever the bytes, a text that passes
-    is one integer to numpy's parser, or two once its point is made a space. The texts that do not pass
-    are left out, and the others read again on their own.
+    The shape is checked on the texts joined by spaces, so that whatever the bytes, a text that passes is
+    one integer to numpy's parser once its point is removed; that integer, scaled by the number of its
+    decimals, is the ns value. The texts that do not pass are left out, and the others read again alone.
     """
     n = len(raws)
     ns = np.zeros(n, dtype=np.int64)
@@ -106,43 +103,38 @@ def _plain(raws: Sequence[Any], lens: np.ndarray) -> tuple[np.ndarray, np.ndarra
     buf = np.frombuffer(joined, dtype=np.uint8)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lens[:-1] + 1, out=starts[1:])
-    bad = ~_PLAIN[buf]
-    bad[starts + lens] = False  # (the separators)
-    minus = np.flatnonzero(buf == ord("-"))
-    bad[minus[starts[np.searchsorted(starts, minus, side="right") - 1] != minus]] = True  # a minus inside a text
     ok = lens > 0
-    ok[np.searchsorted(starts, np.flatnonzero(bad), side="right") - 1] = False
+    if joined.translate(None, b"0123456789.-") != b" " * n:  # another byte than the separators (rare): which texts
+        bad = ~_PLAIN[buf]
+        bad[starts + lens] = False
+        ok[np.searchsorted(starts, np.flatnonzero(bad), side="right") - 1] = False
+    minus = np.flatnonzero(buf == ord("-"))
+    if minus.size:  # a minus inside a text
+        ok[np.searchsorted(starts, minus[np.isin(minus, starts, invert=True)], side="right") - 1] = False
     dots = np.flatnonzero(buf == ord("."))
     owner = np.searchsorted(starts, dots, side="right") - 1
     point = lens.copy()
-    point[owner] = dots - starts[owner]
+    point[owner] = dots - starts[owner]  # (a text with two points fails below)
     neg = buf[starts] == ord("-")
-    digits, decimals = point - neg, lens - point - 1  # (decimals: -1 without a point)
-    ok &= (np.bincount(owner, minlength=n) <= 1) & (digits >= 1) & (digits <= _INT_DIGITS)
-    ok &= (decimals == -1) | ((decimals >= 1) & (decimals <= _FRAC_DIGITS))
+    digits, k = point - neg, np.maximum(lens - point - 1, 0)  # k: decimals
+    width = digits + np.maximum(k, 3)  # of the ns value, before rounding
+    ok &= (np.bincount(owner, minlength=n) <= 1) & (digits >= 1) & (lens - point != 1)
+    ok &= (width <= 18) | ((width == 19) & (buf[starts + neg] <= ord("8")))
     if not ok.all():
         rows = np.flatnonzero(ok)
         if rows.size:
             ns[rows], ok[rows] = _plain(list(compress(raws, ok.tolist())), lens[rows])
         return ns, ok
-    numbers = np.fromstring(joined.replace(b".", b" "), dtype=np.int64, sep=" ")
-    has_dot = decimals > 0
-    first = np.arange(n) + np.cumsum(has_dot) - has_dot  # where each value's integer part is among the numbers
-    if numbers.size != n + np.count_nonzero(has_dot):
+    value = np.fromstring(joined.replace(b".", b""), dtype=np.int64, sep=" ")
+    if value.size != n:
         return ns, ~ok
-    frac = np.zeros(n, dtype=np.int64)
-    frac[has_dot] = numbers[first[has_dot] + 1]
-    k = np.maximum(decimals, 0)
-    frac *= _POW10[np.maximum(3 - k, 0)]  # ns from 0 to 3 decimals
+    value = np.abs(value) * _POW10[np.maximum(3 - k, 0)]  # ns from 0 to 3 decimals
     if (k > 3).any():  # digits past the ns: round half to even
         long = np.flatnonzero(k > 3)
-        q, r = np.divmod(frac[long], _POW10[k[long] - 3])
+        q, r = np.divmod(value[long], _POW10[k[long] - 3])
         half = 5 * _POW10[k[long] - 4]
-        frac[long] = q + ((r > half) | ((r == half) & (q % 2 == 1)))
-    value = np.abs(numbers[first]).astype(np.uint64) * np.uint64(1000) + frac.astype(np.uint64)
-    ok = value <= np.uint64(_I64_MAX)
-    out = np.where(ok, value, np.uint64(0)).astype(np.int64)
-    ns[:] = np.where(neg, -out, out)
+        value[long] = q + ((r > half) | ((r == half) & (q % 2 == 1)))
+    ns[:] = np.where(neg, -value, value)
     return ns, ok
 
 
