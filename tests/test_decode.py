@@ -95,8 +95,8 @@ kineto_decimals = st.builds(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(kineto_decimals, min_size=1, max_size=40), st.one_of(st.none(), st.sampled_from(["1.5", "1.2345", "1e3", "0.5e1", '"1.234"', "[0,1.23]", ""])))
 def test_parse_us_reads_fixed_decimals_exactly(texts, odd):
-    """Pieces whose times all read -?digits.ddd (the fast path: at most 19 digits, led by 8 or less at 19), with one
-    other value anywhere (which sends the piece to the general parser): exact either way."""
+    """Pieces whose times all read -?digits.ddd (read at once: at most 19 digits, led by 8 or less at 19), with one
+    other value anywhere (read one by one, the others still at once): exact either way."""
     if odd is not None:
         texts = [*texts[: len(texts) // 2], odd, *texts[len(texts) // 2 :]]
     ns, status = parse_us([t.encode() for t in texts])
