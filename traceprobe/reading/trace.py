@@ -192,10 +192,9 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
     rank = (dec.head.distributedInfo or {}).get("rank") if isinstance(dec.head.distributedInfo, dict) else None
     if rank is not None and _rank(dec.head.distributedInfo) is None:
         warnings.append(f"distributedInfo.rank {str(rank)[:40]!r} is not a rank: ignored")
-    names = host_events["name"].cat.categories
-    steps = [m.group(1) for m in map(_STEP_RE.match, map(str, names)) if m is not None]  # once per distinct name
-    if any(int(k) >= MAX_STEP for k in steps):
-        warnings.append(f"ProfilerStep annotation(s) numbered beyond 2^62 ignored: {sum(int(k) >= MAX_STEP for k in steps)} name(s)")
+    too_big = sum(n >= MAX_STEP for n in _step_numbers(host_events["name"].cat.categories))
+    if too_big:
+        warnings.append(f"ProfilerStep annotation(s) numbered beyond 2^62 ignored: {too_big} name(s)")
     devices = pd.DataFrame(dec.head.deviceProperties or [])
     return Trace(
         path=str(p),
@@ -367,13 +366,14 @@ def _rank(info: Any) -> int | None:
     return int(r)
 
 
+def _step_numbers(names: pd.Index) -> list[int]:
+    """The step number of each name (``ProfilerStep#N``), -1 for any other name; once per distinct name."""
+    return [int(m.group(1)) if (m := _STEP_RE.match(str(name))) is not None else -1 for name in names]
+
+
 def _steps(host: pd.DataFrame) -> pd.DataFrame:
-    names = host["name"].cat.categories
-    step_no = np.full(len(names) + 1, -1, dtype=np.int64)  # per name code (the last: code -1); -1: not a step
-    for i, name in enumerate(names):  # once per distinct name
-        if (m := _STEP_RE.match(str(name))) is not None and int(m.group(1)) < MAX_STEP:
-            step_no[i] = int(m.group(1))
-    nums = step_no[host["name"].cat.codes.to_numpy()]
+    step_no = [n if n < MAX_STEP else -1 for n in _step_numbers(host["name"].cat.categories)]
+    nums = np.array([*step_no, -1], dtype=np.int64)[host["name"].cat.codes.to_numpy()]  # (the last: code -1)
     rows = np.flatnonzero(nums >= 0)
     if not rows.size:
         return pd.DataFrame({"step": pd.Series([], dtype=np.int64), "start_ns": pd.Series([], dtype=np.int64), "end_ns": pd.Series([], dtype=np.int64)})
