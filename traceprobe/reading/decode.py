@@ -242,9 +242,11 @@ class _Builder:
 
     def tables(self, path: str | Path, warnings: list[str]) -> dict[str, dict[str, np.ndarray]]:
         """Device and host columns of complete events (B/E pairs joined), times checked."""
-        parts = self.parts or [self._columns([])]
+        if not self.parts:
+            self.parts.append(self._columns([]))
+        parts, self.parts = self.parts, []
         cols = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        self.parts = []
+        del parts  # (the pieces' columns go once joined)
         out = {}
         for what, in_table in (("device", (cols["cat"] > 0) & (cols["cat"] <= N_DEVICE_KINDS)), ("host", cols["cat"] > N_DEVICE_KINDS)):
             complete, paired = np.flatnonzero(in_table & (cols["ph"] == 1)), np.flatnonzero(in_table & (cols["ph"] > 1))
