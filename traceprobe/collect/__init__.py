@@ -30,13 +30,7 @@ if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see ana
 Then = Callable[["Trace", "OverlapReport"], Any]
 """Work done on each loaded trace beside its analysis (a module-level function, picklable)."""
 
-__all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "each_then", "manifest_info", "timeline_lanes"]
-
-
-def each_then(thens: dict[str, Then], trace: Trace, report: OverlapReport) -> dict[str, Any]:
-    """Several ``then`` functions as one (``partial(each_then, {"png": ..., "json": ...})``):
-    their results by name."""
-    return {name: fn(trace, report) for name, fn in thens.items()}
+__all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "manifest_info", "timeline_lanes"]
 
 
 def timeline_lanes(trace: Trace, report: OverlapReport) -> Any:
