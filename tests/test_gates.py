@@ -25,6 +25,18 @@ def test_exposed_comm_gate_names_the_failing_rank_only():
     assert len(short) == 1 and "rank 1 cuda:1 exposed communication 15.7% of the window > 10.0%" in short[0]
 
 
+def test_copy_gate_leaves_bucket_copies_unjudged_like_their_verdict():
+    """DDP's gradient-bucket DtoD copies are 0% overlapped and their verdict is n/a: the copy gate does not fail on
+    them either; a copy with a judged verdict (the no-overlap variant's HtoD/DtoH) still fails."""
+    reports = [overlap_report(load_trace(p)) for p in DDP]
+    assert {v.level for r in reports for v in r.verdicts if v.figure == "copy_overlap"} == {"n/a"}
+    assert shortfalls(reports, min_copy_overlap=0.5) == []
+    nb = overlap_report(load_trace(SAMPLES / "compute-copy.sequential.pt.trace.json.gz"))
+    judged = [v for v in nb.verdicts if v.figure == "copy_overlap" and v.level != "n/a"]
+    limit = max(v.value for v in judged) + 0.01
+    assert judged and len(shortfalls([nb], min_copy_overlap=limit)) >= 1
+
+
 def test_idle_gate_and_cli_exit_code(tmp_path):
     r = overlap_report(load_trace(SAMPLES / "small-ops.one-stream.pt.trace.json.gz"))
     assert [s.split(": ", 1)[1] for s in shortfalls([r], max_idle=0.5)] == ["cuda:0 idle time 90.2% of the window > 50.0%"]

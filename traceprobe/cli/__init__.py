@@ -91,7 +91,8 @@ def overlap_report(
     detail: bool = typer.Option(False, "--detail", "-v", help="Table: every table of every trace, not the summary."),
     min_copy_overlap: float | None = typer.Option(
         None, parser=fraction, metavar="FRACTION",
-        help="Exit 1 if a trace's copy/compute overlap (all directions, per device) is below this (0.9 or 90%)."),
+        help="Exit 1 if a trace's copy/compute overlap (all directions, per device) is below this (0.9 or 90%); "
+             "copies judged n/a (DDP's bucket copies) are not gated."),
     min_device_concurrency: float | None = typer.Option(
         None, parser=fraction, metavar="FRACTION",
         help="Exit 1 if a multi-device trace's cross-device concurrency is below this (0.9 or 90%)."),

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..analysis.busy import fraction
 from ..analysis.per_trace import OverlapReport
+from ..analysis.verdicts import NOT_JUDGED
 from .figures import figure, value
 
 Values = Iterable[tuple[int | None, Any]]
@@ -36,6 +37,7 @@ class Gate:
         read: the (device, fraction) pairs to judge, from the figure's value in the JSON
             object; None and NaN values are not judged (an undefined figure).
         of: said after the value (``" of the window"``).
+        skip: whether a trace's device is left unjudged (None: every device is judged).
     """
 
     name: str
@@ -44,6 +46,7 @@ class Gate:
     bound: str
     read: Callable[[Any], Values]
     of: str = ""
+    skip: Callable[[OverlapReport, int | None], bool] | None = None
 
 
 def _of_window(column: str) -> Callable[[Any], Values]:
@@ -51,9 +54,16 @@ def _of_window(column: str) -> Callable[[Any], Values]:
     return lambda rows: [(b["device"], fraction(int(b[column]), int(b["window_ns"]))) for b in rows]
 
 
+def _copies_not_judged(r: OverlapReport, device: int | None) -> bool:
+    """Every copy verdict of ``device`` is ``n/a`` (copies not meant to overlap, such as a data-parallel wrapper's
+    bucket copies: :func:`traceprobe.analysis.verdicts.copy_verdicts`), so the gate does not judge them either."""
+    levels = [v.level for v in r.verdicts if v.figure == "copy_overlap" and v.subject.startswith(f"{r.backend}:{device} ")]
+    return bool(levels) and all(lv == NOT_JUDGED for lv in levels)
+
+
 GATES: tuple[Gate, ...] = (
     Gate("min_copy_overlap", "copy_overlap", "copy/compute overlap", "min",
-         lambda rows: [(c["device"], c["fraction"]) for c in rows if c["direction"] == "all"]),
+         lambda rows: [(c["device"], c["fraction"]) for c in rows if c["direction"] == "all"], skip=_copies_not_judged),
     Gate("min_device_concurrency", "device_concurrency", "cross-device concurrency", "min",
          lambda d: [(None, d["concurrency"])] if d["device_count"] >= 2 else []),
     Gate("max_exposed_comm", "breakdown", "exposed communication", "max", _of_window("exposed_comm_ns"), " of the window"),
@@ -73,7 +83,8 @@ def shortfalls(reports: list[OverlapReport], **limits: float | None) -> list[str
 
     Args:
         limits: a threshold by gate name (None: not judged):
-            ``min_copy_overlap``: least copy/compute overlap (the ``all`` row, per device);
+            ``min_copy_overlap``: least copy/compute overlap (the ``all`` row, per device; a device whose copy
+            verdicts are all ``n/a``, copies not meant to overlap, is not judged);
             ``min_device_concurrency``: least cross-device concurrency, for traces with
             two or more devices; ``max_exposed_comm``: most exposed communication per
             device, as a fraction of the window (``exposed_comm_ns / window_ns`` of
@@ -91,7 +102,7 @@ def shortfalls(reports: list[OverlapReport], **limits: float | None) -> list[str
     for r in reports:
         for g, limit in judged:
             for device, v in g.read(value(figure(g.figure), r)):
-                if v is None or math.isnan(v):
+                if v is None or math.isnan(v) or (g.skip is not None and g.skip(r, device)):
                     continue
                 if g.bound == "min" and v < limit:
                     out.append(f"{_where(r, device)} {g.label} {v:.1%}{g.of} < {limit:.1%}")
