@@ -15,6 +15,9 @@ Prints, on rank 0, one JSON line: ``mode``, ``steps``, ``loop_s`` (wall time of 
 synchronised before and after), ``step_ms`` (loop_s / steps), ``handler_call_ms`` (the longest call of the
 handler on the training thread), ``wait_s`` (after the loop, waiting for the handler's last windows).
 The first ``--skip`` steps are run before the clock starts (and are outside every profiler window).
+With ``--paired``, every other window goes to the handler and the line adds ``paired_handled_ms`` and
+``paired_bare_ms`` (mean step time of the cycles after a handled and an unhandled window, the device synchronised
+at each window's end), ``paired_overhead`` and ``paired_pairs`` (each handled cycle against the unhandled one after it).
 
 On a machine without CUDA it runs on the CPU (gloo, a tiny model) so the script can be tried anywhere::
 
@@ -39,6 +42,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_gpt_ddp import GPT  # noqa: E402
 
 
+def _paired(ends: list[tuple[float, bool]], cycle: int) -> dict:
+    """--paired: the mean step time of the cycles after a handled window and after an unhandled one (the first cycle
+    left out: warm-up), and the overhead of each pair (a handled cycle against the unhandled one after it)."""
+    import statistics
+
+    cycles = [(b[0] - a[0], a[1]) for a, b in zip(ends, ends[1:])][1:]
+    handled = [d for d, h in cycles if h]
+    bare = [d for d, h in cycles if not h]
+    pairs = [cycles[i][0] / cycles[i + 1][0] - 1 for i in range(len(cycles) - 1) if cycles[i][1] and not cycles[i + 1][1]]
+    if not handled or not bare:
+        return {"paired": "too few windows"}
+    return {"paired_handled_ms": round(1e3 * statistics.mean(handled) / cycle, 3), "paired_bare_ms": round(1e3 * statistics.mean(bare) / cycle, 3),
+            "paired_overhead": round(statistics.mean(handled) / statistics.mean(bare) - 1, 4),
+            "paired_pairs": [round(x, 4) for x in pairs]}
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=["none", "profiler", "tensorboard", "traceprobe", "summary", "fork"], default="traceprobe")
@@ -53,6 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dim", type=int, default=1024)
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--paired", action="store_true",
+                   help="hand every other window to the handler, the others to none, and compare the cycles after each "
+                        "(one process: the run's drifts hit both alike)")
     a = p.parse_args(argv)
 
     cuda = torch.cuda.is_available()
@@ -95,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
         train_step()
     handler = None
     calls: list[float] = []
+    ends: list[tuple[float, bool]] = []  # each window's end (the device synchronised with --paired) and whether handled
     prof = None
     if a.mode != "none":
         from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
@@ -108,9 +131,14 @@ def main(argv: list[str] | None = None) -> None:
                                                 save="fork" if a.mode == "fork" else "thread")
 
         def timed(pr) -> None:
+            if a.paired and cuda:
+                torch.cuda.synchronize()
+            handled = not a.paired or len(ends) % 2 == 0
             t = time.perf_counter()
-            handler(pr)  # type: ignore[misc]
-            calls.append(time.perf_counter() - t)
+            if handled:
+                handler(pr)  # type: ignore[misc]
+                calls.append(time.perf_counter() - t)
+            ends.append((t, handled))
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         prof = profile(activities=acts, schedule=schedule(wait=a.wait, warmup=a.warmup, active=a.active, repeat=0),
@@ -134,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps({"mode": a.mode, "parallel": a.parallel, "steps": a.steps, "loop_s": round(loop_s, 4),
                           "step_ms": round(1e3 * loop_s / a.steps, 3), "handler_call_ms": round(1e3 * max(calls, default=0.0), 3),
                           "windows": len(calls), "wait_s": round(wait_s, 3),
-                          "fork_pause_ms": round(1e3 * max(getattr(handler, "fork_pauses_s", None) or [0.0]), 3), "device": "cuda" if cuda else "cpu"}), flush=True)
+                          "fork_pause_ms": round(1e3 * max(getattr(handler, "fork_pauses_s", None) or [0.0]), 3), "device": "cuda" if cuda else "cpu",
+                          **(_paired(ends, a.wait + a.warmup + a.active) if a.paired else {})}), flush=True)
     dist.barrier()
     dist.destroy_process_group()
 
