@@ -45,7 +45,26 @@ def to_csv(summary: Summary) -> str:
         frames.append(pd.DataFrame([{"path": f.path, "section": "failure", "text": f.error}]))
     if not frames:
         return ""
-    out = pd.concat(frames, ignore_index=True)
+    out = _concat(frames)
     if "rank" in out:  # (no rank column when every file failed)
         out["rank"] = pd.array(pd.to_numeric(out["rank"], errors="coerce"), dtype="Int64")  # rows without a rank keep ranks integers  # pyright: ignore  (pandas/matplotlib stubs)
     return integer_ns(out).to_csv(index=False)
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """``pd.concat(frames, ignore_index=True)``, the same frame, faster: frames of the same columns (one section of
+    many traces) are joined first, then the few groups, rows put back in the frames' order; joining hundreds of frames
+    of different columns at once fills each one's missing columns one by one (11 s for the samples' CSV)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, df in enumerate(frames):
+        groups.setdefault(tuple(df.columns), []).append(i)
+    order = list(dict.fromkeys(c for df in frames for c in df.columns))
+    parts = []
+    for idx in groups.values():
+        part = pd.concat([frames[i] for i in idx], ignore_index=True)
+        part["_frame"] = [i for i in idx for _ in range(len(frames[i]))]
+        parts.append(part)
+    out = pd.concat(parts, ignore_index=True)
+    out = out.sort_values("_frame", kind="stable").drop(columns="_frame").reset_index(drop=True)
+    return out[order]
+
