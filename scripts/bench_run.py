@@ -142,8 +142,9 @@ print("BENCH_RESULT " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "ove
 '''
 
 PEERS = {"hta": ("hta", "HolisticTraceAnalysis 0.5 (pip install holistictraceanalysis==0.5.0)"),
-         "tracelens": ("TraceLens", "AMD's TraceLens (pip install --no-deps git+https://github.com/AMD-AGI/TraceLens "
-                                    "tqdm openpyxl tabulate orjson PyYAML matplotlib; PyPI's 'tracelens' is another project)")}
+         "tracelens": ("TraceLens", "AMD's TraceLens (pip install --no-deps git+https://github.com/AMD-AGI/TraceLens, "
+                                    "then pip install tqdm openpyxl tabulate orjson PyYAML matplotlib; PyPI's 'tracelens' is another "
+                                    "project)")}
 """Peer -> (its module, how to install it)."""
 
 
