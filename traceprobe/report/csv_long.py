@@ -66,5 +66,5 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
         parts.append(part)
     out = pd.concat(parts, ignore_index=True)
     out = out.sort_values("_frame", kind="stable").drop(columns="_frame").reset_index(drop=True)
-    return out[order]
+    return out.reindex(columns=order)
 
