@@ -9,7 +9,8 @@ Modes (``--mode``):
 ``tensorboard``  the same with ``tensorboard_trace_handler`` (gzipped traces, written on the training thread);
 ``traceprobe``   the same with ``traceprobe.on_trace_ready(out, trace=True)`` (traces and summaries);
 ``summary``      ``traceprobe.on_trace_ready(out, trace=False)`` (summaries alone);
-``fork``         ``traceprobe.on_trace_ready(out, trace=True, save="fork")`` (events written by a forked child).
+``fork``         ``traceprobe.on_trace_ready(out, trace=True, save="fork")`` (events written by a forked child);
+``saveonly``     ``traceprobe`` without the summary's process (the events written, then removed): what the save costs.
 
 Prints, on rank 0, one JSON line: ``mode``, ``steps``, ``loop_s`` (wall time of the timed steps, the device
 synchronised before and after), ``step_ms`` (loop_s / steps), ``handler_call_ms`` (the longest call of the
@@ -60,7 +61,7 @@ def _paired(ends: list[tuple[float, bool]], cycle: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--mode", choices=["none", "profiler", "tensorboard", "traceprobe", "summary", "fork"], default="traceprobe")
+    p.add_argument("--mode", choices=["none", "profiler", "tensorboard", "traceprobe", "summary", "fork", "saveonly"], default="traceprobe")
     p.add_argument("--parallel", choices=["ddp", "fsdp"], default="ddp")
     p.add_argument("--out", default="runs/handler")
     p.add_argument("--steps", type=int, default=60, help="timed steps")
@@ -124,11 +125,13 @@ def main(argv: list[str] | None = None) -> None:
 
         if a.mode == "tensorboard":
             handler = tensorboard_trace_handler(a.out, worker_name=f"rank{rank}", use_gzip=True)
-        elif a.mode in ("traceprobe", "summary", "fork"):
+        elif a.mode in ("traceprobe", "summary", "fork", "saveonly"):
             import traceprobe
 
             handler = traceprobe.on_trace_ready(a.out, trace=a.mode != "summary", log=print if rank == 0 else None,
                                                 save="fork" if a.mode == "fork" else "thread")
+            if a.mode == "saveonly":  # a measurement, not a use: the summary's process left out
+                handler._summarize = lambda tmp, *_, **__: Path(tmp).unlink(missing_ok=True)  # type: ignore[method-assign]
 
         def timed(pr) -> None:
             if a.paired and cuda:
