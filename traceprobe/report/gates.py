@@ -17,7 +17,7 @@ from typing import Any
 
 from ..analysis.busy import fraction
 from ..analysis.per_trace import OverlapReport
-from ..analysis.verdicts import NOT_JUDGED
+from ..analysis.verdicts import NOT_JUDGED, device_name
 from .figures import figure, value
 
 Values = Iterable[tuple[int | None, Any]]
@@ -57,7 +57,10 @@ def _of_window(column: str) -> Callable[[Any], Values]:
 def _copies_not_judged(r: OverlapReport, device: int | None) -> bool:
     """Every copy verdict of ``device`` is ``n/a`` (copies not meant to overlap, such as a data-parallel wrapper's
     bucket copies: :func:`traceprobe.analysis.verdicts.copy_verdicts`), so the gate does not judge them either."""
-    levels = [v.level for v in r.verdicts if v.figure == "copy_overlap" and v.subject.startswith(f"{r.backend}:{device} ")]
+    if device is None:
+        return False
+    name = f"{device_name(r.backend, device)} "
+    levels = [v.level for v in r.verdicts if v.figure == "copy_overlap" and v.subject.startswith(name)]
     return bool(levels) and all(lv == NOT_JUDGED for lv in levels)
 
 
