@@ -50,7 +50,7 @@ import pandas as pd
 
 from .cause_tables import PARTS, ExposedSpans, RankTables, pair_codes, rank_columns, rank_tables, step_maxima
 from .collectives import WindowCollectives
-from .findings import MIN_SHARE, short_label
+from .findings import COLUMNS, MIN_SHARE, short_label
 from .idle_causes import LABELS
 from .per_trace import OverlapReport
 
@@ -292,12 +292,14 @@ def _blame_path(by_step: pd.DataFrame, present: np.ndarray, t: RankTables) -> pd
 def _group_advice(waits: pd.DataFrame, rank: int) -> str:
     """What to try for exposed transfer, by the process group that holds most of it (``pg_desc``: torch's DeviceMesh names
     its groups ``mesh_<dim>``, e.g. ``mesh_tp``, ``mesh_dp``; ``default_pg`` is the world)."""
-    mine = pd.DataFrame(waits[waits["rank"] == rank] if "exposed_transfer_ns" in waits else waits.iloc[:0])
-    if mine.empty or int(mine["exposed_transfer_ns"].max()) <= 0:
+    mine = np.flatnonzero(waits["rank"].to_numpy(np.int64) == rank) if "exposed_transfer_ns" in waits else np.zeros(0, np.int64)
+    ns = waits["exposed_transfer_ns"].to_numpy(np.int64)[mine] if mine.size else mine
+    if not mine.size or int(ns.max()) <= 0:
         return ": overlap the transfer with compute, or reduce what is sent"
-    top = mine.iloc[int(np.argmax(mine["exposed_transfer_ns"].to_numpy()))]
-    desc = str(top["pg_desc"]).lower()
-    where = f" (most in process group {top['pg']!s}{' ' + str(top['pg_desc']) if top['pg_desc'] else ''}, {top['collective']})"
+    top = int(mine[int(np.argmax(ns))])
+    pg, pg_desc, collective = (waits[c].iloc[top] for c in ("pg", "pg_desc", "collective"))
+    desc = str(pg_desc).lower()
+    where = f" (most in process group {pg!s}{' ' + str(pg_desc) if pg_desc else ''}, {collective})"
     if "tp" in desc.replace("mesh_", "").split("_") or desc.endswith("tp"):
         return f"{where}: tensor-parallel collectives sit between dependent matmuls; try async tensor parallelism or sequence parallelism"
     if "pp" in desc.replace("mesh_", "").split("_") or desc.endswith("pp"):
@@ -305,29 +307,33 @@ def _group_advice(waits: pd.DataFrame, rank: int) -> str:
     return f"{where}: overlap the transfer with compute (bucketed or prefetched collectives), or reduce what is sent"
 
 
-def _frame(rows: list[tuple]) -> pd.DataFrame:
-    cols = ["kind", "subject", "device", "headroom_ns", "per_step_ns", "label", "text"]
-    out = pd.DataFrame(rows, columns=cols)
-    for c in ("device", "headroom_ns", "per_step_ns"):
-        out[c] = out[c].astype(np.int64)
-    return out
+def _frame(rows: list[tuple], text: str | type[object]) -> pd.DataFrame:
+    """Findings ``rows`` (:data:`.findings.COLUMNS`) as one DataFrame, built once; ``text``: its string columns' dtype."""
+    cols = list(zip(*rows)) or [()] * len(COLUMNS)
+    ints = ("device", "headroom_ns", "per_step_ns")
+    return pd.DataFrame({c: np.array(v, np.int64) if c in ints else pd.array(list(v), dtype=text)
+                         for c, v in zip(COLUMNS, cols)})
 
 
 def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapReport:
     """``rep`` with its findings seen across ranks: its ``exposed_comm`` finding split into the exposed wait for each
     late rank (``wait``) and the exposed transfer (``exposed_transfer``); the straggler gets a ``straggler`` finding
-    holding its own excess time. Findings under :data:`.findings.MIN_SHARE` of the window are dropped."""
+    holding its own excess time. Findings under :data:`.findings.MIN_SHARE` of the window are dropped.
+
+    Plain rows, one DataFrame built at the end: this runs once per rank of a window."""
     f = rep.findings
-    if f is None or f.empty or "label" not in f:
-        f = pd.DataFrame(columns=["kind", "subject", "device", "headroom_ns", "per_step_ns", "label", "text"])
+    given: list[tuple] = []
+    if f is not None and not f.empty and "label" in f:
+        given = list(zip(*(f[c].tolist() for c in f.columns)))
     lo, hi = rep.window_ns
     w = max(hi - lo, 1)
-    rows = [tuple(r) for r in f.itertuples(index=False) if r[0] != "exposed_comm"]
-    comm = pd.DataFrame(f[f["kind"] == "exposed_comm"])
-    subject = str(comm["subject"].iloc[0]) if len(comm) else f"rank {rank}"
-    device = int(comm["device"].iloc[0]) if len(comm) else -1
-    mine = pd.DataFrame(wcause.exposed[wcause.exposed["rank"] == rank])
-    for late, ns in zip(mine["late_rank"].tolist(), mine["exposed_wait_ns"].tolist()):
+    rows = [r for r in given if r[0] != "exposed_comm"]
+    comm = [r for r in given if r[0] == "exposed_comm"]
+    subject = str(comm[0][1]) if comm else f"rank {rank}"
+    device = int(comm[0][2]) if comm else -1
+    ex = wcause.exposed
+    mine = ex["rank"].to_numpy(np.int64) == rank
+    for late, ns in zip(ex["late_rank"].to_numpy(np.int64)[mine].tolist(), ex["exposed_wait_ns"].to_numpy(np.int64)[mine].tolist()):
         if ns <= 0:
             continue
         if late == wcause.straggler and wcause.label:
@@ -337,7 +343,7 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
         rows.append(("wait", subject, device, ns, ns // wcause.steps, f"{label} ({_ms(ns)})",
                       f"{_ms(ns)} ({_ms(ns / wcause.steps)} per step): {subject} waited in collectives for rank {late}: {why}"))
     tr = wcause.exposed_transfer_ns.get(rank, 0)
-    if tr > 0 and len(comm):
+    if tr > 0 and comm:
         rows.append(("exposed_transfer", subject, device, tr, tr // wcause.steps, short_label("exposed transfer", tr, w),
                      f"{_ms(tr)}: collectives on {subject} moved data with no compute beside them (their waits for late "
                      f"ranks are counted apart){_group_advice(wcause.waits, rank)}"))
@@ -346,7 +352,8 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
         each = wcause.excess_per_step_ns.get(wcause.cause, own // wcause.steps)
         rows.append(("straggler", f"rank {rank}", device if device >= 0 else 0, own, each,
                      f"straggler: +{_ms(each)}/step {_PART_WORDS.get(wcause.cause, wcause.cause)}", wcause.text))
-    out = _frame(rows)
-    out = pd.DataFrame(out[out["headroom_ns"] >= MIN_SHARE * w])
-    out = out.sort_values(by="headroom_ns", ascending=False, kind="stable").reset_index(drop=True)
-    return replace(rep, findings=out)
+    kept = sorted((r for r in rows if r[3] >= MIN_SHARE * w), key=lambda r: -r[3])  # (stable: ties keep their order)
+    out = replace(rep, findings=_frame(kept, "str" if rows else object))
+    if "headline" in vars(rep):  # (it reads no finding: kept as computed where the trace was analysed, not computed again)
+        vars(out)["headline"] = rep.headline
+    return out
