@@ -7,9 +7,9 @@ Modes (``--mode``):
 ``none``         no profiler;
 ``profiler``     ``torch.profiler.profile`` with the schedule and no handler (the profiler's own cost);
 ``tensorboard``  the same with ``tensorboard_trace_handler`` (gzipped traces, written on the training thread);
-``traceprobe``   the same with ``traceprobe.on_trace_ready(out, trace=True)`` (traces and summaries);
+``traceprobe``   the same with ``traceprobe.on_trace_ready(out, trace=True, save="thread")`` (traces and summaries);
 ``summary``      ``traceprobe.on_trace_ready(out, trace=False)`` (summaries alone);
-``fork``         ``traceprobe.on_trace_ready(out, trace=True, save="fork")`` (events written by a forked child);
+``fork``         ``traceprobe.on_trace_ready(out, trace=True)`` (its default: events written by a forked child);
 ``saveonly``     ``traceprobe`` without the summary's process (the events written, then removed): what the save costs.
 
 Prints, on rank 0, one JSON line: ``mode``, ``steps``, ``loop_s`` (wall time of the timed steps, the device
@@ -19,6 +19,11 @@ The first ``--skip`` steps are run before the clock starts (and are outside ever
 With ``--paired``, every other window goes to the handler and the line adds ``paired_handled_ms`` and
 ``paired_bare_ms`` (mean step time of the cycles after a handled and an unhandled window, the device synchronised
 at each window's end), ``paired_overhead`` and ``paired_pairs`` (each handled cycle against the unhandled one after it).
+With ``--paired --probe K`` the device is also synchronised K steps after each window's end, and the line adds
+``probe_window_ms``: what a window costs, the mean over pairs of (the K steps after a handled window, handler call
+included) minus (the K steps after the unhandled window that follows), with ``probe_se_ms``, its standard error, and
+``probe_overhead``, that cost over the mean time of the bare cycle. Short segments measured many times say what
+a window costs far more precisely than whole cycles, whose own time varies by several per cent between cycles.
 
 On a machine without CUDA it runs on the CPU (gloo, a tiny model) so the script can be tried anywhere::
 
@@ -59,6 +64,20 @@ def _paired(ends: list[tuple[float, bool]], cycle: int) -> dict:
             "paired_pairs": [round(x, 4) for x in pairs]}
 
 
+def _probed(probes: list[tuple[float, bool]], ends: list[tuple[float, bool]]) -> dict:
+    """--probe: the mean (and its standard error) of each handled segment minus the unhandled one after it, in ms,
+    the first pair left out (warm-up), and that cost over the mean bare cycle."""
+    import statistics
+
+    diffs = [1e3 * (probes[i][0] - probes[i + 1][0]) for i in range(2, len(probes) - 1) if probes[i][1] and not probes[i + 1][1]]
+    bare = [b[0] - a[0] for a, b in zip(ends, ends[1:]) if not a[1]][1:]
+    if len(diffs) < 2 or not bare:
+        return {"probe": "too few windows"}
+    mean = statistics.mean(diffs)
+    return {"probe_window_ms": round(mean, 3), "probe_se_ms": round(statistics.stdev(diffs) / len(diffs) ** 0.5, 3),
+            "probe_pairs": len(diffs), "probe_overhead": round(mean / (1e3 * statistics.mean(bare)), 5)}
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=["none", "profiler", "tensorboard", "traceprobe", "summary", "fork", "saveonly"], default="traceprobe")
@@ -76,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--paired", action="store_true",
                    help="hand every other window to the handler, the others to none, and compare the cycles after each "
                         "(one process: the run's drifts hit both alike)")
+    p.add_argument("--probe", type=int, default=0, help="with --paired: also time the K steps after each window's end")
     a = p.parse_args(argv)
 
     cuda = torch.cuda.is_available()
@@ -147,12 +167,19 @@ def main(argv: list[str] | None = None) -> None:
         prof = profile(activities=acts, schedule=schedule(wait=a.wait, warmup=a.warmup, active=a.active, repeat=0),
                        on_trace_ready=timed if handler is not None else None)
         prof.__enter__()
+    probes: list[tuple[float, bool]] = []  # --probe: each window's first K steps, timed, and whether it was handled
     sync()
     t0 = time.perf_counter()
+    seen, since = 0, 0
     for _ in range(a.steps):
         train_step()
         if prof is not None:
             prof.step()
+        if a.probe and a.paired and cuda and ends:
+            seen, since = len(ends), (0 if len(ends) != seen else since + 1)
+            if since == a.probe:
+                torch.cuda.synchronize()
+                probes.append((time.perf_counter() - ends[-1][0], ends[-1][1]))
     sync()
     loop_s = time.perf_counter() - t0
     if prof is not None:
@@ -166,7 +193,8 @@ def main(argv: list[str] | None = None) -> None:
                           "step_ms": round(1e3 * loop_s / a.steps, 3), "handler_call_ms": round(1e3 * max(calls, default=0.0), 3),
                           "windows": len(calls), "wait_s": round(wait_s, 3),
                           "fork_pause_ms": round(1e3 * max(getattr(handler, "fork_pauses_s", None) or [0.0]), 3), "device": "cuda" if cuda else "cpu",
-                          **(_paired(ends, a.wait + a.warmup + a.active) if a.paired else {})}), flush=True)
+                          **(_paired(ends, a.wait + a.warmup + a.active) if a.paired else {}),
+                          **(_probed(probes, ends) if a.probe and a.paired else {})}), flush=True)
     dist.barrier()
     dist.destroy_process_group()
 

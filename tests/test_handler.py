@@ -39,9 +39,10 @@ def _train(handler, steps: int = 10) -> list[float]:
     return calls
 
 
-def test_windows_written_off_the_loop(tmp_path) -> None:
+@pytest.mark.parametrize("save", ["fork", "thread"])
+def test_windows_written_off_the_loop(tmp_path, save) -> None:
     lines: list[str] = []
-    h = traceprobe.on_trace_ready(tmp_path / "job", trace=True, log=lines.append, job="test-job")
+    h = traceprobe.on_trace_ready(tmp_path / "job", trace=True, log=lines.append, job="test-job", save=save)
     calls = _train(h)
     assert len(calls) == 2 and max(calls) < 0.25  # the loop only queues the window
     assert h.wait(120) and not h.errors
@@ -134,8 +135,10 @@ def test_the_training_process_never_imports_pandas_for_it(tmp_path) -> None:
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="fork is POSIX")
-def test_events_written_by_a_forked_child(tmp_path) -> None:
-    h = traceprobe.on_trace_ready(tmp_path / "job", trace=True, save="fork")
+def test_events_written_by_a_forked_child_by_default(tmp_path) -> None:
+    h = traceprobe.on_trace_ready(tmp_path / "job", trace=True)
+    assert h.save == "fork"
     calls = _train(h, steps=4)
     assert max(calls) < 0.25 and h.wait(120) and not h.errors, h.errors
+    assert len(h.fork_pauses_s) == 1  # (the events went through a forked child: the fork was timed)
     assert sorted(p.name for p in (tmp_path / "job").iterdir()) == ["rank0.steps2-3.pt.trace.json.gz", "rank0.steps2-3.summary.json"]
