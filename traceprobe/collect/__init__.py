@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Failure, TraceFormatError
 from ..manifest import info_for as manifest_info
 from ..reading.files import expand_url, is_url
-from ..reading.summary import is_summary
-from .execution import default_jobs, map_items
-from .read_ahead import ReadAhead
+from .execution import map_items
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
     from ..analysis.per_trace import OverlapReport
@@ -142,7 +140,6 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
 
 def analyze_file(
     path: str | Path, then: Then | None = None, max_bytes: int | None = None, all_device_work: bool = False,
-    ahead: ReadAhead | None = None,
 ) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
     """Load and analyse one trace (a path or an fsspec URL); a :class:`TraceFormatError` becomes a :class:`Failure`.
 
@@ -151,11 +148,11 @@ def analyze_file(
     With ``then``, also ``then(trace, report)`` while the trace is loaded (for
     pictures and exports, so that no trace is parsed twice), and return
     ``(report, its result)``. ``all_device_work`` is passed to
-    :func:`~traceprobe.analysis.per_trace.overlap_report`. ``ahead``: the
-    :class:`~.read_ahead.ReadAhead` decoding the files of this process.
+    :func:`~traceprobe.analysis.per_trace.overlap_report`.
     """
     from ..analysis.per_trace import overlap_report
     from ..reading import load_trace
+    from ..reading.summary import is_summary
 
     p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
     if is_summary(p):  # a summary stands for its trace (traceprobe.reading.summary)
@@ -168,7 +165,7 @@ def analyze_file(
         except TraceFormatError as e:
             return Failure(str(p), e.reason)
     try:
-        trace = load_trace(p, max_bytes) if ahead is None else load_trace(p, max_bytes, read=ahead.read)
+        trace = load_trace(p, max_bytes)
         report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work)
     except TraceFormatError as e:
         return Failure(str(p), e.reason)
@@ -246,18 +243,12 @@ def analyze_paths(
     files = pair_summaries(files, keep="summary" if then is None else "trace")
     if on_files is not None:
         on_files([str(f) for f in files])
-    here = [f for f in files if isinstance(f, Path) and not is_summary(f)] if scheduler is None and default_jobs(len(files), jobs) == 1 else []
-    ahead = ReadAhead(here, max_bytes) if here and ReadAhead.available() else None  # (before pandas is imported)
-    try:
-        from ..analysis.per_trace import OverlapReport
-        from ..analysis.summary import summarize
+    from ..analysis.per_trace import OverlapReport
+    from ..analysis.summary import summarize
 
-        plain = then is None and max_bytes is None and not all_device_work and ahead is None
-        fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work, ahead=ahead)
-        results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)
-    finally:
-        if ahead is not None:
-            ahead.close()
+    plain = then is None and max_bytes is None and not all_device_work
+    fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work)
+    results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)  # one file: in this process
     for r in results:
         if isinstance(r, tuple) and on_then:
             on_then(*r)

@@ -9,7 +9,6 @@ never imports torch.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -137,7 +136,7 @@ class Trace:
         return _steps(self.host_events)
 
 
-def load_trace(path: str | Path, max_bytes: int | None = None, read: Callable[..., Decoded] = read_events) -> Trace:
+def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
     """Read a Kineto/Chrome trace file into a :class:`Trace`.
 
     Complete events (``ph: X``) and begin/end pairs (``ph: B``/``E``) of Kineto's
@@ -152,9 +151,6 @@ def load_trace(path: str | Path, max_bytes: int | None = None, read: Callable[..
             follow Kineto's categories.
         max_bytes: largest decompressed size accepted (default: half the
             memory available, see :func:`.files.default_max_bytes`).
-        read: what decodes the file, ``read(path, max_bytes)``: :func:`.decode.read_events`
-            here, or a read-ahead that ran it in another process
-            (:class:`traceprobe.collect.read_ahead.ReadAhead`).
 
     Returns:
         the :class:`Trace`; see its docstring for columns and dtypes. What the
@@ -168,7 +164,7 @@ def load_trace(path: str | Path, max_bytes: int | None = None, read: Callable[..
     """
     p = path if is_url(path) else Path(path)
     try:
-        return _build(p, read(p, max_bytes))
+        return _build(p, read_events(p, max_bytes))
     except TraceFormatError:
         raise
     except RecursionError:
