@@ -125,5 +125,29 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                                                                          'cause',
                                                                                          'excess_ns',
                                                                                          'wait_ns']}}},
-                                         'required': ['run', 'window', 'waits', 'exposed_waits', 'straggler_rank', 'cause']}}}}
+                                         'required': ['run', 'window', 'waits', 'exposed_waits', 'straggler_rank', 'cause']}},
+                    'clocks': {'type': 'array',
+                               'description': "per window of two or more ranks: each rank's clock offset and drift against the "
+                                              'reference rank, estimated from the ends of its collectives '
+                                              '(traceprobe.analysis.clocks.estimate_clocks)',
+                               'items': {'type': 'object',
+                                         'properties': {'run': {'type': 'string'},
+                                                        'window': {'type': 'string'},
+                                                        'reference': {'type': 'integer'},
+                                                        'mid_ns': {'$ref': '#/$defs/ns'},
+                                                        'supported': {'type': 'boolean'},
+                                                        'differ': {'type': 'boolean'},
+                                                        'reason': {'type': 'string'},
+                                                        'spread_ns': {'$ref': '#/$defs/ns'},
+                                                        'outliers': {'type': 'integer'},
+                                                        'ranks': {'type': 'array',
+                                                                  'items': {'type': 'object',
+                                                                            'properties': {'rank': {'type': 'integer'},
+                                                                                           'offset_ns': {'type': 'integer'},
+                                                                                           'uncertainty_ns': {'$ref': '#/$defs/ns'},
+                                                                                           'drift_ppm': {'type': ['number', 'null']},
+                                                                                           'drift_uncertainty_ppm': {'type': ['number', 'null']},
+                                                                                           'collectives': {'type': 'integer'},
+                                                                                           'status': {'type': 'string'}}}}},
+                                         'required': ['run', 'window', 'reference', 'supported', 'differ', 'reason', 'ranks']}}}}
 """The document's schema outside the traces' objects (its ``traces`` items are :data:`TRACE`)."""

@@ -15,6 +15,7 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.causes import WindowCauses
+from ..analysis.clocks import ClockEstimate
 from ..analysis.collectives import WindowCollectives
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
@@ -124,9 +125,25 @@ def causes_dict(c: WindowCauses) -> dict[str, Any]:
     })
 
 
+def clocks_dict(c: ClockEstimate) -> dict[str, Any]:
+    """One window's clock estimate (:func:`traceprobe.analysis.clocks.estimate_clocks`) as a JSON-ready dict."""
+    return _clean({
+        "run": c.run,
+        "window": c.window,
+        "reference": c.reference,
+        "mid_ns": c.mid_ns,
+        "supported": c.supported,
+        "differ": c.differ,
+        "reason": c.reason,
+        "spread_ns": c.spread_ns,
+        "outliers": c.outliers,
+        "ranks": rows(c.ranks),
+    })
+
+
 def document(summary: Summary) -> dict[str, Any]:
     """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``collectives``,
-    ``causes``, ``failures``."""
+    ``causes``, ``clocks``, ``failures``."""
     return {
         "schema": SCHEMA_VERSION,
         "traceprobe": __version__,
@@ -135,6 +152,7 @@ def document(summary: Summary) -> dict[str, Any]:
         "variants": rows(summary.variants),
         "collectives": [collectives_dict(c) for c in summary.collectives],
         "causes": [causes_dict(c) for c in summary.causes],
+        "clocks": [clocks_dict(c) for c in summary.clocks],
         "failures": [{"path": f.path, "error": f.error} for f in summary.failures],
     }
 
