@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .reading.files import is_url
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -65,11 +67,6 @@ def fail(msg: object, code: int = 2) -> NoReturn:
 
     err.print(Text("error: ", style="bold red") + Text(one_line(msg)), soft_wrap=True, highlight=False)
     raise typer.Exit(code)
-
-
-def is_url(p: object) -> bool:
-    """An fsspec URL (``s3://...``) rather than a local path."""
-    return "://" in str(p)
 
 
 def check_outputs(paths: Iterable[Any], outputs: dict[str, Path | None]) -> None:
