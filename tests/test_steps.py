@@ -264,3 +264,19 @@ def test_copy_of_the_previous_step_counts_in_the_step_it_runs_in(tmp_path):
     got, want = _both_ways(load(b, tmp_path))
     for f in STEP_FIGURES:
         np.testing.assert_array_equal(got[f], want[f], err_msg=f)
+
+
+def test_a_step_without_device_work_has_no_gpu_window(tmp_path):
+    """SYNTHETIC: step 2 launches nothing; the per-step tables read the steps' GPU windows, which leave it out."""
+    from traceprobe.analysis.per_trace import gpu_step_windows
+
+    b = TraceBuilder("a step that launches nothing", base_ns=BASE)
+    b.step(1, 0, 1_000_000)
+    b.step(2, 1_000_000, 500_000)
+    b.step(3, 1_500_000, 1_000_000)
+    b.launch(50_000, "kernel", 0, 7, 100_000, 500_000)
+    b.launch(1_550_000, "kernel", 0, 7, 1_600_000, 500_000)
+    r = overlap_report(load(b, tmp_path))
+    assert r.steps["gpu_start_ns"].tolist()[1] == -1  # step 2: no device work
+    w = gpu_step_windows(r.steps)
+    assert w["step"].tolist() == [1, 3] and (w["start_ns"] >= BASE).all()

@@ -260,7 +260,7 @@ def gpu_step_windows(steps: pd.DataFrame) -> pd.DataFrame:
     windows: ``step``, ``start_ns``, ``end_ns`` (int64); steps without device work are left out."""
     if steps.empty or "gpu_start_ns" not in steps:
         return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in ("step", "start_ns", "end_ns")})
-    ok = steps["gpu_start_ns"].notna() & steps["gpu_end_ns"].notna()
+    ok = steps["gpu_start_ns"].to_numpy(np.int64) >= 0  # (-1: the step launched no device work)
     g = pd.DataFrame(steps[ok])
     return pd.DataFrame({"step": g["step"].to_numpy(np.int64), "start_ns": g["gpu_start_ns"].to_numpy(np.int64),
                          "end_ns": g["gpu_end_ns"].to_numpy(np.int64)})
