@@ -24,12 +24,40 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import synth_job  # noqa: E402
 import synth_trace as st  # noqa: E402
 
+JOB8 = (st.Config(events=4000, seed=3), 8, 2, 2_000_000)
+"""The 8-rank job: config, ranks, skewed (late) ranks, skew (ns)."""
+
 
 @pytest.fixture(scope="module")
 def job8(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("job8")
-    synth_job.write_summaries(st.Config(events=4000, seed=3), 8, folder, skewed=2, skew_ns=2_000_000)
+    cfg, ranks, skewed, skew_ns = JOB8
+    synth_job.write_summaries(cfg, ranks, folder, skewed=skewed, skew_ns=skew_ns)
     return folder
+
+
+def _causes_follow_plan(job, plan: synth_job.JobPlan, late: set[int]) -> None:
+    """The causes name a late rank as the straggler, for its compute; each rank's wait (all exposed) is its wait in the
+    plan, the straggler caused the largest one on one rank that the plan charges to it, and its excess compute is
+    the delay its skew put on its collectives (:meth:`synth_job.JobPlan.delay`)."""
+    c = job.causes[0]
+    assert c.straggler in late and c.cause == "compute"
+    ranks = plan.arrive.shape[0]
+    start = np.stack([plan.start(r) for r in range(ranks)])  # (ranks, collectives)
+    # collectives are matched by process group name, and every pair's group is named "1": each is matched across all ranks
+    last = start.max(axis=0)
+    wait = np.maximum(np.minimum(plan.end, last) - start, 0)
+    w = c.waits.groupby("rank")[["wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_transfer_ns"]].sum()
+    assert list(w.index) == list(range(ranks)) and (w["wait_ns"].to_numpy() == wait.sum(axis=1)).all()
+    assert (w["exposed_wait_ns"] == w["wait_ns"]).all() and (w["exposed_transfer_ns"] == w["transfer_ns"]).all()
+    s = c.straggler
+    charged = wait[:, start[s] == last].sum(axis=1)  # in the collectives s started last
+    assert c.caused_wait_ns == charged.max() >= 500_000 * c.steps
+    for r in range(ranks):
+        d = plan.delay(r)
+        assert (d == 0).all() if r not in late else ((0 <= d) & (d <= plan.late[r])).all() and d.sum() > 0
+    more = int(plan.delay(s).sum())
+    assert c.excess_ns["compute"] == more and c.excess_per_step_ns["compute"] == int(more / c.steps)
 
 
 def _same(a, b) -> None:
@@ -64,7 +92,9 @@ def test_stragglers_are_the_late_ranks(job8: Path) -> None:
     for rank, caused in zip(s["rank"], s["caused_wait_ns"]):
         mine = last[last["last_rank"] == rank]
         assert caused == int(waits.loc[list(zip(mine["pg"], mine["seq"]))].sum())
-    assert len(job.causes) == 1 and job.causes[0].straggler in (None, 6, 7)  # (synthetic ranks: their exposed time is their template's)
+    assert len(job.causes) == 1
+    cfg, ranks, skewed, skew_ns = JOB8
+    _causes_follow_plan(job, synth_job.plan_job(cfg, ranks, skewed, skew_ns), {6, 7})
     text = job_text(job)
     assert "arrived last, process group 0 (default_pg): rank" in text and "clocks agree" in text
 
@@ -107,8 +137,12 @@ def test_bad_summaries_named(job8: Path, tmp_path: Path) -> None:
 
 
 def test_thousand_ranks_from_summaries(tmp_path: Path) -> None:
-    """1,024 SYNTHETIC ranks, two of them late: the whole-job report in seconds, the late ranks named."""
-    synth_job.write_summaries(st.Config(events=3000, seed=5), 1024, tmp_path, skewed=2, skew_ns=3_000_000)
+    """1,024 SYNTHETIC ranks, two of them late: the whole-job report in seconds, the late ranks named, and one of them
+    as the straggler (its lateness, 6 ms on average, makes the others wait about 0.9 ms per step)."""
+    cfg = st.Config(events=3000, seed=5)
+    t = time.perf_counter()
+    synth_job.write_summaries(cfg, 1024, tmp_path, skewed=2, skew_ns=6_000_000)
+    assert time.perf_counter() - t < 30  # (about 2 s on 2 busy CPUs)
     t = time.perf_counter()
     job, failures = job_report_from_summaries(sorted(tmp_path.iterdir()))
     took = time.perf_counter() - t
@@ -116,5 +150,6 @@ def test_thousand_ranks_from_summaries(tmp_path: Path) -> None:
     assert (job.figures["ranks"] == 1024).all() and len(job.causes) == 1  # the causes across all 1,024 ranks
     s = job.stragglers[job.stragglers["pg"] == "0"]
     assert set(s["rank"]) <= {1022, 1023} and len(s)
+    _causes_follow_plan(job, synth_job.plan_job(cfg, 1024, 2, 6_000_000), {1022, 1023})
     assert job.clocks[0].supported and not job.clocks[0].differ
     assert np.isfinite(job.figures["p95"]).any()
