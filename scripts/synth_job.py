@@ -294,8 +294,9 @@ def _more_compute(tables: dict, start_ns: np.ndarray, delay: np.ndarray) -> dict
 
     steps, bs, b, k = (tables[n] for n in ("steps", "breakdown_steps", "breakdown", "kernels"))
     gpu_start = np.asarray(_col(steps, "gpu_start_ns"), np.int64)
-    at = np.maximum(np.searchsorted(gpu_start, start_ns, side="right") - 1, 0)  # (before the first step: the first)
-    per_step = dict(zip(_col(steps, "step"), np.bincount(at, delay, minlength=gpu_start.size).astype(np.int64).tolist()))
+    on = gpu_start >= 0  # (-1: a step that launched no device work)
+    at = np.maximum(np.searchsorted(gpu_start[on], start_ns, side="right") - 1, 0)  # (before the first step: the first)
+    per_step = dict(zip(np.asarray(_col(steps, "step"))[on].tolist(), np.bincount(at, delay, minlength=int(on.sum())).astype(np.int64).tolist()))
     more = int(delay.sum())
     total, count = list(_col(k, "total_ns")), _col(k, "count")
     j = max((i for i, (kind, name) in enumerate(zip(_col(k, "kind"), _col(k, "name")))
