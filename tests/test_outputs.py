@@ -10,12 +10,15 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
 from traceprobe import cli
 from traceprobe.cli import app
+from traceprobe.report import markdown
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 HOSTILE = "[/red]x[link=https://example.com]y"
@@ -162,3 +165,19 @@ def test_closed_stdout_exits_141_not_a_gate_code(monkeypatch):
         emit("x" * 1_000_000, None)
     assert e.value.exit_code == PIPE_CLOSED == 141
     out.close()
+
+
+@pytest.mark.parametrize("df", [
+    pd.DataFrame({"busy_ns": [999.6, np.nan, 2.5e9], "share": [0.5, np.nan, 1.0], "name": ["a\nb", None, "c"], "n": [1, 2, 3]}),
+    pd.DataFrame({"n": [1, 2], "v": [1.5, 1048576.0], "big": [1048576, 3]}),  # numbers only: every number a float, as a frame has it
+    pd.DataFrame({"n": [1, 2], "flag": [True, False], "o": [True, 3]}),
+    pd.DataFrame({"flag": [True, False]}),
+])
+def test_markdown_table_is_the_frames_table(df):
+    cols = markdown.human(df)
+    assert markdown.table(cols) == pd.DataFrame(cols).to_markdown(index=False)
+
+
+def test_markdown_rounds_float_ns_to_the_ns_before_the_unit():
+    cols = markdown.human(pd.DataFrame({"busy_ns": [999.6, np.nan], "start_ns": [100.5, 99.4]}), origin_ns=100)
+    assert cols == {"busy": ["1.0 µs", "-"], "start": ["+0 ns", "-1 ns"]}  # (999.6 unrounded reads "1,000 ns")

@@ -8,6 +8,7 @@ JSON and CSV keep integer nanoseconds and 0..1 fractions.
 from __future__ import annotations
 
 import pandas as pd
+from tabulate import tabulate
 
 from ..analysis.summary import Summary
 from . import units
@@ -26,15 +27,15 @@ def _is_fraction(name: str, s: pd.Series) -> bool:
     return s.dtype.kind == "f" and (name in FRACTIONS or name.startswith("fraction") or name.endswith(tuple("_" + f for f in FRACTIONS)))
 
 
-def human(df: pd.DataFrame, origin_ns: int | None = None) -> pd.DataFrame:
-    """``df`` for a person: ``*_ns`` columns as durations with their unit (the column renamed without
-    ``_ns``; a float ``*_ns`` figure rounded to the ns first, as :func:`.sections.integer_ns` does),
-    fraction columns as percentages, text escaped onto one line; other columns as they are.
-    With ``origin_ns`` (the trace window's start), ``*_start_ns``/``*_end_ns`` times read as offsets from
-    it (``+12.3 ms``), not as clock readings.
+def human(df: pd.DataFrame, origin_ns: int | None = None) -> dict[str, list]:
+    """``df`` for a person, as column name: cells (plain Python values; :func:`table` lays them out): ``*_ns``
+    columns as durations with their unit (the column renamed without ``_ns``; a float ``*_ns`` figure rounded
+    to the ns first, as :func:`.sections.integer_ns` does for JSON and CSV), fraction columns as percentages,
+    text escaped onto one line; other columns as they are. With ``origin_ns`` (the trace window's start),
+    ``*_start_ns``/``*_end_ns`` times read as offsets from it (``+12.3 ms``), not as clock readings.
 
-    Column by column on plain lists: converting each small table to nullable integers first
-    (``integer_ns``) took about half of the Markdown's time."""
+    Column by column on lists: converting each small table to nullable integers first (``integer_ns``)
+    took about half of the Markdown's time."""
     out = {}
     for c in df.columns:
         name, s = str(c), df[c]
@@ -42,7 +43,7 @@ def human(df: pd.DataFrame, origin_ns: int | None = None) -> pd.DataFrame:
         if is_ns and s.dtype.kind in "fiuO":
             vs = s.tolist()
             if name.endswith("_ns") and s.dtype.kind == "f":
-                vs = [None if units.missing(v) else round(v) for v in vs]
+                vs = [v if units.missing(v) else round(v) for v in vs]
             if origin_ns is not None and name.endswith(("start_ns", "end_ns")):
                 out[name.replace("_ns", "")] = ["-" if units.missing(v) else ("+" if v >= origin_ns else "") + units.duration(v - origin_ns)
                                                  for v in vs]
@@ -55,11 +56,20 @@ def human(df: pd.DataFrame, origin_ns: int | None = None) -> pd.DataFrame:
         elif s.dtype.kind in "fiu" and s.isna().any():  # (an integer column with a gap, e.g. no rank: '-', not 'nan')
             whole = all(units.missing(v) or float(v).is_integer() for v in s.tolist())
             out[name] = ["-" if units.missing(v) else (f"{int(v)}" if whole else f"{v:g}") for v in s.tolist()]
-        elif s.dtype.kind in "iu":
-            out[name] = s.to_numpy(dtype="int64")  # (as integer_ns's Int64 gave it)
         else:
-            out[name] = s.to_numpy()
-    return pd.DataFrame(out, columns=list(out))
+            out[name] = s.tolist()
+    return out
+
+
+def table(cols: dict[str, list]) -> str:
+    """A pipe table of ``cols`` (column name: cells), as ``pd.DataFrame(cols).to_markdown(index=False)`` writes it.
+
+    Where a cell is text, the frame's values are Python objects, the cells as they are: tabulate reads them
+    without a frame (building one per small table was a third of the Markdown's time). A table of numbers
+    only goes through the frame, whose values are of one type (an integer next to a float column is a float)."""
+    if any(isinstance(v, str) for cells in cols.values() for v in cells):
+        return tabulate(cols, headers="keys", tablefmt="pipe", showindex=False)
+    return pd.DataFrame(cols).to_markdown(index=False)
 
 
 def _rank_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -85,7 +95,7 @@ def to_markdown(summary: Summary) -> str:
                              + [f"- note: {cell(n).plain}" for n in trace_notes(r)]) or "- no figure to judge")
         for name_, df in sections(r).items():
             if name_ != "verdicts" and not df.empty:
-                out.append(f"### {name_}\n\n" + human(df, r.window_ns[0]).to_markdown(index=False))
+                out.append(f"### {name_}\n\n" + table(human(df, r.window_ns[0])))
     if not summary.rank_summary.empty:
         out.append("## Across ranks\n\n" + _rank_rows(rank_rows(summary.rank_summary)).to_markdown(index=False))
     for c in summary.collectives:
@@ -97,7 +107,7 @@ def to_markdown(summary: Summary) -> str:
             notes.append(f"- {c.implausible} collective(s) end on one rank before they start on another: the clocks disagree by at least "
                          f"{units.duration(c.max_offset_ns)}")
         out.append("\n\n".join([head, *(["\n".join(notes)] if notes else []),
-                                  *(human(df).to_markdown(index=False) for df in collective_sections(c).values() if not df.empty)]))
+                                  *(table(human(df)) for df in collective_sections(c).values() if not df.empty)]))
     clocks = reported(summary)
     if clocks:
         out.append("## Clocks across ranks\n\n" + "\n\n".join(
@@ -105,7 +115,7 @@ def to_markdown(summary: Summary) -> str:
             for c in clocks))
     variants = summary.variants
     if (variants["agreement"] != "baseline").any():
-        out.append("## Stopwatch against evidence\n\n" + human(variants).to_markdown(index=False))
+        out.append("## Stopwatch against evidence\n\n" + table(human(variants)))
     if summary.failures:
         out.append("## Failures\n\n" + "\n".join(f"- `{f.path}`: {f.error}" for f in summary.failures))
     return "\n\n".join(out) + "\n"
