@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 import traceprobe  # noqa: E402
 from traceprobe.collect import analyze_paths  # noqa: E402
-from traceprobe.recording.handler import summarize_window  # noqa: E402
+from traceprobe.recording.summary_process import summarize_window  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 

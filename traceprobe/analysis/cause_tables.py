@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -26,11 +27,6 @@ idle time of each host cause and ``queued`` (:mod:`.idle_causes`)."""
 
 Table = Mapping[str, Any]
 """One rank's table: column name -> values (a DataFrame, or a dict of lists as a summary file holds them)."""
-
-_COMM: dict[str, bool] = {}
-"""Kernel name -> whether it is a communication kernel's (:data:`~traceprobe.reading.comm_kernels.COMM_KERNEL_RE`);
-names repeat across ranks, so each is searched once."""
-
 
 def _n(t: Table | None) -> int:
     if t is None or len(t) == 0:
@@ -100,11 +96,11 @@ def rank_columns(rank: int, window_ns: tuple[int, int], tables: Mapping[str, Tab
     return RankColumns(int(rank), int(window_ns[1]) - int(window_ns[0]), exposed, steps, busy, idle, kernels)  # type: ignore[arg-type]
 
 
+@lru_cache(maxsize=1 << 16)
 def _is_comm(name: Any) -> bool:
-    hit = _COMM.get(name)
-    if hit is None:
-        hit = _COMM[name] = COMM_KERNEL_RE.search(str(name)) is not None
-    return hit
+    """Whether kernel ``name`` is a communication kernel's (:data:`~traceprobe.reading.comm_kernels.COMM_KERNEL_RE`);
+    names repeat across ranks, so each is searched once."""
+    return COMM_KERNEL_RE.search(str(name)) is not None
 
 
 def _none(k: int) -> Any:

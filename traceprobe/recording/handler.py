@@ -61,7 +61,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .summary_process import NICE, _remove, summarize_trace, summarize_window, window_line  # noqa: F401 - NICE and the process's functions, where they were
+from .summary_process import remove_quietly
 
 EXIT_WAIT_S = 600.0
 """How long interpreter exit waits for the windows still being written."""
@@ -190,7 +190,7 @@ class TraceReady:
             else:
                 inner.export_chrome_trace(str(tmp))
         except Exception as e:  # noqa: BLE001 - a full disk, a read-only folder, ...
-            _remove(tmp)
+            remove_quietly(tmp)
             self._error(f"cannot write the trace of window {n} of rank {rank}: {e}")
             return None
         return tmp
@@ -207,13 +207,13 @@ class TraceReady:
             done = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, "PYTHONWARNINGS": "ignore"})
         except OSError as e:
             if not written:
-                _remove(tmp)
+                remove_quietly(tmp)
             self._error(f"cannot start the summary's process: {e}")
             return
         out = _last_json(done.stdout)
         if out is None:
             if not written:
-                _remove(tmp)
+                remove_quietly(tmp)
             self._error(f"the summary's process of window {n} of rank {rank} failed (exit {done.returncode}): "
                         f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
             return

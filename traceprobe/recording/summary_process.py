@@ -22,7 +22,8 @@ NICE = 10
 """The CPU priority increment of the process that analyses each window."""
 
 
-def _remove(p: Path) -> None:
+def remove_quietly(p: Path) -> None:
+    """Remove ``p`` if it is there; an error removing it is ignored (a temporary file, never an input)."""
     try:
         p.unlink(missing_ok=True)
     except OSError:
@@ -86,7 +87,7 @@ def summarize_window(tmp: str, folder: str, rank: int, n: int, job: str, keep_tr
     except Exception as e:  # noqa: BLE001
         out["error"] = out["error"] or f"cannot write the trace of window {n} of rank {rank}: {e}"
     finally:
-        _remove(Path(tmp))
+        remove_quietly(Path(tmp))
     if report is not None:
         _write(report, base / f"{stem}.summary.json", job, name if keep_trace and out["trace"] else "", rank, f"window {n} of rank {rank}", out)
     return out
