@@ -12,6 +12,7 @@ others are still reported), a file could not be written, bad usage; 130 interrup
 
 from __future__ import annotations
 
+import gc
 import sys
 from enum import Enum
 from pathlib import Path
@@ -268,9 +269,16 @@ def main() -> None:
 
     An exception nothing else caught is a bug, but it still ends in one line and
     exit code 2, never in a traceback and exit code 1 (which means "gate not met").
+
+    On the way out every object still alive is frozen (``gc.freeze``): the interpreter's
+    shutdown then skips its garbage collections over pandas' and the reports' objects,
+    which took 0.2 s of the 1.3 s a report of HTA's 216k-event trace takes on one CPU.
+    Objects are still freed by reference counting; files are closed by their ``with``.
     """
     try:
         app()
     except Exception as e:  # noqa: BLE001 - the last guard
         say(f"error: {type(e).__name__}: {e}", "red")
         sys.exit(2)
+    finally:
+        gc.freeze()
