@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from synthetic import TraceBuilder, load
 from test_breakdown import make_trace
 
 from traceprobe import load_trace
@@ -47,6 +48,13 @@ def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
     """Brute force: the cause of every idle ns of each device (analysis/idle_causes.py's definitions)."""
     ev, host = tr.device_events, tr.host_events
     launch = {r.correlation: (r.start_ns, r.tid, r.end_ns) for r in host.itertuples() if r.cat == "cuda_runtime" and r.correlation >= 0}
+    rows = list(host.itertuples())
+    captures = []  # (tid, start, end): a begin call to the end of the first end call starting at or after it, same thread
+    for b in rows:
+        if b.name == "cudaStreamBeginCapture":
+            ends = [r for r in rows if r.name == "cudaStreamEndCapture" and r.tid == b.tid and r.start_ns >= b.start_ns]
+            if ends:
+                captures.append((b.tid, b.start_ns, min(ends, key=lambda r: r.start_ns).end_ns))
     order = {c: k for k, (_, _, c) in enumerate(HOST_NAMES) if c}
     out = {}
     for d in sorted(set(ev["device"].tolist())):
@@ -77,6 +85,9 @@ def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
             if t >= at:
                 res["launch" if t < ae + LAUNCH_LATENCY_NS else "queued"] += 1
                 continue
+            if any(c_tid == tid and s <= t < e for c_tid, s, e in captures):
+                res["graph_capture"] += 1
+                continue
             held = [c for cat, name, c in HOST_NAMES for r in host.itertuples()
                     if r.tid == tid and r.name == name and r.cat == cat and r.start_ns <= t < r.end_ns and c]
             held += ["launch" for r in host.itertuples() if r.tid == tid and r.cat == "cuda_runtime" and r.start_ns <= t < r.end_ns]
@@ -101,6 +112,12 @@ def host_bound_traces(draw):
         s = draw(st.integers(0, GRID))
         host_rows.append((cat, name, s, s + draw(st.integers(0, 25)), -1))
         tids.append(draw(st.sampled_from(["1", "2"])))
+    for _ in range(draw(st.integers(0, 2))):  # graph captures: a begin and an end call (threads drawn apart)
+        s = draw(st.integers(0, GRID))
+        host_rows.append(("cuda_runtime", "cudaStreamBeginCapture", s, s + draw(st.integers(0, 3)), -1))
+        e = s + draw(st.integers(0, 30))
+        host_rows.append(("cuda_runtime", "cudaStreamEndCapture", e, e + draw(st.integers(0, 3)), -1))
+        tids += [draw(st.sampled_from(["1", "2"])), draw(st.sampled_from(["1", "2"]))]
     return _with_threads(make_trace(dev_rows, host_rows), tids)
 
 
@@ -122,6 +139,34 @@ def test_idle_cause_names_the_host_call():
     got = idle_cause_table(tr).set_index("cause")
     assert got.loc["pinned_alloc", "ns"] == 18 and got.loc["pinned_alloc", "top"] == "cudaHostAlloc"
     assert got.loc["host", "ns"] == 7 and got.loc["launch", "ns"] == 5  # [35, 40): launch latency
+
+
+def test_graph_capture_is_its_own_idle_cause(tmp_path):
+    # SYNTHETIC: cuda:0 runs A [0, 10 us); the host captures a graph [20, 100 us) (3 launches and a sync-looking call
+    # inside: recorded, not run), then launches B at 150 us. Idle [10, 150 us): host 10 us, graph capture 80 us, host
+    # 50 us (the gap starts before the capture), then launch latency; the note and the finding name the capture.
+    b = TraceBuilder("graph capture")
+    b.step(1, 0, 200_000)
+    b.launch(0, "kernel", 0, 7, 0, 10_000)
+    b.runtime(20_000, 2_000, "cudaStreamBeginCapture")
+    for at in (30_000, 40_000, 50_000):
+        b.runtime(at, 5_000, "cudaLaunchKernel")  # (recorded into the graph: no device event)
+    b.runtime(60_000, 5_000, "cudaGraphLaunch")  # not a launch of captured work
+    b.runtime(70_000, 10_000, "cudaStreamSynchronize")
+    b.runtime(95_000, 5_000, "cudaStreamEndCapture")
+    b.launch(150_000, "kernel", 0, 7, 150_000, 10_000)
+    tr = load(b, tmp_path)
+    from traceprobe.analysis.graph_capture import captures
+
+    c = captures(tr)
+    assert c[["start_ns", "end_ns", "launches"]].values.tolist() == [[20_000, 100_000, 3]] and c["begin"].tolist() == ["cudaStreamBeginCapture"]
+    got = idle_cause_table(tr).query("step == -1").set_index("cause")
+    assert got.loc["graph_capture", "ns"] == 80_000 and got.loc["graph_capture", "top"] == "cudaStreamBeginCapture"
+    assert "sync" not in got.index and got.loc["host", "ns"] == 10_000 + 50_000
+    rep = overlap_report(tr)
+    assert rep.findings["kind"].iloc[0] == "idle_graph_capture" and rep.findings["label"].iloc[0] == "graph capture 0.1 ms"
+    assert any(n.startswith("1 CUDA graph capture on the host (cudaStreamBeginCapture ... cudaStreamEndCapture, 0.1 ms): the 3 launches")
+               for n in rep.notes)
 
 
 def _rank_trace(rank: int, comm: list[tuple[int, int]], compute: list[tuple[int, int]]) -> Trace:

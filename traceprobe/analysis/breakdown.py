@@ -33,7 +33,7 @@ The idle time is split by its cause (:mod:`.idle_causes`, which defines each):
 
 - ``idle_sync_ns``: the cause ``sync``: the launching host thread was blocked in
   a synchronizing call.
-- ``idle_launch_ns``: the other host causes (pinned or device allocation, host
+- ``idle_launch_ns``: the other host causes (graph capture, pinned or device allocation, host
   waits for ranks, data loading, optimizer, launch-bound, host outside ops): the
   device had nothing queued and waited for the host (HTA's "host wait").
 - ``idle_other_ns``: ``queued`` (the next work was launched and waited on a

@@ -17,7 +17,7 @@ from the interval sets of :mod:`.breakdown` and :mod:`.idle_causes`:
 - ``exposed_comm``: collective kernels with no compute beside them,
   (M \\ M_p2p) \\ C. Across the ranks of a window it is split into the wait for a
   named late rank and the exposed transfer (:mod:`.causes`).
-- one kind per idle cause of :mod:`.idle_causes`: ``idle_sync``,
+- one kind per idle cause of :mod:`.idle_causes`: ``idle_graph_capture``, ``idle_sync``,
   ``idle_pinned_alloc``, ``idle_device_alloc``, ``idle_other_rank``,
   ``idle_data_loading``, ``idle_optimizer``, ``idle_launch`` (launch-bound),
   ``idle_host`` (host outside any op) and ``stream_wait`` (queued work waited on
@@ -62,7 +62,7 @@ P2P_TYPES = frozenset({"send", "recv", "sendrecv"})
 """Collective types (:func:`.collectives.collective_type`) of point-to-point communication."""
 
 IDLE_KINDS = {
-    "sync": "idle_sync", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
+    "graph_capture": "idle_graph_capture", "sync": "idle_sync", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
     "data_loading": "idle_data_loading", "optimizer": "idle_optimizer", "launch": "idle_launch", "host": "idle_host",
     "queued": "stream_wait",
 }
@@ -180,6 +180,8 @@ def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int 
     held = f" ({top})" if top else ""
     stream = f" (on stream {queued_stream})" if queued_stream >= 0 else ""
     return {
+        "graph_capture": f"{dev} was idle while the host captured a graph{held}: what it launched inside the capture was "
+                         f"recorded into {b.graphs}, not run; capture once at start-up and profile the steps that replay the graph",
         "sync": f"{dev} was idle while the host was blocked in a synchronizing call{held}: remove it from the loop or defer it "
                 "(.item(), .cpu(), printing a tensor, blocking copies, explicit synchronize)",
         "pinned_alloc": f"{dev} was idle while the host allocated page-locked memory{held}: every non_blocking copy to the "

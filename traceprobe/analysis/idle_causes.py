@@ -18,6 +18,9 @@ host thread, the *launching thread*. Then:
   launching thread was doing, each nanosecond by the first class that holds it,
   in this order:
 
+  0. ``graph_capture``: inside a stream capture (:mod:`.graph_capture`:
+     ``cudaStreamBeginCapture`` ... ``cudaStreamEndCapture``): what the host launched
+     there was recorded into a graph, not run;
   1. ``sync``: a synchronizing call: a runtime or driver call whose name holds
      ``Synchronize``, a synchronous copy (:data:`SYNC_CALLS`: ``cudaMemcpy``,
      ``hipMemcpyWithStream``, ...), or ``aten::item``/``aten::_local_scalar_dense``
@@ -53,19 +56,23 @@ import pandas as pd
 from .. import intervals as iv
 from ..reading import Trace
 from .busy import host_thread_codes, occupied_intervals, per_value, runtime_calls
+from .graph_capture import capture_intervals, captures
 from .launch_links import launch_rows
 from .memo import device_column, host_column, per_trace
 
 Intervals = iv.Intervals
 
-CAUSES = ("sync", "pinned_alloc", "device_alloc", "other_rank", "data_loading", "optimizer", "launch", "host", "queued", "unattributed")
+CAUSES = ("graph_capture", "sync", "pinned_alloc", "device_alloc", "other_rank", "data_loading", "optimizer", "launch", "host", "queued", "unattributed")
 """The idle causes, in the order the host part of a gap is classified (module docstring)."""
 
-HOST_CAUSES = CAUSES[:8]
+HOST_CAUSES = CAUSES[:9]
 """The causes of the host part of a gap: the device waited for the launching thread."""
 
+EVENT_CAUSES = HOST_CAUSES[1:-1]
+"""The host causes held by host events of a class (:func:`host_classes`), ``sync`` to ``launch``."""
+
 LABELS = {
-    "sync": "sync", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
+    "graph_capture": "graph capture", "sync": "sync", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
     "data_loading": "data loading", "optimizer": "optimizer on host", "launch": "launch-bound", "host": "host outside ops",
     "queued": "queued", "unattributed": "unattributed",
 }
@@ -106,7 +113,7 @@ to tens of µs."""
 
 
 def _host_class(name: object) -> int:
-    """The class of one host event name: its index in :data:`HOST_CAUSES` (``launch`` for any other name)."""
+    """The class of one host event name: its index in :data:`EVENT_CAUSES` (``launch`` for any other name)."""
     n = str(name)
     if "Synchronize" in n or n in SYNC_CALLS:
         return 0
@@ -125,7 +132,7 @@ def _host_class(name: object) -> int:
 
 @per_trace
 def host_classes(trace: Trace) -> np.ndarray:
-    """Class of every row of ``trace.host_events`` (int8 index into :data:`HOST_CAUSES`, computed once per distinct
+    """Class of every row of ``trace.host_events`` (int8 index into :data:`EVENT_CAUSES`, computed once per distinct
     name); rows that are neither a class of their own nor a ``cpu_op``/runtime/driver call (user annotations such as
     ``ProfilerStep#N``) are -1: they do not make the host "in an op"."""
     host = trace.host_events
@@ -225,6 +232,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     thread = host_thread_codes(trace) if len(host) else np.zeros(0, np.int64)
     cls = host_classes(trace)
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
+    capturing = capture_intervals(trace)
     out = []
     for d in np.unique(dev).tolist():
         busy = iv.intersect(occupied.get(int(d), iv.empty()), whole)
@@ -264,8 +272,11 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             for t in np.unique(host_thread).tolist():
                 sel = host_thread == t
                 remaining = iv.union(host_part_s[sel], host_part_e[sel])
+                part = iv.intersect(remaining, capturing.get(int(t), iv.empty()))
+                remaining = iv.subtract(remaining, part)
+                spans["graph_capture"] = iv.coverage_at_least([spans["graph_capture"], part], 1)
                 on_t = thread == t
-                for k, cause in enumerate(HOST_CAUSES[:-1]):
+                for k, cause in enumerate(EVENT_CAUSES):
                     m = on_t & ((cls == k) if k < 6 else (cls >= 0))
                     part = iv.intersect(remaining, iv.union(h_start[m], h_end[m]))
                     remaining = iv.subtract(remaining, part)
@@ -274,10 +285,12 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             spans["launch"] = iv.coverage_at_least([spans["launch"], launching], 1)
             launched_by = np.unique(host_thread)
             threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)
-            for k, cause in enumerate(HOST_CAUSES[:-1]):
+            for k, cause in enumerate(EVENT_CAUSES):
                 # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it
                 m = threads_on & ((cls == k) if k < 6 else ((cls == 6) & ~runtime))
                 top[cause] = _top_name(trace, np.flatnonzero(m), spans[cause])
+            if spans["graph_capture"][0].size:
+                top["graph_capture"] = str(captures(trace)["begin"].iloc[0])
             top["queued"] = _top_name(trace, np.flatnonzero(threads_on & runtime), queued)
         out.append(DeviceIdle(int(d), (lo, hi), spans, top, q_stream))
     return out
