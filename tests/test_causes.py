@@ -55,6 +55,7 @@ def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
             ends = [r for r in rows if r.name == "cudaStreamEndCapture" and r.tid == b.tid and r.start_ns >= b.start_ns]
             if ends:
                 captures.append((b.tid, b.start_ns, min(ends, key=lambda r: r.start_ns).end_ns))
+    captures += [(r.tid, r.start_ns, r.end_ns) for r in rows if r.name == "cudaGraphExecDestroy"]  # (graph calls count too)
     order = {c: k for k, (_, _, c) in enumerate(HOST_NAMES) if c}
     out = {}
     for d in sorted(set(ev["device"].tolist())):
@@ -118,6 +119,10 @@ def host_bound_traces(draw):
         e = s + draw(st.integers(0, 30))
         host_rows.append(("cuda_runtime", "cudaStreamEndCapture", e, e + draw(st.integers(0, 3)), -1))
         tids += [draw(st.sampled_from(["1", "2"])), draw(st.sampled_from(["1", "2"]))]
+    if draw(st.booleans()):
+        s = draw(st.integers(0, GRID))
+        host_rows.append(("cuda_runtime", "cudaGraphExecDestroy", s, s + draw(st.integers(0, 10)), -1))
+        tids.append(draw(st.sampled_from(["1", "2"])))
     return _with_threads(make_trace(dev_rows, host_rows), tids)
 
 
@@ -143,8 +148,8 @@ def test_idle_cause_names_the_host_call():
 
 def test_graph_capture_is_its_own_idle_cause(tmp_path):
     # SYNTHETIC: cuda:0 runs A [0, 10 us); the host captures a graph [20, 100 us) (3 launches and a sync-looking call
-    # inside: recorded, not run), then launches B at 150 us. Idle [10, 150 us): host 10 us, graph capture 80 us, host
-    # 50 us (the gap starts before the capture), then launch latency; the note and the finding name the capture.
+    # inside: recorded, not run), instantiates it [100, 110 us), then launches B at 150 us. Idle [10, 150 us): host 10 us,
+    # graph capture 90 us, host 40 us, then launch latency; the note and the finding name the capture.
     b = TraceBuilder("graph capture")
     b.step(1, 0, 200_000)
     b.launch(0, "kernel", 0, 7, 0, 10_000)
@@ -154,6 +159,7 @@ def test_graph_capture_is_its_own_idle_cause(tmp_path):
     b.runtime(60_000, 5_000, "cudaGraphLaunch")  # not a launch of captured work
     b.runtime(70_000, 10_000, "cudaStreamSynchronize")
     b.runtime(95_000, 5_000, "cudaStreamEndCapture")
+    b.runtime(100_000, 10_000, "cudaGraphInstantiateWithFlags")
     b.launch(150_000, "kernel", 0, 7, 150_000, 10_000)
     tr = load(b, tmp_path)
     from traceprobe.analysis.graph_capture import captures
@@ -161,8 +167,8 @@ def test_graph_capture_is_its_own_idle_cause(tmp_path):
     c = captures(tr)
     assert c[["start_ns", "end_ns", "launches"]].values.tolist() == [[20_000, 100_000, 3]] and c["begin"].tolist() == ["cudaStreamBeginCapture"]
     got = idle_cause_table(tr).query("step == -1").set_index("cause")
-    assert got.loc["graph_capture", "ns"] == 80_000 and got.loc["graph_capture", "top"] == "cudaStreamBeginCapture"
-    assert "sync" not in got.index and got.loc["host", "ns"] == 10_000 + 50_000
+    assert got.loc["graph_capture", "ns"] == 90_000 and got.loc["graph_capture", "top"] == "cudaStreamBeginCapture"
+    assert "sync" not in got.index and got.loc["host", "ns"] == 10_000 + 40_000
     rep = overlap_report(tr)
     assert rep.findings["kind"].iloc[0] == "idle_graph_capture" and rep.findings["label"].iloc[0] == "graph capture 0.1 ms"
     assert any(n.startswith("1 CUDA graph capture on the host (cudaStreamBeginCapture ... cudaStreamEndCapture, 0.1 ms): the 3 launches")
@@ -281,6 +287,7 @@ def test_balanced_ddp_names_no_straggler():
 @pytest.mark.parametrize(("name", "kind", "label"), [
     ("slow-input", "idle_data_loading", "data loading"),
     ("pinned-alloc", "idle_pinned_alloc", "pinned alloc"),
+    ("graph-capture", "idle_graph_capture", "graph capture"),
 ])
 def test_host_causes_recovered(name, kind, label):
     (r,) = _summary(name).reports

@@ -13,8 +13,11 @@ A *capture* is the time of one host thread from the start of a begin call to the
 end call after it on the same thread (a begin with no end in the trace is no capture). Its
 *launches* are the runtime and driver calls on that thread inside it whose name holds ``Launch``
 (``cudaLaunchKernel``, ``hipExtModuleLaunchKernel``, ``cuLaunchKernel``; not ``...GraphLaunch``)
-or ``MemcpyAsync`` / ``MemsetAsync``. The idle time of a device while its launching thread was in
-a capture is the idle cause ``graph_capture`` (:mod:`.idle_causes`).
+or ``MemcpyAsync`` / ``MemsetAsync``. Making a graph goes on after its capture: it is instantiated
+(``cudaGraphInstantiate*``), and may be uploaded or updated, then destroyed (``cudaGraphExecDestroy``,
+``cudaGraphDestroy``; ``hip...`` and ``cu...`` alike). The idle time of a device while its launching
+thread was in a capture or in one of those calls is the idle cause ``graph_capture``
+(:mod:`.idle_causes`, :func:`graph_intervals`); launching a graph (``cudaGraphLaunch``) is not in it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from .memo import host_column, per_trace
 _BEGIN = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")
 _END = re.compile(r"^(cuda|hip|cu)StreamEndCapture")
 _LAUNCH = re.compile(r"(?<!Graph)Launch|MemcpyAsync|MemsetAsync")
+_GRAPH_CALLS = re.compile(r"^(cuda|hip|cu)Graph(Instantiate|Upload|ExecUpdate|ExecDestroy|Destroy)")
 
 COLUMNS = ["thread", "start_ns", "end_ns", "begin", "launches"]
 
@@ -75,12 +79,25 @@ def captures(trace: Trace) -> pd.DataFrame:
     return out.sort_values("start_ns", kind="stable").reset_index(drop=True).astype({c: np.int64 for c in COLUMNS if c != "begin"})
 
 
-def capture_intervals(trace: Trace) -> dict[int, iv.Intervals]:
-    """Per host thread code, the union of its captures (normalised int64 ns intervals)."""
-    c = captures(trace)
-    if c.empty:
+@per_trace
+def graph_calls(trace: Trace) -> np.ndarray:
+    """Bool array over ``trace.host_events``: the graph instantiation, upload, update and destruction calls."""
+    host = trace.host_events
+    if host.empty:
+        return np.zeros(0, bool)
+    return runtime_calls(trace) & per_value(host["name"], lambda n: _GRAPH_CALLS.match(str(n)) is not None, False, bool)
+
+
+@per_trace
+def graph_intervals(trace: Trace) -> dict[int, iv.Intervals]:
+    """Per host thread code, where it was making or releasing graphs: the union of its captures and of its
+    :func:`graph_calls` (module docstring; normalised int64 ns intervals)."""
+    c, calls = captures(trace), graph_calls(trace)
+    if c.empty and not calls.any():
         return {}
-    t, s, e = (c[k].to_numpy(np.int64) for k in ("thread", "start_ns", "end_ns"))
+    t = np.concatenate([c["thread"].to_numpy(np.int64), host_thread_codes(trace)[calls]])
+    s = np.concatenate([c["start_ns"].to_numpy(np.int64), host_column(trace, "start_ns")[calls]])
+    e = np.concatenate([c["end_ns"].to_numpy(np.int64), host_column(trace, "end_ns")[calls]])
     return {int(x): iv.union(s[t == x], e[t == x]) for x in np.unique(t).tolist()}
 
 

@@ -19,8 +19,9 @@ host thread, the *launching thread*. Then:
   in this order:
 
   0. ``graph_capture``: inside a stream capture (:mod:`.graph_capture`:
-     ``cudaStreamBeginCapture`` ... ``cudaStreamEndCapture``): what the host launched
-     there was recorded into a graph, not run;
+     ``cudaStreamBeginCapture`` ... ``cudaStreamEndCapture``: what the host launched
+     there was recorded into a graph, not run), or instantiating, uploading, updating
+     or destroying a graph (``cudaGraphInstantiate*``, ``cudaGraphExecDestroy``, ...);
   1. ``sync``: a synchronizing call: a runtime or driver call whose name holds
      ``Synchronize``, a synchronous copy (:data:`SYNC_CALLS`: ``cudaMemcpy``,
      ``hipMemcpyWithStream``, ...), or ``aten::item``/``aten::_local_scalar_dense``
@@ -56,7 +57,7 @@ import pandas as pd
 from .. import intervals as iv
 from ..reading import Trace
 from .busy import host_thread_codes, occupied_intervals, per_value, runtime_calls
-from .graph_capture import capture_intervals, captures
+from .graph_capture import captures, graph_calls, graph_intervals
 from .launch_links import launch_rows
 from .memo import device_column, host_column, per_trace
 
@@ -232,7 +233,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     thread = host_thread_codes(trace) if len(host) else np.zeros(0, np.int64)
     cls = host_classes(trace)
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
-    capturing = capture_intervals(trace)
+    capturing = graph_intervals(trace)
     out = []
     for d in np.unique(dev).tolist():
         busy = iv.intersect(occupied.get(int(d), iv.empty()), whole)
@@ -289,8 +290,10 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it
                 m = threads_on & ((cls == k) if k < 6 else ((cls == 6) & ~runtime))
                 top[cause] = _top_name(trace, np.flatnonzero(m), spans[cause])
-            if spans["graph_capture"][0].size:
-                top["graph_capture"] = str(captures(trace)["begin"].iloc[0])
+            if spans["graph_capture"][0].size:  # the capture's begin call, else the graph call that held the most
+                c = captures(trace)
+                top["graph_capture"] = str(c["begin"].iloc[0]) if len(c) else _top_name(
+                    trace, np.flatnonzero(threads_on & graph_calls(trace)), spans["graph_capture"])
             top["queued"] = _top_name(trace, np.flatnonzero(threads_on & runtime), queued)
         out.append(DeviceIdle(int(d), (lo, hi), spans, top, q_stream))
     return out
