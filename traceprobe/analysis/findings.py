@@ -180,8 +180,9 @@ def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int 
     held = f" ({top})" if top else ""
     stream = f" (on stream {queued_stream})" if queued_stream >= 0 else ""
     return {
-        "graph_capture": f"{dev} was idle while the host captured a graph{held}: what it launched inside the capture was "
-                         f"recorded into {b.graphs}, not run; capture once at start-up and profile the steps that replay the graph",
+        "graph_capture": f"{dev} was idle while the host made a graph{held}: what it launches inside a capture is recorded "
+                         f"into {b.graphs}, not run; capture once at start-up and profile the steps that replay the graph (a graph "
+                         "captured again every step usually means new input shapes: pad or bucket them so that one graph is replayed)",
         "sync": f"{dev} was idle while the host was blocked in a synchronizing call{held}: remove it from the loop or defer it "
                 "(.item(), .cpu(), printing a tensor, blocking copies, explicit synchronize)",
         "pinned_alloc": f"{dev} was idle while the host allocated page-locked memory{held}: every non_blocking copy to the "
