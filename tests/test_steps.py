@@ -111,6 +111,21 @@ def test_kernel_after_the_loop_does_not_cut_throughput(tmp_path):
     assert full.devices.any_busy_ns == 340_000 and full.throughput == r.throughput  # steps hold what they launched
 
 
+def test_host_bound_last_step_counts_to_its_host_window_end(tmp_path):
+    b = TraceBuilder("SYNTHETIC: two host-bound steps of 500 µs, each launching a 10 µs kernel", base_ns=BASE)
+    for k in range(2):
+        b.step(k + 1, k * 500_000, 500_000)
+        b.launch(k * 500_000 + 5_000, "kernel", 0, 7, k * 500_000 + 10_000, 10_000)
+    r = overlap_report(load(b, tmp_path))
+    assert r.steps["gpu_ns"].tolist() == [500_000, 10_000]
+    # the next step's work is launched after the last host window ends (1000 µs): 510 + 480 µs, not 520 µs
+    assert r.throughput == pytest.approx(2 / 990e-6)
+    one = TraceBuilder("SYNTHETIC: one such step", base_ns=BASE)
+    one.step(1, 0, 500_000)
+    one.launch(5_000, "kernel", 0, 7, 10_000, 10_000)
+    assert overlap_report(load(one, tmp_path, "one.pt.trace.json")).throughput == pytest.approx(1 / 490e-6)  # not 1 / 10 µs
+
+
 def test_cpu_only_steps_use_host_time(tmp_path):
     b = TraceBuilder("CPU-only steps")
     b.step(1, 0, 2_000)
