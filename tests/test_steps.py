@@ -64,7 +64,7 @@ def test_device_steps_host_and_gpu_time(tmp_path):
         (2, BASE + 1_000_000, BASE + 1_800_000, 800_000, BASE + 1_200_000, BASE + 2_200_000, 1_000_000, 900_000, 4,
          BASE + 1_100_000, BASE + 2_200_000, 1_000_000),
     ]
-    assert r.throughput == pytest.approx(2 / 2.1e-3)  # two steps over 1100 + 1000 µs of GPU step time
+    assert r.throughput == pytest.approx(1 / 1.1e-3)  # one period: step 2 starts on the device 1100 µs after step 1
     # step 1: any [100,900) + [1100,1200) = 900, both devices [400,600) = 200; the copy's 100 under no compute;
     # no comm; device 0's streams never together
     s1, s2 = s.iloc[0], s.iloc[1]
@@ -92,7 +92,7 @@ def test_gpu_lagging_the_host_by_a_whole_step(tmp_path):
         (2, 1_000_000, BASE + 2_200_000, 1_000_000, 500_000, 1),
         (3, 1_000_000, BASE + 3_200_000, 500_000, 500_000, 1),
     ]
-    assert r.throughput == pytest.approx(3 / 2.5e-3)  # 1200 steps/s: the GPU ran the three steps in [1200,3700)
+    assert r.throughput == pytest.approx(2 / 2.0e-3)  # the steps start every 1000 µs on the device (1200, 2200, 3200)
     assert r.window_ns == (BASE + 1_200_000, BASE + 3_700_000)  # the warm-up kernel is set aside
     assert rows(r.set_aside, ["device", "work", "events", "busy_ns"]) == [(0, "compute", 1, 500_000)]
 
@@ -104,7 +104,7 @@ def test_kernel_after_the_loop_does_not_cut_throughput(tmp_path):
         b.launch(k * 100_000 + 10_000, "kernel", 0, 7, k * 100_000 + 20_000, 80_000)
     b.launch(1_000_000, "kernel", 0, 7, 1_000_000, 100_000)  # launched after the last step ended (300 µs)
     r = overlap_report(load(b, tmp_path))
-    assert r.throughput == pytest.approx(3 / 280e-6)  # the steps' work ran in [20,300); host windows + tail gave 3 / 1100 µs
+    assert r.throughput == pytest.approx(2 / 200e-6)  # the steps start every 100 µs on the device (20, 120, 220), not at 1000
     assert r.steps["gpu_ns"].tolist() == [100_000, 100_000, 80_000]
     assert rows(r.set_aside, ["reason", "events", "busy_ns"]) == [("launched after the last recorded step", 1, 100_000)]
     full = overlap_report(load(b, tmp_path), all_device_work=True)
@@ -118,8 +118,8 @@ def test_host_bound_last_step_counts_to_its_host_window_end(tmp_path):
         b.launch(k * 500_000 + 5_000, "kernel", 0, 7, k * 500_000 + 10_000, 10_000)
     r = overlap_report(load(b, tmp_path))
     assert r.steps["gpu_ns"].tolist() == [500_000, 10_000]
-    # the next step's work is launched after the last host window ends (1000 µs): 510 + 480 µs, not 520 µs
-    assert r.throughput == pytest.approx(2 / 990e-6)
+    # one period between the steps' starts on the device (10, 510 µs); the last interval's 10 µs would hide the wait
+    assert r.throughput == pytest.approx(1 / 500e-6)
     one = TraceBuilder("SYNTHETIC: one such step", base_ns=BASE)
     one.step(1, 0, 500_000)
     one.launch(5_000, "kernel", 0, 7, 10_000, 10_000)
@@ -133,7 +133,7 @@ def test_cpu_only_steps_use_host_time(tmp_path):
     r = overlap_report(load(b, tmp_path))
     assert r.steps["events"].tolist() == [0, 0] and r.steps["gpu_start_ns"].tolist() == [-1, -1]
     assert all(r.steps[c].dtype == np.int64 for c in STEP_COLUMNS)
-    assert r.throughput == pytest.approx(2 / 5e-6)
+    assert r.throughput == pytest.approx(1 / 2e-6)  # one period of the host windows (0, 2000 ns)
 
 
 def test_unlinked_trace_assigns_device_work_by_start(tmp_path):
@@ -248,9 +248,10 @@ def test_side_stream_prefetch_steps_tile_the_window(tmp_path):
     # the launched-by-this-step view keeps each step's own span: step 3 launched [900, 2400)
     assert rows(on.steps, ["launched_start_ns", "launched_end_ns"])[2] == (BASE + 900_000, BASE + 2_400_000)
     fa, fb = ({(f, s): v for f, s, v in report_figures(r)} for r in (off, on))
-    assert fa[("throughput_steps_per_s", "")] == pytest.approx(4 / 4.0e-3)
-    assert fb[("throughput_steps_per_s", "")] == pytest.approx(4 / 3.1e-3)  # better, as the window shrank
-    assert fb[("mean_step_ns", "")] == pytest.approx(775_000) and fa[("mean_step_ns", "")] == pytest.approx(1_000_000)
+    # from the second step on (the first starts at its copy, ahead of its compute): every 1000 µs, every 700 µs
+    assert fa[("throughput_steps_per_s", "")] == pytest.approx(2 / 2.0e-3)
+    assert fb[("throughput_steps_per_s", "")] == pytest.approx(2 / 1.4e-3)  # better, as the steps shrank
+    assert fb[("mean_step_ns", "")] == pytest.approx(700_000) and fa[("mean_step_ns", "")] == pytest.approx(1_000_000)
     got, want = _both_ways(load(_prefetch_trace(True), tmp_path, "on.json"))
     for f in STEP_FIGURES:
         np.testing.assert_array_equal(got[f], want[f], err_msg=f)

@@ -142,8 +142,8 @@ class OverlapReport:
         (fractions in 0..1, times in ns; NaN where undefined).
 
         ``duration_ns`` is the length of the report's trace window
-        (``window_ns[1] - window_ns[0]``); ``mean_step_ns`` is 1 s / throughput (GPU
-        step times, see :func:`.steps.throughput`); ``gpu_busy_ns`` the time any device
+        (``window_ns[1] - window_ns[0]``); ``mean_step_ns`` is 1 s / throughput (the
+        loop's period on the device, see :func:`.steps.throughput`); ``gpu_busy_ns`` the time any device
         was busy; ``work_ns`` the same outside communication kernels
         (:func:`.busy.work_ns`); ``comm_ns`` the union of communication kernels, summed
         over devices. :func:`overlap_report` computes it where the trace is analysed (a

@@ -30,14 +30,23 @@
 - *Launched by this step*, a separate view: ``events`` counts the device work the
   step launched; ``launched_start_ns``/``launched_end_ns`` are its first start and
   last end, ``launched_busy_ns`` the length of its union.
-- *Throughput* is steps / summed GPU step time, in steps per second (summed GPU
-  step time = last end - first start of the steps' device work), where the time
-  from the last end of that work to the end of the last step's host window is
-  added when the host window ends later: the next step's work is launched after it,
-  so the device cannot start it sooner (a host-bound step: the one step of a trace of
+- *Throughput*, in steps per second, is measured over the loop's periods: over
+  the steps that launched device work, the number of steps from the first such
+  step to the last, less one, over the time from the first one's GPU interval
+  start to the last one's. Each GPU interval but the first and the last runs from
+  one step's anchor to the next one's, a whole period of the loop; with three or
+  more such steps the first is left out too, as it starts at the first of all the
+  steps' work (copies a prefetcher ran ahead), not at its anchor. The last step's
+  interval ends with its own work, before whatever the next step (not in the
+  trace) waits for, so it is left out: on a host-bound loop it would hide a step's wait (the
+  ``slow-input`` sample, whose DataLoader makes every step wait 20 ms on the host:
+  38.5 ms per step over the summed GPU intervals, 45.5 ms between the steps'
+  starts on the device, 45.6 ms between their host windows). With one such step, 1 / (its GPU
+  time plus the time from its work's end to its host window's end, when that ends
+  later: the next step's work is launched after it): the one step of a trace of
   SGLang capturing its decode graph ran 11 µs of work in a 33.7 ms host step, which
-  gave 90,777 steps/s without this term and 30.5 with it). A trace whose steps hold
-  no device work (a CPU-only run) uses host step times instead.
+  gave 90,777 steps/s over its GPU time alone and 30.5 so. A trace whose steps hold
+  no device work (a CPU-only run) uses the host windows alike.
 """
 
 from __future__ import annotations
@@ -214,12 +223,19 @@ def device_steps(trace: Trace, la: Launches) -> pd.DataFrame:
 
 
 def throughput(steps: pd.DataFrame) -> float:
-    """Steps per second over GPU step times, or host step times when no step has device work (module doc)."""
+    """Steps per second over the loop's periods on the device, or on the host when no step has device work (module doc)."""
     if steps.empty:
         return float("nan")
-    if int(steps["events"].sum()) > 0:  # the next step's work starts after the last step's host window at the earliest
-        gpu_end = steps["gpu_end_ns"].to_numpy(np.int64)[steps["events"].to_numpy() > 0]
-        total = int(steps["gpu_ns"].sum()) + max(0, int(steps["host_end_ns"].iloc[-1]) - int(gpu_end[-1]))
-    else:
-        total = int(steps["host_ns"].sum())
-    return float(len(steps) / (total / 1e9)) if total > 0 else float("nan")
+    work = np.flatnonzero(steps["events"].to_numpy() > 0)
+    on_device = work.size > 0
+    rows = work if on_device else np.arange(len(steps))
+    start = steps["gpu_start_ns" if on_device else "host_start_ns"].to_numpy(np.int64)
+    if rows.size >= 3 and on_device:  # (the first interval may start before its anchor: module doc)
+        rows = rows[1:]
+    if rows.size >= 2:
+        n, total = int(rows[-1] - rows[0]), int(start[rows[-1]] - start[rows[0]])
+    else:  # one step: its time, to its host window's end at least (the next step's work is launched after it)
+        last = int(rows[0])
+        end = max(int(steps["gpu_end_ns"].iloc[last]), int(steps["host_end_ns"].iloc[last])) if on_device else int(steps["host_end_ns"].iloc[last])
+        n, total = 1, end - int(start[last])
+    return float(n / (total / 1e9)) if total > 0 else float("nan")
