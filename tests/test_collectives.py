@@ -13,7 +13,8 @@ import pytest
 from synthetic import TraceBuilder
 
 from traceprobe import load_trace
-from traceprobe.analysis.collectives import collective_table, collective_type, match_window
+from traceprobe.analysis.collectives import collective_table, match_window
+from traceprobe.analysis.comm_types import collective_type
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 
@@ -138,3 +139,32 @@ def test_a_trace_without_launches_keeps_every_collective_kernel(tmp_path):
     b.nccl(0, 17, 0, 5_000)
     b.nccl(0, 17, 10_000, 5_000)
     assert len(table(b, tmp_path, "r0")) == 2
+
+
+SENDRECV = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)"
+
+
+def test_sendrecv_kernels_of_an_all_to_all_are_no_pipeline_bubble(tmp_path):
+    # SYNTHETIC, as HTA's trace_diff traces of TorchRec hold (no collective args): NCCL runs all-to-all as grouped
+    # send/recv, so its kernels are named SendRecv; the host op around the launch names the collective
+    from traceprobe.analysis.per_trace import overlap_report
+
+    def trace(op_name: str | None, name: str) -> Path:
+        b = TraceBuilder("rank 0", rank=0, world_size=2)
+        b.launch(0, "kernel", 0, 7, 0, 10_000)
+        for at in (20_000, 60_000):
+            if op_name is not None:
+                b.cpu_op(at - 2_000, 3_000, name=op_name)  # the launch at at - 1000 lies inside it
+                b.cpu_op(at - 1_900, 100, name="aten::empty")  # an inner op that ends before the launch
+            ev = b.nccl(0, 17, at, 30_000, name=SENDRECV)
+            b.runtime(at - 1_000, 500, name="cudaLaunchKernel", correlation=ev["args"]["correlation"])
+        return b.write(tmp_path / f"{name}.pt.trace.json")
+
+    a2a = load_trace(trace("nccl:all_to_all", "a2a"))
+    assert collective_table(a2a)["collective"].tolist() == ["alltoall", "alltoall"]
+    r = overlap_report(a2a)
+    assert "bubble" not in r.findings["kind"].tolist() and r.findings["kind"].iloc[0] == "exposed_comm"
+    for op_name in ("nccl:send", None):  # a send op, or nothing but the kernel name: point-to-point, a bubble
+        p2p = load_trace(trace(op_name, f"p2p-{op_name is None}"))
+        assert set(collective_table(p2p)["collective"]) == ({"send"} if op_name else {"sendrecv"})
+        assert overlap_report(p2p).findings["kind"].iloc[0] == "bubble"

@@ -12,8 +12,10 @@ NCCL analyser are the anchors):
   Its type, message size, dtype and process group come from Kineto's args
   (``Collective name``, ``In msg nelems``/``Out msg nelems``, ``dtype``,
   ``Group size``, ``Process Group Name``) on the kernel, else on the host op
-  (``record_param_comms``) whose ``External id`` its launch carries, else from
-  the kernel name (type and dtype only; process group unknown).
+  (``record_param_comms``) whose ``External id`` its launch carries; the type
+  else from the c10d/NCCL host op around its launch (``nccl:all_to_all``: NCCL runs
+  all-to-all as ``SendRecv`` kernels), else from the kernel name, as the dtype
+  (process group unknown); :mod:`.comm_types` reads the type.
 - *matching*: within each process group, the k-th collective kernel of every
   rank (by start time) is one collective. Only kernels launched inside the trace
   take part (the ones launched before it are in flight from an unrecorded step),
@@ -57,8 +59,9 @@ import pandas as pd
 
 from ..reading import Trace
 from .busy import comm_mask, per_value
-from .launch_links import first_match, launch_rows
-from .memo import device_column, host_column
+from .comm_types import arg_rows, comm_types
+from .launch_links import launch_rows
+from .memo import device_column
 
 CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"
 """What matching across ranks assumes of the traces' timestamps."""
@@ -86,43 +89,13 @@ DTYPE_BYTES = {
 }
 """Bytes per element of Kineto's ``dtype`` names and NCCL kernel-name dtypes (lower case)."""
 
-_TYPE_RE = re.compile(r"(allreduce|allgather|reducescatter|reduce_scatter|broadcast|alltoall|all_to_all|reduce|sendrecv|send|recv)")
 _NAME_DTYPE_RE = re.compile(r"_(f32|f16|bf16|f64|i32|i64|u8|i8|u32|u64|f8e4m3|f8e5m2)(?:_|\()")
-
-
-def collective_type(name: str) -> str:
-    """Normalised collective type of a ``Collective name`` arg or a communication kernel's name.
-
-    ``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``, ``alltoall``,
-    ``reduce``, ``sendrecv``, ``send``, ``recv``; ``other`` when none is named. A
-    kernel of a documented family that performs one collective is typed by its
-    family (:mod:`traceprobe.reading.comm_kernels`: vLLM's
-    ``cross_device_reduce_2stage`` is an ``allreduce``); other names are read as
-    they are, ``all_reduce``/``all_gather`` as one word (``multimem_all_reduce_kernel``).
-    """
-    from ..reading.comm_kernels import family_of  # (the documented list lives with the reading code)
-
-    family = family_of(name)
-    if family is not None and family.collective is not None:
-        return family.collective
-    m = _TYPE_RE.search(name.lower().replace("_base", "").replace("into_tensor_coalesced", "")
-                        .replace("all_reduce", "allreduce").replace("all_gather", "allgather"))
-    if not m:
-        return "other"
-    t = m.group(1).replace("_", "")
-    return {"alltoall": "alltoall", "reducescatter": "reducescatter"}.get(t, t)
 
 
 def _name_dtype(name: Any) -> str:
     """The dtype an NCCL kernel's name carries (``_f32_``, ``_bf16(``...), ``""`` if none."""
     m = _NAME_DTYPE_RE.search(str(name))
     return m.group(1) if m else ""
-
-
-def _launch_external_ids(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """``External id`` of each launching host call (rows of ``host_events``; -1 where no launch)."""
-    ext = host_column(trace, "external_id")
-    return np.where(rows >= 0, ext[np.maximum(rows, 0)], -1) if ext.size else np.full(rows.size, -1, np.int64)
 
 
 def _empty_table() -> pd.DataFrame:
@@ -136,7 +109,7 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     Returns:
         DataFrame sorted by ``start_ns``: ``rank`` (Int64), ``device``,
         ``stream`` (int64), ``pg`` (str, process group name; ``""`` unknown),
-        ``collective`` (str, :func:`collective_type`), ``name`` (str, kernel),
+        ``collective`` (str, :func:`.comm_types.comm_types`), ``name`` (str, kernel),
         ``start_ns``, ``end_ns`` (int64 ns), ``bytes`` (int64 message size S,
         -1 unknown), ``dtype`` (str), ``group_size`` (int64, -1 unknown);
         ``pg_desc`` (str, the group's description from ``distributedInfo.pg_config``,
@@ -154,16 +127,7 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     n = sel.size
     names = per_value(ev["name"], str, "nan")[sel]
     a = trace.collective_args
-    pos = np.full(n, -1, dtype=np.int64)
-    if not a.empty:
-        side = a["side"].to_numpy(dtype=object)
-        for col, on, query in (("correlation", "device", device_column(trace, "correlation")[sel]),
-                               ("external_id", "host", _launch_external_ids(trace, rows[sel]))):
-            cand = np.flatnonzero(side == on)
-            if cand.size == 0:
-                continue
-            hit = first_match(a[col].to_numpy(np.int64)[cand], query)
-            pos = np.where((pos < 0) & (hit >= 0), cand[np.maximum(hit, 0)], pos)
+    pos = arg_rows(trace, sel)
     found = pos >= 0
 
     def arg(col: str, fill: object) -> np.ndarray:
@@ -172,10 +136,9 @@ def collective_table(trace: Trace) -> pd.DataFrame:
             vals[found] = a[col].to_numpy(dtype=object)[pos[found]]
         return vals
 
-    coll, dtype, pg = arg("collective", ""), arg("dtype", ""), arg("pg_name", "")
+    dtype, pg = arg("dtype", ""), arg("pg_name", "")
     nelems = np.maximum(arg("in_nelems", -1), arg("out_nelems", -1)).astype(np.int64)
-    label = np.where(coll != "", coll, names)
-    ctype = per_value(label, collective_type)
+    ctype = comm_types(trace)[sel]  # (the arg, else the c10d/NCCL host op around the launch, else the name)
     name_dtype = per_value(names, _name_dtype)
     dtype = np.where(dtype != "", dtype, name_dtype)
     size = per_value(dtype, lambda d: DTYPE_BYTES.get(str(d).lower(), -1)).astype(np.int64)

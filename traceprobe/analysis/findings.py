@@ -49,7 +49,7 @@ from .. import intervals as iv
 from ..reading import Trace
 from .breakdown import DeviceTime, device_times
 from .busy import comm_mask, copy_directions, copy_mask, pageable_copies, per_value
-from .collectives import collective_type
+from .comm_types import comm_types
 from .idle_causes import DeviceIdle, idle_causes
 from .memo import device_column, per_trace
 
@@ -59,7 +59,7 @@ MIN_SHARE = 0.02
 COLUMNS = ["kind", "subject", "device", "headroom_ns", "per_step_ns", "label", "text"]
 
 P2P_TYPES = frozenset({"send", "recv", "sendrecv"})
-"""Collective types (:func:`.collectives.collective_type`) of point-to-point communication."""
+"""Collective types (:func:`.comm_types.collective_type`) of point-to-point communication."""
 
 IDLE_KINDS = {
     "graph_capture": "idle_graph_capture", "sync": "idle_sync", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
@@ -116,11 +116,9 @@ def _subject(trace: Trace, device: int) -> str:
 
 @per_trace
 def p2p_mask(trace: Trace) -> np.ndarray:
-    """Rows of ``device_events`` that are point-to-point communication kernels (:data:`P2P_TYPES`, by kernel name)."""
-    m = comm_mask(trace)
-    if not m.any():
-        return m
-    return m & per_value(trace.device_events["name"], lambda n: collective_type(str(n)) in P2P_TYPES, False, bool)
+    """Rows of ``device_events`` that are point-to-point communication kernels (:data:`P2P_TYPES`, typed by
+    :func:`.comm_types.comm_types`: a ``SendRecv`` kernel of an all-to-all is not point-to-point)."""
+    return np.isin(comm_types(trace), list(P2P_TYPES))
 
 
 def _union_on(trace: Trace, mask: np.ndarray, device: int, lo: int, hi: int) -> iv.Intervals:

@@ -23,7 +23,8 @@ from ..reading import Trace
 from . import verdicts as vd
 from .breakdown import gpu_breakdown, step_breakdown
 from .busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
-from .collectives import collective_table, collective_type
+from .collectives import collective_table
+from .comm_types import collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .findings import exposed_collective_spans, findings
 from .graph_capture import capture_notes
