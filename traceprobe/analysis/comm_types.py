@@ -113,7 +113,7 @@ def _host_op_type(name: object) -> str:
 
 
 def _last_argmax(values: np.ndarray) -> np.ndarray:
-    """Index of the running maximum of ``values`` (its first occurrence) at each position."""
+    """At each position, the index of the element holding the running maximum of ``values`` (the latest to reach it)."""
     idx = np.arange(values.size)
     best = np.where(values == np.maximum.accumulate(values), idx, 0)
     return np.maximum.accumulate(best)
