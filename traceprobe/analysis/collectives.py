@@ -127,7 +127,7 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     n = sel.size
     names = per_value(ev["name"], str, "nan")[sel]
     a = trace.collective_args
-    pos = arg_rows(trace, sel)
+    pos = arg_rows(trace)[sel]
     found = pos >= 0
 
     def arg(col: str, fill: object) -> np.ndarray:

@@ -4,7 +4,7 @@ A communication kernel's collective type is read, first match wins, from:
 
 1. Kineto's ``Collective name`` arg (torch 2.x): on the kernel, matched by correlation id,
    or on the host op (``record_param_comms``) whose ``External id`` its launch carries
-   (:func:`arg_rows`);
+   (:func:`arg_rows`, which :func:`.collectives.collective_table` reads too);
 2. the innermost c10d or NCCL host op around its launch on the launching thread
    (:func:`host_op_types`: ``nccl:all_to_all``, ``c10d::alltoall_``, torch's own
    ``record_function`` names, which older traces hold without the args; an op naming
@@ -56,13 +56,17 @@ def collective_type(name: str) -> str:
     return {"alltoall": "alltoall", "reducescatter": "reducescatter"}.get(t, t)
 
 
-def arg_rows(trace: Trace, sel: np.ndarray) -> np.ndarray:
-    """For device event rows ``sel`` (int64), the row of ``trace.collective_args`` that names their collective:
-    on the kernel by correlation id, else on the host op by the launch's ``External id``; -1 where none."""
+@per_trace
+def arg_rows(trace: Trace) -> np.ndarray:
+    """Per row of ``trace.device_events`` (int64): for a communication kernel, the row of ``trace.collective_args``
+    that names its collective, on the kernel by correlation id, else on the host op by the launch's ``External id``;
+    -1 where none and for other rows. Once per trace."""
     a = trace.collective_args
-    pos = np.full(sel.size, -1, dtype=np.int64)
+    out = np.full(len(trace.device_events), -1, dtype=np.int64)
+    sel = np.flatnonzero(comm_mask(trace)) if len(out) else np.zeros(0, np.int64)
     if a.empty or sel.size == 0:
-        return pos
+        return out
+    pos = np.full(sel.size, -1, dtype=np.int64)
     side = a["side"].to_numpy(dtype=object)
     rows = launch_rows(trace)[sel]
     ext = host_column(trace, "external_id")
@@ -73,7 +77,8 @@ def arg_rows(trace: Trace, sel: np.ndarray) -> np.ndarray:
             continue
         hit = first_match(a[col].to_numpy(np.int64)[cand], query)
         pos = np.where((pos < 0) & (hit >= 0), cand[np.maximum(hit, 0)], pos)
-    return pos
+    out[sel] = pos
+    return out
 
 
 @per_trace
@@ -130,9 +135,10 @@ def comm_types(trace: Trace) -> np.ndarray:
         return out
     named = per_value(ev["name"], lambda n: collective_type(str(n)), "other")[comm]
     host = host_op_types(trace)[comm]
-    pos = arg_rows(trace, comm)
-    coll = trace.collective_args["collective"].to_numpy(dtype=object)[np.maximum(pos, 0)] if (pos >= 0).any() else None
-    arg = np.where(pos >= 0, coll, "") if coll is not None else np.full(comm.size, "", dtype=object)
+    pos = arg_rows(trace)[comm]
+    arg = np.full(comm.size, "", dtype=object)
+    if (pos >= 0).any():  # (a trace built without collective args has not even the column)
+        arg[pos >= 0] = trace.collective_args["collective"].to_numpy(dtype=object)[pos[pos >= 0]]
     arg_type = per_value(arg, lambda n: collective_type(str(n)) if n else "", "")
     out[comm] = np.where(arg_type != "", arg_type, np.where(host != "", host, named))
     return out

@@ -60,8 +60,7 @@ def captures(trace: Trace) -> pd.DataFrame:
         return empty
     thread, start, end = host_thread_codes(trace), host_column(trace, "start_ns"), host_column(trace, "end_ns")
     launch = runtime & per_value(host["name"], lambda n: _LAUNCH.search(str(n)) is not None, False, bool)
-    names = host["name"].astype(object).to_numpy()
-    parts = []
+    parts: list[tuple[np.ndarray, ...]] = []
     for t in np.unique(thread[kind == 1]).tolist():  # once per capturing thread
         b = np.flatnonzero((kind == 1) & (thread == t))
         e = np.flatnonzero((kind == 2) & (thread == t))
@@ -72,11 +71,11 @@ def captures(trace: Trace) -> pd.DataFrame:
         on = np.flatnonzero(launch & (thread == t))
         at = np.sort(start[on])
         n = np.searchsorted(at, f, side="left") - np.searchsorted(at, s, side="left")
-        parts.append(pd.DataFrame({"thread": np.full(b.size, t, np.int64), "start_ns": s, "end_ns": f,
-                                   "begin": pd.Series(names[b], dtype=object).astype(str).to_numpy(dtype=object),
-                                   "launches": n.astype(np.int64)}))
-    out = pd.concat([empty, *parts], ignore_index=True) if parts else empty
-    return out.sort_values("start_ns", kind="stable").reset_index(drop=True).astype({c: np.int64 for c in COLUMNS if c != "begin"})
+        parts.append((np.full(b.size, t, np.int64), s, f, b, n.astype(np.int64)))
+    thread_, s, f, b, n = (np.concatenate(c) for c in zip(*parts))
+    order = np.argsort(s, kind="stable")
+    begin = host["name"].iloc[b[order]].astype(str).to_numpy(dtype=object)
+    return pd.DataFrame({"thread": thread_[order], "start_ns": s[order], "end_ns": f[order], "begin": begin, "launches": n[order]})
 
 
 @per_trace
