@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write docs/summary_schema.json: the JSON Schema of traceprobe's summaries, generated from their msgspec structs
-(:func:`traceprobe.reading.summary.json_schema`). tests/test_summaries.py checks the file is current.
+(:func:`traceprobe.summary_file.json_schema`). tests/test_summaries.py checks the file is current.
 
 Usage::
 
@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from traceprobe.fileio import atomic_write
-from traceprobe.reading.summary import json_schema
+from traceprobe.summary_file import json_schema
 
 
 def main() -> None:

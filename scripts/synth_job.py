@@ -241,7 +241,7 @@ def write_summaries(cfg: st.Config, ranks: int, folder: str | Path, skewed: int 
     from traceprobe.analysis.per_trace import overlap_report
     from traceprobe.analysis.summaries import to_summary
     from traceprobe.reading import load_trace
-    from traceprobe.reading.summary import encode
+    from traceprobe.summary_file import encode
 
     big = plan_job(cfg, ranks, skewed, skew_ns)
     t = min(TEMPLATES, ranks)
@@ -278,7 +278,7 @@ def write_summaries(cfg: st.Config, ranks: int, folder: str | Path, skewed: int 
 
 
 def _col(t, name: str) -> list:
-    """Column ``name`` of a summary's table (:class:`traceprobe.reading.summary.Table`)."""
+    """Column ``name`` of a summary's table (:class:`traceprobe.summary_file.Table`)."""
     return t.data[t.columns.index(name)]
 
 

@@ -1,4 +1,4 @@
-"""Summaries (traceprobe.reading.summary, traceprobe.analysis.summaries): every sample trace's report written as a
+"""Summaries (traceprobe.summary_file, traceprobe.analysis.summaries): every sample trace's report written as a
 summary and read back is the same report, field by field; a folder of summaries gives the CLI's figures,
 stragglers, causes, gates and diff of its traces; bad summaries are one line each."""
 
@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from traceprobe.analysis.summaries import from_summary, summary_bytes, write_summary
 from traceprobe.cli import app
 from traceprobe.collect import analyze_paths
-from traceprobe.reading.summary import decode, json_schema
+from traceprobe.summary_file import decode, json_schema
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 SCHEMA = Path(__file__).resolve().parent.parent / "docs" / "summary_schema.json"

@@ -244,7 +244,7 @@ class _Tables(msgspec.Struct):
 
 
 class _JobView(msgspec.Struct):
-    """The fields of a summary (:class:`traceprobe.reading.summary.SummaryDoc`) the whole-job report reads (the
+    """The fields of a summary (:class:`traceprobe.summary_file.SummaryDoc`) the whole-job report reads (the
     other tables are skipped as the file is decoded)."""
 
     format: str = ""
@@ -290,7 +290,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
     from collections import defaultdict
     from pathlib import Path
 
-    from ..reading.summary import FORMAT, VERSION, read_summary
+    from ..summary_file import FORMAT, VERSION, read_summary
     from .run import _run_of
 
     decoder = msgspec.json.Decoder(_JobView)

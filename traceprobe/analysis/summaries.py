@@ -1,6 +1,6 @@
-"""Summaries from reports and reports from summaries (the format: :mod:`traceprobe.reading.summary`).
+"""Summaries from reports and reports from summaries (the format: :mod:`traceprobe.summary_file`).
 
-:func:`to_summary` turns an :class:`~.per_trace.OverlapReport` into a :class:`~traceprobe.reading.summary.SummaryDoc`
+:func:`to_summary` turns an :class:`~.per_trace.OverlapReport` into a :class:`~traceprobe.summary_file.SummaryDoc`
 holding every table and figure of the report; :func:`from_summary` gives the report back, equal to the one it
 was written from in every field but ``path`` (the summary's own path, so that runs, windows and errors name the
 file read). The cross-rank analysis (:mod:`.summary`, :mod:`.collectives`, :mod:`.causes`, :mod:`.clocks`,
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import Failure
-from ..reading.summary import (
+from ..summary_file import (
     FORMAT,
     VERSION,
     CpuGpuFigures,
@@ -67,14 +67,14 @@ def _column(s: pd.Series) -> list[Any]:
 
 
 def table_doc(df: pd.DataFrame | None) -> Table:
-    """One DataFrame as a :class:`~traceprobe.reading.summary.Table` (its index is not kept: every report table has a RangeIndex)."""
+    """One DataFrame as a :class:`~traceprobe.summary_file.Table` (its index is not kept: every report table has a RangeIndex)."""
     if df is None:
         return Table([], [], [])
     return Table([str(c) for c in df.columns], [str(df[c].dtype) for c in df.columns], [_column(df[c]) for c in df.columns])
 
 
 def table_frame(t: Table) -> pd.DataFrame:
-    """The DataFrame of a :class:`~traceprobe.reading.summary.Table`, with its dtypes."""
+    """The DataFrame of a :class:`~traceprobe.summary_file.Table`, with its dtypes."""
     cols = {}
     for name, dtype, values in zip(t.columns, t.dtypes, t.data):
         if dtype == "float64":
@@ -101,11 +101,11 @@ def _clean_info(v: Any) -> Any:
 
 
 def to_summary(report: OverlapReport, job: str = "", source: str | None = None) -> SummaryDoc:
-    """The summary of ``report`` (:mod:`traceprobe.reading.summary`).
+    """The summary of ``report`` (:mod:`traceprobe.summary_file`).
 
     Args:
         report: one trace's report.
-        job: the job it belongs to (:func:`traceprobe.reading.summary.default_job` when writing during training).
+        job: the job it belongs to (:func:`traceprobe.summary_file.default_job` when writing during training).
         source: the trace file it summarises (default: the report's path's name; "" when no trace was kept).
     """
     from .. import __version__
@@ -178,10 +178,10 @@ def write_summary(report: OverlapReport, path: str | Path, job: str = "", source
 
 
 def load_summary(path: str | Path) -> OverlapReport:
-    """The report of a summary file (:func:`traceprobe.reading.summary.read_summary`, :func:`from_summary`).
+    """The report of a summary file (:func:`traceprobe.summary_file.read_summary`, :func:`from_summary`).
 
     Raises:
-        TraceFormatError: as :func:`~traceprobe.reading.summary.read_summary` says.
+        TraceFormatError: as :func:`~traceprobe.summary_file.read_summary` says.
     """
     return from_summary(read_summary(path), path)
 

@@ -30,7 +30,7 @@ def job_cmd(
     from ..analysis.job import job_json, job_report, job_report_from_summaries, job_text
     from ..collect import analyze_paths, discover
     from ..console import emit
-    from ..reading.summary import is_summary
+    from ..summary_file import is_summary
 
     files, failures = discover(paths)
     if files and all(is_summary(f) for f in files) and not align_clocks:  # thousands of ranks: no report built

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Failure, TraceFormatError
 from ..manifest import info_for as manifest_info
-from ..reading.files import expand_url, is_url
+from ..reading.files import is_url, url_filesystem
 from .execution import map_items
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
@@ -66,6 +66,31 @@ def written_by_traceprobe(path: Path) -> bool:
         return False
 
 
+def _expand_url(url: str, is_trace_name: Callable[[str], bool]) -> list[str] | None:
+    """Trace files at an fsspec URL: the URL itself if it is a file, every file below it
+    whose name passes ``is_trace_name`` if it is a folder, the matches if it holds a glob
+    (``*``, ``?``, ``[``), sorted. None when nothing exists there.
+
+    Raises:
+        OSError: the filesystem cannot be reached or its package is missing.
+    """
+    fs, root = url_filesystem(url)
+    protocol = url.split("://", 1)[0]
+
+    def unstrip(p: str) -> str:
+        return fs.unstrip_protocol(p) if protocol != "file" else f"file://{p}"
+
+    if any(c in root for c in "*?["):
+        found = [p for p in fs.glob(root) if fs.isfile(p)]
+    elif fs.isfile(root):
+        return [url]
+    elif fs.isdir(root):
+        found = [p for p in fs.find(root) if is_trace_name(p.rsplit("/", 1)[-1])]
+    else:
+        return None
+    return sorted(unstrip(p) for p in found)
+
+
 def _walk(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     """Trace files below ``folder`` (sorted; regular files only, hidden ones and traceprobe's own files left out),
     and the folders that could not be read, each with why."""
@@ -106,7 +131,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
     for raw in paths:
         if is_url(raw):
             try:
-                urls = expand_url(str(raw), lambda n: _is_trace_name(n) and not n.startswith("."))
+                urls = _expand_url(str(raw), lambda n: _is_trace_name(n) and not n.startswith("."))
             except OSError as e:
                 failures.append(Failure(str(raw), str(e)))
                 continue
@@ -152,10 +177,10 @@ def analyze_file(
     """
     from ..analysis.per_trace import overlap_report
     from ..reading import load_trace
-    from ..reading.summary import is_summary
+    from ..summary_file import is_summary
 
     p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
-    if is_summary(p):  # a summary stands for its trace (traceprobe.reading.summary)
+    if is_summary(p):  # a summary stands for its trace (traceprobe.summary_file)
         from ..analysis.summaries import load_summary
 
         if then is not None:

@@ -4,8 +4,7 @@ In the order the bytes go through them: :mod:`.files` (local paths and fsspec UR
 streamed within a size limit, gzip inflated as it is read), :mod:`.splitter` (the
 JSON cut into its head and pieces of its event list), :mod:`.decode` (each piece
 into columns, with :mod:`.columns`), :mod:`.trace` (the columns as the DataFrames
-of a :class:`Trace`). :mod:`.comm_kernels` lists the communication kernel families;
-:mod:`.summary` reads the summaries that stand for traces.
+of a :class:`Trace`). :mod:`.comm_kernels` lists the communication kernel families.
 
 ``Trace`` and ``load_trace`` are loaded on first use, so that ``traceprobe.reading.files``
 (say) can be imported without pandas.

@@ -237,10 +237,6 @@ def thread_ids(threads: list[Any]) -> np.ndarray:
 
 ID_COLUMNS = ("device", "stream", "correlation", "bytes", "external_id")
 """Kineto ``args`` read as int64 ids: ``device``, ``stream``, ``correlation``, ``bytes``, ``External id``."""
-TABLE_IDS = {"device": ("device", "stream", "correlation", "bytes"), "host": ("correlation", "external_id")}
-"""The :data:`ID_COLUMNS` read for each table: the ones its frame holds (:mod:`.trace`). The others
-are :data:`NO_ID` in that table (collectives read their ids apart: :func:`collective_columns`)."""
-
 COLLECTIVE_ARGS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "correlation", "external_id")
 """Fields of :func:`collective_columns`, from Kineto's args ``Collective name``, ``In msg nelems``,
 ``Out msg nelems``, ``Group size``, ``dtype``, ``Process Group Name``, ``correlation``, ``External id``."""

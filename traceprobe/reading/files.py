@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -50,7 +50,7 @@ def is_url(path: str | Path) -> bool:
     return isinstance(path, str) and _URL.match(path) is not None
 
 
-def _fs(url: str) -> tuple[Any, str]:
+def url_filesystem(url: str) -> tuple[Any, str]:
     """fsspec's filesystem of ``url`` and the path on it; OSError where its protocol has no implementation installed."""
     import fsspec
 
@@ -70,72 +70,22 @@ def open_binary(path: str | Path) -> IO[bytes]:
     """
     if not is_url(path):
         return open(path, "rb")
-    fs, p = _fs(str(path))
+    fs, p = url_filesystem(str(path))
     return fs.open(p, "rb")
 
 
-def expand_url(url: str, is_trace_name: Callable[[str], bool]) -> list[str] | None:
-    """Trace files at an fsspec URL: the URL itself if it is a file, every file below it
-    whose name passes ``is_trace_name`` if it is a folder, the matches if it holds a glob
-    (``*``, ``?``, ``[``), sorted. None when nothing exists there.
+def available_memory() -> int:
+    """Bytes this process may still allocate: the least of the machine's available memory
+    (``psutil.virtual_memory().available``: ``MemAvailable`` on Linux), the cgroup v2 limit
+    left and ``RLIMIT_AS`` left."""
+    import resource
 
-    Raises:
-        OSError: the filesystem cannot be reached or its package is missing.
-    """
-    fs, root = _fs(url)
-    protocol = url.split("://", 1)[0]
+    import psutil
 
-    def unstrip(p: str) -> str:
-        return fs.unstrip_protocol(p) if protocol != "file" else f"file://{p}"
-
-    if any(c in root for c in "*?["):
-        found = [p for p in fs.glob(root) if fs.isfile(p)]
-    elif fs.isfile(root):
-        return [url]
-    elif fs.isdir(root):
-        found = [p for p in fs.find(root) if is_trace_name(p.rsplit("/", 1)[-1])]
-    else:
-        return None
-    return sorted(unstrip(p) for p in found)
-
-
-def _meminfo_available() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo`` in bytes (Linux 3.14 and later); None elsewhere.
-
-    It is the number ``psutil.virtual_memory().available`` reports on Linux, read
-    from the same line (importing psutil takes about 25 ms, in every worker).
-    """
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f:
-                if line.startswith(b"MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # (the kernel writes kB)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def available_memory() -> int | None:
-    """Bytes this process may still allocate: the least of the machine's available
-    memory (``MemAvailable`` on Linux, psutil elsewhere), the cgroup v2 limit left and
-    ``RLIMIT_AS`` left; None if unknown."""
-    limits = []
-    avail = _meminfo_available()
-    try:
-        if avail is None:
-            import psutil
-
-            avail = int(psutil.virtual_memory().available)
-        limits.append(avail)
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if soft != resource.RLIM_INFINITY:
-            import psutil
-
-            limits.append(soft - int(psutil.Process().memory_info().vms))
-    except Exception:  # pragma: no cover - psutil is a dependency; be safe anyway
-        pass
+    limits = [int(psutil.virtual_memory().available)]
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY:
+        limits.append(soft - int(psutil.Process().memory_info().vms))
     try:
         cg = Path("/sys/fs/cgroup")
         high = (cg / "memory.max").read_text().strip()
@@ -143,13 +93,12 @@ def available_memory() -> int | None:
             limits.append(int(high) - int((cg / "memory.current").read_text()))
     except (OSError, ValueError):
         pass
-    return max(0, min(limits)) if limits else None
+    return max(0, min(limits))
 
 
-def default_max_bytes() -> int | None:
+def default_max_bytes() -> int:
     """The default limit on a trace's decompressed size: :data:`MEMORY_SHARE` of :func:`available_memory`."""
-    avail = available_memory()
-    return None if avail is None else int(avail * MEMORY_SHARE)
+    return int(available_memory() * MEMORY_SHARE)
 
 
 def _too_big(path: str | Path, limit: int, explicit: bool) -> TraceFormatError:

@@ -181,7 +181,7 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
     warnings = dec.warnings
     device_events = device_frame(dec, warnings)
     host_events = host_frame(dec)
-    n_streams = _pairs(device_events["device"].to_numpy(np.int64), device_events["stream"].to_numpy(np.int64))
+    n_streams = device_events.groupby(["device", "stream"]).ngroups
     if n_streams > MAX_STREAMS:
         raise TraceFormatError(p, f"absurd trace: {n_streams:,} distinct (device, stream) pairs (limit {MAX_STREAMS:,})")
     if device_events.empty and host_events.empty:
@@ -324,15 +324,6 @@ def host_frame(dec: Decoded) -> pd.DataFrame:
             "external_id": np.where(c["external_id"] == NO_ID, -1, c["external_id"])[order],
         }
     )
-
-
-def _pairs(a: np.ndarray, b: np.ndarray) -> int:
-    """Number of distinct ``(a[i], b[i])`` pairs."""
-    if not len(a):
-        return 0
-    o = np.lexsort((b, a))
-    a, b = a[o], b[o]
-    return 1 + int(((a[1:] != a[:-1]) | (b[1:] != b[:-1])).sum())
 
 
 _AMD = re.compile(r"\bAMD\b|Radeon|Instinct", re.IGNORECASE)

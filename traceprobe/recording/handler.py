@@ -11,7 +11,7 @@
 
 For each rank and profiler window it writes, in ``folder``:
 
-- ``rank<R>.steps<A>-<B>.summary.json``: the window's summary (:mod:`traceprobe.reading.summary`), which
+- ``rank<R>.steps<A>-<B>.summary.json``: the window's summary (:mod:`traceprobe.summary_file`), which
   ``overlap-report``, ``diff`` and the gates read like the trace (``rank<R>.window<N>`` where the window has no
   ``ProfilerStep``);
 - ``rank<R>.steps<A>-<B>.pt.trace.json.gz``: the trace, unless ``trace=False``;
@@ -198,7 +198,7 @@ class TraceReady:
     def _summarize(self, tmp: Path, rank: int, n: int, written: bool = False) -> None:
         """Run the summary's process on the temporary trace (or, ``written``, on a trace in place, which is kept
         whatever happens); keep its result, log its line."""
-        from ..reading.summary import default_job  # (msgspec only: no pandas in the training process)
+        from ..summary_file import default_job  # (msgspec only: no pandas in the training process)
 
         job = self.job if self.job is not None else default_job(self.folder)
         args = ["--trace", str(tmp), job] if written else [str(tmp), str(self.folder), str(rank), str(n), job, "1" if self.trace else "0"]

@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ..errors import TraceFormatError
+from .errors import TraceFormatError
 
 FORMAT = "traceprobe-summary"
 """The ``format`` field of every summary."""
@@ -189,7 +189,7 @@ def read_summary(path: str | Path) -> SummaryDoc:
     Raises:
         TraceFormatError: unreadable, larger than :data:`MAX_BYTES`, or as :func:`decode` says.
     """
-    from .files import open_binary
+    from .reading.files import open_binary
 
     try:
         with open_binary(path) as f:
