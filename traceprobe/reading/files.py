@@ -122,32 +122,33 @@ def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generat
     """
     limit = max_bytes if max_bytes is not None else default_max_bytes()
     explicit = max_bytes is not None
-    if is_url(path):
-        try:
-            with open_binary(path) as f:
-                head = f.read(2) or b""
-                yield from (_inflate if head == b"\x1f\x8b" else _plain)(path, f, head, limit, explicit)
-        except OSError as exc:
-            raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
-        return
-    p = Path(path)
     try:
-        refuse_unless_regular(p, os.stat(p).st_mode)  # before any open: opening a FIFO or a device can block or act
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        refuse_unless_regular(p, os.fstat(fd).st_mode)  # (replaced between the stat and the open)
-        try:
+        with _open_regular(path) as f:
             head = f.read(2) or b""
             if head == b"\x1f\x8b":
-                yield from _inflate(p, f, head, limit, explicit)
+                yield from _inflate(path, f, head, limit, explicit)
             else:
-                if limit is not None and os.fstat(fd).st_size > limit:
-                    raise _too_big(p, limit, explicit)
-                yield from _plain(p, f, head, limit, explicit)  # counted again: a size may lie (/proc, a growing file)
-        except OSError as exc:
-            raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+                if limit is not None and not is_url(path) and os.fstat(f.fileno()).st_size > limit:
+                    raise _too_big(path, limit, explicit)
+                yield from _plain(path, f, head, limit, explicit)  # counted again: a size may lie (/proc, a growing file)
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _open_regular(path: str | Path) -> IO[bytes]:
+    """An fsspec URL opened, or a local regular file: anything else is refused from its ``stat`` before any open
+    (opening a FIFO or a device can block or act), and from its ``fstat`` after (replaced in between)."""
+    if is_url(path):
+        return open_binary(path)
+    refuse_unless_regular(path, os.stat(path).st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    f = os.fdopen(fd, "rb", buffering=0)
+    try:
+        refuse_unless_regular(path, os.fstat(fd).st_mode)
+    except TraceFormatError:
+        f.close()
+        raise
+    return f
 
 
 def refuse_unless_regular(path: str | Path, mode: int) -> None:
