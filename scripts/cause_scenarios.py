@@ -24,6 +24,9 @@ Scenarios (``--scenario``):
 - ``graph-capture``: one GPU; each step captures a CUDA graph of a deep, narrow MLP's
   forward again (as a graph re-recorded for every new shape is), then replays it: the
   launches inside the capture are recorded, not run, so the device waits meanwhile.
+- ``startup``: one GPU; profiled from the process's start with no schedule (a plain
+  ``with profile(...)`` around the whole script), so the trace holds CUDA's and cuDNN's
+  and cuBLAS's start-up: the first step of a small CNN is much longer than the others.
 
 Examples::
 
@@ -47,11 +50,11 @@ STEPS = 8
 SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
 
 
-def _profile(out: Path, rank: int | None):
+def _profile(out: Path, rank: int | None, scheduled: bool = True):
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
     name = f"rank{rank}" if rank is not None else "trace"
-    return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(**SCHEDULE),
+    return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(**SCHEDULE) if scheduled else None,
                    on_trace_ready=tensorboard_trace_handler(str(out), worker_name=name, use_gzip=True))
 
 
@@ -330,10 +333,33 @@ def graph_capture(out: Path) -> None:
                  "injected_ms_per_step": sum(active) / len(active)})
 
 
+def startup(out: Path) -> None:
+    step_ms = []  # host time of each step (profiled, as the trace sees it)
+    with _profile(out, None, scheduled=False) as prof:  # before anything touches CUDA
+        t0 = time.perf_counter()
+        dev = torch.device("cuda", 0)
+        model = nn.Sequential(nn.Conv2d(3, 64, 7, stride=2, padding=3), nn.ReLU(), nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10)).to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, labels = torch.randn(32, 3, 224, 224, device=dev), torch.randint(0, 10, (32,), device=dev)
+        for _ in range(STEPS):
+            loss = nn.functional.cross_entropy(model(x), labels)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            loss.item()  # logged each step
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+            prof.step()
+            t0 = time.perf_counter()
+    steady = sorted(step_ms[1:])[len(step_ms[1:]) // 2]
+    _write(out, {"scenario": "startup", "cause": "CUDA, cuDNN and cuBLAS start-up inside the profiled window (no schedule)",
+                 "first_step_ms": step_ms[0], "steady_step_ms": steady, "injected_ms": step_ms[0] - steady})
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenario", required=True, choices=["ddp-compute", "ddp-sleep", "ddp-balanced", "pipeline", "tensor-parallel", "slow-input",
-                                                          "pinned-alloc", "prefetch-off", "prefetch-on", "graph-capture"])
+                                                          "pinned-alloc", "prefetch-off", "prefetch-on", "graph-capture", "startup"])
     p.add_argument("--out", required=True, type=Path)
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -350,6 +376,8 @@ def main() -> None:
         pinned_alloc(a.out)
     elif a.scenario == "graph-capture":
         graph_capture(a.out)
+    elif a.scenario == "startup":
+        startup(a.out)
     else:
         prefetch(a.out, a.scenario == "prefetch-on")
     if int(os.environ.get("RANK", "0")) == 0:

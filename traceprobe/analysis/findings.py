@@ -18,7 +18,7 @@ from the interval sets of :mod:`.breakdown` and :mod:`.idle_causes`:
   (M \\ M_p2p) \\ C. Across the ranks of a window it is split into the wait for a
   named late rank and the exposed transfer (:mod:`.causes`).
 - one kind per idle cause of :mod:`.idle_causes`: ``idle_graph_capture``, ``idle_sync``,
-  ``idle_pinned_alloc``, ``idle_device_alloc``, ``idle_other_rank``,
+  ``idle_warmup``, ``idle_pinned_alloc``, ``idle_device_alloc``, ``idle_other_rank``,
   ``idle_data_loading``, ``idle_optimizer``, ``idle_launch`` (launch-bound),
   ``idle_host`` (host outside any op) and ``stream_wait`` (queued work waited on
   a dependency); the idle time of each span is the cause's span.
@@ -62,7 +62,7 @@ P2P_TYPES = frozenset({"send", "recv", "sendrecv"})
 """Collective types (:func:`.comm_types.collective_type`) of point-to-point communication."""
 
 IDLE_KINDS = {
-    "graph_capture": "idle_graph_capture", "sync": "idle_sync", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
+    "graph_capture": "idle_graph_capture", "sync": "idle_sync", "warmup": "idle_warmup", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
     "data_loading": "idle_data_loading", "optimizer": "idle_optimizer", "launch": "idle_launch", "host": "idle_host",
     "queued": "stream_wait",
 }
@@ -183,6 +183,10 @@ def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int 
                          "captured again every step usually means new input shapes: pad or bucket them so that one graph is replayed)",
         "sync": f"{dev} was idle while the host was blocked in a synchronizing call{held}: remove it from the loop or defer it "
                 "(.item(), .cpu(), printing a tensor, blocking copies, explicit synchronize)",
+        "warmup": f"{dev} was idle while the host ran the first call of an op{held}, far longer than its later calls: one-time "
+                  "warm-up (CUDA context, lazy kernel loading, cuDNN/cuBLAS handles, compilation, NCCL communicators) was "
+                  "profiled; record after it with torch.profiler.schedule(wait=1, warmup=1, active=N) and prof.step() each "
+                  "step, or warm up before profiling",
         "pinned_alloc": f"{dev} was idle while the host allocated page-locked memory{held}: every non_blocking copy to the "
                         "host allocates a pinned destination; reuse pinned buffers (allocate once, .copy_(..., non_blocking=True) into them)",
         "device_alloc": f"{dev} was idle while the host allocated or freed device memory{held}: keep allocations at steady sizes "

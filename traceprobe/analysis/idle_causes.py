@@ -26,15 +26,18 @@ host thread, the *launching thread*. Then:
      ``Synchronize``, a synchronous copy (:data:`SYNC_CALLS`: ``cudaMemcpy``,
      ``hipMemcpyWithStream``, ...), or ``aten::item``/``aten::_local_scalar_dense``
      (``.item()``, ``.cpu()`` and printing a tensor end there);
-  2. ``pinned_alloc``: page-locked host allocation (:data:`PINNED_ALLOC_CALLS`:
+  2. ``warmup``: inside the first call of an op that took at least ten times its later
+     calls (:mod:`.warmup`: context creation, lazy kernel loading, library handles,
+     compilation: one-time work a schedule's first steps would have left out);
+  3. ``pinned_alloc``: page-locked host allocation (:data:`PINNED_ALLOC_CALLS`:
      ``cudaHostAlloc``, ``cudaMallocHost``, ``hipHostMalloc``, ...);
-  3. ``device_alloc``: device allocation or free (:data:`DEVICE_ALLOC_CALLS`);
-  4. ``other_rank``: a host op that waits for other ranks (barriers, c10d waits, gloo);
-  5. ``data_loading``: ``enumerate(DataLoader)#...`` (torch's DataLoader iterator);
-  6. ``optimizer``: ``Optimizer.step#...`` / ``Optimizer.zero_grad#...`` on the host;
-  7. ``launch``: inside any other ``cpu_op``, runtime or driver call: the host was
+  4. ``device_alloc``: device allocation or free (:data:`DEVICE_ALLOC_CALLS`);
+  5. ``other_rank``: a host op that waits for other ranks (barriers, c10d waits, gloo);
+  6. ``data_loading``: ``enumerate(DataLoader)#...`` (torch's DataLoader iterator);
+  7. ``optimizer``: ``Optimizer.step#...`` / ``Optimizer.zero_grad#...`` on the host;
+  8. ``launch``: inside any other ``cpu_op``, runtime or driver call: the host was
      busy launching (framework overhead, small kernels: launch-bound);
-  8. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
+  9. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
 
 - gaps whose next work has no launch in the trace, and the time after a device's
   last work, are ``unattributed``.
@@ -60,20 +63,23 @@ from .busy import host_thread_codes, occupied_intervals, per_value, runtime_call
 from .graph_capture import captures, graph_calls, graph_intervals
 from .launch_links import launch_rows
 from .memo import device_column, host_column, per_trace
+from .warmup import first_calls
 
 Intervals = iv.Intervals
 
-CAUSES = ("graph_capture", "sync", "pinned_alloc", "device_alloc", "other_rank", "data_loading", "optimizer", "launch", "host", "queued", "unattributed")
+CAUSES = ("graph_capture", "sync", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading", "optimizer", "launch", "host", "queued",
+          "unattributed")
 """The idle causes, in the order the host part of a gap is classified (module docstring)."""
 
-HOST_CAUSES = CAUSES[:9]
+HOST_CAUSES = CAUSES[:10]
 """The causes of the host part of a gap: the device waited for the launching thread."""
 
 EVENT_CAUSES = HOST_CAUSES[1:-1]
 """The host causes held by host events of a class (:func:`host_classes`), ``sync`` to ``launch``."""
+_SYNC, _WARMUP, _LAUNCH = (EVENT_CAUSES.index(c) for c in ("sync", "warmup", "launch"))
 
 LABELS = {
-    "graph_capture": "graph capture", "sync": "sync", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
+    "graph_capture": "graph capture", "sync": "sync", "warmup": "warm-up", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
     "data_loading": "data loading", "optimizer": "optimizer on host", "launch": "launch-bound", "host": "host outside ops",
     "queued": "queued", "unattributed": "unattributed",
 }
@@ -114,34 +120,31 @@ to tens of µs."""
 
 
 def _host_class(name: object) -> int:
-    """The class of one host event name: its index in :data:`EVENT_CAUSES` (``launch`` for any other name)."""
+    """The class of one host event name: its index in :data:`EVENT_CAUSES` (``launch`` for any other name; ``warmup``
+    is given by a call's duration, in :func:`host_classes`)."""
     n = str(name)
     if "Synchronize" in n or n in SYNC_CALLS:
-        return 0
-    if n in PINNED_ALLOC_CALLS:
-        return 1
-    if n in DEVICE_ALLOC_CALLS:
-        return 2
-    if _OTHER_RANK_RE.search(n):
-        return 3
-    if _DATA_RE.search(n):
-        return 4
-    if _OPT_RE.search(n):
-        return 5
-    return 6
+        return _SYNC
+    for cause, matches in (("pinned_alloc", PINNED_ALLOC_CALLS.__contains__), ("device_alloc", DEVICE_ALLOC_CALLS.__contains__),
+                           ("other_rank", _OTHER_RANK_RE.search), ("data_loading", _DATA_RE.search), ("optimizer", _OPT_RE.search)):
+        if matches(n):
+            return EVENT_CAUSES.index(cause)
+    return _LAUNCH
 
 
 @per_trace
 def host_classes(trace: Trace) -> np.ndarray:
     """Class of every row of ``trace.host_events`` (int8 index into :data:`EVENT_CAUSES`, computed once per distinct
-    name); rows that are neither a class of their own nor a ``cpu_op``/runtime/driver call (user annotations such as
-    ``ProfilerStep#N``) are -1: they do not make the host "in an op"."""
+    name; a first call holding warm-up, :func:`.warmup.first_calls`, is ``warmup`` unless it synchronizes); rows that are
+    none of these nor a ``cpu_op``/runtime/driver call (user annotations such as ``ProfilerStep#N``) are -1: they do
+    not make the host "in an op"."""
     host = trace.host_events
     if host.empty:
         return np.zeros(0, np.int8)
-    cls = per_value(host["name"], _host_class, 6, np.int8)
+    cls = per_value(host["name"], _host_class, _LAUNCH, np.int8)
     in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool)
-    return np.where((cls < 6) | in_op, cls, -1).astype(np.int8)
+    cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
+    return np.where(first_calls(trace) & (cls != _SYNC), _WARMUP, cls).astype(np.int8)
 
 
 @dataclass(frozen=True)
@@ -278,7 +281,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 spans["graph_capture"] = iv.coverage_at_least([spans["graph_capture"], part], 1)
                 on_t = thread == t
                 for k, cause in enumerate(EVENT_CAUSES):
-                    m = on_t & ((cls == k) if k < 6 else (cls >= 0))
+                    m = on_t & ((cls == k) if k < _LAUNCH else (cls >= 0))
                     part = iv.intersect(remaining, iv.union(h_start[m], h_end[m]))
                     remaining = iv.subtract(remaining, part)
                     spans[cause] = iv.coverage_at_least([spans[cause], part], 1)
@@ -288,7 +291,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)
             for k, cause in enumerate(EVENT_CAUSES):
                 # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it
-                m = threads_on & ((cls == k) if k < 6 else ((cls == 6) & ~runtime))
+                m = threads_on & ((cls == k) if k < _LAUNCH else ((cls == _LAUNCH) & ~runtime))
                 top[cause] = _top_name(trace, np.flatnonzero(m), spans[cause])
             if spans["graph_capture"][0].size:  # the capture's begin call, else the graph call that held the most
                 c = captures(trace)

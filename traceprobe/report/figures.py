@@ -287,6 +287,7 @@ TRACE: tuple[Figure, ...] = (
                                      'step': {'type': 'integer'},
                                      'cause': {'enum': ['graph_capture',
                                                         'sync',
+                                                        'warmup',
                                                         'pinned_alloc',
                                                         'device_alloc',
                                                         'other_rank',

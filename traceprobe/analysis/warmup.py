@@ -1,0 +1,57 @@
+"""Warm-up: the one-time work of a process's first calls, caught in the profiled window.
+
+The first call of an operation does work its later calls do not: the CUDA runtime creates the
+device's context at the first runtime call (CUDA Programming Guide, "Initialization"), kernels are
+loaded on their first launch (CUDA's lazy loading, the default since CUDA 12.2), cuDNN and cuBLAS
+create their handles and pick algorithms on first use, ``torch.compile`` compiles on the first call,
+NCCL creates a communicator at a process group's first collective, an optimizer creates its state
+at its first step, a DataLoader starts its workers at its first ``next``. A trace recorded from the
+process's start (``with torch.profiler.profile(...)`` around a whole script, with no
+``schedule``) holds all of it: torch.profiler's ``schedule(wait, warmup, active)`` exists to leave
+the first steps out.
+
+A *first call* is the first host event of its name in the trace (``cpu_op``, runtime or driver
+call, user annotation), when the same name is called at least :data:`MIN_LATER_CALLS` more times,
+and the first call lasted at least :data:`MIN_FIRST_NS` and at least :data:`FACTOR` times the median
+of the later ones. The idle time of a device while its launching thread was inside a first call
+is the idle cause ``warmup`` (:mod:`.idle_causes`), except where it was in a synchronizing call,
+which stays ``sync``. A name called once (``ProfilerStep#N``, a script's one ``forward``) says
+nothing about warm-up: it has no later calls to compare with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..reading import Trace
+from .memo import host_column, per_trace
+
+MIN_LATER_CALLS = 2
+"""Later calls of a name needed to judge its first call."""
+MIN_FIRST_NS = 10_000_000
+"""Shortest first call taken as warm-up (10 ms): steady calls that run longer on their own (a large copy) are rarer."""
+FACTOR = 10
+"""How many times the median of its later calls a first call must last to be warm-up."""
+
+
+@per_trace
+def first_calls(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events``: the first calls holding warm-up (module docstring)."""
+    host = trace.host_events
+    out = np.zeros(len(host), dtype=bool)
+    if host.empty:
+        return out
+    code = host["name"].cat.codes.to_numpy().astype(np.int64)
+    dur = host_column(trace, "end_ns") - host_column(trace, "start_ns")
+    _, first = np.unique(code, return_index=True)  # (rows are sorted by start: the earliest call of each name)
+    later = np.ones(len(host), dtype=bool)
+    later[first] = False
+    later &= code >= 0
+    order = np.lexsort((dur[later], code[later]))  # later calls by name, then duration
+    lc, ld = code[later][order], dur[later][order]
+    names, at, count = np.unique(lc, return_index=True, return_counts=True)
+    median = (ld[at + (count - 1) // 2] + ld[at + count // 2]) / 2
+    row = first[np.searchsorted(code[first], names)]  # the first call of each name that has later calls
+    hit = (count >= MIN_LATER_CALLS) & (dur[row] >= MIN_FIRST_NS) & (dur[row] >= FACTOR * median)
+    out[row[hit]] = True
+    return out
