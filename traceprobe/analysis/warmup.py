@@ -43,15 +43,16 @@ def first_calls(trace: Trace) -> np.ndarray:
         return out
     code = host["name"].cat.codes.to_numpy().astype(np.int64)
     dur = host_column(trace, "end_ns") - host_column(trace, "start_ns")
+    rows = np.flatnonzero(np.isin(code, code[dur >= MIN_FIRST_NS]) & (code >= 0))  # every call of a name called long once
+    code, dur = code[rows], dur[rows]
     _, first = np.unique(code, return_index=True)  # (rows are sorted by start: the earliest call of each name)
-    later = np.ones(len(host), dtype=bool)
+    later = np.ones(rows.size, dtype=bool)
     later[first] = False
-    later &= code >= 0
     order = np.lexsort((dur[later], code[later]))  # later calls by name, then duration
     lc, ld = code[later][order], dur[later][order]
     names, at, count = np.unique(lc, return_index=True, return_counts=True)
     median = (ld[at + (count - 1) // 2] + ld[at + count // 2]) / 2
     row = first[np.searchsorted(code[first], names)]  # the first call of each name that has later calls
     hit = (count >= MIN_LATER_CALLS) & (dur[row] >= MIN_FIRST_NS) & (dur[row] >= FACTOR * median)
-    out[row[hit]] = True
+    out[rows[row[hit]]] = True
     return out
