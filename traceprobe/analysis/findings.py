@@ -83,7 +83,7 @@ class Backend:
 
     @property
     def graphs(self) -> str:
-        return {"cuda": "CUDA graphs", "hip": "HIP graphs"}.get(self.name, "graph capture")
+        return {"cuda": "CUDA graphs", "hip": "HIP graphs"}.get(self.name, "device graphs")
 
     @property
     def comm(self) -> str:
