@@ -27,6 +27,8 @@ Scenarios (``--scenario``):
 - ``startup``: one GPU; profiled from the process's start with no schedule (a plain
   ``with profile(...)`` around the whole script), so the trace holds CUDA's and cuDNN's
   and cuBLAS's start-up: the first step of a small CNN is much longer than the others.
+- ``compile-startup``: the same, for an MLP under ``torch.compile``: the first step holds
+  the compilation (Dynamo, AOTAutograd and Inductor, forward and backward).
 
 Examples::
 
@@ -333,17 +335,23 @@ def graph_capture(out: Path) -> None:
                  "injected_ms_per_step": sum(active) / len(active)})
 
 
-def startup(out: Path) -> None:
+def startup(out: Path, compiled: bool = False) -> None:
     step_ms = []  # host time of each step (profiled, as the trace sees it)
     with _profile(out, None, scheduled=False) as prof:  # before anything touches CUDA
         t0 = time.perf_counter()
         dev = torch.device("cuda", 0)
-        model = nn.Sequential(nn.Conv2d(3, 64, 7, stride=2, padding=3), nn.ReLU(), nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(),
-                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10)).to(dev)
+        if compiled:
+            model = _mlp(1024, 8).to(dev)
+            run = torch.compile(model)
+            x, labels = torch.randn(256, 1024, device=dev), torch.randint(0, 1024, (256,), device=dev)
+        else:
+            model = nn.Sequential(nn.Conv2d(3, 64, 7, stride=2, padding=3), nn.ReLU(), nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(),
+                                  nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10)).to(dev)
+            run = model
+            x, labels = torch.randn(32, 3, 224, 224, device=dev), torch.randint(0, 10, (32,), device=dev)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        x, labels = torch.randn(32, 3, 224, 224, device=dev), torch.randint(0, 10, (32,), device=dev)
         for _ in range(STEPS):
-            loss = nn.functional.cross_entropy(model(x), labels)
+            loss = nn.functional.cross_entropy(run(x), labels)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -352,14 +360,16 @@ def startup(out: Path) -> None:
             prof.step()
             t0 = time.perf_counter()
     steady = sorted(step_ms[1:])[len(step_ms[1:]) // 2]
-    _write(out, {"scenario": "startup", "cause": "CUDA, cuDNN and cuBLAS start-up inside the profiled window (no schedule)",
+    what = "torch.compile's compilation" if compiled else "CUDA, cuDNN and cuBLAS start-up"
+    _write(out, {"scenario": "compile-startup" if compiled else "startup", "cause": f"{what} inside the profiled window (no schedule)",
                  "first_step_ms": step_ms[0], "steady_step_ms": steady, "injected_ms": step_ms[0] - steady})
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenario", required=True, choices=["ddp-compute", "ddp-sleep", "ddp-balanced", "pipeline", "tensor-parallel", "slow-input",
-                                                          "pinned-alloc", "prefetch-off", "prefetch-on", "graph-capture", "startup"])
+                                                          "pinned-alloc", "prefetch-off", "prefetch-on", "graph-capture", "startup",
+                                                          "compile-startup"])
     p.add_argument("--out", required=True, type=Path)
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -376,8 +386,8 @@ def main() -> None:
         pinned_alloc(a.out)
     elif a.scenario == "graph-capture":
         graph_capture(a.out)
-    elif a.scenario == "startup":
-        startup(a.out)
+    elif a.scenario in ("startup", "compile-startup"):
+        startup(a.out, compiled=a.scenario == "compile-startup")
     else:
         prefetch(a.out, a.scenario == "prefetch-on")
     if int(os.environ.get("RANK", "0")) == 0:

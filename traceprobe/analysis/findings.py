@@ -183,10 +183,11 @@ def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int 
                          "captured again every step usually means new input shapes: pad or bucket them so that one graph is replayed)",
         "sync": f"{dev} was idle while the host was blocked in a synchronizing call{held}: remove it from the loop or defer it "
                 "(.item(), .cpu(), printing a tensor, blocking copies, explicit synchronize)",
-        "warmup": f"{dev} was idle while the host ran the first call of an op{held}, far longer than its later calls: one-time "
-                  "warm-up (CUDA context, lazy kernel loading, cuDNN/cuBLAS handles, compilation, NCCL communicators) was "
-                  "profiled; record after it with torch.profiler.schedule(wait=1, warmup=1, active=N) and prof.step() each "
-                  "step, or warm up before profiling",
+        "warmup": f"{dev} was idle while the host did one-time work{held}: first calls far longer than the later ones, or "
+                  "torch.compile compiling; warm-up (CUDA context, lazy kernel loading, cuDNN/cuBLAS handles, compilation, NCCL "
+                  "communicators) was profiled: record after it with torch.profiler.schedule(wait=1, warmup=1, active=N) and "
+                  "prof.step() each step, or warm up before profiling; a compile after the first steps is a recompile "
+                  "(TORCH_LOGS=recompiles says why)",
         "pinned_alloc": f"{dev} was idle while the host allocated page-locked memory{held}: every non_blocking copy to the "
                         "host allocates a pinned destination; reuse pinned buffers (allocate once, .copy_(..., non_blocking=True) into them)",
         "device_alloc": f"{dev} was idle while the host allocated or freed device memory{held}: keep allocations at steady sizes "

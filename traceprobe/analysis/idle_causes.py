@@ -27,8 +27,9 @@ host thread, the *launching thread*. Then:
      ``hipMemcpyWithStream``, ...), or ``aten::item``/``aten::_local_scalar_dense``
      (``.item()``, ``.cpu()`` and printing a tensor end there);
   2. ``warmup``: inside the first call of an op that took at least ten times its later
-     calls (:mod:`.warmup`: context creation, lazy kernel loading, library handles,
-     compilation: one-time work a schedule's first steps would have left out);
+     calls, or a phase of ``torch.compile``'s compilation (:mod:`.warmup`: context creation,
+     lazy kernel loading, library handles, compilation: one-time work a schedule's first
+     steps would have left out);
   3. ``pinned_alloc``: page-locked host allocation (:data:`PINNED_ALLOC_CALLS`:
      ``cudaHostAlloc``, ``cudaMallocHost``, ``hipHostMalloc``, ...);
   4. ``device_alloc``: device allocation or free (:data:`DEVICE_ALLOC_CALLS`);
@@ -63,7 +64,7 @@ from .busy import host_thread_codes, occupied_intervals, per_value, runtime_call
 from .graph_capture import captures, graph_calls, graph_intervals
 from .launch_links import launch_rows
 from .memo import device_column, host_column, per_trace
-from .warmup import first_calls
+from .warmup import warmup_calls
 
 Intervals = iv.Intervals
 
@@ -135,7 +136,8 @@ def _host_class(name: object) -> int:
 @per_trace
 def host_classes(trace: Trace) -> np.ndarray:
     """Class of every row of ``trace.host_events`` (int8 index into :data:`EVENT_CAUSES`, computed once per distinct
-    name; a first call holding warm-up, :func:`.warmup.first_calls`, is ``warmup`` unless it synchronizes); rows that are
+    name; a first call or compile phase holding warm-up, :func:`.warmup.warmup_calls`, is ``warmup`` unless it
+    synchronizes); rows that are
     none of these nor a ``cpu_op``/runtime/driver call (user annotations such as ``ProfilerStep#N``) are -1: they do
     not make the host "in an op"."""
     host = trace.host_events
@@ -144,7 +146,7 @@ def host_classes(trace: Trace) -> np.ndarray:
     cls = per_value(host["name"], _host_class, _LAUNCH, np.int8)
     in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool)
     cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
-    return np.where(first_calls(trace) & (cls != _SYNC), _WARMUP, cls).astype(np.int8)
+    return np.where(warmup_calls(trace) & (cls != _SYNC), _WARMUP, cls).astype(np.int8)
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,21 @@ process's start (``with torch.profiler.profile(...)`` around a whole script, wit
 ``schedule``) holds all of it: torch.profiler's ``schedule(wait, warmup, active)`` exists to leave
 the first steps out.
 
-A *first call* is the first host event of its name in the trace (``cpu_op``, runtime or driver
-call, user annotation), when the same name is called at least :data:`MIN_LATER_CALLS` more times,
-and the first call lasted at least :data:`MIN_FIRST_NS` and at least :data:`FACTOR` times the median
-of the later ones. The idle time of a device while its launching thread was inside a first call
-is the idle cause ``warmup`` (:mod:`.idle_causes`), except where it was in a synchronizing call,
-which stays ``sync``. A name called once (``ProfilerStep#N``, a script's one ``forward``) says
-nothing about warm-up: it has no later calls to compare with.
+Two kinds of host events hold warm-up (:func:`warmup_calls`):
+
+- a *first call*: the first host event of its name in the trace (``cpu_op``, runtime or driver
+  call, user annotation), when the same name is called at least :data:`MIN_LATER_CALLS` more times,
+  and the first call lasted at least :data:`MIN_FIRST_NS` and at least :data:`FACTOR` times the
+  median of the later ones (:func:`first_calls`). A name called once (``ProfilerStep#N``, a
+  script's one ``forward``) says nothing about warm-up: it has no later calls to compare with;
+- a phase of ``torch.compile``'s compilation: an op named ``<phase> (dynamo_timed)``, which
+  ``torch._dynamo.utils.dynamo_timed`` records for every compile phase while a profiler runs
+  (``_compile.compile_inner``, ``compile_fx_inner``, ``backward._backward_impl``, ...; PyTorch's
+  ``test/dynamo/test_profiler.py`` checks that naming). A compilation after the first steps is a
+  recompilation, one-time per new guard, still compile time.
+
+The idle time of a device while its launching thread was inside either is the idle cause
+``warmup`` (:mod:`.idle_causes`), except where it was in a synchronizing call, which stays ``sync``.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reading import Trace
+from .busy import per_value
 from .memo import host_column, per_trace
 
 MIN_LATER_CALLS = 2
@@ -32,6 +41,16 @@ MIN_FIRST_NS = 10_000_000
 """Shortest first call taken as warm-up (10 ms): steady calls that run longer on their own (a large copy) are rarer."""
 FACTOR = 10
 """How many times the median of its later calls a first call must last to be warm-up."""
+COMPILE_SUFFIX = " (dynamo_timed)"
+"""The end of the name of every phase of ``torch.compile``'s compilation in a trace (module docstring)."""
+
+
+@per_trace
+def warmup_calls(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events``: first calls and compile phases (module docstring)."""
+    if trace.host_events.empty:
+        return np.zeros(0, dtype=bool)
+    return first_calls(trace) | per_value(trace.host_events["name"], lambda n: str(n).endswith(COMPILE_SUFFIX), False, bool)
 
 
 @per_trace
