@@ -122,7 +122,7 @@ to tens of µs."""
 
 def _host_class(name: object) -> int:
     """The class of one host event name: its index in :data:`EVENT_CAUSES` (``launch`` for any other name; ``warmup``
-    is given by a call's duration, in :func:`host_classes`)."""
+    is given call by call, in :func:`host_classes`)."""
     n = str(name)
     if "Synchronize" in n or n in SYNC_CALLS:
         return _SYNC
@@ -137,9 +137,8 @@ def _host_class(name: object) -> int:
 def host_classes(trace: Trace) -> np.ndarray:
     """Class of every row of ``trace.host_events`` (int8 index into :data:`EVENT_CAUSES`, computed once per distinct
     name; a first call or compile phase holding warm-up, :func:`.warmup.warmup_calls`, is ``warmup`` unless it
-    synchronizes); rows that are
-    none of these nor a ``cpu_op``/runtime/driver call (user annotations such as ``ProfilerStep#N``) are -1: they do
-    not make the host "in an op"."""
+    synchronizes); rows that are none of these nor a ``cpu_op``/runtime/driver call (user annotations such as
+    ``ProfilerStep#N``) are -1: they do not make the host "in an op"."""
     host = trace.host_events
     if host.empty:
         return np.zeros(0, np.int8)
