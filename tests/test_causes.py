@@ -201,8 +201,12 @@ def test_first_call_warmup_is_its_own_idle_cause():
     with mock.patch.object(warmup, "FACTOR", 39):  # 38 ms is not 39 times the later calls' 1 ms: launch-bound, as before
         other = idle_cause_table(build(), None, (0, 41 * ms)).set_index("cause")
     assert "warmup" not in other.index and other.loc["launch", "ns"] == 22 * ms + 60_000 and other.loc["sync", "ns"] == 15 * ms
-    top = overlap_report(tr).findings.iloc[0]
+    rep = overlap_report(tr)
+    top = rep.findings.iloc[0]
     assert top["kind"] == "idle_warmup" and top["label"] == "warm-up 22.0 ms" and "torch.profiler.schedule" in top["text"]
+    # the note gives the evidence; the long first cudaStreamSynchronize is a sync, not warm-up, and is not in it
+    assert ("warm-up in the trace: the first aten::conv2d took 38.0 ms, 38x the median of its 2 later calls (1.0 ms): one-time "
+            "work") in " ".join(rep.notes)
 
 
 def test_graph_capture_is_its_own_idle_cause(tmp_path):
@@ -369,6 +373,8 @@ def test_startup_samples_read_as_warmup(name, top_op, share):
     inj = _injected()[name]
     excess = (float(inj["first_step_ms"]) - float(inj["steady_step_ms"])) * 1e6
     assert share * excess <= top["headroom_ns"] <= excess
+    (note,) = [n for n in r.notes if n.startswith("warm-up in the trace: the first ")]  # the evidence, in numbers
+    assert ("torch.compile compiled for" in note) == (name == "compile-startup")
     if name == "compile-startup":
         idle = r.idle_causes.query("step == -1").set_index("cause")["ns"]
         assert 0.9 * excess <= idle["warmup"] + idle["host"] <= excess

@@ -64,7 +64,7 @@ from .busy import host_thread_codes, occupied_intervals, per_value, runtime_call
 from .graph_capture import captures, graph_calls, graph_intervals
 from .launch_links import launch_rows
 from .memo import device_column, host_column, per_trace
-from .warmup import warmup_calls
+from .warmup import compile_phases, first_calls, warmup_calls
 
 Intervals = iv.Intervals
 
@@ -338,3 +338,43 @@ def idle_cause_table(trace: Trace, steps: pd.DataFrame | None = None, window: tu
         "ns": np.array([r[3] for r in rows], np.int64),
         "top": pd.Series([r[4] for r in rows], dtype=object),
     })
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.1f} ms" if ns >= 1e6 else f"{ns / 1e6:.3f} ms"
+
+
+def warmup_notes(trace: Trace) -> list[str]:
+    """One sentence when the trace holds warm-up (:mod:`.warmup`; synchronizing calls left out), with its evidence: the two longest outermost
+    first calls against the median of their later calls, and the host time of ``torch.compile``'s phases, e.g.
+    ``warm-up in the trace: the first aten::conv2d took 474.0 ms, 2,250x the median of its 7 later calls (0.211 ms);
+    37 more first calls like these: ...``; none without."""
+    held = host_classes(trace) == _WARMUP  # (a synchronizing first call is a sync, not warm-up)
+    first, compiling = first_calls(trace) & held, compile_phases(trace) & held
+    if not (first.any() or compiling.any()):
+        return []
+    host = trace.host_events
+    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
+    dur = end - start
+    parts = []
+    rows = np.flatnonzero(first)
+    if rows.size:
+        rows = rows[np.argsort(-dur[rows], kind="stable")][:50]  # the longest; nested ones (aten::convolution in aten::conv2d) left out
+        s, e, t = start[rows], end[rows], host["tid"].cat.codes.to_numpy()[rows]
+        inside = (s[:, None] >= s[None, :]) & (e[:, None] <= e[None, :]) & (t[:, None] == t[None, :]) & ~np.eye(rows.size, dtype=bool)
+        outer = rows[~inside.any(axis=1)]
+        code = host["name"].cat.codes.to_numpy()
+        for r in outer[:2].tolist():
+            later = np.flatnonzero(code == code[r])
+            later = later[later != r]
+            median = float(np.median(dur[later]))
+            than = f"{dur[r] / median:,.0f}x the median of its {later.size:,} later calls ({_ms(median)})" if median > 0 else \
+                f"its {later.size:,} later calls 0 ns (median)"
+            parts.append(f"the first {host['name'].iat[r]} took {_ms(float(dur[r]))}, {than}")
+        if (more := int(first.sum()) - min(2, outer.size)) > 0:
+            parts.append(f"{more:,} more first call{'s' if more > 1 else ''} like these (or inside them)")
+    if compiling.any():
+        parts.append(f"torch.compile compiled for {_ms(iv.length(iv.union(start[compiling], end[compiling])))} of host time (its "
+                     "dynamo_timed phases)")
+    return [f"warm-up in the trace: {'; '.join(parts)}: one-time work, idle cause warm-up; torch.profiler.schedule's first "
+            "steps leave it out"]

@@ -29,7 +29,7 @@ from .concurrency import DeviceConcurrency, device_concurrency, stream_concurren
 from .findings import exposed_collective_spans, findings
 from .graph_capture import capture_notes
 from .host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
-from .idle_causes import idle_cause_table
+from .idle_causes import idle_cause_table, warmup_notes
 from .kernels import kernel_table, queue_times
 from .memo import device_column
 from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
@@ -80,7 +80,8 @@ class OverlapReport:
             :func:`.collectives.collective_table` (matched across ranks in the Summary).
         set_aside: device work left out of the figures, see :func:`.profiled.set_aside`.
         notes: sentences for a person on what has no figure or verdict and why:
-            work set aside, graph captures (:func:`.graph_capture.capture_notes`), copies or
+            work set aside, graph captures (:func:`.graph_capture.capture_notes`), warm-up
+            (:func:`.idle_causes.warmup_notes`), copies or
             communication under the verdict cut-off.
         all_device_work: whether the figures keep every device event (``set_aside``
             then lists what the default would have left out).
@@ -334,7 +335,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         notes = [n.replace(": left out", ": kept (--all-device-work)") for n in notes]
     if not la.linked and not trace.device_events.empty:
         notes.append("no device event is linked to a launch in this trace (no runtime events): all device work kept")
-    notes += capture_notes(trace) + vd.omissions(f["copy"], f["comm"], busy, f["streams"], backend)
+    notes += capture_notes(trace) + warmup_notes(trace) + vd.omissions(f["copy"], f["comm"], busy, f["streams"], backend)
     return OverlapReport(
         path=trace.path,
         window_ns=window,

@@ -48,9 +48,14 @@ COMPILE_SUFFIX = " (dynamo_timed)"
 @per_trace
 def warmup_calls(trace: Trace) -> np.ndarray:
     """Boolean mask over the rows of ``trace.host_events``: first calls and compile phases (module docstring)."""
+    return first_calls(trace) | compile_phases(trace)
+
+
+def compile_phases(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events``: the phases of ``torch.compile``'s compilation."""
     if trace.host_events.empty:
         return np.zeros(0, dtype=bool)
-    return first_calls(trace) | per_value(trace.host_events["name"], lambda n: str(n).endswith(COMPILE_SUFFIX), False, bool)
+    return per_value(trace.host_events["name"], lambda n: str(n).endswith(COMPILE_SUFFIX), False, bool)
 
 
 @per_trace
@@ -75,3 +80,4 @@ def first_calls(trace: Trace) -> np.ndarray:
     hit = (count >= MIN_LATER_CALLS) & (dur[row] >= MIN_FIRST_NS) & (dur[row] >= FACTOR * median)
     out[rows[row[hit]]] = True
     return out
+
