@@ -209,6 +209,18 @@ def test_first_call_warmup_is_its_own_idle_cause():
             "work") in " ".join(rep.notes)
 
 
+def test_warmup_note_names_one_of_two_equal_first_calls():
+    # SYNTHETIC, ms: aten::to and aten::_to_copy span the same [2, 30) the first time (1 ms later): the note names the
+    # first listed and counts the other as inside it, rather than dropping both as nested in each other
+    ms = 1_000_000
+    tr = make_trace([(0, 7, "compute", 0, ms, 1), (0, 7, "compute", 40 * ms, 41 * ms, 2)],
+                    [("cuda_runtime", "cudaLaunchKernel", 0, 10_000, 1), ("cpu_op", "aten::to", 2 * ms, 30 * ms, -1),
+                     ("cpu_op", "aten::_to_copy", 2 * ms, 30 * ms, -1), ("cuda_runtime", "cudaLaunchKernel", 39 * ms, 39 * ms + 10_000, 2),
+                     *[("cpu_op", n, t * ms, (t + 1) * ms, -1) for t in (45, 55) for n in ("aten::to", "aten::_to_copy")]])
+    (note,) = [n for n in overlap_report(tr).notes if n.startswith("warm-up")]
+    assert note.count("the first aten::") == 1 and "took 28.0 ms, 28x the median of its 2 later calls (1.0 ms); 1 more first call like" in note
+
+
 def test_graph_capture_is_its_own_idle_cause(tmp_path):
     # SYNTHETIC: cuda:0 runs A [0, 10 us); the host captures a graph [20, 100 us) (3 launches and a sync-looking call
     # inside: recorded, not run), instantiates it [100, 110 us), then launches B at 150 us. Idle [10, 150 us): host 10 us,

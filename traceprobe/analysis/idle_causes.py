@@ -345,10 +345,10 @@ def _ms(ns: float) -> str:
 
 
 def warmup_notes(trace: Trace) -> list[str]:
-    """One sentence when the trace holds warm-up (:mod:`.warmup`; synchronizing calls left out), with its evidence: the two longest outermost
-    first calls against the median of their later calls, and the host time of ``torch.compile``'s phases, e.g.
-    ``warm-up in the trace: the first aten::conv2d took 474.0 ms, 2,250x the median of its 7 later calls (0.211 ms);
-    37 more first calls like these: ...``; none without."""
+    """One sentence when the trace holds warm-up (:mod:`.warmup`; synchronizing calls left out, as they are ``sync``),
+    with its evidence: the two longest outermost first calls against the median of their later calls, and the host
+    time of ``torch.compile``'s phases, e.g. ``warm-up in the trace: the first aten::conv2d took 473.6 ms, 2,254x the
+    median of its 15 later calls (0.210 ms); 37 more first calls like these (or inside them): ...``; none without."""
     held = host_classes(trace) == _WARMUP  # (a synchronizing first call is a sync, not warm-up)
     first, compiling = first_calls(trace) & held, compile_phases(trace) & held
     if not (first.any() or compiling.any()):
@@ -360,9 +360,9 @@ def warmup_notes(trace: Trace) -> list[str]:
     rows = np.flatnonzero(first)
     if rows.size:
         rows = rows[np.argsort(-dur[rows], kind="stable")][:50]  # the longest; nested ones (aten::convolution in aten::conv2d) left out
-        s, e, t = start[rows], end[rows], host["tid"].cat.codes.to_numpy()[rows]
-        inside = (s[:, None] >= s[None, :]) & (e[:, None] <= e[None, :]) & (t[:, None] == t[None, :]) & ~np.eye(rows.size, dtype=bool)
-        outer = rows[~inside.any(axis=1)]
+        s, e, t = start[rows], end[rows], host_thread_codes(trace)[rows]
+        inside = (s[:, None] >= s[None, :]) & (e[:, None] <= e[None, :]) & (t[:, None] == t[None, :])  # [i, j]: i inside j
+        outer = rows[~np.tril(inside, -1).any(axis=1)]  # (inside a longer one, or an equal one listed first)
         code = host["name"].cat.codes.to_numpy()
         for r in outer[:2].tolist():
             later = np.flatnonzero(code == code[r])
