@@ -207,6 +207,16 @@ def pageable_copies(trace: Trace) -> np.ndarray:
 
 
 @per_trace
+def host_name_codes(trace: Trace) -> tuple[np.ndarray, list[str]]:
+    """``(codes, names)``: a code (int64, -1 missing) per row of ``trace.host_events`` for its name, once per trace."""
+    name = trace.host_events["name"]
+    if isinstance(name.dtype, pd.CategoricalDtype):
+        return name.cat.codes.to_numpy().astype(np.int64), [str(c) for c in name.cat.categories]
+    codes, uniq = pd.factorize(name.astype(str))
+    return codes.astype(np.int64), [str(u) for u in uniq]
+
+
+@per_trace
 def host_thread_codes(trace: Trace) -> np.ndarray:
     """A code (int64) per row of ``trace.host_events`` for its host thread, (pid, tid) compared as strings."""
     host = trace.host_events

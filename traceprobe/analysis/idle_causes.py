@@ -60,7 +60,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..reading import Trace
-from .busy import host_thread_codes, occupied_intervals, per_value, runtime_calls
+from .busy import host_name_codes, host_thread_codes, occupied_intervals, per_value, runtime_calls
 from .graph_capture import captures, graph_calls, graph_intervals
 from .launch_links import launch_rows
 from .memo import device_column, host_column, per_trace
@@ -176,16 +176,6 @@ class DeviceIdle:
         return int(iv.measure(s, np.array([lo]), np.array([hi]))[0])
 
 
-@per_trace
-def _host_name_codes(trace: Trace) -> tuple[np.ndarray, list[str]]:
-    """``(codes, names)``: a code (int64, -1 missing) per row of ``trace.host_events`` for its name, once per trace."""
-    name = trace.host_events["name"]
-    if isinstance(name.dtype, pd.CategoricalDtype):
-        return name.cat.codes.to_numpy().astype(np.int64), [str(c) for c in name.cat.categories]
-    codes, uniq = pd.factorize(name.astype(str))
-    return codes.astype(np.int64), [str(u) for u in uniq]
-
-
 def _top_name(trace: Trace, rows: np.ndarray, span: Intervals) -> str:
     """Name of the host events (among ``rows``) whose time inside ``span`` adds up to the most."""
     if rows.size == 0 or span[0].size == 0:
@@ -194,7 +184,7 @@ def _top_name(trace: Trace, rows: np.ndarray, span: Intervals) -> str:
     hit = over > 0
     if not hit.any():
         return ""
-    codes, names = _host_name_codes(trace)
+    codes, names = host_name_codes(trace)
     c = codes[rows[hit]]
     ok = c >= 0
     if not ok.any():
@@ -363,7 +353,7 @@ def warmup_notes(trace: Trace) -> list[str]:
         s, e, t = start[rows], end[rows], host_thread_codes(trace)[rows]
         inside = (s[:, None] >= s[None, :]) & (e[:, None] <= e[None, :]) & (t[:, None] == t[None, :])  # [i, j]: i inside j
         outer = rows[~np.tril(inside, -1).any(axis=1)]  # (inside a longer one, or an equal one listed first)
-        code = host["name"].cat.codes.to_numpy()
+        code = host_name_codes(trace)[0]
         for r in outer[:2].tolist():
             later = np.flatnonzero(code == code[r])
             later = later[later != r]

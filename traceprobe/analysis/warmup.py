@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reading import Trace
-from .busy import per_value
+from .busy import host_name_codes, per_value
 from .memo import host_column, per_trace
 
 MIN_LATER_CALLS = 2
@@ -65,7 +65,7 @@ def first_calls(trace: Trace) -> np.ndarray:
     out = np.zeros(len(host), dtype=bool)
     if host.empty:
         return out
-    code = host["name"].cat.codes.to_numpy().astype(np.int64)
+    code = host_name_codes(trace)[0]
     dur = host_column(trace, "end_ns") - host_column(trace, "start_ns")
     rows = np.flatnonzero(np.isin(code, code[dur >= MIN_FIRST_NS]) & (code >= 0))  # every call of a name called long once
     code, dur = code[rows], dur[rows]
