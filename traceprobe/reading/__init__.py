@@ -1,13 +1,10 @@
 """Getting from a path to a :class:`Trace`: the reading stage of the pipeline.
 
-In the order the bytes go through them: :mod:`.files` (local paths and fsspec URLs,
-streamed within a size limit, gzip inflated as it is read), :mod:`.splitter` (the
-JSON cut into its head and pieces of its event list), :mod:`.decode` (each piece
-into columns, with :mod:`.columns`), :mod:`.trace` (the columns as the DataFrames
-of a :class:`Trace`). :mod:`.comm_kernels` lists the communication kernel families.
-
-``Trace`` and ``load_trace`` are loaded on first use, so that ``traceprobe.reading.files``
-(say) can be imported without pandas.
+In the order the bytes go through them: :mod:`.files` (local paths and fsspec URLs, within a size limit,
+gzip inflated as read), :mod:`.splitter` (the JSON cut into its head and pieces of its event list),
+:mod:`.decode` (each piece into columns, with :mod:`.columns`), :mod:`.trace` (the columns as a
+:class:`Trace`'s DataFrames); :mod:`.comm_kernels` lists the communication kernel families. ``Trace`` and
+``load_trace`` are loaded on first use, so that ``traceprobe.reading.files`` imports without pandas.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Columns of events: exact times, the rules that turn values into codes and ids, time checks, B/E pairing.
 
 Helpers of :mod:`.decode` and :mod:`.trace`, on plain numpy columns (no pandas). Times are int64 ns throughout.
-
-Kineto writes ``ts`` and ``dur`` in microseconds as decimal text, usually with
-three decimals (``1712195495505582.988``). A float64 holds only 15-17 significant
-digits, so epoch-based microsecond times lose up to ~650 ns through it.
-:func:`parse_us` reads the number's text itself with integer arithmetic:
-``ns = round_half_even(decimal_value * 1000)``, exact for every number whose
-result fits in int64 (digits past the nanosecond are rounded half to even).
-Plain decimals (``-?digits[.digits]`` up to 18 or 19 digits: every ``ts``/``dur``
-Kineto writes) are read for all values at once by numpy's C parser, each text
-without its point, scaled by its number of decimals. Anything else (exponents,
-numeric strings such as ``"12"``, ``null``, objects, longer texts) is rare and
-read one by one with :class:`decimal.Decimal`.
 """
 
 from __future__ import annotations
@@ -66,7 +54,16 @@ def _one(text: bytes) -> int | None:
 
 
 def parse_us(raws: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Microsecond JSON numbers -> exact int64 nanoseconds.
+    """Microsecond JSON numbers -> exact int64 nanoseconds: ``ns = round_half_even(decimal_value * 1000)``.
+
+    Kineto writes ``ts`` and ``dur`` in µs as decimal text, usually with three decimals
+    (``1712195495505582.988``); a float64 holds 15-17 significant digits, so epoch-based
+    times lose up to ~650 ns through it. The text is read with integer arithmetic instead,
+    exact for every number whose result fits int64 (digits past the ns rounded half to
+    even): plain decimals (``-?digits[.digits]``, every time Kineto writes) all at once by
+    numpy's C parser, each text without its point, scaled by its number of decimals
+    (:func:`_plain`); anything else (exponents, numeric strings such as ``"12"``, longer
+    texts) one by one with :class:`decimal.Decimal`.
 
     Args:
         raws: each value's JSON text (``msgspec.Raw`` or bytes; empty when the
@@ -144,27 +141,14 @@ MAX_DUR_NS = int(MAX_DUR_US) * 1000
 NO_ID = -(2**63)
 """An id (``args.device``, ``stream``, ``correlation``, ``bytes``, ``External id``) that is absent or not a number."""
 
-DEVICE_CATEGORIES = {
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
-    "mtia_ccp_events": "mtia",
-}
+DEVICE_CATEGORIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset",
+                     "mtia_ccp_events": "mtia"}
 """Kineto ``cat`` (lower-cased) of device activity -> traceprobe ``kind``. MTIA's
 ``mtia_ccp_events`` hold kernels, DMA copies and stream events alike: their kind
 is decided by name (:func:`mtia_kind`)."""
 
-HOST_CATEGORIES = {
-    "cpu_op": "cpu_op",
-    "operator": "cpu_op",
-    "cuda_runtime": "cuda_runtime",
-    "runtime": "cuda_runtime",
-    "cuda_driver": "cuda_driver",
-    "user_annotation": "user_annotation",
-    "mtia_runtime": "cuda_runtime",
-}
+HOST_CATEGORIES = {"cpu_op": "cpu_op", "operator": "cpu_op", "cuda_runtime": "cuda_runtime", "runtime": "cuda_runtime",
+                   "cuda_driver": "cuda_driver", "user_annotation": "user_annotation", "mtia_runtime": "cuda_runtime"}
 """Kineto ``cat`` (lower-cased) of host activity -> traceprobe ``cat``."""
 
 KINDS = np.array([None, *dict.fromkeys(DEVICE_CATEGORIES.values()), *dict.fromkeys(HOST_CATEGORIES.values())], dtype=object)
@@ -261,9 +245,8 @@ class Codes(dict):
         return code
 
     def column(self, objs: list[Any], attr: str) -> np.ndarray:
-        """The code of each object's ``attr``, read straight through the codes (no list of the values: the pid
-        and tid of HTA's 216k-event trace 14.4 -> 10.0 ms, its names 8.2 -> 6.9 ms); unhashable values (lists,
-        objects) are coded as their JSON text."""
+        """The code of each object's ``attr``, read straight through the codes (no list of the values);
+        unhashable values (lists, objects) are coded as their JSON text."""
         try:
             return np.fromiter(map(self.__getitem__, map(attrgetter(attr), objs)), self.dtype, len(objs))
         except TypeError:
@@ -301,16 +284,10 @@ def id_column(args: Any, attr: str) -> np.ndarray:
 def collective_columns(args: Any) -> dict[str, np.ndarray]:
     """:data:`COLLECTIVE_ARGS` of the given args structs: numbers int64 (-1 where absent or not
     a number), names str (``""`` where absent)."""
-    n = len(args)
-    out: dict[str, np.ndarray] = {}
-    for a in COLLECTIVE_ARGS:
-        vals = map(attrgetter(a), args)
-        if a in _COLLECTIVE_STR:
-            out[a] = np.fromiter(map(as_str, vals), object, n)
-        else:
-            v = np.fromiter(map(as_int, vals), np.int64, n)
-            out[a] = np.where(v == NO_ID, -1, v)
-    return out
+    vals = {a: map(attrgetter(a), args) for a in COLLECTIVE_ARGS}
+    ints = {a: np.fromiter(map(as_int, v), np.int64, len(args)) for a, v in vals.items() if a not in _COLLECTIVE_STR}
+    return {a: np.fromiter(map(as_str, v), object, len(args)) if a in _COLLECTIVE_STR else np.where(ints[a] == NO_ID, -1, ints[a])
+            for a, v in vals.items()}
 
 
 def check_times(path: str | Path, cols: dict[str, np.ndarray], what: str, names: list[Any], with_dur: bool = True) -> None:

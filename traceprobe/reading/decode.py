@@ -1,22 +1,17 @@
 """Decoding Kineto / Chrome trace JSON into columns of numpy arrays: the one decode path.
 
 :func:`read_events` streams the file (:func:`.files.read_trace_chunks`) through a
-:class:`.splitter.Splitter`, which cuts the ``traceEvents`` list into pieces of
-about :data:`PIECE_BYTES` and keeps the head fields. Each piece is decoded by
-``msgspec`` into strict structs holding only the fields traceprobe reads (``ph``
-a tagged union: flows, instants, counters and metadata decode to empty structs).
-A piece that does not decode strictly (an unknown ``ph``, a float where an id
-should be, a list where a name should be) is decoded again with tolerant types,
-its values checked column by column: an odd event costs its own piece a second
-decode, not the whole trace. A piece that ends inside a string (a cut inside a
-name such as ``a},{b``) is joined to the next one. Columns are pulled out of each
-piece's structs before the next chunk is read, so only a piece or two of JSON,
-one piece of structs and the columns are alive at a time. ``ts`` and ``dur`` are
+:class:`.splitter.Splitter`, which cuts the ``traceEvents`` list into pieces of about
+:data:`PIECE_BYTES`. ``msgspec`` decodes each piece into strict structs of only the
+fields traceprobe reads (``ph`` a tagged union: every phase but X, B and E decodes to
+an empty struct); a piece that does not (an unknown ``ph``, a float for an id, a list
+for a name) is decoded again with tolerant types, checked column by column, so an odd
+event costs its own piece a second decode. A piece cut inside a string (``a},{b``) is
+joined to the next. Each piece's columns are pulled out before the next chunk is read:
+only a piece or two of JSON and of structs are alive at a time. ``ts`` and ``dur`` are
 kept as their JSON text and converted to int64 ns exactly (:func:`.columns.parse_us`).
-
-A document without a ``traceEvents`` list, or bytes that are not JSON, is named
-by what it looks like (:func:`not_a_trace`: a PyTorch execution trace, a
-Perfetto trace...) rather than ``not valid JSON``.
+A document without a ``traceEvents`` list is named by what it looks like
+(:func:`not_a_trace`) rather than ``not valid JSON``.
 """
 
 from __future__ import annotations
@@ -55,9 +50,8 @@ from .files import read_trace_chunks
 from .splitter import Head, NotJSON, Piece, Splitter, join
 
 PIECE_BYTES = 1 << 20
-"""Stretch of ``traceEvents`` decoded to structs at a time (bytes): a piece ends at the first event boundary after it.
-Small pieces keep a piece's structs and columns in the CPU's caches: decoding HTA's 216k-event trace took 167 ms
-with 16 MiB pieces, 132 with 1 (135 with 0.5); synthetic 10^6 events 1255 -> 879 ms (16 -> 1 MiB)."""
+"""Stretch of ``traceEvents`` decoded at a time (bytes; a piece ends at the first event boundary after it): small
+enough for a piece's structs and columns to stay in the CPU's caches (``docs/performance.md``)."""
 
 
 _EMPTY_RAW = msgspec.Raw(b"")
@@ -102,19 +96,15 @@ class Decoded:
     Attributes:
         head: the top-level fields (``deviceProperties``, ``distributedInfo``...).
         event_count: length of ``traceEvents``.
-        tables: ``{"device": columns, "host": columns}`` of complete events (B/E
-            pairs joined): int64 ``ts``/``dur``/``end`` (ns, exact), the
-            :data:`~.columns.ID_COLUMNS` (int64, :data:`~.columns.NO_ID` where
-            absent),
-            int8 ``cat`` (an index into :data:`~.columns.KINDS`), int8 ``dma`` (a
-            copy direction code of MTIA's ``args.direction``, 0 where none), int64
-            ``comm`` (a row of ``collectives``, -1 where none), and int32 ``name``,
-            ``pid``, ``tid`` codes into ``names`` / ``threads``.
-        names: event name per ``name`` code, as written (str, or another JSON
-            value in odd traces).
+        tables: ``{"device": columns, "host": columns}`` of complete events (B/E pairs joined): int64
+            ``ts``/``dur``/``end`` (ns, exact), the :data:`~.columns.ID_COLUMNS` (int64, :data:`~.columns.NO_ID`
+            where absent), int8 ``cat`` (an index into :data:`~.columns.KINDS`), int8 ``dma`` (a copy direction
+            code of MTIA's ``args.direction``, 0 where none), int64 ``comm`` (a row of ``collectives``, -1 where
+            none), and int32 ``name``, ``pid``, ``tid`` codes into ``names`` / ``threads``.
+        names: event name per ``name`` code, as written (str, or another JSON value in odd traces).
         threads: ``pid``/``tid`` value (int or str as written) per code.
-        collectives: the :data:`~.columns.COLLECTIVE_ARGS` of events whose args
-            name a collective (Kineto's ``Collective name``), one row per such event.
+        collectives: the :data:`~.columns.COLLECTIVE_ARGS` of events whose args name a collective (Kineto's
+            ``Collective name``), one row per such event.
         warnings: what was dropped or guessed, one line each.
     """
 
@@ -300,16 +290,12 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
     return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings)
 
 
-def _looks_like_protobuf(head: bytes) -> bool:
-    """A Perfetto trace is a ``Trace`` message: repeated field 1 (``packet``), length-delimited, so it starts with
-    byte 0x0a and a varint length, and holds bytes no JSON text holds (below 0x20 but white space)."""
-    return head[:1] == b"\x0a" and any(b < 0x20 and b not in b"\t\n\r" for b in head[1:64])
-
-
 def not_json(path: str | Path, head: bytes, error: str) -> str:
-    """Why a file whose first bytes ``head`` are not JSON is not a trace: a Perfetto protobuf is named,
-    anything else is ``not valid JSON (error)``."""
-    if str(path).endswith((".pftrace", ".perfetto-trace")) or _looks_like_protobuf(head):
+    """Why a file whose first bytes ``head`` are not JSON is not a trace: a Perfetto protobuf is named (by its
+    suffix, or as a ``Trace`` message: field 1, ``packet``, length-delimited, so byte 0x0a, a varint length, and
+    bytes no JSON text holds), anything else is ``not valid JSON (error)``."""
+    protobuf = head[:1] == b"\x0a" and any(b < 0x20 and b not in b"\t\n\r" for b in head[1:64])
+    if str(path).endswith((".pftrace", ".perfetto-trace")) or protobuf:
         return "a Perfetto trace (protobuf): traceprobe reads torch.profiler JSON"
     return f"not valid JSON ({error})"
 

@@ -1,22 +1,17 @@
 """Reading a trace file's bytes safely, as a stream, from a local path or an fsspec URL.
 
-A trace can live anywhere `fsspec <https://filesystem-spec.readthedocs.io>`_ can
-read (``s3://``, ``gs://``, ``file://``, ``memory://``, ...): the protocol's
-package must be installed where the trace is read (``s3fs`` for ``s3://``,
-``gcsfs`` for ``gs://``, ``adlfs`` for ``az://``; on a Dask cluster, on the
-workers), and credentials come from that package's usual places (environment
-variables, config files, instance metadata). Local paths never import fsspec.
+A trace can live anywhere `fsspec <https://filesystem-spec.readthedocs.io>`_ reads
+(``s3://``, ``gs://``, ``memory://``, ...) once the protocol's package is installed
+where the trace is read (``s3fs``, ``gcsfs``, ``adlfs``; on a Dask cluster, on the
+workers), with that package's usual credentials. Local paths never import fsspec.
 
-:func:`read_trace_chunks` hands on a trace's JSON in chunks of at most
-:data:`CHUNK_BYTES`, read from the file or inflated from gzip a piece at a time,
-so the caller (:mod:`.decode`) never needs the whole JSON in memory. It reads
-regular files only (a FIFO, a device or a socket is refused from its ``stat``,
-before any open) or fsspec URLs, and counts the decompressed size as it grows
-against one limit, so a small file that inflates to more than memory allows is
-refused with one line before memory runs out (a plain file larger than the limit
-before any read). gzip's ISIZE trailer is never trusted (it is the size modulo
-2**32, and forgeable); members follow members, zero padding after them is
-allowed. Inflating uses ``isal`` (ISA-L) when installed, ``zlib`` otherwise.
+:func:`read_trace_chunks` hands on the JSON in chunks of at most :data:`CHUNK_BYTES`,
+read or inflated a piece at a time. It refuses anything but a regular file from its
+``stat``, before any open, and counts the decompressed size against one limit as it
+grows: a small gzip that inflates past it is refused before memory runs out, a plain
+file larger than it before any read. gzip's ISIZE trailer is never trusted (size
+modulo 2**32, forgeable); members may follow members, and zero padding them.
+Inflating uses ``isal`` (ISA-L) when installed, ``zlib`` otherwise.
 """
 
 from __future__ import annotations
@@ -128,7 +123,7 @@ def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generat
             if head == b"\x1f\x8b":
                 yield from _inflate(path, f, head, limit, explicit)
             else:
-                if limit is not None and not is_url(path) and os.fstat(f.fileno()).st_size > limit:
+                if not is_url(path) and os.fstat(f.fileno()).st_size > limit:
                     raise _too_big(path, limit, explicit)
                 yield from _plain(path, f, head, limit, explicit)  # counted again: a size may lie (/proc, a growing file)
     except OSError as exc:
@@ -161,18 +156,18 @@ def refuse_unless_regular(path: str | Path, mode: int) -> None:
         raise TraceFormatError(path, f"is {kind}, not a regular file: refused")
 
 
-def _plain(path: str | Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> Iterator[bytes]:
+def _plain(path: str | Path, f: Any, head: bytes, limit: int, explicit: bool) -> Iterator[bytes]:
     """The rest of ``f`` (after its first bytes ``head``) as it is stored, within ``limit``."""
     chunk, total = head + f.read(max(0, CHUNK_BYTES - len(head))), 0
     while chunk:
         total += len(chunk)
-        if limit is not None and total > limit:
+        if total > limit:
             raise _too_big(path, limit, explicit)
         yield chunk
         chunk = f.read(CHUNK_BYTES)
 
 
-def _inflate(path: str | Path, f: Any, head: bytes, limit: int | None, explicit: bool) -> Iterator[bytes]:
+def _inflate(path: str | Path, f: Any, head: bytes, limit: int, explicit: bool) -> Iterator[bytes]:
     """gunzip the rest of ``f`` (after its first bytes ``head``), member after member, within ``limit``."""
     d = _zlib.decompressobj(31)
     chunk, total = head, 0
@@ -184,7 +179,7 @@ def _inflate(path: str | Path, f: Any, head: bytes, limit: int | None, explicit:
                     raise TraceFormatError(path, "corrupt or truncated gzip data (the stream ends early)")
             out = d.decompress(chunk, CHUNK_BYTES)
             total += len(out)
-            if limit is not None and total > limit:
+            if total > limit:
                 raise _too_big(path, limit, explicit)
             if out:
                 yield out

@@ -1,25 +1,18 @@
 """Cutting a trace's JSON, as it arrives in chunks, into its head and pieces of its event list.
 
-:class:`Splitter` is fed the JSON chunk by chunk and keeps only what it has not
-handed on yet: the text before the event list (``{"schemaVersion": ...,
-"traceEvents": [``; nothing for Chrome's bare "JSON Array Format"), and the
-events not yet cut. Once more than ``piece_bytes`` of them (plus a quarter more,
-held back) are buffered, a piece is cut at the first event boundary (``}`` ``,``
-``{``) after ``piece_bytes`` and handed on as a JSON list ``[...]``.
+:class:`Splitter` keeps only what it has not handed on: the text before the event list
+(``{"schemaVersion": ..., "traceEvents": [``; nothing for Chrome's bare "JSON Array
+Format") and the events not yet cut. Once more than ``piece_bytes`` (plus a quarter,
+held back) are buffered, a piece is cut at the first event boundary (``}`` ``,`` ``{``)
+after ``piece_bytes``. At the end the list closes at the first ``}]`` that leaves a
+valid :class:`Head` when the text before the list, ``"traceEvents": []`` and the text
+after that ``]`` (Kineto writes ``deviceProperties`` there) are decoded together.
 
-At the end the buffer holds the last events, the list's ``]`` and the head fields
-written after the list (Kineto writes ``deviceProperties`` there). The list ends
-at the first ``}]`` that leaves a valid :class:`Head` when the text before the
-list, ``"traceEvents": []`` and the text after that ``]`` are decoded together
-(one inside an event leaves the rest of the events after it: no head).
-
-Cutting is lexical, so a boundary inside a string (an event named ``a},{b``) is
-cut at wrongly. Such a piece ends inside a string, so its decode fails as
-truncated; the caller joins it to the next piece (:func:`join`), with the
-document's own bytes between them. White space longer than 64 bytes inside a
-boundary is not cut at (the piece grows), and such white space around
-``"traceEvents":`` leaves the layout unrecognised: each search only looks at new
-bytes, however long a run without a boundary is.
+Cutting is lexical: a boundary inside a string (an event named ``a},{b``) is cut at
+wrongly, the piece's decode fails as truncated, and the caller joins it to the next
+(:func:`join`). White space over 64 bytes inside a boundary is not cut at (the piece
+grows), and around ``"traceEvents":`` leaves the layout unrecognised; each search
+looks only at new bytes, however long a run without a boundary.
 """
 
 from __future__ import annotations

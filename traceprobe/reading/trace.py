@@ -47,9 +47,8 @@ class Trace:
 
     Attributes:
         path: the file read.
-        device_events: one row per device activity (Kineto ``cat`` kernel,
-            gpu_memcpy or gpu_memset; on MTIA ``mtia_ccp_events``: DMA requests
-            as memcpy, stream events left out, the rest as kernels), sorted by
+        device_events: one row per device activity (Kineto ``cat`` kernel, gpu_memcpy or gpu_memset; on MTIA
+            ``mtia_ccp_events``: DMA requests as memcpy, stream events left out, the rest as kernels), sorted by
             ``start_ns``. Columns:
 
             - ``device`` (int64): GPU index, from ``args.device`` (else ``pid``).
@@ -58,43 +57,35 @@ class Trace:
             - ``name`` (category): kernel or copy name as Kineto wrote it.
             - ``start_ns``, ``end_ns`` (int64): [start, end) in ns.
             - ``bytes`` (int64): bytes moved or set; -1 where not given (kernels).
-            - ``correlation`` (int64): CUPTI correlation id linking the event to the
-              host runtime call that launched it; -1 where absent.
-            - ``direction`` (category): memcpy direction from the name: HtoD, DtoH,
-              DtoD, PtoP or HtoH; NaN for kernels and memsets.
-            - ``src_kind``, ``dst_kind`` (category): memory kinds from the memcpy
-              name (Pageable, Pinned, Device, ...); NaN where not a memcpy.
-            - ``is_comm`` (bool): a communication kernel: a ``kernel`` whose name
-              is one of the documented families of :mod:`.comm_kernels` (NCCL/RCCL,
-              by HTA's convention; custom, quick, symmetric-memory, multimem
-              all-reduce; ...), or that carries Kineto's ``Collective name`` arg.
-              Every other kernel is compute.
-        host_events: one row per host activity (``cpu_op``, ``cuda_runtime``,
-            ``cuda_driver``, ``user_annotation``), sorted by ``start_ns``. Columns
-            ``pid`` and ``tid`` (str: Kineto may write either numbers or labels),
-            ``cat`` (category), ``name`` (category), ``start_ns``, ``end_ns``
-            (int64 ns), ``correlation`` and ``external_id`` (int64, -1 if absent).
-        devices: ``deviceProperties`` as a DataFrame (one row per GPU, Kineto's
-            keys as columns: ``id``, ``name``, ``totalGlobalMem`` in bytes, ...);
-            empty if the trace has none.
-        metadata: other top-level fields (``distributedInfo``, ``schemaVersion``,
-            ``cuda_runtime_version``, ``baseTimeNanoseconds``, ``traceName``, ...),
-            plus ``event_count`` (length of ``traceEvents``) and ``warnings``
-            (list of str: what the loader dropped, guessed or found odd).
-        collective_args: one row per event whose args name a collective
-            (Kineto's ``Collective name``: torch's ``record_param_comms`` host
-            op, and the NCCL kernels of newer torch): ``side`` (``device`` or
-            ``host``), ``name`` (str), ``start_ns`` (int64), ``collective``
-            (str), ``in_nelems``, ``out_nelems``, ``group_size`` (int64, -1 if
-            absent), ``dtype``, ``pg_name`` (str, ``""`` if absent; from
-            ``Process Group Name``), ``correlation``, ``external_id`` (int64, -1
-            if absent).
-        backend: the device runtime, ``cuda``, ``hip`` (ROCm) or ``mtia``, read
-            at load (:func:`backend_of`); devices are named ``<backend>:<id>``
-            (:meth:`device_label`).
-    Derived tables (``steps``) are cached properties computed from these
-    fields, so a copy made with ``dataclasses.replace`` (as
-    :func:`traceprobe.analysis.steps.clip_trace` does) derives its own.
+            - ``correlation`` (int64): CUPTI correlation id linking the event to the host runtime call that
+              launched it; -1 where absent.
+            - ``direction`` (category): memcpy direction from the name: HtoD, DtoH, DtoD, PtoP or HtoH; NaN for
+              kernels and memsets.
+            - ``src_kind``, ``dst_kind`` (category): memory kinds from the memcpy name (Pageable, Pinned,
+              Device, ...); NaN where not a memcpy.
+            - ``is_comm`` (bool): a communication kernel: a ``kernel`` whose name is one of the documented
+              families of :mod:`.comm_kernels` (NCCL/RCCL, by HTA's convention; custom, quick, symmetric-memory,
+              multimem all-reduce; ...), or that carries Kineto's ``Collective name`` arg. Every other kernel
+              is compute.
+        host_events: one row per host activity (``cpu_op``, ``cuda_runtime``, ``cuda_driver``,
+            ``user_annotation``), sorted by ``start_ns``. Columns ``pid`` and ``tid`` (str: Kineto may write
+            either numbers or labels), ``cat`` (category), ``name`` (category), ``start_ns``, ``end_ns`` (int64
+            ns), ``correlation`` and ``external_id`` (int64, -1 if absent).
+        devices: ``deviceProperties`` as a DataFrame (one row per GPU, Kineto's keys as columns: ``id``,
+            ``name``, ``totalGlobalMem`` in bytes, ...); empty if the trace has none.
+        metadata: other top-level fields (``distributedInfo``, ``schemaVersion``, ``cuda_runtime_version``,
+            ``baseTimeNanoseconds``, ``traceName``, ...), plus ``event_count`` (length of ``traceEvents``) and
+            ``warnings`` (list of str: what the loader dropped, guessed or found odd).
+        collective_args: one row per event whose args name a collective (Kineto's ``Collective name``: torch's
+            ``record_param_comms`` host op, and the NCCL kernels of newer torch): ``side`` (``device`` or
+            ``host``), ``name`` (str), ``start_ns`` (int64), ``collective`` (str), ``in_nelems``,
+            ``out_nelems``, ``group_size`` (int64, -1 if absent), ``dtype``, ``pg_name`` (str, ``""`` if absent;
+            from ``Process Group Name``), ``correlation``, ``external_id`` (int64, -1 if absent).
+        backend: the device runtime, ``cuda``, ``hip`` (ROCm) or ``mtia``, read at load (:func:`backend_of`);
+            devices are named ``<backend>:<id>`` (:meth:`device_label`).
+
+    Derived tables (``steps``) are cached properties computed from these fields, so a copy made with
+    ``dataclasses.replace`` (as :func:`traceprobe.analysis.steps.clip_trace` does) derives its own.
     """
 
     path: str
@@ -144,23 +135,20 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
     memory events are ignored.
 
     Args:
-        path: a ``.json`` or ``.json.gz`` file (gzip is told by its magic bytes, not its name) or fsspec URL,
-            written by ``torch.profiler``
-            (``export_chrome_trace`` or ``tensorboard_trace_handler``, torch 1.13
-            or later, CUDA or ROCm) or any Chrome trace whose device events
-            follow Kineto's categories.
-        max_bytes: largest decompressed size accepted (default: half the
-            memory available, see :func:`.files.default_max_bytes`).
+        path: a ``.json`` or ``.json.gz`` file (gzip told by its magic bytes, not its name) or fsspec URL, written
+            by ``torch.profiler`` (``export_chrome_trace`` or ``tensorboard_trace_handler``, torch 1.13 or later,
+            CUDA, ROCm or MTIA) or any Chrome trace whose device events follow Kineto's categories.
+        max_bytes: largest decompressed size accepted (default: half the memory available,
+            :func:`.files.default_max_bytes`).
 
     Returns:
-        the :class:`Trace`; see its docstring for columns and dtypes. What the
-        loader dropped or found odd is listed in ``metadata["warnings"]``.
+        the :class:`Trace` (columns and dtypes in its docstring); what the loader dropped or found odd is listed
+        in ``metadata["warnings"]``.
 
     Raises:
-        TraceFormatError: whatever the cause (unreadable, not a regular file,
-            too large, not JSON, truncated, corrupt gzip, nested too deep, not a
-            Chrome trace, an empty ``traceEvents``, events whose ``ts``/``dur``
-            are missing, non-numeric, negative or absurd, absurdly many streams).
+        TraceFormatError: whatever the cause (unreadable, not a regular file, too large, not JSON, truncated,
+            corrupt gzip, nested too deep, not a Chrome trace, an empty ``traceEvents``, events whose
+            ``ts``/``dur`` are missing, non-numeric, negative or absurd, absurdly many streams).
     """
     p = path if is_url(path) else Path(path)
     try:
@@ -210,21 +198,17 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
 def collective_args(dec: Decoded) -> pd.DataFrame:
     """``Trace.collective_args`` (columns in its docstring): device rows, then host rows, each in the order of their
     table's columns."""
-    names = np.array(dec.names, dtype=object)
-    side, name, start, k = [], [], [], []
-    for which in ("device", "host"):
-        c = dec.tables[which]
-        rows = np.flatnonzero(c["comm"] >= 0)
-        side.append(np.full(rows.size, which, dtype=object))
-        name.append(names[c["name"][rows]])
-        start.append(c["ts"][rows])
-        k.append(c["comm"][rows])
-    rows_k = np.concatenate(k)
+    rows = {side: np.flatnonzero(dec.tables[side]["comm"] >= 0) for side in ("device", "host")}
+
+    def pick(col: str) -> np.ndarray:
+        return np.concatenate([dec.tables[side][col][r] for side, r in rows.items()])
+
+    names, k = np.array(dec.names, dtype=object)[pick("name")], pick("comm")
     return pd.DataFrame({  # (one DataFrame, not one per side and a concat)
-        "side": np.concatenate(side),
-        "name": np.array([v if isinstance(v, str) else str(v) for v in np.concatenate(name)], dtype=object),
-        "start_ns": np.concatenate(start),
-        **{a: dec.collectives[a][rows_k] for a in COLLECTIVE_ARGS},
+        "side": np.concatenate([np.full(r.size, side, dtype=object) for side, r in rows.items()]),
+        "name": np.array([v if isinstance(v, str) else str(v) for v in names], dtype=object),
+        "start_ns": pick("ts"),
+        **{a: dec.collectives[a][k] for a in COLLECTIVE_ARGS},
     })
 
 
@@ -366,12 +350,10 @@ def _steps(host: pd.DataFrame) -> pd.DataFrame:
     step_no = [n if n < MAX_STEP else -1 for n in _step_numbers(host["name"].cat.categories)]
     nums = np.array([*step_no, -1], dtype=np.int64)[host["name"].cat.codes.to_numpy()]  # (the last: code -1)
     rows = np.flatnonzero(nums >= 0)
-    if not rows.size:
-        return pd.DataFrame({"step": pd.Series([], dtype=np.int64), "start_ns": pd.Series([], dtype=np.int64), "end_ns": pd.Series([], dtype=np.int64)})
     # The same step may appear as cpu_op and user_annotation: keep the widest span.
     order = rows[np.argsort(nums[rows], kind="stable")]
     step = nums[order]
-    first = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+    first = np.flatnonzero(np.r_[step.size > 0, step[1:] != step[:-1]])  # (none without steps)
     return pd.DataFrame({
         "step": step[first],
         "start_ns": np.minimum.reduceat(host["start_ns"].to_numpy(np.int64)[order], first),
