@@ -41,13 +41,14 @@ def test_one_span_claimed_once_and_small_findings_dropped():
     assert findings(tiny).empty
 
 
-def test_launch_bound_sync_and_stream_wait():
+@pytest.mark.parametrize("op", ["aten::mm", "CompiledFunctionBackward", "Torch-Compiled Region: 0/0"])
+def test_launch_bound_sync_and_stream_wait(op):
     # A [0,10) launched at 0; gap [10,30): the host in aten::mm [10,25) launches B at 25 ([10,25) in an op,
     # [25,30) launch latency: launch-bound); gap [40,50) with C queued since 5 on stream 9; gap [60,80) while
     # the host sits in cudaStreamSynchronize [60,80) before launching D; D [80,100).
     tr = make_trace(
         [(0, 7, "compute", 0, 10, 1), (0, 7, "compute", 30, 40, 2), (0, 9, "compute", 50, 60, 3), (0, 7, "compute", 80, 100, 4)],
-        [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cpu_op", "aten::mm", 10, 25, -1), ("cuda_runtime", "cudaLaunchKernel", 25, 26, 2),
+        [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cpu_op", op, 10, 25, -1), ("cuda_runtime", "cudaLaunchKernel", 25, 26, 2),
          ("cuda_runtime", "cudaLaunchKernel", 5, 6, 3), ("cuda_runtime", "cudaStreamSynchronize", 60, 80, -1),
          ("cuda_runtime", "cudaLaunchKernel", 80, 81, 4)],
     )
@@ -57,8 +58,11 @@ def test_launch_bound_sync_and_stream_wait():
     labels = dict(zip(f["kind"], f["label"]))
     assert labels["stream_wait"] == "dependency wait 0.0 ms"
     assert "stream 9" in f.set_index("kind").loc["stream_wait", "text"]
-    assert "aten::mm" in f.set_index("kind").loc["idle_launch", "text"]
-    assert "CUDA graphs" in f.set_index("kind").loc["idle_launch", "text"]
+    launch = f.set_index("kind").loc["idle_launch", "text"]
+    assert op in launch and "CUDA graphs" in launch
+    # a compiled region is told to capture its kernels in graphs, not to compile
+    assert ("torch.compile it" in launch) == (op == "aten::mm")
+    assert ('mode="reduce-overhead"' in launch) == (op != "aten::mm")
 
 
 def test_nonblocking_top_finding_is_dtoh_and_overlapped_has_no_copy_finding():

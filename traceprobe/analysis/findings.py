@@ -197,13 +197,26 @@ def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int 
                         "(num_workers > 0, pin_memory=True, prefetch_factor) and copy the next batch ahead on a side stream",
         "optimizer": f"{dev} was idle while the host ran the optimizer{held}: use a fused or foreach optimizer (fused=True), "
                      "or capture the step",
-        "launch": f"{dev} was idle while the host was busy launching work{held}: the loop is launch-bound; capture it in "
-                  f"{b.graphs} or torch.compile it, fuse small kernels, move host work off the loop",
+        "launch": f"{dev} was idle while the host was busy launching work{held}: the loop is launch-bound; {_launch_fix(top, b)}",
         "host": f"{dev} was idle while the host ran outside any profiled op (Python, I/O, sleeps): move that work off the "
                 "loop or overlap it with device work",
         "queued": f"{dev} was idle although its next work was already launched{stream}: it waited on a dependency (an event of "
                   f"another stream or device{'; the host was in ' + top if top else ''}); start the producer earlier or break the dependency",
     }[cause]
+
+
+COMPILED_OPS = re.compile(r"^(CompiledFunction|Torch-Compiled Region|## Call CompiledFxGraph)")
+"""Host ops of code ``torch.compile`` compiled: AOTAutograd's ``CompiledFunction`` and ``CompiledFunctionBackward``,
+Dynamo's ``Torch-Compiled Region: f/n``, Inductor's ``## Call CompiledFxGraph <hash> ##``."""
+
+
+def _launch_fix(top: str, b: Backend) -> str:
+    """What to change where the device waited for launches inside ``top``: a compiled region (:data:`COMPILED_OPS`)
+    is told to capture its kernels in graphs (``mode="reduce-overhead"``: CUDA graph trees, also on ROCm), not to compile."""
+    if COMPILED_OPS.match(top):
+        how = ' (torch.compile(mode="reduce-overhead"))' if b.name in ("cuda", "hip") else ""
+        return f"it is compiled already: capture its kernels in {b.graphs}{how}, fuse small kernels, move host work off the loop"
+    return f"capture it in {b.graphs} or torch.compile it, fuse small kernels, move host work off the loop"
 
 
 def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_busy: iv.Intervals, b: Backend) -> list[list[_Candidate]]:
