@@ -29,6 +29,10 @@ Scenarios (``--scenario``):
   and cuBLAS's start-up: the first step of a small CNN is much longer than the others.
 - ``compile-startup``: the same, for an MLP under ``torch.compile``: the first step holds
   the compilation (Dynamo, AOTAutograd and Inductor, forward and backward).
+- ``compiled-launch`` / ``compiled-graphs``: one GPU, a deep, narrow MLP trained under
+  ``torch.compile`` (many small kernels per step) after it compiled: the default mode,
+  whose steps are launch-bound inside the compiled regions, or ``mode="reduce-overhead"``,
+  which replays them as CUDA graphs.
 
 Examples::
 
@@ -365,11 +369,41 @@ def startup(out: Path, compiled: bool = False) -> None:
                  "first_step_ms": step_ms[0], "steady_step_ms": steady, "injected_ms": step_ms[0] - steady})
 
 
+def compiled(out: Path, graphs: bool) -> None:
+    dev = torch.device("cuda", 0)
+    model = _mlp(256, 48).to(dev)  # many small layers: many small kernels per step
+    run = torch.compile(model, mode="reduce-overhead" if graphs else "default")
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(64, 256, device=dev), torch.randn(64, 256, device=dev)
+
+    def step() -> None:
+        torch.compiler.cudagraph_mark_step_begin()  # (a new iteration: the graphs' outputs may be reused)
+        nn.functional.mse_loss(run(x), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()  # (the step's end, for the clock below; as a logged loss would)
+
+    for _ in range(5):  # compiled, graphs recorded: before the clock and the profiler
+        step()
+    step_ms = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        step()
+        step_ms.append((time.perf_counter() - t0) * 1e3)
+    with _profile(out, None) as prof:
+        for _ in range(STEPS):
+            step()
+            prof.step()
+    mode = "reduce-overhead" if graphs else "default"
+    _write(out, {"scenario": f"compiled-{'graphs' if graphs else 'launch'}", "cause": f"torch.compile mode={mode}, after compiling",
+                 "steady_step_ms": sorted(step_ms)[len(step_ms) // 2]})
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenario", required=True, choices=["ddp-compute", "ddp-sleep", "ddp-balanced", "pipeline", "tensor-parallel", "slow-input",
                                                           "pinned-alloc", "prefetch-off", "prefetch-on", "graph-capture", "startup",
-                                                          "compile-startup"])
+                                                          "compile-startup", "compiled-launch", "compiled-graphs"])
     p.add_argument("--out", required=True, type=Path)
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -388,6 +422,8 @@ def main() -> None:
         graph_capture(a.out)
     elif a.scenario in ("startup", "compile-startup"):
         startup(a.out, compiled=a.scenario == "compile-startup")
+    elif a.scenario.startswith("compiled-"):
+        compiled(a.out, graphs=a.scenario == "compiled-graphs")
     else:
         prefetch(a.out, a.scenario == "prefetch-on")
     if int(os.environ.get("RANK", "0")) == 0:

@@ -392,6 +392,23 @@ def test_startup_samples_read_as_warmup(name, top_op, share):
         assert 0.9 * excess <= idle["warmup"] + idle["host"] <= excess
 
 
+def test_compiled_samples_advice_fits_the_compile_mode():
+    """The real compiled samples (1x H200; a 48-layer MLP trained under torch.compile, after compiling): in the default
+    mode the steps are launch-bound inside the compiled backward, and the advice is to replay them as graphs
+    (mode="reduce-overhead"), not to compile; under reduce-overhead the trace replays graphs, the wall-clock step is
+    less than half as long, and what launch-bound time is left is told so, far less of it."""
+    (launch,) = _summary("compiled-launch").reports
+    (graphs,) = _summary("compiled-graphs").reports
+    top = launch.findings.iloc[0]
+    assert top["kind"] == "idle_launch" and "CompiledFunctionBackward" in top["text"]
+    assert 'mode="reduce-overhead"' in top["text"] and "torch.compile it" not in top["text"]
+    inj = _injected()
+    assert float(inj["compiled-graphs"]["steady_step_ms"]) < 0.5 * float(inj["compiled-launch"]["steady_step_ms"])
+    left = graphs.findings.set_index("kind").loc["idle_launch"]
+    assert "replays CUDA graphs already" in left["text"]
+    assert left["per_step_ns"] < 0.25 * top["per_step_ns"]
+
+
 def test_pipeline_bubble_per_stage():
     s = _summary("pipeline")
     for r in s.reports:

@@ -41,8 +41,9 @@ def test_one_span_claimed_once_and_small_findings_dropped():
     assert findings(tiny).empty
 
 
-@pytest.mark.parametrize("op", ["aten::mm", "CompiledFunctionBackward", "Torch-Compiled Region: 0/0"])
-def test_launch_bound_sync_and_stream_wait(op):
+@pytest.mark.parametrize(("op", "replays"), [("aten::mm", False), ("autograd::engine::evaluate_function: CompiledFunctionBackward", False),
+                                           ("Torch-Compiled Region: 0/0", False), ("Torch-Compiled Region: 0/0", True)])
+def test_launch_bound_sync_and_stream_wait(op, replays):
     # A [0,10) launched at 0; gap [10,30): the host in aten::mm [10,25) launches B at 25 ([10,25) in an op,
     # [25,30) launch latency: launch-bound); gap [40,50) with C queued since 5 on stream 9; gap [60,80) while
     # the host sits in cudaStreamSynchronize [60,80) before launching D; D [80,100).
@@ -50,7 +51,7 @@ def test_launch_bound_sync_and_stream_wait(op):
         [(0, 7, "compute", 0, 10, 1), (0, 7, "compute", 30, 40, 2), (0, 9, "compute", 50, 60, 3), (0, 7, "compute", 80, 100, 4)],
         [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cpu_op", op, 10, 25, -1), ("cuda_runtime", "cudaLaunchKernel", 25, 26, 2),
          ("cuda_runtime", "cudaLaunchKernel", 5, 6, 3), ("cuda_runtime", "cudaStreamSynchronize", 60, 80, -1),
-         ("cuda_runtime", "cudaLaunchKernel", 80, 81, 4)],
+         ("cuda_runtime", "cudaLaunchKernel", 80, 81, 4), *([("cuda_runtime", "cudaGraphLaunch", 90, 91, -1)] if replays else [])],
     )
     f = findings(tr)
     got = {(r.kind, r.subject): r.headroom_ns for r in f.itertuples()}
@@ -60,9 +61,10 @@ def test_launch_bound_sync_and_stream_wait(op):
     assert "stream 9" in f.set_index("kind").loc["stream_wait", "text"]
     launch = f.set_index("kind").loc["idle_launch", "text"]
     assert op in launch and "CUDA graphs" in launch
-    # a compiled region is told to capture its kernels in graphs, not to compile
+    # a compiled region is told to capture its kernels in graphs, not to compile; one that replays graphs already, what is left
     assert ("torch.compile it" in launch) == (op == "aten::mm")
-    assert ('mode="reduce-overhead"' in launch) == (op != "aten::mm")
+    assert ('mode="reduce-overhead"' in launch) == (op != "aten::mm" and not replays)
+    assert ("replays CUDA graphs already" in launch) == replays
 
 
 def test_nonblocking_top_finding_is_dtoh_and_overlapped_has_no_copy_finding():

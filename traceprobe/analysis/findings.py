@@ -50,6 +50,7 @@ from ..reading import Trace
 from .breakdown import DeviceTime, device_times
 from .busy import comm_mask, copy_directions, copy_mask, pageable_copies, per_value
 from .comm_types import comm_types
+from .graph_capture import replays_graphs
 from .idle_causes import DeviceIdle, idle_causes
 from .memo import device_column, per_trace
 
@@ -174,7 +175,7 @@ def _copy_candidates(trace: Trace, t: DeviceTime, b: Backend) -> list[_Candidate
     return out
 
 
-def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int = -1) -> str:
+def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int = -1, replays: bool = False) -> str:
     held = f" ({top})" if top else ""
     stream = f" (on stream {queued_stream})" if queued_stream >= 0 else ""
     return {
@@ -197,7 +198,7 @@ def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int 
                         "(num_workers > 0, pin_memory=True, prefetch_factor) and copy the next batch ahead on a side stream",
         "optimizer": f"{dev} was idle while the host ran the optimizer{held}: use a fused or foreach optimizer (fused=True), "
                      "or capture the step",
-        "launch": f"{dev} was idle while the host was busy launching work{held}: the loop is launch-bound; {_launch_fix(top, b)}",
+        "launch": f"{dev} was idle while the host was busy launching work{held}: the loop is launch-bound; {_launch_fix(top, b, replays)}",
         "host": f"{dev} was idle while the host ran outside any profiled op (Python, I/O, sleeps): move that work off the "
                 "loop or overlap it with device work",
         "queued": f"{dev} was idle although its next work was already launched{stream}: it waited on a dependency (an event of "
@@ -205,15 +206,22 @@ def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int 
     }[cause]
 
 
-COMPILED_OPS = re.compile(r"^(CompiledFunction|Torch-Compiled Region|## Call CompiledFxGraph)")
-"""Host ops of code ``torch.compile`` compiled: AOTAutograd's ``CompiledFunction`` and ``CompiledFunctionBackward``,
-Dynamo's ``Torch-Compiled Region: f/n``, Inductor's ``## Call CompiledFxGraph <hash> ##``."""
+COMPILED_OPS = re.compile(r"(^|: )(CompiledFunction|Torch-Compiled Region|## Call CompiledFxGraph)")
+"""Host ops of code ``torch.compile`` compiled: AOTAutograd's ``CompiledFunction`` and ``CompiledFunctionBackward``
+(whose autograd node is ``autograd::engine::evaluate_function: CompiledFunctionBackward``), Dynamo's
+``Torch-Compiled Region: f/n``, Inductor's ``## Call CompiledFxGraph <hash> ##``."""
 
 
-def _launch_fix(top: str, b: Backend) -> str:
-    """What to change where the device waited for launches inside ``top``: a compiled region (:data:`COMPILED_OPS`)
-    is told to capture its kernels in graphs (``mode="reduce-overhead"``: CUDA graph trees, also on ROCm), not to compile."""
-    if COMPILED_OPS.match(top):
+def _launch_fix(top: str, b: Backend, replays: bool) -> str:
+    """What to change where the device waited for launches inside ``top``. A compiled region (:data:`COMPILED_OPS`)
+    is not told to compile: without graph replays in the trace, to capture its kernels in graphs
+    (``mode="reduce-overhead"``: CUDA graph trees, also on ROCm); with them (:func:`.graph_capture.replays_graphs`),
+    that the host's work around the replays is what is left."""
+    if COMPILED_OPS.search(top) and replays:
+        return (f"it is compiled and replays {b.graphs} already: what is left is the host's work around the replays (guards, "
+                "wrappers, eager ops such as the optimizer step): bring more of the step into the graphs (compile the optimizer "
+                "step too), or give each replay more work (larger batches)")
+    if COMPILED_OPS.search(top):
         how = ' (torch.compile(mode="reduce-overhead"))' if b.name in ("cuda", "hip") else ""
         return f"it is compiled already: capture its kernels in {b.graphs}{how}, fuse small kernels, move host work off the loop"
     return f"capture it in {b.graphs} or torch.compile it, fuse small kernels, move host work off the loop"
@@ -234,8 +242,10 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
                             "rank or moving data; overlap the transfer with compute, or reduce what is sent"))
     sync: list[_Candidate] = []
     if idle is not None:
+        replays = replays_graphs(trace)
         for cause, kind in IDLE_KINDS.items():
-            c = _Candidate(kind, subj, d, idle.spans[cause], _label(cause, idle), _idle_advice(cause, dev, idle.top[cause], b, idle.queued_stream))
+            advice = _idle_advice(cause, dev, idle.top[cause], b, idle.queued_stream, replays)
+            c = _Candidate(kind, subj, d, idle.spans[cause], _label(cause, idle), advice)
             (sync if cause == "sync" else first).append(c)
     cross = []
     if others_busy[0].size:

@@ -36,6 +36,7 @@ _BEGIN = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")
 _END = re.compile(r"^(cuda|hip|cu)StreamEndCapture")
 _LAUNCH = re.compile(r"(?<!Graph)Launch|MemcpyAsync|MemsetAsync")
 _GRAPH_CALLS = re.compile(r"^(cuda|hip|cu)Graph(Instantiate|Upload|ExecUpdate|ExecDestroy|Destroy)")
+_REPLAY = re.compile(r"^(cuda|hip|cu)GraphLaunch")
 
 COLUMNS = ["thread", "start_ns", "end_ns", "begin", "launches"]
 
@@ -85,6 +86,13 @@ def graph_calls(trace: Trace) -> np.ndarray:
     if host.empty:
         return np.zeros(0, bool)
     return runtime_calls(trace) & per_value(host["name"], lambda n: _GRAPH_CALLS.match(str(n)) is not None, False, bool)
+
+
+def replays_graphs(trace: Trace) -> bool:
+    """Whether the host launched graphs (a ``cudaGraphLaunch``, ``hipGraphLaunch`` or ``cuGraphLaunch`` runtime or driver
+    call): device work of the trace was replayed from graphs."""
+    host = trace.host_events
+    return bool((runtime_calls(trace) & per_value(host["name"], lambda n: _REPLAY.match(str(n)) is not None, False, bool)).any())
 
 
 @per_trace

@@ -108,13 +108,16 @@ def relative(name: str, base: str) -> str:
 
 def _places(summary: Summary) -> list[tuple[OverlapReport, str, str, int | None]]:
     """(report, run label, window label, rank) in run order. A trace with neither a workload
-    nor a rank is labelled by its own file; its window (steps) is shown all the same."""
+    nor a rank is labelled by its own file, unless it is alone in a folder of its own (below the
+    folder every trace shares): then by that folder (``causes/startup``, not ``causes/sta…ace.1795669660981854245``:
+    ``tensorboard_trace_handler`` names files by worker and time); its window (steps) is shown all the same."""
     base = base_folder(summary)
     out = []
     for run in summary.runs:
+        alone = len(run.windows) == 1 and len(run.windows[0].reports) == 1 and Path(run.name) != Path(base)
         for w in run.windows:
             for rank, r in zip(w.ranks, w.reports):
-                named = r.info.get("workload") or rank is not None
+                named = r.info.get("workload") or rank is not None or alone
                 label = relative(run.name, base) if named else relative(str(Path(r.path).parent / _stem(r.path)), base)
                 out.append((r, label, w.label, rank))
     return out
