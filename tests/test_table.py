@@ -107,6 +107,25 @@ def test_windows_of_one_run_are_told_apart(summary):
     assert re.search(r"steps2-4\S*\s+-\s+2-4\s", lines[1]) and re.search(r"steps7-9\S*\s+-\s+7-9\s", lines[2]), lines
 
 
+def test_a_lone_unnamed_trace_is_labelled_by_its_folder(summary):
+    """A trace with neither a workload nor a rank, alone in a folder below the one every trace shares, is labelled by
+    that folder (tensorboard_trace_handler's file names are a worker and a time); beside another trace in its folder,
+    or given alone (its folder is the shared one), by its file."""
+    from dataclasses import replace
+
+    from traceprobe.analysis.summary import summarize
+
+    r = next(r for r in summary.reports if "causes/startup" in r.path)
+    unnamed = replace(r, rank=None, info={})
+
+    def labels(*paths: str) -> list[str]:
+        return [line.split()[0] for line in _lines(summarize([replace(unnamed, path=p) for p in paths]), None)[1:len(paths) + 1]]
+
+    assert labels("/x/a/trace.123.pt.trace.json.gz", "/x/b/trace.456.pt.trace.json.gz") == ["a", "b"]
+    assert labels("/x/a/trace.123.pt.trace.json.gz", "/x/a/trace.456.pt.trace.json.gz") == ["trace.123", "trace.456"]
+    assert labels("/x/a/trace.123.pt.trace.json.gz") == ["trace.123"]
+
+
 def test_control_characters_are_escaped(summary):
     """A name from a trace cannot split a row or reach the terminal as an escape sequence."""
     from dataclasses import replace
