@@ -217,6 +217,23 @@ def test_one_gpu_machine_skips_multi_gpu_variants_with_reasons():
     assert dtoh(ov)["fraction"] >= 0.9
 
 
+def test_four_gpu_machine_runs_every_experiment():
+    """``record`` on 4x H200: every variant of every workload recorded, none skipped; tile-parallel spreads its strips
+    over the four GPUs and DDP runs four ranks."""
+    import json
+
+    from traceprobe.collect import analyze_paths
+
+    m = json.loads((SAMPLES / "h200-4gpu" / "manifest.json").read_text())
+    assert len(m["environment"]["devices"]) == 4 and all("H200" in d["name"] for d in m["environment"]["devices"])
+    assert len(m["variants"]) == 22 and all(e["status"] == "ok" for e in m["variants"])
+    tiled = overlap_report(traceprobe.load_trace(SAMPLES / "h200-4gpu" / "tile-parallel.tiled.pt.trace.json.gz"))
+    assert tiled.devices.device_count == 4 and tiled.devices.concurrency > 0.3
+    ddp = analyze_paths(sorted((SAMPLES / "h200-4gpu").glob("data-parallel.ddp.rank*.pt.trace.json.gz")), jobs=1)
+    assert sorted(r.rank for r in ddp.reports) == [0, 1, 2, 3]
+    assert all(r.comm_overlap["comm_kernels"].sum() > 0 for r in ddp.reports)
+
+
 def test_stopwatch_against_evidence():
     """The wall clock says nonblocking copies are 11x faster; the trace says not from overlap."""
     from traceprobe.collect import analyze_paths

@@ -158,7 +158,7 @@ def test_shared_notes_are_one_line_listing_the_ranks(summary):
 
     from traceprobe.analysis.summary import summarize
 
-    pair = [r for r in summary.reports if "data-parallel.ddp" in r.path]
+    pair = [r for r in summary.reports if "data-parallel.ddp" in r.path and Path(r.path).parent == SAMPLES]  # (the 2x H200 pair)
     note = "the same thing happened on every rank"
     s = summarize([replace(r, notes=(*r.notes, note)) if isinstance(r.notes, tuple) else replace(r, notes=[*r.notes, note]) for r in pair])
     out = DetailRenderer(width=200).render(s)
@@ -239,7 +239,7 @@ def test_ddp_bucket_copies_read_the_same_in_the_table_and_the_detail(summary):
     both say n/a (not judged, no failure colour); the figure itself is kept."""
     from traceprobe.analysis.summary import summarize
 
-    pair = summarize([r for r in summary.reports if "data-parallel.ddp" in r.path])
+    pair = summarize([r for r in summary.reports if "data-parallel.ddp" in r.path and Path(r.path).parent == SAMPLES])
     for r in pair.reports:
         (v,) = [v for v in r.verdicts if v.figure == "copy_overlap"]
         assert v.level == "n/a" and v.subject.endswith("DtoD") and "gradient_as_bucket_view" in v.text
