@@ -185,7 +185,7 @@ def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int 
         "sync": f"{dev} was idle while the host was blocked in a synchronizing call{held}: remove it from the loop or defer it "
                 "(.item(), .cpu(), printing a tensor, blocking copies, explicit synchronize)",
         "warmup": f"{dev} was idle while the host did one-time work{held}: first calls far longer than the later ones, or "
-                  "torch.compile compiling; warm-up (CUDA context, lazy kernel loading, cuDNN/cuBLAS handles, compilation, NCCL "
+                  "torch.compile setting up and compiling; warm-up (CUDA context, lazy kernel loading, cuDNN/cuBLAS handles, compilation, NCCL "
                   "communicators) was profiled: record after it with torch.profiler.schedule(wait=1, warmup=1, active=N) and "
                   "prof.step() each step, or warm up before profiling; a compile after the first steps is a recompile "
                   "(TORCH_LOGS=recompiles says why)",

@@ -29,7 +29,8 @@ host thread, the *launching thread*. Then:
   2. ``warmup``: inside the first call of an op that took at least ten times its later
      calls, or a phase of ``torch.compile``'s compilation (:mod:`.warmup`: context creation,
      lazy kernel loading, library handles, compilation: one-time work a schedule's first
-     steps would have left out);
+     steps would have left out); and, in a trace without ``ProfilerStep`` annotations, the
+     time outside any op before the thread's first compile phase (set-up: :func:`.warmup.setup_spans`);
   3. ``pinned_alloc``: page-locked host allocation (:data:`PINNED_ALLOC_CALLS`:
      ``cudaHostAlloc``, ``cudaMallocHost``, ``hipHostMalloc``, ...);
   4. ``device_alloc``: device allocation or free (:data:`DEVICE_ALLOC_CALLS`);
@@ -64,7 +65,7 @@ from .busy import host_name_codes, host_thread_codes, occupied_intervals, per_va
 from .graph_capture import captures, graph_calls, graph_intervals
 from .launch_links import launch_rows
 from .memo import device_column, host_column, per_trace
-from .warmup import compile_phases, first_calls, warmup_calls
+from .warmup import compile_phases, first_calls, setup_spans, warmup_calls
 
 Intervals = iv.Intervals
 
@@ -227,7 +228,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     thread = host_thread_codes(trace) if len(host) else np.zeros(0, np.int64)
     cls = host_classes(trace)
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
-    capturing = graph_intervals(trace)
+    capturing, setup = graph_intervals(trace), setup_spans(trace)
     out = []
     for d in np.unique(dev).tolist():
         busy = iv.intersect(occupied.get(int(d), iv.empty()), whole)
@@ -276,7 +277,9 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                     part = iv.intersect(remaining, iv.union(h_start[m], h_end[m]))
                     remaining = iv.subtract(remaining, part)
                     spans[cause] = iv.coverage_at_least([spans[cause], part], 1)
-                spans["host"] = iv.coverage_at_least([spans["host"], remaining], 1)
+                part = iv.intersect(remaining, setup.get(int(t), iv.empty()))  # outside ops, before the first compile
+                spans["warmup"] = iv.coverage_at_least([spans["warmup"], part], 1)
+                spans["host"] = iv.coverage_at_least([spans["host"], iv.subtract(remaining, part)], 1)
             spans["launch"] = iv.coverage_at_least([spans["launch"], launching], 1)
             launched_by = np.unique(host_thread)
             threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)
