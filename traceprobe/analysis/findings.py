@@ -200,7 +200,8 @@ def _idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int 
                      "or capture the step",
         "launch": f"{dev} was idle while the host was busy launching work{held}: the loop is launch-bound; {_launch_fix(top, b, replays)}",
         "host": f"{dev} was idle while the host ran outside any profiled op (Python, I/O, sleeps): move that work off the "
-                "loop or overlap it with device work",
+                "loop or overlap it with device work; a trace recorded with with_stack=True (record --with-stack) shows in "
+                "Perfetto which Python functions ran",
         "queued": f"{dev} was idle although its next work was already launched{stream}: it waited on a dependency (an event of "
                   f"another stream or device{'; the host was in ' + top if top else ''}); start the producer earlier or break the dependency",
     }[cause]
