@@ -76,11 +76,8 @@ def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
                 captures.append((b.tid, b.start_ns, min(ends, key=lambda r: r.start_ns).end_ns))
     captures += [(r.tid, r.start_ns, r.end_ns) for r in rows if r.name == "cudaGraphExecDestroy"]  # (graph calls count too)
     order = {c: k for k, c in enumerate(CAUSES)}
-    setup: dict[str, int] = {}  # without steps: each thread's first compile phase, before which time outside ops is warm-up
-    if tr.steps.empty:
-        for r in rows:
-            if r.name.endswith(warmup.COMPILE_SUFFIX):
-                setup[r.tid] = min(setup.get(r.tid, r.start_ns), r.start_ns)
+    phases = [r.start_ns for r in rows if r.name.endswith(warmup.COMPILE_SUFFIX)]  # without steps, time outside ops
+    setup = min(phases) if phases and tr.steps.empty else 0  # before the first compile phase is warm-up
     out = {}
     for d in sorted(set(ev["device"].tolist())):
         e = ev[ev["device"] == d]
@@ -118,7 +115,7 @@ def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
             held += ["launch" for r in host.itertuples() if r.tid == tid and r.cat == "cuda_runtime" and r.start_ns <= t < r.end_ns]
             held += ["warmup" for r in host.itertuples() if r.Index in firsts and r.tid == tid and r.start_ns <= t < r.end_ns
                      and not ("Synchronize" in r.name or r.name in SYNC_CALLS)]
-            res[min(held, key=order.__getitem__) if held else "warmup" if t < setup.get(tid, 0) else "host"] += 1
+            res[min(held, key=order.__getitem__) if held else "warmup" if t < setup else "host"] += 1
         out[d] = res
     return out
 
@@ -409,6 +406,7 @@ def test_startup_samples_read_as_warmup(name, top_op, share):
     assert share * excess <= top["headroom_ns"] <= excess
     (note,) = [n for n in r.notes if n.startswith("warm-up in the trace: the first ")]  # the evidence, in numbers
     assert ("torch.compile compiled for" in note) == (name == "compile-startup")
+    assert ("outside any op before the first compile phase" in note) == (name == "compile-startup")
     if name == "compile-startup":
         idle = r.idle_causes.query("step == -1").set_index("cause")["ns"]
         assert idle["host"] < 0.01 * excess

@@ -30,7 +30,7 @@ host thread, the *launching thread*. Then:
      calls, or a phase of ``torch.compile``'s compilation (:mod:`.warmup`: context creation,
      lazy kernel loading, library handles, compilation: one-time work a schedule's first
      steps would have left out); and, in a trace without ``ProfilerStep`` annotations, the
-     time outside any op before the thread's first compile phase (set-up: :func:`.warmup.setup_spans`);
+     time outside any op before the trace's first compile phase (set-up: :func:`.warmup.setup_span`);
   3. ``pinned_alloc``: page-locked host allocation (:data:`PINNED_ALLOC_CALLS`:
      ``cudaHostAlloc``, ``cudaMallocHost``, ``hipHostMalloc``, ...);
   4. ``device_alloc``: device allocation or free (:data:`DEVICE_ALLOC_CALLS`);
@@ -65,7 +65,7 @@ from .busy import host_name_codes, host_thread_codes, occupied_intervals, per_va
 from .graph_capture import captures, graph_calls, graph_intervals
 from .launch_links import launch_rows
 from .memo import device_column, host_column, per_trace
-from .warmup import compile_phases, first_calls, setup_spans, warmup_calls
+from .warmup import compile_phases, first_calls, setup_span, warmup_calls
 
 Intervals = iv.Intervals
 
@@ -228,7 +228,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     thread = host_thread_codes(trace) if len(host) else np.zeros(0, np.int64)
     cls = host_classes(trace)
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
-    capturing, setup = graph_intervals(trace), setup_spans(trace)
+    capturing, setup = graph_intervals(trace), setup_span(trace)
     out = []
     for d in np.unique(dev).tolist():
         busy = iv.intersect(occupied.get(int(d), iv.empty()), whole)
@@ -277,7 +277,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                     part = iv.intersect(remaining, iv.union(h_start[m], h_end[m]))
                     remaining = iv.subtract(remaining, part)
                     spans[cause] = iv.coverage_at_least([spans[cause], part], 1)
-                part = iv.intersect(remaining, setup.get(int(t), iv.empty()))  # outside ops, before the first compile
+                part = iv.intersect(remaining, setup)  # outside ops, before the first compile
                 spans["warmup"] = iv.coverage_at_least([spans["warmup"], part], 1)
                 spans["host"] = iv.coverage_at_least([spans["host"], iv.subtract(remaining, part)], 1)
             spans["launch"] = iv.coverage_at_least([spans["launch"], launching], 1)
@@ -339,9 +339,10 @@ def _ms(ns: float) -> str:
 
 def warmup_notes(trace: Trace) -> list[str]:
     """One sentence when the trace holds warm-up (:mod:`.warmup`; synchronizing calls left out, as they are ``sync``),
-    with its evidence: the two longest outermost first calls against the median of their later calls, and the host
-    time of ``torch.compile``'s phases, e.g. ``warm-up in the trace: the first aten::conv2d took 473.6 ms, 2,254x the
-    median of its 15 later calls (0.210 ms); 37 more first calls like these (or inside them): ...``; none without."""
+    with its evidence: the two longest outermost first calls against the median of their later calls, the host
+    time of ``torch.compile``'s phases and of the set-up before them (:func:`.warmup.setup_span`), e.g. ``warm-up in
+    the trace: the first aten::conv2d took 473.6 ms, 2,254x the median of its 15 later calls (0.210 ms); 37 more first
+    calls like these (or inside them): ...``; none without."""
     held = host_classes(trace) == _WARMUP  # (a synchronizing first call is a sync, not warm-up)
     first, compiling = first_calls(trace) & held, compile_phases(trace) & held
     if not (first.any() or compiling.any()):
@@ -369,5 +370,14 @@ def warmup_notes(trace: Trace) -> list[str]:
     if compiling.any():
         parts.append(f"torch.compile compiled for {_ms(iv.length(iv.union(start[compiling], end[compiling])))} of host time (its "
                      "dynamo_timed phases)")
+    setup = setup_span(trace)
+    if setup[0].size:  # the set-up: on the thread that compiled first, outside its ops, in the device window
+        thread = host_thread_codes(trace)
+        on = thread == thread[np.flatnonzero(compile_phases(trace))[0]]
+        lo, hi = trace.window_ns
+        before = iv.length(iv.subtract(iv.intersect(setup, (np.array([lo]), np.array([hi]))), iv.union(start[on], end[on])))
+        if before > 0:
+            parts.append(f"{_ms(before)} outside any op before the first compile phase, in the device window (set-up: "
+                         "building the model, torch.compile's first use importing Dynamo and Inductor)")
     return [f"warm-up in the trace: {'; '.join(parts)}: one-time work, idle cause warm-up; torch.profiler.schedule's first "
             "steps leave it out"]

@@ -26,9 +26,9 @@ Two kinds of host events hold warm-up (:func:`warmup_calls`):
 The idle time of a device while its launching thread was inside either is the idle cause
 ``warmup`` (:mod:`.idle_causes`), except where it was in a synchronizing call, which stays ``sync``.
 So is, in a trace without ``ProfilerStep`` annotations (a whole script profiled), the launching
-thread's time outside any op before its first compile phase (:func:`setup_spans`): nothing has run
-a step yet, the model is being built and ``torch.compile`` set up (its first use imports Dynamo and
-Inductor: 3.2 s outside any op in ``sample_traces/causes/compile-startup``).
+thread's time outside any op before the trace's first compile phase (:func:`setup_span`): nothing has
+run a step yet, the model is being built and ``torch.compile`` set up (its first use imports Dynamo
+and Inductor: 3.2 s outside any op in ``sample_traces/causes/compile-startup``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import intervals as iv
 from ..reading import Trace
-from .busy import host_name_codes, host_thread_codes, per_value
+from .busy import host_name_codes, per_value
 from .memo import host_column, per_trace
 
 MIN_LATER_CALLS = 2
@@ -63,16 +63,13 @@ def compile_phases(trace: Trace) -> np.ndarray:
     return per_value(trace.host_events["name"], lambda n: str(n).endswith(COMPILE_SUFFIX), False, bool)
 
 
-@per_trace
-def setup_spans(trace: Trace) -> dict[int, iv.Intervals]:
-    """Per host thread code (:func:`.busy.host_thread_codes`), the time before the start of its first compile phase
-    (:func:`compile_phases`), from 0 ns, where the trace has no ``ProfilerStep`` annotations (module docstring); empty
-    where it has steps or no compile phase."""
+def setup_span(trace: Trace) -> iv.Intervals:
+    """From 0 ns to the start of the trace's first compile phase (:func:`compile_phases`), where the trace has no
+    ``ProfilerStep`` annotations (module docstring); empty where it has steps or no compile phase."""
     phases = compile_phases(trace)
     if not phases.any() or not trace.steps.empty:
-        return {}
-    thread, start = host_thread_codes(trace)[phases], host_column(trace, "start_ns")[phases]
-    return {int(t): (np.array([0], np.int64), np.array([start[thread == t].min()], np.int64)) for t in np.unique(thread).tolist()}
+        return iv.empty()
+    return np.array([0], np.int64), np.array([host_column(trace, "start_ns")[phases].min()], np.int64)
 
 
 @per_trace
