@@ -284,10 +284,9 @@ def id_column(args: Any, attr: str) -> np.ndarray:
 def collective_columns(args: Any) -> dict[str, np.ndarray]:
     """:data:`COLLECTIVE_ARGS` of the given args structs: numbers int64 (-1 where absent or not
     a number), names str (``""`` where absent)."""
-    vals = {a: map(attrgetter(a), args) for a in COLLECTIVE_ARGS}
-    ints = {a: np.fromiter(map(as_int, v), np.int64, len(args)) for a, v in vals.items() if a not in _COLLECTIVE_STR}
-    return {a: np.fromiter(map(as_str, v), object, len(args)) if a in _COLLECTIVE_STR else np.where(ints[a] == NO_ID, -1, ints[a])
-            for a, v in vals.items()}
+    ints = {a: np.fromiter(map(as_int, map(attrgetter(a), args)), np.int64, len(args)) for a in COLLECTIVE_ARGS if a not in _COLLECTIVE_STR}
+    strs = {a: np.fromiter(map(as_str, map(attrgetter(a), args)), object, len(args)) for a in _COLLECTIVE_STR}
+    return strs | {a: np.where(v == NO_ID, -1, v) for a, v in ints.items()}
 
 
 def check_times(path: str | Path, cols: dict[str, np.ndarray], what: str, names: list[Any], with_dur: bool = True) -> None:
