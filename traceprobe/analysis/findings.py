@@ -218,11 +218,12 @@ def _launch_fix(top: str, b: Backend, replays: bool) -> str:
     is not told to compile: without graph replays in the trace, to capture its kernels in graphs
     (``mode="reduce-overhead"``: CUDA graph trees, also on ROCm); with them (:func:`.graph_capture.replays_graphs`),
     that the host's work around the replays is what is left."""
-    if COMPILED_OPS.search(top) and replays:
+    compiled = COMPILED_OPS.search(top) is not None
+    if compiled and replays:
         return (f"it is compiled and replays {b.graphs} already: what is left is the host's work around the replays (guards, "
                 "wrappers, eager ops such as the optimizer step): bring more of the step into the graphs (compile the optimizer "
                 "step too), or give each replay more work (larger batches)")
-    if COMPILED_OPS.search(top):
+    if compiled:
         how = ' (torch.compile(mode="reduce-overhead"))' if b.name in ("cuda", "hip") else ""
         return f"it is compiled already: capture its kernels in {b.graphs}{how}, fuse small kernels, move host work off the loop"
     return f"capture it in {b.graphs} or torch.compile it, fuse small kernels, move host work off the loop"

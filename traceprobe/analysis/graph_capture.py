@@ -88,6 +88,7 @@ def graph_calls(trace: Trace) -> np.ndarray:
     return runtime_calls(trace) & per_value(host["name"], lambda n: _GRAPH_CALLS.match(str(n)) is not None, False, bool)
 
 
+@per_trace
 def replays_graphs(trace: Trace) -> bool:
     """Whether the host launched graphs (a ``cudaGraphLaunch``, ``hipGraphLaunch`` or ``cuGraphLaunch`` runtime or driver
     call): device work of the trace was replayed from graphs."""

@@ -375,7 +375,7 @@ def warmup_notes(trace: Trace) -> list[str]:
         thread = host_thread_codes(trace)
         on = thread == thread[np.flatnonzero(compile_phases(trace))[0]]
         lo, hi = trace.window_ns
-        before = iv.length(iv.subtract(iv.intersect(setup, (np.array([lo]), np.array([hi]))), iv.union(start[on], end[on])))
+        before = int(iv.measure(iv.subtract(setup, iv.union(start[on], end[on])), np.array([lo]), np.array([hi]))[0])
         if before > 0:
             parts.append(f"{_ms(before)} outside any op before the first compile phase, in the device window (set-up: "
                          "building the model, torch.compile's first use importing Dynamo and Inductor)")

@@ -56,6 +56,7 @@ def warmup_calls(trace: Trace) -> np.ndarray:
     return first_calls(trace) | compile_phases(trace)
 
 
+@per_trace
 def compile_phases(trace: Trace) -> np.ndarray:
     """Boolean mask over the rows of ``trace.host_events``: the phases of ``torch.compile``'s compilation."""
     if trace.host_events.empty:
@@ -63,6 +64,7 @@ def compile_phases(trace: Trace) -> np.ndarray:
     return per_value(trace.host_events["name"], lambda n: str(n).endswith(COMPILE_SUFFIX), False, bool)
 
 
+@per_trace
 def setup_span(trace: Trace) -> iv.Intervals:
     """From 0 ns to the start of the trace's first compile phase (:func:`compile_phases`), where the trace has no
     ``ProfilerStep`` annotations (module docstring); empty where it has steps or no compile phase."""
