@@ -267,7 +267,9 @@ def write_summaries(cfg: st.Config, ranks: int, folder: str | Path, skewed: int 
         d = docs[i]
         start = big.t0_ns + big.start(r)
         s, e = start.tolist(), (big.t0_ns + big.end[r]).tolist()
-        tables = {**d.tables, "collectives": _with(colls[i], rank=[r] * K, start_ns=s, end_ns=e),
+        members = {"0": ",".join(map(str, range(ranks))), "1": f"{r - r % 2},{r - r % 2 + 1}"}  # (the job's groups, not the template's)
+        pg_ranks = {"pg_ranks": [members.get(g, "") for g in _col(colls[i], "pg")]} if "pg_ranks" in colls[i].columns else {}
+        tables = {**d.tables, "collectives": _with(colls[i], rank=[r] * K, start_ns=s, end_ns=e, **pg_ranks),
                   "exposed_comm": type(colls[i])(["device", "start_ns", "end_ns"], ["int64"] * 3, [_col(colls[i], "device"), s, e])}
         if big.late[r].any():
             tables.update(_more_compute(d.tables, start, big.delay(r)))

@@ -73,11 +73,13 @@ class TraceBuilder:
         base_ns: int = 0,
         rank: int | None = None,
         world_size: int | None = None,
+        pg_config: list[dict] | None = None,
     ) -> None:
         self.description = description
         self.base_ns = base_ns
         self.device_count = devices
         self.rank = rank
+        self.pg_config = pg_config
         self.world_size = world_size
         self.events: list[dict[str, Any]] = []
         self._corr = itertools.count(1000)
@@ -198,6 +200,8 @@ class TraceBuilder:
         if self.rank is not None:
             doc["distributedInfo"] = {"backend": "nccl", "rank": self.rank,
                                       "world_size": self.world_size if self.world_size is not None else self.rank + 1}
+            if self.pg_config is not None:
+                doc["distributedInfo"]["pg_config"] = self.pg_config
         return doc
 
     def write(self, path: str | Path, gz: bool | None = None) -> Path:

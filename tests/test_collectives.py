@@ -75,6 +75,40 @@ def test_two_process_groups_and_a_mismatched_count(tmp_path):
     assert w.mismatched == ("process group '1': rank 0 has 2, rank 1 has 1: not matched",)
 
 
+def _mesh_rank(r: int, tp_names: tuple[str, str]) -> TraceBuilder:
+    """SYNTHETIC rank r of a 2 x 2 (dp, tp) mesh: tp groups {0, 1} and {2, 3} named ``tp_names``, dp groups {0, 2}, {1, 3}
+    named "3" and "4", as ``pg_config`` lists the groups a rank is a member of."""
+    tp, dp = r // 2, r % 2
+    cfg = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 4, "ranks": [0, 1, 2, 3]},
+           {"pg_name": tp_names[tp], "pg_desc": "mesh_tp", "pg_size": 2, "ranks": [2 * tp, 2 * tp + 1]},
+           {"pg_name": "34"[dp], "pg_desc": "mesh_dp", "pg_size": 2, "ranks": [dp, dp + 2]}]
+    return TraceBuilder(f"rank {r}", rank=r, world_size=4, pg_config=cfg)
+
+
+@pytest.mark.parametrize("tp_names", [("1", "2"), ("1", "1")], ids=["own-names", "split-group-shared-name"])
+def test_a_2d_mesh_matches_each_group_among_its_members(tmp_path, tp_names):
+    """Tensor parallel inside data parallel: every group is matched among the ranks pg_config lists for it, also where
+    the two tp groups share one name (split_group); rank 0 arrives 5 ms late at each tp all-reduce of its group."""
+    tables = {}
+    for r in range(4):
+        b = _mesh_rank(r, tp_names)
+        tp = r // 2
+        for i in range(3):  # three tp all-reduces, then one dp all-reduce
+            late = 5_000_000 if r == 0 else 0
+            nccl(b, 10_000_000 * (i + 1) + late, 6_000_000 - (late if r == 1 else 0) + (5_000_000 if r == 1 else 0), pg=tp_names[tp])
+        nccl(b, 50_000_000 + 1_000 * r, 1_000_000, pg="34"[r % 2])
+        tables[r] = table(b, tmp_path, f"r{r}")
+    w = match_window(tables)
+    assert w.mismatched == () and w.matched == 3 * 2 + 2
+    assert w.straggler_rank == 0
+    m = w.matches
+    tp_rows = m[m["pg"].str.startswith(tp_names[0]) & (m["last_rank"] <= 1)]
+    assert len(tp_rows) == 3 and (tp_rows["skew_ns"] == 5_000_000).all() and (tp_rows["ranks"] == 2).all()
+    assert (w.wait_ns[1], w.wait_ns[2], w.wait_ns[3]) == (3 * 5_000_000 + 2_000, 0, 0)  # (+ its dp all-reduce: rank 3 came 2 µs later)
+    if tp_names[0] == tp_names[1]:
+        assert set(m["pg"]) == {"1[0,1]", "1[2,3]", "3", "4"}
+
+
 def test_kernels_launched_before_the_trace_and_names_only(tmp_path):
     b = TraceBuilder("rank 0", rank=0, world_size=2)
     b.nccl(0, 17, 0, 5_000)  # no launch in the trace: in flight from an unrecorded step

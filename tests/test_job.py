@@ -44,14 +44,16 @@ def _causes_follow_plan(job, plan: synth_job.JobPlan, late: set[int]) -> None:
     assert c.straggler in late and c.cause == "compute"
     ranks = plan.arrive.shape[0]
     start = np.stack([plan.start(r) for r in range(ranks)])  # (ranks, collectives)
-    # collectives are matched by process group name, and every pair's group is named "1": each is matched across all ranks
-    last = start.max(axis=0)
+    # collectives are matched within their process group's members: group "1" is each pair (2i, 2i+1), all named "1"
+    pair_last = np.repeat(np.maximum(start[0::2], start[1::2]), 2, axis=0) if ranks % 2 == 0 else start.max(axis=0)
+    last = np.where(plan.in_pairs[None, :], pair_last, start.max(axis=0))
     wait = np.maximum(np.minimum(plan.end, last) - start, 0)
     w = c.waits.groupby("rank")[["wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_transfer_ns"]].sum()
     assert list(w.index) == list(range(ranks)) and (w["wait_ns"].to_numpy() == wait.sum(axis=1)).all()
     assert (w["exposed_wait_ns"] == w["wait_ns"]).all() and (w["exposed_transfer_ns"] == w["transfer_ns"]).all()
     s = c.straggler
-    charged = wait[:, start[s] == last].sum(axis=1)  # in the collectives s started last
+    same_group = ~plan.in_pairs[None, :] | (np.arange(ranks)[:, None] // 2 == s // 2)  # (ranks, collectives): in s's group
+    charged = np.where(same_group, wait, 0)[:, start[s] == last[s]].sum(axis=1)  # in the collectives s started last
     assert c.caused_wait_ns == charged.max() >= 500_000 * c.steps
     for r in range(ranks):
         d = plan.delay(r)

@@ -17,7 +17,12 @@ NCCL analyser are the anchors):
   all-to-all as ``SendRecv`` kernels), else from the kernel name, as the dtype
   (process group unknown); :mod:`.comm_types` reads the type.
 - *matching*: within each process group, the k-th collective kernel of every
-  rank (by start time) is one collective. Only kernels launched inside the trace
+  member rank (by start time) is one collective. A group's members are the ranks
+  ``distributedInfo.pg_config`` lists for it (so a 2-D mesh's tensor-parallel and
+  data-parallel groups are each matched among their own ranks), else, where
+  Kineto's ``Group size`` is smaller than the window, the ranks that ran it, else
+  every rank of the window; groups of other members that share a name
+  (``split_group``) are told apart by their members. Only kernels launched inside the trace
   take part (the ones launched before it are in flight from an unrecorded step),
   unless the trace holds no launch at all (device activity only).
   When the ranks of a group hold different counts, or the k-th kernels disagree
@@ -66,7 +71,8 @@ from .memo import device_column
 CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"
 """What matching across ranks assumes of the traces' timestamps."""
 
-TABLE_COLUMNS = ["rank", "device", "stream", "pg", "pg_desc", "collective", "name", "start_ns", "end_ns", "bytes", "dtype", "group_size"]
+TABLE_COLUMNS = ["rank", "device", "stream", "pg", "pg_desc", "collective", "name", "start_ns", "end_ns", "bytes", "dtype", "group_size",
+                 "pg_ranks"]
 
 
 BUSBW_FACTOR = {
@@ -99,7 +105,7 @@ def _name_dtype(name: Any) -> str:
 
 
 def _empty_table() -> pd.DataFrame:
-    dt = {"rank": "Int64", "pg": object, "pg_desc": object, "collective": object, "name": object, "dtype": object}
+    dt = {"rank": "Int64", "pg": object, "pg_desc": object, "collective": object, "name": object, "dtype": object, "pg_ranks": object}
     return pd.DataFrame({c: pd.Series([], dtype=dt.get(c, np.int64)) for c in TABLE_COLUMNS})
 
 
@@ -113,7 +119,8 @@ def collective_table(trace: Trace) -> pd.DataFrame:
         ``start_ns``, ``end_ns`` (int64 ns), ``bytes`` (int64 message size S,
         -1 unknown), ``dtype`` (str), ``group_size`` (int64, -1 unknown);
         ``pg_desc`` (str, the group's description from ``distributedInfo.pg_config``,
-        e.g. ``default_pg``, ``""`` unknown).
+        e.g. ``default_pg``, ``""`` unknown); ``pg_ranks`` (str, the group's member ranks
+        from ``pg_config``'s ``ranks``, comma-separated and increasing, ``""`` unknown).
     """
     ev = trace.device_events
     m = comm_mask(trace) if not ev.empty else np.zeros(0, bool)
@@ -143,7 +150,7 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     dtype = np.where(dtype != "", dtype, name_dtype)
     size = per_value(dtype, lambda d: DTYPE_BYTES.get(str(d).lower(), -1)).astype(np.int64)
     nbytes = np.where((nelems >= 0) & (size > 0), nelems * size, -1)
-    descs = _pg_descriptions(trace)
+    descs, members = _pg_descriptions(trace), _pg_members(trace)
     out = pd.DataFrame(
         {
             "rank": pd.array([trace.rank] * n, dtype="Int64"),
@@ -158,8 +165,20 @@ def collective_table(trace: Trace) -> pd.DataFrame:
             "bytes": nbytes.astype(np.int64),
             "dtype": dtype.astype(str),
             "group_size": arg("group_size", -1).astype(np.int64),
+            "pg_ranks": np.array([members.get(str(x), "") for x in pg.tolist()], dtype=object),
         }
     )
+    return out
+
+
+def _pg_members(trace: Trace) -> dict[str, str]:
+    """``{pg_name: "r0,r1,..."}``: each group's member ranks from ``distributedInfo.pg_config`` (Kineto), increasing."""
+    cfg = (trace.metadata.get("distributedInfo") or {}).get("pg_config")
+    out: dict[str, str] = {}
+    for c in cfg if isinstance(cfg, list) else []:
+        ranks = c.get("ranks") if isinstance(c, dict) else None
+        if "pg_name" in c and isinstance(ranks, list) and ranks and all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+            out[str(c["pg_name"])] = ",".join(map(str, sorted(set(ranks))))
     return out
 
 
@@ -250,6 +269,25 @@ def _by_type(per: pd.DataFrame, sized: np.ndarray, by_size: bool = False) -> pd.
     return pd.DataFrame(rows, columns=["collective", "count", "bytes", "time_ns", "mean_skew_ns", "busbw_gbps", "best_busbw_gbps", "vs_best"])
 
 
+def _members(members: str, g: pd.DataFrame, ranks: tuple[int, ...]) -> tuple[int, ...]:
+    """The ranks of the window in one process group: its ``pg_config`` members where the traces list them, else the
+    ranks holding its collectives where the group is smaller than the window (``Group size``), else every rank."""
+    if members:
+        listed = {int(r) for r in members.split(",")}
+        return tuple(r for r in ranks if r in listed)
+    sizes = g["_size"].to_numpy(np.int64)
+    if sizes.size and 0 < int(sizes.max()) < len(ranks):
+        return tuple(sorted({int(r) for r in g["rank"].tolist()}))
+    return ranks
+
+
+def _shared_names(k: pd.DataFrame) -> list[str]:
+    """The process group names that stand for groups of different members (``split_group`` names each rank's own
+    group alike): such a name is shown with its members, ``1[2,3]``."""
+    n = k.groupby("pg")["pg_ranks"].nunique()
+    return n.index[n.to_numpy() > 1].tolist()
+
+
 def match_window(tables: dict[int, pd.DataFrame], run: str = "", window: str = "") -> WindowCollectives:
     """Match the collective tables of one window's ranks (module docstring).
 
@@ -270,9 +308,16 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
     those without collectives too."""
     mismatched: list[str] = []
     keep = []
-    for pg, g in allk.groupby("pg", sort=True):
-        counts = g.groupby("rank").size().reindex(list(ranks), fill_value=0)
+    if "pg_ranks" not in allk.columns:
+        allk = allk.assign(pg_ranks="")
+    size = allk["group_size"].to_numpy(np.int64) if "group_size" in allk.columns else np.full(len(allk), -1, np.int64)
+    allk = allk.assign(_size=size)
+    for (pg, members), g in allk.groupby(["pg", "pg_ranks"], sort=True):
         label = f"process group {pg!r}" if pg else "collectives without a process group"
+        group = _members(str(members), g, ranks)
+        if len(group) < 2:
+            continue  # one member in the window: nothing to match it against
+        counts = g.groupby("rank").size().reindex(list(group), fill_value=0)
         if counts.nunique() > 1:
             mismatched.append(f"{label}: " + ", ".join(f"rank {r} has {c}" for r, c in counts.items()) + ": not matched")
             continue
@@ -283,11 +328,14 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
             s = int(types.index[types.to_numpy() > 1][0])
             mismatched.append(f"{label}: collective {s} differs in type across ranks: not matched")
             continue
-        keep.append(g)
+        keep.append(g.drop(columns="_size"))
     if len(ranks) < 2 or not keep:
         empty = pd.DataFrame()
         return WindowCollectives(run, window, ranks, 0, tuple(mismatched), None, dict.fromkeys(ranks, 0), empty, empty, empty)
     k = pd.concat(keep, ignore_index=True)
+    shared = k["pg"].isin(_shared_names(k)).to_numpy()
+    if shared.any():
+        k.loc[shared, "pg"] = k.loc[shared, "pg"] + "[" + k.loc[shared, "pg_ranks"] + "]"
     key = ["pg", "seq"]
     grp = k.groupby(key, sort=True)
     last_start = grp["start_ns"].transform("max").to_numpy(np.int64)

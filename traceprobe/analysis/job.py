@@ -257,7 +257,7 @@ class _JobView(msgspec.Struct):
     tables: _Tables = msgspec.field(default_factory=_Tables)
 
 
-_COLL = ("pg", "pg_desc", "collective", "start_ns", "end_ns", "bytes")
+_COLL = ("pg", "pg_desc", "collective", "start_ns", "end_ns", "bytes", "pg_ranks", "group_size")
 
 
 def _col(t: _TableView | None, name: str) -> list:
@@ -373,9 +373,13 @@ def _coll_arrays(v: _JobView) -> dict[str, np.ndarray]:
     """One rank's collectives as arrays (:data:`_COLL`); repeated names share one string."""
     t = v.tables.collectives
     out = {}
+    n = len(_col(t, "start_ns"))
     for c in _COLL:
         vals = _col(t, c)
-        out[c] = np.array(vals, dtype=np.int64) if c in ("start_ns", "end_ns", "bytes") else np.array(list(map(_INTERN.setdefault, vals, vals)), dtype=object)
+        if len(vals) != n:  # (a column that summaries of older versions do not carry)
+            vals = [-1 if c == "group_size" else ""] * n
+        out[c] = np.array(vals, dtype=np.int64) if c in ("start_ns", "end_ns", "bytes", "group_size") else \
+            np.array(list(map(_INTERN.setdefault, vals, vals)), dtype=object)
     return out
 
 
