@@ -167,7 +167,7 @@ def length(iv: Intervals) -> int:
     return int((iv[1] - iv[0]).sum())
 
 
-def _grouped_cummax(k: I64, e: I64) -> I64:
+def grouped_running_max(k: I64, e: I64) -> I64:
     """Running maximum of ``e`` within runs of equal ``k`` (``k`` sorted)."""
     group: I64 = np.empty(k.size, dtype=np.int64)
     group[0] = 0
@@ -203,7 +203,7 @@ def grouped_union(keys: ArrayLike, starts: ArrayLike, ends: ArrayLike) -> tuple[
         return k, s, e
     order = np.lexsort((s, k))
     k, s, e = k[order], s[order], e[order]
-    run_max = _grouped_cummax(k, e)
+    run_max = grouped_running_max(k, e)
     new = np.empty(s.size, dtype=bool)
     new[0] = True
     new[1:] = (k[1:] != k[:-1]) | (s[1:] > run_max[:-1])

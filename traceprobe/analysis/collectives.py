@@ -312,7 +312,8 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
         allk = allk.assign(pg_ranks="")
     size = allk["group_size"].to_numpy(np.int64) if "group_size" in allk.columns else np.full(len(allk), -1, np.int64)
     allk = allk.assign(_size=size)
-    for (pg, members), g in allk.groupby(["pg", "pg_ranks"], sort=True):
+    for key, g in allk.groupby(["pg", "pg_ranks"], sort=True):
+        pg, members = key  # type: ignore[misc]
         label = f"process group {pg!r}" if pg else "collectives without a process group"
         group = _members(str(members), g, ranks)
         if len(group) < 2:
