@@ -13,8 +13,8 @@ device=${DEVICE:-cuda}
 # NVLink multicast stays off on shared hosts.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 if [ $# -eq 0 ]; then
-  # shellcheck disable=SC2046
-  set -- $(python3 "$here/matrix_scenarios.py" --list) || exit 1
+  names=$(python3 "$here/matrix_scenarios.py" --list) || exit 1
+  set -- $names
 fi
 mkdir -p "$out"
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'

@@ -95,8 +95,9 @@ def _brute_force(g, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             cands = [g.fixed[k]] if g.fixed[k] > NEG else []
             if k > 0 and g.lane[k - 1] == g.lane[k]:
                 cands.append(end[k - 1] + g.g[k])
-            if g.anchor[k] >= 0:
-                cands.append(t[g.anchor[k]] + g.l[k])
+            if g.anchor[k] >= 0:  # from the launch call's start
+                i = g.anchor[k]
+                cands.append((t[i - 1] + int(h[i]) if i > 0 else t[0]) - int(g.pre_dur[i]) + g.l[k])
             if g.dep[k] >= 0:
                 cands.append(end[g.dep[k]] + g.dep_lag[k])
             v = max(cands) + int(g.d[k])

@@ -37,18 +37,19 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..reading import Trace
-from .busy import host_name_codes, host_thread_codes, runtime_calls
+from .busy import host_name_codes, host_thread_codes, pageable_copies, runtime_calls
 from .graph_capture import graph_intervals
 from .idle_causes import EVENT_CAUSES, host_classes
 from .launch_links import launch_rows
 from .memo import device_column, host_column, per_trace
-from .warmup import compile_phases, setup_span
+from .warmup import compile_phases, setup_span, slow_calls
 
-HOST_CLASSES = ("graph_capture", "sync", "compile", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading",
+HOST_CLASSES = ("graph_capture", "sync", "compile", "slow_call", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading",
                 "optimizer", "dispatch", "cpu_op", "host")
 """The host classes, in the order each host nanosecond is given to the first that holds it (module docstring).
 ``compile``: ``torch.compile``'s phases (:func:`.warmup.compile_phases`); ``warmup``: one-time first calls
-(:func:`.warmup.first_calls`) and the set-up before a first compile; the others as in :mod:`.idle_causes`."""
+(:func:`.warmup.first_calls`) and the set-up before a first compile; ``slow_call``: later calls far slower than their
+median (:func:`.warmup.slow_calls`: a new shape's plan or autotuning); the others as in :mod:`.idle_causes`."""
 
 NEG = -(2**60)
 """Minus infinity for int64 times: no edge."""
@@ -57,6 +58,9 @@ DEPENDENCY_SLACK_NS = 20_000
 """An op that starts more than this after both its stream's previous work and its launch call waited on something
 else: the work of another stream that ended last before it is its dependency (20 µs: above launch latency and the
 device's own gaps between queued kernels, a few µs)."""
+
+EVERY_RANK_FACTOR = 1.2
+"""A cause removed on every rank is listed when it gains more than this times its best single rank's removal."""
 
 MAX_ROUNDS = 2_000
 """Rounds of the replay (each carries time across one host-device or cross-rank edge) before it stops."""
@@ -77,7 +81,9 @@ class RankGraph:
         start, end: (K,) the ops' times; ``d``: (K,) duration; ``g``: (K,) stream-edge lag; ``l``: (K,) launch-edge
             lag; ``anchor``: (K,) launching anchor (-1 none); ``fixed``: (K,) start of an op without launch nor
             predecessor (NEG otherwise); ``name``: (K,) kernel name (object); ``dep``: (K,) the op of another stream
-            it waited for (-1 none), ``dep_lag``: (K,) the lag after it.
+            it waited for (-1 none), ``dep_lag``: (K,) the lag after it; ``pre_dur``: (A,) each anchor's call time
+            before the point the host reaches it (the launch edge leaves from the call's start); ``pageable``: (K,)
+            copies from or to pageable memory; ``blocking``: (A,) anchors that wait for their own copy.
         steps: step windows, columns ``step``, ``start_ns``, ``end_ns`` (int64 ns).
     """
 
@@ -100,6 +106,9 @@ class RankGraph:
     steps: pd.DataFrame
     dep: np.ndarray
     dep_lag: np.ndarray
+    pre_dur: np.ndarray
+    pageable: np.ndarray
+    blocking: np.ndarray
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -127,8 +136,9 @@ def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
 
     warm = EVENT_CAUSES.index("warmup")
     raw = [iv.coverage_at_least(graph, 1) if graph else iv.empty(), span(cls == EVENT_CAUSES.index("sync")),
-           span((cls == warm) & compiling), iv.coverage_at_least([span((cls == warm) & ~compiling), setup_span(trace)], 1)]
-    raw += [span(cls == EVENT_CAUSES.index(c)) for c in HOST_CLASSES[4:9]]
+           span((cls == warm) & compiling), span(slow_calls(trace)),
+           iv.coverage_at_least([span((cls == warm) & ~compiling), setup_span(trace)], 1)]
+    raw += [span(cls == EVENT_CAUSES.index(c)) for c in HOST_CLASSES[5:10]]
     raw += [span((op & holds) | (runtime & (cls == EVENT_CAUSES.index("launch")))), span(op & ~holds)]
     out, taken = [], iv.empty()
     for s in raw:
@@ -181,7 +191,9 @@ def rank_graph(trace: Trace) -> RankGraph:
     first[1:] = lane[1:] != lane[:-1]
     prev_end = np.where(first, NEG, np.roll(end, 1))
     anchor = np.where(rows >= 0, position[np.clip(np.searchsorted(real, rows), 0, max(real.size - 1, 0))] if real.size else -1, -1)
-    launch_t = np.where(anchor >= 0, t[np.clip(anchor, 0, max(t.size - 1, 0))] if t.size else NEG, NEG)
+    safe = np.clip(anchor, 0, max(t.size - 1, 0))
+    launch_t = np.where(anchor >= 0, t[safe] if t.size else NEG, NEG)
+    issue_t = np.where(anchor >= 0, h_start[safe] if t.size else NEG, NEG)  # (the launch call's start)
     # a dependency: work of another stream ending after both, the last before the op's start, where the op started
     # more than DEPENDENCY_SLACK_NS after both (an event wait: cudaStreamWaitEvent)
     explained = np.maximum(prev_end, launch_t)
@@ -193,13 +205,13 @@ def rank_graph(trace: Trace) -> RankGraph:
     by_dep = dep >= 0
     by_launch = ~by_dep & (anchor >= 0) & (launch_t > prev_end)  # the binding edge: the latest of the three
     g = np.where(first, 0, np.where(by_launch | by_dep, np.minimum(start - prev_end, 0), start - prev_end))
-    lag = np.where(anchor >= 0, np.where(by_launch, start - launch_t, np.minimum(start - launch_t, 0)), 0)
+    lag = np.where(anchor >= 0, np.where(by_launch, start - issue_t, np.minimum(start - issue_t, 0)), 0)
     dep_lag = np.where(by_dep, start - dep_end, 0)
     fixed = np.where((anchor < 0) & first & ~by_dep, start, NEG)
     # syncs: the device op ending last before the call's end, if it ended inside the call
     a = anchor_rows.size
     target, ret = np.full(a, -1, np.int64), np.zeros(a, np.int64)
-    waited_sync = np.zeros(a, bool)
+    waited_sync, blocked = np.zeros(a, bool), np.zeros(a, bool)
     is_sync = np.isin(anchor_rows, sync_rows) & (anchor_rows >= 0)
     if k and is_sync.any():
         by_end = np.argsort(end, kind="stable")
@@ -207,21 +219,40 @@ def rank_graph(trace: Trace) -> RankGraph:
         tgt = np.where(j >= 0, by_end[np.maximum(j, 0)], -1)
         waited = (tgt >= 0) & (end[np.maximum(tgt, 0)] > h_start[is_sync])
         # a sync that did not wait still waits, in a replay where its host comes earlier, for the work launched before it
+        # (per stream, the last work launched before the call, where it ended before the call returned: a sync of
+        # one stream returns while other streams still run)
         launched = np.where(anchor >= 0, launch_t, start)
-        by_launch_t = np.argsort(launched, kind="stable")
-        best = by_launch_t[_running_argmax(end[by_launch_t])]
-        q = np.searchsorted(launched[by_launch_t], h_start[is_sync], "right") - 1
-        tgt = np.where(waited, tgt, np.where(q >= 0, best[np.maximum(q, 0)], -1))
+        s_start, s_end = h_start[is_sync], t[is_sync]
+        quiet = np.full(s_start.size, -1, np.int64)
+        for one in np.unique(lane).tolist():
+            ops = np.flatnonzero(lane == one)
+            ops = ops[np.argsort(launched[ops], kind="stable")]
+            q = np.searchsorted(launched[ops], s_start, "right") - 1
+            cand = np.where(q >= 0, ops[np.maximum(q, 0)], -1)
+            ok = (cand >= 0) & (end[np.maximum(cand, 0)] <= s_end)
+            better = ok & ((quiet < 0) | (end[np.maximum(cand, 0)] > end[np.maximum(quiet, 0)]))
+            quiet = np.where(better, cand, quiet)
+        tgt = np.where(waited, tgt, quiet)
         syncs = np.flatnonzero(is_sync)
         target[syncs] = tgt
-        ret[syncs] = np.where(waited, t[is_sync] - end[np.maximum(tgt, 0)], t[is_sync] - h_start[is_sync])
-        waited_sync = np.zeros(a, bool)
+        ret[syncs] = np.where(waited, t[is_sync] - end[np.maximum(tgt, 0)], np.minimum(t[is_sync] - h_start[is_sync],
+                                                                                        t[is_sync] - end[np.maximum(tgt, 0)]))
         waited_sync[syncs[waited]] = True
+    # a copy that the host call waits for (from or to pageable memory, or a synchronous cudaMemcpy; it started before
+    # the call returned): the call returns when its copy ends (less the trace's lag, which may be negative: a pageable
+    # copy's call can return as its last chunk is still in flight), as a sync does
+    blocking = (anchor >= 0) & (start < launch_t) & (pageable_copies(trace)[o] | np.isin(rows, sync_rows)) if k else np.zeros(0, bool)
+    if blocking.any():
+        ops = np.flatnonzero(blocking)
+        ops = ops[np.argsort(end[ops], kind="stable")]  # (the last copy of a call wins)
+        target[anchor[ops]], ret[anchor[ops]] = ops, launch_t[ops] - end[ops]
+        waited_sync[anchor[ops]] = blocked[anchor[ops]] = True
     # host time before each anchor, by class
     prev_t = np.concatenate([[t[0] if a else 0], t[:-1]])
     pre = np.where(waited_sync, np.maximum(h_start, prev_t), t)  # (a sync's wait is its edge, not host time)
     h = np.maximum(pre - prev_t, 0)
     h[:1] = 0
+    pre_dur = prev_t + h - h_start  # (the launch call's time before the point it waits from, or its whole time)
     threads = np.unique(host_thread_codes(trace)[real]) if real.size else np.zeros(0, np.int64)
     spans = _exclusive_spans(trace, threads) if a else [iv.empty()] * (len(HOST_CLASSES) - 1)
     class_ns = np.zeros((len(HOST_CLASSES), a), np.int64)
@@ -235,16 +266,8 @@ def rank_graph(trace: Trace) -> RankGraph:
         tops.append(_top(trace, np.flatnonzero(m), s))
     tops.append("")
     return RankGraph(int(trace.rank or 0), t, h, class_ns, tuple(tops), target, ret, lane, start, end, end - start, g, lag,
-                     anchor, fixed, name, steps, dep, dep_lag)
-
-
-def _running_argmax(v: np.ndarray) -> np.ndarray:
-    """Index of the running maximum of ``v`` (the first where equal)."""
-    if v.size == 0:
-        return np.zeros(0, np.int64)
-    m = np.maximum.accumulate(v)
-    idx = np.where(v == m, np.arange(v.size), 0)
-    return np.maximum.accumulate(idx)
+                     anchor, fixed, name, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
+                     blocked)
 
 
 def _grouped_cummax(key: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -321,7 +344,7 @@ def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tupl
     t0 = cat([g.t for g in graphs])
     start0 = cat([g.start for g in graphs])
     g_lag, l_lag, fixed = cat([g.g for g in graphs]), cat([g.l for g in graphs]), cat([g.fixed for g in graphs])
-    ret, dep_lag = cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs])
+    ret, dep_lag, pre_dur = cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs]), cat([g.pre_dur for g in graphs])
     first_a = np.ones(t0.size, bool)
     first_a[1:] = job.a_rank[1:] != job.a_rank[:-1]
     H = np.cumsum(h)
@@ -332,7 +355,8 @@ def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tupl
     m = job.group >= 0
     n_groups = int(job.group.max(initial=-1)) + 1
     for _ in range(MAX_ROUNDS):
-        ext = np.where(job.anchor >= 0, t[np.maximum(job.anchor, 0)] + l_lag, NEG) if t.size else np.full(end.size, NEG)
+        issue = np.where(first_a, t, np.roll(t, 1) + h) - pre_dur  # each launch call's start
+        ext = np.where(job.anchor >= 0, issue[np.maximum(job.anchor, 0)] + l_lag, NEG) if t.size else np.full(end.size, NEG)
         ext = np.maximum(ext, np.where(job.dep >= 0, end[np.maximum(job.dep, 0)] + dep_lag, fixed))
         if n_groups:
             last = np.full(n_groups, NEG, np.int64)
@@ -340,7 +364,7 @@ def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tupl
             ext = np.where(m, np.maximum(ext, last[np.maximum(job.group, 0)]), ext)
         new_end = P + _grouped_cummax(job.lane, np.maximum(ext + d - P, NEG))
         prev = np.where(job.first, NEG, np.roll(new_end, 1) + g_lag)
-        own = np.where(job.anchor >= 0, t[np.maximum(job.anchor, 0)] + l_lag, NEG) if t.size else np.full(end.size, NEG)
+        own = np.where(job.anchor >= 0, issue[np.maximum(job.anchor, 0)] + l_lag, NEG) if t.size else np.full(end.size, NEG)
         new_arrival = np.maximum(np.maximum(prev, own), np.where(job.dep >= 0, end[np.maximum(job.dep, 0)] + dep_lag, fixed))
         x = np.where(first_a, t0, np.where(sync, new_end[np.maximum(job.target, 0)] + ret, NEG)) if t.size else t
         new_t = H + _grouped_cummax(job.a_rank, np.maximum(x - H, NEG)) if t.size else t
@@ -356,71 +380,97 @@ WHAT_IF_COLUMNS = ["rank", "cause", "top", "removed_ns", "gain_ns", "per_step_ns
 def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0) -> pd.DataFrame:
     """The gain of removing each cause, one at a time (module docstring).
 
+    Causes: each host class of :data:`HOST_CLASSES` (its host time set to zero), ``sync`` (the syncs wait for
+    nothing), ``pageable_copy`` (copies from or to pageable memory take no time: pinned memory would let the host go
+    on), per rank and, where two or more ranks hold it, on every rank at once (``rank`` -1: a cause every rank
+    shares, such as a sync in the loop or a recompile, gives nothing back when removed from one rank alone); and,
+    across ranks, ``imbalance``: a rank's device time per kernel name beyond the median of the other ranks'.
+
     Args:
         graphs: the ranks of one window (:func:`rank_graph` of each trace), in any order.
         per_rank: the window's matched collectives (:attr:`.collectives.WindowCollectives.per_rank`), None for one rank.
-        min_ns: causes whose removed time is under this are not replayed.
+        min_ns: causes whose removed time is at most this are not replayed.
 
     Returns:
-        DataFrame, largest gain first: ``rank`` (int64), ``cause`` (str: a :data:`HOST_CLASSES` name, ``sync`` or
-        ``imbalance``), ``top`` (str: the host op, sync call or kernel name holding most of it), ``removed_ns``
-        (int64: the time taken out), ``gain_ns`` (int64: how much earlier the window's last work ends),
-        ``per_step_ns`` (int64: ``gain_ns`` over the slowest rank's steps, or ``gain_ns`` without steps),
-        ``steps_with`` (int64: the steps of that rank whose own time the cause held, -1 without steps).
+        DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op,
+        sync call or kernel name holding most of it), ``removed_ns`` (int64: the time taken out, on all its ranks),
+        ``gain_ns`` (int64: how much earlier the window's last work ends), ``per_step_ns`` (int64: ``gain_ns`` over
+        the most steps a rank of the window has, or ``gain_ns`` without steps), ``steps_with`` (int64: the steps
+        whose own time the cause held, on the rank holding it most; -1 without steps).
     """
     if not graphs:
         return pd.DataFrame({c: pd.Series([], dtype=object if c in ("cause", "top") else np.int64) for c in WHAT_IF_COLUMNS})
     job = _job(graphs, per_rank)
     h0 = np.concatenate([g.h for g in graphs])
     no_sync = np.zeros(h0.size, bool)
-    base_t, base_end = replay(job, h0, job.d, no_sync)
-
-    def finish(t: np.ndarray, end: np.ndarray) -> int:
-        return int(max(t.max(initial=NEG), end.max(initial=NEG)))
-
-    base = finish(base_t, base_end)
+    base = _finish(*replay(job, h0, job.d, no_sync))
     n_steps = max((len(g.steps) for g in graphs), default=0)
-    rows: list[tuple] = []
+    floor = max(min_ns, 0)
     cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
-    for i, g in enumerate(graphs):
-        on = job.a_rank == i
-        t_at = g.t
-        for c, cause in enumerate(HOST_CLASSES):
-            removed = int(g.class_ns[c].sum())
-            if removed <= max(min_ns, 0):
-                continue
-            h = h0 - np.where(on, cls_all[c], 0)
-            rows.append((g.rank, cause, g.class_top[c], removed, base - finish(*replay(job, h, job.d, no_sync)),
-                         _steps_with(g, t_at, g.class_ns[c], min_ns)))
-        waited = on & (job.target >= 0)
-        if waited.any():
-            wait = np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0)  # each sync's wait
-            if int(wait.sum()) > max(min_ns, 0):
-                rows.append((g.rank, "sync", _sync_top(g), int(wait.sum()), base - finish(*replay(job, h0, job.d, waited)),
-                             _steps_with(g, t_at, wait, min_ns)))
+    waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
+    pageable = np.concatenate([g.pageable for g in graphs])
+    rows: list[tuple] = []
+
+    def add(ranks: list[int], cause: str, removed: list[int], top: str, h: np.ndarray, d: np.ndarray, drop: np.ndarray,
+            held: list[int]) -> None:
+        rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
+        rows.append((rank, cause, top, sum(removed), base - _finish(*replay(job, h, d, drop)), max(held)))
+
+    sync = HOST_CLASSES.index("sync")
+    for c, cause in enumerate(HOST_CLASSES):
+        if c == sync:
+            continue  # (told with the syncs' waits, below)
+        holding = [i for i, g in enumerate(graphs) if g.class_ns[c].sum() > floor]
+        for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+            on = np.isin(job.a_rank, ranks)
+            top = max(ranks, key=lambda i: graphs[i].class_ns[c].sum())
+            add(ranks, cause, [int(graphs[i].class_ns[c].sum()) for i in ranks], graphs[top].class_top[c],
+                h0 - np.where(on, cls_all[c], 0), job.d, no_sync, [_steps_with(graphs[i], graphs[i].class_ns[c], floor) for i in ranks])
+    waits = [w + g.class_ns[sync] for w, g in zip(waits, graphs)]  # a sync's wait and its host time (aten::item's own)
+    holding = [i for i, w in enumerate(waits) if w.sum() > floor]
+    for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+        on = np.isin(job.a_rank, ranks)
+        add(ranks, "sync", [int(waits[i].sum()) for i in ranks], _sync_top(graphs[max(ranks, key=lambda i: waits[i].sum())]),
+            h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]),
+            [_steps_with(graphs[i], waits[i], floor) for i in ranks])
+    copies = [int(g.d[g.pageable].sum()) for g in graphs]
+    holding = [i for i, n in enumerate(copies) if n > floor]
+    for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+        sel = pageable & np.isin(job.k_rank, ranks)
+        add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1])
     if len(graphs) > 1:
-        rows += _imbalance(job, h0, no_sync, base, finish, min_ns)
+        rows += _imbalance(job, h0, no_sync, base, floor)
     out = pd.DataFrame(rows, columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with"])
+    single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
+    best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
+    out = out[(out["rank"] >= 0).to_numpy() | (out["gain_ns"].to_numpy() > EVERY_RANK_FACTOR * best)]  # (one rank says it all)
     out["per_step_ns"] = out["gain_ns"] // max(n_steps, 1)
+    out["_last"] = out["cause"] == "sync"  # on a tie a sync comes after what made it wait (an allocator's free)
     out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
-    return out.sort_values(["gain_ns", "rank"], ascending=[False, True], kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
+    return out.sort_values(["gain_ns", "_last", "rank"], ascending=[False, True, False], kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
+
+
+def _finish(t: np.ndarray, end: np.ndarray) -> int:
+    """When the window's last work ends: its last anchor or device op."""
+    return int(max(t.max(initial=NEG), end.max(initial=NEG)))
 
 
 def _sync_top(g: RankGraph) -> str:
     return g.class_top[HOST_CLASSES.index("sync")] or "synchronizing call"
 
 
-def _steps_with(g: RankGraph, t: np.ndarray, ns: np.ndarray, min_ns: int) -> int:
+def _steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
     """The steps of ``g`` in which ``ns`` (per anchor) adds up to more than ``min_ns`` (at least 1 ns); -1 without steps."""
     if g.steps.empty:
         return -1
+    t = g.t
     s = np.searchsorted(g.steps["start_ns"].to_numpy(np.int64), t, "right") - 1
     ok = (s >= 0) & (t <= int(g.steps["end_ns"].iloc[-1]))
     per = np.bincount(s[ok], weights=ns[ok].astype(np.float64), minlength=len(g.steps))
     return int((per > max(min_ns, 0)).sum())
 
 
-def _imbalance(job: _Job, h0: np.ndarray, no_sync: np.ndarray, base: int, finish, min_ns: int) -> list[tuple]:
+def _imbalance(job: _Job, h0: np.ndarray, no_sync: np.ndarray, base: int, min_ns: int) -> list[tuple]:
     """Per rank, its device time per kernel name beyond the median of the other ranks', removed."""
     names = np.concatenate([g.name for g in job.graphs])
     code, uniq = pd.factorize(names)
@@ -441,6 +491,6 @@ def _imbalance(job: _Job, h0: np.ndarray, no_sync: np.ndarray, base: int, finish
         d = job.d.copy()
         on = job.k_rank == i
         d[on] = np.round(d[on] * keep[code[on]]).astype(np.int64)
-        gain = base - finish(*replay(job, h0, d, no_sync))
+        gain = base - _finish(*replay(job, h0, d, no_sync))
         rows.append((g.rank, "imbalance", str(uniq[int(np.argmax(excess))]), removed, gain, -1))
     return rows

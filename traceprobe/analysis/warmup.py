@@ -97,3 +97,37 @@ def first_calls(trace: Trace) -> np.ndarray:
     out[rows[row[hit]]] = True
     return out
 
+
+
+SLOW_CALL_NS = 5_000_000
+"""Shortest later call taken as a slow call (5 ms)."""
+
+
+@per_trace
+def slow_calls(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events``: *slow calls*, the calls of an op (``cpu_op``) called at least
+    three times that lasted at least :data:`SLOW_CALL_NS` and :data:`FACTOR` times the median of all its calls, other
+    than a first call (:func:`first_calls`) unless a later call of its name is slow too: the first call of a new shape
+    (cuDNN and cuBLAS build a plan or autotune per shape) or an input of another size. Unlike warm-up it recurs where
+    shapes keep changing."""
+    host = trace.host_events
+    out = np.zeros(len(host), dtype=bool)
+    if host.empty:
+        return out
+    code = host_name_codes(trace)[0]
+    op = per_value(host["cat"], lambda c: c == "cpu_op", False, bool)
+    dur = host_column(trace, "end_ns") - host_column(trace, "start_ns")
+    rows = np.flatnonzero(op & (code >= 0) & np.isin(code, code[op & (dur >= SLOW_CALL_NS)]))
+    if rows.size == 0:
+        return out
+    c, d = code[rows], dur[rows]
+    order = np.lexsort((d, c))
+    sc, sd = c[order], d[order]
+    names, at, count = np.unique(sc, return_index=True, return_counts=True)
+    median = (sd[at + (count - 1) // 2] + sd[at + count // 2]) / 2
+    pos = np.searchsorted(names, c)
+    hit = (count[pos] >= 3) & (d >= SLOW_CALL_NS) & (d >= FACTOR * median[pos])
+    out[rows[hit]] = True
+    first = first_calls(trace)
+    later = out & ~first
+    return later | (first & np.isin(code, code[later]))  # a first call of a name slow again later is one of them
