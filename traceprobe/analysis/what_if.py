@@ -1,0 +1,258 @@
+"""What removing a cause would give back: the job's dependency graph (:mod:`.dependency_graph`) replayed.
+
+Definitions (quoted by the README). Replaying the graph with the trace's durations gives the trace's own times
+exactly (int64 ns): each chain's times are a running maximum (:func:`replay`), rounds carry time across host, device
+and rank edges until nothing changes. A *what-if* replays it with one cause's time removed and gives the *gain*: how
+much earlier the window's last work (anchor or device op, on any rank) ends; per step, the gain over the number of
+steps. Causes: each host class of :data:`.dependency_graph.HOST_CLASSES` (its host time set to zero), ``sync`` (the
+syncs wait for nothing and their own host time is gone), ``pageable_copy`` (those copies take no time), per rank and
+on every rank at once; and, across ranks, ``imbalance``: a rank's device time, per kernel name, beyond the median of
+the other ranks'. Each what-if is replayed alone: gains of two causes are not added (removing both may give less
+than their sum, never more).
+
+Where we differ from HTA: HTA's critical path is one rank's longest path through the same kinds of edges and
+attributes its time to what lies on it; the gain of removing a cause is not the time it holds on the path (other
+paths take over: a host sleep while the device is busy costs nothing), so we replay instead of summing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals as iv
+from .dependency_graph import HOST_CLASSES, NEG, RankGraph
+
+EVERY_RANK_FACTOR = 1.2
+"""A cause removed on every rank is listed when it gains more than this times its best single rank's removal."""
+
+MAX_ROUNDS = 2_000
+"""Rounds of the replay (each carries time across one host-device or cross-rank edge) before it stops."""
+
+
+def _grouped_cummax(key: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Running maximum of ``v`` within runs of equal ``key`` (``key`` sorted); values at or below NEG / 2 (no edge)
+    are lifted to just under the least other value first, so that the running maximum works on a small range."""
+    if v.size == 0:
+        return v
+    none = v <= NEG // 2
+    if none.all():
+        return v
+    low = int(v[~none].min()) - 1
+    out = iv.grouped_running_max(key, np.where(none, low, v))
+    return np.where(out == low, NEG, out)
+
+
+@dataclass
+class _Job:
+    """The ranks' graphs concatenated: offsets, chain keys, collective groups."""
+
+    graphs: list[RankGraph]
+    a_rank: np.ndarray
+    k_rank: np.ndarray
+    lane: np.ndarray
+    target: np.ndarray
+    anchor: np.ndarray
+    group: np.ndarray
+    d: np.ndarray
+    first: np.ndarray
+    dep: np.ndarray
+
+
+def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
+    a_off = np.cumsum([0] + [g.t.size for g in graphs])
+    k_off = np.cumsum([0] + [g.start.size for g in graphs])
+    l_off = np.cumsum([0] + [int(g.lane.max(initial=-1)) + 1 for g in graphs])
+    cat = np.concatenate
+    a_rank = cat([np.full(g.t.size, i, np.int64) for i, g in enumerate(graphs)])
+    k_rank = cat([np.full(g.start.size, i, np.int64) for i, g in enumerate(graphs)])
+    lane = cat([g.lane + l_off[i] for i, g in enumerate(graphs)])
+    target = cat([np.where(g.target >= 0, g.target + k_off[i], -1) for i, g in enumerate(graphs)])
+    anchor = cat([np.where(g.anchor >= 0, g.anchor + a_off[i], -1) for i, g in enumerate(graphs)])
+    dep = cat([np.where(g.dep >= 0, g.dep + k_off[i], -1) for i, g in enumerate(graphs)])
+    d = cat([g.d for g in graphs]).copy()
+    group = np.full(d.size, -1, np.int64)
+    if per_rank is not None and not per_rank.empty:
+        ranks = {g.rank: i for i, g in enumerate(graphs)}
+        gid = pd.MultiIndex.from_arrays([per_rank["pg"], per_rank["seq"]]).factorize()[0]
+        start = cat([g.start for g in graphs])
+        for r, i in ranks.items():
+            sel = (per_rank["rank"] == r).to_numpy()
+            if not sel.any():
+                continue
+            ks = np.arange(k_off[i], k_off[i + 1])
+            key = start[ks]
+            o = np.argsort(key, kind="stable")
+            p = np.searchsorted(key[o], per_rank["start_ns"].to_numpy(np.int64)[sel])
+            hit = (p < key.size) & (key[o][np.minimum(p, key.size - 1)] == per_rank["start_ns"].to_numpy(np.int64)[sel])
+            group[ks[o[p[hit]]]] = gid[sel][hit]
+        m = group >= 0
+        last = np.full(int(gid.max(initial=-1)) + 1, NEG, np.int64)
+        np.maximum.at(last, group[m], start[m])
+        end = cat([g.end for g in graphs])
+        d[m] = np.maximum(end[m] - last[group[m]], 0)  # a collective's transfer after its last member arrived
+    first = np.ones(lane.size, bool)
+    first[1:] = lane[1:] != lane[:-1]
+    return _Job(graphs, a_rank, k_rank, lane, target, anchor, group, d, first, dep)
+
+
+def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Anchor times and device op ends of the job replayed with host times ``h``, durations ``d`` and the sync edges
+    of the anchors in ``no_sync`` (bool) dropped (module docstring). Returns ``(t, end)`` (int64 ns)."""
+    cat = np.concatenate
+    graphs = job.graphs
+    t0 = cat([g.t for g in graphs])
+    start0 = cat([g.start for g in graphs])
+    g_lag, l_lag, fixed = cat([g.g for g in graphs]), cat([g.l for g in graphs]), cat([g.fixed for g in graphs])
+    ret, dep_lag, pre_dur = cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs]), cat([g.pre_dur for g in graphs])
+    first_a = np.ones(t0.size, bool)
+    first_a[1:] = job.a_rank[1:] != job.a_rank[:-1]
+    H = np.cumsum(h)
+    sync = (job.target >= 0) & ~no_sync
+    P = np.cumsum(g_lag + d)
+    t, end = t0.copy(), cat([g.end for g in graphs])
+    arrival = start0.copy()
+    m = job.group >= 0
+    n_groups = int(job.group.max(initial=-1)) + 1
+    for _ in range(MAX_ROUNDS):
+        issue = np.where(first_a, t, np.roll(t, 1) + h) - pre_dur  # each launch call's start
+        ext = np.where(job.anchor >= 0, issue[np.maximum(job.anchor, 0)] + l_lag, NEG) if t.size else np.full(end.size, NEG)
+        ext = np.maximum(ext, np.where(job.dep >= 0, end[np.maximum(job.dep, 0)] + dep_lag, fixed))
+        if n_groups:
+            last = np.full(n_groups, NEG, np.int64)
+            np.maximum.at(last, job.group[m], arrival[m])
+            ext = np.where(m, np.maximum(ext, last[np.maximum(job.group, 0)]), ext)
+        new_end = P + _grouped_cummax(job.lane, np.maximum(ext + d - P, NEG))
+        prev = np.where(job.first, NEG, np.roll(new_end, 1) + g_lag)
+        own = np.where(job.anchor >= 0, issue[np.maximum(job.anchor, 0)] + l_lag, NEG) if t.size else np.full(end.size, NEG)
+        new_arrival = np.maximum(np.maximum(prev, own), np.where(job.dep >= 0, end[np.maximum(job.dep, 0)] + dep_lag, fixed))
+        x = np.where(first_a, t0, np.where(sync, new_end[np.maximum(job.target, 0)] + ret, NEG)) if t.size else t
+        new_t = H + _grouped_cummax(job.a_rank, np.maximum(x - H, NEG)) if t.size else t
+        if np.array_equal(new_t, t) and np.array_equal(new_end, end) and np.array_equal(new_arrival, arrival):
+            break
+        t, end, arrival = new_t, new_end, new_arrival
+    return t, end
+
+
+WHAT_IF_COLUMNS = ["rank", "cause", "top", "removed_ns", "gain_ns", "per_step_ns", "steps_with"]
+
+
+def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0) -> pd.DataFrame:
+    """The gain of removing each cause, one at a time (module docstring).
+
+    Causes: each host class of :data:`HOST_CLASSES` (its host time set to zero), ``sync`` (the syncs wait for
+    nothing), ``pageable_copy`` (copies from or to pageable memory take no time: pinned memory would let the host go
+    on), per rank and, where two or more ranks hold it, on every rank at once (``rank`` -1: a cause every rank
+    shares, such as a sync in the loop or a recompile, gives nothing back when removed from one rank alone); and,
+    across ranks, ``imbalance``: a rank's device time per kernel name beyond the median of the other ranks'.
+
+    Args:
+        graphs: the ranks of one window (:func:`rank_graph` of each trace), in any order.
+        per_rank: the window's matched collectives (:attr:`.collectives.WindowCollectives.per_rank`), None for one rank.
+        min_ns: causes whose removed time is at most this are not replayed.
+
+    Returns:
+        DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op,
+        sync call or kernel name holding most of it), ``removed_ns`` (int64: the time taken out, on all its ranks),
+        ``gain_ns`` (int64: how much earlier the window's last work ends), ``per_step_ns`` (int64: ``gain_ns`` over
+        the most steps a rank of the window has, or ``gain_ns`` without steps), ``steps_with`` (int64: the steps
+        whose own time the cause held, on the rank holding it most; -1 without steps).
+    """
+    if not graphs:
+        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("cause", "top") else np.int64) for c in WHAT_IF_COLUMNS})
+    job = _job(graphs, per_rank)
+    h0 = np.concatenate([g.h for g in graphs])
+    no_sync = np.zeros(h0.size, bool)
+    base = _finish(*replay(job, h0, job.d, no_sync))
+    n_steps = max((len(g.steps) for g in graphs), default=0)
+    floor = max(min_ns, 0)
+    cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
+    waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
+    pageable = np.concatenate([g.pageable for g in graphs])
+    rows: list[tuple] = []
+
+    def add(ranks: list[int], cause: str, removed: list[int], top: str, h: np.ndarray, d: np.ndarray, drop: np.ndarray,
+            held: list[int]) -> None:
+        rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
+        rows.append((rank, cause, top, sum(removed), base - _finish(*replay(job, h, d, drop)), max(held)))
+
+    sync = HOST_CLASSES.index("sync")
+    for c, cause in enumerate(HOST_CLASSES):
+        if c == sync:
+            continue  # (told with the syncs' waits, below)
+        holding = [i for i, g in enumerate(graphs) if g.class_ns[c].sum() > floor]
+        for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+            on = np.isin(job.a_rank, ranks)
+            top = max(ranks, key=lambda i: graphs[i].class_ns[c].sum())
+            add(ranks, cause, [int(graphs[i].class_ns[c].sum()) for i in ranks], graphs[top].class_top[c],
+                h0 - np.where(on, cls_all[c], 0), job.d, no_sync, [_steps_with(graphs[i], graphs[i].class_ns[c], floor) for i in ranks])
+    waits = [w + g.class_ns[sync] for w, g in zip(waits, graphs)]  # a sync's wait and its host time (aten::item's own)
+    holding = [i for i, w in enumerate(waits) if w.sum() > floor]
+    for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+        on = np.isin(job.a_rank, ranks)
+        add(ranks, "sync", [int(waits[i].sum()) for i in ranks], _sync_top(graphs[max(ranks, key=lambda i: waits[i].sum())]),
+            h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]),
+            [_steps_with(graphs[i], waits[i], floor) for i in ranks])
+    copies = [int(g.d[g.pageable].sum()) for g in graphs]
+    holding = [i for i, n in enumerate(copies) if n > floor]
+    for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+        sel = pageable & np.isin(job.k_rank, ranks)
+        add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1])
+    if len(graphs) > 1:
+        rows += _imbalance(job, h0, no_sync, base, floor)
+    out = pd.DataFrame(rows, columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with"])
+    single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
+    best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
+    out = out[(out["rank"] >= 0).to_numpy() | (out["gain_ns"].to_numpy() > EVERY_RANK_FACTOR * best)]  # (one rank says it all)
+    out["per_step_ns"] = out["gain_ns"] // max(n_steps, 1)
+    out["_last"] = out["cause"] == "sync"  # on a tie a sync comes after what made it wait (an allocator's free)
+    out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
+    return out.sort_values(["gain_ns", "_last", "rank"], ascending=[False, True, False], kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
+
+
+def _finish(t: np.ndarray, end: np.ndarray) -> int:
+    """When the window's last work ends: its last anchor or device op."""
+    return int(max(t.max(initial=NEG), end.max(initial=NEG)))
+
+
+def _sync_top(g: RankGraph) -> str:
+    return g.class_top[HOST_CLASSES.index("sync")] or "synchronizing call"
+
+
+def _steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
+    """The steps of ``g`` in which ``ns`` (per anchor) adds up to more than ``min_ns`` (at least 1 ns); -1 without steps."""
+    if g.steps.empty:
+        return -1
+    t = g.t
+    s = np.searchsorted(g.steps["start_ns"].to_numpy(np.int64), t, "right") - 1
+    ok = (s >= 0) & (t <= int(g.steps["end_ns"].iloc[-1]))
+    per = np.bincount(s[ok], weights=ns[ok].astype(np.float64), minlength=len(g.steps))
+    return int((per > max(min_ns, 0)).sum())
+
+
+def _imbalance(job: _Job, h0: np.ndarray, no_sync: np.ndarray, base: int, min_ns: int) -> list[tuple]:
+    """Per rank, its device time per kernel name beyond the median of the other ranks', removed."""
+    names = np.concatenate([g.name for g in job.graphs])
+    code, uniq = pd.factorize(names)
+    n = len(job.graphs)
+    tot = np.zeros((n, len(uniq)), np.int64)
+    np.add.at(tot, (job.k_rank, code), np.concatenate([g.d for g in job.graphs]))
+    comm = job.group >= 0
+    comm_name = np.zeros(len(uniq), bool)
+    comm_name[code[comm]] = True
+    rows = []
+    for i, g in enumerate(job.graphs):
+        others = np.median(np.delete(tot, i, axis=0), axis=0)
+        excess = np.where(comm_name, 0, np.maximum(tot[i] - others, 0)).astype(np.int64)
+        removed = int(excess.sum())
+        if removed <= max(min_ns, 0):
+            continue
+        keep = np.where(tot[i] > 0, 1 - excess / np.maximum(tot[i], 1), 1.0)
+        d = job.d.copy()
+        on = job.k_rank == i
+        d[on] = np.round(d[on] * keep[code[on]]).astype(np.int64)
+        gain = base - _finish(*replay(job, h0, d, no_sync))
+        rows.append((g.rank, "imbalance", str(uniq[int(np.argmax(excess))]), removed, gain, -1))
+    return rows
