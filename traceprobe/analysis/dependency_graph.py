@@ -34,7 +34,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..reading import Trace
-from .busy import host_name_codes, host_thread_codes, pageable_copies, runtime_calls
+from .busy import comm_mask, host_name_codes, host_thread_codes, pageable_copies, runtime_calls
 from .graph_capture import graph_intervals
 from .idle_causes import EVENT_CAUSES, host_classes
 from .launch_links import launch_rows
@@ -74,7 +74,8 @@ class RankGraph:
             predecessor (NEG otherwise); ``name``: (K,) kernel name (object); ``dep``: (K,) the op of another stream
             it waited for (-1 none), ``dep_lag``: (K,) the lag after it; ``pre_dur``: (A,) each anchor's call time
             before the point the host reaches it (the launch edge leaves from the call's start); ``pageable``: (K,)
-            copies from or to pageable memory; ``blocking``: (A,) anchors that wait for their own copy.
+            copies from or to pageable memory; ``blocking``: (A,) anchors that wait for their own copy; ``comm``:
+            (K,) communication kernels (:func:`.busy.comm_mask`).
         steps: step windows, columns ``step``, ``start_ns``, ``end_ns`` (int64 ns).
     """
 
@@ -100,6 +101,7 @@ class RankGraph:
     pre_dur: np.ndarray
     pageable: np.ndarray
     blocking: np.ndarray
+    comm: np.ndarray
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -258,4 +260,4 @@ def rank_graph(trace: Trace) -> RankGraph:
     tops.append("")
     return RankGraph(int(trace.rank or 0), t, h, class_ns, tuple(tops), target, ret, lane, start, end, end - start, g, lag,
                      anchor, fixed, name, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
-                     blocked)
+                     blocked, comm_mask(trace)[o] if k else np.zeros(0, bool))

@@ -24,6 +24,7 @@ from . import verdicts as vd
 from .breakdown import gpu_breakdown, step_breakdown
 from .busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
 from .collectives import collective_table
+from .dependency_graph import RankGraph, rank_graph
 from .comm_types import collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .findings import exposed_collective_spans, findings
@@ -96,9 +97,12 @@ class OverlapReport:
         extra: the figures computed by a function of their own, declared in
             :data:`.registry.COMPUTED`: each one's table by its key (empty in reports
             built by hand).
+        graph: the trace's part of its job's dependency graph
+            (:func:`.dependency_graph.rank_graph`), replayed across the ranks of its window
+            by :func:`.what_if.window_what_ifs`; None in reports read from summaries or built by hand.
 
-    A report is small and picklable (it travels between worker processes): it
-    holds figures, never the :class:`~traceprobe.reading.Trace`.
+    A report is picklable (it travels between worker processes): it holds figures and
+    the dependency graph's arrays, never the :class:`~traceprobe.reading.Trace`.
     """
 
     path: str
@@ -132,6 +136,7 @@ class OverlapReport:
     backend: str = "cuda"
     training: str = ""
     extra: dict[str, pd.DataFrame] = field(default_factory=dict)
+    graph: RankGraph | None = None
 
     @property
     def parallelism(self) -> bool:
@@ -368,4 +373,5 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         backend=backend,
         training=training,
         extra=t["extra"],
+        graph=rank_graph(trace),
     )

@@ -19,6 +19,7 @@ from .per_trace import OverlapReport
 from .ranks import rank_summary
 from .run import Run, build_runs
 from .variants import variant_summary
+from .what_if import WindowWhatIf, window_what_ifs
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Summary:
         clocks: per such window, each rank's clock offset and drift from its collectives, see
             :func:`.clocks.estimate_clocks`; with ``align_clocks`` and clocks that differ, the window's
             collectives and causes are those on the reference rank's clock (its ``clock`` line says so).
+        what_ifs: per window (a window of two or more ranks replayed as one job, every other trace alone), what
+            removing each cause would give back, see :func:`.what_if.window_what_ifs`.
         warnings: one line each, ``<path>: <what the loader dropped>`` for each
             trace, then what grouping found odd (a rank repeated in a window, a
             window missing a rank its run has).
@@ -55,6 +58,7 @@ class Summary:
     collectives: tuple[WindowCollectives, ...] = ()
     causes: tuple[WindowCauses, ...] = ()
     clocks: tuple[ClockEstimate, ...] = ()
+    what_ifs: tuple[WindowWhatIf, ...] = ()
 
 
 def _run_warnings(runs: list[Run]) -> list[str]:
@@ -110,6 +114,7 @@ def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures
         collectives=tuple(colls),
         causes=tuple(causes),
         clocks=tuple(clocks),
+        what_ifs=tuple(window_what_ifs(runs, colls)),
     )
 
 

@@ -239,7 +239,7 @@ def _imbalance(job: _Job, h0: np.ndarray, no_sync: np.ndarray, base: int, min_ns
     n = len(job.graphs)
     tot = np.zeros((n, len(uniq)), np.int64)
     np.add.at(tot, (job.k_rank, code), np.concatenate([g.d for g in job.graphs]))
-    comm = job.group >= 0
+    comm = np.concatenate([g.comm for g in job.graphs])
     comm_name = np.zeros(len(uniq), bool)
     comm_name[code[comm]] = True
     rows = []
@@ -256,3 +256,115 @@ def _imbalance(job: _Job, h0: np.ndarray, no_sync: np.ndarray, base: int, min_ns
         gain = base - _finish(*replay(job, h0, d, no_sync))
         rows.append((g.rank, "imbalance", str(uniq[int(np.argmax(excess))]), removed, gain, -1))
     return rows
+
+
+NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
+"""A what-if gives a finding only above its window's noise floor: 1% of the window and 0.5 ms per step."""
+
+LABELS = {
+    "graph_capture": "graph capture", "sync": "syncs", "compile": "compilation", "slow_call": "slow calls (new shapes)",
+    "warmup": "one-time first calls", "pinned_alloc": "pinned allocation", "device_alloc": "device allocation",
+    "other_rank": "host waits for other ranks", "data_loading": "data loading", "optimizer": "optimizer on the host",
+    "dispatch": "launch-bound dispatch", "cpu_op": "CPU ops that launch nothing", "host": "host outside ops",
+    "pageable_copy": "pageable copies", "imbalance": "extra device work",
+}
+"""Short names of the what-if causes."""
+
+
+def advice(cause: str, top: str, steps_with: int, steps: int) -> str:
+    """The one action a what-if's cause calls for (``top``: what holds most of it; ``steps_with`` of ``steps``)."""
+    every = steps_with >= 2 and steps_with >= steps - 1
+    where = f" ({top})" if top else ""
+    return {
+        "graph_capture": "capture the graph once and replay it; a capture per step records launches that do not run",
+        "sync": f"drop the syncs in the loop{where}: .item(), .cpu(), printing a device tensor; log every N steps",
+        "compile": (f"recompiling in {steps_with} of {steps} steps: shapes change; find the guard with TORCH_LOGS=recompiles, "
+                    "then mark_dynamic or pad to fixed sizes") if every else f"compilation{where}: one-time, not a steady cost",
+        "slow_call": (f"calls{where} ran 10x their median in {steps_with} of {steps} steps: a new shape each step builds "
+                      "new cuDNN/cuBLAS plans; keep shapes fixed (pad or bucket)") if every else
+                     (f"first calls of new shapes{where}: cuDNN/cuBLAS plans and autotuning, one-time; "
+                      "torch.profiler.schedule(wait=1, warmup=1, ...) leaves them out") if steps == 0 else
+                     f"slow calls{where} in {max(steps_with, 1)} of {steps} steps: a new shape's plan or autotuning",
+        "warmup": (f"one-time first calls{where}: torch.profiler.schedule(wait=1, warmup=1, ...) leaves them out"
+                   if steps == 0 else f"one-time first calls{where}: not a steady-state cost"),
+        "pinned_alloc": f"pinned host memory allocated in the step{where}: allocate it once and reuse it",
+        "device_alloc": f"cudaMalloc/cudaFree in the step{where}: drop empty_cache() and keep tensor sizes steady",
+        "other_rank": f"the host waits for other ranks{where}: see the rank it waits for",
+        "data_loading": f"the step waits for its input{where}: DataLoader(num_workers>0, pin_memory=True, prefetch)",
+        "optimizer": f"the optimizer runs on the host{where}: foreach=True or fused=True",
+        "dispatch": f"the host launches slower than the device runs{where}: fewer, larger kernels (torch.compile) or CUDA graphs",
+        "cpu_op": f"CPU work that launches nothing{where}: move it to the device or off the step (a DataLoader worker)",
+        "host": "host time outside any op (Python, sleeps, I/O): find it with stacks (record --with-stack) or py-spy",
+        "pageable_copy": "copies from pageable memory block the host: pin the buffer and copy with non_blocking=True",
+        "imbalance": f"this rank runs more device work than the median rank{where}: balance data, experts or stages",
+    }.get(cause, "")
+
+
+@dataclass(frozen=True)
+class WindowWhatIf:
+    """The what-ifs of one window: its ranks replayed together (module docstring).
+
+    Attributes:
+        run, window: labels of the run and window; ``path`` the trace for a window of one trace (else ``""``).
+        ranks: the ranks replayed (empty for one unranked trace).
+        steps: the most steps a rank of the window has (0 without steps).
+        window_ns: from the earliest to the latest end of work of the window's ranks (int ns).
+        step_ns: the mean step of the rank with the longest steps (int ns, 0 without steps).
+        table: :func:`what_if`'s table.
+        top: the first row above the noise floor (:data:`NOISE_SHARE`, :data:`NOISE_PER_STEP_NS`) as a dict, None
+            where no cause gives back that much.
+    """
+
+    run: str
+    window: str
+    path: str
+    ranks: tuple[int, ...]
+    steps: int
+    window_ns: int
+    table: pd.DataFrame
+    top: dict | None
+    step_ns: int = 0
+
+    def finding(self) -> str:
+        """The top what-if in words, ``""`` without one: e.g. ``rank 3: host outside ops: -17.5 ms/step (52% of the
+        step) if removed; host time outside any op ...``."""
+        t = self.top
+        if t is None:
+            return ""
+        who = "every rank" if t["rank"] < 0 else f"rank {t['rank']}"
+        per = t["per_step_ns"] if self.steps else t["gain_ns"]
+        unit = "/step" if self.steps else ""
+        share = f" ({per / self.step_ns:.0%} of a step)" if self.steps and self.step_ns > 0 else \
+            f" ({t['gain_ns'] / max(self.window_ns, 1):.0%} of the window)"
+        return (f"{who}: {LABELS.get(t['cause'], t['cause'])}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
+                f"{advice(t['cause'], t['top'], t['steps_with'], self.steps)}")
+
+
+def _window_of(run: str, window: str, path: str, graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowWhatIf:
+    steps = max((len(g.steps) for g in graphs), default=0)
+    lo = min((int(min(g.t.min(initial=NEG // -1), g.start.min(initial=NEG // -1))) for g in graphs), default=0)
+    hi = max((_finish(g.t, g.end) for g in graphs), default=0)
+    span = max(hi - lo, 0)
+    floor = max(int(NOISE_SHARE * span), NOISE_PER_STEP_NS * max(steps, 1))
+    table = what_if(graphs, per_rank, min_ns=NOISE_PER_STEP_NS * max(steps, 1) // 2)
+    ok = table[table["gain_ns"] >= floor]
+    step_ns = max((int(g.steps["duration_ns"].mean()) for g in graphs if len(g.steps)), default=0)
+    return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
+                        ok.iloc[0].to_dict() if len(ok) else None, step_ns)
+
+
+def window_what_ifs(runs, collectives) -> list[WindowWhatIf]:
+    """The what-ifs of every window of ``runs`` (:class:`.run.Run`): a window of two or more ranks is replayed as one
+    job with its matched collectives (``collectives``: :class:`.collectives.WindowCollectives` by run and window);
+    every other trace on its own. Reports without a graph (read from summaries) are left out."""
+    by_key = {(c.run, c.window): c for c in collectives}
+    out = []
+    for run in runs:
+        for w in run.windows:
+            ranked = [(r, rep) for r, rep in zip(w.ranks, w.reports) if r is not None and rep.graph is not None]
+            if len({r for r, _ in ranked}) >= 2 and len({r for r, _ in ranked}) == len(ranked):
+                c = by_key.get((run.name, w.label))
+                out.append(_window_of(run.name, w.label, "", [rep.graph for _, rep in ranked], c.per_rank if c is not None else None))
+                continue
+            out += [_window_of(run.name, w.label, rep.path, [rep.graph], None) for rep in w.reports if rep.graph is not None]
+    return out

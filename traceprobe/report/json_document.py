@@ -15,6 +15,7 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.causes import WindowCauses
+from ..analysis.what_if import WindowWhatIf
 from ..analysis.clocks import ClockEstimate
 from ..analysis.collectives import WindowCollectives
 from ..analysis.per_trace import OverlapReport
@@ -141,9 +142,15 @@ def clocks_dict(c: ClockEstimate) -> dict[str, Any]:
     })
 
 
+def what_if_dict(w: WindowWhatIf) -> dict[str, Any]:
+    """One window's what-ifs (:mod:`traceprobe.analysis.what_if`) as a JSON-ready dict."""
+    return _clean({"run": w.run, "window": w.window, "path": w.path, "ranks": list(w.ranks), "steps": w.steps,
+                   "window_ns": w.window_ns, "finding": w.finding(), "causes": rows(w.table)})
+
+
 def document(summary: Summary) -> dict[str, Any]:
     """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``collectives``,
-    ``causes``, ``clocks``, ``failures``."""
+    ``causes``, ``clocks``, ``what_if``, ``failures``."""
     return {
         "schema": SCHEMA_VERSION,
         "traceprobe": __version__,
@@ -153,6 +160,7 @@ def document(summary: Summary) -> dict[str, Any]:
         "collectives": [collectives_dict(c) for c in summary.collectives],
         "causes": [causes_dict(c) for c in summary.causes],
         "clocks": [clocks_dict(c) for c in summary.clocks],
+        "what_if": [what_if_dict(w) for w in summary.what_ifs],
         "failures": [{"path": f.path, "error": f.error} for f in summary.failures],
     }
 

@@ -16,7 +16,8 @@ Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is comput
    work outside collectives and the rank with the most time in collectives (no rank
    is called slowest: see ``analysis/ranks.py``), and min-max across ranks of step
    time, busy and the figures.
-3. The stopwatch comparison, the warnings and the clocks across ranks (:mod:`.clock_notes`: only
+3. What would give time back: each window's top what-if (:mod:`.what_if_lines`).
+4. The stopwatch comparison, the warnings and the clocks across ranks (:mod:`.clock_notes`: only
    where ranks' clocks differ or cannot be estimated), when there are any, and a legend.
 
 Fitting a width (``width``; None: the natural width, as for a pipe or a file): the
@@ -45,6 +46,7 @@ from ..analysis.verdicts import NOT_JUDGED
 from . import units
 from .clock_notes import clock_line, reported
 from .grid import Column, cell, lines, natural_width, shorten, wrap
+from .what_if_lines import what_if_lines
 
 FIGURES = (("copy_overlap", "copy", "copy"), ("device_concurrency", "devices", "devs"), ("stream_concurrency", "streams", "strm"),
            ("comm_overlap", "comm", "comm"), ("cpu_gpu", "cpu/gpu", "cpu"), ("host_threads", "threads", "thr"))
@@ -315,7 +317,7 @@ def rank_lines(summary: Summary, width: int | None = None) -> list[Text]:
 
 
 def note_lines(summary: Summary, short: bool = False) -> list[Text]:
-    """Part 3 of the module doc: the stopwatch, warnings and the legend, one text each."""
+    """Part 4 of the module doc: the stopwatch, warnings and the legend, one text each."""
     out = []
     v = summary.variants
     host_only = bool(summary.reports) and all(r.streams.empty for r in summary.reports)
@@ -344,7 +346,7 @@ def note_lines(summary: Summary, short: bool = False) -> list[Text]:
 
 
 def table_lines(summary: Summary, width: int | None = None) -> list[Text]:
-    """Parts 1-3 of the module doc, each line fitted to ``width`` (None: natural width)."""
+    """Parts 1-4 of the module doc, each line fitted to ``width`` (None: natural width)."""
     out: list[Text] = []
     short = False
     if summary.reports:
@@ -353,6 +355,11 @@ def table_lines(summary: Summary, width: int | None = None) -> list[Text]:
     ranks = rank_lines(summary, width)
     if ranks:
         out += [Text(""), *ranks] if out else ranks
+    gains = what_if_lines(summary, base_folder(summary), relative)
+    if gains and width is not None:
+        gains = [gains[0]] + [Text(x) for g in gains[1:] for x in wrap(g.plain, width)]
+    if gains:
+        out += [Text(""), *gains] if out else gains
     if out:
         out.append(Text(""))
     for note in note_lines(summary, short):
