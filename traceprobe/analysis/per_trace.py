@@ -24,9 +24,9 @@ from . import verdicts as vd
 from .breakdown import gpu_breakdown, step_breakdown
 from .busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
 from .collectives import collective_table
-from .dependency_graph import RankGraph, rank_graph
 from .comm_types import collective_type
 from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
+from .dependency_graph import RankGraph, rank_graph
 from .findings import exposed_collective_spans, findings
 from .graph_capture import capture_notes
 from .host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict

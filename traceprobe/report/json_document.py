@@ -15,11 +15,11 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.causes import WindowCauses
-from ..analysis.what_if import WindowWhatIf
 from ..analysis.clocks import ClockEstimate
 from ..analysis.collectives import WindowCollectives
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
+from ..analysis.what_if import WindowWhatIf
 from .sections import rank_rows
 
 SCHEMA_VERSION = 2
