@@ -48,6 +48,10 @@ HOST_CLASSES = ("graph_capture", "sync", "compile", "slow_call", "warmup", "pinn
 (:func:`.warmup.first_calls`) and the set-up before a first compile; ``slow_call``: later calls far slower than their
 median (:func:`.warmup.slow_calls`: a new shape's plan or autotuning); the others as in :mod:`.idle_causes`."""
 
+BIND_NONE, BIND_STREAM, BIND_LAUNCH, BIND_DEPENDENCY = 0, 1, 2, 3
+"""An op's binding edge: none in the trace (the first op of its stream, launched before the trace), the previous work
+on its stream, its launch, a dependency on another stream."""
+
 NEG = -(2**60)
 """Minus infinity for int64 times: no edge."""
 
@@ -75,7 +79,8 @@ class RankGraph:
             it waited for (-1 none), ``dep_lag``: (K,) the lag after it; ``pre_dur``: (A,) each anchor's call time
             before the point the host reaches it (the launch edge leaves from the call's start); ``pageable``: (K,)
             copies from or to pageable memory; ``blocking``: (A,) anchors that wait for their own copy; ``comm``:
-            (K,) communication kernels (:func:`.busy.comm_mask`).
+            (K,) communication kernels (:func:`.busy.comm_mask`); ``bind``: (K,) each op's binding edge in the trace
+            (:data:`BIND_NONE`, :data:`BIND_STREAM`, :data:`BIND_LAUNCH`, :data:`BIND_DEPENDENCY`).
         steps: step windows, columns ``step``, ``start_ns``, ``end_ns`` (int64 ns).
     """
 
@@ -102,6 +107,7 @@ class RankGraph:
     pageable: np.ndarray
     blocking: np.ndarray
     comm: np.ndarray
+    bind: np.ndarray
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -260,4 +266,5 @@ def rank_graph(trace: Trace) -> RankGraph:
     tops.append("")
     return RankGraph(int(trace.rank or 0), t, h, class_ns, tuple(tops), target, ret, lane, start, end, end - start, g, lag,
                      anchor, fixed, name, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
-                     blocked, comm_mask(trace)[o] if k else np.zeros(0, bool))
+                     blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
+                     np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8))

@@ -17,7 +17,7 @@ paths take over: a host sleep while the device is busy costs nothing), so we rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -128,7 +128,7 @@ def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tupl
         prev = np.where(job.first, NEG, np.roll(new_end, 1) + g_lag)
         own = np.where(job.anchor >= 0, issue[np.maximum(job.anchor, 0)] + l_lag, NEG) if t.size else np.full(end.size, NEG)
         new_arrival = np.maximum(np.maximum(prev, own), np.where(job.dep >= 0, end[np.maximum(job.dep, 0)] + dep_lag, fixed))
-        x = np.where(first_a, t0, np.where(sync, new_end[np.maximum(job.target, 0)] + ret, NEG)) if t.size else t
+        x = np.where(first_a, t0, np.where(sync, new_end[np.maximum(job.target, 0)] + ret, NEG) if new_end.size else NEG) if t.size else t
         new_t = H + _grouped_cummax(job.a_rank, np.maximum(x - H, NEG)) if t.size else t
         if np.array_equal(new_t, t) and np.array_equal(new_end, end) and np.array_equal(new_arrival, arrival):
             break
@@ -207,6 +207,7 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
     out = out[(out["rank"] >= 0).to_numpy() | (out["gain_ns"].to_numpy() > EVERY_RANK_FACTOR * best)]  # (one rank says it all)
     out["per_step_ns"] = out["gain_ns"] // max(n_steps, 1)
+    out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
     out["_last"] = out["cause"] == "sync"  # on a tie a sync comes after what made it wait (an allocator's free)
     out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
     return out.sort_values(["gain_ns", "_last", "rank"], ascending=[False, True, False], kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
@@ -310,6 +311,7 @@ class WindowWhatIf:
         steps: the most steps a rank of the window has (0 without steps).
         window_ns: from the earliest to the latest end of work of the window's ranks (int ns).
         step_ns: the mean step of the rank with the longest steps (int ns, 0 without steps).
+        critical_path: the window's critical path (:func:`.critical_path.critical_path`).
         table: :func:`what_if`'s table.
         top: the first row above the noise floor (:data:`NOISE_SHARE`, :data:`NOISE_PER_STEP_NS`) as a dict, None
             where no cause gives back that much.
@@ -324,6 +326,7 @@ class WindowWhatIf:
     table: pd.DataFrame
     top: dict | None
     step_ns: int = 0
+    critical_path: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def finding(self) -> str:
         """The top what-if in words, ``""`` without one: e.g. ``rank 3: host outside ops: -17.5 ms/step (52% of the
@@ -349,8 +352,10 @@ def _window_of(run: str, window: str, path: str, graphs: list[RankGraph], per_ra
     table = what_if(graphs, per_rank, min_ns=NOISE_PER_STEP_NS * max(steps, 1) // 2)
     ok = table[table["gain_ns"] >= floor]
     step_ns = max((int(g.steps["duration_ns"].mean()) for g in graphs if len(g.steps)), default=0)
+    from .critical_path import critical_path
+
     return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
-                        ok.iloc[0].to_dict() if len(ok) else None, step_ns)
+                        ok.iloc[0].to_dict() if len(ok) else None, step_ns, critical_path(graphs, per_rank))
 
 
 def window_what_ifs(runs, collectives) -> list[WindowWhatIf]:

@@ -145,7 +145,7 @@ def clocks_dict(c: ClockEstimate) -> dict[str, Any]:
 def what_if_dict(w: WindowWhatIf) -> dict[str, Any]:
     """One window's what-ifs (:mod:`traceprobe.analysis.what_if`) as a JSON-ready dict."""
     return _clean({"run": w.run, "window": w.window, "path": w.path, "ranks": list(w.ranks), "steps": w.steps,
-                   "window_ns": w.window_ns, "finding": w.finding(), "causes": rows(w.table)})
+                   "window_ns": w.window_ns, "finding": w.finding(), "causes": rows(w.table), "critical_path": rows(w.critical_path)})
 
 
 def document(summary: Summary) -> dict[str, Any]:

@@ -1,0 +1,154 @@
+"""The critical path of a window: the chain of work that ended last, walked back through the job's dependency graph.
+
+Definitions (quoted by the README). From the window's last work (the latest device op end or host anchor on any
+rank, :mod:`.dependency_graph`), each step back follows the edge that bound the work in the trace:
+
+- a device op: its own time is on the path (``compute``, ``copy`` for memcpys and memsets, ``comm`` for
+  communication kernels); a run of ops each bound by the previous one on its stream is taken at once, the gaps
+  between them included (``compute``: the device's own few-µs gaps between queued kernels are no dependency);
+- a collective that ended on its members after its last arrival: its transfer (``comm``), and the path crosses
+  into the rank that arrived last, at its kernel's start (a *crossing*: the wait of the others is not on the path);
+- an op bound by its launch: the launch (``launch``: from the call's start to the op's start), then the host;
+- an op bound by another stream's work: the gap (``dependency``), then that work;
+- the host: back to the last sync that returned when its device work ended (``sync``: that work's end to the
+  call's return, then that work), its time by host class (:data:`.dependency_graph.HOST_CLASSES`);
+- work with no binding edge in the trace (its first op, launched before the trace) ends the walk.
+
+The path's segments cover the window from the first segment's start to its end without overlap, on the ranks the
+path crossed. HTA's ``critical_path_analysis`` finds the same kind of path on one rank (networkx, per event); this
+one crosses ranks at collectives and takes each run of a chain at once. What its causes give back is not their time
+on the path (other paths take over): that is :mod:`.what_if`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
+
+COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns"]
+GAPS = "(gaps between queued work)"
+
+
+def _device_cause(g: RankGraph, k: int) -> str:
+    if g.comm[k]:
+        return "comm"
+    return "copy" if g.name[k].startswith(("Memcpy", "Memset")) else "compute"
+
+
+def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The window's critical path (module docstring), last segment first.
+
+    Args:
+        graphs: the ranks of one window (:func:`.dependency_graph.rank_graph` of each trace).
+        per_rank: the window's matched collectives (:attr:`.collectives.WindowCollectives.per_rank`), None for one rank.
+
+    Returns:
+        DataFrame: ``rank`` (int64), ``lane`` (str: ``host`` or ``stream <device>:<lane>``, the device chain's
+        index), ``cause`` (str: a host class, ``sync``, ``launch``, ``dependency``, ``compute``, ``copy``, ``comm``),
+        ``name`` (str: the kernel, or the host op holding most of a class), ``start_ns``, ``end_ns`` (int64: the
+        segment), ``ns`` (int64: its time; a host stretch gives one row per class, each with the stretch's bounds).
+    """
+    from .what_if import _job
+
+    rows: list[tuple] = []
+    if not graphs or all(g.t.size == 0 and g.start.size == 0 for g in graphs):
+        return pd.DataFrame(rows, columns=COLUMNS)
+    job = _job(graphs, per_rank)
+    k_off = np.cumsum([0] + [g.start.size for g in graphs])
+    starts = np.concatenate([g.start for g in graphs])
+    ends = np.concatenate([g.end for g in graphs])
+    # per group, the op that arrived last; ops that ended after another rank's arrival are bound by it
+    last_op = np.full(int(job.group.max(initial=-1)) + 1, -1, np.int64)
+    m = np.flatnonzero(job.group >= 0)
+    if m.size:
+        o = m[np.lexsort((starts[m], job.group[m]))]
+        last_op[job.group[o]] = o  # (the latest start of each group is written last)
+    peer = np.where(job.group >= 0, last_op[np.maximum(job.group, 0)], -1) if last_op.size else np.full(job.group.size, -1, np.int64)
+    peer = np.where(peer == np.arange(peer.size), -1, peer)
+    bind = np.concatenate([g.bind for g in graphs])
+    breaker = (bind != BIND_STREAM) | job.first | (peer >= 0)
+    run_start = np.maximum.accumulate(np.where(breaker, np.arange(bind.size), -1)) if bind.size else bind
+    a_off = np.cumsum([0] + [g.t.size for g in graphs])
+    t_all = np.concatenate([g.t for g in graphs])
+    h_all = np.concatenate([g.h for g in graphs])
+    prev_t = np.concatenate([np.concatenate([g.t[:1], g.t[:-1]]) for g in graphs])
+    target = job.target
+    binding_sync = (target >= 0) & (t_all > prev_t + h_all)
+    sync_idx = np.flatnonzero(binding_sync)
+    cls_cum = np.concatenate([np.cumsum(g.class_ns, axis=1) for g in graphs], axis=1)
+    d_cum = np.cumsum(np.concatenate([g.d for g in graphs]))
+
+    def rank_of_op(k: int) -> int:
+        return int(np.searchsorted(k_off, k, "right") - 1)
+
+    def host(i: int, x: int, issued: bool = False) -> tuple[str, int] | None:
+        """Host stretch back from anchor ``i`` at time ``x`` (``issued``: at its call's start, before any wait of its
+        own); returns the next state."""
+        r = int(job.a_rank[i])
+        g, lo = graphs[r], int(a_off[r])
+        p = int(np.searchsorted(sync_idx, i - 1 if issued else i, "right") - 1)
+        j = int(sync_idx[p]) if p >= 0 and sync_idx[p] >= lo else lo
+        if j == i and binding_sync[i]:  # (a sync that returned when its work ended)
+            tg = int(target[i])
+            lo_t = min(int(ends[tg]), int(t_all[i]))  # (a pageable copy's call may return before its copy ends)
+            rows.append((g.rank, "host", "sync", g.class_top[HOST_CLASSES.index("sync")], lo_t, int(t_all[i]), int(t_all[i]) - lo_t))
+            return ("dev", tg)
+        before = cls_cum[:, j] if j > lo or binding_sync[j] else np.zeros(len(HOST_CLASSES), np.int64)
+        per = cls_cum[:, i] - before
+        begin = int(t_all[j])
+        for c in np.flatnonzero(per > 0).tolist():
+            rows.append((g.rank, "host", HOST_CLASSES[c], g.class_top[c], begin, x, int(per[c])))
+        return ("host", j) if binding_sync[j] and j != i else None
+
+    state: tuple[str, int] | None
+    k_last = int(np.argmax(ends)) if ends.size else -1
+    i_last = int(np.argmax(t_all)) if t_all.size else -1
+    state = ("dev", k_last) if k_last >= 0 and (i_last < 0 or ends[k_last] >= t_all[i_last]) else ("host", i_last)
+    seen = 0
+    while state is not None and seen <= 4 * (bind.size + t_all.size):
+        seen += 1
+        kind, n = state
+        if kind == "host":
+            state = host(n, int(t_all[n]))
+            continue
+        r = rank_of_op(n)
+        g, lk = graphs[r], n - int(k_off[r])
+        if kind == "dev" and peer[n] >= 0:  # a collective's transfer, then the rank that arrived last
+            rows.append((g.rank, f"stream {g.lane[lk]}", "comm", g.name[lk], int(starts[peer[n]]), int(ends[n]),
+                         int(ends[n] - starts[peer[n]])))
+            state = ("pre", int(peer[n]))
+            continue
+        if kind == "dev":
+            s = int(run_start[n])
+            first = s + 1 if peer[s] >= 0 and s != n else s  # (a collective bound by another rank is taken alone)
+            busy = int(d_cum[n] - (d_cum[first - 1] if first > 0 else 0))
+            lo = int(ends[s]) if first != s else int(starts[s])
+            rows.append((g.rank, f"stream {g.lane[lk]}", _device_cause(g, lk), g.name[lk], lo, int(ends[n]), busy))
+            if int(ends[n]) - lo > busy:  # the device's own gaps inside the run
+                rows.append((g.rank, f"stream {g.lane[lk]}", "compute", GAPS, lo, int(ends[n]), int(ends[n]) - lo - busy))
+            state = ("dev", s) if first != s else ("pre", s)
+            continue
+        b = int(bind[n])
+        if b == BIND_STREAM and lk > 0:
+            gap = int(starts[n] - ends[n - 1])
+            if gap > 0:
+                rows.append((g.rank, f"stream {g.lane[lk]}", "compute" if gap <= DEPENDENCY_SLACK_NS else "dependency",
+                             GAPS if gap <= DEPENDENCY_SLACK_NS else "(a wait the trace does not show)", int(ends[n - 1]), int(starts[n]), gap))
+            state = ("dev", n - 1)
+        elif b == BIND_LAUNCH and job.anchor[n] >= 0:
+            a = int(job.anchor[n])
+            issue = int(t_all[a] - g.pre_dur[a - int(a_off[r])])
+            rows.append((g.rank, "host", "launch", "", min(issue, int(starts[n])), int(starts[n]), max(int(starts[n]) - issue, 0)))
+            state = host(a, issue, issued=True)
+        elif b == BIND_DEPENDENCY and job.dep[n] >= 0:
+            dep = int(job.dep[n])
+            rows.append((g.rank, f"stream {g.lane[lk]}", "dependency", g.name[dep - int(k_off[r])], int(ends[dep]), int(starts[n]),
+                         int(starts[n] - ends[dep])))
+            state = ("dev", dep)
+        else:
+            state = None
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out["name"] = [str(x) for x in out["name"]]  # (numpy strings are no JSON)
+    return out.astype({"rank": np.int64, "start_ns": np.int64, "end_ns": np.int64, "ns": np.int64})
