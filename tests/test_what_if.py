@@ -19,6 +19,7 @@ from synthetic import TraceBuilder
 
 from traceprobe import load_trace
 from traceprobe.analysis.collectives import collective_table, match_window
+from traceprobe.analysis.critical_path import critical_path
 from traceprobe.analysis.dependency_graph import HOST_CLASSES, NEG, rank_graph
 from traceprobe.analysis.what_if import _job, replay, what_if
 
@@ -181,3 +182,34 @@ def test_matrix_balanced_controls_name_no_straggler(name):
     _, w, df = _matrix(name)
     assert not w.mismatched and w.matched > 0
     assert (df["per_step_ns"] < 500_000).all(), df.head()
+
+
+def test_the_critical_path_of_one_rank_covers_its_window_exactly(tmp_path):
+    """SYNTHETIC (the sleep between two launches above): the sync's return, kernel B, its launch, then the host back to
+    the step's start: 5 ms outside ops (the sleep) and 150 µs in the launching ops."""
+    g = rank_graph(load_trace(_one_rank(tmp_path)))
+    p = critical_path([g])
+    got = [(c, n, s, e) for c, n, s, e in zip(p["cause"], p["ns"], p["start_ns"], p["end_ns"])]
+    assert got == [("sync", 10_000, 6_160_000, 6_170_000), ("compute", 1_000_000, 5_160_000, 6_160_000),
+                   ("launch", 10_000, 5_150_000, 5_160_000), ("dispatch", 150_000, 0, 5_150_000), ("host", 5_000_000, 0, 5_150_000)]
+    assert p["ns"].sum() == 6_170_000  # the window, from the step's start to the sync's return
+
+
+def test_the_critical_path_crosses_into_the_rank_that_arrived_last(tmp_path):
+    """SYNTHETIC (the sleeping rank above): rank 0's all-reduce transfer after rank 1 arrived, then rank 1: its launch
+    and its 3 ms sleep; rank 0's 3 ms wait inside its kernel is not on the path."""
+    tables, graphs = {}, []
+    for r in (0, 1):
+        b = TraceBuilder(f"rank {r}", rank=r, world_size=2)
+        b.step(1, 0, 20_000_000)
+        b.cpu_op(0, 100_000, "aten::linear")
+        b.launch(50_000, "kernel", 0, 7, 60_000, 1_000_000)
+        late = 3_000_000 if r == 1 else 0
+        b.cpu_op(100_000 + late, 100_000, "c10d::allreduce_")
+        _nccl(b, 150_000 + late, 160_000 + late, 3_500_000 - late)
+        trace = load_trace(b.write(tmp_path / f"r{r}.pt.trace.json"))
+        tables[r], graphs = collective_table(trace), graphs + [rank_graph(trace)]
+    p = critical_path(graphs, match_window(tables).per_rank)
+    got = [(r, c, n) for r, c, n in zip(p["rank"], p["cause"], p["ns"])]
+    assert got[:3] == [(0, "comm", 500_000), (1, "launch", 10_000), (1, "dispatch", 150_000)]
+    assert got[3:] == [(1, "host", 3_000_000)] and p["ns"].sum() == 3_660_000

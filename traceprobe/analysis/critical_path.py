@@ -97,6 +97,9 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             return ("dev", tg)
         before = cls_cum[:, j] if j > lo or binding_sync[j] else np.zeros(len(HOST_CLASSES), np.int64)
         per = cls_cum[:, i] - before
+        if issued:  # (the launch call's own time, up to its start, is the launch segment's)
+            c = HOST_CLASSES.index("dispatch")
+            per[c] -= min(int(g.pre_dur[i - lo]), int(per[c]))
         begin = int(t_all[j])
         for c in np.flatnonzero(per > 0).tolist():
             rows.append((g.rank, "host", HOST_CLASSES[c], g.class_top[c], begin, x, int(per[c])))
