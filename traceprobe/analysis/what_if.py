@@ -309,7 +309,8 @@ class WindowWhatIf:
         run, window: labels of the run and window; ``path`` the trace for a window of one trace (else ``""``).
         ranks: the ranks replayed (empty for one unranked trace).
         steps: the most steps a rank of the window has (0 without steps).
-        window_ns: from the earliest to the latest end of work of the window's ranks (int ns).
+        window_ns: from the first device work (or host anchor, without device work) to the latest end of work of the
+            window's ranks (int ns).
         step_ns: the mean step of the rank with the longest steps (int ns, 0 without steps).
         critical_path: the window's critical path (:func:`.critical_path.critical_path`).
         table: :func:`what_if`'s table.
@@ -345,7 +346,8 @@ class WindowWhatIf:
 
 def _window_of(run: str, window: str, path: str, graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowWhatIf:
     steps = max((len(g.steps) for g in graphs), default=0)
-    lo = min((int(min(g.t.min(initial=NEG // -1), g.start.min(initial=NEG // -1))) for g in graphs), default=0)
+    # (from the first device work: a trace's host events can start long before, at 0 ns in some)
+    lo = min((int(g.start.min() if g.start.size else g.t.min(initial=0)) for g in graphs), default=0)
     hi = max((_finish(g.t, g.end) for g in graphs), default=0)
     span = max(hi - lo, 0)
     floor = max(int(NOISE_SHARE * span), NOISE_PER_STEP_NS * max(steps, 1))
