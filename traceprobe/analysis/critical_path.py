@@ -34,7 +34,7 @@ GAPS = "(gaps between queued work)"
 def _device_cause(g: RankGraph, k: int) -> str:
     if g.comm[k]:
         return "comm"
-    return "copy" if g.name[k].startswith(("Memcpy", "Memset")) else "compute"
+    return "copy" if g.names[g.name[k]].startswith(("Memcpy", "Memset")) else "compute"
 
 
 def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -119,7 +119,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
         r = rank_of_op(n)
         g, lk = graphs[r], n - int(k_off[r])
         if kind == "dev" and peer[n] >= 0:  # a collective's transfer, then the rank that arrived last
-            rows.append((g.rank, f"stream {g.lane[lk]}", "comm", g.name[lk], int(starts[peer[n]]), int(ends[n]),
+            rows.append((g.rank, f"stream {g.lane[lk]}", "comm", g.names[g.name[lk]], int(starts[peer[n]]), int(ends[n]),
                          int(ends[n] - starts[peer[n]])))
             state = ("pre", int(peer[n]))
             continue
@@ -128,7 +128,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             first = s + 1 if peer[s] >= 0 and s != n else s  # (a collective bound by another rank is taken alone)
             busy = int(d_cum[n] - (d_cum[first - 1] if first > 0 else 0))
             lo = int(ends[s]) if first != s else int(starts[s])
-            rows.append((g.rank, f"stream {g.lane[lk]}", _device_cause(g, lk), g.name[lk], lo, int(ends[n]), busy))
+            rows.append((g.rank, f"stream {g.lane[lk]}", _device_cause(g, lk), g.names[g.name[lk]], lo, int(ends[n]), busy))
             if int(ends[n]) - lo > busy:  # the device's own gaps inside the run
                 rows.append((g.rank, f"stream {g.lane[lk]}", "compute", GAPS, lo, int(ends[n]), int(ends[n]) - lo - busy))
             state = ("dev", s) if first != s else ("pre", s)
@@ -147,7 +147,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             state = host(a, issue, issued=True)
         elif b == BIND_DEPENDENCY and job.dep[n] >= 0:
             dep = int(job.dep[n])
-            rows.append((g.rank, f"stream {g.lane[lk]}", "dependency", g.name[dep - int(k_off[r])], int(ends[dep]), int(starts[n]),
+            rows.append((g.rank, f"stream {g.lane[lk]}", "dependency", g.names[g.name[dep - int(k_off[r])]], int(ends[dep]), int(starts[n]),
                          int(starts[n] - ends[dep])))
             state = ("dev", dep)
         else:

@@ -75,7 +75,7 @@ class RankGraph:
         lane: (K,) device chain of each device op (its (device, stream)), ops sorted by lane then start.
         start, end: (K,) the ops' times; ``d``: (K,) duration; ``g``: (K,) stream-edge lag; ``l``: (K,) launch-edge
             lag; ``anchor``: (K,) launching anchor (-1 none); ``fixed``: (K,) start of an op without launch nor
-            predecessor (NEG otherwise); ``name``: (K,) kernel name (object); ``dep``: (K,) the op of another stream
+            predecessor (NEG otherwise); ``name``: (K,) kernel name, a code into ``names`` (int64); ``dep``: (K,) the op of another stream
             it waited for (-1 none), ``dep_lag``: (K,) the lag after it; ``pre_dur``: (A,) each anchor's call time
             before the point the host reaches it (the launch edge leaves from the call's start); ``pageable``: (K,)
             copies from or to pageable memory; ``blocking``: (A,) anchors that wait for their own copy; ``comm``:
@@ -100,6 +100,7 @@ class RankGraph:
     anchor: np.ndarray
     fixed: np.ndarray
     name: np.ndarray
+    names: tuple[str, ...]
     steps: pd.DataFrame
     dep: np.ndarray
     dep_lag: np.ndarray
@@ -185,7 +186,8 @@ def rank_graph(trace: Trace) -> RankGraph:
     lane = pd.MultiIndex.from_arrays([dev, stream]).factorize()[0].astype(np.int64) if k else np.zeros(0, np.int64)
     o = np.lexsort((end, start, lane))
     lane, start, end, rows = lane[o], start[o], end[o], rows[o]
-    name = ev["name"].to_numpy(dtype=object)[o].astype(str) if k else np.zeros(0, object)
+    code, uniq = pd.factorize(ev["name"].to_numpy(dtype=object)) if k else (np.zeros(0, np.int64), [])
+    name, names = code.astype(np.int64)[o], tuple(str(x) for x in uniq)
     first = np.ones(k, bool)
     first[1:] = lane[1:] != lane[:-1]
     prev_end = np.where(first, NEG, np.roll(end, 1))
@@ -265,6 +267,6 @@ def rank_graph(trace: Trace) -> RankGraph:
         tops.append(_top(trace, np.flatnonzero(m), s))
     tops.append("")
     return RankGraph(int(trace.rank or 0), t, h, class_ns, tuple(tops), target, ret, lane, start, end, end - start, g, lag,
-                     anchor, fixed, name, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
+                     anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8))

@@ -98,38 +98,74 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
     return _Job(graphs, a_rank, k_rank, lane, target, anchor, group, d, first, dep)
 
 
+def _segments(key: np.ndarray) -> list[tuple[int, int]] | None:
+    """The runs of equal ``key`` (sorted) as slices, where there are few enough to loop over (None: too many)."""
+    if key.size == 0:
+        return []
+    cut = np.flatnonzero(key[1:] != key[:-1]) + 1
+    if cut.size > 256:
+        return None
+    bounds = [0, *cut.tolist(), key.size]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _running_max(key: np.ndarray, v: np.ndarray, runs: list[tuple[int, int]] | None) -> np.ndarray:
+    """Running maximum of ``v`` within each run of ``key``: a slice at a time where ``runs`` lists them."""
+    if runs is None:
+        return _grouped_cummax(key, v)
+    out = np.empty_like(v)
+    for lo, hi in runs:
+        np.maximum.accumulate(v[lo:hi], out=out[lo:hi])
+    return out
+
+
 def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Anchor times and device op ends of the job replayed with host times ``h``, durations ``d`` and the sync edges
-    of the anchors in ``no_sync`` (bool) dropped (module docstring). Returns ``(t, end)`` (int64 ns)."""
+    of the anchors in ``no_sync`` (bool) dropped (module docstring). Returns ``(t, end)`` (int64 ns).
+
+    Each chain is a running maximum: a device op ends at ``P_k + max_{j<=k}(E_j + d_j - P_j)`` where ``P`` sums its
+    stream's lags and durations and ``E`` is its latest other edge, the host at ``H_i + max_{j<=i}(X_j - H_j)``.
+    A round computes every chain from the other chains' times of the round before; rounds end when nothing moves."""
     cat = np.concatenate
     graphs = job.graphs
     t0 = cat([g.t for g in graphs])
-    start0 = cat([g.start for g in graphs])
     g_lag, l_lag, fixed = cat([g.g for g in graphs]), cat([g.l for g in graphs]), cat([g.fixed for g in graphs])
     ret, dep_lag, pre_dur = cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs]), cat([g.pre_dur for g in graphs])
     first_a = np.ones(t0.size, bool)
     first_a[1:] = job.a_rank[1:] != job.a_rank[:-1]
     H = np.cumsum(h)
-    sync = (job.target >= 0) & ~no_sync
     P = np.cumsum(g_lag + d)
     t, end = t0.copy(), cat([g.end for g in graphs])
-    arrival = start0.copy()
+    arrival = cat([g.start for g in graphs])
+    if end.size == 0 or t.size == 0:
+        return t, end
+    a_idx, has_a = np.maximum(job.anchor, 0), job.anchor >= 0
+    lag_a = np.where(has_a, l_lag, NEG)  # (an op without a launch: no launch edge)
+    d_idx, has_d = np.maximum(job.dep, 0), job.dep >= 0
+    any_dep = bool(has_d.any())
+    sync = (job.target >= 0) & ~no_sync
+    s_idx, ret_s = np.maximum(job.target, 0), np.where(sync, ret, NEG)
+    x_first = np.where(first_a, t0, NEG)
     m = job.group >= 0
+    g_idx = np.maximum(job.group, 0)
     n_groups = int(job.group.max(initial=-1)) + 1
+    not_first = ~job.first
+    lanes, ranks = _segments(job.lane), _segments(job.a_rank)
     for _ in range(MAX_ROUNDS):
-        issue = np.where(first_a, t, np.roll(t, 1) + h) - pre_dur  # each launch call's start
-        ext = np.where(job.anchor >= 0, issue[np.maximum(job.anchor, 0)] + l_lag, NEG) if t.size else np.full(end.size, NEG)
-        ext = np.maximum(ext, np.where(job.dep >= 0, end[np.maximum(job.dep, 0)] + dep_lag, fixed))
+        issue = np.roll(t, 1) + h
+        issue[first_a] = t[first_a]
+        issue -= pre_dur  # each launch call's start
+        own = np.maximum(issue[a_idx] + lag_a, np.where(has_d, end[d_idx] + dep_lag, fixed) if any_dep else fixed)
+        ext = own
         if n_groups:
             last = np.full(n_groups, NEG, np.int64)
             np.maximum.at(last, job.group[m], arrival[m])
-            ext = np.where(m, np.maximum(ext, last[np.maximum(job.group, 0)]), ext)
-        new_end = P + _grouped_cummax(job.lane, np.maximum(ext + d - P, NEG))
-        prev = np.where(job.first, NEG, np.roll(new_end, 1) + g_lag)
-        own = np.where(job.anchor >= 0, issue[np.maximum(job.anchor, 0)] + l_lag, NEG) if t.size else np.full(end.size, NEG)
-        new_arrival = np.maximum(np.maximum(prev, own), np.where(job.dep >= 0, end[np.maximum(job.dep, 0)] + dep_lag, fixed))
-        x = np.where(first_a, t0, np.where(sync, new_end[np.maximum(job.target, 0)] + ret, NEG) if new_end.size else NEG) if t.size else t
-        new_t = H + _grouped_cummax(job.a_rank, np.maximum(x - H, NEG)) if t.size else t
+            ext = np.where(m, np.maximum(own, last[g_idx]), own)
+        new_end = P + _running_max(job.lane, np.maximum(ext + d - P, NEG), lanes)
+        prev = np.roll(new_end, 1) + g_lag
+        new_arrival = np.where(not_first, np.maximum(prev, own), own)
+        x = np.maximum(x_first, new_end[s_idx] + ret_s)
+        new_t = H + _running_max(job.a_rank, np.maximum(x - H, NEG), ranks)
         if np.array_equal(new_t, t) and np.array_equal(new_end, end) and np.array_equal(new_arrival, arrival):
             break
         t, end, arrival = new_t, new_end, new_arrival
@@ -165,7 +201,7 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     job = _job(graphs, per_rank)
     h0 = np.concatenate([g.h for g in graphs])
     no_sync = np.zeros(h0.size, bool)
-    base = _finish(*replay(job, h0, job.d, no_sync))
+    base = _finish(np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs]))  # (the replay is exact)
     n_steps = max((len(g.steps) for g in graphs), default=0)
     floor = max(min_ns, 0)
     cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
@@ -235,8 +271,10 @@ def _steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
 
 def _imbalance(job: _Job, h0: np.ndarray, no_sync: np.ndarray, base: int, min_ns: int) -> list[tuple]:
     """Per rank, its device time per kernel name beyond the median of the other ranks', removed."""
-    names = np.concatenate([g.name for g in job.graphs])
-    code, uniq = pd.factorize(names)
+    glob: dict[str, int] = {}
+    code = np.concatenate([np.array([glob.setdefault(x, len(glob)) for x in g.names], np.int64)[g.name] if g.name.size else
+                           np.zeros(0, np.int64) for g in job.graphs])
+    uniq = list(glob)
     n = len(job.graphs)
     tot = np.zeros((n, len(uniq)), np.int64)
     np.add.at(tot, (job.k_rank, code), np.concatenate([g.d for g in job.graphs]))
