@@ -81,6 +81,8 @@ class RankGraph:
             copies from or to pageable memory; ``blocking``: (A,) anchors that wait for their own copy; ``comm``:
             (K,) communication kernels (:func:`.busy.comm_mask`); ``bind``: (K,) each op's binding edge in the trace
             (:data:`BIND_NONE`, :data:`BIND_STREAM`, :data:`BIND_LAUNCH`, :data:`BIND_DEPENDENCY`).
+        id_density: the runtime calls' distinct correlation ids over the range they span (CUPTI numbers every
+            call: a sampled trace, such as HTA's ``sampled_rank-0``, holds a small share of them).
         steps: step windows, columns ``step``, ``start_ns``, ``end_ns`` (int64 ns).
     """
 
@@ -109,6 +111,7 @@ class RankGraph:
     blocking: np.ndarray
     comm: np.ndarray
     bind: np.ndarray
+    id_density: float = 1.0
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -157,6 +160,14 @@ def _top(trace: Trace, rows: np.ndarray, span: iv.Intervals) -> str:
     if not ok.any():
         return ""
     return names[int(np.argmax(np.bincount(c[ok], weights=over[ok].astype(np.float64), minlength=len(names))))]
+
+
+def _id_density(trace: Trace) -> float:
+    if trace.host_events.empty:
+        return 1.0
+    ids = host_column(trace, "correlation")[runtime_calls(trace)]
+    ids = np.unique(ids[ids > 0])
+    return ids.size / (int(ids[-1]) - int(ids[0]) + 1) if ids.size > 1 else 1.0
 
 
 @per_trace
@@ -269,4 +280,5 @@ def rank_graph(trace: Trace) -> RankGraph:
     return RankGraph(int(trace.rank or 0), t, h, class_ns, tuple(tops), target, ret, lane, start, end, end - start, g, lag,
                      anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
-                     np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8))
+                     np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
+                     _id_density(trace))

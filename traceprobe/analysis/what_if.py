@@ -351,6 +351,9 @@ class WindowWhatIf:
             window's ranks (int ns).
         step_ns: the mean step of the rank with the longest steps (int ns, 0 without steps).
         critical_path: the window's critical path (:func:`.critical_path.critical_path`).
+        linked: the share of the window's device ops whose launch is in the trace (a sampled or truncated trace
+            links few: its what-ifs cover the linked part only, and its finding says so); ``id_density`` the least
+            :attr:`.dependency_graph.RankGraph.id_density` of its ranks (under 1%: sampled, and the finding says so; the recorded samples hold 3-100%).
         table: :func:`what_if`'s table.
         top: the first row above the noise floor (:data:`NOISE_SHARE`, :data:`NOISE_PER_STEP_NS`) as a dict, None
             where no cause gives back that much.
@@ -366,6 +369,8 @@ class WindowWhatIf:
     top: dict | None
     step_ns: int = 0
     critical_path: pd.DataFrame = field(default_factory=pd.DataFrame)
+    linked: float = 1.0
+    id_density: float = 1.0
 
     def finding(self) -> str:
         """The top what-if in words, ``""`` without one: e.g. ``rank 3: host outside ops: -17.5 ms/step (52% of the
@@ -376,10 +381,19 @@ class WindowWhatIf:
         who = "every rank" if t["rank"] < 0 else f"rank {t['rank']}"
         per = t["per_step_ns"] if self.steps else t["gain_ns"]
         unit = "/step" if self.steps else ""
-        share = f" ({per / self.step_ns:.0%} of a step)" if self.steps and self.step_ns > 0 else \
+        step = max(self.step_ns, self.window_ns // max(self.steps, 1))
+        share = f" ({per / step:.0%} of a step)" if self.steps and step > 0 else \
             f" ({t['gain_ns'] / max(self.window_ns, 1):.0%} of the window)"
-        return (f"{who}: {LABELS.get(t['cause'], t['cause'])}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
-                f"{advice(t['cause'], t['top'], t['steps_with'], self.steps)}")
+        cause = t["cause"]
+        if cause == "slow_call" and not (t["steps_with"] >= 2 and t["steps_with"] >= self.steps - 1):
+            cause = "warmup"  # (slow once: a first call, warm-up, whatever its shape)
+        partial = (f"the trace links only {self.linked:.0%} of its device work to launches (sampled or cut short): "
+                   "what follows is of that part; ") if self.linked < 0.5 else ""
+        if self.id_density < 0.01:
+            partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
+                       "what follows is of the events it kept; ")
+        return (f"{partial}{who}: {LABELS.get(cause, cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
+                f"{advice(cause, t['top'], t['steps_with'], self.steps)}")
 
 
 def _window_of(run: str, window: str, path: str, graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowWhatIf:
@@ -395,7 +409,13 @@ def _window_of(run: str, window: str, path: str, graphs: list[RankGraph], per_ra
     from .critical_path import critical_path
 
     return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
-                        ok.iloc[0].to_dict() if len(ok) else None, step_ns, critical_path(graphs, per_rank))
+                        ok.iloc[0].to_dict() if len(ok) else None, step_ns, critical_path(graphs, per_rank),
+                        _linked(graphs), min((g.id_density for g in graphs), default=1.0))
+
+
+def _linked(graphs: list[RankGraph]) -> float:
+    ops = sum(g.anchor.size for g in graphs)
+    return sum(int((g.anchor >= 0).sum()) for g in graphs) / ops if ops else 1.0
 
 
 def window_what_ifs(runs, collectives) -> list[WindowWhatIf]:
