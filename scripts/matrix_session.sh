@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the scenarios of scripts/matrix_scenarios.py one after another under torchrun, each into OUTDIR/NAME
-# (traces and injected.json; its output in OUTDIR/NAME.log), then print every injected.json.
+# (traces; its output in OUTDIR/NAME.log), print every injected.json, then gather them into OUTDIR/injected.jsonl.
 # Usage: bash scripts/matrix_session.sh OUTDIR [SCENARIO...]     (no SCENARIO: all of them)
 #   WORLD=4       processes per scenario (one GPU each)
 #   DEVICE=cuda   or cpu: gloo, tiny sizes, a smoke test
@@ -34,3 +34,13 @@ for name in "$@"; do
   if [ -f "$f" ]; then cat "$f"; else echo "(none)"; fi
 done
 echo "$# scenarios, $failed failed"
+# What was built in, one JSON line per scenario in OUTDIR/injected.jsonl (a folder walk reads *.json as traces).
+python3 - "$out" <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+lines = []
+for f in sorted(out.glob("*/injected.json")):
+    lines.append(json.dumps({"folder": f.parent.name, **json.loads(f.read_text())}, sort_keys=True))
+    f.unlink()
+(out / "injected.jsonl").write_text("".join(x + "\n" for x in lines))
+PY

@@ -152,8 +152,8 @@ def _matrix(name: str):
     folder = MATRIX / name
     traces = [load_trace(p) for p in sorted(folder.glob("*.pt.trace.json.gz"))]
     w = match_window({t.rank: collective_table(t) for t in traces})
-    return json.loads((folder / "injected.json").read_text()), w, what_if([rank_graph(t) for t in traces], w.per_rank,
-                                                                          min_ns=500_000)
+    facts = {f["folder"]: f for f in map(json.loads, (MATRIX / "injected.jsonl").read_text().splitlines())}[name]
+    return facts, w, what_if([rank_graph(t) for t in traces], w.per_rank, min_ns=500_000)
 
 
 # scenario: the top what-if's cause, and the tolerance of its gain per step against the built-in time (None: the
