@@ -313,6 +313,8 @@ LABELS = {
 def advice(cause: str, top: str, steps_with: int, steps: int) -> str:
     """The one action a what-if's cause calls for (``top``: what holds most of it; ``steps_with`` of ``steps``)."""
     every = steps_with >= 2 and steps_with >= steps - 1
+    if len(top) > 48:  # (a kernel's name can run to 130 characters: its start and end say which)
+        top = top[:30] + "…" + top[-17:]
     where = f" ({top})" if top else ""
     return {
         "graph_capture": "capture the graph once and replay it; a capture per step records launches that do not run",

@@ -357,7 +357,7 @@ def table_lines(summary: Summary, width: int | None = None) -> list[Text]:
         out += [Text(""), *ranks] if out else ranks
     gains = what_if_lines(summary, base_folder(summary), relative)
     if gains and width is not None:
-        gains = [gains[0]] + [Text(x) for g in gains[1:] for x in wrap(g.plain, width)]
+        gains = [Text(x, style=str(g.style)) for g in gains for x in wrap(g.plain, width)]
     if gains:
         out += [Text(""), *gains] if out else gains
     if out:

@@ -33,4 +33,4 @@ def what_if_lines(summary: Summary, base: str, relative) -> list[Text]:
         rows.append(cell(f"{where} {w.window}: {text}"))
     if not rows:
         return []
-    return [Text("what would give time back (the job's dependency graph replayed without each cause)", style="bold"), *rows]
+    return [Text("what would give time back (the dependency graph replayed)", style="bold"), *rows]
