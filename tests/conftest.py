@@ -5,6 +5,13 @@ from __future__ import annotations
 import pytest
 
 
+def swept(path) -> bool:
+    """Whether a sample trace is in the sweeps over every sample (reading in pieces, step figures, breakdowns, summary
+    round trips): of sample_traces/matrix (21 scenarios x 4 ranks, tested by tests/test_what_if.py) rank 0 only."""
+    p = str(path).replace("\\", "/")
+    return "sample_traces/matrix/" not in p or "/rank0." in p
+
+
 def _gpus() -> int:
     try:
         import torch

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import swept
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -204,7 +205,7 @@ def test_step_breakdown_sums_per_step():
     assert (got[list(PARTS)].sum(axis=1) == got["window_ns"]).all()
 
 
-SAMPLE_FILES = sorted(SAMPLES.rglob("*.pt.trace.json.gz"))
+SAMPLE_FILES = sorted(p for p in SAMPLES.rglob("*.pt.trace.json.gz") if swept(p))
 
 
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: str(p.relative_to(SAMPLES)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from test_perfetto import replay
 from typer.testing import CliRunner
 
@@ -86,3 +87,24 @@ def test_export_names_keep_the_folder(tmp_path):
 
     assert unique_stems(["/d/rec-ddp/rank0.pt.trace.json", "/d/rec-fsdp/rank0.pt.trace.json"]) == ["rec-ddp-rank0", "rec-fsdp-rank0"]
     assert unique_stems(["/d/a.pt.trace.json.gz", "/d/a.pt.trace.json"]) == ["a", "a.2"]
+
+
+def test_merge_ranks_draws_the_critical_path(tmp_path):
+    """The matrix's mesh-sleep run (4x H200, rank 3 sleeps 20 ms a step): a ``critical path`` track under each rank the
+    path crosses, its slices the path's segments, laid end to end without overlap, rank 3's holding its sleep."""
+    from traceprobe.collect import analyze_paths
+
+    folder = SAMPLES / "matrix" / "mesh-sleep"
+    res = CliRunner().invoke(app, ["export", str(folder), "--perfetto", "--merge-ranks", "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    r = replay(next(tmp_path.glob("*.pftrace")))
+    tracks, slices = r["tracks"], r["slices"]
+    on = {u: _under(tracks, u) for u, td in tracks.items() if td.name == "critical path"}
+    path = analyze_paths([str(folder)], jobs=1).what_ifs[0].critical_path
+    assert sorted(on.values()) == sorted(set(path["rank"]))
+    drawn = slices[slices["track"].isin(list(on))].sort_values("start")
+    assert len(drawn) == len(path.drop_duplicates(["rank", "lane", "start_ns", "end_ns"]))
+    assert (drawn["start"].to_numpy()[1:] >= drawn["end"].to_numpy()[:-1] - 1_000_000).all()  # (end to end, give or take a launch)
+    rank3 = np.array([on[t] == 3 for t in drawn["track"]])
+    sleep = drawn[rank3 & drawn["name"].str.startswith("host").to_numpy()]
+    assert (sleep["end"] - sleep["start"]).max() > 15_000_000

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import swept
 from synthetic import BASE, TraceBuilder, load, rows
 
 from traceprobe import load_trace, overlap_report
@@ -184,7 +185,7 @@ def _both_ways(t):
     return got, _reference_step_figures(t, la, steps)
 
 
-SAMPLES = sorted(str(p) for p in Path(__file__).resolve().parent.parent.joinpath("sample_traces").rglob("*.json.gz"))
+SAMPLES = sorted(str(p) for p in Path(__file__).resolve().parent.parent.joinpath("sample_traces").rglob("*.json.gz") if swept(p))
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: Path(p).name)

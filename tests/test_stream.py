@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import swept
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ from traceprobe.reading.splitter import Head, Splitter
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(
     f for f in subprocess.run(["git", "ls-files", "sample_traces"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    if ".json" in f and not f.endswith("manifest.json")
+    if ".json" in f and not f.endswith("manifest.json") and swept(f)
 )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import swept
 from typer.testing import CliRunner
 
 from traceprobe.analysis.summaries import from_summary, summary_bytes, write_summary
@@ -42,6 +43,7 @@ def both(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("summaries")
     files, _ = discover([str(SAMPLES)])
+    files = [f for f in files if swept(f)]
     originals = map_items(analyze_file, files, jobs=2, on_crash=_crash_failure)
     for r in originals:
         rel = Path(r.path).resolve().relative_to(SAMPLES)

@@ -374,6 +374,16 @@ class WindowWhatIf:
     linked: float = 1.0
     id_density: float = 1.0
 
+    def label(self) -> str:
+        """The top what-if in a few words, ``""`` without one: e.g. ``rank 3 host outside ops -17.5 ms/step``."""
+        t = self.top
+        if t is None:
+            return ""
+        cause = "warmup" if t["cause"] == "slow_call" and not (t["steps_with"] >= 2 and t["steps_with"] >= self.steps - 1) else t["cause"]
+        who = "every rank" if t["rank"] < 0 else f"rank {t['rank']}"
+        per, unit = (t["per_step_ns"], "/step") if self.steps else (t["gain_ns"], "")
+        return f"{who} {LABELS.get(cause, cause)} -{per / 1e6:,.1f} ms{unit}"
+
     def finding(self) -> str:
         """The top what-if in words, ``""`` without one: e.g. ``rank 3: host outside ops: -17.5 ms/step (52% of the
         step) if removed; host time outside any op ...``."""

@@ -110,6 +110,7 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
     errors = [f"{f.path}: {f.error}" for f in summary.failures]
     clocks = {(c.run, c.window): c.clock for c in getattr(summary, "collectives", ())}
     estimates = {(c.run, c.window): c for c in summary.clocks} if align_clocks else {}
+    paths_by_window = {(w.run, w.window): w.critical_path for w in summary.what_ifs if not w.path}
     base = base_folder(summary)
     used: dict[str, int] = {}
     written = 0
@@ -127,7 +128,8 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
             items = [(rank, traces[r.path], r) for rank, r in zip(w.ranks, w.reports) if rank is not None]
             try:
                 typer.echo(write_perfetto_ranks(items, out_dir / f"{name}.pftrace", clocks.get((run.name, w.label), ""),
-                                                clocks=estimates.get((run.name, w.label))).describe())
+                                                clocks=estimates.get((run.name, w.label)),
+                                                critical=paths_by_window.get((run.name, w.label))).describe())
                 written += 1
             except WriteError as e:
                 errors.append(str(e))

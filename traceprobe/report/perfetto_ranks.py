@@ -63,8 +63,24 @@ class MergedExport:
                 f"clocks: timestamps {how} ({self.clock})")
 
 
+def _path_slices(path: pd.DataFrame, first_name: int) -> pd.DataFrame:
+    """One rank's critical path segments as slices (``start``, ``end``, ``name_iid`` from ``first_name`` on, ``label``):
+    a host stretch (its classes share their bounds) becomes one slice named by its largest class."""
+    if path.empty:
+        return pd.DataFrame({c: pd.Series([], dtype=object if c == "label" else np.int64)
+                             for c in ("start", "end", "name_iid", "row", "flow_out", "flow_in", "label")})
+    p = path.sort_values("ns", ascending=False, kind="stable").drop_duplicates(["lane", "start_ns", "end_ns"])
+    p = p.sort_values("start_ns", kind="stable")
+    label = [f"{c}: {n}" if n else c for c, n in zip(p["cause"], p["name"])]
+    n = len(p)
+    return pd.DataFrame({"start": p["start_ns"].to_numpy(np.int64), "end": np.maximum(p["end_ns"], p["start_ns"]).to_numpy(np.int64),
+                         "name_iid": np.arange(first_name + 1, first_name + n + 1, dtype=np.int64), "row": np.full(n, -1, np.int64),
+                         "flow_out": np.zeros(n, np.int64), "flow_in": np.zeros(n, np.int64), "label": label})
+
+
 def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path: str | Path, clock: str = "",
-                         chunk_packets: int = CHUNK_PACKETS, clocks: ClockEstimate | None = None) -> MergedExport:
+                         chunk_packets: int = CHUNK_PACKETS, clocks: ClockEstimate | None = None,
+                         critical: pd.DataFrame | None = None) -> MergedExport:
     """Write the traces of one window's ranks as one ``.pftrace`` (module doc).
 
     Args:
@@ -74,6 +90,9 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
         chunk_packets: packets per chunk written.
         clocks: the window's clock estimate; where it says the clocks differ (``differ``), every rank's
             timestamps are put on its reference rank's clock (module doc).
+        critical: the window's critical path (:func:`traceprobe.analysis.critical_path.critical_path`): drawn on a
+            ``critical path`` track of each rank it crosses, one slice per segment (``cause: name``; a host stretch
+            named by its largest class).
     """
     shift = clocks is not None and clocks.differ
     rows: list[dict] = []
@@ -123,6 +142,12 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
         for src, fn in _annotators(trace, report).items():
             fills[src + k * _SRC_STRIDE] = fn
         names += r_names
+        if critical is not None and len(critical):
+            mine = _path_slices(critical[critical["rank"] == rank], len(names))
+            if len(mine):
+                rows.append({"uuid": len(rows) + 1, "name": "critical path", "parent": top, "rank": 1})
+                names += mine.pop("label").tolist()
+                slices = pd.concat([slices, mine.assign(track=len(rows), src=_CLOCK)[slices.columns]], ignore_index=True)
         parts.append(slices)
         counters.append(cnt)
     lo = min((int(s["start"].min()) for s in parts if len(s)), default=0)

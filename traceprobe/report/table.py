@@ -206,7 +206,25 @@ def _trace_columns(summary: Summary, short: bool, run_width: int | None) -> tupl
         if c.optional and all(t.plain == "-" for t in cells):
             continue
         cols.append(Column(c.short if short else c.header, cells, right=short if c.right is None else c.right, wrap=c.wrap))
-    return cols, [finding_label(r) for r, _, _, _ in places]
+    gains = what_if_labels(summary)
+    labels = [gains.get(id(r)) or finding_label(r) for r, _, _, _ in places]
+    cols[-1] = Column(cols[-1].header, [cell(x) for x in labels], right=cols[-1].right, wrap=cols[-1].wrap)
+    return cols, labels
+
+
+def what_if_labels(summary: Summary) -> dict[int, str]:
+    """Each report's window's top what-if in a few words (:meth:`.WindowWhatIf.label`), by ``id(report)``; a window
+    of several ranks gives its label to each of them."""
+    out: dict[int, str] = {}
+    by_path = {w.path: w for w in summary.what_ifs if w.path}
+    by_window = {(w.run, w.window): w for w in summary.what_ifs if not w.path}
+    for run in summary.runs:
+        for win in run.windows:
+            for rep in win.reports:
+                w = by_path.get(rep.path) or by_window.get((run.name, win.label))
+                if w is not None and w.label():
+                    out[id(rep)] = w.label()
+    return out
 
 
 def trace_lines(summary: Summary, width: int | None = None) -> tuple[list[Text], bool]:
