@@ -73,7 +73,8 @@ def _path_slices(path: pd.DataFrame, first_name: int) -> pd.DataFrame:
     p = p.sort_values("start_ns", kind="stable")
     label = [f"{c}: {n}" if n else c for c, n in zip(p["cause"], p["name"])]
     n = len(p)
-    return pd.DataFrame({"start": p["start_ns"].to_numpy(np.int64), "end": np.maximum(p["end_ns"], p["start_ns"]).to_numpy(np.int64),
+    s, e = p["start_ns"].to_numpy(np.int64), p["end_ns"].to_numpy(np.int64)
+    return pd.DataFrame({"start": s, "end": np.maximum(e, s),
                          "name_iid": np.arange(first_name + 1, first_name + n + 1, dtype=np.int64), "row": np.full(n, -1, np.int64),
                          "flow_out": np.zeros(n, np.int64), "flow_in": np.zeros(n, np.int64), "label": label})
 
@@ -143,7 +144,7 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
             fills[src + k * _SRC_STRIDE] = fn
         names += r_names
         if critical is not None and len(critical):
-            mine = _path_slices(critical[critical["rank"] == rank], len(names))
+            mine = _path_slices(critical.loc[critical["rank"].to_numpy() == rank], len(names))
             if len(mine):
                 rows.append({"uuid": len(rows) + 1, "name": "critical path", "parent": top, "rank": 1})
                 names += mine.pop("label").tolist()
