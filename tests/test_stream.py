@@ -26,7 +26,7 @@ from traceprobe.reading.splitter import Head, Splitter
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(
     f for f in subprocess.run(["git", "ls-files", "sample_traces"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    if ".json" in f and not f.endswith("manifest.json") and swept(f)
+    if f.endswith((".json", ".json.gz")) and not f.endswith("manifest.json") and swept(f)
 )
 
 
