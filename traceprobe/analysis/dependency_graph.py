@@ -194,10 +194,15 @@ def rank_graph(trace: Trace) -> RankGraph:
     # device ops by lane (device, stream), then start
     dev, stream = device_column(trace, "device"), device_column(trace, "stream")
     start, end = device_column(trace, "start_ns"), device_column(trace, "end_ns")
-    lane = pd.MultiIndex.from_arrays([dev, stream]).factorize()[0].astype(np.int64) if k else np.zeros(0, np.int64)
+    lane = np.unique(np.stack([dev, stream]), axis=1, return_inverse=True)[1].reshape(-1).astype(np.int64) if k else np.zeros(0, np.int64)
     o = np.lexsort((end, start, lane))
     lane, start, end, rows = lane[o], start[o], end[o], rows[o]
-    code, uniq = pd.factorize(ev["name"].to_numpy(dtype=object)) if k else (np.zeros(0, np.int64), [])
+    names_col = ev["name"]
+    if k and isinstance(names_col.dtype, pd.CategoricalDtype):  # (the loader's names are categorical: their codes)
+        code, uniq = names_col.cat.codes.to_numpy().astype(np.int64), list(names_col.cat.categories)
+        code, uniq = np.where(code < 0, len(uniq), code), [*uniq, "nan"]
+    else:
+        code, uniq = pd.factorize(names_col.to_numpy(dtype=object)) if k else (np.zeros(0, np.int64), [])
     name, names = code.astype(np.int64)[o], tuple(str(x) for x in uniq)
     first = np.ones(k, bool)
     first[1:] = lane[1:] != lane[:-1]
