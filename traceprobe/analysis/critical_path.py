@@ -45,8 +45,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
         per_rank: the window's matched collectives (:attr:`.collectives.WindowCollectives.per_rank`), None for one rank.
 
     Returns:
-        DataFrame: ``rank`` (int64), ``lane`` (str: ``host`` or ``stream <device>:<lane>``, the device chain's
-        index), ``cause`` (str: a host class, ``sync``, ``launch``, ``dependency``, ``compute``, ``copy``, ``comm``),
+        DataFrame: ``rank`` (int64), ``lane`` (str: ``host`` or the device chain, ``cuda:0 stream 7``), ``cause`` (str: a host class, ``sync``, ``launch``, ``dependency``, ``compute``, ``copy``, ``comm``),
         ``name`` (str: the kernel, or the host op holding most of a class), ``start_ns``, ``end_ns`` (int64: the
         segment), ``ns`` (int64: its time; a host stretch gives one row per class, each with the stretch's bounds).
     """
@@ -119,7 +118,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
         r = rank_of_op(n)
         g, lk = graphs[r], n - int(k_off[r])
         if kind == "dev" and peer[n] >= 0:  # a collective's transfer, then the rank that arrived last
-            rows.append((g.rank, f"stream {g.lane[lk]}", "comm", g.names[g.name[lk]], int(starts[peer[n]]), int(ends[n]),
+            rows.append((g.rank, g.lane_names[g.lane[lk]], "comm", g.names[g.name[lk]], int(starts[peer[n]]), int(ends[n]),
                          int(ends[n] - starts[peer[n]])))
             state = ("pre", int(peer[n]))
             continue
@@ -128,16 +127,16 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             first = s + 1 if peer[s] >= 0 and s != n else s  # (a collective bound by another rank is taken alone)
             busy = int(d_cum[n] - (d_cum[first - 1] if first > 0 else 0))
             lo = int(ends[s]) if first != s else int(starts[s])
-            rows.append((g.rank, f"stream {g.lane[lk]}", _device_cause(g, lk), g.names[g.name[lk]], lo, int(ends[n]), busy))
+            rows.append((g.rank, g.lane_names[g.lane[lk]], _device_cause(g, lk), g.names[g.name[lk]], lo, int(ends[n]), busy))
             if int(ends[n]) - lo > busy:  # the device's own gaps inside the run
-                rows.append((g.rank, f"stream {g.lane[lk]}", "compute", GAPS, lo, int(ends[n]), int(ends[n]) - lo - busy))
+                rows.append((g.rank, g.lane_names[g.lane[lk]], "compute", GAPS, lo, int(ends[n]), int(ends[n]) - lo - busy))
             state = ("dev", s) if first != s else ("pre", s)
             continue
         b = int(bind[n])
         if b == BIND_STREAM and lk > 0:
             gap = int(starts[n] - ends[n - 1])
             if gap > 0:
-                rows.append((g.rank, f"stream {g.lane[lk]}", "compute" if gap <= DEPENDENCY_SLACK_NS else "dependency",
+                rows.append((g.rank, g.lane_names[g.lane[lk]], "compute" if gap <= DEPENDENCY_SLACK_NS else "dependency",
                              GAPS if gap <= DEPENDENCY_SLACK_NS else "(a wait the trace does not show)", int(ends[n - 1]), int(starts[n]), gap))
             state = ("dev", n - 1)
         elif b == BIND_LAUNCH and job.anchor[n] >= 0:
@@ -147,7 +146,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             state = host(a, issue, issued=True)
         elif b == BIND_DEPENDENCY and job.dep[n] >= 0:
             dep = int(job.dep[n])
-            rows.append((g.rank, f"stream {g.lane[lk]}", "dependency", g.names[g.name[dep - int(k_off[r])]], int(ends[dep]), int(starts[n]),
+            rows.append((g.rank, g.lane_names[g.lane[lk]], "dependency", g.names[g.name[dep - int(k_off[r])]], int(ends[dep]), int(starts[n]),
                          int(starts[n] - ends[dep])))
             state = ("dev", dep)
         else:

@@ -81,6 +81,8 @@ class RankGraph:
             copies from or to pageable memory; ``blocking``: (A,) anchors that wait for their own copy; ``comm``:
             (K,) communication kernels (:func:`.busy.comm_mask`); ``bind``: (K,) each op's binding edge in the trace
             (:data:`BIND_NONE`, :data:`BIND_STREAM`, :data:`BIND_LAUNCH`, :data:`BIND_DEPENDENCY`).
+        lane_names: each device chain's device and stream (``cuda:0 stream 7``), by ``lane``.
+        ranked: whether the trace names its rank (``rank`` is 0 where it does not).
         id_density: the runtime calls' distinct correlation ids over the range they span (CUPTI numbers every
             call: a sampled trace, such as HTA's ``sampled_rank-0``, holds a small share of them).
         steps: step windows, columns ``step``, ``start_ns``, ``end_ns`` (int64 ns).
@@ -112,6 +114,8 @@ class RankGraph:
     comm: np.ndarray
     bind: np.ndarray
     id_density: float = 1.0
+    lane_names: tuple[str, ...] = ()
+    ranked: bool = True
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -194,7 +198,9 @@ def rank_graph(trace: Trace) -> RankGraph:
     # device ops by lane (device, stream), then start
     dev, stream = device_column(trace, "device"), device_column(trace, "stream")
     start, end = device_column(trace, "start_ns"), device_column(trace, "end_ns")
-    lane = np.unique(np.stack([dev, stream]), axis=1, return_inverse=True)[1].reshape(-1).astype(np.int64) if k else np.zeros(0, np.int64)
+    pairs, lane = np.unique(np.stack([dev, stream]), axis=1, return_inverse=True) if k else (np.zeros((2, 0), np.int64), np.zeros(0, np.int64))
+    lane = lane.reshape(-1).astype(np.int64)
+    lane_names = tuple(f"{trace.device_label(int(d))} stream {int(s)}" for d, s in zip(*pairs))
     o = np.lexsort((end, start, lane))
     lane, start, end, rows = lane[o], start[o], end[o], rows[o]
     names_col = ev["name"]
@@ -286,4 +292,4 @@ def rank_graph(trace: Trace) -> RankGraph:
                      anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
-                     _id_density(trace))
+                     _id_density(trace), lane_names, trace.rank is not None)

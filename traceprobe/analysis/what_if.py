@@ -356,7 +356,8 @@ class WindowWhatIf:
         critical_path: the window's critical path (:func:`.critical_path.critical_path`).
         linked: the share of the window's device ops whose launch is in the trace (a sampled or truncated trace
             links few: its what-ifs cover the linked part only, and its finding says so); ``id_density`` the least
-            :attr:`.dependency_graph.RankGraph.id_density` of its ranks (under 1%: sampled, and the finding says so; the recorded samples hold 3-100%).
+            :attr:`.dependency_graph.RankGraph.id_density` of its ranks (under 1%: sampled, and the finding says so; the recorded samples hold 3-100%); ``ranked``
+            whether its traces name their ranks (the finding names a rank only then).
         table: :func:`what_if`'s table.
         top: the first row above the noise floor (:data:`NOISE_SHARE`, :data:`NOISE_PER_STEP_NS`) as a dict, None
             where no cause gives back that much.
@@ -374,6 +375,7 @@ class WindowWhatIf:
     critical_path: pd.DataFrame = field(default_factory=pd.DataFrame)
     linked: float = 1.0
     id_density: float = 1.0
+    ranked: bool = True
 
     def label(self) -> str:
         """The top what-if in a few words, ``""`` without one: e.g. ``rank 3 host outside ops -17.5 ms/step``."""
@@ -381,9 +383,9 @@ class WindowWhatIf:
         if t is None:
             return ""
         cause = "warmup" if t["cause"] == "slow_call" and not (t["steps_with"] >= 2 and t["steps_with"] >= self.steps - 1) else t["cause"]
-        who = "every rank" if t["rank"] < 0 else f"rank {t['rank']}"
+        who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if self.ranked else ""
         per, unit = (t["per_step_ns"], "/step") if self.steps else (t["gain_ns"], "")
-        return f"{who} {LABELS.get(cause, cause)} -{per / 1e6:,.1f} ms{unit}"
+        return f"{who}{LABELS.get(cause, cause)} -{per / 1e6:,.1f} ms{unit}"
 
     def finding(self) -> str:
         """The top what-if in words, ``""`` without one: e.g. ``rank 3: host outside ops: -17.5 ms/step (52% of the
@@ -391,7 +393,7 @@ class WindowWhatIf:
         t = self.top
         if t is None:
             return ""
-        who = "every rank" if t["rank"] < 0 else f"rank {t['rank']}"
+        who = "every rank: " if t["rank"] < 0 else f"rank {t['rank']}: " if self.ranked else ""
         per = t["per_step_ns"] if self.steps else t["gain_ns"]
         unit = "/step" if self.steps else ""
         step = max(self.step_ns, self.window_ns // max(self.steps, 1))
@@ -405,7 +407,7 @@ class WindowWhatIf:
         if self.id_density < 0.01:
             partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
                        "what follows is of the events it kept; ")
-        return (f"{partial}{who}: {LABELS.get(cause, cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
+        return (f"{partial}{who}{LABELS.get(cause, cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
                 f"{advice(cause, t['top'], t['steps_with'], self.steps)}")
 
 
@@ -423,7 +425,7 @@ def _window_of(run: str, window: str, path: str, graphs: list[RankGraph], per_ra
 
     return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
                         ok.iloc[0].to_dict() if len(ok) else None, step_ns, critical_path(graphs, per_rank),
-                        _linked(graphs), min((g.id_density for g in graphs), default=1.0))
+                        _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs))
 
 
 def _linked(graphs: list[RankGraph]) -> float:
