@@ -152,7 +152,8 @@ def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tupl
     not_first = ~job.first
     lanes, ranks = _segments(job.lane), _segments(job.a_rank)
     for _ in range(MAX_ROUNDS):
-        issue = np.roll(t, 1) + h
+        issue = np.empty_like(t)
+        issue[1:] = t[:-1] + h[1:]
         issue[first_a] = t[first_a]
         issue -= pre_dur  # each launch call's start
         own = np.maximum(issue[a_idx] + lag_a, np.where(has_d, end[d_idx] + dep_lag, fixed) if any_dep else fixed)
@@ -162,7 +163,8 @@ def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tupl
             np.maximum.at(last, job.group[m], arrival[m])
             ext = np.where(m, np.maximum(own, last[g_idx]), own)
         new_end = P + _running_max(job.lane, np.maximum(ext + d - P, NEG), lanes)
-        prev = np.roll(new_end, 1) + g_lag
+        prev = np.empty_like(new_end)
+        prev[1:] = new_end[:-1] + g_lag[1:]
         new_arrival = np.where(not_first, np.maximum(prev, own), own)
         x = np.maximum(x_first, new_end[s_idx] + ret_s)
         new_t = H + _running_max(job.a_rank, np.maximum(x - H, NEG), ranks)
@@ -418,7 +420,7 @@ def _window_of(run: str, window: str, path: str, graphs: list[RankGraph], per_ra
     hi = max((_finish(g.t, g.end) for g in graphs), default=0)
     span = max(hi - lo, 0)
     floor = max(int(NOISE_SHARE * span), NOISE_PER_STEP_NS * max(steps, 1))
-    table = what_if(graphs, per_rank, min_ns=NOISE_PER_STEP_NS * max(steps, 1) // 2)
+    table = what_if(graphs, per_rank, min_ns=floor)  # (a cause that removes less cannot give back the floor)
     ok = table[table["gain_ns"] >= floor]
     step_ns = max((int(g.steps["duration_ns"].mean()) for g in graphs if len(g.steps)), default=0)
     from .critical_path import critical_path
