@@ -7,7 +7,7 @@ much earlier the window's last work (anchor or device op, on any rank) ends; per
 steps. Causes: each host class of :data:`.dependency_graph.HOST_CLASSES` (its host time set to zero), ``sync`` (the
 syncs wait for nothing and their own host time is gone), ``pageable_copy`` (those copies take no time), per rank and
 on every rank at once; and, across ranks, ``imbalance``: a rank's device time, per kernel name, beyond the median of
-the other ranks'. Each what-if is replayed alone: gains of two causes are not added (removing both may give less
+the other ranks' (taken from its longest ops of that name first: extra work is whole kernels, or longer ones). Each what-if is replayed alone: gains of two causes are not added (removing both may give less
 than their sum, never more).
 
 Where we differ from HTA: HTA's critical path is one rank's longest path through the same kinds of edges and
@@ -273,8 +273,9 @@ def _steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
 
 
 def _imbalance(job: _Job, min_ns: int) -> list[tuple[int, str, int, np.ndarray]]:
-    """Per rank, its device time per kernel name beyond the median of the other ranks', removed: ``(rank index, top
-    kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``."""
+    """Per rank, its device time per kernel name beyond the median of the other ranks', removed from its longest ops of
+    that name first (extra work is usually whole extra kernels, or longer ones: more tokens, a bigger shape):
+    ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``."""
     glob: dict[str, int] = {}
     code = np.concatenate([np.array([glob.setdefault(x, len(glob)) for x in g.names], np.int64)[g.name] if g.name.size else
                            np.zeros(0, np.int64) for g in job.graphs])
@@ -292,10 +293,12 @@ def _imbalance(job: _Job, min_ns: int) -> list[tuple[int, str, int, np.ndarray]]
         removed = int(excess.sum())
         if removed <= max(min_ns, 0):
             continue
-        keep = np.where(tot[i] > 0, 1 - excess / np.maximum(tot[i], 1), 1.0)
         d = job.d.copy()
-        on = job.k_rank == i
-        d[on] = np.round(d[on] * keep[code[on]]).astype(np.int64)
+        for c in np.flatnonzero(excess > 0).tolist():  # the longest of the name's ops go first, the last one in part
+            ops = np.flatnonzero((job.k_rank == i) & (code == c))
+            ops = ops[np.argsort(-d[ops], kind="stable")]
+            before = np.concatenate([[0], np.cumsum(d[ops])[:-1]])
+            d[ops] -= np.clip(int(excess[c]) - before, 0, d[ops])
         rows.append((i, str(uniq[int(np.argmax(excess))]), removed, d))
     return rows
 
