@@ -77,9 +77,11 @@ import os
 import time
 from pathlib import Path
 
+import cause_scenarios  # (beside this script: its model and its timing of device work on its own)
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from cause_scenarios import _mlp
 
 STEPS = 8
 SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
@@ -188,20 +190,13 @@ class Timer:
 
 def _device_ms(fn, cuda: bool, repeat: int = 5) -> float:
     """Mean time of ``fn()`` on its own in ms (CUDA events on a GPU, the host clock on CPU; after one warm-up)."""
+    if cuda:
+        return cause_scenarios._device_ms(fn, repeat)
     fn()
-    if not cuda:
-        t0 = time.perf_counter()
-        for _ in range(repeat):
-            fn()
-        return (time.perf_counter() - t0) * 1e3 / repeat
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
+    t0 = time.perf_counter()
     for _ in range(repeat):
         fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / repeat
+    return (time.perf_counter() - t0) * 1e3 / repeat
 
 
 def _mean(xs) -> float:
@@ -209,18 +204,33 @@ def _mean(xs) -> float:
     return sum(xs) / len(xs)
 
 
-def _mlp(width: int, depth: int) -> nn.Module:
-    layers: list[nn.Module] = []
-    for _ in range(depth):
-        layers += [nn.Linear(width, width), nn.ReLU()]
-    return nn.Sequential(*layers)
-
-
 def _write(out: Path, facts: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "injected.json").write_text(json.dumps(facts, indent=2) + "\n")
     print(f"{facts['scenario']}: {facts['cause_kind']} on rank {facts['late_rank']}: {facts['injected_ms_per_step']:.3f} ms per step",
           flush=True)
+
+
+def _injected(run: Run, mode: str, late: bool):
+    """The extra products of a ``compute`` scenario on the late rank (None elsewhere), the facts they add, and the timers
+    of injected device and host work: ``(extra, more, dev_t, host_t)``."""
+    s = run.size
+    extra = _extra_products(run) if mode == "compute" and late else None
+    more = {"extra_products": s["products"], "product_size": s["mm"], "alone_ms_per_step": _device_ms(extra, run.cuda)} if extra else {}
+    return extra, more, Timer(run.cuda), Timer(False)
+
+
+def _write_straggler(run: Run, mode: str, late_rank: int | None, parallelism: str, where: str, dev_t: Timer, host_t: Timer,
+                     more: dict, **shape) -> None:
+    """The facts of a balanced, compute or sleep scenario, written by rank 0 (balanced) or the late rank."""
+    if mode == "balanced" and run.rank == 0:
+        _write(run.out, run.control(parallelism, **shape))
+    elif mode == "compute" and run.rank == late_rank:
+        _write(run.out, run.facts(parallelism, late_rank, f"extra device compute on rank {late_rank} {where}", "compute",
+                                  dev_t.profiled(), **shape, **more))
+    elif mode == "sleep" and run.rank == late_rank:
+        _write(run.out, run.facts(parallelism, late_rank, f"host sleep on rank {late_rank} before each forward", "sleep",
+                                  host_t.profiled(), **shape))
 
 
 def _extra_products(run: Run):
@@ -272,11 +282,7 @@ def ddp(run: Run, mode: str) -> None:
     model = DDP(_mlp(s["width"], s["depth"]).to(dev), device_ids=[run.local] if run.cuda else None)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(s["batch"], s["width"], device=dev)
-    dev_t, host_t = Timer(run.cuda), Timer(False)
-    more: dict = {}
-    extra = _extra_products(run) if mode == "compute" and late else None
-    if extra is not None:
-        more.update(extra_products=s["products"], product_size=s["mm"], alone_ms_per_step=_device_ms(extra, run.cuda))
+    extra, more, dev_t, host_t = _injected(run, mode, late)
     loader_it = None
     if mode == "dataloader":
         rows = 8
@@ -561,9 +567,7 @@ def fsdp(run: Run, mode: str) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     torch.manual_seed(1 + run.rank)
     x = torch.randn(s["batch"], s["width"], device=run.dev)
-    extra = _extra_products(run) if mode == "compute" and late else None
-    more = {"extra_products": s["products"], "product_size": s["mm"], "alone_ms_per_step": _device_ms(extra, run.cuda)} if extra else {}
-    dev_t, host_t = Timer(run.cuda), Timer(False)
+    extra, more, dev_t, host_t = _injected(run, mode, late)
     with _profile(run.out, run.rank, run.cuda) as prof:
         for step in range(STEPS):
             if late and mode == "sleep":
@@ -578,13 +582,7 @@ def fsdp(run: Run, mode: str) -> None:
             opt.zero_grad(set_to_none=True)
             prof.step()
     run.sync()
-    if mode == "balanced" and run.rank == 0:
-        _write(run.out, run.control("fsdp2"))
-    elif mode == "compute" and late:
-        _write(run.out, run.facts("fsdp2", run.late, f"extra device compute on rank {run.late} between forward and backward", "compute",
-                                  dev_t.profiled(), **more))
-    elif mode == "sleep" and late:
-        _write(run.out, run.facts("fsdp2", run.late, f"host sleep on rank {run.late} before each forward", "sleep", host_t.profiled()))
+    _write_straggler(run, mode, run.late, "fsdp2", "between forward and backward", dev_t, host_t, more)
 
 
 def mesh2d(run: Run, mode: str) -> None:
@@ -607,9 +605,7 @@ def mesh2d(run: Run, mode: str) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     torch.manual_seed(1 + mesh["dp"].get_local_rank())  # one batch per dp rank, the same across its tp pair
     x = torch.randn(s["batch"], s["width"], device=run.dev)
-    extra = _extra_products(run) if mode == "compute" and late else None
-    more = {"extra_products": s["products"], "product_size": s["mm"], "alone_ms_per_step": _device_ms(extra, run.cuda)} if extra else {}
-    dev_t, host_t = Timer(run.cuda), Timer(False)
+    extra, more, dev_t, host_t = _injected(run, mode, late)
     with _profile(run.out, run.rank, run.cuda) as prof:
         for step in range(STEPS):
             if late and mode == "sleep":
@@ -628,14 +624,8 @@ def mesh2d(run: Run, mode: str) -> None:
             opt.zero_grad(set_to_none=True)
             prof.step()
     run.sync()
-    shape = {"mesh": {"dp": dp, "tp": 2}}
-    if mode == "balanced" and run.rank == 0:
-        _write(run.out, run.control("2d-tp-dp", **shape))
-    elif mode == "compute" and late:
-        _write(run.out, run.facts("2d-tp-dp", late_rank, f"extra device compute on rank {late_rank} before its forward (its first TP all-reduce)",
-                                  "compute", dev_t.profiled(), **shape, **more))
-    elif mode == "sleep" and late:
-        _write(run.out, run.facts("2d-tp-dp", late_rank, f"host sleep on rank {late_rank} before each forward", "sleep", host_t.profiled(), **shape))
+    _write_straggler(run, mode, late_rank, "2d-tp-dp", "before its forward (its first TP all-reduce)", dev_t, host_t, more,
+                     mesh={"dp": dp, "tp": 2})
 
 
 class _Stage(nn.Module):

@@ -66,9 +66,9 @@ def _nccl(b: TraceBuilder, at: int, start: int, dur: int) -> None:
                        "dtype": "Float", "Process Group Name": "0"})
 
 
-def test_a_sleeping_rank_delays_the_other_through_their_all_reduce(tmp_path):
-    """Rank 1 sleeps 3 ms before launching its all-reduce; rank 0 waits inside its kernel. Without the sleep both
-    arrive at 160 µs and finish at 660 µs: the window ends with rank 0's and 1's compute kernels, at 1060 µs."""
+def _sleeping_pair(tmp_path: Path):
+    """SYNTHETIC two ranks: each launches a 1 ms kernel at 50 µs, then an all-reduce; rank 1 sleeps 3 ms before its
+    launch, so rank 0 waits inside its kernel; both end at 3660 µs. Returns the ranks' graphs and matched window."""
     tables, graphs = {}, []
     for r in (0, 1):
         b = TraceBuilder(f"rank {r}", rank=r, world_size=2)
@@ -77,10 +77,16 @@ def test_a_sleeping_rank_delays_the_other_through_their_all_reduce(tmp_path):
         b.launch(50_000, "kernel", 0, 7, 60_000, 1_000_000)
         late = 3_000_000 if r == 1 else 0
         b.cpu_op(100_000 + late, 100_000, "c10d::allreduce_")
-        _nccl(b, 150_000 + late, 160_000 + late, 3_500_000 - late)  # both end at 3660 µs
+        _nccl(b, 150_000 + late, 160_000 + late, 3_500_000 - late)
         trace = load_trace(b.write(tmp_path / f"r{r}.pt.trace.json"))
         tables[r], graphs = collective_table(trace), graphs + [rank_graph(trace)]
-    w = match_window(tables)
+    return graphs, match_window(tables)
+
+
+def test_a_sleeping_rank_delays_the_other_through_their_all_reduce(tmp_path):
+    """Rank 1 sleeps 3 ms before launching its all-reduce; rank 0 waits inside its kernel. Without the sleep both
+    arrive at 160 µs and finish at 660 µs: the window ends with rank 0's and 1's compute kernels, at 1060 µs."""
+    graphs, w = _sleeping_pair(tmp_path)
     assert w.matched == 1 and w.wait_ns == {0: 3_000_000, 1: 0}
     df = what_if(graphs, w.per_rank)
     assert _gain(df, 1, "host") == 3_660_000 - 1_060_000
@@ -210,18 +216,8 @@ def test_the_critical_path_of_one_rank_covers_its_window_exactly(tmp_path):
 def test_the_critical_path_crosses_into_the_rank_that_arrived_last(tmp_path):
     """SYNTHETIC (the sleeping rank above): rank 0's all-reduce transfer after rank 1 arrived, then rank 1: its launch
     and its 3 ms sleep; rank 0's 3 ms wait inside its kernel is not on the path."""
-    tables, graphs = {}, []
-    for r in (0, 1):
-        b = TraceBuilder(f"rank {r}", rank=r, world_size=2)
-        b.step(1, 0, 20_000_000)
-        b.cpu_op(0, 100_000, "aten::linear")
-        b.launch(50_000, "kernel", 0, 7, 60_000, 1_000_000)
-        late = 3_000_000 if r == 1 else 0
-        b.cpu_op(100_000 + late, 100_000, "c10d::allreduce_")
-        _nccl(b, 150_000 + late, 160_000 + late, 3_500_000 - late)
-        trace = load_trace(b.write(tmp_path / f"r{r}.pt.trace.json"))
-        tables[r], graphs = collective_table(trace), graphs + [rank_graph(trace)]
-    p = critical_path(graphs, match_window(tables).per_rank)
+    graphs, w = _sleeping_pair(tmp_path)
+    p = critical_path(graphs, w.per_rank)
     got = [(r, c, n) for r, c, n in zip(p["rank"], p["cause"], p["ns"])]
     assert got[:3] == [(0, "comm", 500_000), (1, "launch", 10_000), (1, "dispatch", 150_000)]
     assert got[3:] == [(1, "host", 3_000_000)] and p["ns"].sum() == 3_660_000

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
+from .what_if import _job
 
 COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns"]
 GAPS = "(gaps between queued work)"
@@ -49,8 +50,6 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
         ``name`` (str: the kernel, or the host op holding most of a class), ``start_ns``, ``end_ns`` (int64: the
         segment), ``ns`` (int64: its time; a host stretch gives one row per class, each with the stretch's bounds).
     """
-    from .what_if import _job
-
     rows: list[tuple] = []
     if not graphs or all(g.t.size == 0 and g.start.size == 0 for g in graphs):
         return pd.DataFrame(rows, columns=COLUMNS)
@@ -78,9 +77,6 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     sync_idx = np.flatnonzero(binding_sync)
     cls_cum = np.concatenate([np.cumsum(g.class_ns, axis=1) for g in graphs], axis=1)
     d_cum = np.cumsum(np.concatenate([g.d for g in graphs]))
-
-    def rank_of_op(k: int) -> int:
-        return int(np.searchsorted(k_off, k, "right") - 1)
 
     def host(i: int, x: int, issued: bool = False) -> tuple[str, int] | None:
         """Host stretch back from anchor ``i`` at time ``x`` (``issued``: at its call's start, before any wait of its
@@ -115,7 +111,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
         if kind == "host":
             state = host(n, int(t_all[n]))
             continue
-        r = rank_of_op(n)
+        r = int(job.k_rank[n])
         g, lk = graphs[r], n - int(k_off[r])
         if kind == "dev" and peer[n] >= 0:  # a collective's transfer, then the rank that arrived last
             rows.append((g.rank, g.lane_names[g.lane[lk]], "comm", g.names[g.name[lk]], int(starts[peer[n]]), int(ends[n]),

@@ -34,9 +34,9 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..reading import Trace
-from .busy import comm_mask, host_name_codes, host_thread_codes, pageable_copies, runtime_calls
+from .busy import comm_mask, host_thread_codes, pageable_copies, runtime_calls
 from .graph_capture import graph_intervals
-from .idle_causes import EVENT_CAUSES, host_classes
+from .idle_causes import EVENT_CAUSES, host_classes, top_name
 from .launch_links import launch_rows
 from .memo import device_column, host_column, per_trace
 from .warmup import compile_phases, setup_span, slow_calls
@@ -136,7 +136,8 @@ def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
         calls = np.sort(start[launching & (thread == t)])
         sel = np.flatnonzero(op & (thread == t))
         holds[sel] = np.searchsorted(calls, end[sel], "right") > np.searchsorted(calls, start[sel], "left")
-    graph = [g for t, g in graph_intervals(trace).items() if t in set(threads.tolist())]
+    launching_threads = set(threads.tolist())
+    graph = [g for t, g in graph_intervals(trace).items() if t in launching_threads]
 
     def span(m: np.ndarray) -> iv.Intervals:
         return iv.union(start[m & on], end[m & on])
@@ -152,18 +153,6 @@ def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
         out.append(iv.subtract(s, taken))
         taken = iv.coverage_at_least([taken, s], 1)
     return out
-
-
-def _top(trace: Trace, rows: np.ndarray, span: iv.Intervals) -> str:
-    """The name among host ``rows`` whose time inside ``span`` adds up to the most."""
-    if rows.size == 0 or span[0].size == 0:
-        return ""
-    over = iv.measure(span, host_column(trace, "start_ns")[rows], host_column(trace, "end_ns")[rows])
-    codes, names = host_name_codes(trace)
-    c, ok = codes[rows], (over > 0) & (codes[rows] >= 0)
-    if not ok.any():
-        return ""
-    return names[int(np.argmax(np.bincount(c[ok], weights=over[ok].astype(np.float64), minlength=len(names))))]
 
 
 def _id_density(trace: Trace) -> float:
@@ -286,7 +275,7 @@ def rank_graph(trace: Trace) -> RankGraph:
     tops = []
     for c, s in enumerate(spans):
         m = on & (cls >= 0) & (~runtime_calls(trace) if HOST_CLASSES[c] in ("dispatch", "cpu_op") else True)  # (not ProfilerStep#N)
-        tops.append(_top(trace, np.flatnonzero(m), s))
+        tops.append(top_name(trace, np.flatnonzero(m), s))
     tops.append("")
     return RankGraph(int(trace.rank or 0), t, h, class_ns, tuple(tops), target, ret, lane, start, end, end - start, g, lag,
                      anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),

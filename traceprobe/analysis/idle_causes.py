@@ -177,7 +177,7 @@ class DeviceIdle:
         return int(iv.measure(s, np.array([lo]), np.array([hi]))[0])
 
 
-def _top_name(trace: Trace, rows: np.ndarray, span: Intervals) -> str:
+def top_name(trace: Trace, rows: np.ndarray, span: Intervals) -> str:
     """Name of the host events (among ``rows``) whose time inside ``span`` adds up to the most."""
     if rows.size == 0 or span[0].size == 0:
         return ""
@@ -286,12 +286,12 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             for k, cause in enumerate(EVENT_CAUSES):
                 # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it
                 m = threads_on & ((cls == k) if k < _LAUNCH else ((cls == _LAUNCH) & ~runtime))
-                top[cause] = _top_name(trace, np.flatnonzero(m), spans[cause])
+                top[cause] = top_name(trace, np.flatnonzero(m), spans[cause])
             if spans["graph_capture"][0].size:  # the capture's begin call, else the graph call that held the most
                 c = captures(trace)
-                top["graph_capture"] = str(c["begin"].iloc[0]) if len(c) else _top_name(
+                top["graph_capture"] = str(c["begin"].iloc[0]) if len(c) else top_name(
                     trace, np.flatnonzero(threads_on & graph_calls(trace)), spans["graph_capture"])
-            top["queued"] = _top_name(trace, np.flatnonzero(threads_on & runtime), queued)
+            top["queued"] = top_name(trace, np.flatnonzero(threads_on & runtime), queued)
         out.append(DeviceIdle(int(d), (lo, hi), spans, top, q_stream))
     return out
 

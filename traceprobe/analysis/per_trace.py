@@ -99,7 +99,7 @@ class OverlapReport:
             built by hand).
         graph: the trace's part of its job's dependency graph
             (:func:`.dependency_graph.rank_graph`), replayed across the ranks of its window
-            by :func:`.what_if.window_what_ifs`; None in reports read from summaries or built by hand.
+            by :func:`.what_if_windows.window_what_ifs`; None in reports read from summaries or built by hand.
 
     A report is picklable (it travels between worker processes): it holds figures and
     the dependency graph's arrays, never the :class:`~traceprobe.reading.Trace`.

@@ -19,7 +19,7 @@ from .per_trace import OverlapReport
 from .ranks import rank_summary
 from .run import Run, build_runs
 from .variants import variant_summary
-from .what_if import WindowWhatIf, window_what_ifs
+from .what_if_windows import WindowWhatIf, window_what_ifs
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Summary:
             :func:`.clocks.estimate_clocks`; with ``align_clocks`` and clocks that differ, the window's
             collectives and causes are those on the reference rank's clock (its ``clock`` line says so).
         what_ifs: per window (a window of two or more ranks replayed as one job, every other trace alone), what
-            removing each cause would give back, see :func:`.what_if.window_what_ifs`.
+            removing each cause would give back, see :func:`.what_if_windows.window_what_ifs`.
         warnings: one line each, ``<path>: <what the loader dropped>`` for each
             trace, then what grouping found odd (a rank repeated in a window, a
             window missing a rank its run has).

@@ -19,7 +19,7 @@ from ..analysis.clocks import ClockEstimate
 from ..analysis.collectives import WindowCollectives
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
-from ..analysis.what_if import WindowWhatIf
+from ..analysis.what_if_windows import WindowWhatIf
 from .sections import rank_rows
 
 SCHEMA_VERSION = 2

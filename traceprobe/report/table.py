@@ -32,7 +32,6 @@ here: the CLI prints them once, on stderr. ``--detail`` gives every table (:mod:
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,8 @@ from ..analysis.verdicts import NOT_JUDGED
 from . import units
 from .clock_notes import clock_line, reported
 from .grid import Column, cell, lines, natural_width, shorten, wrap
-from .what_if_lines import what_if_lines
+from .places import _places, base_folder, relative
+from .what_if_lines import what_if_labels, what_if_lines
 
 FIGURES = (("copy_overlap", "copy", "copy"), ("device_concurrency", "devices", "devs"), ("stream_concurrency", "streams", "strm"),
            ("comm_overlap", "comm", "comm"), ("cpu_gpu", "cpu/gpu", "cpu"), ("host_threads", "threads", "thr"))
@@ -82,47 +82,6 @@ def _window(label: str) -> str:
     if label.startswith("steps "):
         return label[6:]
     return "#" + label[6:] if label.startswith("trace ") else ""
-
-
-def _stem(path: str) -> str:
-    name = Path(path).name
-    for suffix in (".gz", ".json", ".trace", ".pt"):
-        name = name[: -len(suffix)] if name.endswith(suffix) else name
-    return name
-
-
-def base_folder(summary: Summary) -> str:
-    """The folder every trace of ``summary`` lies under (names are shown relative to it); empty when none."""
-    folders = [str(Path(r.path).parent) for r in summary.reports]
-    try:
-        return os.path.commonpath(folders) if folders else ""
-    except ValueError:  # absolute and relative paths mixed
-        return ""
-
-
-def relative(name: str, base: str) -> str:
-    """``name`` relative to ``base`` (the folder every trace shares); the folder's own name for the folder itself."""
-    rel = os.path.relpath(name, base) if base and not name.startswith(("s3:", "gs:")) else name
-    if rel == ".":
-        return Path(name).name or name
-    return name if rel.startswith("..") else rel
-
-
-def _places(summary: Summary) -> list[tuple[OverlapReport, str, str, int | None]]:
-    """(report, run label, window label, rank) in run order. A trace with neither a workload
-    nor a rank is labelled by its own file, unless it is alone in a folder of its own (below the
-    folder every trace shares): then by that folder (``causes/startup``, not ``causes/sta…ace.1795669660981854245``:
-    ``tensorboard_trace_handler`` names files by worker and time); its window (steps) is shown all the same."""
-    base = base_folder(summary)
-    out = []
-    for run in summary.runs:
-        alone = len(run.windows) == 1 and len(run.windows[0].reports) == 1 and Path(run.name) != Path(base)
-        for w in run.windows:
-            for rank, r in zip(w.ranks, w.reports):
-                named = r.info.get("workload") or rank is not None or alone
-                label = relative(run.name, base) if named else relative(str(Path(r.path).parent / _stem(r.path)), base)
-                out.append((r, label, w.label, rank))
-    return out
 
 
 def _best(r: OverlapReport, figure: str, short: bool) -> Text:
@@ -210,21 +169,6 @@ def _trace_columns(summary: Summary, short: bool, run_width: int | None) -> tupl
     labels = [gains.get(id(r)) or finding_label(r) for r, _, _, _ in places]
     cols[-1] = Column(cols[-1].header, [cell(x) for x in labels], right=cols[-1].right, wrap=cols[-1].wrap)
     return cols, labels
-
-
-def what_if_labels(summary: Summary) -> dict[int, str]:
-    """Each report's window's top what-if in a few words (:meth:`.WindowWhatIf.label`), by ``id(report)``; a window
-    of several ranks gives its label to each of them."""
-    out: dict[int, str] = {}
-    by_path = {w.path: w for w in summary.what_ifs if w.path}
-    by_window = {(w.run, w.window): w for w in summary.what_ifs if not w.path}
-    for run in summary.runs:
-        for win in run.windows:
-            for rep in win.reports:
-                w = by_path.get(rep.path) or by_window.get((run.name, win.label))
-                if w is not None and w.label():
-                    out[id(rep)] = w.label()
-    return out
 
 
 def trace_lines(summary: Summary, width: int | None = None) -> tuple[list[Text], bool]:
@@ -373,9 +317,7 @@ def table_lines(summary: Summary, width: int | None = None) -> list[Text]:
     ranks = rank_lines(summary, width)
     if ranks:
         out += [Text(""), *ranks] if out else ranks
-    gains = what_if_lines(summary, base_folder(summary), relative)
-    if gains and width is not None:
-        gains = [Text(x, style=str(g.style)) for g in gains for x in wrap(g.plain, width)]
+    gains = what_if_lines(summary, width)
     if gains:
         out += [Text(""), *gains] if out else gains
     if out:

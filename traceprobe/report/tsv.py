@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from ..analysis.summary import Summary
 from ..console import one_line
-from .table import COLUMNS, _places, _window
+from .places import _places
+from .table import COLUMNS, _window
 
 
 def to_tsv(summary: Summary) -> str:

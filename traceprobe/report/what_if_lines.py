@@ -1,7 +1,7 @@
 """The table's "what would give time back" part: each window's top what-if, in words (:mod:`traceprobe.analysis.what_if`).
 
 One line per window whose top cause gives back more than its noise floor: where (the run and window, relative to
-the folder every trace shares, and the trace for a window of one trace), then :meth:`.WindowWhatIf.finding`. Nothing
+the folder every trace shares, and the trace for a window of one trace), then :meth:`traceprobe.analysis.what_if_windows.WindowWhatIf.finding`. Nothing
 is computed here.
 """
 
@@ -12,16 +12,14 @@ from pathlib import Path
 from rich.text import Text
 
 from ..analysis.summary import Summary
-from .grid import cell
+from .grid import cell, wrap
+from .places import base_folder, relative
 
 
-def what_if_lines(summary: Summary, base: str, relative) -> list[Text]:
-    """The part's lines, a title first; empty where no window has a what-if above its noise floor.
-
-    Args:
-        summary: the summary.
-        base, relative: the folder every trace shares and the function naming a path relative to it (:mod:`.table`).
-    """
+def what_if_lines(summary: Summary, width: int | None = None) -> list[Text]:
+    """The part's lines, a title first, each fitted to ``width`` (None: natural width); empty where no window has a
+    what-if above its noise floor."""
+    base = base_folder(summary)
     rows = []
     for w in summary.what_ifs:
         text = w.finding()
@@ -33,4 +31,21 @@ def what_if_lines(summary: Summary, base: str, relative) -> list[Text]:
         rows.append(cell(f"{where} {w.window}: {text}"))
     if not rows:
         return []
-    return [Text("what would give time back (the dependency graph replayed)", style="bold"), *rows]
+    out = [Text("what would give time back (the dependency graph replayed)", style="bold"), *rows]
+    return out if width is None else [Text(x, style=str(t.style)) for t in out for x in wrap(t.plain, width)]
+
+
+def what_if_labels(summary: Summary) -> dict[int, str]:
+    """Each report's window's top what-if in a few words (:meth:`traceprobe.analysis.what_if_windows.WindowWhatIf.label`), by ``id(report)``; a window
+    of several ranks gives its label to each of them."""
+    out: dict[int, str] = {}
+    by_path = {w.path: w for w in summary.what_ifs if w.path}
+    by_window = {(w.run, w.window): w for w in summary.what_ifs if not w.path}
+    for run in summary.runs:
+        for win in run.windows:
+            for rep in win.reports:
+                w = by_path.get(rep.path) or by_window.get((run.name, win.label))
+                if w is not None and w.label():
+                    out[id(rep)] = w.label()
+    return out
+

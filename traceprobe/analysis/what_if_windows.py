@@ -1,0 +1,161 @@
+"""What each window of a run would give back, in words: its ranks replayed together (:func:`.what_if.what_if`), the
+top cause above the window's noise floor, its one action, and the window's critical path (:mod:`.critical_path`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from .critical_path import critical_path
+from .dependency_graph import RankGraph
+from .what_if import _finish, what_if
+
+NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
+"""A what-if gives a finding only above its window's noise floor: 1% of the window and 0.5 ms per step."""
+
+LABELS = {
+    "graph_capture": "graph capture", "sync": "syncs", "compile": "compilation", "slow_call": "slow calls (new shapes)",
+    "warmup": "one-time first calls", "pinned_alloc": "pinned allocation", "device_alloc": "device allocation",
+    "other_rank": "host waits for other ranks", "data_loading": "data loading", "optimizer": "optimizer on the host",
+    "dispatch": "launch-bound dispatch", "cpu_op": "CPU ops that launch nothing", "host": "host outside ops",
+    "pageable_copy": "pageable copies", "imbalance": "extra device work",
+}
+"""Short names of the what-if causes."""
+
+
+def advice(cause: str, top: str, steps_with: int, steps: int) -> str:
+    """The one action a what-if's cause calls for (``top``: what holds most of it; ``steps_with`` of ``steps``)."""
+    every = steps_with >= 2 and steps_with >= steps - 1
+    if len(top) > 48:  # (a kernel's name can run to 130 characters: its start and end say which)
+        top = top[:30] + "…" + top[-17:]
+    where = f" ({top})" if top else ""
+    return {
+        "graph_capture": "capture the graph once and replay it; a capture per step records launches that do not run",
+        "sync": f"drop the syncs in the loop{where}: .item(), .cpu(), printing a device tensor; log every N steps",
+        "compile": (f"recompiling in {steps_with} of {steps} steps: shapes change; find the guard with TORCH_LOGS=recompiles, "
+                    "then mark_dynamic or pad to fixed sizes") if every else f"compilation{where}: one-time, not a steady cost",
+        "slow_call": (f"calls{where} ran 10x their median in {steps_with} of {steps} steps: a new shape each step builds "
+                      "new cuDNN/cuBLAS plans; keep shapes fixed (pad or bucket)") if every else
+                     (f"first calls of new shapes{where}: cuDNN/cuBLAS plans and autotuning, one-time; "
+                      "torch.profiler.schedule(wait=1, warmup=1, ...) leaves them out") if steps == 0 else
+                     f"slow calls{where} in {max(steps_with, 1)} of {steps} steps: a new shape's plan or autotuning",
+        "warmup": (f"one-time first calls{where}: torch.profiler.schedule(wait=1, warmup=1, ...) leaves them out"
+                   if steps == 0 else f"one-time first calls{where}: not a steady-state cost"),
+        "pinned_alloc": f"pinned host memory allocated in the step{where}: allocate it once and reuse it",
+        "device_alloc": f"cudaMalloc/cudaFree in the step{where}: drop empty_cache() and keep tensor sizes steady",
+        "other_rank": f"the host waits for other ranks{where}: see the rank it waits for",
+        "data_loading": f"the step waits for its input{where}: DataLoader(num_workers>0, pin_memory=True, prefetch)",
+        "optimizer": f"the optimizer runs on the host{where}: foreach=True or fused=True",
+        "dispatch": f"the host launches slower than the device runs{where}: fewer, larger kernels (torch.compile) or CUDA graphs",
+        "cpu_op": f"CPU work that launches nothing{where}: move it to the device or off the step (a DataLoader worker)",
+        "host": "host time outside any op (Python, sleeps, I/O): find it with stacks (record --with-stack) or py-spy",
+        "pageable_copy": "copies from pageable memory block the host: pin the buffer and copy with non_blocking=True",
+        "imbalance": f"this rank runs more device work than the median rank{where}: balance data, experts or stages",
+    }.get(cause, "")
+
+
+@dataclass(frozen=True)
+class WindowWhatIf:
+    """The what-ifs of one window: its ranks replayed together (module docstring).
+
+    Attributes:
+        run, window: labels of the run and window; ``path`` the trace for a window of one trace (else ``""``).
+        ranks: the ranks replayed (empty for one unranked trace).
+        steps: the most steps a rank of the window has (0 without steps).
+        window_ns: from the first device work (or host anchor, without device work) to the latest end of work of the
+            window's ranks (int ns).
+        step_ns: the mean step of the rank with the longest steps (int ns, 0 without steps).
+        critical_path: the window's critical path (:func:`.critical_path.critical_path`).
+        linked: the share of the window's device ops whose launch is in the trace (a sampled or truncated trace
+            links few: its what-ifs cover the linked part only, and its finding says so); ``id_density`` the least
+            :attr:`.dependency_graph.RankGraph.id_density` of its ranks (under 1%: sampled, and the finding says so; the recorded samples hold 3-100%); ``ranked``
+            whether its traces name their ranks (the finding names a rank only then).
+        table: :func:`.what_if.what_if`'s table.
+        top: the first row above the noise floor (:data:`NOISE_SHARE`, :data:`NOISE_PER_STEP_NS`) as a dict, None
+            where no cause gives back that much.
+    """
+
+    run: str
+    window: str
+    path: str
+    ranks: tuple[int, ...]
+    steps: int
+    window_ns: int
+    table: pd.DataFrame
+    top: dict | None
+    step_ns: int = 0
+    critical_path: pd.DataFrame = field(default_factory=pd.DataFrame)
+    linked: float = 1.0
+    id_density: float = 1.0
+    ranked: bool = True
+
+    def label(self) -> str:
+        """The top what-if in a few words, ``""`` without one: e.g. ``rank 3 host outside ops -17.5 ms/step``."""
+        t = self.top
+        if t is None:
+            return ""
+        cause = "warmup" if t["cause"] == "slow_call" and not (t["steps_with"] >= 2 and t["steps_with"] >= self.steps - 1) else t["cause"]
+        who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if self.ranked else ""
+        per, unit = (t["per_step_ns"], "/step") if self.steps else (t["gain_ns"], "")
+        return f"{who}{LABELS.get(cause, cause)} -{per / 1e6:,.1f} ms{unit}"
+
+    def finding(self) -> str:
+        """The top what-if in words, ``""`` without one: e.g. ``rank 3: host outside ops: -17.5 ms/step (52% of the
+        step) if removed; host time outside any op ...``."""
+        t = self.top
+        if t is None:
+            return ""
+        who = "every rank: " if t["rank"] < 0 else f"rank {t['rank']}: " if self.ranked else ""
+        per = t["per_step_ns"] if self.steps else t["gain_ns"]
+        unit = "/step" if self.steps else ""
+        step = max(self.step_ns, self.window_ns // max(self.steps, 1))
+        share = f" ({per / step:.0%} of a step)" if self.steps and step > 0 else \
+            f" ({t['gain_ns'] / max(self.window_ns, 1):.0%} of the window)"
+        cause = t["cause"]
+        if cause == "slow_call" and not (t["steps_with"] >= 2 and t["steps_with"] >= self.steps - 1):
+            cause = "warmup"  # (slow once: a first call, warm-up, whatever its shape)
+        partial = (f"the trace links only {self.linked:.0%} of its device work to launches (sampled or cut short): "
+                   "what follows is of that part; ") if self.linked < 0.5 else ""
+        if self.id_density < 0.01:
+            partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
+                       "what follows is of the events it kept; ")
+        return (f"{partial}{who}{LABELS.get(cause, cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
+                f"{advice(cause, t['top'], t['steps_with'], self.steps)}")
+
+
+def _window_of(run: str, window: str, path: str, graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowWhatIf:
+    steps = max((len(g.steps) for g in graphs), default=0)
+    # (from the first device work: a trace's host events can start long before, at 0 ns in some)
+    lo = min((int(g.start.min() if g.start.size else g.t.min(initial=0)) for g in graphs), default=0)
+    hi = max((_finish(g.t, g.end) for g in graphs), default=0)
+    span = max(hi - lo, 0)
+    floor = max(int(NOISE_SHARE * span), NOISE_PER_STEP_NS * max(steps, 1))
+    table = what_if(graphs, per_rank, min_ns=floor)  # (a cause that removes less cannot give back the floor)
+    ok = table[table["gain_ns"] >= floor]
+    step_ns = max((int(g.steps["duration_ns"].mean()) for g in graphs if len(g.steps)), default=0)
+    return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
+                        ok.iloc[0].to_dict() if len(ok) else None, step_ns, critical_path(graphs, per_rank),
+                        _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs))
+
+
+def _linked(graphs: list[RankGraph]) -> float:
+    ops = sum(g.anchor.size for g in graphs)
+    return sum(int((g.anchor >= 0).sum()) for g in graphs) / ops if ops else 1.0
+
+
+def window_what_ifs(runs, collectives) -> list[WindowWhatIf]:
+    """The what-ifs of every window of ``runs`` (:class:`.run.Run`): a window of two or more ranks is replayed as one
+    job with its matched collectives (``collectives``: :class:`.collectives.WindowCollectives` by run and window);
+    every other trace on its own. Reports without a graph (read from summaries) are left out."""
+    by_key = {(c.run, c.window): c for c in collectives}
+    out = []
+    for run in runs:
+        for w in run.windows:
+            ranked = [(r, rep) for r, rep in zip(w.ranks, w.reports) if r is not None and rep.graph is not None]
+            if len({r for r, _ in ranked}) >= 2 and len({r for r, _ in ranked}) == len(ranked):
+                c = by_key.get((run.name, w.label))
+                out.append(_window_of(run.name, w.label, "", [rep.graph for _, rep in ranked], c.per_rank if c is not None else None))
+                continue
+            out += [_window_of(run.name, w.label, rep.path, [rep.graph], None) for rep in w.reports if rep.graph is not None]
+    return out
