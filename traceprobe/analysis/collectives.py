@@ -66,13 +66,14 @@ from ..reading import Trace
 from .busy import comm_mask, per_value
 from .comm_types import arg_rows, comm_types
 from .launch_links import launch_rows
+from .p2p import kernel_transfers, pair_rows
 from .memo import device_column
 
 CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"
 """What matching across ranks assumes of the traces' timestamps."""
 
 TABLE_COLUMNS = ["rank", "device", "stream", "pg", "pg_desc", "collective", "name", "start_ns", "end_ns", "bytes", "dtype", "group_size",
-                 "pg_ranks"]
+                 "pg_ranks", "p2p"]
 
 
 BUSBW_FACTOR = {
@@ -105,7 +106,8 @@ def _name_dtype(name: Any) -> str:
 
 
 def _empty_table() -> pd.DataFrame:
-    dt = {"rank": "Int64", "pg": object, "pg_desc": object, "collective": object, "name": object, "dtype": object, "pg_ranks": object}
+    dt = {"rank": "Int64", "pg": object, "pg_desc": object, "collective": object, "name": object, "dtype": object, "pg_ranks": object,
+          "p2p": object}
     return pd.DataFrame({c: pd.Series([], dtype=dt.get(c, np.int64)) for c in TABLE_COLUMNS})
 
 
@@ -117,7 +119,8 @@ def collective_table(trace: Trace) -> pd.DataFrame:
         ``stream`` (int64), ``pg`` (str, process group name; ``""`` unknown),
         ``collective`` (str, :func:`.comm_types.comm_types`), ``name`` (str, kernel),
         ``start_ns``, ``end_ns`` (int64 ns), ``bytes`` (int64 message size S,
-        -1 unknown), ``dtype`` (str), ``group_size`` (int64, -1 unknown);
+        -1 unknown), ``dtype`` (str), ``group_size`` (int64, -1 unknown); ``p2p`` (str: a point-to-point kernel's
+        transfers, ``send:3;recv:1``, :func:`.p2p.kernel_transfers`; ``""`` for a collective);
         ``pg_desc`` (str, the group's description from ``distributedInfo.pg_config``,
         e.g. ``default_pg``, ``""`` unknown); ``pg_ranks`` (str, the group's member ranks
         from ``pg_config``'s ``ranks``, comma-separated and increasing, ``""`` unknown).
@@ -151,6 +154,7 @@ def collective_table(trace: Trace) -> pd.DataFrame:
     size = per_value(dtype, lambda d: DTYPE_BYTES.get(str(d).lower(), -1)).astype(np.int64)
     nbytes = np.where((nelems >= 0) & (size > 0), nelems * size, -1)
     descs, members = _pg_descriptions(trace), _pg_members(trace)
+    transfers, p2p_pg = kernel_transfers(trace, sel, {k: [int(r) for r in v.split(",")] for k, v in members.items()})
     out = pd.DataFrame(
         {
             "rank": pd.array([trace.rank] * n, dtype="Int64"),
@@ -166,8 +170,15 @@ def collective_table(trace: Trace) -> pd.DataFrame:
             "dtype": dtype.astype(str),
             "group_size": arg("group_size", -1).astype(np.int64),
             "pg_ranks": np.array([members.get(str(x), "") for x in pg.tolist()], dtype=object),
+            "p2p": transfers,
         }
     )
+    p2p = transfers != ""
+    if p2p.any():  # (a point-to-point kernel's group is its transfers' group; its type, what it ran)
+        out.loc[p2p, "pg"] = p2p_pg[p2p]
+        out.loc[p2p, "pg_desc"] = [descs.get(str(x), "") for x in p2p_pg[p2p].tolist()]
+        out.loc[p2p, "pg_ranks"] = [members.get(str(x), "") for x in p2p_pg[p2p].tolist()]
+        out.loc[p2p, "collective"] = ["sendrecv" if ("send" in x and "recv" in x) else x.split(":", 1)[0] for x in out.loc[p2p, "p2p"]]
     return out
 
 
@@ -216,6 +227,8 @@ class WindowCollectives:
             ``collective``, ``pg_desc`` (str).
         implausible: matched collectives that end on one rank before they start
             on another (all-to-all kinds only); ``max_offset_ns`` the largest gap.
+        p2p: the point-to-point transfers paired (:func:`.p2p.pair_rows`): ``pg`` (``<group>:<src>-><dst>``),
+            ``seq``, ``rank``, ``start_ns``, ``end_ns``; not in ``matched``, the waits or the straggler.
     """
 
     run: str
@@ -231,6 +244,7 @@ class WindowCollectives:
     by_size: pd.DataFrame = field(default_factory=pd.DataFrame)
     implausible: int = 0
     max_offset_ns: int = 0
+    p2p: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     clock: str = CLOCK_ASSUMPTION
 
@@ -308,6 +322,13 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
     those without collectives too."""
     mismatched: list[str] = []
     keep = []
+    pairs = pd.DataFrame()
+    if "p2p" in allk.columns:  # point-to-point kernels are paired, not matched as collectives (.p2p)
+        is_p2p = allk["p2p"].fillna("").astype(str).to_numpy(dtype=object) != ""
+        if is_p2p.any():
+            pairs, unpaired = pair_rows(allk[is_p2p])
+            mismatched += unpaired
+            allk = allk[~is_p2p]
     if "pg_ranks" not in allk.columns:
         allk = allk.assign(pg_ranks="")
     size = allk["group_size"].to_numpy(np.int64) if "group_size" in allk.columns else np.full(len(allk), -1, np.int64)
@@ -332,7 +353,8 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
         keep.append(g.drop(columns="_size"))
     if len(ranks) < 2 or not keep:
         empty = pd.DataFrame()
-        return WindowCollectives(run, window, ranks, 0, tuple(mismatched), None, dict.fromkeys(ranks, 0), empty, empty, empty)
+        return WindowCollectives(run, window, ranks, 0, tuple(mismatched), None, dict.fromkeys(ranks, 0), empty, empty, empty,
+                                 p2p=pairs if len(ranks) >= 2 else empty)
     k = pd.concat(keep, ignore_index=True)
     shared = k["pg"].isin(_shared_names(k)).to_numpy()
     if shared.any():
@@ -374,5 +396,5 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
         run=run, window=window, ranks=ranks, matched=len(per), mismatched=tuple(mismatched), straggler_rank=straggler,
         wait_ns={int(r): int(w) for r, w in zip(ranks, wait)}, by_type=by_type, by_size=by_size,
         matches=matches.reset_index(drop=True), per_rank=per_rank, implausible=implausible,
-        max_offset_ns=int(gap.max()) if implausible else 0,
+        max_offset_ns=int(gap.max()) if implausible else 0, p2p=pairs,
     )

@@ -57,13 +57,15 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     k_off = np.cumsum([0] + [g.start.size for g in graphs])
     starts = np.concatenate([g.start for g in graphs])
     ends = np.concatenate([g.end for g in graphs])
-    # per group, the op that arrived last; ops that ended after another rank's arrival are bound by it
-    last_op = np.full(int(job.group.max(initial=-1)) + 1, -1, np.int64)
-    m = np.flatnonzero(job.group >= 0)
-    if m.size:
-        o = m[np.lexsort((starts[m], job.group[m]))]
-        last_op[job.group[o]] = o  # (the latest start of each group is written last)
-    peer = np.where(job.group >= 0, last_op[np.maximum(job.group, 0)], -1) if last_op.size else np.full(job.group.size, -1, np.int64)
+    # per instance, the op that arrived last; an op is bound by the latest of its instances' last arrivals
+    peer = np.full(starts.size, -1, np.int64)
+    if job.mem_op.size:
+        last_op = np.full(int(job.mem_group.max()) + 1, -1, np.int64)
+        o = np.lexsort((starts[job.mem_op], job.mem_group))
+        last_op[job.mem_group[o]] = job.mem_op[o]  # (the latest start of each instance is written last)
+        cand = last_op[job.mem_group]
+        o = np.lexsort((starts[cand], job.mem_op))
+        peer[job.mem_op[o]] = cand[o]  # (per op, the latest candidate is written last)
     peer = np.where(peer == np.arange(peer.size), -1, peer)
     bind = np.concatenate([g.bind for g in graphs])
     breaker = (bind != BIND_STREAM) | job.first | (peer >= 0)

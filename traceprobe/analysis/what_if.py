@@ -55,7 +55,10 @@ class _Job:
     lane: np.ndarray
     target: np.ndarray
     anchor: np.ndarray
-    group: np.ndarray
+    mem_op: np.ndarray
+    """Memberships of device ops in cross-rank instances (a collective, or one point-to-point transfer): the op ..."""
+    mem_group: np.ndarray
+    """... and the instance (an op of a batched point-to-point kernel is a member of several)."""
     d: np.ndarray
     first: np.ndarray
     dep: np.ndarray
@@ -73,12 +76,13 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
     anchor = cat([np.where(g.anchor >= 0, g.anchor + a_off[i], -1) for i, g in enumerate(graphs)])
     dep = cat([np.where(g.dep >= 0, g.dep + k_off[i], -1) for i, g in enumerate(graphs)])
     d = cat([g.d for g in graphs]).copy()
-    group = np.full(d.size, -1, np.int64)
+    mem_op, mem_group = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if per_rank is not None and not per_rank.empty:
         ranks = {g.rank: i for i, g in enumerate(graphs)}
         gid = pd.MultiIndex.from_arrays([per_rank["pg"], per_rank["seq"]]).factorize()[0]
         start = cat([g.start for g in graphs])
-        for r, i in ranks.items():
+        ops, grp = [], []
+        for r, i in ranks.items():  # (one pass per rank)
             sel = (per_rank["rank"] == r).to_numpy()
             if not sel.any():
                 continue
@@ -87,15 +91,20 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
             o = np.argsort(key, kind="stable")
             p = np.searchsorted(key[o], per_rank["start_ns"].to_numpy(np.int64)[sel])
             hit = (p < key.size) & (key[o][np.minimum(p, key.size - 1)] == per_rank["start_ns"].to_numpy(np.int64)[sel])
-            group[ks[o[p[hit]]]] = gid[sel][hit]
-        m = group >= 0
+            ops.append(ks[o[p[hit]]])
+            grp.append(gid[sel][hit])
+        if ops:
+            mem_op, mem_group = cat(ops).astype(np.int64), cat(grp).astype(np.int64)
         last = np.full(int(gid.max(initial=-1)) + 1, NEG, np.int64)
-        np.maximum.at(last, group[m], start[m])
+        np.maximum.at(last, mem_group, start[mem_op])
+        bound = np.full(d.size, NEG, np.int64)
+        np.maximum.at(bound, mem_op, last[mem_group])
+        m = bound > NEG
         end = cat([g.end for g in graphs])
-        d[m] = np.maximum(end[m] - last[group[m]], 0)  # a collective's transfer after its last member arrived
+        d[m] = np.maximum(end[m] - bound[m], 0)  # a collective's transfer after its last member arrived
     first = np.ones(lane.size, bool)
     first[1:] = lane[1:] != lane[:-1]
-    return _Job(graphs, a_rank, k_rank, lane, target, anchor, group, d, first, dep)
+    return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep)
 
 
 def _segments(key: np.ndarray) -> list[tuple[int, int]] | None:
@@ -146,9 +155,9 @@ def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tupl
     sync = (job.target >= 0) & ~no_sync
     s_idx, ret_s = np.maximum(job.target, 0), np.where(sync, ret, NEG)
     x_first = np.where(first_a, t0, NEG)
-    m = job.group >= 0
-    g_idx = np.maximum(job.group, 0)
-    n_groups = int(job.group.max(initial=-1)) + 1
+    n_groups = int(job.mem_group.max(initial=-1)) + 1
+    m = np.zeros(end.size, bool)
+    m[job.mem_op] = True
     not_first = ~job.first
     lanes, ranks = _segments(job.lane), _segments(job.a_rank)
     for _ in range(MAX_ROUNDS):
@@ -160,8 +169,10 @@ def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tupl
         ext = own
         if n_groups:
             last = np.full(n_groups, NEG, np.int64)
-            np.maximum.at(last, job.group[m], arrival[m])
-            ext = np.where(m, np.maximum(own, last[g_idx]), own)
+            np.maximum.at(last, job.mem_group, arrival[job.mem_op])
+            bound = np.full(end.size, NEG, np.int64)
+            np.maximum.at(bound, job.mem_op, last[job.mem_group])
+            ext = np.where(m, np.maximum(own, bound), own)
         new_end = P + _running_max(job.lane, np.maximum(ext + d - P, NEG), lanes)
         prev = np.empty_like(new_end)
         prev[1:] = new_end[:-1] + g_lag[1:]

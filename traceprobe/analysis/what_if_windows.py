@@ -144,6 +144,15 @@ def _linked(graphs: list[RankGraph]) -> float:
     return sum(int((g.anchor >= 0).sum()) for g in graphs) / ops if ops else 1.0
 
 
+def window_instances(c) -> pd.DataFrame | None:
+    """The cross-rank instances of a window: its matched collectives and its paired point-to-point transfers (each a
+    group of member kernels: ``pg``, ``seq``, ``rank``, ``start_ns``)."""
+    if c is None:
+        return None
+    parts = [t.reindex(columns=["pg", "seq", "rank", "start_ns"]) for t in (c.per_rank, c.p2p) if t is not None and len(t)]
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
 def window_what_ifs(runs, collectives) -> list[WindowWhatIf]:
     """The what-ifs of every window of ``runs`` (:class:`.run.Run`): a window of two or more ranks is replayed as one
     job with its matched collectives (``collectives``: :class:`.collectives.WindowCollectives` by run and window);
@@ -155,7 +164,7 @@ def window_what_ifs(runs, collectives) -> list[WindowWhatIf]:
             ranked = [(r, rep) for r, rep in zip(w.ranks, w.reports) if r is not None and rep.graph is not None]
             if len({r for r, _ in ranked}) >= 2 and len({r for r, _ in ranked}) == len(ranked):
                 c = by_key.get((run.name, w.label))
-                out.append(_window_of(run.name, w.label, "", [rep.graph for _, rep in ranked], c.per_rank if c is not None else None))
+                out.append(_window_of(run.name, w.label, "", [rep.graph for _, rep in ranked], window_instances(c)))
                 continue
             out += [_window_of(run.name, w.label, rep.path, [rep.graph], None) for rep in w.reports if rep.graph is not None]
     return out

@@ -221,9 +221,11 @@ def thread_ids(threads: list[Any]) -> np.ndarray:
 
 ID_COLUMNS = ("device", "stream", "correlation", "bytes", "external_id")
 """Kineto ``args`` read as int64 ids: ``device``, ``stream``, ``correlation``, ``bytes``, ``External id``."""
-COLLECTIVE_ARGS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "correlation", "external_id")
+COLLECTIVE_ARGS = ("collective", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "correlation", "external_id",
+                   "src_rank", "dst_rank")
 """Fields of :func:`collective_columns`, from Kineto's args ``Collective name``, ``In msg nelems``,
-``Out msg nelems``, ``Group size``, ``dtype``, ``Process Group Name``, ``correlation``, ``External id``."""
+``Out msg nelems``, ``Group size``, ``dtype``, ``Process Group Name``, ``correlation``, ``External id``, and
+a send's ``Dst Rank`` / a receive's ``Src Rank`` (the peer's rank in the process group, torch's ``record_param_comms``)."""
 _COLLECTIVE_STR = ("collective", "dtype", "pg_name")
 
 

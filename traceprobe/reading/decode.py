@@ -63,6 +63,7 @@ _ARGS = [  # (field, JSON key, strict type, default): the args traceprobe reads
     ("collective", "Collective name", str | None, None), ("in_nelems", "In msg nelems", int, NO_ID),
     ("out_nelems", "Out msg nelems", int, NO_ID), ("group_size", "Group size", int, NO_ID), ("dtype", "dtype", str | None, None),
     ("pg_name", "Process Group Name", str | None, None),
+    ("src_rank", "Src Rank", int, NO_ID), ("dst_rank", "Dst Rank", int, NO_ID),  # point-to-point: the peer (group rank)
     ("direction", "direction", Any, None),  # MTIA's dma_request: HOST_TO_DEVICE, DEVICE_TO_HOST, ...
 ]
 _EVENT = [("cat", str, ""), ("name", str, ""), ("pid", int | str, -1), ("tid", int | str, -1)]

@@ -80,7 +80,8 @@ class Trace:
             ``record_param_comms`` host op, and the NCCL kernels of newer torch): ``side`` (``device`` or
             ``host``), ``name`` (str), ``start_ns`` (int64), ``collective`` (str), ``in_nelems``,
             ``out_nelems``, ``group_size`` (int64, -1 if absent), ``dtype``, ``pg_name`` (str, ``""`` if absent;
-            from ``Process Group Name``), ``correlation``, ``external_id`` (int64, -1 if absent).
+            from ``Process Group Name``), ``correlation``, ``external_id``, ``src_rank``, ``dst_rank`` (int64, -1 if
+            absent; the last two a receive's ``Src Rank`` and a send's ``Dst Rank``: the peer's rank in its group).
         backend: the device runtime, ``cuda``, ``hip`` (ROCm) or ``mtia``, read at load (:func:`backend_of`);
             devices are named ``<backend>:<id>`` (:meth:`device_label`).
 
