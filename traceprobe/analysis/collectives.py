@@ -66,8 +66,8 @@ from ..reading import Trace
 from .busy import comm_mask, per_value
 from .comm_types import arg_rows, comm_types
 from .launch_links import launch_rows
-from .p2p import kernel_transfers, pair_rows
 from .memo import device_column
+from .p2p import kernel_transfers, pair_rows
 
 CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"
 """What matching across ranks assumes of the traces' timestamps."""
