@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from traceprobe import load_trace
 from traceprobe.cli import app
-from traceprobe.report.perfetto_ranks import RANK_PID_BASE
+from traceprobe.report.perfetto_ranks import CROSS_FLOW_BASE, RANK_PID_BASE
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 DDP = [SAMPLES / f"data-parallel.ddp.rank{r}.pt.trace.json.gz" for r in (0, 1)]
@@ -54,6 +54,8 @@ def test_merge_ranks_round_trip(tmp_path):
     clocks = slices[slices["name"].str.startswith("clocks:")]
     assert len(clocks) == 1 and "ranks share a clock" in clocks["name"].iloc[0]
     for fid, outs in r["flows_out"].items():  # launch flows stay within their rank
+        if fid >= CROSS_FLOW_BASE:
+            continue  # (the critical path's crossings between ranks: test_merge_ranks_draws_the_critical_path)
         assert _under(tracks, outs[0]["track"]) == _under(tracks, r["flows_in"][fid][0]["track"])
 
 
@@ -108,3 +110,11 @@ def test_merge_ranks_draws_the_critical_path(tmp_path):
     rank3 = np.array([on[t] == 3 for t in drawn["track"]])
     sleep = drawn[rank3 & drawn["name"].str.startswith("host").to_numpy()]
     assert (sleep["end"] - sleep["start"]).max() > 15_000_000
+    # where the path crosses ranks, a flow leads from the earlier rank's segment to the later one's
+    r_path = path["rank"].to_numpy()
+    crossings = int((r_path[1:] != r_path[:-1]).sum())
+    cross = {f: (out, r["flows_in"].get(f, [])) for f, out in r["flows_out"].items() if f >= CROSS_FLOW_BASE}
+    assert crossings > 0 and len(cross) == crossings
+    for out, into in cross.values():
+        assert len(out) == 1 and len(into) == 1
+        assert on[out[0]["track"]] != on[into[0]["track"]] and out[0]["start"] <= into[0]["start"]

@@ -39,6 +39,8 @@ RANK_PID_BASE = 1 << 28
 """Process id of rank N's process: ``RANK_PID_BASE + N``."""
 FLOW_STRIDE = 1 << 40
 """Launch flow ids of the k-th rank are offset by ``k * FLOW_STRIDE`` (unique across ranks)."""
+CROSS_FLOW_BASE = 1 << 60
+"""Flow ids of the critical path's crossings between ranks: ``CROSS_FLOW_BASE + i`` (above every launch flow's)."""
 _SRC_STRIDE = 8
 _CLOCK = 7
 
@@ -69,14 +71,28 @@ def _path_slices(path: pd.DataFrame, first_name: int) -> pd.DataFrame:
     if path.empty:
         return pd.DataFrame({c: pd.Series([], dtype=object if c == "label" else np.int64)
                              for c in ("start", "end", "name_iid", "row", "flow_out", "flow_in", "label")})
-    p = path.sort_values("ns", ascending=False, kind="stable").drop_duplicates(["lane", "start_ns", "end_ns"])
+    key = ["lane", "start_ns", "end_ns"]
+    flows = {c: path.groupby(key)[c].transform("max") if c in path.columns else 0 for c in ("flow_out", "flow_in")}
+    p = path.assign(**flows).sort_values("ns", ascending=False, kind="stable").drop_duplicates(key)
     p = p.sort_values("start_ns", kind="stable")
     label = [f"{c}: {n}" if n else c for c, n in zip(p["cause"], p["name"])]
     n = len(p)
     s, e = p["start_ns"].to_numpy(np.int64), p["end_ns"].to_numpy(np.int64)
     return pd.DataFrame({"start": s, "end": np.maximum(e, s),
                          "name_iid": np.arange(first_name + 1, first_name + n + 1, dtype=np.int64), "row": np.full(n, -1, np.int64),
-                         "flow_out": np.zeros(n, np.int64), "flow_in": np.zeros(n, np.int64), "label": label})
+                         "flow_out": p["flow_out"].to_numpy(np.int64), "flow_in": p["flow_in"].to_numpy(np.int64), "label": label})
+
+
+def _crossings(path: pd.DataFrame) -> pd.DataFrame:
+    """The critical path (last segment first) with a flow where it crosses ranks: ``flow_out`` on the earlier
+    rank's segment, ``flow_in`` on the later one's, the same id (:data:`CROSS_FLOW_BASE` + the later segment's row)."""
+    path = path.reset_index(drop=True)
+    r = path["rank"].to_numpy(np.int64)
+    cross = np.flatnonzero(r[1:] != r[:-1])  # (row i and the row before it in time, i + 1, are on different ranks)
+    f_in, f_out = np.zeros(len(path), np.int64), np.zeros(len(path), np.int64)
+    f_in[cross] = CROSS_FLOW_BASE + cross
+    f_out[cross + 1] = CROSS_FLOW_BASE + cross
+    return path.assign(flow_out=f_out, flow_in=f_in)
 
 
 def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path: str | Path, clock: str = "",
@@ -93,9 +109,11 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
             timestamps are put on its reference rank's clock (module doc).
         critical: the window's critical path (:func:`traceprobe.analysis.critical_path.critical_path`): drawn on a
             ``critical path`` track of each rank it crosses, one slice per segment (``cause: name``; a host stretch
-            named by its largest class).
+            named by its largest class), with a flow from one rank's segment to the next where the path crosses ranks.
     """
     shift = clocks is not None and clocks.differ
+    if critical is not None and len(critical):
+        critical = _crossings(critical)
     rows: list[dict] = []
     names: list[str] = []
     parts, counters, fills = [], [], {}
