@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 
 from traceprobe.cli import app
 from traceprobe.collect import analyze_paths
+from traceprobe.report.actions import top_findings
 from traceprobe.report.grid import shorten, wrap
 from traceprobe.report.panels import DetailRenderer
 from traceprobe.report.renderers import FORMATS, Renderer, renderer
-from traceprobe.report.table import TableRenderer, finding_label, what_if_labels
+from traceprobe.report.table import TableRenderer
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 REPO = SAMPLES.parent
@@ -29,6 +30,14 @@ def summary():
 
 def _lines(summary, width: int | None) -> list[str]:
     return TableRenderer(width=width).render(summary).splitlines()
+
+
+NOTE = re.compile(r"^ +(↳ |do: )")
+
+
+def _rows(lines: list[str]) -> list[str]:
+    """The table's lines without the top findings and ``do`` lines under its rows."""
+    return [x for x in lines if not NOTE.match(x)]
 
 
 def _whole_words(text: str, lines: list[str]) -> bool:
@@ -47,15 +56,32 @@ def test_every_column_and_value_whole_at_each_width(summary, width):
     header = lines[0].split()
     assert header[:4] == ["run", "rank", "steps", "busy"]
     assert len(header) >= 4 + 6  # the six figure columns (their short names where needed)
-    gains = what_if_labels(summary)  # (a window's top what-if, else the report's own top finding)
-    findings = [gains.get(id(r)) or finding_label(r) for r in summary.reports if gains.get(id(r)) or finding_label(r)]
+    tops = top_findings(summary)  # (a window's top what-if, else the report's own top finding)
+    findings = [tops[id(r)].label for r in summary.reports if id(r) in tops]
     assert len(findings) > 20
     for f in findings:
-        assert re.search(r"\d (ns|µs|ms|s)\b|\d%", f), f  # a number with its unit
+        assert re.search(r"\d (ns|µs|ms|s)/step \([-+]?[\d,.]+ (ns|µs|ms|s) in \d+ steps?\)|\d (ns|µs|ms|s) in the trace|\d%", f), f
         assert _whole_words(f, lines), f
+    for do in {t.do for t in tops.values()}:  # every action whole, at any width
+        assert do and _whole_words(do, lines), do
     text = "\n".join(lines)
     for cut in ("… ", "% y\n", "% ye\n", "% so\n"):
         assert cut not in text + "\n"
+
+
+@pytest.mark.parametrize("width", [80, 120, None])
+def test_levels_read_in_black_and_white(summary, width):
+    """Without colours every figure cell says its level: a letter at 80 and 120 columns (``37%s``), a word piped
+    (``37% some``); ``busy`` is no verdict and has none."""
+    lines = _rows(_lines(summary, width))
+    start = lines[0].index("busy") + len("busy")
+    end = lines[0].index("top finding") if "top finding" in lines[0] else None
+    rows = [x[start:end] for x in lines[1:lines.index("")] if x[start:end].strip()]
+    assert len(rows) > 60
+    level = r"\d+%[ysn]|-|n/a" if width else r"\d+% (yes|some|no|n/a)|-"
+    for row in rows:
+        cells = re.findall(level, row)
+        assert len(cells) == 6 and re.sub(level, "", row).strip() == "", row
 
 
 def test_80_columns_keeps_run_names_and_levels(summary):
@@ -63,8 +89,11 @@ def test_80_columns_keeps_run_names_and_levels(summary):
     text = "\n".join(lines)
     assert "h100-1gpu/compute-copy.nonblocking" in text  # the whole name: the finding moved to its own line
     nonblocking = next(r for r in summary.reports if r.path.endswith("/compute-copy.nonblocking.pt.trace.json.gz"))
-    assert "↳ " + finding_label(nonblocking) in text and finding_label(nonblocking).endswith(" ms")
-    assert "yes >= 50%" in text  # the level words are in the legend when the cells drop them
+    top = top_findings(summary)[id(nonblocking)]
+    assert "↳ " + top.label in text and top.label == "exposed DtoH copy 58.0 ms in the trace"
+    assert "    do: " + top.do + "\n" in text and "side stream" in top.do
+    assert "y yes >= 50%, s some >= 5%, n no < 5%" in text  # the level letters, explained by the legend
+    assert "do: the one action" in text and "what would give time back" in text
     assert "training/rec-ddp/train_gpt_ddp" in text and "across ranks" in text
 
 
@@ -89,7 +118,7 @@ def test_columns_80_through_the_command():
 
 
 def test_one_row_per_trace_at_natural_width(summary):
-    lines = _lines(summary, None)
+    lines = _rows(_lines(summary, None))
     first_blank = lines.index("")
     assert first_blank - 1 == len(summary.reports)  # header, then one row per trace
 
@@ -103,7 +132,7 @@ def test_windows_of_one_run_are_told_apart(summary):
 
     two = [replace(r, rank=None, info={}, path=r.path.replace(".rank0", "")) for r in summary.reports
            if "train_gpt_ddp" in r.path and "rank0" in r.path]
-    lines = _lines(summarize(two), None)
+    lines = _rows(_lines(summarize(two), None))
     assert len(lines) >= 3
     assert re.search(r"steps2-4\S*\s+-\s+2-4\s", lines[1]) and re.search(r"steps7-9\S*\s+-\s+7-9\s", lines[2]), lines
 
@@ -120,7 +149,7 @@ def test_a_lone_unnamed_trace_is_labelled_by_its_folder(summary):
     unnamed = replace(r, rank=None, info={})
 
     def labels(*paths: str) -> list[str]:
-        return [line.split()[0] for line in _lines(summarize([replace(unnamed, path=p) for p in paths]), None)[1:len(paths) + 1]]
+        return [line.split()[0] for line in _rows(_lines(summarize([replace(unnamed, path=p) for p in paths]), None))[1:len(paths) + 1]]
 
     assert labels("/x/a/trace.123.pt.trace.json.gz", "/x/b/trace.456.pt.trace.json.gz") == ["a", "b"]
     assert labels("/x/a/trace.123.pt.trace.json.gz", "/x/a/trace.456.pt.trace.json.gz") == ["trace.123", "trace.456"]

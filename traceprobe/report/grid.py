@@ -11,7 +11,7 @@ variants of a run differ). Nothing here computes a figure.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rich.text import Text
@@ -76,11 +76,13 @@ def natural_width(cols: Sequence[Column]) -> int:
     return sum(c.natural() for c in cols) + len(GAP) * (len(cols) - 1)
 
 
-def lines(cols: Sequence[Column], header_style: str = "bold") -> list[Text]:
+def lines(cols: Sequence[Column], header_style: str = "bold", after: Mapping[int, list[Text]] | None = None,
+          before: Mapping[int, list[Text]] | None = None) -> list[Text]:
     """The table's lines: a header, then one or more lines per row (wrapped cells add lines).
 
     Each column is as wide as its ``width`` (natural when 0); a ``wrap`` column's cells are
-    wrapped into it. Trailing spaces are dropped.
+    wrapped into it. Trailing spaces are dropped. ``before[r]`` and ``after[r]``: lines printed
+    as they are before and after row ``r`` (a name on its own line, a note under the row).
     """
     widths = [c.width or c.natural() for c in cols]
     rows = len(cols[0].cells) if cols else 0
@@ -91,6 +93,7 @@ def lines(cols: Sequence[Column], header_style: str = "bold") -> list[Text]:
         head.append(c.header.rjust(w) if c.right else c.header.ljust(w), style=header_style)
     out.append(_rstrip(head))
     for r in range(rows):
+        out += (before or {}).get(r, [])
         parts: list[list[Text]] = []
         for c, w in zip(cols, widths):
             t = c.cells[r]
@@ -112,6 +115,7 @@ def lines(cols: Sequence[Column], header_style: str = "bold") -> list[Text]:
                     line.append_text(t)
                     line.append(pad)
             out.append(_rstrip(line))
+        out += (after or {}).get(r, [])
     return out
 
 

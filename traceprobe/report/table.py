@@ -21,12 +21,15 @@ Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is comput
    where ranks' clocks differ or cannot be estimated), when there are any, and a legend.
 
 Fitting a width (``width``; None: the natural width, as for a pipe or a file): the
-table is laid out at its natural width if that fits; else the figure cells drop their
-level word (the colour and the legend keep it; the level follows from the value) and
-the headers shorten; else the top finding wraps in its column; else it goes on its own
-line under its row and long run names are shortened in the middle, keeping their end.
-No value is ever cut: a word too long for the width overflows it. Failures are not
-here: the CLI prints them once, on stderr. ``--detail`` gives every table (:mod:`.panels`).
+table is laid out at its natural width if that fits, each figure cell with its level as a
+word (``37% some``); else the headers shorten and each figure cell gives its level as one
+letter (``37%s``, explained by the legend), so that the table reads the same without colours,
+and the top finding goes on its own line under its row (``↳``); a run name longer than its
+column goes on its own line above its row. Under each top finding (once per window whose ranks
+share it), a ``do`` line gives the one action it calls for (:mod:`.actions`), cut after a
+whole word with ``…`` where the width is too small. No value is ever cut: a word too long for
+the width overflows it. Failures are not here: the CLI prints them once, on stderr.
+``--detail`` gives the panels of every trace (:mod:`.panels`).
 """
 
 from __future__ import annotations
@@ -43,15 +46,18 @@ from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from ..analysis.verdicts import NOT_JUDGED
 from . import units
+from .actions import fit, top_findings
 from .clock_notes import clock_line, reported
-from .grid import Column, cell, lines, natural_width, shorten, wrap
+from .grid import Column, cell, lines, natural_width, wrap
 from .places import _places, base_folder, relative
-from .what_if_lines import what_if_labels, what_if_lines
+from .what_if_lines import what_if_lines
 
 FIGURES = (("copy_overlap", "copy", "copy"), ("device_concurrency", "devices", "devs"), ("stream_concurrency", "streams", "strm"),
            ("comm_overlap", "comm", "comm"), ("cpu_gpu", "cpu/gpu", "cpu"), ("host_threads", "threads", "thr"))
 """Verdict figures with a column, in order: (figure, header, short header)."""
 WORD = {"confirmed": "yes", "partial": "some", "none": "no", "n/a": "n/a"}
+LETTER = {"confirmed": "y", "partial": "s", "none": "n"}
+"""The level's one letter in the narrow form (``37%s``), so that the table reads the same without colours."""
 STYLE = {"confirmed": "green", "partial": "yellow", "none": "red", "n/a": "dim"}
 RANK_FIGURES = (("mean_step_ns", "step ms", "step ms"), ("utilization", "busy", "busy%"), ("copy_overlap", "copy", "copy%"),
                 ("comm_overlap", "comm", "comm%"), ("stream_concurrency", "streams", "strm%"), ("cpu_gpu_overlap", "cpu/gpu", "cpu%"))
@@ -59,11 +65,14 @@ RANK_FIGURES = (("mean_step_ns", "step ms", "step ms"), ("utilization", "busy", 
 MIN_FINDING = 18
 """Narrowest column the top finding is wrapped into; narrower, it goes on its own line."""
 MIN_RUN = 16
-"""Narrowest a run name is shortened to."""
+"""Narrowest the run column is made: a longer name goes on its own line."""
 LEGEND = ("figures: the highest verdict of each (yes >= 50%, some >= 5%, no < 5%); busy: mean GPU utilization; "
-          "--detail for every table")
+          "per step first, the window's total in brackets")
 SHORT_LEGEND = ("copy, devs, strm, comm, cpu, thr: the highest verdict of copy/compute, cross-device, stream, comm/compute, "
-                "CPU/GPU and host-thread overlap (yes >= 50%, some >= 5%, no < 5%); busy: mean GPU utilization; --detail for every table")
+                "CPU/GPU and host-thread overlap, its level a letter (y yes >= 50%, s some >= 5%, n no < 5%); busy: mean GPU "
+                "utilization; ↳ the top finding, per step first, the window's total in brackets")
+DO_LEGEND = ("do: the one action the top finding calls for; its full advice is under 'what would give time back' (what-ifs) "
+             "or in --detail's findings")
 NOT_JUDGED_LEGEND = "n/a: copies not meant to overlap (a data-parallel wrapper's gradient bucket copies): measured, not judged"
 RANK_LEGEND = ("most work: the rank with the most device work outside collectives; most comm: the rank with the most "
                "time in collectives, waiting included (no rank is called slowest: the rank ahead waits for the others)")
@@ -92,7 +101,7 @@ def _best(r: OverlapReport, figure: str, short: bool) -> Text:
     v = max(judged or vs, key=lambda v: v.value)
     if v.level == NOT_JUDGED and short:  # (the number alone would read as a failed overlap)
         return Text(NOT_JUDGED, style=STYLE[NOT_JUDGED])
-    word = "" if short else " " + WORD.get(v.level, v.level)
+    word = LETTER.get(v.level, "") if short else " " + WORD.get(v.level, v.level)
     return Text(f"{v.value:.0%}{word}", style=STYLE.get(v.level, ""))
 
 
@@ -149,13 +158,13 @@ COLUMNS: tuple[TraceColumn, ...] = (
 """The trace table's figure columns, after ``run``, ``rank`` and ``steps`` (module doc, part 1), the top finding last."""
 
 
-def _trace_columns(summary: Summary, short: bool, run_width: int | None) -> tuple[list[Column], list[str]]:
+def _trace_columns(summary: Summary, short: bool) -> tuple[list[Column], list[str]]:
     """The trace table's columns (the finding last) and the finding of each row."""
     places = _places(summary)
     runs, ranks, steps = [], [], []
     last = None
     for _, run, window, rank in places:
-        runs.append(cell("" if run == last else (shorten(run, run_width) if run_width else run)))
+        runs.append(cell("" if run == last else run))
         last = run
         ranks.append(Text("-" if rank is None else str(rank)))
         steps.append(cell(_window(window)))
@@ -165,33 +174,59 @@ def _trace_columns(summary: Summary, short: bool, run_width: int | None) -> tupl
         if c.optional and all(t.plain == "-" for t in cells):
             continue
         cols.append(Column(c.short if short else c.header, cells, right=short if c.right is None else c.right, wrap=c.wrap))
-    gains = what_if_labels(summary)
-    labels = [gains.get(id(r)) or finding_label(r) for r, _, _, _ in places]
+    tops = top_findings(summary)
+    labels = [tops[id(r)].label if id(r) in tops else "" for r, _, _, _ in places]
     cols[-1] = Column(cols[-1].header, [cell(x) for x in labels], right=cols[-1].right, wrap=cols[-1].wrap)
     return cols, labels
 
 
+def _notes(summary: Summary, width: int | None, with_label: bool) -> dict[int, list[Text]]:
+    """The lines under each row: its top finding (``with_label``: the narrow form) and the action it calls for
+    (``do``), once under the last of the rows of one window that share them."""
+    places = _places(summary)
+    tops = top_findings(summary)
+    out: dict[int, list[Text]] = {}
+    keys = [(run, window, tops[id(r)]) if id(r) in tops else None for r, run, window, _ in places]
+    for i, key in enumerate(keys):
+        if key is None or (i + 1 < len(keys) and keys[i + 1] == key):
+            continue
+        top = key[2]
+        rows: list[Text] = []
+        if with_label:
+            parts = wrap(top.label, max(width - 4, MIN_FINDING)) if width else [top.label]
+            rows += [Text(("  ↳ " if k == 0 else "    ") + part, style="dim" if k else "") for k, part in enumerate(parts)]
+        if top.do:
+            lead = "    do: " if with_label else "  do: "
+            rows.append(Text(lead + fit(top.do, width - len(lead) if width else None), style="cyan"))
+        out[i] = rows
+    return out
+
+
+def _own_lines(summary: Summary, room: int) -> dict[int, list[Text]]:
+    """Run names longer than ``room``, each on its own line above its first row (the row's run cell left blank)."""
+    out: dict[int, list[Text]] = {}
+    last = None
+    for i, (_, run, _, _) in enumerate(_places(summary)):
+        if run != last and len(run) > room:
+            out[i] = [cell(run)]
+        last = run
+    return out
+
+
 def trace_lines(summary: Summary, width: int | None = None) -> tuple[list[Text], bool]:
     """Part 1 of the module doc, fitted to ``width`` (module doc); and whether the short headers are used."""
-    cols, _ = _trace_columns(summary, False, None)
+    cols, _ = _trace_columns(summary, False)
     if width is None or natural_width(cols) <= width:
-        return lines(cols), False
-    cols, findings = _trace_columns(summary, True, None)
+        return lines(cols, after=_notes(summary, width, False)), False
+    cols, _ = _trace_columns(summary, True)
     if natural_width(cols) <= width:
-        return lines(cols), True
-    room = width - natural_width(cols[:-1]) - 1
-    if room >= MIN_FINDING:
-        cols[-1].width = room
-        return lines(cols), True
-    others = natural_width(cols[1:-1]) + 1
-    cols, findings = _trace_columns(summary, True, max(width - others, MIN_RUN))
-    out = lines(cols[:-1])
-    merged = [out[0]]
-    for row, finding in zip(out[1:], findings):
-        merged.append(row)
-        for k, part in enumerate(wrap(finding, max(width - 4, MIN_FINDING)) if finding else []):
-            merged.append(Text(("  ↳ " if k == 0 else "    ") + part, style="dim" if k else ""))
-    return merged, True
+        return lines(cols, after=_notes(summary, width, False)), True
+    cols = cols[:-1]  # (the finding goes under its row)
+    room = max(width - natural_width(cols[1:]) - 1, MIN_RUN)
+    own = _own_lines(summary, room)
+    if own:
+        cols[0] = Column(cols[0].header, [Text("") if i in own else c for i, c in enumerate(cols[0].cells)])
+    return lines(cols, after=_notes(summary, width, True), before=own), True
 
 
 def _span(lo: float, hi: float, figure: str, short: bool) -> str:
@@ -300,6 +335,8 @@ def note_lines(summary: Summary, short: bool = False) -> list[Text]:
         out.append(cell(clock_line(c, relative(c.run, base_folder(summary))), style="yellow" if c.differ else "dim"))
     if summary.reports:
         out.append(Text(SHORT_LEGEND if short else LEGEND, style="dim"))
+    if top_findings(summary):
+        out.append(Text(DO_LEGEND, style="dim"))
     if any(v.level == NOT_JUDGED for r in summary.reports for v in r.verdicts):
         out.append(Text(NOT_JUDGED_LEGEND, style="dim"))
     if not summary.rank_summary.empty:

@@ -34,18 +34,3 @@ def what_if_lines(summary: Summary, width: int | None = None) -> list[Text]:
     out = [Text("what would give time back (the dependency graph replayed)", style="bold"), *rows]
     return out if width is None else [Text(x, style=str(t.style)) for t in out for x in wrap(t.plain, width)]
 
-
-def what_if_labels(summary: Summary) -> dict[int, str]:
-    """Each report's window's top what-if in a few words (:meth:`traceprobe.analysis.what_if_windows.WindowWhatIf.label`), by ``id(report)``; a window
-    of several ranks gives its label to each of them."""
-    out: dict[int, str] = {}
-    by_path = {w.path: w for w in summary.what_ifs if w.path}
-    by_window = {(w.run, w.window): w for w in summary.what_ifs if not w.path}
-    for run in summary.runs:
-        for win in run.windows:
-            for rep in win.reports:
-                w = by_path.get(rep.path) or by_window.get((run.name, win.label))
-                if w is not None and w.label():
-                    out[id(rep)] = w.label()
-    return out
-

@@ -1,0 +1,162 @@
+"""The first screen's top finding per trace, in one unit rule, and the one action it calls for (the ``do`` line).
+
+Nothing is computed here: the finding is the window's top what-if (:class:`traceprobe.analysis.what_if_windows.WindowWhatIf`)
+where it has one, else the trace's own top finding (:mod:`traceprobe.analysis.findings`). Its figure is given per step
+first and its window total second, labelled (``data loading 20.9 ms/step (41.7 ms in 2 steps)``); a trace without steps
+gives its total, labelled (``exposed DtoH copy 58.0 ms in the trace``). The action is the advice's remedy shortened to a
+few words (:data:`DO_CAUSE`, :data:`DO_KIND`); the full advice is under *what would give time back* (what-ifs) and in
+``--detail``'s findings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..analysis.per_trace import OverlapReport
+from ..analysis.summary import Summary
+from ..analysis.what_if_windows import LABELS, WindowWhatIf
+from . import units
+
+DO_CAUSE = {
+    "graph_capture": "capture the graph once and replay it",
+    "sync": "drop syncs from the loop (.item(), .cpu(), print); log every N steps",
+    "compile": "keep shapes fixed; TORCH_LOGS=recompiles names the guard",
+    "compile_once": "nothing to fix: compilation is a one-time cost",
+    "slow_call": "keep input shapes fixed (pad or bucket them)",
+    "warmup": "nothing to fix: a one-time cost, not a steady one",
+    "warmup_unscheduled": "profile after warm-up (torch.profiler.schedule(wait=1, warmup=1))",
+    "pinned_alloc": "allocate pinned buffers once and reuse them",
+    "device_alloc": "keep tensor sizes steady; no empty_cache() in the loop",
+    "other_rank": "see why the rank it waits for is late",
+    "data_loading": "load in DataLoader workers (num_workers>0, pin_memory=True)",
+    "optimizer": "use a fused or foreach optimizer (fused=True)",
+    "dispatch": "fewer, larger kernels: torch.compile or CUDA graphs",
+    "cpu_op": "move the CPU work to the device or to a DataLoader worker",
+    "host": "find the host time with record --with-stack or py-spy",
+    "pageable_copy": "pin the buffer and copy with non_blocking=True",
+    "imbalance": "balance the work across ranks (data, experts or stages)",
+}
+"""The action of each what-if cause (:data:`traceprobe.analysis.what_if_windows.LABELS`), shortened from
+:func:`traceprobe.analysis.what_if_windows.advice`; ``compile_once``, ``warmup_unscheduled``: a one-time cost, in a
+trace without steps for the latter."""
+
+DO_KIND = {
+    "exposed_copy": "issue the copies on a side stream (ordered by events) under compute",
+    "bubble": "use more microbatches or an interleaved schedule",
+    "exposed_comm": "overlap the collectives with compute, or send less",
+    "exposed_transfer": "overlap the collectives with compute, or send less",
+    "wait": "fix the late rank's extra work; overlap on the others would not help",
+    "straggler": "fix this rank's extra work; overlap on the others would not help",
+    "idle_graph_capture": DO_CAUSE["graph_capture"],
+    "idle_sync": DO_CAUSE["sync"],
+    "idle_warmup": DO_CAUSE["warmup_unscheduled"],
+    "idle_pinned_alloc": DO_CAUSE["pinned_alloc"],
+    "idle_device_alloc": DO_CAUSE["device_alloc"],
+    "idle_other_rank": DO_CAUSE["other_rank"],
+    "idle_data_loading": DO_CAUSE["data_loading"],
+    "idle_optimizer": DO_CAUSE["optimizer"],
+    "idle_launch": DO_CAUSE["dispatch"],
+    "idle_host": DO_CAUSE["host"],
+    "stream_wait": "start the producer earlier or break the dependency",
+    "cross_device": "balance the work across devices, or run them at once",
+}
+"""The action of each finding kind (:mod:`traceprobe.analysis.findings`), shortened from its advice."""
+
+_TRAILING = re.compile(r"\s*\(?[-+]?[\d,.]+ (?:ns|µs|ms|s)\)?$")
+
+
+@dataclass(frozen=True)
+class Top:
+    """A trace's top finding on the first screen: ``label`` with its figure (module doc), ``do`` its action
+    (``""`` where none is known), ``what_if`` whether it is a what-if (its full advice is under *what would give
+    time back*; else in ``--detail``)."""
+
+    label: str
+    do: str
+    what_if: bool
+
+
+def per_step(per_ns: float, total_ns: float, steps: int, sign: str = "") -> str:
+    """A figure per step first and its total labelled second: ``-20.9 ms/step (-41.7 ms in 2 steps)``; without
+    steps, the total labelled: ``-1.7 ms in the trace``."""
+    if steps <= 0 or units.missing(per_ns) or per_ns <= 0:
+        return f"{sign}{_ms(total_ns)} in the trace"
+    if steps == 1:
+        return f"{sign}{_ms(per_ns)}/step (1 step)"
+    return f"{sign}{_ms(per_ns)}/step ({sign}{_ms(total_ns)} in {steps} steps)"
+
+
+def _ms(ns: float) -> str:
+    """Milliseconds from 0.1 ms to 1 s (as the what-if lines give them), else :func:`.units.duration`."""
+    return f"{ns / 1e6:,.1f} ms" if 1e5 <= abs(ns) < 1e9 else units.duration(ns)
+
+
+def _what_if_causes(w: WindowWhatIf) -> tuple[str, str]:
+    """(the cause it is named by, the cause of its action): a slow call seen once is a first call (warm-up), a
+    compilation or warm-up seen once is a one-time cost, profiled or not (without steps)."""
+    t = w.top or {}
+    cause = str(t.get("cause", ""))
+    every = int(t.get("steps_with", 0)) >= 2 and int(t.get("steps_with", 0)) >= w.steps - 1
+    if cause == "slow_call" and not every:
+        cause = "warmup"
+    if cause == "compile" and not every:
+        return cause, "compile_once"
+    if cause == "warmup" and w.steps == 0:
+        return cause, "warmup_unscheduled"
+    return cause, cause
+
+
+def what_if_top(w: WindowWhatIf) -> Top | None:
+    """The first-screen form of a window's top what-if (module doc); None without one."""
+    t = w.top
+    if t is None:
+        return None
+    cause, action = _what_if_causes(w)
+    who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if w.ranked else ""
+    figure = per_step(t["per_step_ns"], t["gain_ns"], w.steps, sign="-")
+    return Top(f"{who}{LABELS.get(cause, cause)} {figure}", DO_CAUSE.get(action, ""), True)
+
+
+def finding_top(r: OverlapReport) -> Top | None:
+    """The first-screen form of a trace's own top finding (module doc); None without one."""
+    f = getattr(r, "findings", None)
+    if f is None or len(f) == 0:
+        return None
+    top = f.iloc[0]
+    kind = str(top["kind"])
+    label = top["label"] if "label" in f.columns and isinstance(top["label"], str) and top["label"] else kind.replace("_", " ")
+    if label.endswith("%"):  # (a bubble: a share of the window)
+        return Top(label, DO_KIND.get(kind, ""), False)
+    head = _TRAILING.sub("", label)
+    total, per = float(top["headroom_ns"]), float(top["per_step_ns"])
+    steps = round(total / per) if per > 0 else 0
+    action = DO_CAUSE["warmup"] if kind == "idle_warmup" and steps else DO_KIND.get(kind, "")
+    sep = "; " if re.search(r"\d", head) else " "
+    return Top(f"{head}{sep}{per_step(per, total, steps)}", action, False)
+
+
+def top_findings(summary: Summary) -> dict[int, Top]:
+    """Each report's top finding (module doc), by ``id(report)``: its window's top what-if, else its own top finding."""
+    out: dict[int, Top] = {}
+    by_path = {w.path: w for w in summary.what_ifs if w.path}
+    by_window = {(w.run, w.window): w for w in summary.what_ifs if not w.path}
+    for run in summary.runs:
+        for win in run.windows:
+            for rep in win.reports:
+                w = by_path.get(rep.path) or by_window.get((run.name, win.label))
+                top = what_if_top(w) if w is not None else None
+                top = top or finding_top(rep)
+                if top is not None:
+                    out[id(rep)] = top
+    return out
+
+
+def fit(text: str, width: int | None) -> str:
+    """``text`` in at most ``width`` characters, cut after a whole word with ``…`` where it is longer (None: whole)."""
+    if width is None or len(text) <= width:
+        return text
+    cut = text[: max(width - 1, 1)]
+    space = cut.rfind(" ")
+    cut = cut[:space] if space > 0 else cut
+    return cut.rstrip(" ,;:(") + "…"
