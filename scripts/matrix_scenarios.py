@@ -86,7 +86,10 @@ from cause_scenarios import _mlp
 STEPS = 8
 SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
 PROFILED = range(SCHEDULE["wait"] + SCHEDULE["warmup"], SCHEDULE["wait"] + SCHEDULE["warmup"] + SCHEDULE["active"])  # steps 2, 3, 4
-SLEEP_S = 0.02
+SLEEP_S = float(os.environ.get("MATRIX_SLEEP_MS", "20")) / 1e3
+LATE = os.environ.get("MATRIX_LATE")
+"""Held-out runs vary what the matrix fixed: ``MATRIX_LATE`` (the rank given the cause, every parallelism),
+``MATRIX_SLEEP_MS`` (the host sleeps), ``MATRIX_PRODUCTS`` (the extra matrix products of a compute scenario)."""
 
 SCENARIOS = ["ddp-balanced", "ddp-compute", "ddp-sleep", "ddp-dataloader", "ddp-item", "ddp-cpu-op", "ddp-pinned-alloc", "ddp-device-alloc",
              "ddp-pageable", "ddp-recompile", "ddp-new-shape", "fsdp-balanced", "fsdp-compute", "fsdp-sleep", "mesh-balanced", "mesh-compute",
@@ -96,7 +99,7 @@ CUDA_ONLY = {"ddp-pinned-alloc": "pinned host memory", "ddp-device-alloc": "cuda
 
 # sizes: (a GPU, a CPU smoke test on a couple of cores)
 SIZES = {
-    "cuda": {"width": 4096, "depth": 8, "batch": 2048, "mm": 4096, "products": 8,
+    "cuda": {"width": 4096, "depth": 8, "batch": 2048, "mm": 4096, "products": int(os.environ.get("MATRIX_PRODUCTS", "8")),
              "item_width": 1024, "item_depth": 16, "item_batch": 256,
              "compile_width": 1024, "compile_depth": 4, "compile_batch": 256,
              "attn_dim": 1024, "attn_heads": 8, "attn_seq": 512, "attn_blocks": 4, "attn_batch": 8,
@@ -133,7 +136,7 @@ class Run:
             self.dev = torch.device("cpu")
         dist.init_process_group("nccl" if self.cuda else "gloo")
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.late = min(1, self.world - 1)  # rank L
+        self.late = min(int(LATE) if LATE else 1, self.world - 1)  # rank L
         self.size = SIZES[device]
 
     def sync(self) -> None:
@@ -594,7 +597,7 @@ def mesh2d(run: Run, mode: str) -> None:
     s = run.size
     mesh = init_device_mesh(run.dev.type, (run.world // 2, 2), mesh_dim_names=("dp", "tp"))
     dp_group, dp = mesh["dp"].get_group(), run.world // 2
-    late_rank = {"compute": 0, "sleep": min(3, run.world - 1)}.get(mode)
+    late_rank = {"compute": run.late if LATE else 0, "sleep": run.late if LATE else min(3, run.world - 1)}.get(mode)
     late = run.rank == late_rank
     torch.manual_seed(0)  # the same full weights on every rank before they are split
     model = _mlp(s["width"], s["depth"]).to(run.dev)
@@ -648,7 +651,7 @@ def pipeline(run: Run, mode: str) -> None:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     s, microbatches = run.size, 8
-    late_rank = min(2, run.world - 1) if mode == "compute" else None
+    late_rank = (run.late if LATE else min(2, run.world - 1)) if mode == "compute" else None
     torch.manual_seed(0)
     timer = Timer(run.cuda)
     extra = None
