@@ -27,9 +27,10 @@ def job_cmd(
     """Per window: every figure's min, median, p95 and max across ranks, the outlier ranks and why, the ranks that
     arrived last at collectives per process group and the wait they caused, the straggler's cause, the clocks."""
     check_outputs(paths, {"--output": output})
-    from ..analysis.job import job_json, job_report, job_report_from_summaries, job_text
+    from ..analysis.job import job_json, job_report, job_report_from_summaries
     from ..collect import analyze_paths, discover
     from ..console import emit
+    from ..report.job_text import job_text
     from ..summary_file import is_summary
 
     files, failures = discover(paths)

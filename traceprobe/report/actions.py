@@ -158,5 +158,6 @@ def fit(text: str, width: int | None) -> str:
         return text
     cut = text[: max(width - 1, 1)]
     space = cut.rfind(" ")
-    cut = cut[:space] if space > 0 else cut
+    if text[len(cut)] != " " and space > 0:  # (the last word is cut: leave it out)
+        cut = cut[:space]
     return cut.rstrip(" ,;:(") + "…"

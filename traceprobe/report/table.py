@@ -74,6 +74,12 @@ SHORT_LEGEND = ("copy, devs, strm, comm, cpu, thr: the highest verdict of copy/c
 DO_LEGEND = ("do: the one action the top finding calls for; its full advice is under 'what would give time back' (what-ifs) "
              "or in --detail's findings")
 NOT_JUDGED_LEGEND = "n/a: copies not meant to overlap (a data-parallel wrapper's gradient bucket copies): measured, not judged"
+STOPWATCH = ("each timed variant's wall-clock speed-up over its workload's first variant, set against what its trace "
+             "shows (more overlap, less work)")
+"""What the stopwatch line compares, in one sentence."""
+SHORT_RANK_LEGEND = ("work/comm r1/r0: rank 1 ran the most device work outside collectives, rank 0 spent the most time in "
+                     "collectives, waiting included (no rank is called slowest: the rank ahead waits for the others); "
+                     "step ms and the % columns: min-max across the window's ranks")
 RANK_LEGEND = ("most work: the rank with the most device work outside collectives; most comm: the rank with the most "
                "time in collectives, waiting included (no rank is called slowest: the rank ahead waits for the others)")
 
@@ -313,7 +319,7 @@ def rank_lines(summary: Summary, width: int | None = None) -> list[Text]:
     return title + merged
 
 
-def note_lines(summary: Summary, short: bool = False) -> list[Text]:
+def note_lines(summary: Summary, short: bool = False, short_ranks: bool = False) -> list[Text]:
     """Part 4 of the module doc: the stopwatch, warnings and the legend, one text each."""
     out = []
     v = summary.variants
@@ -327,7 +333,7 @@ def note_lines(summary: Summary, short: bool = False) -> list[Text]:
             base = base_folder(summary)
             names = ", ".join(f"{relative(str(Path(run) / f'{w}.{x}'), base)} {s:.2f}x"
                               for run, w, x, s in zip(off["run"], off["workload"], off["variant"], off["speedup"]))
-            out.append(cell(f"stopwatch: {len(off)} of {len(judged)} timed variants disagree with their traces"
+            out.append(cell(f"stopwatch: {STOPWATCH}: {len(off)} of {len(judged)} timed variants disagree"
                             + (f": {names}" if names else ""), style="yellow" if len(off) else ""))
     if summary.warnings:
         out.append(Text(f"{len(summary.warnings)} warning(s) about the traces' data: see --detail", style="yellow"))
@@ -340,7 +346,7 @@ def note_lines(summary: Summary, short: bool = False) -> list[Text]:
     if any(v.level == NOT_JUDGED for r in summary.reports for v in r.verdicts):
         out.append(Text(NOT_JUDGED_LEGEND, style="dim"))
     if not summary.rank_summary.empty:
-        out.append(Text(RANK_LEGEND, style="dim"))
+        out.append(Text(SHORT_RANK_LEGEND if short_ranks else RANK_LEGEND, style="dim"))
     return out
 
 
@@ -359,7 +365,7 @@ def table_lines(summary: Summary, width: int | None = None) -> list[Text]:
         out += [Text(""), *gains] if out else gains
     if out:
         out.append(Text(""))
-    for note in note_lines(summary, short):
+    for note in note_lines(summary, short, any("work/comm" in t.plain for t in ranks[:3])):
         if width is None:
             out.append(note)
         else:

@@ -1,0 +1,51 @@
+"""What a person reads first: the Python API's text, ``job``'s labels and units, the one action under each finding
+(real sample traces, two or three at a time)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import traceprobe
+from traceprobe.cli import app
+from traceprobe.report.actions import DO_CAUSE, DO_KIND, fit, per_step
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def test_print_report_prints_the_commands_text():
+    """``print(report)`` prints what ``overlap-report`` prints for the trace, not the dataclass; ``summary()`` returns it."""
+    r = traceprobe.overlap_report(traceprobe.load_trace(SAMPLES / "compute-copy.nonblocking.pt.trace.json.gz"))
+    text = str(r)
+    assert text == r.summary() and text.startswith("run ")
+    assert "exposed DtoH copy 58.0 ms in the trace" in text and "\n  do: issue the copies on a side stream" in text
+    assert "OverlapReport(" not in text and "nan" not in text and len(text) < 2000
+    assert max(len(x) for x in r.summary(width=80).splitlines()) <= 80
+
+
+def test_job_speaks_in_names_and_units():
+    """``job`` on the recorded DDP pair: figures by name with their unit (per step first, window totals labelled), no
+    raw key, the straggler in one sentence and its action."""
+    res = CliRunner().invoke(app, ["job", str(SAMPLES / "causes" / "ddp-compute"), "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "_ns" not in out and "nan" not in out and "Fix rank" not in out
+    assert re.search(r"\n  step time +56\.6 ms/step", out)
+    assert re.search(r"\n  time in collectives in the window +[\d.]+ ms", out)
+    lines = out.splitlines()
+    first_total = next(i for i, x in enumerate(lines) if "in the window" in x or x.startswith("  trace window"))
+    assert all("ms/step" not in x for x in lines[first_total:]) or "straggler" in out  # per step first, totals after
+    assert "straggler: rank 1 arrived last at its collectives: +18.5 ms/step more compute than the other ranks" in out
+    assert "    do: balance the work across ranks (data, experts or stages) (rank 1)" in out
+
+
+def test_actions_are_short_and_cut_after_a_word():
+    """Every action fits an 80-column ``do`` line whole; a narrower one is cut after a whole word, with an ellipsis."""
+    for do in [*DO_CAUSE.values(), *DO_KIND.values()]:
+        assert do and len(do) <= 80 - len("    do: "), do
+    assert fit("drop syncs from the loop (.item(), .cpu(), print)", 20) == "drop syncs from the…"
+    assert fit("short", 20) == "short" and fit("short", None) == "short"
+    assert per_step(20.9e6, 41.7e6, 2) == "20.9 ms/step (41.7 ms in 2 steps)"
+    assert per_step(0, 58.0e6, 0) == "58.0 ms in the trace"

@@ -1,0 +1,118 @@
+"""``traceprobe job``'s text: the whole-job report (:class:`traceprobe.analysis.job.JobReport`) for a person.
+
+Nothing is computed here. Per window of two or more ranks: each figure's min, median, p95 and max across ranks under
+a name and unit a person reads (:data:`FIGURES`: per step first, in ``ms/step``; then shares in %; then the window's
+totals, labelled ``in the window``), the outlier ranks and why, the ranks that arrived last at collectives per process
+group and the wait they caused, the straggler and the one action it calls for, and the clocks. ``--format json``
+keeps the keys and integer ns (:func:`traceprobe.analysis.job.job_json`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..analysis.causes import WindowCauses
+from ..analysis.job import JobReport
+from ..analysis.what_if_windows import LABELS
+from .actions import DO_CAUSE, DO_KIND
+
+FIGURES = (
+    ("mean_step_ns", "step time", "step"),
+    ("compute_per_step_ns", "compute", "step"),
+    ("exposed_comm_per_step_ns", "exposed communication", "step"),
+    ("exposed_copy_per_step_ns", "exposed copies", "step"),
+    ("other_per_step_ns", "memsets alone", "step"),
+    ("idle_per_step_ns", "idle", "step"),
+    ("utilization", "busy (mean GPU utilization)", "share"),
+    ("comm_overlap", "communication under compute", "share"),
+    ("copy_overlap", "copies under compute", "share"),
+    ("stream_concurrency", "two or more streams busy", "share"),
+    ("cpu_gpu_overlap", "CPU work beside the GPU", "share"),
+    ("duration_ns", "trace window", "total"),
+    ("gpu_busy_ns", "device busy", "total"),
+    ("work_ns", "device work outside collectives", "total"),
+    ("comm_ns", "time in collectives", "total"),
+)
+"""(figure key of :data:`traceprobe.analysis.job.FIGURES`, its name, its kind): ``step`` per step (ms/step), ``share``
+a 0..1 fraction (%), ``total`` over the window (ms, labelled ``in the window``); in the order shown."""
+
+PART_WORDS = {"compute": "compute", "other_busy": "other device work", "launch": "launch-bound dispatch",
+              "queued": "waiting on dependencies", "unattributed": "unattributed idle", **LABELS}
+"""A straggler's cause (:data:`traceprobe.analysis.collectives.PRE_PARTS`: compute, other device work, an idle cause) in words."""
+PART_ACTIONS = {**DO_CAUSE, "compute": "balance the work across ranks (data, experts or stages)",
+                "other_busy": "balance the device work across ranks", "launch": DO_CAUSE["dispatch"],
+                "queued": DO_KIND["stream_wait"]}
+"""The action a straggler's cause (:data:`traceprobe.analysis.collectives.PRE_PARTS`) calls for."""
+
+
+def value(kind: str, x: float) -> str:
+    """A figure's value with its unit (``-`` where undefined): ``39.4 ms/step``, ``48.1%``, ``121.0 ms``."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    if kind == "share":
+        return f"{100 * x:.1f}%"
+    return f"{x / 1e6:,.1f} ms" + ("/step" if kind == "step" else "")
+
+
+def _kind_of(figure: str) -> tuple[str, str]:
+    for key, name, kind in FIGURES:
+        if key == figure:
+            return name + (" in the window" if kind == "total" and key != "duration_ns" else ""), kind
+    return figure, "share" if not figure.endswith("_ns") else "total"
+
+
+def straggler_line(c: WindowCauses) -> str:
+    """The straggler in one sentence: ``rank 1 arrived last at its collectives: +15.5 ms/step more launch-bound
+    dispatch than the other ranks; the others waited up to 17.1 ms/step; ...``."""
+    late = c.straggler
+    steps = max(c.steps, 1)
+    waited = f"the others waited up to {c.caused_wait_ns / steps / 1e6:,.1f} ms/step"
+    if not c.cause:
+        return (f"rank {late} arrived last at its collectives; {waited}; its device time shows no excess over the other "
+                "ranks': look at its host time before its first device work")
+    each = c.excess_per_step_ns.get(c.cause, 0) or c.excess_ns.get(c.cause, 0) / steps
+    what = PART_WORDS.get(c.cause, c.cause)
+    return (f"rank {late} arrived last at its collectives: +{each / 1e6:,.1f} ms/step more {what} than the other ranks; "
+            f"{waited}; overlapping communication on the waiting ranks would not help")
+
+
+def job_text(job: JobReport, top: int = 5) -> str:
+    """The job report as text (module doc); ``top`` ranks named per list."""
+    lines: list[str] = []
+    causes = {(c.run, c.window): c for c in job.causes}
+    clocks = {(c.run, c.window): c for c in job.clocks}
+    order = {key: i for i, (key, _, _) in enumerate(FIGURES)}
+    for key, g in job.figures.groupby(["run", "window"], sort=False):
+        run, window = key  # type: ignore[misc]
+        lines.append(f"{run} {window}: {int(g['ranks'].max())} ranks")
+        g = g.assign(_order=g["figure"].map(lambda f: order.get(f, len(order)))).sort_values("_order", kind="stable")
+        named = [(_kind_of(str(f)), lo, med, p95, hi) for f, lo, med, p95, hi in
+                 zip(g["figure"], g["min"], g["median"], g["p95"], g["max"])]
+        w = max([len("figure"), *(len(n) for (n, _), *_ in named)])
+        lines.append(f"  {'figure':{w}} {'min':>13} {'median':>13} {'p95':>13} {'max':>13}")
+        for (name, kind), *xs in named:
+            lines.append(f"  {name:{w}} " + " ".join(f"{value(kind, x):>13}" for x in xs))
+        o = job.outliers[(job.outliers["run"] == run) & (job.outliers["window"] == window)]
+        if len(o):
+            lines.append(f"  outliers ({len(o)}):")
+            for r in o.head(top * 2).itertuples(index=False):
+                name, kind = _kind_of(str(r.figure))
+                rel = f" ({100 * (r.value / r.median - 1):+.0f}%)" if kind != "share" and r.median else ""
+                lines.append(f"    rank {r.rank}: {name} {value(kind, r.value)} against a median of {value(kind, r.median)}{rel}")
+        s = job.stragglers[(job.stragglers["run"] == run) & (job.stragglers["window"] == window)]
+        for pg, sg in s.groupby("pg", sort=False):
+            d0 = str(sg["pg_desc"].tolist()[0])
+            desc = f" ({d0})" if d0 else ""
+            best = ", ".join(f"rank {r.rank} in {r.last} of {r.collectives} (the others waited {r.caused_wait_ns / 1e6:,.1f} ms "
+                             "in the window)" for r in sg.head(top).itertuples())
+            lines.append(f"  arrived last, process group {pg}{desc}: {best}")
+        c = causes.get((run, window))
+        if c is not None and c.straggler is not None and c.label:
+            lines.append(f"  straggler: {straggler_line(c)}")
+            if PART_ACTIONS.get(c.cause):
+                lines.append(f"    do: {PART_ACTIONS[c.cause]} (rank {c.straggler})")
+        k = clocks.get((run, window))
+        if k is not None:
+            lines.append(f"  {k.describe()}")
+    return "\n".join(lines) + ("\n" if lines else "no window of two or more ranks\n")
+
