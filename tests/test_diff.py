@@ -87,3 +87,20 @@ def test_folders_that_pair_nothing_exit_2(tmp_path):
     shutil.copy(SAMPLES / "data-parallel.ddp.rank1.pt.trace.json.gz", b)
     out = subprocess.run([sys.executable, "-m", "traceprobe", "diff", str(a), str(b), "-j", "1"], capture_output=True, text=True)
     assert out.returncode == 2 and "nothing to compare" in out.stderr
+
+
+def test_folders_with_no_name_in_common_exit_2_naming_both(tmp_path):
+    """Two folders of unranked traces with no file name in common: no pair is made up (the last trace of each, before),
+    nothing is printed as a diff, and the one error line names both folders' traces."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    shutil.copy(NB, a)
+    shutil.copy(SAMPLES / "multi-gpu.concurrent.pt.trace.json.gz", a)
+    shutil.copy(OV, b)
+    shutil.copy(SAMPLES / "streams.one-stream.pt.trace.json.gz", b)
+    out = subprocess.run([sys.executable, "-m", "traceprobe", "diff", str(a), str(b), "-j", "1"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stdout == ""
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("nothing to compare: no trace name of") and NB.name in line and OV.name in line
+    assert "multi-gpu.concurrent" in line and "streams.one-stream" in line

@@ -81,7 +81,9 @@ def test_merge_ranks_names_never_collide(tmp_path):
     assert written == ["ddp-train_gpt.steps2-4.pftrace", "ddp-train_gpt.steps7-9.pftrace",
                        "fsdp-train_gpt.steps2-4.pftrace", "fsdp-train_gpt.steps7-9.pftrace"]
     assert len([x for x in res.stdout.splitlines() if ".pftrace" in x]) == 4  # each written once
-    assert "skipped" in res.stderr and "multi-gpu.concurrent.pt.trace.json.gz: one rank" in res.stderr
+    (line,) = [x for x in res.stderr.splitlines() if "skipped" in x]
+    assert line.startswith("skipped 1 single-rank trace (") and "multi-gpu.concurrent.pt.trace.json.gz):" in line
+    assert line.endswith("--merge-ranks needs two or more ranks in a window (export them without --merge-ranks)")
 
 
 def test_export_names_keep_the_folder(tmp_path):
@@ -118,3 +120,16 @@ def test_merge_ranks_draws_the_critical_path(tmp_path):
     for out, into in cross.values():
         assert len(out) == 1 and len(into) == 1
         assert on[out[0]["track"]] != on[into[0]["track"]] and out[0]["start"] <= into[0]["start"]
+
+
+def test_merge_ranks_says_the_skipped_traces_in_one_line(tmp_path):
+    """A folder of single-rank traces: one line for all of them (not one per trace), and the error that nothing merged."""
+    import shutil
+
+    for name in ("cpu-gpu.sequential", "cpu-gpu.concurrent", "tile-parallel.single", "streams.one-stream"):
+        shutil.copy(SAMPLES / f"{name}.pt.trace.json.gz", tmp_path)
+    res = CliRunner().invoke(app, ["export", str(tmp_path), "--perfetto", "--merge-ranks", "-o", str(tmp_path / "out"), "-j", "1"])
+    lines = res.stderr.splitlines()
+    assert [x for x in lines if "skipped" in x] == [
+        "skipped 4 single-rank traces: --merge-ranks needs two or more ranks in a window (export them without --merge-ranks)"]
+    assert res.exit_code == 2 and any("nothing to merge" in x for x in lines)

@@ -187,6 +187,9 @@ def diff_cmd(
     sa = analyze_paths([a], jobs=jobs, scheduler=scheduler)
     sb = analyze_paths([b], jobs=jobs, scheduler=scheduler)
     d = diff(sa, sb, str(a) if a.is_dir() else "", str(b) if b.is_dir() else "")
+    why = diff_output.unrelated(d, str(a), str(b), [r.path for r in sa.reports], [r.path for r in sb.reports]) if a.is_dir() and b.is_dir() else ""
+    if why:  # (two folders of unrelated traces: nothing printed as if they were a pair)
+        _finish([f"{f.path}: {f.error}" for f in (*sa.failures, *sb.failures)] + [why], [], None, None, None, None)
     if fmt is Format.table:
         width, color = layout(output)
         text = diff_output.DiffRenderer(width=width, color=color).render(d)

@@ -1,17 +1,18 @@
-"""Open a trace in the Perfetto UI: serve one file once on loopback (``traceprobe view``).
+"""Open a trace in the Perfetto UI: serve one file on loopback until Ctrl-C (``traceprobe view``).
 
 ui.perfetto.dev opens ``https://ui.perfetto.dev/#!/?url=<url>`` by fetching
 ``<url>`` from the page, so the server must allow that origin (CORS header
 ``Access-Control-Allow-Origin: https://ui.perfetto.dev``), as Perfetto's own
 ``open_trace_in_ui`` script does. :class:`OneFileServer` listens on 127.0.0.1 only,
-answers ``GET /<name>`` with the file (any other path: 404), and stops after the
-file was sent once, or when the caller interrupts it (Ctrl-C). Nothing else on
-the machine is reachable through it.
+answers ``GET /<name>`` with the file (any other path: 404), as often as it is asked
+(reloading the page fetches it again), until the caller interrupts it (Ctrl-C) or
+sets its ``stop`` event. Nothing else on the machine is reachable through it.
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
@@ -51,24 +52,28 @@ class _Handler(BaseHTTPRequestHandler):
         with open(srv.file, "rb") as f:
             shutil.copyfileobj(f, self.wfile, 1 << 20)
         srv.served = True
+        srv.fetches += 1
 
     def log_message(self, format: str, *args: object) -> None:  # quiet: the command prints what matters
         return
 
 
 class OneFileServer(HTTPServer):
-    """Serves ``file`` as ``/<its name>`` on ``127.0.0.1:port`` (0: any free port) until sent once.
+    """Serves ``file`` as ``/<its name>`` on ``127.0.0.1:port`` (0: any free port) until stopped.
 
     Attributes:
         file: the file served.
         name: its name in the URL.
-        served: True once a GET of the file completed.
+        served: True once a GET of the file completed; ``fetches`` how many did.
+        stop: set it (from another thread) to end :meth:`serve_until_stopped` within one poll.
     """
 
     def __init__(self, file: str | Path, port: int = 0) -> None:
         self.file = Path(file)
         self.name = self.file.name
         self.served = False
+        self.fetches = 0
+        self.stop = threading.Event()
         super().__init__(("127.0.0.1", port), _Handler)
 
     @property
@@ -81,11 +86,12 @@ class OneFileServer(HTTPServer):
         """The Perfetto UI link that opens :attr:`url`."""
         return f"{UI}/#!/?url={self.url}"
 
-    def serve_until_fetched(self, poll_s: float = 0.5) -> None:
-        """Answer requests until the file was sent once; the socket is closed on return (or on Ctrl-C)."""
+    def serve_until_stopped(self, poll_s: float = 0.5) -> None:
+        """Answer requests until :attr:`stop` is set or Ctrl-C (``KeyboardInterrupt``, raised on); the socket is closed
+        on return."""
         self.timeout = poll_s
         try:
-            while not self.served:
+            while not self.stop.is_set():
                 self.handle_request()
         finally:
             self.server_close()

@@ -97,7 +97,8 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
     The run's name keeps its folders below the one all traces share (``rec-ddp-train_gpt.pftrace`` and
     ``rec-fsdp-train_gpt.pftrace``, never ``train_gpt.pftrace`` twice), the window is added where the run
     has several, and a name left taken gets ``.2``, ``.3``...: no file of this command replaces another.
-    A window of one rank is skipped, one line naming each of its traces and why. With ``align_clocks``, a window
+    Windows of one rank are skipped, all of them said in one line (their traces named where there are three or
+    fewer). With ``align_clocks``, a window
     whose clocks differ (:mod:`traceprobe.analysis.clocks`) is written on its reference rank's clock.
     """
     from ..collect import analyze_paths
@@ -114,13 +115,12 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
     base = base_folder(summary)
     used: dict[str, int] = {}
     written = 0
+    skipped: list[str] = []
     for run in summary.runs:
         label = relative(run.name, base).replace("/", "-")
         for w in run.windows:
             if w.rank_count < 2:
-                for r in w.reports:
-                    say(f"skipped {r.path}: one rank in its window ({w.label}); --merge-ranks merges two or more ranks, "
-                        "export it without --merge-ranks")
+                skipped += [r.path for r in w.reports]
                 continue
             name = label + (f".{w.label.replace(' ', '')}" if len(run.windows) > 1 else "")
             used[name] = used.get(name, 0) + 1
@@ -133,6 +133,10 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
                 written += 1
             except WriteError as e:
                 errors.append(str(e))
+    if skipped:
+        which = f" ({', '.join(skipped)})" if len(skipped) <= 3 else ""
+        say(f"skipped {len(skipped)} single-rank trace{'s' if len(skipped) > 1 else ''}{which}: --merge-ranks needs two or "
+            "more ranks in a window (export them without --merge-ranks)")
     if not written and not errors:
         errors.append(f"no window of two or more ranks in {' '.join(map(str, paths))}: nothing to merge")
     return errors
@@ -172,7 +176,7 @@ def view(
     browser: bool = typer.Option(True, "--browser/--no-browser", help="Open the Perfetto UI in the browser (else print its URL)."),
     port: int = typer.Option(9001, "--port", help="Port on 127.0.0.1 (0: any free one)."),
 ) -> None:
-    """Open a trace in ui.perfetto.dev: serve it once on 127.0.0.1, stop after it was fetched or on Ctrl-C.
+    """Open a trace in ui.perfetto.dev: serve it on 127.0.0.1 until Ctrl-C (reloading the page fetches it again).
 
     Without a browser here (over SSH, say), it prints the link and the ssh -L command that forwards the port."""
     from .serve import OneFileServer
@@ -188,7 +192,7 @@ def view(
         import webbrowser
 
         opened = webbrowser.open(server.ui_url)
-    say(f"{'opened' if opened else 'open'} {server.ui_url}  (serving {path} once; Ctrl-C to stop)")
+    say(f"{'opened' if opened else 'open'} {server.ui_url}  (serving {path} until Ctrl-C)")
     if not opened:
         import socket
 
@@ -196,11 +200,12 @@ def view(
         say(f"on another machine (this one over SSH)? forward the port first: ssh -L {p}:127.0.0.1:{p} {socket.gethostname()}, "
             "then open the link there")
     try:
-        server.serve_until_fetched()
+        server.serve_until_stopped()
     except KeyboardInterrupt:
-        say("stopped before the trace was fetched")
-        raise typer.Exit(130) from None
-    say(f"sent {path}")
+        if not server.fetches:
+            say("stopped before the trace was fetched")
+            raise typer.Exit(130) from None
+    say(f"stopped: sent {path} {server.fetches} time(s)")
 
 
 def register(app: typer.Typer) -> None:

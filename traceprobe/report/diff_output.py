@@ -23,6 +23,31 @@ FIGURE_NAMES = {"duration_ns": "trace window", "mean_step_ns": "mean step", "thr
 """Names a person reads for the figures of :mod:`traceprobe.analysis.diff` (the others: ``_`` as spaces, ``_ns`` dropped)."""
 
 
+def unrelated(d: Diff, a: str, b: str, a_paths: list[str], b_paths: list[str]) -> str:
+    """Why two folders ``a`` and ``b`` have nothing to compare, or ``""``: no file name (relative to its folder) is in
+    both and no pair was made by rank; the message names both folders' traces (the first five of each)."""
+    from pathlib import Path
+
+    def names(root: str, paths: list[str]) -> list[str]:
+        out = []
+        for p in paths:
+            try:
+                out.append(str(Path(p).relative_to(root)))
+            except ValueError:
+                out.append(Path(p).name)
+        return sorted(out)
+
+    na, nb = names(a, a_paths), names(b, b_paths)
+    if not na or not nb or set(na) & set(nb) or any(label.startswith("rank ") for label, _, _ in d.pairs):
+        return ""
+
+    def listed(xs: list[str]) -> str:
+        return ", ".join(xs[:5]) + (f" and {len(xs) - 5} more" if len(xs) > 5 else "")
+
+    return (f"nothing to compare: no trace name of {a} ({listed(na)}) is in {b} ({listed(nb)}), and they name no ranks "
+            "to pair by; give two files to compare them whatever their names")
+
+
 def figure_name(figure: str) -> str:
     """``duration_ns`` -> ``trace window``, ``exposed_comm_ns`` -> ``exposed comm``: no unit in the name (the cells carry it)."""
     if figure in FIGURE_NAMES:
