@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import typer
 from typer.testing import CliRunner
 
 import traceprobe
@@ -49,3 +50,26 @@ def test_actions_are_short_and_cut_after_a_word():
     assert fit("short", 20) == "short" and fit("short", None) == "short"
     assert per_step(20.9e6, 41.7e6, 2) == "20.9 ms/step (41.7 ms in 2 steps)"
     assert per_step(0, 58.0e6, 0) == "58.0 ms in the trace"
+
+
+def test_top_level_help_gives_each_commands_first_sentence_whole():
+    """``traceprobe -h`` at 80 columns: each command's first sentence, wrapped under its name, never cut with ``...``."""
+    from traceprobe.cli.help import first_sentence
+
+    res = CliRunner().invoke(app, ["-h"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert res.exit_code == 0, res.output
+    commands = res.stdout[res.stdout.index("Commands:"):]
+    assert "..." not in commands and "…" not in commands
+    assert max(len(x) for x in commands.splitlines()) <= 80
+    flat = " ".join(commands.split()).replace("- ", "-")  # (click may break a hyphenated word at its hyphen)
+    group = typer.main.get_command(app)
+    assert len(group.commands) >= 8  # pyright: ignore[reportAttributeAccessIssue]
+    for name, cmd in group.commands.items():  # pyright: ignore[reportAttributeAccessIssue]
+        sentence = first_sentence(cmd.help or "")
+        assert len(sentence) > 20 and f"{name} {sentence}" in flat, name
+
+
+def test_detail_help_says_which_tables_it_prints():
+    res = CliRunner().invoke(app, ["overlap-report", "-h"], env={"COLUMNS": "100"})
+    text = " ".join(res.stdout.split())
+    assert "Kernels, queue time, time breakdown, per-step tables, host threads and idle gaps: --format markdown" in text

@@ -22,8 +22,10 @@ import typer
 
 from ..console import err, one_line, say
 from ..console import fail as _fail
+from .help import FirstSentenceGroup
 
 app = typer.Typer(
+    cls=FirstSentenceGroup,  # each command's first sentence whole in -h
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,  # plain help: option names are never cut, at any width
@@ -89,7 +91,10 @@ def overlap_report(
     paths: list[str] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
-    detail: bool = typer.Option(False, "--detail", "-v", help="Table: every table of every trace, not the summary."),
+    detail: bool = typer.Option(False, "--detail", "-v", help="Table: a panel per trace (busy time per stream, devices, copy/compute, stream and comm/compute overlap, "
+                                "CPU/GPU, steps, verdicts, the top 3 findings with their full advice), then across ranks, collectives "
+                                "and the stopwatch. Kernels, queue time, time breakdown, per-step tables, host threads and idle gaps: "
+                                "--format markdown; idle causes: --format json."),
     min_copy_overlap: float | None = typer.Option(
         None, parser=fraction, metavar="FRACTION",
         help="Exit 1 if a trace's copy/compute overlap (all directions, per device) is below this (0.9 or 90%); "
