@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,7 +25,16 @@ from .reading.files import is_url
 if TYPE_CHECKING:
     from rich.console import Console
 
-_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(32), 127]} | {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""The characters that reorder text on a terminal or in an editor (bidirectional marks, embeddings, overrides and
+isolates): a name holding U+202E could show its end first. Always escaped, as ``\\u202e``."""
+_UNSEEN = {c: f"\\u{c:04x}" for c in [*range(0x80, 0xA0), *map(ord, BIDI)]} | {0xDC00 + b: f"\\x{b:02x}" for b in range(0x80, 0x100)}
+# C1 controls and bidi as \uXXXX; a byte of a file name that is not UTF-8 (Python's surrogate escape) as \xNN
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(32), 127]} | {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"} | _UNSEEN
+_IN_DOCUMENT = {c: f"\\x{c:02x}" for c in [*range(32), 127] if c not in (9, 10, 13)} | _UNSEEN
+_JSON_ESCAPES = {c: e if e.startswith("\\u") else "\\" + e for c, e in _UNSEEN.items()}
+# (in JSON, \u202e is the character's own escape; a byte that is not UTF-8 is the text \xff, its backslash escaped)
+_LONE_CR = re.compile("\r(?!\n)")
 
 
 class _Stderr:
@@ -49,8 +59,44 @@ err = _Stderr()
 
 
 def one_line(text: object) -> str:
-    """``text`` with newlines and other control characters escaped (module doc)."""
+    """``text`` with newlines and other control characters escaped (module doc): C0 and C1 controls, DEL, the
+    bidirectional characters (:data:`BIDI`), and the bytes of a file name that are not UTF-8 (``\\xff``).
+
+    The one escaping path of every name printed: messages, progress, the table's cells.
+    """
     return str(text).translate(_ESCAPES)
+
+
+def shown_document(text: str, kind: str = "text") -> str:
+    """A whole output document (lines, a table, CSV, Markdown, JSON) with what no reader should get raw escaped,
+    as :func:`one_line` does in a name but keeping the document's own line breaks and tabs.
+
+    ``kind``: ``"text"``: control characters (a lone CR too), C1, bidi and non-UTF-8 bytes escaped; ``"json"``: only
+    C1 and bidi, as JSON's own ``\\u202e`` escapes (the document parses to the same names), and non-UTF-8 bytes, as
+    the text ``\\xff`` (a name that was not UTF-8 reads ``lat\\xff.json``; a JSON encoder escaped the C0 controls
+    already); ``"raw"``: as it is
+    (the table, whose cells :func:`one_line` escaped and whose colours are escape sequences).
+    """
+    if kind == "raw":
+        return text
+    if kind == "json":
+        return text.translate(_JSON_ESCAPES)
+    return _LONE_CR.sub("\\\\r", text).translate(_IN_DOCUMENT)
+
+
+def shown_names(value: Any) -> Any:
+    """``value`` (dicts, lists, strings: a JSON document before encoding) with every string's non-UTF-8 bytes of a
+    file name written ``\\xNN``: what an encoder that refuses lone surrogates can write."""
+    if isinstance(value, str):
+        return value.translate(_SURROGATES)
+    if isinstance(value, dict):
+        return {shown_names(k): shown_names(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [shown_names(v) for v in value]
+    return value
+
+
+_SURROGATES = {0xDC00 + b: f"\\x{b:02x}" for b in range(0x80, 0x100)}
 
 
 def say(msg: object, style: str = "") -> None:
@@ -114,37 +160,81 @@ def layout(output: Path | None) -> tuple[int | None, bool]:
     return width, tty and not os.environ.get("NO_COLOR")
 
 
-def _stdout(text: str | bytes) -> None:
-    """Write to stdout; a closed pipe ends the command quietly with :data:`PIPE_CLOSED`."""
+def _encoded(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode("utf-8", "backslashreplace")  # (no lone surrogate is left)
+
+
+def write_stdout(data: str | bytes) -> None:
+    """Write all of ``data`` (``str`` as UTF-8) to stdout, or end the command: the one checked write of every output.
+
+    Every byte is written, a short write continued, and the stream flushed; an ``OSError`` (``EFBIG`` under
+    ``ulimit -f``, ``ENOSPC`` on a full disk under a redirect, ``EIO``...) or a write that makes no progress is one
+    line on stderr and exit 2, never a cut file and exit 0. A reader of stdout that went away (``| head -1``) ends
+    the command quietly with :data:`PIPE_CLOSED`.
+    """
+    import typer
+
+    raw = _encoded(data)
+    done = 0
     try:
-        if isinstance(text, bytes):
-            sys.stdout.flush()
-            sys.stdout.buffer.write(text)
-        else:
-            sys.stdout.write(text)
         sys.stdout.flush()
+        try:
+            fd = sys.stdout.fileno()
+        except (OSError, ValueError, AttributeError):  # not a file (a test's captured stdout): its buffer, checked
+            fd = -1
+        if fd < 0:
+            buf = getattr(sys.stdout, "buffer", None)
+            if buf is None:
+                sys.stdout.write(raw.decode("utf-8"))
+            else:
+                buf.write(raw)
+            sys.stdout.flush()
+            return
+        view = memoryview(raw)
+        while done < len(raw):
+            try:
+                n = os.write(fd, view[done:done + (1 << 20)])
+            except BlockingIOError:  # (a non-blocking stdout that is full: wait until it takes more)
+                import select
+
+                select.select([], [fd], [])
+                continue
+            if n <= 0:
+                raise OSError(0, "the write made no progress")
+            done += n
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # (so that the interpreter's last flush does not fail again)
         os.close(devnull)
-        import typer
-
         raise typer.Exit(PIPE_CLOSED) from None
+    except OSError as e:
+        say(f"error: cannot write the output to stdout: {e.strerror or e} (wrote {done:,} of {len(raw):,} bytes)", "red")
+        raise typer.Exit(2) from None
 
 
-def emit(text: str | bytes, output: Path | None) -> list[str]:
+def print_line(text: object) -> None:
+    """One line of a command's output on stdout (``wrote ...``), escaped as :func:`one_line` and written by
+    :func:`write_stdout`."""
+    write_stdout(one_line(text) + "\n")
+
+
+def emit(text: str | bytes, output: Path | None, kind: str = "text") -> list[str]:
     """Write ``text`` to ``output`` atomically, or to stdout without one; the error, if any, as one line.
 
+    A ``str`` is first escaped as :func:`shown_document` does for its ``kind`` (``text``, ``json`` or ``raw``);
+    stdout is written by :func:`write_stdout` (a failed or short write ends the command with exit 2), a file by
+    :mod:`traceprobe.fileio`'s atomic writer (a failed write is the line returned, the old file intact).
     A reader of stdout that went away (``| head -1``) ends the command with :data:`PIPE_CLOSED`,
     not with a gate's or an error's code.
     """
     from .fileio import WriteError, atomic_write
 
+    data = _encoded(shown_document(text, kind) if isinstance(text, str) else text)
     if output is None:
-        _stdout(text)
+        write_stdout(data)
         return []
     try:
-        atomic_write(output, text, compress=False)
+        atomic_write(output, data, compress=False)
     except WriteError as e:
         return [str(e)]
     return []
@@ -159,6 +249,43 @@ def write_files(files: Iterable[tuple[Path, bytes]]) -> list[str]:
             say(f"wrote {path}")
         errors += e
     return errors
+
+
+class library_warnings:  # noqa: N801 - used as a context manager, like open()
+    """What libraries warn while a block runs (``warnings.warn``, and the records of the ``matplotlib`` logger, whose
+    glyph warnings quote a name's characters), each said once on stderr through :func:`one_line`: a name's ESC, CR
+    or BEL never reaches the terminal raw."""
+
+    def __enter__(self) -> library_warnings:
+        import logging
+        import warnings
+
+        self._catch = warnings.catch_warnings(record=True)
+        self._caught = self._catch.__enter__()
+        warnings.simplefilter("always")
+        self._records: list[str] = []
+        outer = self
+
+        class _Keep(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                outer._records.append(record.getMessage())
+
+        self._handler = _Keep(logging.WARNING)
+        self._logger = logging.getLogger("matplotlib")
+        self._propagate = self._logger.propagate
+        self._logger.addHandler(self._handler)
+        self._logger.propagate = False
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._catch.__exit__(*exc)
+        self._logger.removeHandler(self._handler)
+        self._logger.propagate = self._propagate
+        seen: set[str] = set()
+        for msg in [f"warning: {w.category.__name__}: {w.message}" for w in self._caught] + [f"warning: {m}" for m in self._records]:
+            if msg not in seen:
+                seen.add(msg)
+                say(msg, "yellow")
 
 
 def _path_of(result: Any) -> str:

@@ -99,15 +99,25 @@ def _commit(tmp: Path, dest: Path, exclusive: bool) -> None:
 def _fitting(folder: str | Path, name: str, suffix: str) -> str:
     """``name`` cut at its end so that its scratch name fits the folder's longest file name (a valid
     250-character output name would otherwise be refused because of its longer temporary name);
-    the cut is on a character, never inside a UTF-8 sequence."""
+    the cut is on a character, never inside a UTF-8 sequence; a name that is not UTF-8 (bytes the OS
+    gave, as surrogate escapes) is measured and kept as those bytes."""
     try:
         limit = os.pathconf(folder, "PC_NAME_MAX")
     except (OSError, ValueError):
         limit = 255
     room = limit - len(f".{TEMP_MARK}XXXXXXXX.tmp{suffix}".encode())  # (the 4 bytes of ".tmp" torch may add are its own)
-    if len(name.encode()) <= room:
+    raw = os.fsencode(name)  # (a name that is not UTF-8 holds its bytes as surrogate escapes: bytes as the OS has them)
+    if len(raw) <= room:
         return name
-    return name.encode()[: max(room, 1)].decode(errors="ignore") or "x"
+    cut = raw[: max(room, 1)]
+    for back in range(min(4, len(cut))):  # a UTF-8 sequence cut at its end is dropped whole
+        try:
+            (cut[: len(cut) - back] if back else cut).decode()
+        except UnicodeDecodeError:
+            continue
+        cut = cut[: len(cut) - back] if back else cut
+        break
+    return os.fsdecode(cut) or "x"
 
 
 def scratch_path(folder: str | Path, name: str, suffix: str = "") -> Path:

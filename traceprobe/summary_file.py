@@ -38,11 +38,11 @@ import gzip
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
-from .errors import TraceFormatError
+from .errors import Failure, TraceFormatError
 
 FORMAT = "traceprobe-summary"
 """The ``format`` field of every summary."""
@@ -53,7 +53,14 @@ SUFFIXES = (".summary.json", ".summary.json.gz")
 MAX_BYTES = 256 << 20
 """Largest summary read (256 MiB decompressed): a summary is a few hundred KB at most."""
 
-Value = int | float | str | bool | None
+MAX_RANK = 1 << 28
+"""A summary's ``rank`` lies within this in magnitude, as a trace's (:data:`traceprobe.reading.trace.MAX_RANK`)."""
+MAX_DEPTH = 32
+"""Deepest nesting of ``info`` (the manifest's facts: a few levels at most)."""
+Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+"""Every integer of a summary fits int64 (times in ns, counts, bytes, ids)."""
+Rank = Annotated[int, msgspec.Meta(gt=-MAX_RANK, lt=MAX_RANK)]
+Value = Int64 | float | str | bool | None
 
 
 class Table(msgspec.Struct, forbid_unknown_fields=True):
@@ -68,18 +75,18 @@ class Table(msgspec.Struct, forbid_unknown_fields=True):
 class DeviceConcurrencyFigures(msgspec.Struct, forbid_unknown_fields=True):
     """:class:`traceprobe.analysis.concurrency.DeviceConcurrency` without its table (``tables.devices``)."""
 
-    any_busy_ns: int
-    concurrent_ns: int
+    any_busy_ns: Int64
+    concurrent_ns: Int64
     concurrency: float | None
-    device_count: int
+    device_count: Int64
 
 
 class CpuGpuFigures(msgspec.Struct, forbid_unknown_fields=True):
     """:class:`traceprobe.analysis.overlap.CpuGpuOverlap`."""
 
-    host_compute_ns: int
-    device_busy_ns: int
-    overlapped_ns: int
+    host_compute_ns: Int64
+    device_busy_ns: Int64
+    overlapped_ns: Int64
     fraction: float | None
     fraction_of_device: float | None
     fraction_of_shorter: float | None
@@ -88,11 +95,11 @@ class CpuGpuFigures(msgspec.Struct, forbid_unknown_fields=True):
 class HostThreadFigures(msgspec.Struct, forbid_unknown_fields=True):
     """:class:`traceprobe.analysis.host_threads.HostThreadConcurrency`."""
 
-    threads: int
-    busy_ns: int
-    multi_thread_ns: int
-    thread_ns_sum: int
-    busiest_thread_ns: int
+    threads: Int64
+    busy_ns: Int64
+    multi_thread_ns: Int64
+    thread_ns_sum: Int64
+    busiest_thread_ns: Int64
     concurrency: float | None
     fair_concurrency: float | None
 
@@ -111,15 +118,15 @@ class SummaryDoc(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """One summary file (module docstring)."""
 
     format: Literal["traceprobe-summary"]
-    version: int
+    version: Int64
     job: str
     traceprobe: str
     source: str
-    rank: int | None
-    window_ns: tuple[int, int]
-    event_count: int
+    rank: Rank | None
+    window_ns: tuple[Int64, Int64]
+    event_count: Int64
     throughput: float | None
-    work_ns: int
+    work_ns: Int64
     backend: str
     training: str
     all_device_work: bool
@@ -168,6 +175,8 @@ def decode(raw: bytes, path: str | Path) -> SummaryDoc:
     """
     try:
         head = msgspec.json.decode(raw, type=_Head)
+    except RecursionError:
+        raise TraceFormatError(path, f"traceprobe summary nested too deep (more than {MAX_DEPTH} levels): does not fit its format") from None
     except msgspec.ValidationError as e:
         raise TraceFormatError(path, f"not a traceprobe summary ({e})") from None
     except msgspec.DecodeError as e:
@@ -178,25 +187,100 @@ def decode(raw: bytes, path: str | Path) -> SummaryDoc:
     if head.version != VERSION:
         raise TraceFormatError(path, f"traceprobe summary of format version {head.version}; this traceprobe reads version {VERSION}")
     try:
-        return msgspec.json.decode(raw, type=SummaryDoc)
+        doc = msgspec.json.decode(raw, type=SummaryDoc)
     except msgspec.DecodeError as e:
         raise TraceFormatError(path, f"traceprobe summary version {VERSION} that does not fit its format ({e})") from None
+    except RecursionError:
+        raise TraceFormatError(path, f"traceprobe summary nested too deep (more than {MAX_DEPTH} levels): does not fit its format") from None
+    problem = _depth_problem(doc.info, "$.info") or next(filter(None, (table_problem(t, f"$.tables.{name}") for name, t in doc.tables.items())), "")
+    if problem:
+        raise TraceFormatError(path, f"traceprobe summary version {VERSION} that does not fit its format ({problem})")
+    return doc
+
+
+_INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32"}
+_TEXT_DTYPES = {"str", "string", "object", "category"}
+DTYPES = frozenset({*_INT_DTYPES, *_TEXT_DTYPES, "float32", "float64", "Float64", "bool", "boolean"})
+"""The pandas dtypes a summary's table columns may have (others, ``U1000000000`` say, are refused)."""
+
+
+def _int_range(dtype: str) -> tuple[int, int]:
+    bits = int("".join(c for c in dtype if c.isdigit()))
+    return (0, (1 << bits) - 1) if dtype.lower().startswith("uint") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+
+
+def table_problem(t: Table, where: str) -> str:
+    """What in ``t`` does not fit its own dtypes, in words naming the key (``where``: the table's JSON path), or "".
+
+    Checked: as many dtypes and value lists as columns, every list as long as the first, every dtype one of
+    :data:`DTYPES`, and each column's values of its dtype: integers within its range (no ``null`` in a numpy
+    integer column), numbers or ``null`` in a float column, booleans in a bool one. A column's types are read
+    with one ``set(map(type, ...))``, not value by value in Python.
+    """
+    if not (len(t.columns) == len(t.dtypes) == len(t.data)):
+        return f"{where}: {len(t.columns)} columns, {len(t.dtypes)} dtypes and {len(t.data)} value lists"
+    rows = len(t.data[0]) if t.data else 0
+    for name, dtype, values in zip(t.columns, t.dtypes, t.data):
+        key = f"{where}.{name}"
+        if len(values) != rows:
+            return f"{key}: {len(values)} values where the table's first column has {rows} (a ragged table)"
+        if dtype not in DTYPES:
+            return f"{key}: dtype {dtype[:40]!r} is none of a summary's"
+        kinds = set(map(type, values))
+        nullable = dtype[0].isupper() or dtype in ("boolean",)
+        if dtype in _INT_DTYPES:
+            allowed = {int, type(None)} if nullable else {int}
+            if not kinds <= allowed:
+                return f"{key}: {dtype} column holds {', '.join(sorted(k.__name__ if k is not type(None) else 'null' for k in kinds - allowed))}"
+            ints = [v for v in values if isinstance(v, int)]
+            lo, hi = _int_range(dtype)
+            if ints and (min(ints) < lo or max(ints) > hi):
+                return f"{key}: {dtype} column holds a value outside {lo}..{hi}"
+        elif dtype in ("float32", "float64", "Float64"):
+            if not kinds <= {int, float, type(None)}:
+                return f"{key}: {dtype} column holds {', '.join(sorted(k.__name__ for k in kinds - {int, float, type(None)}))}"
+        elif dtype in ("bool", "boolean"):
+            allowed = {bool, type(None)} if nullable else {bool}
+            if not kinds <= allowed:
+                return f"{key}: {dtype} column holds {', '.join(sorted(k.__name__ if k is not type(None) else 'null' for k in kinds - allowed))}"
+    return ""
+
+
+def _depth_problem(value: Any, where: str) -> str:
+    """"" if ``value`` nests at most :data:`MAX_DEPTH` levels, else the words saying so (walked level by level, no recursion)."""
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            return f"{where}: nested more than {MAX_DEPTH} levels"
+        level = [x for v in level for x in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())
+                 if isinstance(x, (dict, list))]
+    return ""
 
 
 def read_summary(path: str | Path) -> SummaryDoc:
     """Read, check and decode one summary file (``.gz``: gzipped), local or an fsspec URL.
 
-    Raises:
-        TraceFormatError: unreadable, larger than :data:`MAX_BYTES`, or as :func:`decode` says.
-    """
-    from .reading.files import open_binary
+    As a trace: anything but a regular file (a FIFO, a device, a folder) is refused from its ``stat`` before any
+    open, and the JSON is refused as soon as it passes :data:`MAX_BYTES` (a plain file from its size, before any
+    read; a gzip as it inflates).
 
+    Raises:
+        TraceFormatError: not a regular file, unreadable, larger than :data:`MAX_BYTES`, or as :func:`decode` says.
+    """
+    from .reading.files import is_url, open_regular
+
+    too_big = f"more than {MAX_BYTES >> 20} MiB of JSON (the limit of a summary, a few hundred KB at most): refused"
     try:
-        with open_binary(path) as f:
+        with open_regular(path) as f:
+            if not is_url(path) and not str(path).endswith(".gz") and os.fstat(f.fileno()).st_size > MAX_BYTES:
+                raise TraceFormatError(path, too_big)
             raw = f.read(MAX_BYTES + 1)
         if str(path).endswith(".gz"):
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
             raw = d.decompress(raw, MAX_BYTES + 1)
+            if len(raw) > MAX_BYTES:
+                raise TraceFormatError(path, too_big)
             if not d.eof:
                 raise TraceFormatError(path, "traceprobe summary truncated (the gzip stream ends early)")
     except OSError as e:
@@ -204,8 +288,27 @@ def read_summary(path: str | Path) -> SummaryDoc:
     except (zlib.error, gzip.BadGzipFile) as e:
         raise TraceFormatError(path, f"traceprobe summary truncated or not gzip ({e})") from None
     if len(raw) > MAX_BYTES:
-        raise TraceFormatError(path, f"larger than {MAX_BYTES >> 20} MiB: not a traceprobe summary")
+        raise TraceFormatError(path, too_big)
     return decode(raw, path)
+
+
+def check_files(paths: list[Any]) -> tuple[list[Any], list[Failure]]:
+    """The summaries of ``paths`` a whole-job report may read, and a :class:`~traceprobe.errors.Failure` for each
+    other: every file read and checked as :func:`read_summary` does (so a FIFO, a device, an oversized or
+    malformed file is one line naming it), and one without a rank left out, saying so (a job compares ranks)."""
+    good: list[Any] = []
+    failures: list[Failure] = []
+    for p in paths:
+        try:
+            doc = read_summary(p)
+        except TraceFormatError as e:
+            failures.append(Failure(str(p), e.reason))
+            continue
+        if doc.rank is None:
+            failures.append(Failure(str(p), "traceprobe summary without a rank: the whole-job report compares ranks, left out"))
+            continue
+        good.append(p)
+    return good, failures
 
 
 def json_schema() -> dict[str, Any]:

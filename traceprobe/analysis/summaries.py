@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import Failure
+from ..errors import Failure, TraceFormatError
 from ..summary_file import (
     FORMAT,
     VERSION,
@@ -181,9 +181,14 @@ def load_summary(path: str | Path) -> OverlapReport:
     """The report of a summary file (:func:`traceprobe.summary_file.read_summary`, :func:`from_summary`).
 
     Raises:
-        TraceFormatError: as :func:`~traceprobe.summary_file.read_summary` says.
+        TraceFormatError: as :func:`~traceprobe.summary_file.read_summary` says, or a value the decode let through
+            that no table can hold (one line naming the file).
     """
-    return from_summary(read_summary(path), path)
+    doc = read_summary(path)
+    try:
+        return from_summary(doc, path)
+    except (ValueError, TypeError, OverflowError, IndexError, KeyError, RecursionError, MemoryError) as e:  # (the decode checks what it can)
+        raise TraceFormatError(path, f"traceprobe summary that does not fit its format ({type(e).__name__}: {e})") from None
 
 
 def foreign_jobs(reports: list[OverlapReport]) -> tuple[list[OverlapReport], list[Failure]]:

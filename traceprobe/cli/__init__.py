@@ -49,6 +49,11 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
+_KINDS = {Format.table: "raw", Format.tsv: "text", Format.json: "json", Format.csv: "text", Format.markdown: "text"}
+"""How each format's output is escaped (:func:`traceprobe.console.shown_document`): the table's cells are already,
+and its colours are escape sequences."""
+
+
 class Engine(str, Enum):
     native = "native"
     perfetto = "perfetto"
@@ -69,8 +74,9 @@ def fraction(value: str) -> float:
 def _version(value: bool) -> None:
     if value:
         from .. import __version__
+        from ..console import print_line
 
-        typer.echo(f"traceprobe {__version__}")
+        print_line(f"traceprobe {__version__}")
         raise typer.Exit()
 
 
@@ -123,7 +129,7 @@ def overlap_report(
     """Per-trace summary of busy time and copy/compute, cross-device, stream, comm and CPU/GPU overlap, with verdicts."""
     if engine is Engine.perfetto:
         _sql_report(paths, trace_processor, debug)
-    from ..console import check_outputs, emit, layout, progress_counter, write_files
+    from ..console import check_outputs, emit, layout, library_warnings, progress_counter, write_files
 
     check_outputs(paths, {"--output": output, "--plot": plot})
     # what each picture draws is computed where its trace was analysed (the trace does not come back from a
@@ -150,13 +156,14 @@ def overlap_report(
     from ..report.renderers import renderer
 
     width, color = layout(output)
-    errors += emit(renderer(fmt.value, width=width, color=color, detail=detail).render(summary), output)
+    errors += emit(renderer(fmt.value, width=width, color=color, detail=detail).render(summary), output, _KINDS[fmt])
     if plot is not None:
         from ..report import image_format
         from ..report import plot as pl
 
         names = pl.per_trace_paths(plot, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
-        errors += write_files(zip(names, (pl.timeline(pl.item_of(r, lanes), image_format(plot)) for r, lanes in drawn)))
+        with library_warnings():  # (matplotlib's glyph warnings quote a name's characters: escaped, once each)
+            errors += write_files(zip(names, (pl.timeline(pl.item_of(r, lanes), image_format(plot)) for r, lanes in drawn)))
     _finish(errors, list(summary.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
 
 
@@ -202,7 +209,7 @@ def diff_cmd(
         text = diff_output.to_tsv(d)
     else:
         text = {Format.json: diff_output.to_json, Format.csv: diff_output.to_csv, Format.markdown: diff_output.to_markdown}[fmt](d)
-    errors = [f"{f.path}: {f.error}" for f in (*sa.failures, *sb.failures)] + emit(text, output)
+    errors = [f"{f.path}: {f.error}" for f in (*sa.failures, *sb.failures)] + emit(text, output, _KINDS[fmt])
     if not d.pairs and (sa.reports or sb.reports):
         errors.append(f"nothing to compare: no trace of {a} pairs with one of {b} (by file name, or by rank and window)")
     _finish(errors, list(sb.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
@@ -231,12 +238,13 @@ def schema() -> None:
     from ..console import emit
     from ..report.figures import schema as generated
 
-    emit(json.dumps(generated(), indent=2, ensure_ascii=False) + "\n", None)  # (made from the figures' declarations)
+    emit(json.dumps(generated(), indent=2, ensure_ascii=False) + "\n", None, "json")  # (made from the figures' declarations)
 
 
 def _sql_report(paths: list[str], trace_processor: Path | None, debug: bool) -> None:
     """``overlap-report --engine perfetto``: the SQL figures of each trace, then exit."""
     from ..collect import discover
+    from ..console import emit
     from ..errors import TraceFormatError
     from ..reading import load_trace
     from ..report import perfetto_sql as pf
@@ -251,7 +259,7 @@ def _sql_report(paths: list[str], trace_processor: Path | None, debug: bool) -> 
     errors = [f"{x.path}: {x.error}" for x in failures]
     for f in files:
         try:
-            typer.echo(pf.format_sql_figures(pf.sql_figures(load_trace(f), binary)))
+            emit(pf.format_sql_figures(pf.sql_figures(load_trace(f), binary)) + "\n", None)
         except TraceFormatError as e:
             errors.append(str(e))
         except Exception as e:  # noqa: BLE001 - trace_processor errors, one line unless --debug

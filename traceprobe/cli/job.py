@@ -31,17 +31,18 @@ def job_cmd(
     from ..collect import analyze_paths, discover
     from ..console import emit
     from ..report.job_text import job_text
-    from ..summary_file import is_summary
+    from ..summary_file import check_files, is_summary
 
     files, failures = discover(paths)
     if files and all(is_summary(f) for f in files) and not align_clocks:  # thousands of ranks: no report built
-        job, more = job_report_from_summaries(files)
-        failures += more
+        good, bad = check_files(files)  # checked as overlap-report checks them: every file left out is one line
+        job, more = job_report_from_summaries(good)
+        failures += bad + more
     else:
         summary = analyze_paths(paths, jobs=jobs, align_clocks=align_clocks)
         job, failures = job_report(summary), list(summary.failures)
     text = job_text(job, top) if fmt is JobFormat.text else job_json(job)
-    errors = [f"{f.path}: {f.error}" for f in failures] + emit(text, output)
+    errors = [f"{f.path}: {f.error}" for f in failures] + emit(text, output, fmt.value if fmt is JobFormat.json else "text")
     for e in errors:
         say(e, "red")
     if errors:

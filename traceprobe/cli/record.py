@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from ..console import err, one_line, say
+from ..console import err, one_line, print_line, say
 from ..console import fail as _fail
 
 TORCH_MISSING = "record needs torch, which is not installed: pip install 'traceprobe[record]' (or pip install torch)"
@@ -72,7 +72,7 @@ def record(
 
     if list_:
         for w in WORKLOADS.values():
-            typer.echo(f"{w.name:16} {w.description}")
+            print_line(f"{w.name:16} {w.description}")
         return
     import datetime as dt
 

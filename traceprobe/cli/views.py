@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from ..console import check_outputs, fail, say, write_files
+from ..console import check_outputs, fail, library_warnings, print_line, say, write_files
 
 PATHS_HELP = "Trace files (.json, .json.gz) or folders of them."
 
@@ -37,15 +37,16 @@ def plot_cmd(
     from ..report import plot as pl
 
     fmt = image_format(output)
-    if compare:  # the ranks of a window on their shared clock (analysis.picture.shared_clock_groups)
-        from ..analysis.picture import shared_clock_groups
+    with library_warnings():  # (matplotlib's glyph warnings quote a name's characters: escaped, once each)
+        if compare:  # the ranks of a window on their shared clock (analysis.picture.shared_clock_groups)
+            from ..analysis.picture import shared_clock_groups
 
-        groups = [[pl.item_of(r, lanes) for r, lanes in g] for g in shared_clock_groups(summary, drawn)]
-        pictures = [(output, pl.compare(groups, title, fmt))] if groups else []
-    else:
-        reports = [r for r in summary.reports if r.path in drawn]
-        names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r in reports])
-        pictures = [(name, pl.timeline(pl.item_of(r, drawn[r.path]), fmt)) for name, r in zip(names, reports)]
+            groups = [[pl.item_of(r, lanes) for r, lanes in g] for g in shared_clock_groups(summary, drawn)]
+            pictures = [(output, pl.compare(groups, title, fmt))] if groups else []
+        else:
+            reports = [r for r in summary.reports if r.path in drawn]
+            names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r in reports])
+            pictures = [(name, pl.timeline(pl.item_of(r, drawn[r.path]), fmt)) for name, r in zip(names, reports)]
     errors = [f"{f.path}: {f.error}" for f in summary.failures] + write_files(pictures)
     for e in errors:
         say(e, "red")
@@ -83,7 +84,7 @@ def export_files(paths: list[Any], out_dir: Path, perfetto: bool, json_: bool, j
                             on_then=lambda _, done: lines.extend(done), scheduler=scheduler)
     for ok, line in lines:
         if ok:
-            typer.echo(line)
+            print_line(line)
     return [f"{f.path}: {f.error}" for f in summary.failures] + [line for ok, line in lines if not ok]
 
 
@@ -127,7 +128,7 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
             name = name if used[name] == 1 else f"{name}.{used[name]}"
             items = [(rank, traces[r.path], r) for rank, r in zip(w.ranks, w.reports) if rank is not None]
             try:
-                typer.echo(write_perfetto_ranks(items, out_dir / f"{name}.pftrace", clocks.get((run.name, w.label), ""),
+                print_line(write_perfetto_ranks(items, out_dir / f"{name}.pftrace", clocks.get((run.name, w.label), ""),
                                                 clocks=estimates.get((run.name, w.label)),
                                                 critical=paths_by_window.get((run.name, w.label))).describe())
                 written += 1

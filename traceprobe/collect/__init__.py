@@ -91,11 +91,21 @@ def _expand_url(url: str, is_trace_name: Callable[[str], bool]) -> list[str] | N
     return sorted(unstrip(p) for p in found)
 
 
-def _walk(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+def _inside(path: str, base: str) -> bool:
+    return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def _walk(folder: Path) -> tuple[list[Path], list[tuple[str, str]], list[tuple[str, str]]]:
     """Trace files below ``folder`` (sorted; regular files only, hidden ones and traceprobe's own files left out),
-    and the folders that could not be read, each with why."""
+    the folders that could not be read, each with why, and the links to folders left out, each with its target.
+
+    Links to folders are followed only while their target stays under ``folder`` (``up -> ..`` or ``slash -> /``
+    would walk the parent or the whole machine); a link back up the tree is cut where it closes the cycle.
+    """
     found: list[Path] = []
     unreadable: list[tuple[str, str]] = []
+    escaped: list[tuple[str, str]] = []
+    base = os.path.realpath(folder)
 
     def failed(e: OSError) -> None:
         unreadable.append((str(e.filename or folder), e.strerror or str(e)))
@@ -107,11 +117,29 @@ def _walk(folder: Path) -> tuple[list[Path], list[tuple[str, str]]]:
             dirs.clear()
             continue
         seen.add(real)
+        kept = []
+        for d in dirs:
+            p = os.path.join(root, d)
+            target = os.path.realpath(p) if os.path.islink(p) else ""
+            if target and not _inside(target, base):
+                escaped.append((p, target))
+            else:
+                kept.append(d)
+        dirs[:] = kept
         for n in names:
             f = Path(root, n)
             if _is_trace_name(n) and not n.startswith(".") and f.is_file() and not written_by_traceprobe(f):
                 found.append(f)
-    return sorted(found), sorted(unreadable)
+    return sorted(found), sorted(unreadable), sorted(escaped)
+
+
+def _escaped_line(folder: Path, escaped: list[tuple[str, str]]) -> Failure:
+    """One line for every link to a folder outside ``folder`` that its walk left out."""
+    shown = ", ".join(f"{os.path.relpath(link, folder)} -> {target}" for link, target in escaped[:3])
+    more = f" and {len(escaped) - 3} more" if len(escaped) > 3 else ""
+    n = len(escaped)
+    return Failure(str(folder), f"left out {n} link{'s' if n > 1 else ''} to folders outside it ({shown}{more}): "
+                                "a folder is read within itself; name a link's target to read it")
 
 
 def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failure]]:
@@ -124,7 +152,8 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
     Returns:
         ``(files, failures)``: a path that does not exist, a folder with no
         trace in it, and a folder (or sub-folder) that cannot be read are each a
-        :class:`Failure`.
+        :class:`Failure`; so are a folder's links to folders outside it, left out
+        (one line per folder given, counting them).
     """
     files: list[str | Path] = []
     failures: list[Failure] = []
@@ -144,8 +173,10 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
             continue
         p = Path(raw)
         if p.is_dir():
-            found, unreadable = _walk(p)
+            found, unreadable, escaped = _walk(p)
             failures += [Failure(folder, f"cannot read this folder: {why}") for folder, why in unreadable]
+            if escaped:
+                failures.append(_escaped_line(p, escaped))
             if not found and not unreadable:
                 failures.append(Failure(str(p), "folder holds no trace files (*.json, *.json.gz)"))
             files.extend(found)

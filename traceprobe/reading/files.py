@@ -118,7 +118,7 @@ def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generat
     limit = max_bytes if max_bytes is not None else default_max_bytes()
     explicit = max_bytes is not None
     try:
-        with _open_regular(path) as f:
+        with open_regular(path) as f:
             head = f.read(2) or b""
             if head == b"\x1f\x8b":
                 yield from _inflate(path, f, head, limit, explicit)
@@ -130,7 +130,7 @@ def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generat
         raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _open_regular(path: str | Path) -> IO[bytes]:
+def open_regular(path: str | Path) -> IO[bytes]:
     """An fsspec URL opened, or a local regular file: anything else is refused from its ``stat`` before any open
     (opening a FIFO or a device can block or act), and from its ``fstat`` after (replaced in between)."""
     if is_url(path):

@@ -169,4 +169,11 @@ def to_json(summary: Summary) -> str:
     """:func:`document` as indented JSON text (UTF-8: names from traces are written as they are, not as ``\\u`` escapes).
 
     Rendered here, in the command's process, from the finished summary: the one route to the document."""
-    return msgspec.json.format(msgspec.json.encode(document(summary)), indent=2).decode() + "\n"
+    doc = document(summary)
+    try:
+        raw = msgspec.json.encode(doc)
+    except UnicodeEncodeError:  # a file name that is not UTF-8: its bytes as \xNN (traceprobe.console.shown_names)
+        from ..console import shown_names
+
+        raw = msgspec.json.encode(shown_names(doc))
+    return msgspec.json.format(raw, indent=2).decode() + "\n"

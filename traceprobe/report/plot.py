@@ -252,8 +252,11 @@ def compare(groups: Sequence[Sequence[Item]], title: str | None = None, fmt: str
 
 
 def item_of(report: OverlapReport, lanes: TimelineLanes) -> Item:
-    """The :class:`Item` of one analysed trace, labelled by :func:`label_of`."""
-    return Item(label_of(report.path, report.info, report.rank), report, lanes)
+    """The :class:`Item` of one analysed trace, labelled by :func:`label_of` as a name is shown
+    (:func:`traceprobe.console.one_line`: no control byte, bidi override or non-UTF-8 byte drawn raw)."""
+    from ..console import one_line
+
+    return Item(one_line(label_of(report.path, report.info, report.rank)), report, lanes)
 
 
 def per_trace_paths(output: str | Path, labels: Sequence[str]) -> list[Path]:

@@ -1,0 +1,160 @@
+"""Hostile summaries (*.summary.json): a value that does not fit its format, a missing key, a FIFO, a device or an
+oversized file named as a summary is one error line naming the file, in ``overlap-report`` and ``job``, and every
+other summary beside it is still reported. The two good summaries are a SYNTHETIC job (scripts/synth_job.py:
+made up, not recorded)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from traceprobe.cli import app
+from traceprobe.errors import TraceFormatError
+from traceprobe.summary_file import MAX_BYTES, read_summary
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import synth_job  # noqa: E402
+import synth_trace as st  # noqa: E402
+
+
+def _setcol(doc: dict, table: str, col: str, value: object) -> None:
+    t = doc["tables"][table]
+    t["data"][t["columns"].index(col)][0] = value
+
+
+def _deep(doc: dict) -> str:
+    return json.dumps({**doc, "info": 0}).replace('"info": 0', '"info": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+
+
+CASES = {  # name -> how the good document is spoiled (returns the text, or None: the document as changed)
+    "rank_2_64": lambda d: d.__setitem__("rank", 2**64 - 1),
+    "coll_null_start": lambda d: _setcol(d, "collectives", "start_ns", None),
+    "coll_2_70": lambda d: _setcol(d, "collectives", "start_ns", 2**70),
+    "int_null": lambda d: _setcol(d, "steps", "step", None),
+    "int_str": lambda d: _setcol(d, "steps", "step", "x"),
+    "int_float": lambda d: _setcol(d, "steps", "step", 1.5),
+    "ragged": lambda d: d["tables"]["steps"]["data"][0].pop() and None,
+    "deep_info": _deep,
+    "dtype_huge": lambda d: d["tables"]["findings"]["dtypes"].__setitem__(0, "U1000000000"),
+    "window_2_70": lambda d: d.__setitem__("window_ns", [0, 2**70]),
+    "event_count_2_64": lambda d: d.__setitem__("event_count", 2**64),
+    "headline_str": lambda d: d["headline"].__setitem__("x", "abc"),
+    "no_rank": lambda d: d.pop("rank") and None,
+    "no_tables": lambda d: d.pop("tables") and None,
+    "no_headline": lambda d: d.pop("headline") and None,
+    "no_verdicts": lambda d: d.pop("verdicts") and None,
+    "dtypes_short": lambda d: d["tables"]["steps"]["dtypes"].pop() and None,
+}
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("good")
+    synth_job.write_summaries(st.Config(events=2000, seed=3), 2, folder)
+    return folder
+
+
+def _spoiled(good: Path, name: str) -> str:
+    doc = json.loads((good / "rank0.summary.json").read_text())
+    doc["rank"] = 2
+    text = CASES[name](doc)
+    return text if isinstance(text, str) else json.dumps(doc)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_case_is_one_line_naming_the_file(good: Path, tmp_path: Path, name: str) -> None:
+    p = tmp_path / f"{name}.summary.json"
+    p.write_text(_spoiled(good, name))
+    with pytest.raises(TraceFormatError) as e:
+        read_summary(p)
+    assert e.value.path == str(p) and "\n" not in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def hostile(good: Path, tmp_path_factory) -> Path:
+    """The two good summaries and every hostile one beside them in one folder."""
+    folder = tmp_path_factory.mktemp("hostile")
+    for f in good.iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    for name in CASES:
+        (folder / f"{name}.summary.json").write_text(_spoiled(good, name))
+    return folder
+
+
+def _lines_per_case(stderr: str) -> None:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    for name in CASES:
+        mine = [ln for ln in lines if f"{name}.summary.json" in ln]
+        assert len(mine) == 1, (name, lines)
+    assert not any("Error:" in ln and "summary.json" not in ln for ln in lines), lines  # (no bare OverflowError...)
+
+
+def test_overlap_report_reports_the_good_ones(hostile: Path) -> None:
+    res = CliRunner().invoke(app, ["overlap-report", str(hostile), "--format", "json", "-j", "1"])
+    assert res.exit_code == 2, res.output
+    _lines_per_case(res.stderr)
+    doc = json.loads(res.stdout)
+    assert sorted(Path(t["path"]).name for t in doc["traces"]) == ["rank0.summary.json", "rank1.summary.json"]
+
+
+def test_job_reports_the_good_ones(hostile: Path) -> None:
+    res = CliRunner().invoke(app, ["job", str(hostile), "--format", "json"])
+    assert res.exit_code == 2, res.output
+    _lines_per_case(res.stderr)
+    doc = json.loads(res.stdout)
+    assert {f["ranks"] for f in doc["figures"]} == {2}
+
+
+def test_job_names_a_summary_without_a_rank(good: Path, tmp_path: Path) -> None:
+    for f in good.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    doc = json.loads((good / "rank0.summary.json").read_text())
+    (tmp_path / "unranked.summary.json").write_text(json.dumps({**doc, "rank": None}))
+    res = CliRunner().invoke(app, ["job", str(tmp_path)])
+    assert res.exit_code == 2
+    assert any("unranked.summary.json" in ln and "without a rank" in ln for ln in res.stderr.splitlines()), res.stderr
+
+
+def test_oversized_summary_refused_by_its_limit(good: Path, tmp_path: Path, monkeypatch) -> None:
+    """Plain: refused from its size before a read; gzip: as it inflates past the limit, the line saying which limit
+    (not "the gzip stream ends early")."""
+    import traceprobe.summary_file as sf
+
+    raw = (good / "rank0.summary.json").read_bytes()
+    monkeypatch.setattr(sf, "MAX_BYTES", len(raw) // 2)
+    (tmp_path / "big.summary.json").write_bytes(raw)
+    (tmp_path / "bomb.summary.json.gz").write_bytes(gzip.compress(raw))
+    for name in ("big.summary.json", "bomb.summary.json.gz"):
+        with pytest.raises(TraceFormatError) as e:
+            sf.read_summary(tmp_path / name)
+        assert "limit of a summary" in e.value.reason and "ends early" not in e.value.reason
+    assert MAX_BYTES == 256 << 20
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "traceprobe", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("command", ["overlap-report", "job"])
+def test_fifo_and_device_named_as_summaries_are_not_opened(good: Path, tmp_path: Path, command: str) -> None:
+    for f in good.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    os.mkfifo(tmp_path / "r.summary.json")
+    os.mkfifo(tmp_path / "g.summary.json.gz")
+    (tmp_path / "zero.summary.json").symlink_to("/dev/zero")
+    names = ["rank0.summary.json", "rank1.summary.json", "r.summary.json", "g.summary.json.gz", "zero.summary.json"]
+    res = _run([command, *names, "-j", "1"], tmp_path)  # (a FIFO opened would hang: the timeout fails it)
+    assert res.returncode == 2, res.stderr
+    for name, what in [("r.summary.json", "FIFO"), ("g.summary.json.gz", "FIFO"), ("zero.summary.json", "device")]:
+        mine = [ln for ln in res.stderr.splitlines() if name in ln]
+        assert len(mine) == 1 and what in mine[0], (name, res.stderr)
+    assert "rank0" in res.stdout or "2" in res.stdout
