@@ -73,3 +73,20 @@ def test_detail_help_says_which_tables_it_prints():
     res = CliRunner().invoke(app, ["overlap-report", "-h"], env={"COLUMNS": "100"})
     text = " ".join(res.stdout.split())
     assert "Kernels, queue time, time breakdown, per-step tables, host threads and idle gaps: --format markdown" in text
+
+
+def test_recording_text_speaks_of_the_experiments_and_the_device_they_ran_on():
+    """Workload descriptions name no course material; on the CPU a variant's description names the CPU, not GPU 0;
+    the missing-torch message gives the install command for a CPU-only machine and for CUDA."""
+    from traceprobe.cli.record import TORCH_MISSING
+    from traceprobe.recording.workloads import WORKLOADS
+    from traceprobe.recording.workloads.base import Context
+
+    for w in WORKLOADS.values():
+        assert not re.search(r"seed|lecture|course|exercise", w.description, re.I), w.description
+    cpu, gpu = Context(device="cpu"), Context(device="cuda", gpus=2)
+    text = "10 products of 4000x4000 on GPU 0, synchronize, then on GPU 1: expect no cross-device concurrency"
+    assert gpu.describe(text) == text
+    assert cpu.describe(text).startswith("10 products of 4000x4000 on the CPU, synchronize, then on the CPU:")
+    assert "GPU" not in cpu.describe(text) and cpu.describe(text).endswith("(ran on the CPU: no device overlap to expect)")
+    assert "--index-url https://download.pytorch.org/whl/cpu" in TORCH_MISSING and "'traceprobe[record]'" in TORCH_MISSING

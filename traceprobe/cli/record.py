@@ -14,7 +14,9 @@ import typer
 from ..console import err, one_line, print_line, say
 from ..console import fail as _fail
 
-TORCH_MISSING = "record needs torch, which is not installed: pip install 'traceprobe[record]' (or pip install torch)"
+TORCH_MISSING = ("record needs torch, which is not installed: on a machine without a GPU, "
+                 "pip install torch --index-url https://download.pytorch.org/whl/cpu; with an NVIDIA GPU, "
+                 "pip install 'traceprobe[record]' (torch from PyPI, with CUDA)")
 """The one line ``record`` says without torch (reading, analysing and exporting traces need none)."""
 
 

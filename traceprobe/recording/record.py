@@ -2,7 +2,7 @@
 
 For each variant: check the machine has what it needs (GPUs, GPU memory), set it
 up, run it once to warm up, time :data:`TIMED_RUNS` runs on the wall clock (each
-ends synchronized, as the seeds time it; ``wall_s`` is their median, every run is
+ends synchronized, as a stopwatch around the loop times it; ``wall_s`` is their median, every run is
 in ``wall_runs_s``), then run it once more under
 ``torch.profiler.profile(activities=[CPU, CUDA])`` (CUDA only where available) and
 export a gzipped Chrome trace ``<workload>.<variant>.pt.trace.json.gz``.
@@ -121,7 +121,7 @@ def run_variant(ctx: Context, w: Workload, v: Variant, out: Path, force: bool = 
 
     devices = ([ctx.dev(i) for i in range(v.gpus)] or ["cpu"]) if ctx.cuda else ["cpu"]
     names = v.trace_names(w.name)
-    entry = mf.Entry(w.name, v.name, "ok", names, description=v.description, params=v.params, device=ctx.device, devices=devices)
+    entry = mf.Entry(w.name, v.name, "ok", names, description=ctx.describe(v.description), params=v.params, device=ctx.device, devices=devices)
     if not force and all((out / n).exists() for n in names):
         entry.status, entry.reason = "kept", "trace exists; pass --force to record again"
         return entry
@@ -295,13 +295,13 @@ def record(
             key = (w.name, v.name)
             entry = _adopt(outp, w, v, previous.get(key)) if resume and not force else None
             if entry is None:
-                save(key, mf.Entry(w.name, v.name, "running", v.trace_names(w.name), description=v.description))
+                save(key, mf.Entry(w.name, v.name, "running", v.trace_names(w.name), description=ctx.describe(v.description)))
                 try:
                     entry = run_variant(ctx, w, v, outp, force)
                 except KeyboardInterrupt:
                     for n in v.trace_names(w.name) if v.launcher else []:  # ranks killed part way: an incomplete set
                         (outp / n).unlink(missing_ok=True)
-                    save(key, mf.Entry(w.name, v.name, "interrupted", [], description=v.description, reason="interrupted (Ctrl-C or SIGTERM)"))
+                    save(key, mf.Entry(w.name, v.name, "interrupted", [], description=ctx.describe(v.description), reason="interrupted (Ctrl-C or SIGTERM)"))
                     raise
             save(key, entry)
             if on_entry:

@@ -8,12 +8,16 @@ device work is done (it synchronizes), so wall-clock timing around it is honest.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...manifest import trace_name
+
+_GPUS = re.compile(r"GPU \d(?:(?:, | and |/)GPU \d)*(?:/second stream| \(or two streams\))?|(?:\d+ |two |both )?GPUs")
+"""The GPUs a variant's description names, as :meth:`Context.describe` replaces them on the CPU."""
 
 
 class Skip(Exception):
@@ -45,6 +49,14 @@ class Context:
     def dev(self, i: int) -> str:
         """The torch device string standing in for GPU ``i``."""
         return f"cuda:{i}" if self.cuda else "cpu"
+
+    def describe(self, text: str) -> str:
+        """A variant's description as it ran: on the CPU, each GPU it names (``GPU 0``, ``GPU 0 and GPU 1``, ``GPU 1/second
+        stream``) is the CPU, and it says so (``... (ran on the CPU: no device overlap to expect)``); unchanged on GPUs."""
+        if self.cuda:
+            return text
+        text = _GPUS.sub("the CPU", text)
+        return f"{text} (ran on the CPU: no device overlap to expect)"
 
     def pick(self, gpu_default: int, cpu_default: int, override: int | None) -> int:
         """A size or count: the override if given, else the GPU or CPU default."""
@@ -99,7 +111,7 @@ class Workload:
 
 
 def products(x: Any, repeat: int) -> list[Any]:
-    """``repeat`` independent products ``x.mm(x)`` (the seeds' ``run``)."""
+    """``repeat`` independent products ``x.mm(x)`` (the experiments' ``run``)."""
     return [x.mm(x) for _ in range(repeat)]
 
 

@@ -1,6 +1,6 @@
 """``compute-copy``: matrix products on GPU 0 whose results are copied to host memory.
 
-Blocking copies after compute; the seed's ``non_blocking=True`` on the same
+Blocking copies after compute; a plain ``non_blocking=True`` on the same
 stream; and a real overlap with pinned buffers on a copy stream ordered by CUDA
 events.
 """
@@ -39,7 +39,7 @@ def compute_copy(ctx: Context) -> list[Variant]:
         x = x_in()
 
         def step() -> None:
-            # exactly the seed: copy_to_cpu(run(x), non_blocking=True), pageable memory, same stream
+            # the plain form: copy_to_cpu(run(x), non_blocking=True), pageable memory, same stream
             y = products(x, repeat)
             [yi.to("cpu", non_blocking=True) for yi in y]
             synchronize(ctx, 0)
@@ -75,11 +75,11 @@ def compute_copy(ctx: Context) -> list[Variant]:
     return [
         Variant("sequential", f"{repeat} products of {n}x{n} on GPU 0, synchronize, then blocking copies to the host: expect no overlap",
                 sequential, gpus=1, gpu_bytes=need, params=params),
-        Variant("nonblocking", "the seed's y.to('cpu', non_blocking=True) on the compute stream (torch picks the host buffer; the trace's memcpy name says Pageable or Pinned): copies still wait for compute, expect no overlap",
+        Variant("nonblocking", "a plain y.to('cpu', non_blocking=True) on the compute stream (torch picks the host buffer; the trace's memcpy name says Pageable or Pinned): copies still wait for compute, expect no overlap",
                 nonblocking, gpus=1, gpu_bytes=need, params=params),
         Variant("overlapped", "pinned host buffers and a copy stream ordered by CUDA events: result i-1 copied while result i is computed, expect overlap",
                 overlapped, gpus=1, gpu_bytes=mat_bytes(n) * 3, params={**params, "host_memory": "pinned"}),
     ]
 
 
-COMPUTE_COPY = Workload("compute-copy", "Compute on GPU 0 and copy results to the host: sequential, the seed's non_blocking, and a real overlap", compute_copy)
+COMPUTE_COPY = Workload("compute-copy", "Compute on GPU 0 and copy results to the host: sequential, a plain non_blocking copy, and a real overlap", compute_copy)

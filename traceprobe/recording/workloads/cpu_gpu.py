@@ -1,4 +1,4 @@
-"""``cpu-gpu`` (seed: CPUs and GPUs in parallel): matrix products on the CPU and on GPU 0, serial or side by side."""
+"""``cpu-gpu``: matrix products on the CPU and on GPU 0, serial or side by side."""
 
 from __future__ import annotations
 
@@ -49,4 +49,4 @@ def cpu_gpu(ctx: Context) -> list[Variant]:
     ]
 
 
-CPU_GPU = Workload("cpu-gpu", "Matrix products on the CPU and GPU 0: sequential vs concurrent (seed: CPUs and GPUs in parallel)", cpu_gpu)
+CPU_GPU = Workload("cpu-gpu", "Matrix products on the CPU and GPU 0: sequential vs concurrent", cpu_gpu)

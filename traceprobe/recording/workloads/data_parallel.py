@@ -1,4 +1,4 @@
-"""Data parallelism (lecture: "Data Parallel in PyTorch", "The DataParallel Bottleneck").
+"""Data parallelism (nn.DataParallel against DDP: the DataParallel bottleneck).
 
 One model, a stack of Linear+ReLU layers (8 of width 4096 on a GPU machine), is
 trained a few SGD steps on the same global batch three ways:

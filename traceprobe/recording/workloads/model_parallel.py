@@ -1,6 +1,6 @@
-"""Model parallelism in depth (lecture: ``ModelParallelExample``), without and with pipelining.
+"""Model parallelism in depth (PyTorch's model-parallel example), without and with pipelining.
 
-The lecture's convolutional stack, split in two: ``seq1`` (conv 16, conv 32) on
+A convolutional stack, split in two: ``seq1`` (conv 16, conv 32) on
 GPU 0 and ``seq2`` (conv 128, 256, 512) on GPU 1, each conv followed by
 BatchNorm, ReLU and 2x2 max-pooling; inference (eval mode, no grad) on a batch
 of images.
@@ -35,7 +35,7 @@ def _block(c_in: int, c_out: int):  # noqa: ANN202
 
 
 def halves(dev0: str, dev1: str):  # noqa: ANN201
-    """The lecture's ``seq1`` on ``dev0`` and ``seq2`` on ``dev1``, eval mode."""
+    """``seq1`` on ``dev0`` and ``seq2`` on ``dev1``, eval mode."""
     import torch
     import torch.nn as nn
 
@@ -94,4 +94,4 @@ def model_parallel(ctx: Context) -> list[Variant]:
     ]
 
 
-MODEL_PARALLEL = Workload("model-parallel", "The lecture's conv stack split over two GPUs: whole batch vs micro-batch pipeline", model_parallel)
+MODEL_PARALLEL = Workload("model-parallel", "A conv stack (conv 16, 32 | conv 128, 256, 512) split over two GPUs: whole batch vs micro-batch pipeline", model_parallel)

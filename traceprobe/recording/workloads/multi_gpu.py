@@ -1,4 +1,4 @@
-"""``multi-gpu`` (seed: Parallel Computation on GPUs): matrix products on two GPUs, one after the other or at once."""
+"""``multi-gpu``: matrix products on two GPUs, one after the other or at once."""
 
 from __future__ import annotations
 
@@ -48,4 +48,4 @@ def multi_gpu(ctx: Context) -> list[Variant]:
     ]
 
 
-MULTI_GPU = Workload("multi-gpu", "Matrix products on two GPUs: sequential vs concurrent (seed: Parallel Computation on GPUs)", multi_gpu)
+MULTI_GPU = Workload("multi-gpu", "Matrix products on two GPUs: sequential vs concurrent", multi_gpu)

@@ -1,4 +1,4 @@
-"""Many small independent operations (seed exercise 2: does fine-grained parallelism pay?).
+"""Many small independent operations (does fine-grained parallelism pay?).
 
 Each op is a 64x64 product plus an elementwise add: microseconds of device work
 against microseconds of Python dispatch and kernel launch, so the workload is
@@ -112,4 +112,4 @@ def small_ops(ctx: Context) -> list[Variant]:
     ]
 
 
-SMALL_OPS = Workload("small-ops", "Many small independent ops: one vs several CUDA streams, one vs several CPU threads (seed exercise: fine-grained parallelism)", small_ops)
+SMALL_OPS = Workload("small-ops", "Many small independent ops: one vs several CUDA streams, one vs several CPU threads (fine-grained parallelism)", small_ops)

@@ -1,6 +1,6 @@
-"""Operator-level parallelism on one GPU (seed exercise 1: are ``run``'s independent products parallel?).
+"""Operator-level parallelism on one GPU (are independent products parallel?).
 
-The seed's ``run`` is a list of independent products ``x.mm(x)``. At a size where
+The experiment's ``run`` is a list of independent products ``x.mm(x)``. At a size where
 one product does not fill the GPU (1024x1024 float32 is 64 output tiles of 128x128,
 fewer than the H100/H200's 132 SMs), kernels can share the GPU, but only if they are
 on different CUDA streams: work on one stream runs in issue order.
@@ -77,4 +77,4 @@ def streams(ctx: Context) -> list[Variant]:
     ]
 
 
-STREAMS = Workload("streams", "Independent matrix products on one GPU: one stream vs several (seed exercise: operator-level parallelism)", streams)
+STREAMS = Workload("streams", "Independent matrix products on one GPU: one stream vs several (operator-level parallelism)", streams)

@@ -1,6 +1,6 @@
-"""Tile parallelism for images (lecture: ``ImageParallelExample``), with the boundaries handled.
+"""Tile parallelism for images (an image cut into strips), with the boundaries handled.
 
-The lecture's layer stack (conv 16, BatchNorm, ReLU, 2x2 max-pool, conv 32, BatchNorm,
+A layer stack (conv 16, BatchNorm, ReLU, 2x2 max-pool, conv 32, BatchNorm,
 ReLU, 2x2 max-pool), the same weights on every GPU, eval mode, no grad. The image
 is cut into horizontal strips, one per GPU (up to four). Cutting exactly would get
 the rows next to each cut wrong (the 3x3 convs would see zero padding instead of
@@ -30,7 +30,7 @@ HALO = SCALE  # input rows each side: one output row, enough for the two 3x3 con
 
 
 def layers(device: str):  # noqa: ANN201
-    """The lecture's ``l``: two conv/BN/ReLU/pool blocks, eval mode."""
+    """``l``: two conv/BN/ReLU/pool blocks, eval mode."""
     import torch
     import torch.nn as nn
 
@@ -122,4 +122,4 @@ def tile_parallel(ctx: Context) -> list[Variant]:
     ]
 
 
-TILE_PARALLEL = Workload("tile-parallel", "The lecture's conv stack on an image cut into strips with halos, one per GPU (up to 4), vs untiled", tile_parallel)
+TILE_PARALLEL = Workload("tile-parallel", "A conv stack (conv 16, conv 32, each with BatchNorm, ReLU, max-pool) on an image cut into strips with halos, one per GPU (up to 4), vs untiled", tile_parallel)
