@@ -104,3 +104,21 @@ def test_folders_with_no_name_in_common_exit_2_naming_both(tmp_path):
     (line,) = out.stderr.splitlines()
     assert line.startswith("nothing to compare: no trace name of") and NB.name in line and OV.name in line
     assert "multi-gpu.concurrent" in line and "streams.one-stream" in line
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_kernel_names_whole_or_shortened_with_an_ellipsis(width):
+    """The kernels table: each name on one line, whole where it fits, else its start and end around ``…`` (it was
+    folded mid-identifier over three lines and cut at 100 characters without a mark); no line wider than the width."""
+    from traceprobe.report.diff_output import DiffRenderer
+
+    d = diff(analyze_paths([NB], jobs=1), analyze_paths([OV], jobs=1))
+    lines = DiffRenderer(width=width).render(d).splitlines()
+    assert max(len(x) for x in lines) <= width
+    start = next(i for i, x in enumerate(lines) if x.startswith("kernels whose total time changed most"))
+    rows = [x for x in lines[start + 3:] if x.strip()]
+    assert len(rows) == len(d.kernels) == 2  # one line per kernel
+    gemm = next(n for n in d.kernels["name"] if n.startswith("sm80_xmma"))
+    (row,) = [x for x in rows if "sm80_xmma" in x]
+    shown = row.split("│")[1].strip()
+    assert shown == gemm or (("…" in shown) and gemm.startswith(shown.split("…")[0]) and gemm.endswith(shown.split("…")[1]))

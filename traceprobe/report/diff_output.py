@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ..analysis.diff import Diff
 from . import units
-from .grid import cell
+from .grid import cell, shorten
 from .json_document import SCHEMA_VERSION, rows
 
 FIGURE_NAMES = {"duration_ns": "trace window", "mean_step_ns": "mean step", "throughput_steps_per_s": "throughput",
@@ -89,14 +89,16 @@ def _groups(d: Diff) -> list[tuple[str, pd.DataFrame]]:
 
 
 def render(console: Console, d: Diff) -> None:
-    """Print the pairs, the figures side by side (per pair), then the kernels whose total time changed most."""
+    """Print the pairs, the figures side by side (per pair), then the kernels whose total time changed most (each name
+    whole where it fits, else shortened in the middle with ``…``: never cut without one, never wrapped mid-name)."""
     for label, a, b in d.pairs:
         if label:
             console.print(cell(f"{label}:"), soft_wrap=True)
         console.print(cell(f"  A {a}"), soft_wrap=True)
         console.print(cell(f"  B {b}"), soft_wrap=True)
     for label, g in _groups(d):
-        title = "figures: A, B and the change (B - A; pt: percentage points)" + (f", {label}" if label else "")
+        title = ("figures: A, B and the change (B - A; pt: percentage points; mean step per step, other times in each "
+                 "trace's whole window)" + (f", {label}" if label else ""))
         t = Table(title=cell(title), title_justify="left", show_edge=False)
         for h in ("figure", "subject", "A", "B", "change"):
             t.add_column(h, justify="left" if h in ("figure", "subject") else "right")
@@ -106,9 +108,10 @@ def render(console: Console, d: Diff) -> None:
     if not d.kernels.empty:
         k = Table(title="kernels whose total time changed most", title_justify="left", show_edge=False)
         for h in ("device", "kernel", "A", "B", "change"):
-            k.add_column(h, justify="left" if h == "kernel" else "right", overflow="fold")
+            k.add_column(h, justify="left" if h == "kernel" else "right", no_wrap=True)
+        room = max(console.width - 45, 20)  # (device, three times and the gaps around them)
         for rec in d.kernels.to_dict(orient="records"):
-            k.add_row(rec["device_label"], cell(rec["name"][:100]), units.duration(rec["a_ns"]), units.duration(rec["b_ns"]),
+            k.add_row(rec["device_label"], cell(shorten(str(rec["name"]), room)), units.duration(rec["a_ns"]), units.duration(rec["b_ns"]),
                       value("delta_ns", rec["delta_ns"], signed=True))
         console.print(k)
     for side, paths in (("A", d.only_a), ("B", d.only_b)):
