@@ -152,6 +152,13 @@ def top_findings(summary: Summary) -> dict[int, Top]:
     return out
 
 
+def tops_by_path(summary: Summary) -> dict[str, Top]:
+    """:func:`top_findings` by each report's path (for a renderer that walks ``summary.reports``, whose objects may
+    not be the runs' own)."""
+    tops = top_findings(summary)
+    return {rep.path: tops[id(rep)] for run in summary.runs for win in run.windows for rep in win.reports if id(rep) in tops}
+
+
 def fit(text: str, width: int | None) -> str:
     """``text`` in at most ``width`` characters, cut after a whole word with ``…`` where it is longer (None: whole)."""
     if width is None or len(text) <= width:

@@ -12,6 +12,7 @@ from tabulate import tabulate
 
 from ..analysis.summary import Summary
 from . import units
+from .actions import tops_by_path
 from .clock_notes import clock_head, clock_rows, reported
 from .grid import cell
 from .sections import collective_sections, rank_rows, sections, trace_notes
@@ -72,6 +73,27 @@ def table(cols: dict[str, list]) -> str:
     return pd.DataFrame(cols).to_markdown(index=False)
 
 
+SECTION_NOTES = {"breakdown": "times over the whole trace window; per step: breakdown_steps",
+                 "devices": "times over the whole trace window", "streams": "times over the whole trace window"}
+"""What a section's times are, where they are window totals (the unit rule: per step first, totals labelled)."""
+
+
+def per_step_first(cols: dict[str, list]) -> dict[str, list]:
+    """The findings' columns with ``per step`` (``374.9 µs/step``; ``-`` without steps) before the headroom, labelled
+    ``headroom in the window``."""
+    if "per_step" not in cols or "headroom" not in cols:
+        return cols
+    per = [v if v == "-" or v.startswith("-") else f"{v}/step" for v in cols["per_step"]]
+    out: dict[str, list] = {}
+    for k, v in cols.items():
+        if k == "headroom":
+            out["per step"] = per
+            out["headroom in the window"] = v
+        elif k != "per_step":
+            out[k] = v
+    return out
+
+
 def _rank_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The across-rank figures with each row's values in its own unit."""
     out = df.copy().astype({c: object for c in ("min", "median", "max")})
@@ -86,6 +108,7 @@ def to_markdown(summary: Summary) -> str:
     """Markdown: a heading, the verdicts and the tables for each trace; across ranks, the clocks where there is an
     offset to report (:mod:`.clock_notes`), stopwatch, failures."""
     out = []
+    tops = tops_by_path(summary)
     for r in summary.reports:
         name = ".".join(x for x in (r.info.get("workload"), r.info.get("variant")) if x) or r.path
         out.append(f"## {name}\n\n`{r.path}`")
@@ -93,9 +116,16 @@ def to_markdown(summary: Summary) -> str:
             out.append(f"Wall clock (one timed run): {r.info['wall_s'] * 1e3:,.1f} ms")
         out.append("\n".join([f"- **{WORD.get(v.level, v.level)}**: {cell(v.text).plain}" for v in r.verdicts]
                              + [f"- note: {cell(n).plain}" for n in trace_notes(r)]) or "- no figure to judge")
+        top = tops.get(r.path)
+        if top is not None:
+            out.append(f"Top finding: {cell(top.label).plain}" + (f"; do: {top.do}" if top.do else ""))
         for name_, df in sections(r).items():
             if name_ != "verdicts" and not df.empty:
-                out.append(f"### {name_}\n\n" + table(human(df, r.window_ns[0])))
+                cols = human(df, r.window_ns[0])
+                if name_ == "findings":
+                    cols = per_step_first(cols)
+                head = f"### {name_}" + (f" ({SECTION_NOTES[name_]})" if name_ in SECTION_NOTES else "")
+                out.append(f"{head}\n\n" + table(cols))
     if not summary.rank_summary.empty:
         out.append("## Across ranks\n\n" + _rank_rows(rank_rows(summary.rank_summary)).to_markdown(index=False))
     for c in summary.collectives:
