@@ -60,7 +60,7 @@ LETTER = {"confirmed": "y", "partial": "s", "none": "n"}
 """The level's one letter in the narrow form (``37%s``), so that the table reads the same without colours."""
 STYLE = {"confirmed": "green", "partial": "yellow", "none": "red", "n/a": "dim"}
 RANK_FIGURES = (("mean_step_ns", "step ms", "step ms"), ("utilization", "busy", "busy%"), ("copy_overlap", "copy", "copy%"),
-                ("comm_overlap", "comm", "comm%"), ("stream_concurrency", "streams", "strm%"), ("cpu_gpu_overlap", "cpu/gpu", "cpu%"))
+                ("comm_overlap", "comm", "comm%"), ("stream_concurrency", "2+ streams", "2strm%"), ("cpu_gpu_overlap", "cpu/gpu", "cpu%"))
 """Rank-summary figures shown per window: (figure, header, short header; the short form drops ``%`` from the cells)."""
 MIN_FINDING = 18
 """Narrowest column the top finding is wrapped into; narrower, it goes on its own line."""
@@ -79,9 +79,12 @@ STOPWATCH = ("each timed variant's wall-clock speed-up over its workload's first
 """What the stopwatch line compares, in one sentence."""
 SHORT_RANK_LEGEND = ("work/comm r1/r0: rank 1 ran the most device work outside collectives, rank 0 spent the most time in "
                      "collectives, waiting included (no rank is called slowest: the rank ahead waits for the others); "
-                     "step ms and the % columns: min-max across the window's ranks")
+                     "step ms and the % columns: min-max across the window's ranks; 2strm%: the share of device busy time "
+                     "with two or more streams busy (strm above: of the time its side streams were busy)")
 RANK_LEGEND = ("most work: the rank with the most device work outside collectives; most comm: the rank with the most "
-               "time in collectives, waiting included (no rank is called slowest: the rank ahead waits for the others)")
+               "time in collectives, waiting included (no rank is called slowest: the rank ahead waits for the others); "
+               "2+ streams: the share of device busy time with two or more streams busy (streams above: of the time its "
+               "side streams were busy)")
 
 
 HOST_ONLY = ("no device work in these traces (recorded without a GPU?): only host-thread concurrency is judged, "
