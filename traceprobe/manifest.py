@@ -225,7 +225,7 @@ class Manifest:
         The first writer's command, start time and environment name the manifest;
         processes are kept in rank order.
         """
-        from . import __version__
+        from .version import __version__
 
         self.traceprobe = self.traceprobe or __version__
         self.created = self.created or proc.get("started")

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
 from ..reading import Trace
 from .idle_gaps import idle_gaps
 
-if TYPE_CHECKING:
-    from .per_trace import OverlapReport
+R = TypeVar("R")
+"""What a figure's ``get`` reads its value off: one trace's report (:class:`.per_trace.OverlapReport`, which runs
+:data:`COMPUTED` and so is not named here)."""
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ class Inputs:
 
 
 @dataclass(frozen=True)
-class Figure:
-    """One key of a trace's JSON object, declared once.
+class Figure(Generic[R]):
+    """One key of a trace's JSON object, declared once (``Figure[OverlapReport]`` in :data:`traceprobe.report.figures.TRACE`).
 
     Attributes:
         key: its name in the document (and its section name in CSV and Markdown, its key
@@ -70,13 +71,13 @@ class Figure:
     """
 
     key: str
-    get: Callable[[OverlapReport], Any] | None = None
+    get: Callable[[R], Any] | None = None
     schema: dict[str, Any] = field(default_factory=dict)
     required: bool = False
     compute: Callable[[Inputs], pd.DataFrame] | None = None
 
 
-COMPUTED: tuple[Figure, ...] = (
+COMPUTED: tuple[Figure[Any], ...] = (
     Figure("idle_gaps", compute=lambda x: idle_gaps(x.kept),
            schema={"type": "object",
                    "description": "per device, its idle gaps in the trace window and the longest (traceprobe.analysis.idle_gaps)",

@@ -108,7 +108,7 @@ def to_summary(report: OverlapReport, job: str = "", source: str | None = None) 
         job: the job it belongs to (:func:`traceprobe.summary_file.default_job` when writing during training).
         source: the trace file it summarises (default: the report's path's name; "" when no trace was kept).
     """
-    from .. import __version__
+    from ..version import __version__
 
     dc, cpu, th = report.devices, report.cpu_gpu, report.host_threads
     tables = {name: table_doc(getattr(report, name)) for name in TABLES}

@@ -73,8 +73,8 @@ def fraction(value: str) -> float:
 
 def _version(value: bool) -> None:
     if value:
-        from .. import __version__
         from ..console import print_line
+        from ..version import __version__
 
         print_line(f"traceprobe {__version__}")
         raise typer.Exit()
@@ -119,7 +119,8 @@ def overlap_report(
     trace_processor: Path | None = typer.Option(None, "--trace-processor", metavar="PATH",
                                                 help="trace_processor_shell for --engine perfetto (default: $TRACEPROBE_TRACE_PROCESSOR, then PATH)."),
     max_bytes: float | None = typer.Option(None, "--max-bytes", metavar="BYTES",
-                                           help="Refuse a trace whose JSON (decompressed) is larger than this, e.g. 2e9 (default: half the available memory)."),
+                                           help="Limit on the JSON (decompressed) read at once, shared by the workers: a trace that would pass it is refused, "
+                                                "e.g. 2e9 (default: the smaller of half the available memory and 4 GiB)."),
     scheduler: str | None = typer.Option(None, "--scheduler", metavar="ADDRESS", help=SCHEDULER_HELP),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
     all_device_work: bool = typer.Option(False, "--all-device-work", help="Count every device event, also work launched before or after the profiled steps (set aside by default)."),

@@ -78,7 +78,7 @@ def machine(with_ranks: bool = False) -> dict[str, Any]:
     """
     import torch
 
-    from .. import __version__
+    from ..version import __version__
 
     env: dict[str, Any] = {
         "host": socket.gethostname(),

@@ -29,9 +29,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from .. import manifest as mf
 from ..fileio import remove_stale_temps
+from ..version import __version__
 from .environment import machine, resolve_device
 from .folder_lock import FolderLock
 from .quiet import kineto_quiet

@@ -27,14 +27,8 @@ import pandas as pd
 from ..analysis.per_trace import OverlapReport
 from ..analysis.registry import COMPUTED, Figure
 from .document_schema import DOCUMENT
+from .json_values import rows
 from .sections import top_kernels
-
-
-def rows(df: Any) -> Any:
-    """:func:`traceprobe.report.json_document.rows` (imported late: that module imports this one)."""
-    from .json_document import rows as _rows
-
-    return _rows(df)
 
 
 def _device_concurrency(r: OverlapReport) -> dict[str, Any]:
@@ -53,7 +47,7 @@ def _verdicts(r: OverlapReport) -> list[dict[str, Any]]:
     return [{"figure": v.figure, "subject": v.subject, "value": v.value, "level": v.level, "text": v.text} for v in r.verdicts]
 
 
-TRACE: tuple[Figure, ...] = (
+TRACE: tuple[Figure[OverlapReport], ...] = (
     Figure('path', lambda r: r.path,
            {'type': 'string'},
            required=True),
@@ -317,7 +311,7 @@ DEFS: dict[str, Any] = {'ns': {'type': 'integer', 'description': 'nanoseconds'},
 """Shared definitions the figures' schemas refer to."""
 
 
-def figure(key: str) -> Figure:
+def figure(key: str) -> Figure[OverlapReport]:
     """The figure of :data:`TRACE` named ``key``.
 
     Raises:
@@ -329,7 +323,7 @@ def figure(key: str) -> Figure:
         raise KeyError(f"no figure {key!r} in the JSON document's figures (report/figures.py)") from None
 
 
-def value(f: Figure, r: OverlapReport) -> Any:
+def value(f: Figure[OverlapReport], r: OverlapReport) -> Any:
     """The value of figure ``f`` in report ``r``'s JSON object (before cleaning to JSON types): what ``f.get``
     reads, or for a computed figure the rows of its table (an empty list where the report has none: built
     by hand)."""
