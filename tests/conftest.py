@@ -1,8 +1,61 @@
-"""Skip GPU-marked tests where torch sees no CUDA device."""
+"""Shared test helpers: which sample traces a sweep takes (a few by default, every one under ``slow``), sample
+traces and reports loaded once per test run, GPU-marked tests skipped where torch sees no CUDA device.
+
+The default run (``python -m pytest -q``) deselects ``slow`` (pyproject's ``addopts``): end-to-end runs (torchrun,
+``record``, killed commands, whole-folder commands) and sweeps over every sample. ``-m slow`` runs those alone,
+``-m ""`` everything; ``.ci/run`` runs both.
+"""
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
+
 import pytest
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+FEW = (
+    "compute-copy.overlapped.",  # copies under compute
+    "data-parallel.ddp.rank0.",  # one rank of a DDP pair: collectives, buckets
+    "multi-gpu.concurrent.",  # two devices
+    "small-ops.cpu-threads.",  # many small ops, host threads
+    "training/rec-ddp/train_gpt_ddp.steps2-4.rank0.",  # a training window of a recorded script
+    "causes/graph-capture/",  # CUDA graphs
+    "matrix/ddp-compute/rank0.",  # the matrix
+)
+"""The samples a sweep takes in the default run (paths under ``sample_traces/`` starting so): one of each kind of
+recording; the rest of every sweep is marked ``slow``."""
+
+
+def few(path) -> bool:
+    """Whether a sample trace is one of :data:`FEW` (swept in the default run as well as under ``slow``)."""
+    p = str(path).replace("\\", "/")
+    rel = p.split("sample_traces/", 1)[-1]
+    return rel.startswith(FEW)
+
+
+def sweep(paths, ids=None) -> list:
+    """``pytest.param`` of each path :func:`swept` keeps, those not in :data:`FEW` marked ``slow`` (ids as given)."""
+    kept = [p for p in paths if swept(p)]
+    return [pytest.param(p, marks=() if few(p) else pytest.mark.slow, id=ids(p) if ids else None) for p in kept]
+
+
+@cache
+def sample_trace(path):
+    """A sample trace loaded once per test run (a ``Trace`` is frozen: tests share it)."""
+    from traceprobe import load_trace
+
+    return load_trace(path)
+
+
+@cache
+def sample_report(path):
+    """A sample trace's ``OverlapReport`` (with its manifest's facts, as the CLI attaches them), computed once per run."""
+    from traceprobe import overlap_report
+    from traceprobe.collect import manifest_info
+
+    return overlap_report(sample_trace(path), manifest_info(Path(path)))
 
 
 def swept(path) -> bool:

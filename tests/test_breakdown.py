@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import swept
+from conftest import sample_trace, sweep, swept
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -208,9 +208,9 @@ def test_step_breakdown_sums_per_step():
 SAMPLE_FILES = sorted(p for p in SAMPLES.rglob("*.pt.trace.json.gz") if swept(p))
 
 
-@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: str(p.relative_to(SAMPLES)))
+@pytest.mark.parametrize("path", sweep(SAMPLE_FILES, ids=lambda p: str(p.relative_to(SAMPLES))))  # (a few by default, all under slow)
 def test_parts_sum_to_window_on_every_sample(path):
-    tr = load_trace(path)
+    tr = sample_trace(path)
     b = gpu_breakdown(tr)
     lo, hi = tr.window_ns
     assert (b["window_ns"] == hi - lo).all()

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import sweep
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from synthetic import TraceBuilder
 from typer.testing import CliRunner
@@ -177,7 +178,7 @@ def check_roundtrip(trace, report, path: Path) -> dict:
     return r
 
 
-@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name.split(".pt.")[0])
+@pytest.mark.parametrize("path", sweep(SAMPLE_FILES, ids=lambda p: p.name.split(".pt.")[0]))  # (a few by default, all under slow)
 def test_samples_roundtrip(path, tmp_path):
     trace = load_trace(path)
     report = overlap_report(trace, all_device_work=True)  # the timeline draws every device event
@@ -277,7 +278,7 @@ def _no_crossing(doc: dict) -> None:
             open_ends.append(e)
 
 
-@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name.split(".pt.")[0])
+@pytest.mark.parametrize("path", sweep(SAMPLE_FILES, ids=lambda p: p.name.split(".pt.")[0]))  # (a few by default, all under slow)
 def test_chrome_json_samples(path, tmp_path):
     trace = load_trace(path)
     out = write_chrome_json(trace, tmp_path / "x.json.gz")

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import swept
+from conftest import sample_trace, sweep, swept
 from synthetic import BASE, TraceBuilder, load, rows
 
-from traceprobe import load_trace, overlap_report
+from traceprobe import overlap_report
 from traceprobe.analysis.profiled import launches
 from traceprobe.analysis.step_figures import STEP_FIGURES
 from traceprobe.analysis.steps import STEP_COLUMNS, clip_trace, device_steps, step_of
@@ -188,10 +188,10 @@ def _both_ways(t):
 SAMPLES = sorted(str(p) for p in Path(__file__).resolve().parent.parent.joinpath("sample_traces").rglob("*.json.gz") if swept(p))
 
 
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: Path(p).name)
+@pytest.mark.parametrize("path", sweep(SAMPLES, ids=lambda p: Path(p).name))  # (a few by default, all under slow)
 def test_step_figures_equal_per_step_functions_on_real_traces(path):
     """Every sample trace (real recordings): the grouped computation gives exactly the per-step functions' figures."""
-    got, want = _both_ways(load_trace(path))
+    got, want = _both_ways(sample_trace(path))
     for f in STEP_FIGURES:
         np.testing.assert_array_equal(got[f], want[f], err_msg=f)
 

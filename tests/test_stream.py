@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import swept
+from conftest import sweep, swept
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -71,7 +71,7 @@ def assert_same(a: decode.Decoded, b: decode.Decoded) -> None:
         np.testing.assert_array_equal(col, b.collectives[k], err_msg=k)
 
 
-@pytest.mark.parametrize("name", SAMPLES)
+@pytest.mark.parametrize("name", sweep(SAMPLES))  # (a few by default, every sample under slow)
 def test_sample_traces_give_the_same_columns_in_any_pieces(name, tmp_path, monkeypatch):
     """Real samples, gzip and plain: tiny pieces and chunks (up to about 300 pieces a trace, to keep the test quick)."""
     gz = REPO / name
