@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import struct
 from pathlib import Path
 
@@ -40,18 +41,37 @@ def png_size(path: Path | bytes) -> tuple[int, int]:
     return width, height
 
 
-def test_sample_timelines(tmp_path):
-    res = runner.invoke(app, ["plot", str(SAMPLES), "--output", str(tmp_path / "t.png"), "--jobs", "2"])
+def _timelines(folder: Path, out: Path, *, least: int) -> None:
+    """``plot FOLDER``: one picture per trace, named from the manifest, none overwritten, each a sensible PNG."""
+    res = runner.invoke(app, ["plot", str(folder), "--output", str(out / "t.png"), "--jobs", "2"])
     assert res.exit_code == 0, res.output
-    written = sorted(tmp_path.glob("t.*.png"))
+    written = sorted(out.glob("t.*.png"))
     names = {w.name for w in written}
     assert "t.compute-copy.nonblocking.png" in names and "t.data-parallel.ddp.rank1.png" in names  # names from the manifest
     assert "t.compute-copy.nonblocking.2.png" in names  # the H100 recording of the same variant is not overwritten
-    assert len(written) == len(res.stderr.splitlines()) >= len(SAMPLE_FILES)
+    assert len(written) == len(res.stderr.splitlines()) >= least
     for w in written:
         width, height = png_size(w)
         assert 1000 <= width <= 2000 and 150 <= height <= 1200
         assert w.stat().st_size > 10_000  # not blank
+
+
+def test_sample_timelines_of_a_few(tmp_path):
+    """The samples' folder layout on a few of them: two manifests' folders, the same variant recorded on two machines."""
+    folder = tmp_path / "samples"
+    picked = ["manifest.json", "compute-copy.nonblocking.pt.trace.json.gz", "data-parallel.ddp.rank1.pt.trace.json.gz",
+              "h100-1gpu/manifest.json", "h100-1gpu/compute-copy.nonblocking.pt.trace.json.gz"]
+    for rel in picked:
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(SAMPLES / rel, folder / rel)
+    (tmp_path / "out").mkdir()
+    _timelines(folder, tmp_path / "out", least=3)
+
+
+@pytest.mark.slow
+def test_sample_timelines(tmp_path):
+    """Every sample trace, drawn."""
+    _timelines(SAMPLES, tmp_path, least=len(SAMPLE_FILES))
 
 
 def test_compare_compute_copy(tmp_path):
