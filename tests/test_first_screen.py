@@ -90,3 +90,29 @@ def test_recording_text_speaks_of_the_experiments_and_the_device_they_ran_on():
     assert cpu.describe(text).startswith("10 products of 4000x4000 on the CPU, synchronize, then on the CPU:")
     assert "GPU" not in cpu.describe(text) and cpu.describe(text).endswith("(ran on the CPU: no device overlap to expect)")
     assert "--index-url https://download.pytorch.org/whl/cpu" in TORCH_MISSING and "'traceprobe[record]'" in TORCH_MISSING
+
+
+def test_plot_draws_a_ranks_waits_and_the_top_finding():
+    """``plot --compare`` of the recorded DDP pair where rank 1 ran extra compute: rank 0 gets a band of its waits for
+    the last rank at collectives (each from its kernel's start for its wait), rank 1 an empty one; both the window's
+    top finding and action under their title."""
+    from traceprobe.analysis.picture import shared_clock_groups
+    from traceprobe.collect import analyze_paths, timeline_lanes
+    from traceprobe.report import plot as pl
+
+    drawn: dict = {}
+    summary = analyze_paths([SAMPLES / "causes" / "ddp-compute"], jobs=1, then=timeline_lanes,
+                            on_then=lambda r, lanes: drawn.__setitem__(r.path, lanes))
+    (group,) = shared_clock_groups(summary, drawn)
+    items = pl.with_findings([pl.item_of(r, lanes) for r, lanes in group], summary)
+    by_rank = {it.report.rank: it for it in items}
+    (c,) = summary.collectives
+    waited = c.per_rank.groupby("rank")["wait_ns"].sum()
+    w0, w1 = by_rank[0].waits, by_rank[1].waits
+    assert w0 is not None and w1 is not None and len(w0) > 10 and len(w1) == 0
+    assert int((w0["end_ns"] - w0["start_ns"]).sum()) == int(waited[0]) > 100e6
+    assert by_rank[0].finding.startswith("top finding: rank 1 extra device work -16.4 ms/step")
+    assert "do: balance the work across ranks" in by_rank[0].finding and "waited 115.0 ms" in by_rank[0].finding
+    fig = pl.compare_figure([items])
+    labels = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
+    assert labels.count("waiting") == 2

@@ -27,7 +27,10 @@ def plot_cmd(
     title: str | None = typer.Option(None, help="Title of the --compare figure."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
 ) -> None:
-    """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top."""
+    """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top.
+
+    A rank of a job gets a band of its own where it waited for the last rank at a collective, and each trace its
+    window's top finding and action under its title."""
     check_outputs(paths, {"--output": output})
     from ..collect import analyze_paths, timeline_lanes  # (no pandas yet: a single trace is decoded ahead)
     from ..report import image_format
@@ -41,12 +44,13 @@ def plot_cmd(
         if compare:  # the ranks of a window on their shared clock (analysis.picture.shared_clock_groups)
             from ..analysis.picture import shared_clock_groups
 
-            groups = [[pl.item_of(r, lanes) for r, lanes in g] for g in shared_clock_groups(summary, drawn)]
+            groups = [pl.with_findings([pl.item_of(r, lanes) for r, lanes in g], summary) for g in shared_clock_groups(summary, drawn)]
             pictures = [(output, pl.compare(groups, title, fmt))] if groups else []
         else:
             reports = [r for r in summary.reports if r.path in drawn]
             names = pl.per_trace_paths(output, [pl.label_of(r.path, r.info, r.rank) for r in reports])
-            pictures = [(name, pl.timeline(pl.item_of(r, drawn[r.path]), fmt)) for name, r in zip(names, reports)]
+            items = pl.with_findings([pl.item_of(r, drawn[r.path]) for r in reports], summary)
+            pictures = [(name, pl.timeline(item, fmt)) for name, item in zip(names, items)]
     errors = [f"{f.path}: {f.error}" for f in summary.failures] + write_files(pictures)
     for e in errors:
         say(e, "red")

@@ -18,6 +18,8 @@ no interval and writes no file (the caller writes them, through :mod:`traceprobe
   profiler window are drawn on their shared clock, from the earliest device event of
   the window (so rank 1's work lies where its timestamps put it against rank 0's);
   any other trace from its own first device event (e.g. the three compute-copy variants).
+- a rank of a job (:func:`with_findings`) gets a band of its own, ``waiting``, where its collective kernels
+  waited for the last rank to arrive; each trace its window's top finding and action under its title.
 
 Slices less than a quarter pixel apart were merged by the analysis; every slice is drawn at
 least a fraction of a pixel wide, so short kernels stay visible.
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
@@ -41,12 +44,14 @@ from matplotlib.patches import Patch
 
 from ..analysis.per_trace import OverlapReport
 from ..analysis.picture import KINDS, TimelineLanes
+from ..analysis.summary import Summary
 from .chrome import trace_stem
 
 CLASSES = KINDS
 COLORS = ("#1f77b4", "#ff7f0e", "#9467bd", "#7f7f7f")
 SHADE = "#2ca02c"
 MULTI = "#17becf"
+WAIT = "#cf222e"
 STEP = "#555555"
 LEVEL_COLORS = {"confirmed": "#1a7f37", "partial": "#9a6700", "none": "#cf222e", "n/a": "#555555"}
 WIDTH_IN, DPI = 14.0, 110
@@ -56,11 +61,19 @@ FONT = 8.5
 
 @dataclass(frozen=True)
 class Item:
-    """One trace to draw: a label, its report and what the analysis returned to draw (its lanes)."""
+    """One trace to draw: a label, its report and what the analysis returned to draw (its lanes).
+
+    ``waits``: ``start_ns``, ``end_ns`` (int64) where this rank's collective kernels waited for the last rank of
+    their collective to arrive (:attr:`traceprobe.analysis.collectives.WindowCollectives.per_rank`: from each
+    kernel's start for its ``wait_ns``), drawn as a band of their own; None: no such band. ``finding``: the
+    window's top finding and its action (:mod:`.actions`), under the title block.
+    """
 
     label: str
     report: OverlapReport
     lanes: TimelineLanes
+    waits: pd.DataFrame | None = None
+    finding: str = ""
 
 
 def label_of(path: str | Path, info: dict | None = None, rank: int | None = None) -> str:
@@ -77,8 +90,8 @@ def _rects(x0, x1, y0, y1) -> np.ndarray:
 
 
 def _rows(it: Item) -> int:
-    """Lanes drawn: one per (device, stream), and the "2+ devices busy" lane with several devices."""
-    return len(it.lanes.lanes) + (1 if it.lanes.devices > 1 else 0)
+    """Lanes drawn: one per (device, stream), the "2+ devices busy" lane with several devices, the waits' lane."""
+    return len(it.lanes.lanes) + (1 if it.lanes.devices > 1 else 0) + (1 if it.waits is not None else 0)
 
 
 def _x(t_ns, t0: int):
@@ -91,7 +104,8 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
     lanes = tl.lanes
     n = len(lanes)
     multi = tl.devices > 1
-    top = 1 if multi else 0  # lane 0 is the "2+ devices busy" summary with several devices
+    waits = item.waits is not None
+    top = (1 if multi else 0) + (1 if waits else 0)  # the "2+ devices busy" summary with several devices, then the waits
     ax.set_xlim(0, span_ns / 1e6)
     ax.set_ylim(max(n + top, 1) - 0.5, -0.5)
     if not n:
@@ -114,6 +128,12 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
         us, ue = uc["start_ns"].to_numpy(np.int64), uc["end_ns"].to_numpy(np.int64)
         ax.add_collection(PolyCollection(_rects(_x(us, t0), _x(np.maximum(ue, us + int(px_ns * 0.6)), t0), lo - 0.5, hi + 0.5),  # pyright: ignore  (pandas/matplotlib stubs)
                                          facecolors=SHADE, alpha=0.22, edgecolors="none", zorder=1))
+    if item.waits is not None and len(item.waits):
+        w = item.waits
+        ws, we = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
+        row = top - 1
+        ax.add_collection(PolyCollection(_rects(_x(ws, t0), _x(np.maximum(we, ws + int(px_ns * 0.6)), t0), np.full(len(w), row - 0.4),  # pyright: ignore  (pandas/matplotlib stubs)
+                                         np.full(len(w), row + 0.4)), facecolors=WAIT, edgecolors="none", zorder=2))
     two = tl.multi_device
     if multi and len(two):
         ax.add_collection(PolyCollection(_rects(_x(two["start_ns"], t0), _x(two["end_ns"], t0), np.full(len(two), -0.4), np.full(len(two), 0.4)),  # pyright: ignore  (pandas/matplotlib stubs)
@@ -126,11 +146,11 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
             ax.axvline(t, color=STEP, linewidth=0.8, linestyle=":", zorder=4, label=name)
             if len(st) <= 40 and name.startswith("step"):
                 ax.text(t, 1.0, f" {name}", transform=ax.get_xaxis_transform(), fontsize=FONT - 2, color=STEP, va="bottom", ha="left")
-    labels = (["2+ devices busy"] if multi else []) + lanes["label"].tolist()
+    labels = (["2+ devices busy"] if multi else []) + (["waiting"] if waits else []) + lanes["label"].tolist()
     fs = float(np.clip(300 / max(n + top, 1), 5.5, FONT))
     ax.set_yticks(np.arange(n + top), labels, fontsize=fs)
     bounds = np.flatnonzero(np.diff(lanes["device"].to_numpy())) + top + 0.5
-    for b in list(bounds) + ([0.5] if multi else []):
+    for b in list(bounds) + ([top - 0.5] if top else []):
         ax.axhline(b, color="#444444", linewidth=0.6, zorder=3)
     ax.tick_params(axis="x", labelsize=FONT)
     ax.grid(axis="x", color="#dddddd", linewidth=0.5, zorder=0)
@@ -153,7 +173,9 @@ def _header(item: Item, chars: int) -> list[list[tuple[str, str, str]]]:
     cut = int(np.searchsorted(sizes, sizes[-1] / 2)) + 1 if cols == 2 else len(blocks)  # whole verdicts per column
     columns = [sum(blocks[:cut], []), sum(blocks[cut:], [])]
     rows = [[col[r] if r < len(col) else ("", "black", "normal") for col in columns] for r in range(max(map(len, columns)))]
-    return [[(head, "black", "bold")]] + rows
+    found = [[(part, WAIT if item.waits is not None and len(item.waits) else "black", "normal")]
+             for part in textwrap.wrap(item.finding, chars - 3, subsequent_indent="    ")] if item.finding else []
+    return [[(head, "black", "bold")]] + found + rows
 
 
 def _present(items: Sequence[Item]) -> list[bool]:
@@ -188,6 +210,8 @@ def _figure(items: Sequence[tuple[Item, int]], span_ns: int, title: str | None, 
     handles.append(Patch(color=SHADE, alpha=0.35, label="copy or communication under compute"))
     if any(it.lanes.devices > 1 for it in shown):
         handles.append(Patch(color=MULTI, label="2+ devices busy"))
+    if any(it.waits is not None for it in shown):
+        handles.append(Patch(color=WAIT, label="waiting for the last rank at a collective"))
     if any(len(it.lanes.steps) for it in shown):
         handles.append(Line2D([], [], color=STEP, linewidth=0.8, linestyle=":", label="step start (GPU)"))
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(LEFT_IN / WIDTH_IN, y / height), ncol=6, fontsize=FONT, frameon=False, borderaxespad=0)
@@ -257,6 +281,35 @@ def item_of(report: OverlapReport, lanes: TimelineLanes) -> Item:
     from ..console import one_line
 
     return Item(one_line(label_of(report.path, report.info, report.rank)), report, lanes)
+
+
+def with_findings(items: Sequence[Item], summary: Summary) -> list[Item]:
+    """``items`` with their rank's waits at collectives (a band of their own: :class:`Item`) and their window's top
+    finding and action (:func:`.actions.top_findings`). Waits are drawn only where the lanes keep their trace's own
+    clock (the collectives' times are each rank's own)."""
+    from dataclasses import replace
+
+    from .actions import tops_by_path
+
+    tops = tops_by_path(summary)
+    where = {rep.path: (run.name, win.label) for run in summary.runs for win in run.windows for rep in win.reports}
+    colls = {(c.run, c.window): c for c in summary.collectives}
+    out = []
+    for it in items:
+        r = it.report
+        top = tops.get(r.path)
+        finding = f"top finding: {top.label}" + (f"; do: {top.do}" if top.do else "") if top else ""
+        c = colls.get(where.get(r.path, ("", "")))
+        waits = None
+        if c is not None and r.rank is not None and not it.lanes.clock and not c.per_rank.empty:
+            pr = c.per_rank[(c.per_rank["rank"] == r.rank) & (c.per_rank["wait_ns"] > 0)]
+            start = pr["start_ns"].to_numpy(np.int64)
+            waits = pd.DataFrame({"start_ns": start, "end_ns": start + pr["wait_ns"].to_numpy(np.int64)})
+            total = int(pr["wait_ns"].sum())
+            finding += ("; " if finding else "") + (f"waited {total / 1e6:,.1f} ms in the window for the last rank at collectives"
+                                                     if total else "never waited for another rank at a collective")
+        out.append(replace(it, waits=waits, finding=finding))
+    return out
 
 
 def per_trace_paths(output: str | Path, labels: Sequence[str]) -> list[Path]:
