@@ -18,8 +18,12 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 runner = CliRunner()
 
 
-def test_json_report_on_samples():
-    res = runner.invoke(app, ["overlap-report", str(SAMPLES), "--format", "json", "--jobs", "1"])
+@pytest.mark.parametrize("paths", [
+    pytest.param(sorted(map(str, SAMPLES.glob("*.pt.trace.json.gz"))), id="the folder's top"),
+    pytest.param([str(SAMPLES)], id="every sample", marks=pytest.mark.slow),
+])
+def test_json_report_on_samples(paths):
+    res = runner.invoke(app, ["overlap-report", *paths, "--format", "json", "--jobs", "1"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["schema"] == 2 and not doc["failures"]
