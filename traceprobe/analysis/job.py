@@ -257,7 +257,7 @@ class _JobView(msgspec.Struct):
     tables: _Tables = msgspec.field(default_factory=_Tables)
 
 
-_COLL = ("pg", "pg_desc", "collective", "start_ns", "end_ns", "bytes", "pg_ranks", "group_size")
+_COLL = ("pg", "pg_desc", "collective", "start_ns", "end_ns", "bytes", "pg_ranks", "group_size", "p2p")
 
 
 def _col(t: _TableView | None, name: str) -> list:
