@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import swept
+from conftest import few, swept
 from typer.testing import CliRunner
 
 from traceprobe.analysis.summaries import from_summary, summary_bytes, write_summary
@@ -33,10 +33,15 @@ def _summary_name(name: str) -> str:
     raise AssertionError(name)
 
 
-@pytest.fixture(scope="module")
-def both(tmp_path_factory):
-    """Every sample trace analysed (the per-trace reports, then the whole analysis), and each report written as a
-    summary under the same relative path in a second folder, which is analysed in turn."""
+READ = ("causes/ddp-compute/", "training/tb-ddp/", "data-parallel.ddp.rank1.")
+"""Samples the tests below read by name, swept beside the few (:data:`conftest.FEW`) in the default run."""
+
+
+@pytest.fixture(scope="module", params=["few", pytest.param("every", marks=pytest.mark.slow)])
+def both(request, tmp_path_factory):
+    """Sample traces analysed (the per-trace reports, then the whole analysis), and each report written as a
+    summary under the same relative path in a second folder, which is analysed in turn: a few samples and those the
+    tests read by name, or (slow) every sample."""
     from traceprobe.analysis.summary import summarize
     from traceprobe.collect import _crash_failure, analyze_file, discover
     from traceprobe.collect.execution import map_items
@@ -44,13 +49,16 @@ def both(tmp_path_factory):
     root = tmp_path_factory.mktemp("summaries")
     files, _ = discover([str(SAMPLES)])
     files = [f for f in files if swept(f)]
-    originals = map_items(analyze_file, files, jobs=2, on_crash=_crash_failure)
+    jobs = 2 if request.param == "every" else 1
+    if request.param == "few":
+        files = [f for f in files if few(f) or str(Path(f).resolve().relative_to(SAMPLES)).startswith(READ)]
+    originals = map_items(analyze_file, files, jobs=jobs, on_crash=_crash_failure)
     for r in originals:
         rel = Path(r.path).resolve().relative_to(SAMPLES)
         (root / rel.parent).mkdir(parents=True, exist_ok=True)
         write_summary(r, root / rel.parent / _summary_name(rel.name), job="samples")
     traces = summarize(originals)
-    return traces, analyze_paths([str(root)], jobs=2), root, {r.path: r for r in originals}
+    return traces, analyze_paths([str(root)], jobs=jobs), root, {r.path: r for r in originals}
 
 
 def _same(a, b, where: str) -> None:
@@ -78,9 +86,10 @@ def _same(a, b, where: str) -> None:
             assert repr(x) == repr(y), f"{where}: {f.name}"  # (repr: NaN == NaN)
 
 
-def test_every_sample_report_round_trips(both) -> None:
+def test_every_sample_report_round_trips(both, request) -> None:
     traces, summaries, root, _ = both
-    assert not summaries.failures and len(summaries.reports) == len(traces.reports) > 40
+    least = 40 if request.node.callspec.params["both"] == "every" else 12
+    assert not summaries.failures and len(summaries.reports) == len(traces.reports) > least
     by_rel = {str(Path(r.path).relative_to(root)): r for r in summaries.reports}
     for r in traces.reports:
         rel = Path(r.path).resolve().relative_to(SAMPLES)
