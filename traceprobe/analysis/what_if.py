@@ -258,9 +258,16 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     out = out[(out["rank"] >= 0).to_numpy() | (out["gain_ns"].to_numpy() > EVERY_RANK_FACTOR * best)]  # (one rank says it all)
     out["per_step_ns"] = out["gain_ns"] // max(n_steps, 1)
     out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
-    out["_last"] = out["cause"] == "sync"  # on a tie a sync comes after what made it wait (an allocator's free)
     out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
-    return out.sort_values(["gain_ns", "_last", "rank"], ascending=[False, True, False], kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
+    # a sync within the floor of another cause of its rank comes after it: that cause made it wait (empty_cache syncs
+    # the device before it frees; a pageable copy's call waits for its copy)
+    is_sync = (out["cause"] == "sync").to_numpy()
+    other = out[~is_sync].groupby("rank")["gain_ns"].max()
+    rival = out["rank"].map(other).fillna(-1).to_numpy(np.int64)
+    tie = is_sync & (rival >= out["gain_ns"].to_numpy(np.int64) - max(min_ns, 0))
+    out["_key"] = np.where(tie, rival, out["gain_ns"].to_numpy(np.int64))
+    out["_last"] = is_sync
+    return out.sort_values(["_key", "_last", "rank"], ascending=[False, True, False], kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
 
 
 def _finish(t: np.ndarray, end: np.ndarray) -> int:
