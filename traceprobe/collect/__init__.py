@@ -220,14 +220,18 @@ def analyze_file(
             return load_summary(p)
         except TraceFormatError as e:
             return Failure(str(p), e.reason)
+    from ..reading.files import release
+
     try:
         trace = load_trace(p, max_bytes)
         report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work)
+        return report if then is None else (report, then(trace, report))
     except TraceFormatError as e:
         return Failure(str(p), e.reason)
     except MemoryError:
         return Failure(str(p), "not enough memory to load this trace")
-    return report if then is None else (report, then(trace, report))
+    finally:
+        release()  # (what this trace held of the command's shared limit: its work is done)
 
 
 _TRACE_END = re.compile(r"(\.pt\.trace)?\.json(\.gz)?$")
@@ -280,7 +284,9 @@ def analyze_paths(
         then: a module-level function ``then(trace, report)`` run on each trace
             that loaded, where it was analysed (see :func:`analyze_file`);
         on_then: receives ``(report, then's result)`` in this process, in file order.
-        max_bytes: largest decompressed trace accepted (default: half the available memory).
+        max_bytes: largest decompressed JSON accepted (default: the smaller of half the available memory and
+            4 GiB), for the whole command: the local workers share it, what one holds the others may not take
+            (:class:`traceprobe.reading.files.SharedLimit`).
         all_device_work: count every device event, not only the work launched
             inside the profiled steps (:mod:`traceprobe.analysis.profiled`).
         scheduler: run the per-file work on the Dask cluster at this address
@@ -304,7 +310,14 @@ def analyze_paths(
 
     plain = then is None and max_bytes is None and not all_device_work
     fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work)
-    results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)  # one file: in this process
+    from ..reading.files import share_limit, unshare_limit
+
+    if scheduler is None:  # one limit for the whole command, shared by its local workers (reading.files.SharedLimit)
+        share_limit(max_bytes)
+    try:
+        results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)  # one file: here
+    finally:
+        unshare_limit()
     for r in results:
         if isinstance(r, tuple) and on_then:
             on_then(*r)

@@ -33,7 +33,10 @@ except ImportError:  # pragma: no cover - isal is a dependency; zlib is the fall
 _ZLIB_ERROR = cast("type[Exception]", _zlib.error)
 
 MEMORY_SHARE = 0.5
-"""Largest decompressed trace accepted by default, as a share of the available memory."""
+"""Largest decompressed JSON accepted by default, as a share of the available memory."""
+DEFAULT_CAP = 4 << 30
+"""Largest decompressed JSON accepted by default whatever the memory (4 GiB): a gzip bomb is refused before it
+costs gigabytes; ``--max-bytes`` raises it."""
 CHUNK_BYTES = 4 << 20
 """Largest chunk of JSON handed on at a time (read from a plain file, or inflated)."""
 _READ = 1 << 20  # compressed bytes read at a time
@@ -92,13 +95,92 @@ def available_memory() -> int:
 
 
 def default_max_bytes() -> int:
-    """The default limit on a trace's decompressed size: :data:`MEMORY_SHARE` of :func:`available_memory`."""
-    return int(available_memory() * MEMORY_SHARE)
+    """The default limit on the decompressed JSON of one command: the smaller of :data:`MEMORY_SHARE` of
+    :func:`available_memory` and :data:`DEFAULT_CAP`."""
+    return min(int(available_memory() * MEMORY_SHARE), DEFAULT_CAP)
+
+
+def _limit_words(explicit: bool) -> str:
+    return "the max_bytes limit (--max-bytes)" if explicit else \
+        f"the default limit, the smaller of {MEMORY_SHARE:.0%} of the memory available and {DEFAULT_CAP >> 30} GiB"
 
 
 def _too_big(path: str | Path, limit: int, explicit: bool) -> TraceFormatError:
-    why = "the max_bytes limit" if explicit else f"{MEMORY_SHARE:.0%} of the memory available"
-    return TraceFormatError(path, f"too large: more than {limit / 2**20:,.0f} MiB of JSON ({why}; --max-bytes sets the limit)")
+    return TraceFormatError(path, f"too large: more than {limit / 2**20:,.0f} MiB of JSON ({_limit_words(explicit)}; "
+                                  "--max-bytes sets it)")
+
+
+class SharedLimit:
+    """One command's limit on decompressed JSON, shared by the processes that read its traces at once.
+
+    Every chunk a reader hands on is first reserved here; a reservation that would pass the limit refuses the
+    file being read (what the other readers hold is what it may not take), so the command as a whole stays under
+    the limit whatever ``--jobs`` is. A reader gives back all it reserved when its file's work is done
+    (:func:`release`). The counter lives in memory shared with the worker processes forked after it was made
+    (:mod:`traceprobe.collect.execution`); a Dask worker, elsewhere, counts against its own file's limit only.
+    """
+
+    def __init__(self, limit: int, explicit: bool) -> None:
+        import multiprocessing
+
+        self.limit, self.explicit = int(limit), explicit
+        self._used = multiprocessing.get_context("fork").Value("q", 0)  # (with its own lock)
+        self.peak = multiprocessing.get_context("fork").Value("q", 0)
+        """The most ever reserved at once (for tests and benchmarks)."""
+
+    def take(self, n: int) -> int:
+        """Reserve ``n`` bytes; return -1 if done, else what the others hold (the reservation not made)."""
+        with self._used.get_lock():
+            if self._used.value + n > self.limit:
+                return int(self._used.value) - _HELD[0]
+            self._used.value += n
+            self.peak.value = max(self.peak.value, self._used.value)
+            return -1
+
+    def give(self, n: int) -> None:
+        """Give back ``n`` bytes reserved before."""
+        with self._used.get_lock():
+            self._used.value -= n
+
+
+_SHARED: list[SharedLimit | None] = [None]
+_HELD = [0]  # what this process holds of the shared limit for the file it reads
+
+
+def share_limit(max_bytes: int | None) -> SharedLimit:
+    """Make the limit of the command about to read traces (``max_bytes``, else :func:`default_max_bytes`) the one
+    its readers share (:class:`SharedLimit`), until :func:`unshare_limit`."""
+    shared = SharedLimit(max_bytes if max_bytes is not None else default_max_bytes(), max_bytes is not None)
+    _SHARED[0] = shared
+    return shared
+
+
+def unshare_limit() -> None:
+    """End the shared limit of :func:`share_limit`: readers count each file against its own limit again."""
+    _SHARED[0] = None
+    _HELD[0] = 0
+
+
+def release() -> None:
+    """Give back what this process reserved of the shared limit for the file it read (its work on it is done)."""
+    shared = _SHARED[0]
+    if shared is not None and _HELD[0]:
+        shared.give(_HELD[0])
+    _HELD[0] = 0
+
+
+def _reserve(path: str | Path, n: int, total: int) -> None:
+    """Reserve ``n`` more bytes of the shared limit, if there is one, for the file read (``total`` so far)."""
+    shared = _SHARED[0]
+    if shared is None:
+        return
+    others = shared.take(n)
+    if others >= 0:
+        raise TraceFormatError(path, f"too large: more than {total / 2**20:,.0f} MiB of JSON while the other traces read at once "
+                                     f"held {others / 2**20:,.0f} MiB of the command's {shared.limit / 2**20:,.0f} MiB "
+                                     f"({_limit_words(shared.explicit)}, shared by every trace read at once; --max-bytes sets "
+                                     "it, --jobs 1 reads one trace at a time)")
+    _HELD[0] += n
 
 
 def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generator[bytes, None, None]:
@@ -115,8 +197,9 @@ def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generat
             limit, or corrupt/truncated gzip data; raised by the chunk where it
             shows (a file larger than the limit: as soon as that is known).
     """
-    limit = max_bytes if max_bytes is not None else default_max_bytes()
-    explicit = max_bytes is not None
+    shared = _SHARED[0]
+    limit = max_bytes if max_bytes is not None else shared.limit if shared is not None else default_max_bytes()
+    explicit = max_bytes is not None or (shared is not None and shared.explicit)
     try:
         with open_regular(path) as f:
             head = f.read(2) or b""
@@ -163,6 +246,7 @@ def _plain(path: str | Path, f: Any, head: bytes, limit: int, explicit: bool) ->
         total += len(chunk)
         if total > limit:
             raise _too_big(path, limit, explicit)
+        _reserve(path, len(chunk), total)
         yield chunk
         chunk = f.read(CHUNK_BYTES)
 
@@ -181,6 +265,7 @@ def _inflate(path: str | Path, f: Any, head: bytes, limit: int, explicit: bool) 
             total += len(out)
             if total > limit:
                 raise _too_big(path, limit, explicit)
+            _reserve(path, len(out), total)
             if out:
                 yield out
             if not d.eof:

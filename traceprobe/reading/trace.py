@@ -139,7 +139,7 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
         path: a ``.json`` or ``.json.gz`` file (gzip told by its magic bytes, not its name) or fsspec URL, written
             by ``torch.profiler`` (``export_chrome_trace`` or ``tensorboard_trace_handler``, torch 1.13 or later,
             CUDA, ROCm or MTIA) or any Chrome trace whose device events follow Kineto's categories.
-        max_bytes: largest decompressed size accepted (default: half the memory available,
+        max_bytes: largest decompressed size accepted (default: the smaller of half the memory available and 4 GiB,
             :func:`.files.default_max_bytes`).
 
     Returns:
