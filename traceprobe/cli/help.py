@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-import click
+from typing import Any
+
 from typer.core import TyperGroup
 
 
@@ -17,7 +18,7 @@ def first_sentence(text: str) -> str:
 class FirstSentenceGroup(TyperGroup):
     """A typer group whose command list gives each command's first sentence whole (wrapped, never cut)."""
 
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_commands(self, ctx: Any, formatter: Any) -> None:  # (typer's own click: its Context, HelpFormatter)
         """The ``Commands:`` section: name, then the first sentence of its help, wrapped to the formatter's width."""
         rows = []
         for name in self.list_commands(ctx):

@@ -303,8 +303,8 @@ def with_findings(items: Sequence[Item], summary: Summary) -> list[Item]:
         waits = None
         if c is not None and r.rank is not None and not it.lanes.clock and not c.per_rank.empty:
             pr = c.per_rank[(c.per_rank["rank"] == r.rank) & (c.per_rank["wait_ns"] > 0)]
-            start = pr["start_ns"].to_numpy(np.int64)
-            waits = pd.DataFrame({"start_ns": start, "end_ns": start + pr["wait_ns"].to_numpy(np.int64)})
+            start = np.asarray(pr["start_ns"], dtype=np.int64)
+            waits = pd.DataFrame({"start_ns": start, "end_ns": start + np.asarray(pr["wait_ns"], dtype=np.int64)})
             total = int(pr["wait_ns"].sum())
             finding += ("; " if finding else "") + (f"waited {total / 1e6:,.1f} ms in the window for the last rank at collectives"
                                                      if total else "never waited for another rank at a collective")
