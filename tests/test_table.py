@@ -26,7 +26,13 @@ REPO = SAMPLES.parent
 
 @pytest.fixture(scope="module")
 def summary():
-    return analyze_paths([SAMPLES], jobs=2)
+    """Every sample (the README quotes the table of the whole folder), analysed in this process."""
+    return analyze_paths([SAMPLES], jobs=1)
+
+
+COMPUTE_COPY = sorted(SAMPLES.glob("compute-copy.*.pt.trace.json.gz"))
+FOLDER_OR_FEW = [pytest.param(COMPUTE_COPY, id="compute-copy"), pytest.param([SAMPLES], id="every sample", marks=pytest.mark.slow)]
+"""What the command is run on: the three compute-copy traces by default, the whole folder under slow."""
 
 
 def _lines(summary, width: int | None) -> list[str]:
@@ -98,11 +104,12 @@ def test_80_columns_keeps_run_names_and_levels(summary):
     assert "training/rec-ddp/train_gpt_ddp" in text and "across ranks" in text
 
 
-def test_piped_output_is_never_cut(summary):
+@pytest.mark.parametrize("paths", FOLDER_OR_FEW)
+def test_piped_output_is_never_cut(paths):
     """No width: the natural width, every cell in its full form; also through the real command, piped."""
-    lines = _lines(summary, None)
+    lines = _lines(analyze_paths(paths, jobs=1), None)
     assert "98% yes" in "\n".join(lines) and "top finding" in lines[0]
-    res = subprocess.run([sys.executable, "-m", "traceprobe", "overlap-report", str(SAMPLES), "--jobs", "2"],
+    res = subprocess.run([sys.executable, "-m", "traceprobe", "overlap-report", *map(str, paths), "--jobs", "2"],
                          capture_output=True, text=True, cwd=REPO, env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
                          timeout=600)
     assert res.returncode == 0, res.stderr
@@ -111,8 +118,9 @@ def test_piped_output_is_never_cut(summary):
     assert "\x1b[" not in res.stdout  # and no colours
 
 
-def test_columns_80_through_the_command():
-    res = CliRunner().invoke(app, ["overlap-report", str(SAMPLES), "--jobs", "2"], env={"COLUMNS": "80"})
+@pytest.mark.parametrize("paths", FOLDER_OR_FEW)
+def test_columns_80_through_the_command(paths):
+    res = CliRunner().invoke(app, ["overlap-report", *map(str, paths), "--jobs", "2"], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert max(len(x) for x in lines) <= 80 and "compute-copy.nonblocking" in res.stdout
@@ -198,10 +206,15 @@ def test_shared_notes_are_one_line_listing_the_ranks(summary):
 
 
 def test_renderers_share_one_contract(summary):
+    """Every format on the summary of a two-rank run (its across-ranks parts too) and the compute-copy traces."""
+    from traceprobe.analysis.summary import summarize
+
+    few = summarize([r for r in summary.reports if "causes/ddp-compute/" in r.path or "/compute-copy." in r.path])
+    assert len(few.reports) >= 5 and few.causes
     for name in FORMATS:
         r = renderer(name)
         assert isinstance(r, Renderer) and r.name == name
-        out = r.render(summary)
+        out = r.render(few)
         assert isinstance(out, (str, bytes)) and len(out) > 100
 
 
