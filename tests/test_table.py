@@ -120,10 +120,12 @@ def test_piped_output_is_never_cut(paths):
 
 @pytest.mark.parametrize("paths", FOLDER_OR_FEW)
 def test_columns_80_through_the_command(paths):
-    res = CliRunner().invoke(app, ["overlap-report", *map(str, paths), "--jobs", "2"], env={"COLUMNS": "80"})
+    res = CliRunner().invoke(app, ["overlap-report", *map(str, paths), "--jobs", "2"], env={"COLUMNS": "80", "NO_COLOR": "1"})
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert max(len(x) for x in lines) <= 80 and "compute-copy.nonblocking" in res.stdout
+    assert "\x1b[" not in res.stdout and re.search(r" \d+%[ysn] ", res.stdout)  # levels in letters, not colours
+    assert "\n  ↳ exposed DtoH copy 58.0 ms in the trace\n    do: issue the copies on a side stream" in res.stdout
 
 
 def test_one_row_per_trace_at_natural_width(summary):
