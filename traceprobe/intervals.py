@@ -49,6 +49,18 @@ def empty() -> Intervals:
     return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
 
 
+def distinct(values: ArrayLike) -> np.ndarray:
+    """The distinct values of an array, increasing: ``np.unique(values)`` by one sort (numpy 2's hashing
+    ``np.unique`` takes 10-50x as long on large int64 arrays: 0.40 s against 0.009 s for 400,000 ids)."""
+    a = np.sort(np.asarray(values).ravel())
+    if a.size < 2:
+        return a
+    keep = np.empty(a.size, bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 def union(starts: ArrayLike, ends: ArrayLike) -> Intervals:
     """Merge intervals into a normalised interval set.
 
@@ -325,7 +337,7 @@ def grouped_clip(set_keys: ArrayLike, set_starts: ArrayLike, set_ends: ArrayLike
         def code(k: I64, t: I64) -> I64:
             return (k - kmin) * span + (t - tmin)
     else:
-        times = np.unique(np.concatenate([as_, ae, qs, qe]))
+        times = distinct(np.concatenate([as_, ae, qs, qe]))
         if (kmax - kmin + 1) * (times.size + 1) >= 2**62:
             raise ValueError("too many groups and times to order as one int64")
 

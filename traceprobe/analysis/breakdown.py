@@ -134,7 +134,7 @@ def _device_times(trace: Trace, window: tuple[int, int]) -> list[DeviceTime]:
     aside_all = set_aside_intervals(trace)
     causes = {c.device: c for c in idle_causes(trace, (lo, hi))}
     out = []
-    for d in np.unique(dev).tolist():
+    for d in iv.distinct(dev).tolist():
         on = dev == d
 
         def u(mask: np.ndarray, on: np.ndarray = on) -> Intervals:

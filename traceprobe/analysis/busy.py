@@ -86,7 +86,7 @@ def device_intervals(trace: Trace, mask: np.ndarray | None = None) -> dict[int, 
     """
     ev = trace.device_events
     dev, start, end = device_column(trace, "device"), device_column(trace, "start_ns"), device_column(trace, "end_ns")
-    devices = np.unique(dev) if not ev.empty else np.zeros(0, np.int64)
+    devices = iv.distinct(dev) if not ev.empty else np.zeros(0, np.int64)
     if mask is not None:  # numpy columns, not a copy of the whole frame
         dev, start, end = dev[mask], start[mask], end[mask]
     out: dict[int, Intervals] = {int(d): iv.empty() for d in devices}

@@ -96,7 +96,7 @@ def stream_concurrency(trace: Trace) -> pd.DataFrame:
         multi_stream_ns / side_busy_ns).
     """
     dev = device_column(trace, "device")
-    devices = np.unique(dev)
+    devices = iv.distinct(dev)
     n = devices.size
     if n == 0:
         return pd.DataFrame([], columns=STREAM_COLUMNS)

@@ -132,7 +132,7 @@ def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
     launching[rows[rows >= 0]] = True
     op = on & (cls == EVENT_CAUSES.index("launch")) & ~runtime
     holds = np.zeros(len(host), bool)  # an op with a launch call inside it on its thread
-    for t in np.unique(thread[op]).tolist():
+    for t in iv.distinct(thread[op]).tolist():
         calls = np.sort(start[launching & (thread == t)])
         sel = np.flatnonzero(op & (thread == t))
         holds[sel] = np.searchsorted(calls, end[sel], "right") > np.searchsorted(calls, start[sel], "left")
@@ -159,7 +159,7 @@ def _id_density(trace: Trace) -> float:
     if trace.host_events.empty:
         return 1.0
     ids = host_column(trace, "correlation")[runtime_calls(trace)]
-    ids = np.unique(ids[ids > 0])
+    ids = iv.distinct(ids[ids > 0])
     return ids.size / (int(ids[-1]) - int(ids[0]) + 1) if ids.size > 1 else 1.0
 
 
@@ -174,7 +174,7 @@ def rank_graph(trace: Trace) -> RankGraph:
     host = trace.host_events
     cls = host_classes(trace) if len(host) else np.zeros(0, np.int8)
     sync_rows = np.flatnonzero((cls == EVENT_CAUSES.index("sync")) & runtime_calls(trace)) if len(host) else np.zeros(0, np.int64)
-    real = np.union1d(rows[rows >= 0], sync_rows).astype(np.int64)
+    real = iv.distinct(np.concatenate([rows[rows >= 0], sync_rows])).astype(np.int64)
     steps = step_windows(trace)
     step_t = steps["start_ns"].to_numpy(np.int64)  # each step's start is an anchor too: host time from it is counted
     h_start = np.concatenate([host_column(trace, "start_ns")[real] if len(host) else np.zeros(0, np.int64), step_t])
@@ -236,7 +236,7 @@ def rank_graph(trace: Trace) -> RankGraph:
         launched = np.where(anchor >= 0, launch_t, start)
         s_start, s_end = h_start[is_sync], t[is_sync]
         quiet = np.full(s_start.size, -1, np.int64)
-        for one in np.unique(lane).tolist():
+        for one in iv.distinct(lane).tolist():
             ops = np.flatnonzero(lane == one)
             ops = ops[np.argsort(launched[ops], kind="stable")]
             q = np.searchsorted(launched[ops], s_start, "right") - 1
@@ -265,7 +265,7 @@ def rank_graph(trace: Trace) -> RankGraph:
     h = np.maximum(pre - prev_t, 0)
     h[:1] = 0
     pre_dur = prev_t + h - h_start  # (the launch call's time before the point it waits from, or its whole time)
-    threads = np.unique(host_thread_codes(trace)[real]) if real.size else np.zeros(0, np.int64)
+    threads = iv.distinct(host_thread_codes(trace)[real]) if real.size else np.zeros(0, np.int64)
     spans = _exclusive_spans(trace, threads) if a else [iv.empty()] * (len(HOST_CLASSES) - 1)
     class_ns = np.zeros((len(HOST_CLASSES), a), np.int64)
     for c, s in enumerate(spans):

@@ -152,7 +152,7 @@ def pipeline_shape(trace: Trace) -> tuple[int, int]:
     if host.empty:
         return p, 0
     idx = per_value(host["name"], lambda n: int(m.group(1)) if (m := _FORWARD_RE.match(str(n))) else -1, -1, np.int64)
-    return p, int(np.unique(idx[idx >= 0]).size)
+    return p, int(iv.distinct(idx[idx >= 0]).size)
 
 
 def _copy_candidates(trace: Trace, t: DeviceTime, b: Backend) -> list[_Candidate]:

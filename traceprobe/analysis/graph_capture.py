@@ -62,7 +62,7 @@ def captures(trace: Trace) -> pd.DataFrame:
     thread, start, end = host_thread_codes(trace), host_column(trace, "start_ns"), host_column(trace, "end_ns")
     launch = runtime & per_value(host["name"], lambda n: _LAUNCH.search(str(n)) is not None, False, bool)
     parts: list[tuple[np.ndarray, ...]] = []
-    for t in np.unique(thread[kind == 1]).tolist():  # once per capturing thread
+    for t in iv.distinct(thread[kind == 1]).tolist():  # once per capturing thread
         b = np.flatnonzero((kind == 1) & (thread == t))
         e = np.flatnonzero((kind == 2) & (thread == t))
         e = e[np.argsort(start[e], kind="stable")]
@@ -106,7 +106,7 @@ def graph_intervals(trace: Trace) -> dict[int, iv.Intervals]:
     t = np.concatenate([c["thread"].to_numpy(np.int64), host_thread_codes(trace)[calls]])
     s = np.concatenate([c["start_ns"].to_numpy(np.int64), host_column(trace, "start_ns")[calls]])
     e = np.concatenate([c["end_ns"].to_numpy(np.int64), host_column(trace, "end_ns")[calls]])
-    return {int(x): iv.union(s[t == x], e[t == x]) for x in np.unique(t).tolist()}
+    return {int(x): iv.union(s[t == x], e[t == x]) for x in iv.distinct(t).tolist()}
 
 
 def capture_notes(trace: Trace) -> list[str]:

@@ -230,7 +230,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
     capturing, setup = graph_intervals(trace), setup_span(trace)
     out = []
-    for d in np.unique(dev).tolist():
+    for d in iv.distinct(dev).tolist():
         busy = iv.intersect(occupied.get(int(d), iv.empty()), whole)
         idle = iv.subtract(whole, busy)
         spans = {c: iv.empty() for c in CAUSES}
@@ -265,7 +265,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 qlen = np.where(has, ge - split, 0)
                 q_stream = int(stream[nxt[int(np.argmax(qlen))]]) if qlen.max() > 0 else -1
             host_part_s, host_part_e, host_thread = gs[has], split[has], thread[lrow[has]] if thread.size else np.zeros(0, np.int64)
-            for t in np.unique(host_thread).tolist():
+            for t in iv.distinct(host_thread).tolist():
                 sel = host_thread == t
                 remaining = iv.union(host_part_s[sel], host_part_e[sel])
                 part = iv.intersect(remaining, capturing.get(int(t), iv.empty()))
@@ -281,7 +281,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 spans["warmup"] = iv.coverage_at_least([spans["warmup"], part], 1)
                 spans["host"] = iv.coverage_at_least([spans["host"], iv.subtract(remaining, part)], 1)
             spans["launch"] = iv.coverage_at_least([spans["launch"], launching], 1)
-            launched_by = np.unique(host_thread)
+            launched_by = iv.distinct(host_thread)
             threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)
             for k, cause in enumerate(EVENT_CAUSES):
                 # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it

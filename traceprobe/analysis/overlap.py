@@ -68,7 +68,7 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
     dev = device_column(trace, "device")[is_copy]
     dirs = copy_directions(trace)[is_copy]
     start, end, nbytes = (device_column(trace, c)[is_copy] for c in ("start_ns", "end_ns", "bytes"))
-    for device in np.unique(dev):
+    for device in iv.distinct(dev):
         comp = compute.get(int(device), iv.empty())
         on_dev = dev == device
         # directions in order of first appearance, then in DIRECTIONS order (stable)
@@ -147,7 +147,7 @@ def host_compute_intervals(trace: Trace) -> iv.Intervals:
     pure = np.ones(int(is_op.sum()), dtype=bool)
     op_idx = np.flatnonzero(is_op)
     op_thread = thread[op_idx]
-    for t in np.unique(op_thread):
+    for t in iv.distinct(op_thread):
         rt = np.sort(start[is_rt & (thread == t)])
         if rt.size == 0:
             continue

@@ -32,7 +32,7 @@ def under_compute(trace: Trace, mask: np.ndarray) -> dict[int, iv.Intervals]:
     if not mask.any():
         return {}
     sel, comp = device_intervals(trace, mask), compute_intervals(trace)
-    return {int(d): iv.intersect(sel[int(d)], comp[int(d)]) for d in np.unique(device_column(trace, "device")[mask])}
+    return {int(d): iv.intersect(sel[int(d)], comp[int(d)]) for d in iv.distinct(device_column(trace, "device")[mask])}
 
 
 def copy_compute_overlap(trace: Trace) -> dict[int, iv.Intervals]:
