@@ -41,6 +41,10 @@ def job_cmd(
     else:
         summary = analyze_paths(paths, jobs=jobs, align_clocks=align_clocks)
         job, failures = job_report(summary), list(summary.failures)
+        for w in summary.warnings:  # a window counting a rank twice (summaries beside traces of another run) is said
+            if " traces in window " in w:
+                say(f"warning: {w}: its ranks are counted from every file of the window (traces of another run beside "
+                    "the summaries?); give the summaries or the traces alone", "yellow")
     text = job_text(job, top) if fmt is JobFormat.text else job_json(job)
     errors = [f"{f.path}: {f.error}" for f in failures] + emit(text, output, fmt.value if fmt is JobFormat.json else "text")
     for e in errors:

@@ -153,7 +153,8 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
         ``(files, failures)``: a path that does not exist, a folder with no
         trace in it, and a folder (or sub-folder) that cannot be read are each a
         :class:`Failure`; so are a folder's links to folders outside it, left out
-        (one line per folder given, counting them).
+        (one line per folder given, counting them), and a ``manifest.json`` beside
+        traces that cannot be used.
     """
     files: list[str | Path] = []
     failures: list[Failure] = []
@@ -191,7 +192,24 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[str | Path], list[Failur
         if r not in seen:
             seen.add(r)
             unique.append(f)
-    return unique, failures
+    return unique, failures + _bad_manifests(unique)
+
+
+def _bad_manifests(files: list[str | Path]) -> list[Failure]:
+    """A ``manifest.json`` beside local traces that cannot be used (unreadable, not JSON, not a manifest): one
+    line each, saying the traces beside it are read without its facts (workload, variant, wall time)."""
+    from ..manifest import ManifestError, load, path_of
+
+    out = []
+    for folder in sorted({f.parent for f in files if isinstance(f, Path)}):
+        if not path_of(folder).exists():
+            continue
+        try:
+            load(folder)
+        except ManifestError as e:
+            out.append(Failure(str(path_of(folder)), f"{e.reason}: the traces beside it are "
+                                                     "read without its facts (workload, variant, wall time)"))
+    return out
 
 
 def analyze_file(

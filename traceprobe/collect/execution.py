@@ -33,7 +33,9 @@ Three ways to run, chosen by the caller:
   Dask is imported only on this path.
 
 Exceptions raised by ``fn`` itself (not a dead process) propagate to the caller
-in every mode: ``fn`` is expected to turn expected errors into results.
+in every mode: ``fn`` is expected to turn expected errors into results. One raised
+in a local worker carries the worker's traceback as a note (``__notes__``), which
+Python prints with the parent's traceback (``--debug``).
 """
 
 from __future__ import annotations
@@ -161,11 +163,25 @@ def _serve(conn: Connection, fn: Callable[[Any], Any], parent: int) -> None:
         try:
             msg: tuple[str, Any] = ("ok", fn(item))
         except BaseException as exc:  # noqa: BLE001 - handed to the parent, which re-raises it
+            _note_traceback(exc)
             msg = ("raise", exc)
         try:
             conn.send(msg)
         except Exception as exc:  # an unpicklable result or exception
             conn.send(("raise", RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+def _note_traceback(exc: BaseException) -> None:
+    """Keep the worker's traceback with ``exc`` as a note (``__notes__`` travel with a pickled exception; the
+    traceback does not), so that ``--debug`` shows where in the worker it was raised, as Python prints notes."""
+    import traceback
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    note = f"raised in worker process {os.getpid()}:\n{text.rstrip()}"
+    if hasattr(exc, "add_note"):  # Python 3.11+
+        exc.add_note(note)
+    else:  # pragma: no cover - Python 3.10
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
 
 
 @dataclass

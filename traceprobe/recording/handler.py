@@ -191,7 +191,16 @@ class TraceReady:
                 inner.export_chrome_trace(str(tmp))
         except Exception as e:  # noqa: BLE001 - a full disk, a read-only folder, ...
             remove_quietly(tmp)
-            self._error(f"cannot write the trace of window {n} of rank {rank}: {e}")
+            self._error(f"cannot write the trace of window {n} of rank {rank}: {_with_cause(str(e), self.folder)}")
+            return None
+        try:
+            size = tmp.stat().st_size
+        except OSError:
+            size = 0
+        if size == 0:  # torch's exporter says nothing where the disk filled up under it: name the cause, not the empty file
+            remove_quietly(tmp)
+            self._error(f"cannot write the trace of window {n} of rank {rank}: "
+                        f"{_with_cause('the profiler exported an empty file', self.folder)}")
             return None
         return tmp
 
@@ -219,12 +228,30 @@ class TraceReady:
             return
         self.written.append(out)
         if out.get("error"):
-            self._error(out["error"])
+            self._error(_with_cause(out["error"], self.folder))
         if self.log is not None and out.get("line"):
             try:
                 self.log(out["line"])
             except Exception as e:  # noqa: BLE001
                 self._error(f"the log callback raised {type(e).__name__}: {e}")
+
+
+FULL_BELOW = 1 << 20
+"""A folder whose file system has less free than this (1 MiB) is taken as full."""
+
+
+def _with_cause(error: str, folder: Path) -> str:
+    """``error`` led by its likely cause where the folder's file system is full (a trace cut short, an empty
+    file, a summary that could not be read back are what a full disk looks like from the files), else as it is."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return error
+    if free >= FULL_BELOW or "No space left" in error:
+        return error
+    return f"no space left on the device of {folder} ({free:,} bytes free): {error}"
 
 
 def _forked_export(inner: Any, tmp: Path, timeout_s: float = EXIT_WAIT_S) -> float:

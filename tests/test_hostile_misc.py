@@ -1,0 +1,100 @@
+"""The smaller breaks of a hostile run, each with its line: a corrupt ``manifest.json`` beside traces is named; an
+error raised in a worker keeps the worker's traceback for ``--debug``; the handler names a full disk, not the empty
+file it left; ``job`` says when a window counts a rank twice (summaries beside traces of another run). Traces and
+summaries are SYNTHETIC (tests/synthetic.py, scripts/synth_job.py: made up, not recorded)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from synthetic import TraceBuilder
+from typer.testing import CliRunner
+
+from traceprobe.cli import app
+from traceprobe.collect.execution import map_items
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _trace(path: Path, rank: int | None = None, steps: int = 1) -> Path:
+    b = TraceBuilder("hostile misc", rank=rank, world_size=None if rank is None else 2)
+    for i in range(1, steps + 1):
+        b.kernel(0, 7, i * 10_000, 1000)
+        b.step(i, i * 10_000, 9000)
+    return b.write(path)
+
+
+def test_corrupt_manifest_is_named(tmp_path: Path) -> None:
+    _trace(tmp_path / "a.json")
+    (tmp_path / "manifest.json").write_text('{"workloads": [')
+    res = CliRunner().invoke(app, ["overlap-report", str(tmp_path), "--format", "json", "-j", "1"])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.stderr.splitlines() if "manifest.json" in ln]
+    assert len(lines) == 1 and "not valid JSON" in lines[0] and "without its facts" in lines[0], res.stderr
+    assert '"traces"' in res.stdout and "a.json" in res.stdout  # the trace is still reported
+
+
+def _explode(x: int) -> int:
+    if x == 1:
+        raise RuntimeError("boom in the worker")
+    return x
+
+
+def test_worker_error_keeps_its_traceback() -> None:
+    with pytest.raises(RuntimeError) as e:
+        map_items(_explode, [0, 1, 2], jobs=2, on_crash=lambda x, why: -1)
+    notes = "\n".join(getattr(e.value, "__notes__", []))
+    assert "raised in worker process" in notes and "_explode" in notes and "boom in the worker" in notes
+
+
+def test_debug_shows_the_worker_traceback(tmp_path: Path, monkeypatch) -> None:
+    from traceprobe.analysis import per_trace
+
+    for name in ("a", "b"):
+        _trace(tmp_path / f"{name}.json")
+
+    def broken(*a, **k):
+        raise RuntimeError("analysis bug")
+
+    monkeypatch.setattr(per_trace, "overlap_report", broken)  # (the workers are forked: they see it too)
+    res = CliRunner().invoke(app, ["overlap-report", str(tmp_path), "-j", "2", "--debug"])
+    assert isinstance(res.exception, RuntimeError)
+    assert any("raised in worker process" in n and "broken" in n for n in getattr(res.exception, "__notes__", [])), res.exception
+
+
+class _FullDiskExport:
+    """What torch's exporter does on a full disk: an empty file, no exception."""
+
+    kineto_results = object()
+
+    def export_chrome_trace(self, path: str) -> None:
+        Path(path).write_bytes(b"")
+
+
+def test_handler_names_a_full_disk(tmp_path: Path, monkeypatch) -> None:
+    import shutil
+    from collections import namedtuple
+
+    from traceprobe.recording.handler import TraceReady
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10 << 30, 10 << 30, 4096))
+    h = TraceReady(tmp_path, save="thread")
+    assert h._export(_FullDiskExport(), 0, 1) is None
+    assert len(h.errors) == 1 and "no space left on the device" in h.errors[0] and "4,096 bytes free" in h.errors[0], h.errors
+    assert not list(tmp_path.glob(".*tmp"))  # (the empty file is gone)
+
+
+def test_job_says_when_a_window_counts_a_rank_twice(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import synth_job
+    import synth_trace as st
+
+    synth_job.write_summaries(st.Config(events=2000, seed=3), 2, tmp_path)  # ranks 0 and 1, steps 1-10
+    for r in (0, 1):
+        _trace(tmp_path / f"other.rank{r}.pt.trace.json", rank=r, steps=10)  # another run, the same window
+    res = CliRunner().invoke(app, ["job", str(tmp_path), "-j", "1"])
+    warned = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:") and "traces in window steps 1-10" in ln]
+    assert len(warned) == 2 and all("another run" in ln for ln in warned), res.stderr
