@@ -363,6 +363,7 @@ def _peak_rss_of(code: str, limit_as: int | None = None) -> tuple[int, str, int]
     return proc.returncode, err, usage.ru_maxrss * 1024
 
 
+@pytest.mark.slow  # the real command in a subprocess under a memory limit
 def test_gzip_bomb_is_refused_within_memory(tmp_path):
     """A 6 MB gzip inflating to 6 GiB: refused in one line, the child's peak RSS well under 2 GB."""
     bomb = _gzip_bomb(tmp_path / "bomb.json.gz", 6)

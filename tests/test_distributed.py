@@ -25,6 +25,7 @@ def _report(*args: str) -> str:
     return res.stdout
 
 
+@pytest.mark.slow  # a Dask LocalCluster of worker processes
 def test_overlap_report_on_a_dask_cluster_gives_the_same_json(dask_scheduler):
     paths = [str(DDP), *map(str, PAIR)]
     local = _report(*paths, "--jobs", "1")
@@ -33,6 +34,7 @@ def test_overlap_report_on_a_dask_cluster_gives_the_same_json(dask_scheduler):
     assert _report(*paths, "--jobs", "2") == local
 
 
+@pytest.mark.slow  # a Dask LocalCluster of worker processes
 def test_file_urls_on_the_cluster_and_memory_urls_in_process(dask_scheduler, tmp_path):
     fsspec = pytest.importorskip("fsspec")
     for f in PAIR:  # (a manifest beside URL traces is not read: none here either)
@@ -55,6 +57,7 @@ def test_missing_url_is_one_failure_and_the_rest_is_reported():
     assert '"rank": 0' in res.stdout
 
 
+@pytest.mark.slow  # a Dask LocalCluster of worker processes
 def test_export_on_a_dask_cluster_writes_the_same_files(dask_scheduler, tmp_path):
     outs = {}
     for how, opts in {"local": ["--jobs", "1"], "dask": ["--scheduler", dask_scheduler]}.items():
@@ -88,6 +91,7 @@ def test_a_worker_killed_on_one_file_fails_only_that_file(tmp_path, monkeypatch)
     assert "worker process died twice" in failure.error and "SIGKILL" in failure.error
 
 
+@pytest.mark.slow  # a Dask LocalCluster of worker processes
 def test_diff_on_a_dask_cluster_gives_the_same_json(dask_scheduler):
     args = ["diff", str(PAIR[0]), str(PAIR[1]), "--format", "json"]
     local = CliRunner().invoke(app, [*args, "--jobs", "1"])

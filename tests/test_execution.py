@@ -105,6 +105,7 @@ def test_exceptions_of_fn_propagate(jobs):
         map_items(_raise_on_two, [1, 2, 3], jobs=jobs, on_crash=_crashed)
 
 
+@pytest.mark.slow  # a Dask LocalCluster of worker processes
 def test_dask_cluster_gives_the_same_results(dask_scheduler):
     seen = []
     out = map_items(_square, list(range(10)), scheduler=dask_scheduler, on_crash=_crashed, on_done=seen.append)
@@ -112,6 +113,7 @@ def test_dask_cluster_gives_the_same_results(dask_scheduler):
     assert sorted(seen) == sorted(out)
 
 
+@pytest.mark.slow  # a Dask LocalCluster of worker processes
 def test_dask_exceptions_propagate(dask_scheduler):
     with pytest.raises(ValueError, match="two"):
         map_items(_raise_on_two, [1, 2, 3], scheduler=dask_scheduler, on_crash=_crashed)

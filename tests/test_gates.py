@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from traceprobe import load_trace, overlap_report
 from traceprobe.report.gates import shortfalls
 
@@ -37,9 +39,13 @@ def test_copy_gate_leaves_bucket_copies_unjudged_like_their_verdict():
     assert judged and len(shortfalls([nb], min_copy_overlap=limit)) >= 1
 
 
-def test_idle_gate_and_cli_exit_code(tmp_path):
+def test_idle_gate():
     r = overlap_report(load_trace(SAMPLES / "small-ops.one-stream.pt.trace.json.gz"))
     assert [s.split(": ", 1)[1] for s in shortfalls([r], max_idle=0.5)] == ["cuda:0 idle time 90.2% of the window > 50.0%"]
+
+
+@pytest.mark.slow  # the real command in subprocesses
+def test_cli_exit_code(tmp_path):
     cmd = [sys.executable, "-m", "traceprobe", "overlap-report", *map(str, DDP), "--format", "json", "-j", "1"]
     assert subprocess.run([*cmd, "--max-exposed-comm", "0.05"], capture_output=True).returncode == 1
     assert subprocess.run([*cmd, "--max-exposed-comm", "0.2", "--max-idle", "0.5"], capture_output=True).returncode == 0

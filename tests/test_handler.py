@@ -115,6 +115,7 @@ def test_names_are_never_reused(tmp_path) -> None:
     shutil.rmtree(tmp_path)
 
 
+@pytest.mark.slow  # a subprocess recording windows end to end
 def test_the_training_process_never_imports_pandas_for_it(tmp_path) -> None:
     """The handler's thread exports the events and hands them to another process: pandas stays out of training."""
     import subprocess

@@ -53,12 +53,14 @@ def test_the_hook_hides_torch(no_torch):
     ["diff", "sample_traces/compute-copy.nonblocking.pt.trace.json.gz", "sample_traces/compute-copy.overlapped.pt.trace.json.gz"],
     ["schema"],
 ])
+@pytest.mark.slow  # the real commands in subprocesses
 def test_commands_run_without_torch(no_torch, args):
     res = _run(no_torch, *args)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip()
 
 
+@pytest.mark.slow  # the real commands in subprocesses
 def test_export_runs_without_torch(no_torch, tmp_path):
     res = _run(no_torch, "export", "sample_traces/script-ddp", "--perfetto", "--merge-ranks", "-o", str(tmp_path))
     assert res.returncode == 0, res.stderr

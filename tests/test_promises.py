@@ -72,6 +72,7 @@ def _synthetic(path: Path, n: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # a subprocess per trace, measuring its peak memory
 def test_an_odd_event_does_not_load_the_whole_trace_at_once(tmp_path):
     """One event of an unknown ``ph`` near the start: the decode's peak memory as without it (it was a whole-trace decode:
     the JSON and every event's struct at once)."""
@@ -126,6 +127,7 @@ def test_values_that_do_not_fit_are_warnings(tmp_path):
     assert len(load_trace(files["pid"]).host_events) == 1
 
 
+@pytest.mark.slow  # subprocess CLI round trips (plot, export, diff)
 def test_a_folder_with_values_that_do_not_fit_is_reported_whole(tmp_path):
     files = _odd_values(tmp_path / "t")
     proc = cli("overlap-report", str(tmp_path / "t"), "--format", "json", "-j", "1")
@@ -187,6 +189,7 @@ def test_an_unreadable_sub_folder_fails_the_command(tmp_path):
 # --- 5. workers end with their parent --------------------------------------------------------------
 
 
+@pytest.mark.slow  # subprocesses: the real command, killed
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_killing_the_command_leaves_no_worker_behind(tmp_path, sig):
     psutil = pytest.importorskip("psutil")
