@@ -4,7 +4,7 @@ Library API (the CLI is a thin layer over it)::
 
     import traceprobe
     trace = traceprobe.load_trace("compute-copy.overlapped.pt.trace.json.gz")
-    report = traceprobe.overlap_report(trace)
+    report = traceprobe.overlap_report(trace)   # print(report): the text overlap-report prints
     report.copy_overlap          # DataFrame: device, direction, copy_ns, overlapped_ns, fraction
     [v.text for v in report.verdicts]
 
@@ -26,16 +26,17 @@ from typing import TYPE_CHECKING, Any
 from .version import __version__
 
 if TYPE_CHECKING:
-    from .analysis import OverlapReport, Verdict, overlap_report
+    from .analysis import OverlapReport, Verdict
     from .errors import TraceFormatError
     from .reading import Trace, load_trace
     from .recording.handler import on_trace_ready
     from .recording.profiler import Capture, capture, step
+    from .report.text import overlap_report
 
 __all__ = ["Capture", "OverlapReport", "Trace", "TraceFormatError", "Verdict", "capture", "load_trace", "on_trace_ready", "overlap_report", "step", "__version__"]
 
 _LAZY = {
-    "OverlapReport": ".analysis", "Verdict": ".analysis", "overlap_report": ".analysis",
+    "OverlapReport": ".analysis", "Verdict": ".analysis", "overlap_report": ".report.text",
     "TraceFormatError": ".errors", "Trace": ".reading", "load_trace": ".reading",
     "on_trace_ready": ".recording.handler",
     "capture": ".recording.profiler", "Capture": ".recording.profiler", "step": ".recording.profiler",

@@ -143,18 +143,6 @@ class OverlapReport:
         """True when any verdict confirms parallelism."""
         return any(v.level == "confirmed" for v in self.verdicts)
 
-    def summary(self, width: int | None = None) -> str:
-        """The text ``traceprobe overlap-report`` prints for this trace (its table row, top finding and action, what
-        would give time back, the legend), fitted to ``width`` columns (None: never shortened), without colours."""
-        from ..report.table import TableRenderer  # (the renderer reads this report; imported when asked for)
-        from .summary import summarize
-
-        return TableRenderer(width=width).render(summarize([self]))
-
-    def __str__(self) -> str:
-        """:meth:`summary`: ``print(report)`` prints what the command prints."""
-        return self.summary()
-
     @cached_property
     def headline(self) -> dict[str, float]:
         """The report's headline figures, summarised across ranks by :func:`.ranks.rank_summary`

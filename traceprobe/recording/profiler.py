@@ -285,8 +285,8 @@ class Capture(contextlib.ContextDecorator):
         p = Path(path) if path is not None else self.trace_path
         if p is None:
             raise RuntimeError("no trace written yet" + (f": {self.notes[-1]}" if self.notes else ""))
-        from ..analysis import overlap_report
         from ..reading import load_trace
+        from ..report.text import overlap_report  # (print(report): the text overlap-report prints)
 
         return overlap_report(load_trace(p), mf.info_for(p))
 
