@@ -157,7 +157,7 @@ def host_bound_traces(draw):
     return _with_threads(make_trace(dev_rows, host_rows), tids)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(host_bound_traces(), st.integers(0, 15), st.integers(30, GRID + 5))
 def test_idle_causes_match_brute_force(tr, lo, hi):
     with mock.patch.object(warmup, "MIN_FIRST_NS", 5):  # (the grid is in ns: a 5 ns first call may be warm-up here)

@@ -19,7 +19,7 @@ from traceprobe import intervals as iv
 SPAN = 300
 BIG = 4_500_000_000_000_000  # large offset: int64 handling (fits, ~half of int64 max)
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # --- reference -----------------------------------------------------------------

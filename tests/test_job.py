@@ -138,6 +138,7 @@ def test_bad_summaries_named(job8: Path, tmp_path: Path) -> None:
     assert "6 ranks" in res.stdout
 
 
+@pytest.mark.slow  # 1,024 ranks' summaries written and read: a scale test
 def test_thousand_ranks_from_summaries(tmp_path: Path) -> None:
     """1,024 SYNTHETIC ranks, two of them late: the whole-job report in seconds, the late ranks named, and one of them
     as the straggler (its lateness, 6 ms on average, makes the others wait about 0.9 ms per step)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from test_perfetto import replay
 from typer.testing import CliRunner
 
@@ -65,6 +66,7 @@ def test_merge_ranks_needs_ranks(tmp_path):
     assert res.exit_code == 2 and "nothing to merge" in res.stderr
 
 
+@pytest.mark.slow  # export --merge-ranks over copies of two runs' folders
 def test_merge_ranks_names_never_collide(tmp_path):
     """Two multi-rank runs whose folders end alike (and each two windows): one file per run and window, none
     written twice; a single-GPU trace in the folder is named as skipped, with the reason."""
