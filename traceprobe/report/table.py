@@ -22,10 +22,10 @@ Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is comput
 
 Fitting a width (``width``; None: the natural width, as for a pipe or a file): the
 table is laid out at its natural width if that fits, each figure cell with its level as a
-word (``37% some``); else the headers shorten and each figure cell gives its level as one
-letter (``37%s``, explained by the legend), so that the table reads the same without colours,
-and the top finding goes on its own line under its row (``↳``); a run name longer than its
-column goes on its own line above its row. Under each top finding (once per window whose ranks
+word (``37% some``); else the top finding goes on its own line under its row (``↳``), the
+levels still in words where that fits; else the headers shorten and each figure cell gives
+its level as one letter (``37%s``, explained by the legend), so that the table reads the
+same without colours; a run name longer than its column goes on its own line above its row. Under each top finding (once per window whose ranks
 share it), a ``do`` line gives the one action it calls for (:mod:`.actions`), cut after a
 whole word with ``…`` where the width is too small. No value is ever cut: a word too long for
 the width overflows it. Failures are not here: the CLI prints them once, on stderr.
@@ -67,7 +67,7 @@ MIN_FINDING = 18
 MIN_RUN = 16
 """Narrowest the run column is made: a longer name goes on its own line."""
 LEGEND = ("figures: the highest verdict of each (yes >= 50%, some >= 5%, no < 5%); busy: mean GPU utilization; "
-          "per step first, the window's total in brackets")
+          "the top finding (↳): per step first, the window's total in brackets")
 SHORT_LEGEND = ("copy, devs, strm, comm, cpu, thr: the highest verdict of copy/compute, cross-device, stream, comm/compute, "
                 "CPU/GPU and host-thread overlap, its level a letter (y yes >= 50%, s some >= 5%, n no < 5%); busy: mean GPU "
                 "utilization; ↳ the top finding, per step first, the window's total in brackets")
@@ -227,9 +227,9 @@ def trace_lines(summary: Summary, width: int | None = None) -> tuple[list[Text],
     cols, _ = _trace_columns(summary, False)
     if width is None or natural_width(cols) <= width:
         return lines(cols, after=_notes(summary, width, False)), False
+    if natural_width(cols[:-1]) <= width:  # the levels in words, the finding under its row
+        return lines(cols[:-1], after=_notes(summary, width, True)), False
     cols, _ = _trace_columns(summary, True)
-    if natural_width(cols) <= width:
-        return lines(cols, after=_notes(summary, width, False)), True
     cols = cols[:-1]  # (the finding goes under its row)
     room = max(width - natural_width(cols[1:]) - 1, MIN_RUN)
     own = _own_lines(summary, room)
