@@ -178,10 +178,11 @@ def _note_traceback(exc: BaseException) -> None:
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     note = f"raised in worker process {os.getpid()}:\n{text.rstrip()}"
-    if hasattr(exc, "add_note"):  # Python 3.11+
-        exc.add_note(note)
+    add_note = getattr(exc, "add_note", None)  # Python 3.11+
+    if add_note is not None:
+        add_note(note)
     else:  # pragma: no cover - Python 3.10
-        exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
+        setattr(exc, "__notes__", [*getattr(exc, "__notes__", []), note])  # noqa: B010
 
 
 @dataclass
