@@ -37,9 +37,10 @@ def summary():
                          jobs=1)
 
 
-COMPUTE_COPY = sorted(SAMPLES.glob("compute-copy.*.pt.trace.json.gz"))
-FOLDER_OR_FEW = [pytest.param(COMPUTE_COPY, id="compute-copy"), pytest.param([SAMPLES], id="every sample", marks=pytest.mark.slow)]
-"""What the command is run on: the three compute-copy traces by default, the whole folder under slow."""
+FEW = [*sorted(SAMPLES.glob("compute-copy.*.pt.trace.json.gz")), SAMPLES / "training" / "rec-ddp"]
+FOLDER_OR_FEW = [pytest.param(FEW, id="compute-copy, rec-ddp"), pytest.param([SAMPLES], id="every sample", marks=pytest.mark.slow)]
+"""What the command is run on: the three compute-copy traces and a two-rank training run (its long name makes the
+80-column table give levels in letters) by default, the whole folder under slow."""
 
 
 def _lines(summary, width: int | None) -> list[str]:
