@@ -54,7 +54,8 @@ def value(kind: str, x: float) -> str:
     return f"{x / 1e6:,.1f} ms" + ("/step" if kind == "step" else "")
 
 
-def _kind_of(figure: str) -> tuple[str, str]:
+def figure_label(figure: str) -> tuple[str, str]:
+    """A figure's name for a person (window totals labelled ``in the window``) and its kind (:data:`FIGURES`)."""
     for key, name, kind in FIGURES:
         if key == figure:
             return name + (" in the window" if kind == "total" and key != "duration_ns" else ""), kind
@@ -86,7 +87,7 @@ def job_text(job: JobReport, top: int = 5) -> str:
         run, window = key  # type: ignore[misc]
         lines.append(f"{run} {window}: {int(g['ranks'].max())} ranks")
         g = g.assign(_order=g["figure"].map(lambda f: order.get(f, len(order)))).sort_values("_order", kind="stable")
-        named = [(_kind_of(str(f)), lo, med, p95, hi) for f, lo, med, p95, hi in
+        named = [(figure_label(str(f)), lo, med, p95, hi) for f, lo, med, p95, hi in
                  zip(g["figure"], g["min"], g["median"], g["p95"], g["max"])]
         w = max([len("figure"), *(len(n) for (n, _), *_ in named)])
         lines.append(f"  {'figure':{w}} {'min':>13} {'median':>13} {'p95':>13} {'max':>13}")
@@ -96,7 +97,7 @@ def job_text(job: JobReport, top: int = 5) -> str:
         if len(o):
             lines.append(f"  outliers ({len(o)}):")
             for r in o.head(top * 2).itertuples(index=False):
-                name, kind = _kind_of(str(r.figure))
+                name, kind = figure_label(str(r.figure))
                 rel = f" ({100 * (r.value / r.median - 1):+.0f}%)" if kind != "share" and r.median else ""
                 lines.append(f"    rank {r.rank}: {name} {value(kind, r.value)} against a median of {value(kind, r.median)}{rel}")
         s = job.stragglers[(job.stragglers["run"] == run) & (job.stragglers["window"] == window)]

@@ -95,13 +95,20 @@ def per_step_first(cols: dict[str, list]) -> dict[str, list]:
 
 
 def _rank_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The across-rank figures with each row's values in its own unit."""
+    """The across-rank figures by name, each row's values in its own unit (:func:`.job_text.value`), per step first,
+    then shares, then the window's totals, labelled (the unit rule: :mod:`.job_text`'s order)."""
+    from .job_text import FIGURES, figure_label, value
+
+    order = {key: i for i, (key, _, _) in enumerate(FIGURES)}
+    df = df.assign(_group=pd.factorize(df["run"].astype(str) + "\0" + df["window"].astype(str))[0],
+                   _order=[order.get(str(f), len(order)) for f in df["figure"]])
+    df = df.sort_values(["_group", "_order"], kind="stable").drop(columns=["_group", "_order"])
     out = df.copy().astype({c: object for c in ("min", "median", "max")})
+    labels = [figure_label(str(f)) for f in df["figure"]]
     for c in ("min", "median", "max"):
-        out[c] = [units.duration(v) if str(f).endswith("_ns") else units.percent(v, 1) if isinstance(v, float) and abs(v) <= 1.5 else v
-                  for f, v in zip(df["figure"], df[c])]
-    out["figure"] = [str(f)[:-3] if str(f).endswith("_ns") else f for f in df["figure"]]
-    return out
+        out[c] = [value(kind, v) for (_, kind), v in zip(labels, df[c])]
+    out["figure"] = [name for name, _ in labels]
+    return out.rename(columns={"busiest_rank": "most work (rank)", "most_comm_rank": "most comm (rank)"})
 
 
 def to_markdown(summary: Summary) -> str:
