@@ -22,7 +22,7 @@ from traceprobe.analysis.collectives import collective_table, match_window
 from traceprobe.analysis.critical_path import critical_path
 from traceprobe.analysis.dependency_graph import HOST_CLASSES, NEG, rank_graph
 from traceprobe.analysis.what_if import _job, replay, what_if
-from traceprobe.analysis.what_if_windows import window_instances
+from traceprobe.analysis.what_if_windows import window_instances, window_what_if
 
 MATRIX = Path(__file__).resolve().parent.parent / "sample_traces" / "matrix"
 
@@ -160,7 +160,7 @@ def _matrix(name: str):
     traces = [load_trace(p) for p in sorted(folder.glob("*.pt.trace.json.gz"))]
     w = match_window({t.rank: collective_table(t) for t in traces})
     facts = {f["folder"]: f for f in map(json.loads, (MATRIX / "injected.jsonl").read_text().splitlines())}[name]
-    return facts, w, what_if([rank_graph(t) for t in traces], window_instances(w), min_ns=500_000)
+    return facts, w, window_what_if(name, "", "", [rank_graph(t) for t in traces], window_instances(w)).table
 
 
 # scenario: the top what-if's cause, and the tolerance of its gain per step against the built-in time (None: the

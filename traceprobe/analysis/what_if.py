@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
+from .contention import charged_wait, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 
 EVERY_RANK_FACTOR = 1.2
@@ -129,8 +130,15 @@ def _running_max(key: np.ndarray, v: np.ndarray, runs: list[tuple[int, int]] | N
 
 
 def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`replay_arrivals` without the arrivals: ``(t, end)``."""
+    t, end, _ = replay_arrivals(job, h, d, no_sync)
+    return t, end
+
+
+def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Anchor times and device op ends of the job replayed with host times ``h``, durations ``d`` and the sync edges
-    of the anchors in ``no_sync`` (bool) dropped (module docstring). Returns ``(t, end)`` (int64 ns).
+    of the anchors in ``no_sync`` (bool) dropped (module docstring). Returns ``(t, end, arrival)`` (int64 ns; arrival:
+    when each device op could start, before any cross-rank instance holds it).
 
     Each chain is a running maximum: a device op ends at ``P_k + max_{j<=k}(E_j + d_j - P_j)`` where ``P`` sums its
     stream's lags and durations and ``E`` is its latest other edge, the host at ``H_i + max_{j<=i}(X_j - H_j)``.
@@ -147,7 +155,7 @@ def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tupl
     t, end = t0.copy(), cat([g.end for g in graphs])
     arrival = cat([g.start for g in graphs])
     if end.size == 0 or t.size == 0:
-        return t, end
+        return t, end, arrival
     a_idx, has_a = np.maximum(job.anchor, 0), job.anchor >= 0
     lag_a = np.where(has_a, l_lag, NEG)  # (an op without a launch: no launch edge)
     d_idx, has_d = np.maximum(job.dep, 0), job.dep >= 0
@@ -182,7 +190,7 @@ def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tupl
         if np.array_equal(new_t, t) and np.array_equal(new_end, end) and np.array_equal(new_arrival, arrival):
             break
         t, end, arrival = new_t, new_end, new_arrival
-    return t, end
+    return t, end, arrival
 
 
 WHAT_IF_COLUMNS = ["rank", "cause", "top", "removed_ns", "gain_ns", "per_step_ns", "steps_with"]
@@ -195,7 +203,9 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     nothing), ``pageable_copy`` (copies from or to pageable memory take no time: pinned memory would let the host go
     on), per rank and, where two or more ranks hold it, on every rank at once (``rank`` -1: a cause every rank
     shares, such as a sync in the loop or a recompile, gives nothing back when removed from one rank alone); and,
-    across ranks, ``imbalance``: a rank's device time per kernel name beyond the median of the other ranks'.
+    across ranks, ``imbalance``: a rank's device time per kernel name beyond the median of the other ranks' (not
+    communication, not pageable copies); a cause removed on one rank also takes away the slowdown its waits caused
+    the others' compute (:mod:`.contention`).
 
     Args:
         graphs: the ranks of one window (:func:`rank_graph` of each trace), in any order.
@@ -221,11 +231,20 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
     pageable = np.concatenate([g.pageable for g in graphs])
     rows: list[tuple] = []
+    start0, end0 = np.concatenate([g.start for g in graphs]), np.concatenate([g.end for g in graphs])
+    w = wait_spans(start0, end0, job.k_rank, job.mem_op, job.mem_group)
+    slow = slowdowns(start0, end0, job.d, _codes(job)[0], job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}
 
     def add(ranks: list[int], cause: str, removed: list[int], top: str, h: np.ndarray, d: np.ndarray, drop: np.ndarray,
             held: list[int]) -> None:
         rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
-        rows.append((rank, cause, top, sum(removed), base - _finish(*replay(job, h, d, drop)), max(held)))
+        t, end, arrival = replay_arrivals(job, h, d, drop)
+        if len(ranks) == 1 and ranks[0] in slow:  # the others' compute, slowed beside waits for this rank (.contention)
+            before = charged_wait(start0, end0, w, job.mem_op, job.mem_group, ranks[0])
+            share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, ranks[0]) / max(before, 1)
+            if share > 0:
+                t, end = replay(job, h, np.maximum(d - (slow[ranks[0]] * min(share, 1.0)).astype(np.int64), 0), drop)
+        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held)))
 
     sync = HOST_CLASSES.index("sync")
     for c, cause in enumerate(HOST_CLASSES):
@@ -290,18 +309,24 @@ def _steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
     return int((per > max(min_ns, 0)).sum())
 
 
+def _codes(job: _Job) -> tuple[np.ndarray, list[str]]:
+    """A code per device op of the job for its kernel name (the same name on every rank, the same code), and the names."""
+    glob: dict[str, int] = {}
+    code = np.concatenate([np.array([glob.setdefault(x, len(glob)) for x in g.names], np.int64)[g.name] if g.name.size else
+                           np.zeros(0, np.int64) for g in job.graphs])
+    return code, list(glob)
+
+
 def _imbalance(job: _Job, min_ns: int) -> list[tuple[int, str, int, np.ndarray]]:
     """Per rank, its device time per kernel name beyond the median of the other ranks', removed from its longest ops of
     that name first (extra work is usually whole extra kernels, or longer ones: more tokens, a bigger shape):
     ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``."""
-    glob: dict[str, int] = {}
-    code = np.concatenate([np.array([glob.setdefault(x, len(glob)) for x in g.names], np.int64)[g.name] if g.name.size else
-                           np.zeros(0, np.int64) for g in job.graphs])
-    uniq = list(glob)
+    code, uniq = _codes(job)
     n = len(job.graphs)
     tot = np.zeros((n, len(uniq)), np.int64)
     np.add.at(tot, (job.k_rank, code), np.concatenate([g.d for g in job.graphs]))
-    comm = np.concatenate([g.comm for g in job.graphs])
+    # (communication is another rank's doing; a pageable copy is its own cause)
+    comm = np.concatenate([g.comm | g.pageable for g in job.graphs])
     comm_name = np.zeros(len(uniq), bool)
     comm_name[code[comm]] = True
     rows = []

@@ -124,7 +124,10 @@ class WindowWhatIf:
                 f"{advice(cause, t['top'], t['steps_with'], self.steps)}")
 
 
-def _window_of(run: str, window: str, path: str, graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowWhatIf:
+def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowWhatIf:
+    """One window's what-ifs: its graphs (one per rank) replayed with its cross-rank instances (:func:`window_instances`,
+    None for one rank), causes under the window's noise floor (:data:`NOISE_SHARE` of it, :data:`NOISE_PER_STEP_NS` a
+    step) neither replayed nor its top."""
     steps = max((len(g.steps) for g in graphs), default=0)
     # (from the first device work: a trace's host events can start long before, at 0 ns in some)
     lo = min((int(g.start.min() if g.start.size else g.t.min(initial=0)) for g in graphs), default=0)
@@ -164,7 +167,7 @@ def window_what_ifs(runs, collectives) -> list[WindowWhatIf]:
             ranked = [(r, rep) for r, rep in zip(w.ranks, w.reports) if r is not None and rep.graph is not None]
             if len({r for r, _ in ranked}) >= 2 and len({r for r, _ in ranked}) == len(ranked):
                 c = by_key.get((run.name, w.label))
-                out.append(_window_of(run.name, w.label, "", [rep.graph for _, rep in ranked], window_instances(c)))
+                out.append(window_what_if(run.name, w.label, "", [rep.graph for _, rep in ranked], window_instances(c)))
                 continue
-            out += [_window_of(run.name, w.label, rep.path, [rep.graph], None) for rep in w.reports if rep.graph is not None]
+            out += [window_what_if(run.name, w.label, rep.path, [rep.graph], None) for rep in w.reports if rep.graph is not None]
     return out
