@@ -56,10 +56,13 @@ def figure_name(figure: str) -> str:
 
 
 def value(figure: str, v: float, signed: bool = False) -> str:
-    """One value of ``figure`` in human units, the unit named: ``58.0 ms``, ``98.0%``, ``234.4 GB/s``, ``46.1 steps/s``."""
+    """One value of ``figure`` in human units, the unit named: ``58.0 ms``, ``39.4 ms/step``, ``98.0%``, ``234.4 GB/s``,
+    ``46.1 steps/s``."""
     if units.missing(v):
         return "-"
     sign = "+" if signed and v > 0 else ""
+    if figure == "mean_step_ns":
+        return sign + units.duration(v) + "/step"
     if figure.endswith("_ns"):
         return sign + units.duration(v)
     if figure.endswith("_gbps"):
@@ -69,8 +72,22 @@ def value(figure: str, v: float, signed: bool = False) -> str:
     return f"{v * 100:{sign}.1f}%" if not signed else f"{v * 100:+.1f} pt"
 
 
+PER_STEP = ("mean_step_ns", "throughput_steps_per_s")
+"""Figures of a step, shown first in each group (the unit rule: per step first, the window's totals after)."""
+
+
+def _per_step_first(g: pd.DataFrame) -> pd.DataFrame:
+    first = g["figure"].isin(PER_STEP).to_numpy()
+    return pd.concat([g[first], g[~first]]) if first.any() else g
+
+
 def _groups(d: Diff) -> list[tuple[str, pd.DataFrame]]:
-    """The figures by pair (the pair's label taken out of each subject), then those across ranks."""
+    """The figures by pair (the pair's label taken out of each subject), then those across ranks; in each, the
+    figures of a step first (:data:`PER_STEP`)."""
+    return [(label, _per_step_first(g)) for label, g in _pairs_of(d)]
+
+
+def _pairs_of(d: Diff) -> list[tuple[str, pd.DataFrame]]:
     labels = [label for label, _, _ in d.pairs if label]
     if not labels:
         return [("", d.figures)]
@@ -97,7 +114,7 @@ def render(console: Console, d: Diff) -> None:
         console.print(cell(f"  A {a}"), soft_wrap=True)
         console.print(cell(f"  B {b}"), soft_wrap=True)
     for label, g in _groups(d):
-        title = ("figures: A, B and the change (B - A; pt: percentage points; mean step per step, other times in each "
+        title = ("figures: A, B and the change (B - A; pt: percentage points; the step first, then times over each "
                  "trace's whole window)" + (f", {label}" if label else ""))
         t = Table(title=cell(title), title_justify="left", show_edge=False)
         for h in ("figure", "subject", "A", "B", "change"):
