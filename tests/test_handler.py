@@ -39,6 +39,7 @@ def _train(handler, steps: int = 10) -> list[float]:
     return calls
 
 
+@pytest.mark.slow  # a CPU training loop under torch.profiler, its windows written end to end
 @pytest.mark.parametrize("save", ["fork", "thread"])
 def test_windows_written_off_the_loop(tmp_path, save) -> None:
     lines: list[str] = []
