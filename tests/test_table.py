@@ -99,6 +99,20 @@ def test_levels_read_in_black_and_white(summary, width):
         assert len(cells) == 6 and re.sub(level, "", row).strip() == "", row
 
 
+@pytest.mark.parametrize("width", [80, 120, None])
+def test_run_names_whole_at_each_width(summary, width):
+    """Every run's name starts a line of the table whole at 80 and 120 columns and piped: a name too long for its
+    column goes on its own line above its row, never cut."""
+    from traceprobe.report.places import _places
+
+    text = "\n".join(_lines(summary, width))
+    names = {run for _, run, _, _ in _places(summary)}
+    assert len(names) > 40
+    for name in names:
+        assert re.search(rf"(?m)^{re.escape(name)}(\s|$)", text), name
+    assert "…" not in "\n".join(x for x in text.splitlines()[:text.splitlines().index("")] if not NOTE.match(x))
+
+
 def test_80_columns_keeps_run_names_and_levels(summary):
     lines = _lines(summary, 80)
     text = "\n".join(lines)
