@@ -87,7 +87,7 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
             sel = (per_rank["rank"] == r).to_numpy()
             if not sel.any():
                 continue
-            ks = np.arange(k_off[i], k_off[i + 1])
+            ks = np.arange(k_off[i], k_off[i + 1])[graphs[i].comm]  # (members are communication kernels)
             key = start[ks]
             o = np.argsort(key, kind="stable")
             p = np.searchsorted(key[o], per_rank["start_ns"].to_numpy(np.int64)[sel])

@@ -1,0 +1,70 @@
+"""Compute slowed beside a waiting collective, and the relief a what-if gives back (traceprobe.analysis.contention).
+
+SYNTHETIC two ranks built with tests/synthetic.py's TraceBuilder, times exact and gains worked out by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from synthetic import TraceBuilder
+
+from traceprobe import load_trace
+from traceprobe.analysis import contention
+from traceprobe.analysis.collectives import collective_table, match_window
+from traceprobe.analysis.dependency_graph import rank_graph
+from traceprobe.analysis.what_if import what_if
+from traceprobe.analysis.what_if_windows import window_instances
+
+US = 1_000
+
+
+def _pair(tmp_path: Path, slowed_us: int):
+    """Rank 1 runs three 1,000 µs GEMMs, then 2,000 µs of extra work X, then its all-reduce (500 µs of transfer);
+    rank 0's all-reduce starts at 100 µs and waits for rank 1 until 5,100 µs while its three GEMMs of the same name
+    run beside it, ``slowed_us`` each."""
+    tables, graphs = {}, []
+    for r in (0, 1):
+        b = TraceBuilder(f"SYNTHETIC rank {r}", rank=r, world_size=2)
+        t = 100 * US
+        for i in range(3):
+            d = (slowed_us if r == 0 else 1_000) * US
+            b.launch((10 + 10 * i) * US, "kernel", 0, 7, t, d, name="G")
+            t += d
+        if r == 1:
+            b.launch(40 * US, "kernel", 0, 7, t, 2_000 * US, name="X")
+        ev = b.launch(50 * US, "nccl", 0, 17, 100 * US if r == 0 else 5_100 * US, (5_500 if r == 0 else 500) * US)
+        ev["args"].update({"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000, "Group size": 2,
+                           "dtype": "Float", "Process Group Name": "0"})
+        trace = load_trace(b.write(tmp_path / f"r{r}.pt.trace.json"))
+        tables[r], graphs = collective_table(trace), graphs + [rank_graph(trace)]
+    w = match_window(tables)
+    return graphs, w
+
+
+def _gain(df, rank: int, cause: str) -> int:
+    row = df[(df["rank"] == rank) & (df["cause"] == cause)]
+    assert len(row) == 1, df
+    return int(row["gain_ns"].iloc[0])
+
+
+def test_removing_the_late_work_relieves_the_compute_slowed_beside_the_wait(tmp_path, monkeypatch):
+    """Without X rank 1 arrives at 3,100 µs: both all-reduces end at 3,600 µs. Rank 0's GEMMs took 1,250 µs against
+    rank 1's 1,000 (250 µs each under the wait charged to rank 1); the what-if takes away 2,000 of the 5,000 µs of that
+    wait (rank 0 now waits 100 -> 3,100 µs), so 40% of the slowdown: 100 µs a GEMM, and they end at 3,550 µs instead of
+    3,850. The window ends at 3,600 µs instead of 5,600: the gain is 2,000 µs; without the relief it would be 1,750."""
+    graphs, w = _pair(tmp_path, 1_250)
+    assert w.matched == 1 and w.wait_ns == {0: 5_000 * US, 1: 0}
+    assert _gain(what_if(graphs, window_instances(w)), 1, "imbalance") == 2_000 * US
+    monkeypatch.setattr(contention, "MAX_SLOWDOWN", 1.0)  # (no kernel is then taken as slowed)
+    assert _gain(what_if(graphs, window_instances(w)), 1, "imbalance") == 1_750 * US
+
+
+@pytest.mark.parametrize(("slowed_us", "gain_us"), [(1_000, 2_000), (1_600, 700)])
+def test_no_relief_without_a_slowdown_or_for_other_work(tmp_path, slowed_us, gain_us):
+    """Rank 0's GEMMs as fast as rank 1's: nothing to relieve (rank 0's compute ends at 3,100 µs, before the all-reduces'
+    3,600: the gain is 2,000 µs). GEMMs of 1,600 µs (more than 1.5x rank 1's): other work under the same name, no relief
+    (they end at 4,900 µs; the window gains 5,600 - 4,900 = 700 µs)."""
+    graphs, w = _pair(tmp_path, slowed_us)
+    assert _gain(what_if(graphs, window_instances(w)), 1, "imbalance") == gain_us * US
