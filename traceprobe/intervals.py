@@ -355,3 +355,39 @@ def grouped_clip(set_keys: ArrayLike, set_starts: ArrayLike, set_ends: ArrayLike
     s, e = np.maximum(qs[qi], as_[aj]), np.minimum(qe[qi], ae[aj])
     keep = e > s
     return qi[keep], s[keep], e[keep]
+
+
+def grouped_measure(keys: ArrayLike, starts: ArrayLike, ends: ArrayLike, lo: ArrayLike, hi: ArrayLike, size: int) -> I64:
+    """:func:`measure` of each group's set inside each window, for many groups at once.
+
+    Each group's set is lifted above every earlier one on one time axis (as :func:`grouped_running_max` lifts
+    them), so one :func:`measure` over all the sets serves every group and window: no loop over groups.
+
+    Args:
+        keys, starts, ends: the sets, normalised within each key and sorted by key then start (as
+            :func:`grouped_union` returns them), keys in ``[0, size)``.
+        lo, hi: int64 ns arrays of equal length: the windows (``hi <= lo`` measures 0).
+        size: number of groups.
+
+    Returns:
+        int64 array of shape ``(size, len(lo))``: ``out[k, i]`` is the length of group ``k``'s set inside
+        ``[lo[i], hi[i])``.
+    """
+    k, s, e = _i64(keys), _i64(starts), _i64(ends)
+    wlo = _i64(lo)
+    whi = np.maximum(_i64(hi), wlo)
+    out: I64 = np.zeros((size, wlo.size), dtype=np.int64)
+    if s.size == 0 or wlo.size == 0 or size == 0:
+        return out
+    tmin = min(int(s.min()), int(wlo.min()))
+    span = max(int(e.max()), int(whi.max())) - tmin + 1
+    if size * span >= 2**62:  # too far apart to lift: one group at a time
+        bounds = np.searchsorted(k, np.arange(size + 1))
+        for g in range(size):
+            a, b = int(bounds[g]), int(bounds[g + 1])
+            if b > a:
+                out[g] = measure((s[a:b], e[a:b]), wlo, whi)
+        return out
+    lift = k * span - tmin
+    base = (np.arange(size, dtype=np.int64) * span - tmin)[:, None]
+    return measure((s + lift, e + lift), (wlo[None, :] + base).ravel(), (whi[None, :] + base).ravel()).reshape(size, wlo.size)

@@ -133,62 +133,75 @@ def _device_times(trace: Trace, window: tuple[int, int]) -> list[DeviceTime]:
     whole = (np.array([lo], np.int64), np.array([hi], np.int64))
     aside_all = set_aside_intervals(trace)
     causes = {c.device: c for c in idle_causes(trace, (lo, hi))}
-    out = []
-    for d in iv.distinct(dev).tolist():
-        on = dev == d
+    # every device at once: each set of the docstring is one grouped union (keys: the devices' positions), each
+    # device's DeviceTime holds its slices (no union per device)
+    devices = iv.distinct(dev)
+    size = devices.size
+    d_idx = np.searchsorted(devices, dev)
 
-        def u(mask: np.ndarray, on: np.ndarray = on) -> Intervals:
-            m = on & mask
-            return iv.union(start[m], end[m])
+    def split(k: np.ndarray, s_: np.ndarray, e_: np.ndarray) -> list[Intervals]:
+        b = np.searchsorted(k, np.arange(size + 1)).tolist()
+        return [(s_[b[i]:b[i + 1]], e_[b[i]:b[i + 1]]) for i in range(size)]
 
-        busy = u(np.ones_like(on))
-        aside = iv.intersect(aside_all.get(int(d), iv.empty()), whole)
-        compute_or_comm = u(comp | comm)
-        c = causes[int(d)]
-        out.append(
-            DeviceTime(
-                device=int(d),
-                window=(int(lo), int(hi)),
-                compute=u(comp),
-                compute_or_comm=compute_or_comm,
-                busy_known=u(comp | comm | copy),
-                busy=busy,
-                aside=aside,
-                hidden=_merge([compute_or_comm, aside]),
-                occupied=_merge([busy, aside]),
-                idle_sync=c.spans["sync"],
-                idle_launch=_merge([c.spans[k] for k in HOST_CAUSES if k != "sync"]),
-                causes=c,
-            )
-        )
-    return out
+    def u(mask: np.ndarray | None) -> list[Intervals]:
+        return split(*iv.grouped_union(d_idx if mask is None else d_idx[mask], start if mask is None else start[mask],
+                                       end if mask is None else end[mask]))
+
+    def merged(*per_device: list[Intervals]) -> list[Intervals]:
+        k, s_, e_ = _grouped([x for sets in per_device for x in sets])
+        return split(*iv.grouped_union(k % size, s_, e_))
+
+    compute, compute_or_comm, busy_known, busy = u(comp), u(comp | comm), u(comp | comm | copy), u(None)
+    aside = [iv.intersect(aside_all.get(int(d), iv.empty()), whole) for d in devices.tolist()]
+    c_of = [causes[int(d)] for d in devices.tolist()]
+    hidden, occupied = merged(compute_or_comm, aside), merged(busy, aside)
+    idle_launch = merged(*[[c.spans[k] for c in c_of] for k in HOST_CAUSES if k != "sync"])
+    return [
+        DeviceTime(device=int(d), window=(int(lo), int(hi)), compute=compute[i], compute_or_comm=compute_or_comm[i],
+                   busy_known=busy_known[i], busy=busy[i], aside=aside[i], hidden=hidden[i], occupied=occupied[i],
+                   idle_sync=c_of[i].spans["sync"], idle_launch=idle_launch[i], causes=c_of[i])
+        for i, d in enumerate(devices.tolist())
+    ]
+
+
+def _grouped(sets: list[Intervals]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One normalised set per device as one grouped set (keys: the devices' positions), as
+    :func:`traceprobe.intervals.grouped_union` returns them."""
+    n = [x[0].size for x in sets]
+    keys = np.repeat(np.arange(len(sets), dtype=np.int64), n)
+    if not sets:
+        return keys, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return keys, np.concatenate([x[0] for x in sets]).astype(np.int64), np.concatenate([x[1] for x in sets]).astype(np.int64)
 
 
 def _rows(times: list[DeviceTime], lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
-    """Breakdown columns for every device x window (device-major)."""
-    n = lo.size
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in ["device", "window_ns", *PARTS, *IDLE_PARTS]}
-    for t in times:
-        w = np.maximum(hi - lo, 0)
-        c, cm, cma, o = (iv.measure(x, lo, hi) for x in (t.compute, t.compute_or_comm, t.hidden, t.occupied))
-        cmap = iv.measure(_merge([t.hidden, t.busy_known]), lo, hi)
-        sync, launch = iv.measure(t.idle_sync, lo, hi), iv.measure(t.idle_launch, lo, hi)
-        parts = {
-            "device": np.full(n, t.device, dtype=np.int64),
-            "window_ns": w,
-            "compute_ns": c,
-            "exposed_comm_ns": cm - c,
-            "exposed_copy_ns": cmap - cma,
-            "other_ns": o - cmap,
-            "set_aside_ns": cma - cm,
-            "idle_ns": w - o,
-            "idle_launch_ns": launch,
-            "idle_sync_ns": sync,
-            "idle_other_ns": w - o - launch - sync,
-        }
-        for k, v in parts.items():
-            cols[k].append(v.astype(np.int64))
-    return {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in cols.items()}
+    """Breakdown columns for every device x window (device-major), every device at once
+    (:func:`traceprobe.intervals.grouped_measure`: no loop over devices, 4,096 of them in milliseconds)."""
+    n, size = lo.size, len(times)
+    w = np.tile(np.maximum(hi - lo, 0), size)
+
+    def m(sets: list[Intervals]) -> np.ndarray:
+        return iv.grouped_measure(*_grouped(sets), lo, hi, size).ravel()
+
+    c, cm, cma, o = (m([getattr(t, a) for t in times]) for a in ("compute", "compute_or_comm", "hidden", "occupied"))
+    hk, hs, he = _grouped([t.hidden for t in times])
+    bk, bs, be = _grouped([t.busy_known for t in times])
+    cmap = iv.grouped_measure(*iv.grouped_union(np.concatenate([hk, bk]), np.concatenate([hs, bs]), np.concatenate([he, be])),
+                              lo, hi, size).ravel()
+    sync, launch = m([t.idle_sync for t in times]), m([t.idle_launch for t in times])
+    return {
+        "device": np.repeat(np.array([t.device for t in times], dtype=np.int64), n),
+        "window_ns": w.astype(np.int64),
+        "compute_ns": c,
+        "exposed_comm_ns": cm - c,
+        "exposed_copy_ns": cmap - cma,
+        "other_ns": o - cmap,
+        "set_aside_ns": cma - cm,
+        "idle_ns": w - o,
+        "idle_launch_ns": launch,
+        "idle_sync_ns": sync,
+        "idle_other_ns": w - o - launch - sync,
+    }
 
 
 def gpu_breakdown(trace: Trace, window: tuple[int, int] | None = None) -> pd.DataFrame:

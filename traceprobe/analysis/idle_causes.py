@@ -313,23 +313,43 @@ def idle_cause_table(trace: Trace, steps: pd.DataFrame | None = None, window: tu
         or call that held most of it, ``""`` if none). Rows with ``ns`` = 0 are
         left out; per device and step the causes sum to its idle time.
     """
-    rows: list[tuple[int, int, str, int, str]] = []
-    for d in idle_causes(trace, window):
-        for c in CAUSES:
-            n = d.ns(c)
-            if n > 0:
-                rows.append((d.device, -1, c, n, d.top[c]))
-        if steps is not None and not steps.empty:
-            lo, hi = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
-            for c in CAUSES:
-                per = iv.measure(d.spans[c], lo, hi)
-                rows += [(d.device, int(s), c, int(n), d.top[c]) for s, n in zip(steps["step"].tolist(), per.tolist()) if n > 0]
+    idle = idle_causes(trace, window)
+    size, nc = len(idle), len(CAUSES)
+    has_steps = steps is not None and not steps.empty
+    lo = steps["start_ns"].to_numpy(np.int64) if has_steps else np.zeros(0, np.int64)
+    hi = steps["end_ns"].to_numpy(np.int64) if has_steps else np.zeros(0, np.int64)
+    step_ids = steps["step"].to_numpy(np.int64) if has_steps else np.zeros(0, np.int64)
+    # every device and cause at once (grouped sets keyed by device position): the window's total, each step's part
+    total = np.zeros((size, nc), np.int64)
+    per_step = np.zeros((size, nc, lo.size), np.int64)
+    for j, c in enumerate(CAUSES):
+        sets = [d.spans[c] for d in idle]
+        keys = np.repeat(np.arange(size, dtype=np.int64), [x[0].size for x in sets])
+        s = np.concatenate([x[0] for x in sets]) if sets else np.zeros(0, np.int64)
+        e = np.concatenate([x[1] for x in sets]) if sets else np.zeros(0, np.int64)
+        np.add.at(total[:, j], keys, e - s)  # (exact int64, unlike bincount's float weights)
+        if lo.size:
+            per_step[:, j, :] = iv.grouped_measure(keys, s, e, lo, hi, size)
+    top = np.array([[d.top[c] for c in CAUSES] for d in idle], dtype=object).reshape(size, nc)
+    # rows per device: the window's causes (step -1), then each cause's steps; rows of 0 ns left out
+    dpos, cpos = np.meshgrid(np.arange(size), np.arange(nc), indexing="ij")
+    w_keep = total > 0
+    sd, sc, ss = np.meshgrid(np.arange(size), np.arange(nc), np.arange(lo.size), indexing="ij")
+    s_keep = per_step > 0
+    dev_ids = np.array([d.device for d in idle], dtype=np.int64)
+    d_all = np.concatenate([dpos[w_keep], sd[s_keep]])
+    c_all = np.concatenate([cpos[w_keep], sc[s_keep]])
+    block = np.concatenate([np.zeros(int(w_keep.sum()), np.int64), np.ones(int(s_keep.sum()), np.int64)])
+    st_all = np.concatenate([np.full(int(w_keep.sum()), -1, np.int64), ss[s_keep]])
+    order = np.lexsort((st_all, c_all, block, d_all))
+    d_all, c_all, block, st_all = d_all[order], c_all[order], block[order], st_all[order]
+    ns = np.concatenate([total[w_keep], per_step[s_keep]])[order]
     return pd.DataFrame({
-        "device": np.array([r[0] for r in rows], np.int64),
-        "step": np.array([r[1] for r in rows], np.int64),
-        "cause": pd.Series([r[2] for r in rows], dtype=object),
-        "ns": np.array([r[3] for r in rows], np.int64),
-        "top": pd.Series([r[4] for r in rows], dtype=object),
+        "device": dev_ids[d_all] if size else np.zeros(0, np.int64),
+        "step": np.where(block == 0, -1, step_ids[np.maximum(st_all, 0)] if step_ids.size else -1).astype(np.int64),
+        "cause": pd.Series(np.array(CAUSES, dtype=object)[c_all], dtype=object),
+        "ns": ns.astype(np.int64),
+        "top": pd.Series(top[d_all, c_all] if size else np.zeros(0, object), dtype=object),
     })
 
 
