@@ -15,9 +15,9 @@ import pytest
 from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
+from traceprobe import console
 from traceprobe.cli import app
 from traceprobe.collect import discover
-from traceprobe.console import library_warnings, one_line, shown_document
 
 RAW = ("\x1b", "\r", "\x07", "\u202e")
 """What must never be printed raw."""
@@ -68,8 +68,8 @@ def test_walk_link_inside_is_followed(tmp_path: Path) -> None:
 
 
 def test_one_line_escapes_bidi_c1_and_bytes() -> None:
-    assert one_line(f"{EVIL}{NOT_UTF8}\x85") == "e\\x1b[31mvil\\r\\x07\\u202egnplat\\xff\\u0085"
-    text = shown_document(f"# {EVIL}\r\n| a\t|\n")
+    assert console.one_line(f"{EVIL}{NOT_UTF8}\x85") == "e\\x1b[31mvil\\r\\x07\\u202egnplat\\xff\\u0085"
+    text = console.shown_document(f"# {EVIL}\r\n| a\t|\n")
     assert not any(c in text for c in ("\x1b", "\x07", "\u202e")) and text.endswith("\r\n| a\t|\n")
 
 
@@ -107,7 +107,7 @@ def test_plot_escapes_names_and_library_warnings(named: Path, tmp_path: Path) ->
 
 
 def test_library_warnings_are_escaped(capsys) -> None:
-    with library_warnings():
+    with console.library_warnings():
         warnings.warn(f"Glyph 27 ({EVIL}) missing from font(s) DejaVu Sans.", UserWarning, stacklevel=1)
         logging.getLogger("matplotlib.font_manager").warning("findfont: %s", EVIL)
     err = capsys.readouterr().err

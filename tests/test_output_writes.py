@@ -58,6 +58,9 @@ for name, args in cases.items():
         code = app(args, standalone_mode=False)
     except SystemExit as e:
         code = e.code
+    except Exception as e:  # (an error that is no exit code: -1)
+        print(f"{type(e).__name__}: {e}", file=sys.stderr)
+        code = -1
     sys.stdout.flush(); sys.stderr.flush()
     results[name] = code or 0
 resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
