@@ -71,7 +71,7 @@ event = st.tuples(st.integers(0, 2), st.integers(0, 1), st.integers(0, GRID), st
     lambda t: (t[0], t[1], 1000 + t[2], 1000 + t[2] + t[3]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(event, min_size=1, max_size=12))
 def test_idle_gaps_match_brute_force(rows):
     tr = synthetic_trace(rows)
