@@ -45,7 +45,7 @@ def test_three_bombs_under_jobs_3_stay_within_the_command_limit(bombs: Path, mon
     s = analyze_paths([str(bombs)], jobs=3, max_bytes=limit)
     assert len(s.failures) == 3 and not s.reports
     assert all("too large" in f.error and "--max-bytes" in f.error for f in s.failures), s.failures
-    assert made and made[0].peak.value <= limit  # the three together never held more than the command's limit
+    assert made and made[0].peak <= limit  # the three together never held more than the command's limit
     assert files._SHARED[0] is None  # (the limit is the command's: gone with it)
 
 

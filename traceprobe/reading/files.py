@@ -121,26 +121,39 @@ class SharedLimit:
     """
 
     def __init__(self, limit: int, explicit: bool) -> None:
+        import mmap
         import multiprocessing
 
         self.limit, self.explicit = int(limit), explicit
-        self._used = multiprocessing.get_context("fork").Value("q", 0)  # (with its own lock)
-        self.peak = multiprocessing.get_context("fork").Value("q", 0)
-        """The most ever reserved at once (for tests and benchmarks)."""
+        # (an anonymous shared mapping, no file: multiprocessing.Value's arena is a file, refused under a small ulimit -f)
+        self._map = mmap.mmap(-1, 16)
+        self._lock = multiprocessing.get_context("fork").Lock()
+
+    def _get(self, i: int) -> int:
+        return int.from_bytes(self._map[8 * i:8 * i + 8], "little", signed=True)
+
+    def _set(self, i: int, v: int) -> None:
+        self._map[8 * i:8 * i + 8] = int(v).to_bytes(8, "little", signed=True)
+
+    @property
+    def peak(self) -> int:
+        """The most ever reserved at once, in bytes (for tests and benchmarks)."""
+        return self._get(1)
 
     def take(self, n: int) -> int:
         """Reserve ``n`` bytes; return -1 if done, else what the others hold (the reservation not made)."""
-        with self._used.get_lock():
-            if self._used.value + n > self.limit:
-                return int(self._used.value) - _HELD[0]
-            self._used.value += n
-            self.peak.value = max(self.peak.value, self._used.value)
+        with self._lock:
+            used = self._get(0)
+            if used + n > self.limit:
+                return used - _HELD[0]
+            self._set(0, used + n)
+            self._set(1, max(self._get(1), used + n))
             return -1
 
     def give(self, n: int) -> None:
         """Give back ``n`` bytes reserved before."""
-        with self._used.get_lock():
-            self._used.value -= n
+        with self._lock:
+            self._set(0, self._get(0) - n)
 
 
 _SHARED: list[SharedLimit | None] = [None]
