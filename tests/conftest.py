@@ -58,6 +58,14 @@ def sample_report(path):
     return overlap_report(sample_trace(path), manifest_info(Path(path)))
 
 
+@cache
+def sample_summary(*paths):
+    """``analyze_paths(paths, jobs=1)`` of sample files or folders, once per test run (tests read it, never change it)."""
+    from traceprobe.collect import analyze_paths
+
+    return analyze_paths(list(paths), jobs=1)
+
+
 def swept(path) -> bool:
     """Whether a sample trace is in the sweeps over every sample (reading in pieces, step figures, breakdowns, summary
     round trips): of sample_traces/matrix (21 scenarios x 4 ranks, tested by tests/test_what_if.py) rank 0 only."""

@@ -10,6 +10,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+from conftest import sample_summary
 from synthetic import TraceBuilder
 
 from traceprobe.analysis.run import build_runs, trace_key
@@ -92,7 +93,7 @@ def test_summary_is_small_and_picklable(tmp_path):
 @pytest.mark.parametrize("folder", ["tb-ddp", "rec-ddp"])
 def test_sample_training_folders_are_two_windows_of_two_ranks(folder):
     """Real: plain tensorboard_trace_handler (rank0.<ts>.pt.trace.json.gz) and record --script --repeat 2."""
-    s = analyze_paths([SAMPLES / "training" / folder], jobs=1)
+    s = sample_summary(SAMPLES / "training" / folder)
     assert len(s.runs) == 1
     assert [(w.label, w.ranks) for w in s.runs[0].windows] == [("steps 2-4", (0, 1)), ("steps 7-9", (0, 1))]
     assert set(s.rank_summary["ranks"]) == {2}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import sample_summary
 
 import traceprobe
 from traceprobe.analysis import overlap_report
@@ -169,9 +170,7 @@ def test_overlapped_copy_stream_is_judged_against_its_own_time():
 
 @pytest.mark.parametrize("folder", ["tb-ddp", "rec-ddp", "tb-fsdp"])
 def test_training_folders_are_summarised_per_window(folder):
-    from traceprobe.collect import analyze_paths
-
-    s = analyze_paths([SAMPLES / "training" / folder], jobs=1)
+    s = sample_summary(SAMPLES / "training" / folder)
     rs = s.rank_summary
     assert sorted(set(rs["window"])) == ["steps 2-4", "steps 7-9"] and set(rs["ranks"]) == {2}
     for w in s.runs[0].windows:  # each window opens with work launched in the unrecorded warm-up step
