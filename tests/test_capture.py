@@ -227,6 +227,7 @@ def test_ranks_share_a_folder(tmp_path, monkeypatch):
     assert [p["rank"] for p in m["processes"]] == [0, 1] and m["environment"]["world_size"] == 2
 
 
+@pytest.mark.slow  # capture() end to end under torch.profiler
 def test_capture_writes_the_handlers_summaries(tmp_path):
     """Each trace of a capture gets the summary on_trace_ready writes (same process, same format), beside it, off the
     profiled thread; the folder of summaries alone reads as the traces do."""

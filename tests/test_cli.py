@@ -81,6 +81,7 @@ def test_bad_file_one_line_exit_2_others_reported(tmp_path):
     assert "Traceback" not in res.output
 
 
+@pytest.mark.slow  # record end to end
 def test_record_cpu_then_report(tmp_path):
     out = tmp_path / "run"
     res = runner.invoke(app, ["record", "compute-copy", "--out", str(out), "--device", "cpu", "--size", "32", "--repeat", "2"])
@@ -96,6 +97,7 @@ def test_record_list():
     assert res.exit_code == 0 and "compute-copy" in res.stdout
 
 
+@pytest.mark.slow  # record end to end
 def test_record_perfetto_writes_pftrace(tmp_path):
     out = tmp_path / "run"
     res = runner.invoke(app, ["record", "compute-copy", "--out", str(out), "--device", "cpu", "--size", "32", "--repeat", "2", "--perfetto"])

@@ -15,6 +15,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import synth_job as job  # noqa: E402
 
 
+@pytest.mark.slow  # the script in a subprocess, three worker processes
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="local workers need fork")
 def test_each_file_once_on_its_worker(tmp_path):
     """A SYNTHETIC job of 6 ranks on 3 workers: 6 file lines from 3 worker pids, 3 worker exits, then the summary."""
