@@ -317,14 +317,35 @@ def _codes(job: _Job) -> tuple[np.ndarray, list[str]]:
     return code, list(glob)
 
 
+def _in_steps(g: RankGraph) -> np.ndarray:
+    """Per device op of ``g``: launched between its first step's start and its last step's end (every op where the
+    rank has no steps or the op no launch)."""
+    if g.steps.empty or g.start.size == 0:
+        return np.ones(g.start.size, bool)
+    lo, hi = int(g.steps["start_ns"].min()), int(g.steps["end_ns"].max())
+    at = np.where(g.anchor >= 0, g.t[np.maximum(g.anchor, 0)] if g.t.size else 0, lo)
+    return (at >= lo) & (at <= hi)
+
+
 def _imbalance(job: _Job, min_ns: int) -> list[tuple[int, str, int, np.ndarray]]:
-    """Per rank, its device time per kernel name beyond the median of the other ranks', removed from its longest ops of
-    that name first (extra work is usually whole extra kernels, or longer ones: more tokens, a bigger shape):
+    """Per rank, its device time per kernel name beyond the median of the other ranks' (or, if more, beyond their
+    median count of kernels of the name at its own median duration for it), both over the ops launched inside its
+    steps, removed
+    from its longest ops of that name first (extra work is usually whole extra kernels, or longer ones: more tokens, a
+    bigger shape):
     ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``."""
     code, uniq = _codes(job)
     n = len(job.graphs)
+    # counted: ops launched inside the rank's steps (ranks' windows cut the work around them at different places)
+    inside = np.concatenate([_in_steps(g) for g in job.graphs])
     tot = np.zeros((n, len(uniq)), np.int64)
-    np.add.at(tot, (job.k_rank, code), np.concatenate([g.d for g in job.graphs]))
+    np.add.at(tot, (job.k_rank[inside], code[inside]), np.concatenate([g.d for g in job.graphs])[inside])
+    count = np.zeros((n, len(uniq)), np.int64)
+    np.add.at(count, (job.k_rank[inside], code[inside]), 1)
+    d_in = np.concatenate([g.d for g in job.graphs])[inside]
+    med = pd.Series(d_in).groupby([job.k_rank[inside], code[inside]]).median()
+    pace = np.zeros((n, len(uniq)), np.float64)  # each rank's median duration per name
+    pace[med.index.get_level_values(0).to_numpy(), med.index.get_level_values(1).to_numpy()] = med.to_numpy()
     # (communication is another rank's doing; a pageable copy is its own cause)
     comm = np.concatenate([g.comm | g.pageable for g in job.graphs])
     comm_name = np.zeros(len(uniq), bool)
@@ -332,7 +353,11 @@ def _imbalance(job: _Job, min_ns: int) -> list[tuple[int, str, int, np.ndarray]]
     rows = []
     for i in range(n):
         others = np.median(np.delete(tot, i, axis=0), axis=0)
-        excess = np.where(comm_name, 0, np.maximum(tot[i] - others, 0)).astype(np.int64)
+        # (or beyond the others' median count of kernels at this rank's own pace: the others' kernels run slower
+        # beside the waits this rank causes, .contention)
+        own_pace = tot[i] - np.median(np.delete(count, i, axis=0), axis=0) * pace[i]
+        excess = np.maximum(np.maximum(tot[i] - others, own_pace), 0)
+        excess = np.where(comm_name, 0, excess).astype(np.int64)
         removed = int(excess.sum())
         if removed <= max(min_ns, 0):
             continue
