@@ -78,7 +78,8 @@ PER_STEP = ("mean_step_ns", "throughput_steps_per_s")
 
 def _per_step_first(g: pd.DataFrame) -> pd.DataFrame:
     first = g["figure"].isin(PER_STEP).to_numpy()
-    return pd.concat([g[first], g[~first]]) if first.any() else g
+    order = np.r_[np.flatnonzero(first), np.flatnonzero(~first)]
+    return g.iloc[order]
 
 
 def _groups(d: Diff) -> list[tuple[str, pd.DataFrame]]:
