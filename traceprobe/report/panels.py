@@ -81,15 +81,15 @@ def render_report(r: OverlapReport, skip: frozenset[str] = frozenset()) -> Panel
     if r.streams.empty:
         parts.append(Text("no device activity in this trace (CPU-only, or the profiler recorded no device activity)", style="dim"))
     else:
-        parts.append(_table("busy time per stream", r.streams, [("device", "device", "int"), ("stream", "stream", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("kernels", "kernels", "int"), ("memcpys", "memcpys", "int"), ("memsets", "memsets", "int")]))
-        parts.append(_table("devices", r.devices.devices, [("device", "device", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("idle_ns", "idle ms", "ms"), ("concurrent_ns", "with another device ms", "ms"), ("concurrency", "concurrency", "pct")]))
+        parts.append(_table("busy time per stream (times over the whole trace window)", r.streams, [("device", "device", "int"), ("stream", "stream", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("kernels", "kernels", "int"), ("memcpys", "memcpys", "int"), ("memsets", "memsets", "int")]))
+        parts.append(_table("devices (times over the whole trace window)", r.devices.devices, [("device", "device", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("idle_ns", "idle ms", "ms"), ("concurrent_ns", "with another device ms", "ms"), ("concurrency", "concurrency", "pct")]))
     if not r.copy_overlap.empty:
-        parts.append(_table("copy/compute overlap", r.copy_overlap, [("device", "device", "int"), ("direction", "direction", "str"), ("copies", "copies", "int"), ("copy_ns", "copy ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
+        parts.append(_table("copy/compute overlap (times over the whole trace window)", r.copy_overlap, [("device", "device", "int"), ("direction", "direction", "str"), ("copies", "copies", "int"), ("copy_ns", "copy ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
     multi = r.stream_concurrency[r.stream_concurrency["streams"] > 1] if not r.stream_concurrency.empty else r.stream_concurrency
     if not multi.empty:
-        parts.append(_table("stream concurrency", multi, [("device", "device", "int"), ("streams", "streams", "int"), ("busy_ns", "busy ms", "ms"), ("multi_stream_ns", "2+ streams ms", "ms"), ("concurrency", "concurrency", "pct"), ("kernel_concurrency", "kernels only", "pct")]))  # pyright: ignore  (pandas/matplotlib stubs)
+        parts.append(_table("stream concurrency (times over the whole trace window)", multi, [("device", "device", "int"), ("streams", "streams", "int"), ("busy_ns", "busy ms", "ms"), ("multi_stream_ns", "2+ streams ms", "ms"), ("concurrency", "concurrency", "pct"), ("kernel_concurrency", "kernels only", "pct")]))  # pyright: ignore  (pandas/matplotlib stubs)
     if not r.comm_overlap.empty:
-        parts.append(_table("communication/compute overlap", r.comm_overlap, [("device", "device", "int"), ("comm_kernels", "comm kernels", "int"), ("comm_ns", "comm ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
+        parts.append(_table("communication/compute overlap (times over the whole trace window)", r.comm_overlap, [("device", "device", "int"), ("comm_kernels", "comm kernels", "int"), ("comm_ns", "comm ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
     c = r.cpu_gpu
     parts.append(Text(f"CPU/GPU: host compute {_ms(c.host_compute_ns)} ms, device busy {_ms(c.device_busy_ns)} ms, both at once {_ms(c.overlapped_ns)} ms ({_pct(c.fraction)} of host compute, {_pct(c.fraction_of_shorter)} of the shorter side)"))
     if not r.steps.empty:
