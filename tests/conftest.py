@@ -68,8 +68,11 @@ def sample_summary(*paths):
 
 def swept(path) -> bool:
     """Whether a sample trace is in the sweeps over every sample (reading in pieces, step figures, breakdowns, summary
-    round trips): of sample_traces/matrix (21 scenarios x 4 ranks, tested by tests/test_what_if.py) rank 0 only."""
+    round trips): of sample_traces/matrix (21 scenarios x 4 ranks, tested by tests/test_what_if.py) rank 0 only, of
+    sample_traces/heldout (the matrix's scenarios recorded again with other ranks and sizes, tests/test_heldout.py) none."""
     p = str(path).replace("\\", "/")
+    if "sample_traces/heldout/" in p:
+        return False
     return "sample_traces/matrix/" not in p or "/rank0." in p
 
 
