@@ -116,3 +116,15 @@ def test_plot_draws_a_ranks_waits_and_the_top_finding():
     fig = pl.compare_figure([items])
     labels = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
     assert labels.count("waiting") == 2
+
+
+def test_capture_report_prints_the_summary(tmp_path):
+    """``print(cap.report(path))``: the Capture hands back a report whose text is the command's (no profiling needed
+    to read a trace already written)."""
+    from traceprobe.report.text import TextReport
+
+    cap = traceprobe.Capture(tmp_path / "runs")
+    r = cap.report(SAMPLES / "compute-copy.overlapped.pt.trace.json.gz")
+    assert isinstance(r, TextReport) and isinstance(r, traceprobe.OverlapReport)
+    assert str(r) == r.summary() and "compute-copy.overlapped" in str(r) and "98% yes" in str(r)
+    assert r.copy_overlap is not None and r.headline["duration_ns"] > 0  # the report itself, fields and figures
