@@ -32,7 +32,7 @@ def remove_quietly(p: Path) -> None:
 
 def window_line(report: Any, rank: int) -> str:
     """The log line of one window: ``traceprobe rank R steps A-B: step X ms, busy U%, comm hidden H%, exposed comm E ms/step,
-    idle I ms/step; top: <finding>`` (figures from :attr:`.analysis.per_trace.OverlapReport.headline` and its breakdown,
+    idle I ms/step; top: <finding>; do: <action>`` (figures from :attr:`.analysis.per_trace.OverlapReport.headline` and its breakdown,
     per step over the window's steps; ``-`` where undefined)."""
     import math
 
@@ -50,8 +50,10 @@ def window_line(report: Any, rank: int) -> str:
 
     st = report.steps
     where = f"steps {int(st['step'].min())}-{int(st['step'].max())}" if st is not None and len(st) else "window"
-    f = report.findings
-    top = f"; top: {f['label'].iloc[0]}" if f is not None and len(f) and "label" in f else ""
+    from ..report.actions import finding_top
+
+    found = finding_top(report)  # (per step first, the window's total labelled; and its one action)
+    top = f"; top: {found.label}" + (f"; do: {found.do}" if found.do else "") if found is not None else ""
     return (f"traceprobe rank {rank} {where}: step {ms(h['mean_step_ns'])}, busy {pct(h['utilization'])}, "
             f"comm hidden {pct(h['comm_overlap'])}, exposed comm {ms(exposed)}/step, idle {ms(idle)}/step{top}")
 
