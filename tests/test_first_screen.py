@@ -128,3 +128,14 @@ def test_capture_report_prints_the_summary(tmp_path):
     assert isinstance(r, TextReport) and isinstance(r, traceprobe.OverlapReport)
     assert str(r) == r.summary() and "compute-copy.overlapped" in str(r) and "98% yes" in str(r)
     assert r.copy_overlap is not None and r.headline["duration_ns"] > 0  # the report itself, fields and figures
+
+
+def test_job_straggler_of_a_launch_bound_rank_reads_as_a_sentence():
+    """The recorded GPT pair, whose rank 1 is late from launch-bound dispatch: one sentence, its action on a do line
+    (it read "Fix rank 1's launch-bound")."""
+    res = CliRunner().invoke(app, ["job", str(SAMPLES / "training" / "tb-ddp"), "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    assert "Fix rank" not in res.stdout and "_ns" not in res.stdout
+    assert re.search(r"straggler: rank 1 arrived last at its collectives: \+[\d.]+ ms/step more launch-bound dispatch than the "
+                     r"other ranks; the others waited up to [\d.]+ ms/step", res.stdout)
+    assert "    do: fewer, larger kernels: torch.compile or CUDA graphs (rank 1)" in res.stdout
