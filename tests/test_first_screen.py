@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -130,6 +131,7 @@ def test_capture_report_prints_the_summary(tmp_path):
     assert r.copy_overlap is not None and r.headline["duration_ns"] > 0  # the report itself, fields and figures
 
 
+@pytest.mark.slow
 def test_job_straggler_of_a_launch_bound_rank_reads_as_a_sentence():
     """The recorded GPT pair, whose rank 1 is late from launch-bound dispatch: one sentence, its action on a do line
     (it read "Fix rank 1's launch-bound")."""
