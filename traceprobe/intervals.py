@@ -390,4 +390,6 @@ def grouped_measure(keys: ArrayLike, starts: ArrayLike, ends: ArrayLike, lo: Arr
         return out
     lift = k * span - tmin
     base = (np.arange(size, dtype=np.int64) * span - tmin)[:, None]
-    return measure((s + lift, e + lift), (wlo[None, :] + base).ravel(), (whi[None, :] + base).ravel()).reshape(size, wlo.size)
+    lengths: I64 = measure((s + lift, e + lift), (wlo[None, :] + base).ravel(), (whi[None, :] + base).ravel())
+    out[:] = lengths.reshape((size, wlo.size))  # pyright: ignore[reportUnknownMemberType]
+    return out

@@ -315,10 +315,11 @@ def idle_cause_table(trace: Trace, steps: pd.DataFrame | None = None, window: tu
     """
     idle = idle_causes(trace, window)
     size, nc = len(idle), len(CAUSES)
-    has_steps = steps is not None and not steps.empty
-    lo = steps["start_ns"].to_numpy(np.int64) if has_steps else np.zeros(0, np.int64)
-    hi = steps["end_ns"].to_numpy(np.int64) if has_steps else np.zeros(0, np.int64)
-    step_ids = steps["step"].to_numpy(np.int64) if has_steps else np.zeros(0, np.int64)
+    if steps is None or steps.empty:
+        lo = hi = step_ids = np.zeros(0, np.int64)
+    else:
+        lo, hi = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+        step_ids = steps["step"].to_numpy(np.int64)
     # every device and cause at once (grouped sets keyed by device position): the window's total, each step's part
     total = np.zeros((size, nc), np.int64)
     per_step = np.zeros((size, nc, lo.size), np.int64)
