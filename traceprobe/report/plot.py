@@ -289,6 +289,7 @@ def with_findings(items: Sequence[Item], summary: Summary) -> list[Item]:
     clock (the collectives' times are each rank's own)."""
     from dataclasses import replace
 
+    from ..console import one_line
     from .actions import tops_by_path
 
     tops = tops_by_path(summary)
@@ -298,7 +299,7 @@ def with_findings(items: Sequence[Item], summary: Summary) -> list[Item]:
     for it in items:
         r = it.report
         top = tops.get(r.path)
-        finding = f"top finding: {top.label}" + (f"; do: {top.do}" if top.do else "") if top else ""
+        finding = one_line(f"top finding: {top.label}" + (f"; do: {top.do}" if top.do else "")) if top else ""
         c = colls.get(where.get(r.path, ("", "")))
         waits = None
         if c is not None and r.rank is not None and not it.lanes.clock and not c.per_rank.empty:

@@ -202,7 +202,8 @@ def _notes(summary: Summary, width: int | None, with_label: bool) -> dict[int, l
         top = key[2]
         rows: list[Text] = []
         if with_label:
-            parts = wrap(top.label, max(width - 4, MIN_FINDING)) if width else [top.label]
+            label = cell(top.label).plain  # (a name from a trace: control characters escaped)
+            parts = wrap(label, max(width - 4, MIN_FINDING)) if width else [label]
             rows += [Text(("  ↳ " if k == 0 else "    ") + part, style="dim" if k else "") for k, part in enumerate(parts)]
         if top.do:
             lead = "    do: " if with_label else "  do: "
