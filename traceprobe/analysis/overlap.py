@@ -59,38 +59,59 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
         the copies), ``overlapped_ns`` (int64, part of it under compute kernels),
         ``fraction`` (float64, overlapped_ns / copy_ns). Only devices with memcpys.
     """
-    rows = []
     is_copy = copy_mask(trace)
     if not is_copy.any():
         return pd.DataFrame(columns=["device", "direction", "copies", "bytes", "copy_ns", "overlapped_ns", "fraction"])
     compute = compute_intervals(trace)
-    # numpy columns of the copies and boolean masks per group (no DataFrame per group)
+    # every (device, direction) group at once, no loop over devices: a group per direction of each device and one
+    # for all its copies; each group's copies unioned (grouped_union), the union's part under its device's compute
+    # kernels the time two of the group's two sets cover (grouped_coverage)
     dev = device_column(trace, "device")[is_copy]
     dirs = copy_directions(trace)[is_copy]
     start, end, nbytes = (device_column(trace, c)[is_copy] for c in ("start_ns", "end_ns", "bytes"))
-    for device in iv.distinct(dev):
-        comp = compute.get(int(device), iv.empty())
-        on_dev = dev == device
-        # directions in order of first appearance, then in DIRECTIONS order (stable)
-        groups = [(str(d), on_dev & (dirs == d)) for d in dict.fromkeys(dirs[on_dev].tolist())]
-        groups.sort(key=lambda t: DIRECTIONS.index(t[0]) if t[0] in DIRECTIONS else len(DIRECTIONS))
-        for direction, g in groups + [("all", on_dev)]:
-            u = iv.union(start[g], end[g])
-            copy_ns = iv.length(u)
-            over = iv.length(iv.intersect(u, comp))
-            b = nbytes[g]
-            rows.append(
-                {
-                    "device": int(device),
-                    "direction": direction,
-                    "copies": int(g.sum()),
-                    "bytes": int(b[b >= 0].sum()),
-                    "copy_ns": copy_ns,
-                    "overlapped_ns": over,
-                    "fraction": fraction(over, copy_ns),
-                }
-            )
-    return pd.DataFrame(rows)
+    devices = iv.distinct(dev)
+    d_pos = np.searchsorted(devices, dev)
+    codes, names = pd.factorize(pd.Series(dirs, dtype=object))
+    nd = len(names) + 1  # (the last: all directions)
+    per_dir = d_pos * nd + codes.astype(np.int64)
+    all_key = d_pos * nd + (nd - 1)
+    keys = np.concatenate([per_dir, all_key])
+    size = devices.size * nd
+    uk, us, ue = iv.grouped_union(keys, np.concatenate([start, start]), np.concatenate([end, end]))
+    copy_ns = np.zeros(size, np.int64)
+    np.add.at(copy_ns, uk, ue - us)
+    comp = [compute.get(int(d), iv.empty()) for d in devices.tolist()]
+    ck = np.repeat(np.arange(devices.size, dtype=np.int64), [c[0].size for c in comp])
+    cs, ce = (np.concatenate([c[i] for c in comp]).astype(np.int64) for i in (0, 1))
+    present = iv.distinct(uk)  # the groups with copies of non-zero length (their compute, once each)
+    reps = np.isin(ck[:, None] * nd + np.arange(nd)[None, :], present)
+    ok, os_, oe = (np.concatenate([x, y]) for x, y in ((uk, (ck[:, None] * nd + np.arange(nd)[None, :])[reps]),
+                                                       (us, np.broadcast_to(cs[:, None], reps.shape)[reps]),
+                                                       (ue, np.broadcast_to(ce[:, None], reps.shape)[reps])))
+    over = iv.grouped_coverage(ok, os_, oe, 2, size)
+    copies = np.bincount(keys, minlength=size)
+    b = np.concatenate([nbytes, nbytes])
+    total_bytes = np.zeros(size, np.int64)
+    np.add.at(total_bytes, keys[b >= 0], b[b >= 0])
+    # rows: by device; its directions in DIRECTIONS order, others in order of first appearance, then all
+    groups = iv.distinct(keys)
+    g_dev, g_dir = groups // nd, groups % nd
+    first = np.full(size, len(dirs), np.int64)
+    np.minimum.at(first, per_dir, np.arange(per_dir.size))
+    label = np.array([*map(str, names), "all"], dtype=object)
+    rank = np.array([DIRECTIONS.index(x) if x in DIRECTIONS else len(DIRECTIONS) for x in label[:-1]] + [len(DIRECTIONS) + 1])
+    groups = groups[np.lexsort((first[groups], rank[g_dir], g_dev))]
+    g_dev, g_dir = groups // nd, groups % nd
+    num, den = over[groups], copy_ns[groups]
+    return pd.DataFrame({
+        "device": devices[g_dev].astype(np.int64),
+        "direction": label[g_dir],
+        "copies": copies[groups].astype(np.int64),
+        "bytes": total_bytes[groups],
+        "copy_ns": den,
+        "overlapped_ns": num,
+        "fraction": np.divide(num, den, out=np.full(groups.size, np.nan), where=den > 0),
+    })
 
 
 def comm_overlap(trace: Trace) -> pd.DataFrame:
