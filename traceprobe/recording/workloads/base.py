@@ -52,10 +52,11 @@ class Context:
 
     def describe(self, text: str) -> str:
         """A variant's description as it ran: on the CPU, each GPU it names (``GPU 0``, ``GPU 0 and GPU 1``, ``GPU 1/second
-        stream``) is the CPU, and it says so (``... (ran on the CPU: no device overlap to expect)``); unchanged on GPUs."""
+        stream``) is the CPU, what a GPU run is expected to show is left out, and it says so (``... (ran on the CPU: no
+        device overlap to expect)``); unchanged on GPUs."""
         if self.cuda:
             return text
-        text = _GPUS.sub("the CPU", text)
+        text = _GPUS.sub("the CPU", text.split(": expect")[0])  # (what a GPU run would show is not expected here)
         return f"{text} (ran on the CPU: no device overlap to expect)"
 
     def pick(self, gpu_default: int, cpu_default: int, override: int | None) -> int:
