@@ -428,7 +428,7 @@ def hyp_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("hyp")
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(event_st, min_size=1, max_size=25),
     st.lists(host_st, max_size=8),

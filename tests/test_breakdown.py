@@ -151,7 +151,7 @@ def test_breakdown_matches_brute_force(tr, lo, hi):
         assert sum(row[p] for p in IDLE_PARTS) == row["idle_ns"]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, GRID), st.integers(0, 10)), max_size=8), st.lists(st.tuples(st.integers(-5, GRID + 5), st.integers(-3, 30)), min_size=1, max_size=5))
 def test_measure_matches_brute_force(ivs, wins):
     s = np.array([a for a, _ in ivs], dtype=np.int64)

@@ -27,7 +27,7 @@ def _grid(ops: list[tuple[int, int, int]]) -> dict[int, np.ndarray]:
     return g
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(op, min_size=1, max_size=25))
 def test_matches_brute_force(tmp_path_factory, ops):
     b = TraceBuilder("synthetic: host threads")

@@ -84,7 +84,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow
 _keys = st.sampled_from(["workload", "variant", "status", "trace", "traces", "wall_s", "params", "devices", "rank", "steps", "x"])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.dictionaries(_keys, _json, max_size=8), max_size=4))
 def test_any_json_entries_never_raise(entries):
     """Whatever the entries hold, reading gives typed entries or problem lines, never an exception."""
