@@ -164,7 +164,8 @@ def overlap_report(
 
         names = pl.per_trace_paths(plot, [pl.label_of(r.path, r.info, r.rank) for r, _ in drawn])
         with library_warnings():  # (matplotlib's glyph warnings quote a name's characters: escaped, once each)
-            errors += write_files(zip(names, (pl.timeline(pl.item_of(r, lanes), image_format(plot)) for r, lanes in drawn)))
+            items = pl.with_findings([pl.item_of(r, lanes) for r, lanes in drawn], summary)  # (waits, top finding and action)
+            errors += write_files(zip(names, (pl.timeline(item, image_format(plot)) for item in items)))
     _finish(errors, list(summary.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
 
 
