@@ -175,7 +175,12 @@ NAMED = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(NAMED))
+def _few(names, default):
+    """The matrix scenarios as parameters, those not in ``default`` marked slow (each loads and replays four ranks)."""
+    return [pytest.param(n, marks=() if n in default else pytest.mark.slow) for n in names]
+
+
+@pytest.mark.parametrize("name", _few(sorted(NAMED), {"mesh-compute", "mesh-sleep", "ddp-pageable"}))
 def test_matrix_top_what_if_names_the_built_in_cause_and_rank(name):
     facts, w, df = _matrix(name)
     assert not w.mismatched
@@ -188,7 +193,7 @@ def test_matrix_top_what_if_names_the_built_in_cause_and_rank(name):
         assert abs(top["per_step_ns"] - built_in) <= tolerance * built_in
 
 
-@pytest.mark.parametrize("name", ["ddp-sleep", "ddp-cpu-op", "ddp-dataloader"])
+@pytest.mark.parametrize("name", _few(["ddp-sleep", "ddp-cpu-op", "ddp-dataloader"], {"ddp-sleep"}))
 def test_matrix_host_delays_hidden_behind_device_work_give_nothing_back(name):
     """Without a sync in its loop, rank 1's 20 ms of host delay per step hides behind the device work the host queued
     ahead (the steps take as long as the balanced run's): removing any cause of that rank gives back under 5% of it."""
@@ -197,7 +202,7 @@ def test_matrix_host_delays_hidden_behind_device_work_give_nothing_back(name):
     assert len(mine) and (mine["per_step_ns"] < 0.05 * facts["injected_ms_per_step"] * 1e6).all()
 
 
-@pytest.mark.parametrize("name", ["ddp-balanced", "fsdp-balanced", "mesh-balanced", "ep-balanced"])
+@pytest.mark.parametrize("name", _few(["ddp-balanced", "fsdp-balanced", "mesh-balanced", "ep-balanced"], {"mesh-balanced"}))
 def test_matrix_balanced_controls_name_no_straggler(name):
     _, w, df = _matrix(name)
     assert not w.mismatched and w.matched > 0
