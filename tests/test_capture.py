@@ -99,6 +99,7 @@ def test_module_whole_run(tmp_path, monkeypatch, capsys):
     assert _manifest(tmp_path / "m")["processes"][0]["target"] == {"module": "train_small", "args": ["--no-steps", "--steps", "3"]}
 
 
+@pytest.mark.slow  # capture() end to end under torch.profiler
 def test_capture_context_decorator_and_whole_run(tmp_path):
     import torch
 

@@ -67,6 +67,7 @@ def test_summary_only(tmp_path) -> None:
     assert sorted(p.name for p in (tmp_path / "job").iterdir()) == ["rank0.steps2-3.summary.json"]  # no trace, no temporary file
 
 
+@pytest.mark.slow  # a CPU training loop under torch.profiler, end to end
 def test_unwritable_folder_costs_nothing_but_the_files(tmp_path, caplog) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the folder should be")
@@ -136,6 +137,7 @@ def test_the_training_process_never_imports_pandas_for_it(tmp_path) -> None:
     assert len(list((tmp_path / "job").glob("*.summary.json"))) == 1
 
 
+@pytest.mark.slow  # a CPU training loop under torch.profiler, end to end
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="fork is POSIX")
 def test_events_written_by_a_forked_child_by_default(tmp_path) -> None:
     h = traceprobe.on_trace_ready(tmp_path / "job", trace=True)
