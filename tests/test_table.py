@@ -281,11 +281,11 @@ def test_shorten_keeps_the_end_and_wrap_keeps_units():
 
 
 @pytest.mark.parametrize("whole", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["samples", "whole folder"])
-def test_readme_quotes_the_table_as_printed(summary, whole):
+def test_readme_quotes_the_table_as_printed(request, whole):
     """The README's excerpt of `COLUMNS=80 traceprobe overlap-report sample_traces/` is the table as rendered now
     (``TRACEPROBE_UPDATE_GOLDEN=1`` rewrites the excerpt, as it rewrites the golden outputs): the first lines of the
     table of the samples the other tests read, and (slow) of the whole folder."""
-    lines = _lines(analyze_paths([SAMPLES], jobs=1) if whole else summary, 80)
+    lines = _lines(analyze_paths([SAMPLES], jobs=1) if whole else request.getfixturevalue("summary"), 80)
     path = REPO / "README.md"
     readme = path.read_text()
     start = readme.index("COLUMNS=80 traceprobe overlap-report sample_traces/")
