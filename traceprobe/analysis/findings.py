@@ -155,10 +155,21 @@ def pipeline_shape(trace: Trace) -> tuple[int, int]:
     return p, int(iv.distinct(idx[idx >= 0]).size)
 
 
+@per_trace
+def _copies_by_device(trace: Trace) -> dict[int, np.ndarray]:
+    """The rows of ``device_events`` that are copies, per device (one sort, not a mask over every event per device)."""
+    rows = np.flatnonzero(copy_mask(trace))
+    dev = device_column(trace, "device")[rows]
+    order = np.argsort(dev, kind="stable")
+    rows, dev = rows[order], dev[order]
+    keys, first = np.unique(dev, return_index=True)
+    return {int(k): g for k, g in zip(keys.tolist(), np.split(rows, first[1:]))}
+
+
 def _copy_candidates(trace: Trace, t: DeviceTime, b: Backend) -> list[_Candidate]:
     lo, hi = t.window
-    m = (device_column(trace, "device") == t.device) & copy_mask(trace)
-    if not m.any():
+    m = _copies_by_device(trace).get(t.device, np.zeros(0, np.int64))
+    if not m.size:
         return []
     dirs = copy_directions(trace)[m]
     start = np.clip(device_column(trace, "start_ns")[m], lo, hi)
@@ -248,7 +259,8 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
     if idle is not None:
         replays = replays_graphs(trace)
         for cause, kind in IDLE_KINDS.items():
-            advice = _idle_advice(cause, dev, idle.top[cause], b, idle.queued_stream, replays)
+            empty = not idle.spans[cause][0].size  # (no row: its words are not made)
+            advice = "" if empty else _idle_advice(cause, dev, idle.top[cause], b, idle.queued_stream, replays)
             c = _Candidate(kind, subj, d, idle.spans[cause], _label(cause, idle), advice)
             (sync if cause == "sync" else first).append(c)
     cross = []

@@ -230,7 +230,13 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
     capturing, setup = graph_intervals(trace), setup_span(trace)
     out = []
-    for d in iv.distinct(dev).tolist():
+    # each device's events of non-zero length, by one stable sort (not a mask over every event per device)
+    valid = np.flatnonzero(end > start)
+    by_dev = valid[np.argsort(dev[valid], kind="stable")]
+    devices = iv.distinct(dev)
+    first = np.searchsorted(dev[by_dev], devices, side="left").tolist()
+    last = np.searchsorted(dev[by_dev], devices, side="right").tolist()
+    for i, d in enumerate(devices.tolist()):
         busy = iv.intersect(occupied.get(int(d), iv.empty()), whole)
         idle = iv.subtract(whole, busy)
         spans = {c: iv.empty() for c in CAUSES}
@@ -239,7 +245,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
         if idle[0].size:
             gs, ge = idle
             # the work that ended each gap: among d's events starting exactly at the gap's end, the earliest launched
-            on = np.flatnonzero((dev == d) & (end > start))
+            on = by_dev[first[i]:last[i]]
             launched = np.where(rows[on] >= 0, h_start[np.maximum(rows[on], 0)], _NEVER) if h_start.size else np.full(on.size, _NEVER)
             order = on[np.lexsort((launched, start[on]))]  # by start, then launch time
             first_start, first_idx = np.unique(start[order], return_index=True)

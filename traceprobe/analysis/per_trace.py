@@ -238,8 +238,19 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True
     c_dev, c_stream, c_dir, c_pageable = device[is_copy], stream[is_copy], copy_directions(trace)[is_copy], pageable_copies(trace)[is_copy]
     hints: dict[tuple[int, str], str] = {}
     wrapper_copies: set[tuple[int, str]] = set()
-    for d, direction in sorted({(int(a), str(b)) for a, b in zip(c_dev.tolist(), c_dir.tolist())}):
-        g = (c_dev == d) & (c_dir == direction)
+    # the copies of each (device, direction), and the streams of each device's compute, by one sort each (not a mask
+    # over every event per group: thousands of devices took seconds)
+    codes = pd.factorize(pd.Series(c_dir, dtype=object))[0].astype(np.int64)
+    order = np.lexsort((codes, c_dev))
+    cut = np.flatnonzero((np.diff(c_dev[order]) != 0) | (np.diff(codes[order]) != 0)) + 1
+    copy_groups = sorted((((int(c_dev[g[0]]), str(c_dir[g[0]])), g) for g in np.split(order, cut) if g.size), key=lambda t: t[0])
+    cd, cs = device[comp], stream[comp]
+    comp_streams_of: dict[int, set[int]] = {}
+    if cd.size:
+        pairs = np.unique(np.stack([cd, cs], axis=1), axis=0)
+        for a, b in pairs.tolist():
+            comp_streams_of.setdefault(int(a), set()).add(int(b))
+    for (d, direction), g in copy_groups:
         wrapper = sorted(colls.get(d, set()) & BUCKETED) if training else []
         if direction == "DtoD" and wrapper:
             hints[(d, direction)] = (
@@ -249,7 +260,7 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True
             )
             wrapper_copies.add((d, direction))
             continue
-        comp_streams = set(np.unique(stream[comp & (device == d)]).tolist())
+        comp_streams = comp_streams_of.get(d, set())
         if comp_streams and set(np.unique(c_stream[g]).tolist()) <= comp_streams:
             hint = f"copies ran on the compute stream, so each waited for the compute before it; issue them on a separate stream ordered by {rt} events"
         else:
