@@ -18,10 +18,12 @@ from traceprobe.collect.execution import map_items
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _trace(path: Path, rank: int | None = None, steps: int = 1) -> Path:
+def _trace(path: Path, rank: int | None = None, steps: int = 1, comm: bool = False) -> Path:
     b = TraceBuilder("hostile misc", rank=rank, world_size=None if rank is None else 2)
     for i in range(1, steps + 1):
         b.kernel(0, 7, i * 10_000, 1000)
+        if comm:
+            b.nccl(0, 9, i * 10_000 + 2000, 1000)
         b.step(i, i * 10_000, 9000)
     return b.write(path)
 
@@ -94,7 +96,7 @@ def test_job_says_when_a_window_counts_a_rank_twice(tmp_path: Path) -> None:
 
     synth_job.write_summaries(st.Config(events=2000, seed=3), 2, tmp_path)  # ranks 0 and 1, steps 1-10
     for r in (0, 1):
-        _trace(tmp_path / f"other.rank{r}.pt.trace.json", rank=r, steps=10)  # another run, the same window
+        _trace(tmp_path / f"other.rank{r}.pt.trace.json", rank=r, steps=10, comm=True)  # another run, the same window
     res = CliRunner().invoke(app, ["job", str(tmp_path), "-j", "1"])
     warned = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:") and "traces in window steps 1-10" in ln]
     assert len(warned) == 2 and all("another run" in ln for ln in warned), res.stderr
