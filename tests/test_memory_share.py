@@ -54,13 +54,15 @@ def test_share_refused_while_another_reader_holds_the_rest(bombs: Path) -> None:
     it) is refused at its share, its line saying what the others held and which limit."""
     shared = files.share_limit(24 << 20)
     try:
-        assert shared.take(20 << 20) == -1  # (what another worker holds)
+        other = os.getpid() + 1_000_000  # (a reader that is not this process)
+        assert shared.take(20 << 20, pid=other) == -1
         with pytest.raises(TraceFormatError) as e:
             for _ in files.read_trace_chunks(bombs / "b0.json.gz", 24 << 20):
                 pass
         assert "held 20 MiB of the command's 24 MiB" in e.value.reason and "max_bytes limit (--max-bytes)" in e.value.reason
         files.release()
-        shared.give(20 << 20)
+        assert shared.held() == 0 and shared.held(other) == 20 << 20
+        shared.forget(other)
         assert shared.take(24 << 20) == -1  # (everything given back)
     finally:
         files.unshare_limit()
@@ -91,3 +93,24 @@ def test_default_limit_is_capped(monkeypatch) -> None:
     with pytest.raises(TraceFormatError) as e:
         raise files._too_big("x.json.gz", 1 << 30, explicit=False)
     assert "smaller of 50% of the memory available and 4 GiB" in e.value.reason
+
+
+def _die_holding(x: int) -> int:
+    """A worker that reserves 20 MiB of the shared limit, then dies (as one killed by the OOM killer)."""
+    if x == 0:
+        files._SHARED[0].take(20 << 20)  # type: ignore[union-attr]
+        os._exit(9)
+    return x
+
+
+def test_a_dead_worker_gives_its_share_back(monkeypatch) -> None:
+    """What a worker held when it died is free again: the command's other files are not refused for it."""
+    from traceprobe.collect.execution import map_items
+
+    shared = files.share_limit(24 << 20)
+    try:
+        out = map_items(_die_holding, [0, 1, 2], jobs=2, on_crash=lambda x, why: -1)
+        assert out[0] == -1 and out[1:] == [1, 2]
+        assert shared.take(24 << 20) == -1  # (nothing left held by the dead workers)
+    finally:
+        files.unshare_limit()

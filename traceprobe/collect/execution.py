@@ -218,6 +218,13 @@ def exit_reason(code: int | None) -> str:
     return f"exit code {code}"
 
 
+def forget_process(pid: int) -> None:
+    """Give back what a dead worker held of the command's shared memory limit (:mod:`traceprobe.reading.files`)."""
+    from ..reading.files import forget_process as forget
+
+    forget(pid)
+
+
 def _on_local_workers(
     fn: Callable[[T], R], items: Sequence[T], n: int, on_crash: Callable[[T, str], R], on_done: Callable[[R], None] | None
 ) -> list[R]:
@@ -248,6 +255,7 @@ def _on_local_workers(
                     # in its socket); the items queued behind it were not started
                     crashes[i] += 1
                     why = _death(w.process)
+                    forget_process(w.process.pid)  # (what it held of the command's memory limit is free again)
                     w.conn.close()
                     workers[k] = _start(fn)
                     pending.extendleft(reversed(w.queue))

@@ -116,17 +116,21 @@ class SharedLimit:
     Every chunk a reader hands on is first reserved here; a reservation that would pass the limit refuses the
     file being read (what the other readers hold is what it may not take), so the command as a whole stays under
     the limit whatever ``--jobs`` is. A reader gives back all it reserved when its file's work is done
-    (:func:`release`). The counter lives in memory shared with the worker processes forked after it was made
-    (:mod:`traceprobe.collect.execution`); a Dask worker, elsewhere, counts against its own file's limit only.
+    (:func:`release`); what a worker that died held is given back by the process that saw it die
+    (:meth:`forget`, from :mod:`traceprobe.collect.execution`). The counters live in an anonymous shared mapping
+    (no file: ``multiprocessing.Value``'s arena is one, refused under a small ``ulimit -f``) that the worker
+    processes forked after it was made share; a Dask worker, elsewhere, counts against its own file's limit only.
     """
+
+    SLOTS = 512
+    """Processes whose holdings are kept apart (each: its pid and what it holds); more share the last slot."""
 
     def __init__(self, limit: int, explicit: bool) -> None:
         import mmap
         import multiprocessing
 
         self.limit, self.explicit = int(limit), explicit
-        # (an anonymous shared mapping, no file: multiprocessing.Value's arena is a file, refused under a small ulimit -f)
-        self._map = mmap.mmap(-1, 16)
+        self._map = mmap.mmap(-1, 8 * (2 + 2 * self.SLOTS))  # used, peak, then (pid, held) per process
         self._lock = multiprocessing.get_context("fork").Lock()
 
     def _get(self, i: int) -> int:
@@ -135,29 +139,56 @@ class SharedLimit:
     def _set(self, i: int, v: int) -> None:
         self._map[8 * i:8 * i + 8] = int(v).to_bytes(8, "little", signed=True)
 
+    def _slot(self, pid: int, claim: bool) -> int:
+        """The index of ``pid``'s held count (claiming a free slot if ``claim``), -1 if it has none."""
+        free = -1
+        for k in range(self.SLOTS):
+            p = self._get(2 + 2 * k)
+            if p == pid:
+                return 3 + 2 * k
+            if p == 0 and free < 0:
+                free = k
+        if not claim:
+            return -1
+        k = free if free >= 0 else self.SLOTS - 1
+        self._set(2 + 2 * k, pid)
+        return 3 + 2 * k
+
     @property
     def peak(self) -> int:
         """The most ever reserved at once, in bytes (for tests and benchmarks)."""
         return self._get(1)
 
-    def take(self, n: int) -> int:
-        """Reserve ``n`` bytes; return -1 if done, else what the others hold (the reservation not made)."""
+    def held(self, pid: int | None = None) -> int:
+        """What process ``pid`` (default: this one) holds, in bytes."""
+        with self._lock:
+            k = self._slot(os.getpid() if pid is None else pid, claim=False)
+            return self._get(k) if k >= 0 else 0
+
+    def take(self, n: int, pid: int | None = None) -> int:
+        """Reserve ``n`` bytes for process ``pid`` (default: this one); return -1 if done, else what the others hold
+        (nothing reserved)."""
         with self._lock:
             used = self._get(0)
+            k = self._slot(os.getpid() if pid is None else pid, claim=True)
             if used + n > self.limit:
-                return used - _HELD[0]
+                return used - self._get(k)
             self._set(0, used + n)
+            self._set(k, self._get(k) + n)
             self._set(1, max(self._get(1), used + n))
             return -1
 
-    def give(self, n: int) -> None:
-        """Give back ``n`` bytes reserved before."""
+    def forget(self, pid: int | None = None) -> None:
+        """Give back all that process ``pid`` (default: this one) holds: its file's work is done, or it died."""
         with self._lock:
-            self._set(0, self._get(0) - n)
+            k = self._slot(os.getpid() if pid is None else pid, claim=False)
+            if k >= 0:
+                self._set(0, self._get(0) - self._get(k))
+                self._set(k, 0)
+                self._set(k - 1, 0)
 
 
 _SHARED: list[SharedLimit | None] = [None]
-_HELD = [0]  # what this process holds of the shared limit for the file it reads
 
 
 def share_limit(max_bytes: int | None) -> SharedLimit:
@@ -171,15 +202,20 @@ def share_limit(max_bytes: int | None) -> SharedLimit:
 def unshare_limit() -> None:
     """End the shared limit of :func:`share_limit`: readers count each file against its own limit again."""
     _SHARED[0] = None
-    _HELD[0] = 0
 
 
 def release() -> None:
     """Give back what this process reserved of the shared limit for the file it read (its work on it is done)."""
     shared = _SHARED[0]
-    if shared is not None and _HELD[0]:
-        shared.give(_HELD[0])
-    _HELD[0] = 0
+    if shared is not None:
+        shared.forget()
+
+
+def forget_process(pid: int) -> None:
+    """Give back what a worker process that died held of the shared limit (called where its death is seen)."""
+    shared = _SHARED[0]
+    if shared is not None:
+        shared.forget(pid)
 
 
 def _reserve(path: str | Path, n: int, total: int) -> None:
@@ -193,7 +229,6 @@ def _reserve(path: str | Path, n: int, total: int) -> None:
                                      f"held {others / 2**20:,.0f} MiB of the command's {shared.limit / 2**20:,.0f} MiB "
                                      f"({_limit_words(shared.explicit)}, shared by every trace read at once; --max-bytes sets "
                                      "it, --jobs 1 reads one trace at a time)")
-    _HELD[0] += n
 
 
 def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generator[bytes, None, None]:
