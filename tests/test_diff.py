@@ -7,15 +7,25 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from typer.testing import CliRunner
 
 from traceprobe.analysis.diff import diff
+from traceprobe.cli import app
 from traceprobe.collect import analyze_paths
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 NB = SAMPLES / "compute-copy.nonblocking.pt.trace.json.gz"
 OV = SAMPLES / "compute-copy.overlapped.pt.trace.json.gz"
+
+
+def _diff(*args) -> SimpleNamespace:
+    """``traceprobe diff ARGS`` in this process (typer's CliRunner; the JSON test above runs the real entry point):
+    ``returncode``, ``stdout`` and ``stderr`` as ``subprocess.run`` gives them."""
+    res = CliRunner().invoke(app, ["diff", *map(str, args)])
+    return SimpleNamespace(returncode=res.exit_code, stdout=res.stdout, stderr=res.stderr)
 
 
 def fig(d, figure: str, subject: str) -> dict:
@@ -85,7 +95,7 @@ def test_folders_that_pair_nothing_exit_2(tmp_path):
     shutil.copy(SAMPLES / "multi-gpu.concurrent.pt.trace.json.gz", a)
     shutil.copy(SAMPLES / "data-parallel.ddp.rank0.pt.trace.json.gz", b)
     shutil.copy(SAMPLES / "data-parallel.ddp.rank1.pt.trace.json.gz", b)
-    out = subprocess.run([sys.executable, "-m", "traceprobe", "diff", str(a), str(b), "-j", "1"], capture_output=True, text=True)
+    out = _diff(a, b, "-j", "1")
     assert out.returncode == 2 and "nothing to compare" in out.stderr
 
 
@@ -99,7 +109,7 @@ def test_folders_with_no_name_in_common_exit_2_naming_both(tmp_path):
     shutil.copy(SAMPLES / "multi-gpu.concurrent.pt.trace.json.gz", a)
     shutil.copy(OV, b)
     shutil.copy(SAMPLES / "streams.one-stream.pt.trace.json.gz", b)
-    out = subprocess.run([sys.executable, "-m", "traceprobe", "diff", str(a), str(b), "-j", "1"], capture_output=True, text=True)
+    out = _diff(a, b, "-j", "1")
     assert out.returncode == 2 and out.stdout == ""
     (line,) = out.stderr.splitlines()
     assert line.startswith("nothing to compare: no trace name of") and NB.name in line and OV.name in line
