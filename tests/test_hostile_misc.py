@@ -89,7 +89,9 @@ def test_handler_names_a_full_disk(tmp_path: Path, monkeypatch) -> None:
     assert not list(tmp_path.glob(".*tmp"))  # (the empty file is gone)
 
 
-def test_job_says_when_a_window_counts_a_rank_twice(tmp_path: Path) -> None:
+def test_traces_beside_summaries_are_a_job_of_their_own(tmp_path: Path) -> None:
+    """Traces of another run beside summaries (same steps, same ranks) are never counted in the summaries'
+    window: they form their own job, named so (it read "4 ranks" from ranks 0 and 1 twice each)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import synth_job
     import synth_trace as st
@@ -98,5 +100,7 @@ def test_job_says_when_a_window_counts_a_rank_twice(tmp_path: Path) -> None:
     for r in (0, 1):
         _trace(tmp_path / f"other.rank{r}.pt.trace.json", rank=r, steps=10, comm=True)  # another run, the same window
     res = CliRunner().invoke(app, ["job", str(tmp_path), "-j", "1"])
-    warned = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:") and "traces in window steps 1-10" in ln]
-    assert len(warned) == 2 and all("another run" in ln for ln in warned), res.stderr
+    assert res.exit_code == 0, res.output
+    heads = [ln for ln in res.stdout.splitlines() if ln.endswith("ranks")]
+    assert heads == [f"{tmp_path} steps 1-10: 2 ranks", f"{tmp_path} (traces without a job id) steps 1-10: 2 ranks"], heads
+    assert "warning" not in res.stderr

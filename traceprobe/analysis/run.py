@@ -73,8 +73,14 @@ def _folder(path: str) -> str:
     return path.rsplit("/", 1)[0] if "://" in path else str(Path(path).parent)
 
 
+TRACES_WITHOUT_JOB = "traces without a job id"
+"""The job of traces read beside summaries (which carry theirs): a run of their own, never a window of the summaries'."""
+
+
 def _run_of(r: OverlapReport) -> str:
     folder = _folder(r.path)
+    if r.info.get("job") == TRACES_WITHOUT_JOB and "summary_of" not in r.info:
+        folder = f"{folder} ({TRACES_WITHOUT_JOB})"
     w, v = r.info.get("workload"), r.info.get("variant")
     if not w:
         return folder

@@ -343,8 +343,15 @@ def analyze_paths(
     reports = [r for r in results if isinstance(r, OverlapReport)]
     failures += [r for r in results if isinstance(r, Failure)]
     if any("summary_of" in r.info for r in reports):
+        from ..analysis.run import TRACES_WITHOUT_JOB
         from ..analysis.summaries import foreign_jobs
 
         reports, foreign = foreign_jobs(reports)
         failures += foreign
+        # traces beside summaries (none of theirs: a pair keeps one) are of another run or job: their own job,
+        # named so, never counted in the summaries' windows
+        with_summaries = {str(Path(str(r.path)).parent) for r in reports if "summary_of" in r.info}
+        for r in reports:
+            if "summary_of" not in r.info and str(Path(str(r.path)).parent) in with_summaries:
+                r.info.setdefault("job", TRACES_WITHOUT_JOB)
     return summarize(reports, failures, align_clocks=align_clocks)
