@@ -37,8 +37,15 @@ def _normalise(text: str) -> str:
     return text.replace(f'"traceprobe": "{traceprobe.__version__}"', '"traceprobe": "<version>"')
 
 
-@pytest.mark.parametrize("fmt", sorted(SUFFIX))
-@pytest.mark.parametrize("case", sorted(CASES))
+FOLDERS = {"manifest-folder", "windows-folder"}
+"""Cases that analyse a whole folder: their CSV and Markdown outputs (the same figures as their JSON, rendered again)
+run under slow; every case's JSON and the one-trace and pair cases in every format run by default."""
+
+
+@pytest.mark.parametrize("case, fmt", [
+    pytest.param(case, fmt, marks=pytest.mark.slow if case in FOLDERS and fmt != "json" else ())
+    for case in sorted(CASES) for fmt in sorted(SUFFIX)
+])
 def test_golden(case: str, fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     res = CliRunner().invoke(app, ["overlap-report", *CASES[case], "--format", fmt, "--jobs", "1"])
