@@ -247,7 +247,7 @@ def _straggler(out: WindowCauses, t: RankTables, late: int, caused: int) -> Wind
     each = per_step[cause] if per_step[cause] > 0 else excess[cause] / steps
     what = _PART_WORDS.get(cause, cause)
     label = f"wait for rank {late}: +{_ms(each)}/step {what}"
-    names = f" ({', '.join(k[:60] for k in kernels)})" if kernels else ""
+    names = f" ({', '.join(k if len(k) <= 60 else k[:59] + '…' for k in kernels)})" if kernels else ""  # (cut, marked)
     text = (f"rank {late} arrived last at its collectives: it ran +{_ms(each)} per step more {what}{names} than the other ranks "
             f"before arriving; the others waited for it, up to {_ms(caused / steps)} per step of exposed wait. Fix rank {late}'s "
             f"{what}; overlapping communication on the waiting ranks would not help")
