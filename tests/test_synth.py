@@ -50,7 +50,7 @@ def read_json(path: Path, exact: bool = False) -> dict:
 # --- the generator ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n", [1_000, 10_000, 100_000])
+@pytest.mark.parametrize("n", [1_000, 10_000, pytest.param(100_000, marks=pytest.mark.slow)])
 def test_exact_event_count_and_proportions(tmp_path, n):
     path, plan = write(tmp_path, events=n, seed=1)
     doc = read_json(path)
