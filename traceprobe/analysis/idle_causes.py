@@ -230,6 +230,15 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
     capturing, setup = graph_intervals(trace), setup_span(trace)
     out = []
+    held: dict[tuple[int, int], Intervals] = {}
+
+    def held_by(t: int, k: int) -> Intervals:
+        """Where thread ``t`` is inside a host event of class ``k`` (any class for launch): once per trace, not per device."""
+        if (t, k) not in held:
+            m = (thread == t) & ((cls == k) if k < _LAUNCH else (cls >= 0))
+            held[(t, k)] = iv.union(h_start[m], h_end[m])
+        return held[(t, k)]
+
     # each device's events of non-zero length, by one stable sort (not a mask over every event per device)
     valid = np.flatnonzero(end > start)
     by_dev = valid[np.argsort(dev[valid], kind="stable")]
@@ -277,10 +286,8 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 part = iv.intersect(remaining, capturing.get(int(t), iv.empty()))
                 remaining = iv.subtract(remaining, part)
                 spans["graph_capture"] = iv.coverage_at_least([spans["graph_capture"], part], 1)
-                on_t = thread == t
                 for k, cause in enumerate(EVENT_CAUSES):
-                    m = on_t & ((cls == k) if k < _LAUNCH else (cls >= 0))
-                    part = iv.intersect(remaining, iv.union(h_start[m], h_end[m]))
+                    part = iv.intersect(remaining, held_by(int(t), k))
                     remaining = iv.subtract(remaining, part)
                     spans[cause] = iv.coverage_at_least([spans[cause], part], 1)
                 part = iv.intersect(remaining, setup)  # outside ops, before the first compile
