@@ -228,3 +228,14 @@ def test_the_critical_path_crosses_into_the_rank_that_arrived_last(tmp_path):
     got = [(r, c, n) for r, c, n in zip(p["rank"], p["cause"], p["ns"])]
     assert got[:3] == [(0, "comm", 500_000), (1, "launch", 10_000), (1, "dispatch", 150_000)]
     assert got[3:] == [(1, "host", 3_000_000)] and p["ns"].sum() == 3_660_000
+
+
+def test_collectives_listed_for_a_rank_without_communication_kernels(tmp_path):
+    """A window whose collectives name a rank whose trace holds no communication kernel (SYNTHETIC: rank 1 has one
+    compute kernel only): its rows bind nothing, and the replay runs (it raised IndexError)."""
+    graphs, w = _sleeping_pair(tmp_path)
+    b = TraceBuilder("rank 1 without NCCL", rank=1, world_size=2)
+    b.launch(50_000, "kernel", 0, 7, 60_000, 1_000_000)
+    lone = rank_graph(load_trace(b.write(tmp_path / "lone.pt.trace.json")))
+    df = what_if([graphs[0], lone], w.per_rank)
+    assert len(df) and (df["gain_ns"] >= 0).all()

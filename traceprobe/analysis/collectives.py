@@ -322,13 +322,13 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
     those without collectives too."""
     mismatched: list[str] = []
     keep = []
-    pairs = pd.DataFrame()
+    pairs: pd.DataFrame = pd.DataFrame()
     if "p2p" in allk.columns:  # point-to-point kernels are paired, not matched as collectives (.p2p)
         is_p2p = allk["p2p"].fillna("").astype(str).to_numpy(dtype=object) != ""
         if is_p2p.any():
-            pairs, unpaired = pair_rows(allk[is_p2p])
+            pairs, unpaired = pair_rows(allk.loc[is_p2p])
             mismatched += unpaired
-            allk = allk[~is_p2p]
+            allk = allk.loc[~is_p2p]
     if "pg_ranks" not in allk.columns:
         allk = allk.assign(pg_ranks="")
     size = allk["group_size"].to_numpy(np.int64) if "group_size" in allk.columns else np.full(len(allk), -1, np.int64)

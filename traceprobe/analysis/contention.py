@@ -62,14 +62,17 @@ def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarra
     w_rank = k_rank[op]
     for i in np.unique(charged).tolist():  # (one pass per rank others waited for)
         mine = compute & (k_rank == i)
-        ref = pd.Series(d[mine]).groupby(code[mine]).agg(["median", "size"])
-        ref = ref[ref["size"] >= MIN_REFERENCE]["median"]
-        if ref.empty:
+        grouped = pd.DataFrame({"code": code[mine], "d": d[mine]}).groupby("code")["d"]
+        med, size = grouped.median(), grouped.size()
+        keep = size.to_numpy() >= MIN_REFERENCE
+        if not keep.any():
             continue
+        ref = np.full(int(code.max(initial=0)) + 1, np.nan)  # per kernel name code, its median on rank i
+        ref[med.index.to_numpy(np.int64)[keep]] = med.to_numpy(np.float64)[keep]
         for r in np.unique(w_rank[charged == i]).tolist():
             sel = (charged == i) & (w_rank == r)
             ops = np.flatnonzero(compute & (k_rank == r))
-            base = pd.Series(code[ops]).map(ref).to_numpy(np.float64)
+            base = ref[code[ops]]
             dd = d[ops].astype(np.float64)
             extra = np.where(np.isfinite(base) & (dd <= MAX_SLOWDOWN * base), np.maximum(dd - base, 0), 0)
             if not extra.any():

@@ -97,7 +97,7 @@ def pair_rows(k: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     ex = k.assign(_t=parts).explode("_t", ignore_index=True)
     kind_peer = ex["_t"].str.split(":", n=1, expand=True)
     rank = ex["rank"].to_numpy(np.int64)
-    peer = pd.to_numeric(kind_peer[1], errors="coerce").fillna(-1).to_numpy(np.int64)
+    peer = pd.Series(pd.to_numeric(kind_peer[1], errors="coerce")).fillna(-1).to_numpy(np.int64)
     send = (kind_peer[0] == "send").to_numpy()
     src, dst = np.where(send, rank, peer), np.where(send, peer, rank)
     ex = ex.assign(_src=src, _dst=dst, _send=send)
@@ -106,14 +106,17 @@ def pair_rows(k: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     counts = ex.groupby(["pg", "_src", "_dst", "_send"]).size().unstack("_send", fill_value=0)
     unpaired: list[str] = []
     good = set()
-    for (pg, s, d), row in counts.iterrows():  # (one per direction of each pair of ranks)
-        ns, nr = int(row.get(True, 0)), int(row.get(False, 0))
+    sends = counts[True] if True in counts.columns else pd.Series(0, index=counts.index)
+    recvs = counts[False] if False in counts.columns else pd.Series(0, index=counts.index)
+    keys: list[tuple] = list(counts.index)
+    for (pg, s, d), ns, nr in zip(keys, sends.tolist(), recvs.tolist()):  # (one per direction of a pair of ranks)
         if ns == nr and ns > 0:
             good.add((pg, s, d))
         else:
             unpaired.append(f"process group {pg!r}: rank {s} sent {ns} to rank {d}, which received {nr}: not paired")
-    ex = ex[pd.MultiIndex.from_arrays([ex["pg"], ex["_src"], ex["_dst"]]).isin(list(good))]
-    label = ex["pg"].astype(str) + ":" + ex["_src"].astype(str) + "->" + ex["_dst"].astype(str)
-    out = pd.DataFrame({"pg": label.to_numpy(dtype=object), "seq": ex["seq"].to_numpy(np.int64), "rank": ex["rank"].to_numpy(np.int64),
-                        "start_ns": ex["start_ns"].to_numpy(np.int64), "end_ns": ex["end_ns"].to_numpy(np.int64)})
+    kept: pd.DataFrame = ex.loc[pd.MultiIndex.from_arrays([ex["pg"], ex["_src"], ex["_dst"]]).isin(list(good))]
+    col = {c: kept[c].to_numpy() for c in ("pg", "_src", "_dst", "seq", "rank", "start_ns", "end_ns")}
+    label = pd.Series(col["pg"].astype(str), dtype=object) + ":" + col["_src"].astype(str) + "->" + col["_dst"].astype(str)
+    out = pd.DataFrame({"pg": label.to_numpy(dtype=object), "seq": col["seq"].astype(np.int64), "rank": col["rank"].astype(np.int64),
+                        "start_ns": col["start_ns"].astype(np.int64), "end_ns": col["end_ns"].astype(np.int64)})
     return out.sort_values(by=["pg", "seq", "rank"], kind="stable").reset_index(drop=True), unpaired

@@ -88,6 +88,8 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
             if not sel.any():
                 continue
             ks = np.arange(k_off[i], k_off[i + 1])[graphs[i].comm]  # (members are communication kernels)
+            if ks.size == 0:
+                continue
             key = start[ks]
             o = np.argsort(key, kind="stable")
             p = np.searchsorted(key[o], per_rank["start_ns"].to_numpy(np.int64)[sel])
