@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import sample_summary
 from typer.testing import CliRunner
 
 from traceprobe.cli import app
@@ -134,7 +135,7 @@ def test_80_columns_keeps_run_names_and_levels(summary):
 @pytest.mark.parametrize("paths", FOLDER_OR_FEW)
 def test_piped_output_is_never_cut(paths):
     """No width: the natural width, every cell in its full form; also through the real command, piped."""
-    lines = _lines(analyze_paths(paths, jobs=1), None)
+    lines = _lines(sample_summary(*paths), None)
     assert "98% yes" in "\n".join(lines) and "top finding" in lines[0]
     res = subprocess.run([sys.executable, "-m", "traceprobe", "overlap-report", *map(str, paths), "--jobs", _jobs(paths)],
                          capture_output=True, text=True, cwd=REPO, env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
@@ -285,7 +286,7 @@ def test_readme_quotes_the_table_as_printed(request, whole):
     """The README's excerpt of `COLUMNS=80 traceprobe overlap-report sample_traces/` is the table as rendered now
     (``TRACEPROBE_UPDATE_GOLDEN=1`` rewrites the excerpt, as it rewrites the golden outputs): the first lines of the
     table of the samples the other tests read, and (slow) of the whole folder."""
-    lines = _lines(analyze_paths([SAMPLES], jobs=1) if whole else request.getfixturevalue("summary"), 80)
+    lines = _lines(sample_summary(SAMPLES) if whole else request.getfixturevalue("summary"), 80)  # (whole: shared with the piped test)
     path = REPO / "README.md"
     readme = path.read_text()
     start = readme.index("COLUMNS=80 traceprobe overlap-report sample_traces/")
