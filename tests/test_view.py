@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -46,6 +47,9 @@ def test_serves_until_stopped_with_cors(tmp_path):
     assert int(res.getheader("Content-Length")) == len(data)
     assert t.is_alive()  # still serving after the first fetch
     res, body = _get(server, "/my%20trace.pftrace")  # the page reloaded
+    deadline = time.monotonic() + 10  # (the server counts a fetch once its last byte is written: after the client read it)
+    while server.fetches < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert res.status == 200 and body == data and server.fetches == 2
     server.stop.set()  # (Ctrl-C in the command)
     t.join(timeout=10)
