@@ -6,9 +6,9 @@ For each trace that loads, the verdicts and notes of its report are checked:
 
 - no device is named ``cuda:N`` on a ROCm or MTIA trace (``Trace.backend``);
 - no training word (DDP, bucket, FSDP, optimizer, backward, gradient, DataParallel) on a trace that shows no
-  training (:func:`traceprobe.analysis.training.training_evidence`);
+  training (:func:`traceprobe.analysis.host.training.training_evidence`);
 - no copy, communication or stream-concurrency verdict on work under the floor
-  (:func:`traceprobe.analysis.verdicts.too_small`), read back from the figures the verdict judged;
+  (:func:`traceprobe.analysis.advice.verdicts.too_small`), read back from the figures the verdict judged;
 - no Python warning while loading and analysing (warnings are turned into errors).
 
 Prints one line per problem and exits 1 if there is any; files that are not traces are counted, not checked.
@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 
 from traceprobe import TraceFormatError, load_trace, overlap_report
-from traceprobe.analysis import verdicts as vd
+from traceprobe.analysis.advice import verdicts as vd
 
 TRAINING_WORDS = re.compile(r"DDP|DistributedDataParallel|FSDP|bucket|gradient|backward|optimizer|DataParallel", re.IGNORECASE)
 

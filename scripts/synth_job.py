@@ -220,7 +220,7 @@ def write_summaries(cfg: st.Config, ranks: int, folder: str | Path, skewed: int 
     - ``rank``, and its collective kernels' start and end (``tables.collectives``; ``group_size`` of group ``0``:
       ``ranks``);
     - its exposed collective communication (``tables.exposed_comm``): the whole of each of its collective kernels, as
-      if the rank ran nothing beside them; so its exposed wait and exposed transfer (:mod:`traceprobe.analysis.causes`)
+      if the rank ran nothing beside them; so its exposed wait and exposed transfer (:mod:`traceprobe.analysis.job.causes`)
       are its wait (until the last rank of the group arrives) and its transfer (after) in the plan;
     - on a skewed rank, the compute that made it late: before each collective, :meth:`JobPlan.delay` ns more compute
       (how much later its kernel started for its skew), added to the compute of the step its kernel starts in (by the
@@ -238,8 +238,8 @@ def write_summaries(cfg: st.Config, ranks: int, folder: str | Path, skewed: int 
 
     import msgspec
 
+    from traceprobe.analysis.job.summaries import to_summary
     from traceprobe.analysis.per_trace import overlap_report
-    from traceprobe.analysis.summaries import to_summary
     from traceprobe.reading import load_trace
     from traceprobe.summary_file import encode
 

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from traceprobe import intervals as iv
 from traceprobe import load_trace
-from traceprobe.analysis.breakdown import IDLE_PARTS, PARTS, gpu_breakdown, step_breakdown
-from traceprobe.analysis.idle_causes import LAUNCH_LATENCY_NS
-from traceprobe.analysis.steps import step_windows
+from traceprobe.analysis.device.breakdown import IDLE_PARTS, PARTS, gpu_breakdown, step_breakdown
+from traceprobe.analysis.device.steps import step_windows
+from traceprobe.analysis.host.idle_causes import LAUNCH_LATENCY_NS
 from traceprobe.reading import Trace
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -93,7 +93,7 @@ def reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
             elif cover["any"][i]:
                 res["other_ns"] += 1
             else:
-                # idle causes (traceprobe.analysis.idle_causes), all on one host thread here
+                # idle causes (traceprobe.analysis.host.idle_causes), all on one host thread here
                 res["idle_ns"] += 1
                 busy_before = [j for j in range(i) if cover["any"][j]]
                 gap_start = lo + busy_before[-1] + 1 if busy_before else lo

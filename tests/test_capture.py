@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 import traceprobe
 from traceprobe.analysis import OverlapReport
-from traceprobe.analysis.ranks import rank_summary
+from traceprobe.analysis.job.ranks import rank_summary
 from traceprobe.cli import app
 from traceprobe.collect import analyze_paths
 from traceprobe.manifest import Entry

@@ -20,10 +20,10 @@ from synthetic import TraceBuilder, load
 from test_breakdown import make_trace
 
 from traceprobe import load_trace
-from traceprobe.analysis import warmup
-from traceprobe.analysis.causes import window_causes
-from traceprobe.analysis.collectives import collective_table, match_window
-from traceprobe.analysis.idle_causes import CAUSES, LAUNCH_LATENCY_NS, SYNC_CALLS, idle_cause_table
+from traceprobe.analysis.host import warmup
+from traceprobe.analysis.host.idle_causes import CAUSES, LAUNCH_LATENCY_NS, SYNC_CALLS, idle_cause_table
+from traceprobe.analysis.job.causes import window_causes
+from traceprobe.analysis.job.collectives import collective_table, match_window
 from traceprobe.analysis.per_trace import overlap_report
 from traceprobe.analysis.summary import summarize
 from traceprobe.reading import Trace
@@ -255,7 +255,7 @@ def test_graph_capture_is_its_own_idle_cause(tmp_path):
     b.runtime(100_000, 10_000, "cudaGraphInstantiateWithFlags")
     b.launch(150_000, "kernel", 0, 7, 150_000, 10_000)
     tr = load(b, tmp_path)
-    from traceprobe.analysis.graph_capture import captures
+    from traceprobe.analysis.host.graph_capture import captures
 
     c = captures(tr)
     assert c[["start_ns", "end_ns", "launches"]].values.tolist() == [[20_000, 100_000, 3]] and c["begin"].tolist() == ["cudaStreamBeginCapture"]
@@ -439,7 +439,7 @@ def test_pipeline_bubble_per_stage():
 
 def test_exposed_transfer_advice_follows_the_process_group():
     # SYNTHETIC waits tables: the group holding most exposed transfer decides the advice
-    from traceprobe.analysis.causes import _group_advice
+    from traceprobe.analysis.job.causes import _group_advice
 
     def waits(desc: str) -> pd.DataFrame:
         return pd.DataFrame({"rank": [0, 0], "pg": ["3", "0"], "pg_desc": [desc, "default_pg"], "collective": ["allreduce"] * 2,

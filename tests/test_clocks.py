@@ -1,4 +1,4 @@
-"""Clock offsets and drift across ranks (traceprobe.analysis.clocks).
+"""Clock offsets and drift across ranks (traceprobe.analysis.job.clocks).
 
 Two kinds of evidence: real 2-rank recordings of one host (``sample_traces/``), whose clocks agree, with an
 offset and drift injected into one rank's collective times in memory; and SYNTHETIC multi-rank windows
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceprobe.analysis.clocks import END_TOLERANCE_NS, aligned_tables, estimate_clocks, shift_times
-from traceprobe.analysis.collectives import collective_table, match_window
+from traceprobe.analysis.job.clocks import END_TOLERANCE_NS, aligned_tables, estimate_clocks, shift_times
+from traceprobe.analysis.job.collectives import collective_table, match_window
 from traceprobe.reading import load_trace
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -207,7 +207,7 @@ def test_merged_perfetto_put_on_one_clock(tmp_path) -> None:
     correction; with none (or one that agrees), slices keep their recorded times."""
     from test_perfetto import replay
 
-    from traceprobe.analysis.clocks import ClockEstimate
+    from traceprobe.analysis.job.clocks import ClockEstimate
     from traceprobe.analysis.per_trace import overlap_report
     from traceprobe.report.perfetto_ranks import RANK_PID_BASE, write_perfetto_ranks
 

@@ -13,8 +13,8 @@ import pytest
 from synthetic import TraceBuilder
 
 from traceprobe import load_trace
-from traceprobe.analysis.collectives import collective_table, match_window
-from traceprobe.analysis.comm_types import collective_type
+from traceprobe.analysis.job.collectives import collective_table, match_window
+from traceprobe.analysis.job.comm_types import collective_type
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 

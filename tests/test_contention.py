@@ -1,4 +1,4 @@
-"""Compute slowed beside a waiting collective, and the relief a what-if gives back (traceprobe.analysis.contention).
+"""Compute slowed beside a waiting collective, and the relief a what-if gives back (traceprobe.analysis.causal.contention).
 
 SYNTHETIC two ranks built with tests/synthetic.py's TraceBuilder, times exact and gains worked out by hand.
 """
@@ -11,11 +11,11 @@ import pytest
 from synthetic import TraceBuilder
 
 from traceprobe import load_trace
-from traceprobe.analysis import contention
-from traceprobe.analysis.collectives import collective_table, match_window
-from traceprobe.analysis.dependency_graph import rank_graph
-from traceprobe.analysis.what_if import what_if
-from traceprobe.analysis.what_if_windows import window_instances
+from traceprobe.analysis.causal import contention
+from traceprobe.analysis.causal.dependency_graph import rank_graph
+from traceprobe.analysis.causal.what_if import what_if
+from traceprobe.analysis.causal.what_if_windows import window_instances
+from traceprobe.analysis.job.collectives import collective_table, match_window
 
 US = 1_000
 

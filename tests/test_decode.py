@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from traceprobe import TraceFormatError, load_trace
-from traceprobe.analysis.steps import clip_trace
+from traceprobe.analysis.device.steps import clip_trace
 from traceprobe.reading import decode
 from traceprobe.reading.columns import INVALID, MISSING, OK, parse_us
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from test_breakdown import make_trace, traces
 
 from traceprobe import load_trace
-from traceprobe.analysis.findings import findings
+from traceprobe.analysis.advice.findings import findings
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 

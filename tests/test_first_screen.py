@@ -98,7 +98,7 @@ def test_plot_draws_a_ranks_waits_and_the_top_finding():
     """``plot --compare`` of the recorded DDP pair where rank 1 ran extra compute: rank 0 gets a band of its waits for
     the last rank at collectives (each from its kernel's start for its wait), rank 1 an empty one; both the window's
     top finding and action under their title."""
-    from traceprobe.analysis.picture import shared_clock_groups
+    from traceprobe.analysis.device.picture import shared_clock_groups
     from traceprobe.collect import analyze_paths, timeline_lanes
     from traceprobe.report import plot as pl
 

@@ -14,7 +14,7 @@ from synthetic import BASE, TraceBuilder, load, write_trace
 
 from traceprobe import load_trace, overlap_report
 from traceprobe.analysis.diff import report_figures
-from traceprobe.analysis.training import training_evidence
+from traceprobe.analysis.host.training import training_evidence
 
 TRAINING_WORDS = re.compile(r"DDP|DistributedDataParallel|FSDP|bucket|gradient|backward|optimizer|DataParallel", re.IGNORECASE)
 
@@ -173,7 +173,7 @@ def test_collectives_without_a_bus_bandwidth_factor_warn_nothing():
     """Two ranks' send/recv (no bus-bandwidth factor: every busbw NaN) matched: no numpy 'All-NaN slice' warning."""
     import pandas as pd
 
-    from traceprobe.analysis.collectives import TABLE_COLUMNS, match_window
+    from traceprobe.analysis.job.collectives import TABLE_COLUMNS, match_window
 
     def table(rank: int) -> pd.DataFrame:
         row = {"rank": rank, "device": rank, "stream": 20, "pg": "0", "collective": "sendrecv", "name": "ncclDevKernel_SendRecv(...)",
@@ -216,7 +216,7 @@ SYMM = "void c10d::symmetric_memory::two_shot_all_reduce_kernel<float, 16, 8>(fl
 def test_custom_all_reduce_kernels_are_communication(tmp_path):
     """SYNTHETIC tensor-parallel decode: matmuls, each followed by a custom all-reduce (multimem, vLLM's two-stage,
     symmetric memory's two-shot) with nothing beside it, and a kernel that carries Kineto's 'Collective name'."""
-    from traceprobe.analysis.collectives import collective_table
+    from traceprobe.analysis.job.collectives import collective_table
 
     b = TraceBuilder("custom all-reduce kernels", base_ns=BASE)
     b.step(1, 0, 10_000_000)

@@ -87,7 +87,7 @@ def _tmp_trace(folder: Path) -> Path:
 
 
 def test_summary_that_cannot_be_written_keeps_the_trace(tmp_path, monkeypatch) -> None:
-    from traceprobe.analysis import summaries
+    from traceprobe.analysis.job import summaries
     from traceprobe.fileio import WriteError
 
     def full(*a, **k):

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from traceprobe import load_trace
-from traceprobe.analysis.collectives import collective_table, match_window
-from traceprobe.analysis.dependency_graph import rank_graph
-from traceprobe.analysis.what_if_windows import window_instances, window_what_if
+from traceprobe.analysis.causal.dependency_graph import rank_graph
+from traceprobe.analysis.causal.what_if_windows import window_instances, window_what_if
+from traceprobe.analysis.job.collectives import collective_table, match_window
 
 HELDOUT = Path(__file__).resolve().parent.parent / "sample_traces" / "heldout"
 CAUSE = {"compute": "imbalance", "sleep": "host", "pageable_copy": "pageable_copy", "pinned_alloc": "pinned_alloc",

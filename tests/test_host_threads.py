@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.synthetic import TraceBuilder
 from traceprobe import load_trace
-from traceprobe.analysis.host_threads import host_thread_concurrency, host_thread_verdict
+from traceprobe.analysis.host.host_threads import host_thread_concurrency, host_thread_verdict
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 SPAN = 400

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traceprobe import load_trace, overlap_report
-from traceprobe.analysis.idle_gaps import idle_gaps
+from traceprobe.analysis.device.idle_gaps import idle_gaps
 from traceprobe.collect import analyze_paths
 from traceprobe.reading import Trace
 from traceprobe.report.json_document import to_json

@@ -1,4 +1,4 @@
-"""The whole-job report (traceprobe.analysis.job): distributions, outliers, stragglers, causes and clocks, from full
+"""The whole-job report (traceprobe.analysis.job.job): distributions, outliers, stragglers, causes and clocks, from full
 reports and from summary files alone; SYNTHETIC jobs of 8 and 1,024 ranks (scripts/synth_job.py --summaries:
 made up, not recorded) and the recorded ddp-compute pair."""
 
@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from traceprobe.analysis.job import job_report, job_report_from_summaries, job_text
-from traceprobe.analysis.summaries import write_summary
+from traceprobe.analysis.job.job import job_report, job_report_from_summaries, job_text
+from traceprobe.analysis.job.summaries import write_summary
 from traceprobe.cli import app
 from traceprobe.collect import analyze_paths
 

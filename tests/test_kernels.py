@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_breakdown import make_trace
 
-from traceprobe.analysis.kernels import kernel_table, queue_times
+from traceprobe.analysis.device.kernels import kernel_table, queue_times
 
 
 def test_kernel_table_groups_by_name_with_share():

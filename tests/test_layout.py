@@ -171,3 +171,44 @@ def test_circles_finds_a_ring_and_nothing_in_a_chain(n):
     assert circles(chain) == []
     ring = {f"m{i}": {f"m{(i + 1) % n}": 1} for i in range(n)}
     assert circles(ring) == ([sorted(ring)] if n > 1 else [])
+
+
+ANALYSIS = PACKAGE / "analysis"
+MAX_LINES = 400
+"""No module of the package is longer (issue: modules small and named for what they hold)."""
+
+
+def test_analysis_is_in_rooms():
+    """``traceprobe/analysis`` holds at most 8 modules at its top beside its rooms; each room's ``__init__`` says in its
+    docstring what question it answers and which modules it holds, and names every module it holds."""
+    top = sorted(p.name for p in ANALYSIS.glob("*.py"))
+    assert len(top) <= 8, top
+    rooms = [p for p in ANALYSIS.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    assert {p.name for p in rooms} >= {"device", "host", "job", "causal", "advice"}
+    for room in rooms:
+        doc = ast.get_docstring(ast.parse((room / "__init__.py").read_text(encoding="utf-8"))) or ""
+        held = sorted(p.stem for p in room.glob("*.py") if p.name != "__init__.py")
+        assert doc and all(f"``{m}``" in doc for m in held), (room.name, held)
+
+
+def test_no_module_over_the_limit():
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, long
+
+
+def test_no_reach_into_a_private_module_of_another_room():
+    """A module whose name starts with ``_`` (not ``__init__``) is its room's own: only modules of that room import it."""
+    mods = modules()
+    graph = import_graph(mods)
+    bad = [(src, dst) for src, edges in graph.items() for dst in edges
+           if dst.rpartition(".")[2].startswith("_") and src.rpartition(".")[0] != dst.rpartition(".")[0]]
+    assert not bad, bad
+
+
+def test_docs_layout_lists_every_module():
+    """docs/layout.md's generated part (scripts/layout.py) names every package and module of the package."""
+    text = (PACKAGE.parent / "docs" / "layout.md").read_text(encoding="utf-8")
+    listed = text.split("<!-- LAYOUT: written by scripts/layout.py -->", 1)[1].split("<!-- /LAYOUT -->", 1)[0]
+    names = {ln.strip().split(" ", 1)[0] for ln in listed.splitlines() if "(" in ln}
+    for name, path in modules().items():
+        assert (f"{path.parent.name}/" if path.name == "__init__.py" else path.stem) in names, name

@@ -11,9 +11,9 @@ import pytest
 from synthetic import TraceBuilder, load
 
 from traceprobe import intervals as iv
-from traceprobe.analysis import findings as fnd
-from traceprobe.analysis.busy import fraction, stream_intervals
-from traceprobe.analysis.concurrency import stream_concurrency
+from traceprobe.analysis.advice import findings as fnd
+from traceprobe.analysis.device.busy import fraction, stream_intervals
+from traceprobe.analysis.device.concurrency import stream_concurrency
 from traceprobe.analysis.memo import device_column
 from traceprobe.analysis.per_trace import overlap_report
 

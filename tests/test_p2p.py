@@ -1,5 +1,5 @@
 """Point-to-point transfers: which kernel ran which send/recv, their pairing across ranks, and the pipeline's
-dependency through them (traceprobe.analysis.p2p, what_if, critical_path).
+dependency through them (traceprobe.analysis.job.p2p, what_if, critical_path).
 
 SYNTHETIC two-stage pipelines built with tests/synthetic.py's TraceBuilder (times exact, gains by hand), and the
 recorded 4-stage 1F1B pipeline of sample_traces/matrix (4x H200: batched send/recv in ``nccl:coalesced`` groups).
@@ -13,11 +13,11 @@ import pytest
 from synthetic import TraceBuilder
 
 from traceprobe import load_trace
-from traceprobe.analysis.collectives import collective_table, match_window
-from traceprobe.analysis.critical_path import critical_path
-from traceprobe.analysis.dependency_graph import rank_graph
-from traceprobe.analysis.what_if import what_if
-from traceprobe.analysis.what_if_windows import window_instances
+from traceprobe.analysis.causal.critical_path import critical_path
+from traceprobe.analysis.causal.dependency_graph import rank_graph
+from traceprobe.analysis.causal.what_if import what_if
+from traceprobe.analysis.causal.what_if_windows import window_instances
+from traceprobe.analysis.job.collectives import collective_table, match_window
 
 SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 PG = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 2, "ranks": [0, 1]}]

@@ -25,8 +25,8 @@ from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
 from traceprobe import load_trace, overlap_report
-from traceprobe.analysis.breakdown import gpu_breakdown
-from traceprobe.analysis.timeline import BREAKDOWN_SLICES
+from traceprobe.analysis.device.breakdown import gpu_breakdown
+from traceprobe.analysis.device.timeline import BREAKDOWN_SLICES
 from traceprobe.cli import app
 from traceprobe.report import perfetto as pf
 from traceprobe.report import perfetto_sql

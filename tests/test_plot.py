@@ -12,7 +12,7 @@ from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
 from traceprobe import load_trace, overlap_report
-from traceprobe.analysis.picture import timeline_lanes
+from traceprobe.analysis.device.picture import timeline_lanes
 from traceprobe.cli import app
 from traceprobe.collect import manifest_info
 from traceprobe.report import plot
@@ -138,7 +138,7 @@ def _compare_ddp(clocks=None):
     """The recorded ddp-compute pair as ``plot --compare`` draws it: (figure, [(report, trace first event ns)])."""
     from dataclasses import replace
 
-    from traceprobe.analysis.picture import shared_clock_groups
+    from traceprobe.analysis.device.picture import shared_clock_groups
     from traceprobe.collect import analyze_paths
     from traceprobe.collect import timeline_lanes as then
 
@@ -184,7 +184,7 @@ def test_compare_applies_the_clock_offsets_where_they_differ():
     earlier on the shared axis; rank 0's stay; the picture says which clock it drew on."""
     import pandas as pd
 
-    from traceprobe.analysis.clocks import COLUMNS, ClockEstimate
+    from traceprobe.analysis.job.clocks import COLUMNS, ClockEstimate
 
     def ahead(summary):
         c = summary.clocks[0]

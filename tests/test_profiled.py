@@ -14,7 +14,7 @@ from synthetic import BASE, TraceBuilder, load, rows
 from typer.testing import CliRunner
 
 from traceprobe import overlap_report
-from traceprobe.analysis.profiled import AFTER, BEFORE, NO_LAUNCH, STEPS, launches
+from traceprobe.analysis.device.profiled import AFTER, BEFORE, NO_LAUNCH, STEPS, launches
 from traceprobe.cli import app
 
 

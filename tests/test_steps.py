@@ -15,9 +15,9 @@ from conftest import sample_trace, sweep, swept
 from synthetic import BASE, TraceBuilder, load, rows
 
 from traceprobe import overlap_report
-from traceprobe.analysis.profiled import launches
-from traceprobe.analysis.step_figures import STEP_FIGURES
-from traceprobe.analysis.steps import STEP_COLUMNS, clip_trace, device_steps, step_of
+from traceprobe.analysis.device.profiled import launches
+from traceprobe.analysis.device.step_figures import STEP_FIGURES
+from traceprobe.analysis.device.steps import STEP_COLUMNS, clip_trace, device_steps, step_of
 
 
 def test_trace_steps(tmp_path):
@@ -160,10 +160,10 @@ def test_report_without_steps(tmp_path):
 def _reference_step_figures(trace, la, steps):
     """The per-step figures the slow way: each trace-wide function on a copy of the trace holding the device
     work launched in the steps, clipped to one step's GPU interval."""
-    from traceprobe.analysis.busy import fraction_of
-    from traceprobe.analysis.concurrency import device_concurrency, stream_concurrency
-    from traceprobe.analysis.overlap import comm_overlap, copy_overlap
-    from traceprobe.analysis.profiled import keep_device_events
+    from traceprobe.analysis.device.busy import fraction_of
+    from traceprobe.analysis.device.concurrency import device_concurrency, stream_concurrency
+    from traceprobe.analysis.device.overlap import comm_overlap, copy_overlap
+    from traceprobe.analysis.device.profiled import keep_device_events
 
     inside = keep_device_events(trace, step_of(trace, la) >= 0)
     out = {f: [] for f in STEP_FIGURES}

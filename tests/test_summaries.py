@@ -1,4 +1,4 @@
-"""Summaries (traceprobe.summary_file, traceprobe.analysis.summaries): every sample trace's report written as a
+"""Summaries (traceprobe.summary_file, traceprobe.analysis.job.summaries): every sample trace's report written as a
 summary and read back is the same report, field by field; a folder of summaries gives the CLI's figures,
 stragglers, causes, gates and diff of its traces; bad summaries are one line each."""
 
@@ -17,7 +17,7 @@ import pytest
 from conftest import few, swept
 from typer.testing import CliRunner
 
-from traceprobe.analysis.summaries import from_summary, summary_bytes, write_summary
+from traceprobe.analysis.job.summaries import from_summary, summary_bytes, write_summary
 from traceprobe.cli import app
 from traceprobe.collect import analyze_paths
 from traceprobe.summary_file import decode, json_schema

@@ -9,7 +9,7 @@ import pytest
 from synthetic import TraceBuilder, load
 
 from traceprobe import overlap_report
-from traceprobe.analysis import verdicts as vd
+from traceprobe.analysis.advice import verdicts as vd
 
 
 @pytest.mark.parametrize(
@@ -139,7 +139,7 @@ def test_busy_device_keeps_the_free_sm_hint(tmp_path):
 
 
 BACKWARD = "autograd::engine::evaluate_function: AddmmBackward0"
-"""A host op that shows a trace trains (:mod:`traceprobe.analysis.training`)."""
+"""A host op that shows a trace trains (:mod:`traceprobe.analysis.host.training`)."""
 
 
 def test_dataparallel_broadcast_reduce_gets_no_bucketing_advice(tmp_path):

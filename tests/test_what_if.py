@@ -1,4 +1,4 @@
-"""The dependency-graph replay and its what-ifs (traceprobe.analysis.dependency_graph, traceprobe.analysis.what_if).
+"""The dependency-graph replay and its what-ifs (traceprobe.analysis.causal.dependency_graph, traceprobe.analysis.causal.what_if).
 
 SYNTHETIC traces (tests/synthetic.py's TraceBuilder) with gains computed by hand, exact to the ns; a brute-force
 reference of the replay (every node's formula, re-evaluated in plain Python until nothing changes) on random
@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from synthetic import TraceBuilder
 
 from traceprobe import load_trace
-from traceprobe.analysis.collectives import collective_table, match_window
-from traceprobe.analysis.critical_path import critical_path
-from traceprobe.analysis.dependency_graph import HOST_CLASSES, NEG, rank_graph
-from traceprobe.analysis.what_if import _job, replay, what_if
-from traceprobe.analysis.what_if_windows import window_instances, window_what_if
+from traceprobe.analysis.causal.critical_path import critical_path
+from traceprobe.analysis.causal.dependency_graph import HOST_CLASSES, NEG, rank_graph
+from traceprobe.analysis.causal.what_if import _job, replay, what_if
+from traceprobe.analysis.causal.what_if_windows import window_instances, window_what_if
+from traceprobe.analysis.job.collectives import collective_table, match_window
 
 MATRIX = Path(__file__).resolve().parent.parent / "sample_traces" / "matrix"
 

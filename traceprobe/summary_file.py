@@ -4,8 +4,8 @@ A summary (``<name>.summary.json``) holds everything a report and the cross-rank
 (:class:`traceprobe.analysis.per_trace.OverlapReport`'s tables and figures, its collectives with their process
 group, sequence, bytes, start and end), a few KB to a few hundred KB instead of tens of MB. It is written
 during training by :func:`traceprobe.on_trace_ready`, or from any report by
-:func:`traceprobe.analysis.summaries.write_summary`, and read back into the same report by
-:func:`traceprobe.analysis.summaries.load_summary`: ``overlap-report``, ``diff`` and the gates read folders of
+:func:`traceprobe.analysis.job.summaries.write_summary`, and read back into the same report by
+:func:`traceprobe.analysis.job.summaries.load_summary`: ``overlap-report``, ``diff`` and the gates read folders of
 summaries, traces or both.
 
 This module defines the format (msgspec structs; :func:`json_schema` is its JSON Schema, draft 2020-12) and
@@ -29,7 +29,7 @@ Format (``format`` = :data:`FORMAT`, ``version`` = :data:`VERSION`):
 
 Errors: a file that is truncated or not JSON, of another format or version, is a
 :class:`~traceprobe.errors.TraceFormatError` naming it (one line); one from another job is named when a
-folder is read (:func:`traceprobe.analysis.summaries.foreign_jobs`).
+folder is read (:func:`traceprobe.analysis.job.summaries.foreign_jobs`).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Table(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class DeviceConcurrencyFigures(msgspec.Struct, forbid_unknown_fields=True):
-    """:class:`traceprobe.analysis.concurrency.DeviceConcurrency` without its table (``tables.devices``)."""
+    """:class:`traceprobe.analysis.device.concurrency.DeviceConcurrency` without its table (``tables.devices``)."""
 
     any_busy_ns: Int64
     concurrent_ns: Int64
@@ -82,7 +82,7 @@ class DeviceConcurrencyFigures(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class CpuGpuFigures(msgspec.Struct, forbid_unknown_fields=True):
-    """:class:`traceprobe.analysis.overlap.CpuGpuOverlap`."""
+    """:class:`traceprobe.analysis.device.overlap.CpuGpuOverlap`."""
 
     host_compute_ns: Int64
     device_busy_ns: Int64
@@ -93,7 +93,7 @@ class CpuGpuFigures(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class HostThreadFigures(msgspec.Struct, forbid_unknown_fields=True):
-    """:class:`traceprobe.analysis.host_threads.HostThreadConcurrency`."""
+    """:class:`traceprobe.analysis.host.host_threads.HostThreadConcurrency`."""
 
     threads: Int64
     busy_ns: Int64
@@ -105,7 +105,7 @@ class HostThreadFigures(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class VerdictDoc(msgspec.Struct, forbid_unknown_fields=True):
-    """:class:`traceprobe.analysis.verdicts.Verdict`."""
+    """:class:`traceprobe.analysis.advice.verdicts.Verdict`."""
 
     figure: str
     subject: str

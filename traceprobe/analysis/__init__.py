@@ -3,11 +3,11 @@
 Nothing here prints, reads files, or imports typer or rich.
 """
 
-from .busy import stream_busy
-from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
-from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
+from .advice.verdicts import Verdict
+from .device.busy import stream_busy
+from .device.concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
+from .device.overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
 from .per_trace import OverlapReport, overlap_report
-from .verdicts import Verdict
 
 __all__ = [
     "CpuGpuOverlap",

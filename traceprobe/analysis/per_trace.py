@@ -20,24 +20,25 @@ import numpy as np
 import pandas as pd
 
 from ..reading import Trace
-from . import verdicts as vd
-from .breakdown import gpu_breakdown, step_breakdown
-from .busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
-from .collectives import collective_table
-from .comm_types import collective_type
-from .concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
-from .dependency_graph import RankGraph, rank_graph
-from .findings import exposed_collective_spans, findings
-from .graph_capture import capture_notes
-from .host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
-from .idle_causes import idle_cause_table, warmup_notes
-from .kernels import kernel_table, queue_times
+from .advice import verdicts as vd
+from .advice.findings import exposed_collective_spans, findings
+from .causal.dependency_graph import RankGraph, rank_graph
+from .device.breakdown import gpu_breakdown, step_breakdown
+from .device.busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
+from .device.concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
+from .device.kernels import kernel_table, queue_times
+from .device.overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
+from .device.profiled import Launches, keep_device_events, launches, set_aside, set_aside_notes, unlinked_notes
+from .device.steps import device_steps, throughput
+from .host.graph_capture import capture_notes
+from .host.host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
+from .host.idle_causes import idle_cause_table
+from .host.training import training_evidence
+from .host.warmup_notes import warmup_notes
+from .job.collectives import collective_table
+from .job.comm_types import collective_type
 from .memo import device_column
-from .overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
-from .profiled import Launches, keep_device_events, launches, set_aside, set_aside_notes, unlinked_notes
 from .registry import Inputs, compute_figures
-from .steps import device_steps, throughput
-from .training import training_evidence
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class OverlapReport:
         set_aside: device work left out of the figures, see :func:`.profiled.set_aside`.
         notes: sentences for a person on what has no figure or verdict and why:
             work set aside, graph captures (:func:`.graph_capture.capture_notes`), warm-up
-            (:func:`.idle_causes.warmup_notes`), copies or
+            (:func:`.host.warmup_notes.warmup_notes`), copies or
             communication under the verdict cut-off.
         all_device_work: whether the figures keep every device event (``set_aside``
             then lists what the default would have left out).

@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 import pandas as pd
 
 from ..reading import Trace
-from .idle_gaps import idle_gaps
+from .device.idle_gaps import idle_gaps
 
 R = TypeVar("R")
 """What a figure's ``get`` reads its value off: one trace's report (:class:`.per_trace.OverlapReport`, which runs
@@ -80,7 +80,7 @@ class Figure(Generic[R]):
 COMPUTED: tuple[Figure[Any], ...] = (
     Figure("idle_gaps", compute=lambda x: idle_gaps(x.kept),
            schema={"type": "object",
-                   "description": "per device, its idle gaps in the trace window and the longest (traceprobe.analysis.idle_gaps)",
+                   "description": "per device, its idle gaps in the trace window and the longest (traceprobe.analysis.device.idle_gaps)",
                    "properties": {"device": {"type": "integer"},
                                   "gaps": {"type": "integer", "minimum": 0},
                                   "longest_gap_ns": {"$ref": "#/$defs/ns"},

@@ -12,14 +12,14 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from ..errors import Failure
-from .causes import WindowCauses, window_causes, with_causes
-from .clocks import ClockEstimate, aligned_tables, estimate_clocks, shift_times
-from .collectives import WindowCollectives, match_window
+from .causal.what_if_windows import WindowWhatIf, window_what_ifs
+from .job.causes import WindowCauses, window_causes, with_causes
+from .job.clocks import ClockEstimate, aligned_tables, estimate_clocks, shift_times
+from .job.collectives import WindowCollectives, match_window
+from .job.ranks import rank_summary
 from .per_trace import OverlapReport
-from .ranks import rank_summary
 from .run import Run, build_runs
 from .variants import variant_summary
-from .what_if_windows import WindowWhatIf, window_what_ifs
 
 
 @dataclass(frozen=True)

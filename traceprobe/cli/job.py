@@ -1,4 +1,4 @@
-"""``traceprobe job``: the whole-job report of a folder of summaries or traces (:mod:`traceprobe.analysis.job`)."""
+"""``traceprobe job``: the whole-job report of a folder of summaries or traces (:mod:`traceprobe.analysis.job.job`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def job_cmd(
     """Per window: every figure's min, median, p95 and max across ranks, the outlier ranks and why, the ranks that
     arrived last at collectives per process group and the wait they caused, the straggler's cause, the clocks."""
     check_outputs(paths, {"--output": output})
-    from ..analysis.job import job_json, job_report, job_report_from_summaries
+    from ..analysis.job.job import job_json, job_report, job_report_from_summaries
     from ..collect import analyze_paths, discover
     from ..console import emit
     from ..report.job_text import job_text

@@ -2,7 +2,7 @@
 
 Each trace is loaded and analysed once, in a worker (``collect.analyze_paths``
 with ``then=``): an export is made there; for a picture, what it draws comes back
-(:mod:`traceprobe.analysis.picture`) and the picture is drawn in this process. A
+(:mod:`traceprobe.analysis.device.picture`) and the picture is drawn in this process. A
 trace that cannot be read is one line on stderr and the others go on (exit 2 at the end).
 """
 
@@ -42,7 +42,7 @@ def plot_cmd(
     fmt = image_format(output)
     with library_warnings():  # (matplotlib's glyph warnings quote a name's characters: escaped, once each)
         if compare:  # the ranks of a window on their shared clock (analysis.picture.shared_clock_groups)
-            from ..analysis.picture import shared_clock_groups
+            from ..analysis.device.picture import shared_clock_groups
 
             groups = [pl.with_findings([pl.item_of(r, lanes) for r, lanes in g], summary) for g in shared_clock_groups(summary, drawn)]
             pictures = [(output, pl.compare(groups, title, fmt))] if groups else []
@@ -104,7 +104,7 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
     has several, and a name left taken gets ``.2``, ``.3``...: no file of this command replaces another.
     Windows of one rank are skipped, all of them said in one line (their traces named where there are three or
     fewer). With ``align_clocks``, a window
-    whose clocks differ (:mod:`traceprobe.analysis.clocks`) is written on its reference rank's clock.
+    whose clocks differ (:mod:`traceprobe.analysis.job.clocks`) is written on its reference rank's clock.
     """
     from ..collect import analyze_paths
     from ..fileio import WriteError

@@ -34,10 +34,10 @@ __all__ = ["Failure", "analyze_file", "analyze_paths", "discover", "manifest_inf
 
 
 def timeline_lanes(trace: Trace, report: OverlapReport) -> Any:
-    """What a picture draws of one trace (:func:`traceprobe.analysis.picture.timeline_lanes`), as a ``then``:
+    """What a picture draws of one trace (:func:`traceprobe.analysis.device.picture.timeline_lanes`), as a ``then``:
     computed where the trace is analysed, drawn in the command's process (:mod:`traceprobe.report.plot`).
     Defined here so that naming it imports no pandas."""
-    from ..analysis.picture import timeline_lanes as lanes
+    from ..analysis.device.picture import timeline_lanes as lanes
 
     return lanes(trace, report)
 
@@ -230,7 +230,7 @@ def analyze_file(
 
     p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
     if is_summary(p):  # a summary stands for its trace (traceprobe.summary_file)
-        from ..analysis.summaries import load_summary
+        from ..analysis.job.summaries import load_summary
 
         if then is not None:
             return Failure(str(p), "a traceprobe summary holds no events: pictures and exports need its trace")
@@ -306,7 +306,7 @@ def analyze_paths(
             4 GiB), for the whole command: the local workers share it, what one holds the others may not take
             (:class:`traceprobe.reading.files.SharedLimit`).
         all_device_work: count every device event, not only the work launched
-            inside the profiled steps (:mod:`traceprobe.analysis.profiled`).
+            inside the profiled steps (:mod:`traceprobe.analysis.device.profiled`).
         scheduler: run the per-file work on the Dask cluster at this address
             (``tcp://host:8786``) instead of local processes; each worker reads its
             files and sends back only their reports (and ``then``'s results).
@@ -343,8 +343,8 @@ def analyze_paths(
     reports = [r for r in results if isinstance(r, OverlapReport)]
     failures += [r for r in results if isinstance(r, Failure)]
     if any("summary_of" in r.info for r in reports):
+        from ..analysis.job.summaries import foreign_jobs
         from ..analysis.run import TRACES_WITHOUT_JOB
-        from ..analysis.summaries import foreign_jobs
 
         reports, foreign = foreign_jobs(reports)
         failures += foreign

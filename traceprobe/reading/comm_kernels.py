@@ -4,7 +4,7 @@ A ``kernel`` is communication (``Trace.device_events.is_comm``) when its name is
 of these families, or when Kineto wrote a ``Collective name`` arg on it (newer torch
 does on NCCL kernels). Every other kernel is compute. The list is here, once; the
 reading code marks ``is_comm`` with :data:`COMM_KERNEL_RE` and the analysis types
-each kernel's collective with :func:`family_of` (:func:`traceprobe.analysis.comm_types.collective_type`).
+each kernel's collective with :func:`family_of` (:func:`traceprobe.analysis.job.comm_types.collective_type`).
 
 Each family: a name, a pattern searched in the kernel name (any case), the
 collective its kernels perform (``None``: read from the name, as NCCL's

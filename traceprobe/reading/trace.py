@@ -86,7 +86,7 @@ class Trace:
             devices are named ``<backend>:<id>`` (:meth:`device_label`).
 
     Derived tables (``steps``) are cached properties computed from these fields, so a copy made with
-    ``dataclasses.replace`` (as :func:`traceprobe.analysis.steps.clip_trace` does) derives its own.
+    ``dataclasses.replace`` (as :func:`traceprobe.analysis.device.steps.clip_trace` does) derives its own.
     """
 
     path: str

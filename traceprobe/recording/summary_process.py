@@ -1,7 +1,7 @@
 """The summary's process: what runs, at a lower CPU priority, for each profiler window of
 :func:`traceprobe.on_trace_ready` (:func:`summarize_window`) and for each trace :func:`traceprobe.capture` and
 ``traceprobe record --script`` write (:func:`summarize_trace`): read, analyse, write the summary beside the trace
-(:func:`traceprobe.analysis.summaries.write_summary`), and print the result as one JSON line for the handler's
+(:func:`traceprobe.analysis.job.summaries.write_summary`), and print the result as one JSON line for the handler's
 thread (:mod:`.handler`). One code path for every summary written while recording; nothing here raises: an error
 is the result's ``error``.
 
@@ -121,7 +121,7 @@ _TRACE_END = re.compile(r"\.pt\.trace\.json(\.gz)?$|\.json(\.gz)?$")
 def _write(report: Any, path: Path, job: str, source: str, rank: int, what: str, out: dict[str, Any]) -> None:
     """Write ``report``'s summary to ``path`` and rank ``rank``'s log line into ``out`` (or the error: a full disk
     costs the summary)."""
-    from ..analysis.summaries import write_summary
+    from ..analysis.job.summaries import write_summary
 
     try:
         out["summary"] = str(write_summary(report, path, job=job, source=source))

@@ -1,7 +1,7 @@
 """The first screen's top finding per trace, in one unit rule, and the one action it calls for (the ``do`` line).
 
-Nothing is computed here: the finding is the window's top what-if (:class:`traceprobe.analysis.what_if_windows.WindowWhatIf`)
-where it has one, else the trace's own top finding (:mod:`traceprobe.analysis.findings`). Its figure is given per step
+Nothing is computed here: the finding is the window's top what-if (:class:`traceprobe.analysis.causal.what_if_windows.WindowWhatIf`)
+where it has one, else the trace's own top finding (:mod:`traceprobe.analysis.advice.findings`). Its figure is given per step
 first and its window total second, labelled (``data loading 20.9 ms/step (41.7 ms in 2 steps)``); a trace without steps
 gives its total, labelled (``exposed DtoH copy 58.0 ms in the trace``). The action is the advice's remedy shortened to a
 few words (:data:`DO_CAUSE`, :data:`DO_KIND`); the full advice is under *what would give time back* (what-ifs) and in
@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..analysis.causal.what_if_windows import LABELS, WindowWhatIf
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
-from ..analysis.what_if_windows import LABELS, WindowWhatIf
 from . import units
 
 DO_CAUSE = {
@@ -37,8 +37,8 @@ DO_CAUSE = {
     "pageable_copy": "pin the buffer and copy with non_blocking=True",
     "imbalance": "balance the work across ranks (data, experts or stages)",
 }
-"""The action of each what-if cause (:data:`traceprobe.analysis.what_if_windows.LABELS`), shortened from
-:func:`traceprobe.analysis.what_if_windows.advice`; ``compile_once``, ``warmup_unscheduled``: a one-time cost, in a
+"""The action of each what-if cause (:data:`traceprobe.analysis.causal.what_if_windows.LABELS`), shortened from
+:func:`traceprobe.analysis.causal.what_if_windows.advice`; ``compile_once``, ``warmup_unscheduled``: a one-time cost, in a
 trace without steps for the latter."""
 
 DO_KIND = {
@@ -61,7 +61,7 @@ DO_KIND = {
     "stream_wait": "start the producer earlier or break the dependency",
     "cross_device": "balance the work across devices, or run them at once",
 }
-"""The action of each finding kind (:mod:`traceprobe.analysis.findings`), shortened from its advice."""
+"""The action of each finding kind (:mod:`traceprobe.analysis.advice.findings`), shortened from its advice."""
 
 _TRAILING = re.compile(r"\s*\(?[-+]?[\d,.]+ (?:ns|µs|ms|s)\)?$")
 

@@ -14,7 +14,7 @@ another slice of that track; such slices move to lanes 1, 2, ... so that each
 lane's slices nest properly. :func:`write_chrome_json` writes a trace with one
 ``tid`` per (track, lane) and reports how many slices it moved. The derived
 series it draws (overlap intervals, busy counts, launch flows) come from
-:mod:`traceprobe.analysis.timeline`.
+:mod:`traceprobe.analysis.device.timeline`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis.timeline import launch_flows
+from ..analysis.device.timeline import launch_flows
 from ..fileio import atomic_write_bytes
 from ..reading import Trace
 

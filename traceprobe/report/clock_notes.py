@@ -1,6 +1,6 @@
 """The clocks across ranks for people: what the table and the Markdown say of :attr:`Summary.clocks`.
 
-The estimates are :func:`traceprobe.analysis.clocks.estimate_clocks`'s, one per window of two or more
+The estimates are :func:`traceprobe.analysis.job.clocks.estimate_clocks`'s, one per window of two or more
 ranks; nothing is computed here. A window is *reported* when there is an offset to report or a failure
 to say: its clocks differ beyond the uncertainty (``differ``), or the data it holds could not support an
 estimate (``supported`` False although the window has collectives of the kinds used). Windows whose clocks
@@ -19,7 +19,7 @@ import pandas as pd
 from . import units
 
 if TYPE_CHECKING:
-    from ..analysis.clocks import ClockEstimate
+    from ..analysis.job.clocks import ClockEstimate
     from ..analysis.summary import Summary
 
 NO_EVIDENCE = ("fewer than two ranks", "no matched ")

@@ -76,7 +76,7 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                     'what_if': {'type': 'array',
                                 'description': 'per window (two or more ranks replayed as one job, every other trace alone): '
                                                'what removing each cause would give back, largest first, and the top one '
-                                               'above the noise floor in words (traceprobe.analysis.what_if)',
+                                               'above the noise floor in words (traceprobe.analysis.causal.what_if)',
                                 'items': {'type': 'object',
                                           'required': ['run', 'window', 'causes'],
                                           'properties': {'run': {'type': 'string'},
@@ -88,7 +88,7 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                                          'finding': {'type': 'string'},
                                                          'critical_path': {'type': 'array',
                                                                            'description': 'the window\'s critical path, last segment '
-                                                                                          'first (traceprobe.analysis.critical_path)',
+                                                                                          'first (traceprobe.analysis.causal.critical_path)',
                                                                            'items': {'type': 'object',
                                                                                      'properties': {'rank': {'type': 'integer'},
                                                                                                     'lane': {'type': 'string'},
@@ -112,7 +112,7 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                            'required': ['error', 'path']}},
                     'causes': {'type': 'array',
                                'description': 'per window of two or more ranks with matched collectives: waits, exposed waits, '
-                                              'exposed transfer, straggler and its cause (traceprobe.analysis.causes)',
+                                              'exposed transfer, straggler and its cause (traceprobe.analysis.job.causes)',
                                'items': {'type': 'object',
                                          'properties': {'run': {'type': 'string'},
                                                         'window': {'type': 'string'},
@@ -162,7 +162,7 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                     'clocks': {'type': 'array',
                                'description': "per window of two or more ranks: each rank's clock offset and drift against the "
                                               'reference rank, estimated from the ends of its collectives '
-                                              '(traceprobe.analysis.clocks.estimate_clocks)',
+                                              '(traceprobe.analysis.job.clocks.estimate_clocks)',
                                'items': {'type': 'object',
                                          'properties': {'run': {'type': 'string'},
                                                         'window': {'type': 'string'},

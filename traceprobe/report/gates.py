@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis.busy import fraction
+from ..analysis.advice.verdicts import NOT_JUDGED, device_name
+from ..analysis.device.busy import fraction
 from ..analysis.per_trace import OverlapReport
-from ..analysis.verdicts import NOT_JUDGED, device_name
 from .figures import figure, value
 
 Values = Iterable[tuple[int | None, Any]]
@@ -50,13 +50,13 @@ class Gate:
 
 
 def _of_window(column: str) -> Callable[[Any], Values]:
-    """Per device row of a breakdown: ``column / window_ns`` (:func:`traceprobe.analysis.breakdown.gpu_breakdown`)."""
+    """Per device row of a breakdown: ``column / window_ns`` (:func:`traceprobe.analysis.device.breakdown.gpu_breakdown`)."""
     return lambda rows: [(b["device"], fraction(int(b[column]), int(b["window_ns"]))) for b in rows]
 
 
 def _copies_not_judged(r: OverlapReport, device: int | None) -> bool:
     """Every copy verdict of ``device`` is ``n/a`` (copies not meant to overlap, such as a data-parallel wrapper's
-    bucket copies: :func:`traceprobe.analysis.verdicts.copy_verdicts`), so the gate does not judge them either."""
+    bucket copies: :func:`traceprobe.analysis.advice.verdicts.copy_verdicts`), so the gate does not judge them either."""
     if device is None:
         return False
     name = f"{device_name(r.backend, device)} "
@@ -91,7 +91,7 @@ def shortfalls(reports: list[OverlapReport], **limits: float | None) -> list[str
             ``min_device_concurrency``: least cross-device concurrency, for traces with
             two or more devices; ``max_exposed_comm``: most exposed communication per
             device, as a fraction of the window (``exposed_comm_ns / window_ns`` of
-            :func:`traceprobe.analysis.breakdown.gpu_breakdown`); ``max_idle``: most idle
+            :func:`traceprobe.analysis.device.breakdown.gpu_breakdown`); ``max_idle``: most idle
             time per device, as a fraction of the window (``idle_ns / window_ns``).
 
     Raises:

@@ -1,19 +1,19 @@
-"""``traceprobe job``'s text: the whole-job report (:class:`traceprobe.analysis.job.JobReport`) for a person.
+"""``traceprobe job``'s text: the whole-job report (:class:`traceprobe.analysis.job.job.JobReport`) for a person.
 
 Nothing is computed here. Per window of two or more ranks: each figure's min, median, p95 and max across ranks under
 a name and unit a person reads (:data:`FIGURES`: per step first, in ``ms/step``; then shares in %; then the window's
 totals, labelled ``in the window``), the outlier ranks and why, the ranks that arrived last at collectives per process
 group and the wait they caused, the straggler and the one action it calls for, and the clocks. ``--format json``
-keeps the keys and integer ns (:func:`traceprobe.analysis.job.job_json`).
+keeps the keys and integer ns (:func:`traceprobe.analysis.job.job.job_json`).
 """
 
 from __future__ import annotations
 
 import math
 
-from ..analysis.causes import WindowCauses
-from ..analysis.job import JobReport
-from ..analysis.what_if_windows import LABELS
+from ..analysis.causal.what_if_windows import LABELS
+from ..analysis.job.causes import WindowCauses
+from ..analysis.job.job import JobReport
 from .actions import DO_CAUSE, DO_KIND
 
 FIGURES = (
@@ -33,16 +33,16 @@ FIGURES = (
     ("work_ns", "device work outside collectives", "total"),
     ("comm_ns", "time in collectives", "total"),
 )
-"""(figure key of :data:`traceprobe.analysis.job.FIGURES`, its name, its kind): ``step`` per step (ms/step), ``share``
+"""(figure key of :data:`traceprobe.analysis.job.job.FIGURES`, its name, its kind): ``step`` per step (ms/step), ``share``
 a 0..1 fraction (%), ``total`` over the window (ms, labelled ``in the window``); in the order shown."""
 
 PART_WORDS = {"compute": "compute", "other_busy": "other device work", "launch": "launch-bound dispatch",
               "queued": "waiting on dependencies", "unattributed": "unattributed idle", **LABELS}
-"""A straggler's cause (:data:`traceprobe.analysis.collectives.PRE_PARTS`: compute, other device work, an idle cause) in words."""
+"""A straggler's cause (:data:`traceprobe.analysis.job.collectives.PRE_PARTS`: compute, other device work, an idle cause) in words."""
 PART_ACTIONS = {**DO_CAUSE, "compute": "balance the work across ranks (data, experts or stages)",
                 "other_busy": "balance the device work across ranks", "launch": DO_CAUSE["dispatch"],
                 "queued": DO_KIND["stream_wait"]}
-"""The action a straggler's cause (:data:`traceprobe.analysis.collectives.PRE_PARTS`) calls for."""
+"""The action a straggler's cause (:data:`traceprobe.analysis.job.collectives.PRE_PARTS`) calls for."""
 
 
 def value(kind: str, x: float) -> str:

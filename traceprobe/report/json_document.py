@@ -10,12 +10,12 @@ from typing import Any
 
 import msgspec
 
-from ..analysis.causes import WindowCauses
-from ..analysis.clocks import ClockEstimate
-from ..analysis.collectives import WindowCollectives
+from ..analysis.causal.what_if_windows import WindowWhatIf
+from ..analysis.job.causes import WindowCauses
+from ..analysis.job.clocks import ClockEstimate
+from ..analysis.job.collectives import WindowCollectives
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
-from ..analysis.what_if_windows import WindowWhatIf
 from ..version import __version__
 from .figures import trace_object
 from .json_values import clean as _clean
@@ -49,7 +49,7 @@ def collectives_dict(c: WindowCollectives) -> dict[str, Any]:
 
 
 def causes_dict(c: WindowCauses) -> dict[str, Any]:
-    """One window's waits, transfer, straggler and blame (:mod:`traceprobe.analysis.causes`) as a JSON-ready dict."""
+    """One window's waits, transfer, straggler and blame (:mod:`traceprobe.analysis.job.causes`) as a JSON-ready dict."""
     return _clean({
         "run": c.run,
         "window": c.window,
@@ -70,7 +70,7 @@ def causes_dict(c: WindowCauses) -> dict[str, Any]:
 
 
 def clocks_dict(c: ClockEstimate) -> dict[str, Any]:
-    """One window's clock estimate (:func:`traceprobe.analysis.clocks.estimate_clocks`) as a JSON-ready dict."""
+    """One window's clock estimate (:func:`traceprobe.analysis.job.clocks.estimate_clocks`) as a JSON-ready dict."""
     return _clean({
         "run": c.run,
         "window": c.window,
@@ -86,7 +86,7 @@ def clocks_dict(c: ClockEstimate) -> dict[str, Any]:
 
 
 def what_if_dict(w: WindowWhatIf) -> dict[str, Any]:
-    """One window's what-ifs (:mod:`traceprobe.analysis.what_if`) as a JSON-ready dict."""
+    """One window's what-ifs (:mod:`traceprobe.analysis.causal.what_if`) as a JSON-ready dict."""
     return _clean({"run": w.run, "window": w.window, "path": w.path, "ranks": list(w.ranks), "steps": w.steps,
                    "window_ns": w.window_ns, "finding": w.finding(), "causes": rows(w.table), "critical_path": rows(w.critical_path)})
 

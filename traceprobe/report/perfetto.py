@@ -8,7 +8,7 @@ to ``stream N (lane k)``, see :mod:`.chrome`); host processes and threads with t
 ops; per device an ``overlap`` track (where a memcpy and a compute kernel ran at
 once: the intervals behind ``copy_overlap``'s ``all`` row), a ``time breakdown`` track
 (where its exposed communication, exposed copy, other and idle parts lie, see
-:func:`~traceprobe.analysis.timeline.breakdown_intervals`) and a ``busy streams``
+:func:`~traceprobe.analysis.device.timeline.breakdown_intervals`) and a ``busy streams``
 counter; a ``busy devices`` counter; ``traceprobe verdicts`` (one slice per verdict
 over the window); flows from each launch to its first device event.
 
@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
+from ..analysis.device.timeline import BREAKDOWN_SLICES, breakdown_intervals, busy_devices, busy_streams, copy_compute_overlap, launch_flows
 from ..analysis.per_trace import OverlapReport
-from ..analysis.timeline import BREAKDOWN_SLICES, breakdown_intervals, busy_devices, busy_streams, copy_compute_overlap, launch_flows
 from ..fileio import atomic_open
 from ..reading import Trace
 from .chrome import DEVICE_PID_BASE, device_lanes, host_lanes, numeric_ids

@@ -12,12 +12,12 @@ ordered by number; launch flows stay within their rank.
 
 Clocks: the timestamps are written as each rank recorded them (Kineto's host
 clock, in ns); nothing is shifted, unless a clock estimate that says the clocks
-differ is given (``clocks``, :func:`traceprobe.analysis.clocks.estimate_clocks`,
+differ is given (``clocks``, :func:`traceprobe.analysis.job.clocks.estimate_clocks`,
 ``--align-clocks``): then every timestamp of rank r is put on the reference rank's
 clock, t - x_r(t). Ranks of one host share that clock; ranks of
 several hosts are aligned only as well as the hosts' clocks are. What the
 collectives say of it (``clock``, from
-:func:`traceprobe.analysis.collectives`) is written on a top-level
+:func:`traceprobe.analysis.job.collectives`) is written on a top-level
 ``clocks`` track over the window and returned by :meth:`MergedExport.describe`.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis.clocks import ClockEstimate
+from ..analysis.job.clocks import ClockEstimate
 from ..analysis.per_trace import OverlapReport
 from ..reading import Trace
 from .perfetto import _DEVICE, CHUNK_PACKETS, _annotators, _layout, write_packets
@@ -107,7 +107,7 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
         chunk_packets: packets per chunk written.
         clocks: the window's clock estimate; where it says the clocks differ (``differ``), every rank's
             timestamps are put on its reference rank's clock (module doc).
-        critical: the window's critical path (:func:`traceprobe.analysis.critical_path.critical_path`): drawn on a
+        critical: the window's critical path (:func:`traceprobe.analysis.causal.critical_path.critical_path`): drawn on a
             ``critical path`` track of each rank it crosses, one slice per segment (``cause: name``; a host stretch
             named by its largest class), with a flow from one rank's segment to the next where the path crosses ranks.
     """

@@ -3,8 +3,8 @@
 The trace is written as a native ``.pftrace`` (:func:`traceprobe.report.perfetto.write_perfetto`),
 loaded by Perfetto's ``trace_processor_shell`` through ``perfetto.trace_processor``, and
 the figures are computed by :data:`COPY_SQL` and :data:`DEVICE_SQL` over its ``slice``
-table. They are defined as in :func:`traceprobe.analysis.overlap.copy_overlap` and
-:func:`traceprobe.analysis.concurrency.device_concurrency` and agree to the ns
+table. They are defined as in :func:`traceprobe.analysis.device.overlap.copy_overlap` and
+:func:`traceprobe.analysis.device.concurrency.device_concurrency` and agree to the ns
 (``tests/test_perfetto.py`` checks the SQL against the native figures). Used by
 ``overlap-report --engine perfetto``; nothing is downloaded.
 """

@@ -4,7 +4,7 @@ matplotlib through its Agg canvas (``matplotlib.figure.Figure``, no pyplot): no
 display is needed and no global backend is changed.
 
 A renderer only: each function takes what the analysis returned for each trace (its
-report and its :class:`~traceprobe.analysis.picture.TimelineLanes`, computed where the
+report and its :class:`~traceprobe.analysis.device.picture.TimelineLanes`, computed where the
 trace was analysed) and returns the image's bytes, or the :class:`Figure`; it computes
 no interval and writes no file (the caller writes them, through :mod:`traceprobe.fileio`).
 
@@ -14,7 +14,7 @@ no interval and writes no file (the caller writes them, through :mod:`traceprobe
   two or more devices a top lane marks when two or more were busy; each step's GPU
   interval begins at a dotted line (``step N``); the verdicts are the title block.
 - :func:`compare`: several traces stacked on one time axis, by groups that share a
-  clock (:func:`traceprobe.analysis.picture.shared_clock_groups`): the ranks of one
+  clock (:func:`traceprobe.analysis.device.picture.shared_clock_groups`): the ranks of one
   profiler window are drawn on their shared clock, from the earliest device event of
   the window (so rank 1's work lies where its timestamps put it against rank 0's);
   any other trace from its own first device event (e.g. the three compute-copy variants).
@@ -42,8 +42,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ..analysis.device.picture import KINDS, TimelineLanes
 from ..analysis.per_trace import OverlapReport
-from ..analysis.picture import KINDS, TimelineLanes
 from ..analysis.summary import Summary
 from .chrome import trace_stem
 
@@ -64,7 +64,7 @@ class Item:
     """One trace to draw: a label, its report and what the analysis returned to draw (its lanes).
 
     ``waits``: ``start_ns``, ``end_ns`` (int64) where this rank's collective kernels waited for the last rank of
-    their collective to arrive (:attr:`traceprobe.analysis.collectives.WindowCollectives.per_rank`: from each
+    their collective to arrive (:attr:`traceprobe.analysis.job.collectives.WindowCollectives.per_rank`: from each
     kernel's start for its ``wait_ns``), drawn as a band of their own; None: no such band. ``finding``: the
     window's top finding and its action (:mod:`.actions`), under the title block.
     """

@@ -7,9 +7,9 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from ..analysis.collectives import WindowCollectives
+from ..analysis.device.profiled import set_aside_notes
+from ..analysis.job.collectives import WindowCollectives
 from ..analysis.per_trace import OverlapReport
-from ..analysis.profiled import set_aside_notes
 from .units import duration
 
 

@@ -5,7 +5,7 @@ Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is comput
 1. One row per trace: its run (relative to the folder all traces share), rank,
    profiler window (``2-4`` for steps 2 to 4, ``#n`` for the n-th trace of a rank),
    ``busy`` (the mean over its devices of the device utilization, see
-   :func:`traceprobe.analysis.concurrency.device_concurrency`), one column per
+   :func:`traceprobe.analysis.device.concurrency.device_concurrency`), one column per
    judged figure (copy/compute, cross-device, streams, comm/compute, CPU/GPU,
    host threads) showing the verdict of that figure with the highest value and
    its level as a short word (``yes`` confirmed, ``some`` partial, ``no`` none;
@@ -42,13 +42,14 @@ from pathlib import Path
 import pandas as pd
 from rich.text import Text
 
+from ..analysis.advice.verdicts import NOT_JUDGED
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
-from ..analysis.verdicts import NOT_JUDGED
 from . import units
 from .actions import fit, top_findings
 from .clock_notes import clock_line, reported
 from .grid import Column, cell, lines, natural_width, wrap
+from .legend import DO_LEGEND, HOST_ONLY, LEGEND, NOT_JUDGED_LEGEND, RANK_LEGEND, SHORT_LEGEND, SHORT_RANK_LEGEND, STOPWATCH
 from .places import _places, base_folder, relative
 from .what_if_lines import what_if_lines
 
@@ -66,32 +67,6 @@ MIN_FINDING = 18
 """Narrowest column the top finding is wrapped into; narrower, it goes on its own line."""
 MIN_RUN = 16
 """Narrowest the run column is made: a longer name goes on its own line."""
-LEGEND = ("figures: the highest verdict of each (yes >= 50%, some >= 5%, no < 5%); busy: mean GPU utilization; "
-          "the top finding (↳): per step first, the window's total in brackets")
-SHORT_LEGEND = ("copy, devs, strm, comm, cpu, thr: the highest verdict of copy/compute, cross-device, stream, comm/compute, "
-                "CPU/GPU and host-thread overlap, its level a letter (y yes >= 50%, s some >= 5%, n no < 5%); busy: mean GPU "
-                "utilization; ↳ the top finding, per step first, the window's total in brackets")
-DO_LEGEND = ("do: the one action the top finding calls for; its full advice is under 'what would give time back' (what-ifs) "
-             "or in --detail's findings")
-NOT_JUDGED_LEGEND = "n/a: copies not meant to overlap (a data-parallel wrapper's gradient bucket copies): measured, not judged"
-STOPWATCH = ("each timed variant's wall-clock speed-up over its workload's first variant, set against what its trace "
-             "shows (more overlap, less work)")
-"""What the stopwatch line compares, in one sentence."""
-SHORT_RANK_LEGEND = ("work/comm r1/r0: rank 1 ran the most device work outside collectives, rank 0 spent the most time in "
-                     "collectives, waiting included (no rank is called slowest: the rank ahead waits for the others); "
-                     "step ms and the % columns: min-max across the window's ranks; 2strm%: the share of device busy time "
-                     "with two or more streams busy (strm above: of the time its side streams were busy)")
-RANK_LEGEND = ("most work: the rank with the most device work outside collectives; most comm: the rank with the most "
-               "time in collectives, waiting included (no rank is called slowest: the rank ahead waits for the others); "
-               "2+ streams: the share of device busy time with two or more streams busy (streams above: of the time its "
-               "side streams were busy)")
-
-
-HOST_ONLY = ("no device work in these traces (recorded without a GPU?): only host-thread concurrency is judged, "
-             "the device figures read '-'")
-"""The note of a summary whose traces hold host threads only."""
-
-
 def _pct(f: float) -> str:
     return units.percent(f)
 

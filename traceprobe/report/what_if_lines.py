@@ -1,7 +1,7 @@
-"""The table's "what would give time back" part: each window's top what-if, in words (:mod:`traceprobe.analysis.what_if`).
+"""The table's "what would give time back" part: each window's top what-if, in words (:mod:`traceprobe.analysis.causal.what_if`).
 
 One line per window whose top cause gives back more than its noise floor: where (the run and window, relative to
-the folder every trace shares, and the trace for a window of one trace), then :meth:`traceprobe.analysis.what_if_windows.WindowWhatIf.finding`. Nothing
+the folder every trace shares, and the trace for a window of one trace), then :meth:`traceprobe.analysis.causal.what_if_windows.WindowWhatIf.finding`. Nothing
 is computed here.
 """
 

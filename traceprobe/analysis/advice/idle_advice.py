@@ -1,0 +1,89 @@
+"""The advice of each idle cause, in the words of the trace's backend (CUDA graphs and NCCL, HIP graphs and RCCL).
+
+Used by :mod:`.findings`; each text names the device, what the host was in (``top``) and one action.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How a trace's devices, graphs and communication library are named (``cuda``: CUDA graphs, NCCL; ``hip``: HIP
+    graphs, RCCL; ``mtia``: MTIA)."""
+
+    name: str
+
+    def device(self, d: int) -> str:
+        return f"{self.name}:{d}"
+
+    @property
+    def graphs(self) -> str:
+        return {"cuda": "CUDA graphs", "hip": "HIP graphs"}.get(self.name, "device graphs")
+
+    @property
+    def comm(self) -> str:
+        return {"cuda": "NCCL", "hip": "RCCL"}.get(self.name, "collective")
+
+    @property
+    def events(self) -> str:
+        return {"cuda": "CUDA events", "hip": "HIP events"}.get(self.name, "events")
+
+
+def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int = -1, replays: bool = False) -> str:
+    """The advice for a device (``dev``, e.g. ``cuda:0``) idle for ``cause`` (one of
+    :data:`traceprobe.analysis.host.idle_causes.CAUSES`), the host being in ``top`` (``""``: unknown); ``queued_stream``
+    the stream of queued work, ``replays`` whether the trace replays graphs. Raises KeyError for another cause."""
+    held = f" ({top})" if top else ""
+    stream = f" (on stream {queued_stream})" if queued_stream >= 0 else ""
+    return {
+        "graph_capture": f"{dev} was idle while the host made a graph{held}: what it launches inside a capture is recorded "
+                         f"into {b.graphs}, not run; capture once at start-up and profile the steps that replay the graph (a graph "
+                         "captured again every step usually means new input shapes: pad or bucket them so that one graph is replayed)",
+        "sync": f"{dev} was idle while the host was blocked in a synchronizing call{held}: remove it from the loop or defer it "
+                "(.item(), .cpu(), printing a tensor, blocking copies, explicit synchronize)",
+        "warmup": f"{dev} was idle while the host did one-time work{held}: first calls far longer than the later ones, or "
+                  "torch.compile setting up and compiling; warm-up (CUDA context, lazy kernel loading, cuDNN/cuBLAS handles, compilation, NCCL "
+                  "communicators) was profiled: record after it with torch.profiler.schedule(wait=1, warmup=1, active=N) and "
+                  "prof.step() each step, or warm up before profiling; a compile after the first steps is a recompile "
+                  "(TORCH_LOGS=recompiles says why)",
+        "pinned_alloc": f"{dev} was idle while the host allocated page-locked memory{held}: every non_blocking copy to the "
+                        "host allocates a pinned destination; reuse pinned buffers (allocate once, .copy_(..., non_blocking=True) into them)",
+        "device_alloc": f"{dev} was idle while the host allocated or freed device memory{held}: keep allocations at steady sizes "
+                        "so the caching allocator reuses blocks (no empty_cache in the loop; expandable segments)",
+        "other_rank": f"{dev} was idle while the host waited for other ranks{held}: see which rank was late and why",
+        "data_loading": f"{dev} was idle while the host waited for the input pipeline{held}: load in DataLoader workers "
+                        "(num_workers > 0, pin_memory=True, prefetch_factor) and copy the next batch ahead on a side stream",
+        "optimizer": f"{dev} was idle while the host ran the optimizer{held}: use a fused or foreach optimizer (fused=True), "
+                     "or capture the step",
+        "launch": f"{dev} was idle while the host was busy launching work{held}: the loop is launch-bound; {launch_fix(top, b, replays)}",
+        "host": f"{dev} was idle while the host ran outside any profiled op (Python, I/O, sleeps): move that work off the "
+                "loop or overlap it with device work; a trace recorded with with_stack=True (record --with-stack) shows in "
+                "Perfetto which Python functions ran",
+        "queued": f"{dev} was idle although its next work was already launched{stream}: it waited on a dependency (an event of "
+                  f"another stream or device{'; the host was in ' + top if top else ''}); start the producer earlier or break the dependency",
+    }[cause]
+
+
+COMPILED_OPS = re.compile(r"(^|: )(CompiledFunction|Torch-Compiled Region|## Call CompiledFxGraph)")
+"""Host ops of code ``torch.compile`` compiled: AOTAutograd's ``CompiledFunction`` and ``CompiledFunctionBackward``
+(whose autograd node is ``autograd::engine::evaluate_function: CompiledFunctionBackward``), Dynamo's
+``Torch-Compiled Region: f/n``, Inductor's ``## Call CompiledFxGraph <hash> ##``."""
+
+
+def launch_fix(top: str, b: Backend, replays: bool) -> str:
+    """What to change where the device waited for launches inside ``top``. A compiled region (:data:`COMPILED_OPS`)
+    is not told to compile: without graph replays in the trace, to capture its kernels in graphs
+    (``mode="reduce-overhead"``: CUDA graph trees, also on ROCm); with them (:func:`.graph_capture.replays_graphs`),
+    that the host's work around the replays is what is left."""
+    compiled = COMPILED_OPS.search(top) is not None
+    if compiled and replays:
+        return (f"it is compiled and replays {b.graphs} already: what is left is the host's work around the replays (guards, "
+                "wrappers, eager ops such as the optimizer step): bring more of the step into the graphs (compile the optimizer "
+                "step too), or give each replay more work (larger batches)")
+    if compiled:
+        how = ' (torch.compile(mode="reduce-overhead"))' if b.name in ("cuda", "hip") else ""
+        return f"it is compiled already: capture its kernels in {b.graphs}{how}, fuse small kernels, move host work off the loop"
+    return f"capture it in {b.graphs} or torch.compile it, fuse small kernels, move host work off the loop"

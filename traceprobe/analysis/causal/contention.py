@@ -1,0 +1,99 @@
+"""Compute slowed by a collective that waits: what a rank's lateness costs the others' kernels.
+
+A collective kernel that waits for a late rank does not wait idle: NCCL's kernels poll on the device, holding SMs and
+memory bandwidth, so the compute that runs beside them on the waiting ranks runs slower. On 4x H200, DDP ranks waiting
+for a rank given 13 ms of extra products a step ran their GEMMs 24% slower than that rank ran the same kernels (median
+2,004 against 1,615 µs; 1,606 µs on every rank of the balanced run). Removing the late rank's cause removes the waits
+and that slowdown with them; the replay (:mod:`.what_if`) keeps each kernel's recorded duration, so it would miss it.
+
+Definitions (quoted by the README):
+
+- a *wait*: a member kernel of a cross-rank instance (collective or point-to-point transfer) from its start to the
+  last member's arrival (or its own end, if sooner), *charged* to the rank of that last member.
+- a compute kernel's *slowdown* under rank i's waits: its duration beyond the median duration of the kernels of its
+  name on rank i (the rank that did not wait runs them without a polling collective beside them; at least
+  :data:`MIN_REFERENCE` of them), for the part of it that overlaps waits charged to rank i; none where the kernel
+  takes more than :data:`MAX_SLOWDOWN` times that median (other work under the same name: another shape).
+- the *relief* of removing a cause of rank i: the slowdowns of the other ranks' compute under rank i's waits, times
+  the share of those waits the removal takes away (measured in a first replay without relief: a cause that does not
+  move rank i's arrival relieves nothing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ... import intervals as iv
+
+MIN_REFERENCE = 3
+"""Kernels of a name on the late rank needed to take their median as the name's uncontended duration."""
+MAX_SLOWDOWN = 1.5
+"""A kernel longer than this times its name's uncontended duration is taken for other work, not slowed work."""
+
+Waits = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def wait_spans(start: np.ndarray, end: np.ndarray, k_rank: np.ndarray, mem_op: np.ndarray, mem_group: np.ndarray) -> Waits:
+    """The waits (module docstring) of the instances given as memberships (``mem_op`` in ``mem_group``) of ops with
+    ``start``, ``end`` (int64 ns) on ranks ``k_rank`` (index). Returns ``(op, lo, hi, charged)``: the waiting member
+    op, the wait's bounds (int64 ns) and the index of the rank it is charged to."""
+    if mem_op.size == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z, z
+    o = np.lexsort((start[mem_op], mem_group))
+    last_op = np.full(int(mem_group.max()) + 1, -1, np.int64)
+    last_op[mem_group[o]] = mem_op[o]  # (the latest arrival of each instance is written last)
+    last = last_op[mem_group]
+    sel = start[mem_op] < start[last]
+    op, last = mem_op[sel], last[sel]
+    return op, start[op], np.minimum(end[op], start[last]), k_rank[last]
+
+
+def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarray, k_rank: np.ndarray, comm: np.ndarray,
+              w: Waits) -> dict[int, np.ndarray]:
+    """``{rank index i: (K,) int64 ns}``: per op, its slowdown under the waits charged to rank i (module docstring;
+    ``w`` from :func:`wait_spans`, ``code`` the kernel name of each op, ``comm`` whether it is communication)."""
+    op, lo, hi, charged = w
+    out: dict[int, np.ndarray] = {}
+    if op.size == 0:
+        return out
+    compute = ~comm
+    w_rank = k_rank[op]
+    for i in np.unique(charged).tolist():  # (one pass per rank others waited for)
+        mine = compute & (k_rank == i)
+        grouped = pd.DataFrame({"code": code[mine], "d": d[mine]}).groupby("code")["d"]
+        med, size = grouped.median(), grouped.size()
+        keep = size.to_numpy() >= MIN_REFERENCE
+        if not keep.any():
+            continue
+        ref = np.full(int(code.max(initial=0)) + 1, np.nan)  # per kernel name code, its median on rank i
+        ref[med.index.to_numpy(np.int64)[keep]] = med.to_numpy(np.float64)[keep]
+        for r in np.unique(w_rank[charged == i]).tolist():
+            sel = (charged == i) & (w_rank == r)
+            ops = np.flatnonzero(compute & (k_rank == r))
+            base = ref[code[ops]]
+            dd = d[ops].astype(np.float64)
+            extra = np.where(np.isfinite(base) & (dd <= MAX_SLOWDOWN * base), np.maximum(dd - base, 0), 0)
+            if not extra.any():
+                continue
+            ov = iv.measure(iv.union(lo[sel], hi[sel]), start[ops], end[ops])
+            part = (extra * ov / np.maximum(end[ops] - start[ops], 1)).astype(np.int64)
+            if part.any():
+                out.setdefault(int(i), np.zeros(start.size, np.int64))[ops] += part
+    return out
+
+
+def charged_wait(arrival: np.ndarray, end: np.ndarray, w: Waits, mem_op: np.ndarray, mem_group: np.ndarray, i: int) -> int:
+    """The waits charged to rank ``i`` in the trace (``w``), measured again on replayed ``arrival`` and ``end`` times
+    (the same instances, their last member's arrival as replayed), in ns."""
+    op, _, _, charged = w
+    if op.size == 0 or mem_op.size == 0:
+        return 0
+    low = np.iinfo(np.int64).min
+    last = np.full(int(mem_group.max()) + 1, low, np.int64)
+    np.maximum.at(last, mem_group, arrival[mem_op])
+    bound = np.full(arrival.size, low, np.int64)
+    np.maximum.at(bound, mem_op, last[mem_group])
+    sel = op[charged == i]
+    return int(np.maximum(np.minimum(end[sel], bound[sel]) - arrival[sel], 0).sum())

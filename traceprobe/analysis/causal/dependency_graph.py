@@ -1,0 +1,284 @@
+"""The job's dependency graph: which work waited for which, per rank, read from one trace.
+
+Definitions (quoted by the README). The graph (the kinds of edges HTA's ``critical_path_analysis`` builds for one
+rank, and Daydream's, Zhu et al., USENIX ATC 2020, for what-if replays), replayed by :mod:`.what_if`:
+
+- *host chain* (one per rank): the *anchors* of its launching threads, in time order: every call that launched
+  device work in the trace (Kineto's correlation id), every synchronizing runtime call (:data:`.idle_causes.SYNC_CALLS`,
+  ``*Synchronize*``) and every step's start. The host time before an anchor is what the host did since the
+  previous one; its *host class* is, nanosecond by nanosecond, the first of :data:`HOST_CLASSES` that holds it on
+  any launching thread (``dispatch``: inside an op that launched device work, or a runtime call; ``cpu_op``: inside
+  an op that launched none; ``host``: outside every op: Python, sleeps, I/O). Launching threads are one chain: the
+  main thread and autograd's take turns; threads that launch at the same time are serialised (a what-if there is
+  an upper bound).
+- *device chains* (one per stream): each kernel, memcpy or memset starts at the latest of the previous work on its
+  stream, its launch call's start (plus the trace's launch lag) and, where it started more than
+  :data:`DEPENDENCY_SLACK_NS` after both, the work of another stream that ended last before it (a *dependency*:
+  an event wait). The one that was latest in the trace is its *binding* edge and keeps the trace's lag; the others
+  keep at most zero.
+- *sync*: a synchronizing call returns when the work it waited for ends (the work that ended last inside the call;
+  for a call that waited for nothing, per stream the last work launched before it that ended before it returned)
+  plus the trace's return latency. A call that waits for its own copy (from or to pageable memory, a synchronous
+  ``cudaMemcpy``) is a sync on that copy.
+- *collective*: a collective kernel matched across ranks (:func:`.collectives.match_window`, within its process
+  group) ends, on every member, its own transfer time after the last member's arrival (its kernel's start).
+"""
+
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ... import intervals as iv
+from ...reading import Trace
+from ..device.busy import comm_mask, host_thread_codes, pageable_copies, runtime_calls
+from ..host.graph_capture import graph_intervals
+from ..host.idle_causes import EVENT_CAUSES, host_classes, top_name
+from ..host.launch_links import launch_rows
+from ..host.warmup import compile_phases, setup_span, slow_calls
+from ..memo import device_column, host_column, per_trace
+
+HOST_CLASSES = ("graph_capture", "sync", "compile", "slow_call", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading",
+                "optimizer", "dispatch", "cpu_op", "host")
+"""The host classes, in the order each host nanosecond is given to the first that holds it (module docstring).
+``compile``: ``torch.compile``'s phases (:func:`.warmup.compile_phases`); ``warmup``: one-time first calls
+(:func:`.warmup.first_calls`) and the set-up before a first compile; ``slow_call``: later calls far slower than their
+median (:func:`.warmup.slow_calls`: a new shape's plan or autotuning); the others as in :mod:`.idle_causes`."""
+
+BIND_NONE, BIND_STREAM, BIND_LAUNCH, BIND_DEPENDENCY = 0, 1, 2, 3
+"""An op's binding edge: none in the trace (the first op of its stream, launched before the trace), the previous work
+on its stream, its launch, a dependency on another stream."""
+
+NEG = -(2**60)
+"""Minus infinity for int64 times: no edge."""
+
+DEPENDENCY_SLACK_NS = 20_000
+"""An op that starts more than this after both its stream's previous work and its launch call waited on something
+else: the work of another stream that ended last before it is its dependency (20 µs: above launch latency and the
+device's own gaps between queued kernels, a few µs)."""
+
+
+@dataclass(frozen=True)
+class RankGraph:
+    """One rank's part of the dependency graph (module docstring), as arrays; times int64 ns as in the trace.
+
+    Attributes:
+        rank: the trace's rank (0 without one).
+        t: (A,) anchor times (the call's end), increasing.
+        h: (A,) host time before each anchor (0 for the first).
+        class_ns: (len(HOST_CLASSES), A) that host time by class; columns sum to ``h``.
+        class_top: per host class, the host op or call holding most of its time (``""`` none).
+        target: (A,) the device op a sync anchor waited for, -1 for none; ``ret``: (A,) its return latency.
+        lane: (K,) device chain of each device op (its (device, stream)), ops sorted by lane then start.
+        start, end: (K,) the ops' times; ``d``: (K,) duration; ``g``: (K,) stream-edge lag; ``l``: (K,) launch-edge
+            lag; ``anchor``: (K,) launching anchor (-1 none); ``fixed``: (K,) start of an op without launch nor
+            predecessor (NEG otherwise); ``name``: (K,) kernel name, a code into ``names`` (int64); ``dep``: (K,) the op of another stream
+            it waited for (-1 none), ``dep_lag``: (K,) the lag after it; ``pre_dur``: (A,) each anchor's call time
+            before the point the host reaches it (the launch edge leaves from the call's start); ``pageable``: (K,)
+            copies from or to pageable memory; ``blocking``: (A,) anchors that wait for their own copy; ``comm``:
+            (K,) communication kernels (:func:`.busy.comm_mask`); ``bind``: (K,) each op's binding edge in the trace
+            (:data:`BIND_NONE`, :data:`BIND_STREAM`, :data:`BIND_LAUNCH`, :data:`BIND_DEPENDENCY`).
+        lane_names: each device chain's device and stream (``cuda:0 stream 7``), by ``lane``.
+        ranked: whether the trace names its rank (``rank`` is 0 where it does not).
+        id_density: the runtime calls' distinct correlation ids over the range they span (CUPTI numbers every
+            call: a sampled trace, such as HTA's ``sampled_rank-0``, holds a small share of them).
+        steps: step windows, columns ``step``, ``start_ns``, ``end_ns`` (int64 ns).
+    """
+
+    rank: int
+    t: np.ndarray
+    h: np.ndarray
+    class_ns: np.ndarray
+    class_top: tuple[str, ...]
+    target: np.ndarray
+    ret: np.ndarray
+    lane: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    d: np.ndarray
+    g: np.ndarray
+    l: np.ndarray  # noqa: E741
+    anchor: np.ndarray
+    fixed: np.ndarray
+    name: np.ndarray
+    names: tuple[str, ...]
+    steps: pd.DataFrame
+    dep: np.ndarray
+    dep_lag: np.ndarray
+    pre_dur: np.ndarray
+    pageable: np.ndarray
+    blocking: np.ndarray
+    comm: np.ndarray
+    bind: np.ndarray
+    id_density: float = 1.0
+    lane_names: tuple[str, ...] = ()
+    ranked: bool = True
+
+
+def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
+    """Per host class but ``host``, its time on the launching threads, not held by an earlier class."""
+    host = trace.host_events
+    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
+    thread = host_thread_codes(trace)
+    on = np.isin(thread, threads)
+    cls = host_classes(trace)
+    runtime = runtime_calls(trace)
+    compiling = compile_phases(trace)
+    launching = np.zeros(len(host), bool)
+    rows = launch_rows(trace)
+    launching[rows[rows >= 0]] = True
+    op = on & (cls == EVENT_CAUSES.index("launch")) & ~runtime
+    holds = np.zeros(len(host), bool)  # an op with a launch call inside it on its thread
+    for t in iv.distinct(thread[op]).tolist():
+        calls = np.sort(start[launching & (thread == t)])
+        sel = np.flatnonzero(op & (thread == t))
+        holds[sel] = np.searchsorted(calls, end[sel], "right") > np.searchsorted(calls, start[sel], "left")
+    launching_threads = set(threads.tolist())
+    graph = [g for t, g in graph_intervals(trace).items() if t in launching_threads]
+
+    def span(m: np.ndarray) -> iv.Intervals:
+        return iv.union(start[m & on], end[m & on])
+
+    warm = EVENT_CAUSES.index("warmup")
+    raw = [iv.coverage_at_least(graph, 1) if graph else iv.empty(), span(cls == EVENT_CAUSES.index("sync")),
+           span((cls == warm) & compiling), span(slow_calls(trace)),
+           iv.coverage_at_least([span((cls == warm) & ~compiling), setup_span(trace)], 1)]
+    raw += [span(cls == EVENT_CAUSES.index(c)) for c in HOST_CLASSES[5:10]]
+    raw += [span((op & holds) | (runtime & (cls == EVENT_CAUSES.index("launch")))), span(op & ~holds)]
+    out, taken = [], iv.empty()
+    for s in raw:
+        out.append(iv.subtract(s, taken))
+        taken = iv.coverage_at_least([taken, s], 1)
+    return out
+
+
+def _id_density(trace: Trace) -> float:
+    if trace.host_events.empty:
+        return 1.0
+    ids = host_column(trace, "correlation")[runtime_calls(trace)]
+    ids = iv.distinct(ids[ids > 0])
+    return ids.size / (int(ids[-1]) - int(ids[0]) + 1) if ids.size > 1 else 1.0
+
+
+@per_trace
+def rank_graph(trace: Trace) -> RankGraph:
+    """The rank's part of the dependency graph (module docstring; :class:`RankGraph`)."""
+    from ..device.steps import step_windows
+
+    ev = trace.device_events
+    k = len(ev)
+    rows = launch_rows(trace) if k else np.zeros(0, np.int64)
+    host = trace.host_events
+    cls = host_classes(trace) if len(host) else np.zeros(0, np.int8)
+    sync_rows = np.flatnonzero((cls == EVENT_CAUSES.index("sync")) & runtime_calls(trace)) if len(host) else np.zeros(0, np.int64)
+    real = iv.distinct(np.concatenate([rows[rows >= 0], sync_rows])).astype(np.int64)
+    steps = step_windows(trace)
+    step_t = steps["start_ns"].to_numpy(np.int64)  # each step's start is an anchor too: host time from it is counted
+    h_start = np.concatenate([host_column(trace, "start_ns")[real] if len(host) else np.zeros(0, np.int64), step_t])
+    t = np.concatenate([host_column(trace, "end_ns")[real] if len(host) else np.zeros(0, np.int64), step_t])
+    anchor_rows = np.concatenate([real, np.full(step_t.size, -1, np.int64)])
+    order = np.argsort(t, kind="stable")
+    anchor_rows, h_start, t = anchor_rows[order], h_start[order], t[order]
+    position = np.empty(real.size, np.int64)  # anchor of each real row (real is sorted)
+    position[np.searchsorted(real, anchor_rows[anchor_rows >= 0])] = np.flatnonzero(anchor_rows >= 0)
+    # device ops by lane (device, stream), then start
+    dev, stream = device_column(trace, "device"), device_column(trace, "stream")
+    start, end = device_column(trace, "start_ns"), device_column(trace, "end_ns")
+    pairs, lane = np.unique(np.stack([dev, stream]), axis=1, return_inverse=True) if k else (np.zeros((2, 0), np.int64), np.zeros(0, np.int64))
+    lane = lane.reshape(-1).astype(np.int64)
+    lane_names = tuple(f"{trace.device_label(int(d))} stream {int(s)}" for d, s in zip(*pairs))
+    o = np.lexsort((end, start, lane))
+    lane, start, end, rows = lane[o], start[o], end[o], rows[o]
+    names_col = ev["name"]
+    if k and isinstance(names_col.dtype, pd.CategoricalDtype):  # (the loader's names are categorical: their codes)
+        code, uniq = names_col.cat.codes.to_numpy().astype(np.int64), list(names_col.cat.categories)
+        code, uniq = np.where(code < 0, len(uniq), code), [*uniq, "nan"]
+    else:
+        code, uniq = pd.factorize(names_col.to_numpy(dtype=object)) if k else (np.zeros(0, np.int64), [])
+    name, names = code.astype(np.int64)[o], tuple(str(x) for x in uniq)
+    first = np.ones(k, bool)
+    first[1:] = lane[1:] != lane[:-1]
+    prev_end = np.where(first, NEG, np.roll(end, 1))
+    anchor = np.where(rows >= 0, position[np.clip(np.searchsorted(real, rows), 0, max(real.size - 1, 0))] if real.size else -1, -1)
+    safe = np.clip(anchor, 0, max(t.size - 1, 0))
+    launch_t = np.where(anchor >= 0, t[safe] if t.size else NEG, NEG)
+    issue_t = np.where(anchor >= 0, h_start[safe] if t.size else NEG, NEG)  # (the launch call's start)
+    # a dependency: work of another stream ending after both, the last before the op's start, where the op started
+    # more than DEPENDENCY_SLACK_NS after both (an event wait: cudaStreamWaitEvent)
+    explained = np.maximum(prev_end, launch_t)
+    by_end = np.argsort(end, kind="stable")
+    j = np.searchsorted(end[by_end], start, "right") - 1
+    dep = np.where(j >= 0, by_end[np.maximum(j, 0)], -1) if k else np.zeros(0, np.int64)
+    dep_end = end[np.maximum(dep, 0)] if k else np.zeros(0, np.int64)
+    dep = np.where((dep >= 0) & (start - explained > DEPENDENCY_SLACK_NS) & (dep_end > explained) & (lane[np.maximum(dep, 0)] != lane), dep, -1)
+    by_dep = dep >= 0
+    by_launch = ~by_dep & (anchor >= 0) & (launch_t > prev_end)  # the binding edge: the latest of the three
+    g = np.where(first, 0, np.where(by_launch | by_dep, np.minimum(start - prev_end, 0), start - prev_end))
+    lag = np.where(anchor >= 0, np.where(by_launch, start - issue_t, np.minimum(start - issue_t, 0)), 0)
+    dep_lag = np.where(by_dep, start - dep_end, 0)
+    fixed = np.where((anchor < 0) & first & ~by_dep, start, NEG)
+    # syncs: the device op ending last before the call's end, if it ended inside the call
+    a = anchor_rows.size
+    target, ret = np.full(a, -1, np.int64), np.zeros(a, np.int64)
+    waited_sync, blocked = np.zeros(a, bool), np.zeros(a, bool)
+    is_sync = np.isin(anchor_rows, sync_rows) & (anchor_rows >= 0)
+    if k and is_sync.any():
+        by_end = np.argsort(end, kind="stable")
+        j = np.searchsorted(end[by_end], t[is_sync], "right") - 1
+        tgt = np.where(j >= 0, by_end[np.maximum(j, 0)], -1)
+        waited = (tgt >= 0) & (end[np.maximum(tgt, 0)] > h_start[is_sync])
+        # a sync that did not wait still waits, in a replay where its host comes earlier, for the work launched before it
+        # (per stream, the last work launched before the call, where it ended before the call returned: a sync of
+        # one stream returns while other streams still run)
+        launched = np.where(anchor >= 0, launch_t, start)
+        s_start, s_end = h_start[is_sync], t[is_sync]
+        quiet = np.full(s_start.size, -1, np.int64)
+        for one in iv.distinct(lane).tolist():
+            ops = np.flatnonzero(lane == one)
+            ops = ops[np.argsort(launched[ops], kind="stable")]
+            q = np.searchsorted(launched[ops], s_start, "right") - 1
+            cand = np.where(q >= 0, ops[np.maximum(q, 0)], -1)
+            ok = (cand >= 0) & (end[np.maximum(cand, 0)] <= s_end)
+            better = ok & ((quiet < 0) | (end[np.maximum(cand, 0)] > end[np.maximum(quiet, 0)]))
+            quiet = np.where(better, cand, quiet)
+        tgt = np.where(waited, tgt, quiet)
+        syncs = np.flatnonzero(is_sync)
+        target[syncs] = tgt
+        ret[syncs] = np.where(waited, t[is_sync] - end[np.maximum(tgt, 0)], np.minimum(t[is_sync] - h_start[is_sync],
+                                                                                        t[is_sync] - end[np.maximum(tgt, 0)]))
+        waited_sync[syncs[waited]] = True
+    # a copy that the host call waits for (from or to pageable memory, or a synchronous cudaMemcpy; it started before
+    # the call returned): the call returns when its copy ends (less the trace's lag, which may be negative: a pageable
+    # copy's call can return as its last chunk is still in flight), as a sync does
+    blocking = (anchor >= 0) & (start < launch_t) & (pageable_copies(trace)[o] | np.isin(rows, sync_rows)) if k else np.zeros(0, bool)
+    if blocking.any():
+        ops = np.flatnonzero(blocking)
+        ops = ops[np.argsort(end[ops], kind="stable")]  # (the last copy of a call wins)
+        target[anchor[ops]], ret[anchor[ops]] = ops, launch_t[ops] - end[ops]
+        waited_sync[anchor[ops]] = blocked[anchor[ops]] = True
+    # host time before each anchor, by class
+    prev_t = np.concatenate([[t[0] if a else 0], t[:-1]])
+    pre = np.where(waited_sync, np.maximum(h_start, prev_t), t)  # (a sync's wait is its edge, not host time)
+    h = np.maximum(pre - prev_t, 0)
+    h[:1] = 0
+    pre_dur = prev_t + h - h_start  # (the launch call's time before the point it waits from, or its whole time)
+    threads = iv.distinct(host_thread_codes(trace)[real]) if real.size else np.zeros(0, np.int64)
+    spans = _exclusive_spans(trace, threads) if a else [iv.empty()] * (len(HOST_CLASSES) - 1)
+    class_ns = np.zeros((len(HOST_CLASSES), a), np.int64)
+    for c, s in enumerate(spans):
+        class_ns[c] = iv.measure(s, prev_t, prev_t + h)
+    class_ns[-1] = h - class_ns[:-1].sum(axis=0)
+    on = np.isin(host_thread_codes(trace), threads) if a else np.zeros(len(host), bool)
+    tops = []
+    for c, s in enumerate(spans):
+        m = on & (cls >= 0) & (~runtime_calls(trace) if HOST_CLASSES[c] in ("dispatch", "cpu_op") else True)  # (not ProfilerStep#N)
+        tops.append(top_name(trace, np.flatnonzero(m), s))
+    tops.append("")
+    return RankGraph(int(trace.rank or 0), t, h, class_ns, tuple(tops), target, ret, lane, start, end, end - start, g, lag,
+                     anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
+                     blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
+                     np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
+                     _id_density(trace), lane_names, trace.rank is not None)

@@ -1,0 +1,373 @@
+"""What removing a cause would give back: the job's dependency graph (:mod:`.dependency_graph`) replayed.
+
+Definitions (quoted by the README). Replaying the graph with the trace's durations gives the trace's own times
+exactly (int64 ns): each chain's times are a running maximum (:func:`replay`), rounds carry time across host, device
+and rank edges until nothing changes. A *what-if* replays it with one cause's time removed and gives the *gain*: how
+much earlier the window's last work (anchor or device op, on any rank) ends; per step, the gain over the number of
+steps. Causes: each host class of :data:`.dependency_graph.HOST_CLASSES` (its host time set to zero), ``sync`` (the
+syncs wait for nothing and their own host time is gone), ``pageable_copy`` (those copies take no time), per rank and
+on every rank at once; and, across ranks, ``imbalance``: a rank's device time, per kernel name, beyond the median of
+the other ranks' (taken from its longest ops of that name first: extra work is whole kernels, or longer ones). Each what-if is replayed alone: gains of two causes are not added (removing both may give less
+than their sum, never more).
+
+Where we differ from HTA: HTA's critical path is one rank's longest path through the same kinds of edges and
+attributes its time to what lies on it; the gain of removing a cause is not the time it holds on the path (other
+paths take over: a host sleep while the device is busy costs nothing), so we replay instead of summing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ... import intervals as iv
+from .contention import charged_wait, slowdowns, wait_spans
+from .dependency_graph import HOST_CLASSES, NEG, RankGraph
+
+EVERY_RANK_FACTOR = 1.2
+"""A cause removed on every rank is listed when it gains more than this times its best single rank's removal."""
+
+MAX_ROUNDS = 2_000
+"""Rounds of the replay (each carries time across one host-device or cross-rank edge) before it stops."""
+
+
+def _grouped_cummax(key: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Running maximum of ``v`` within runs of equal ``key`` (``key`` sorted); values at or below NEG / 2 (no edge)
+    are lifted to just under the least other value first, so that the running maximum works on a small range."""
+    if v.size == 0:
+        return v
+    none = v <= NEG // 2
+    if none.all():
+        return v
+    low = int(v[~none].min()) - 1
+    out = iv.grouped_running_max(key, np.where(none, low, v))
+    return np.where(out == low, NEG, out)
+
+
+@dataclass
+class _Job:
+    """The ranks' graphs concatenated: offsets, chain keys, collective groups."""
+
+    graphs: list[RankGraph]
+    a_rank: np.ndarray
+    k_rank: np.ndarray
+    lane: np.ndarray
+    target: np.ndarray
+    anchor: np.ndarray
+    mem_op: np.ndarray
+    """Memberships of device ops in cross-rank instances (a collective, or one point-to-point transfer): the op ..."""
+    mem_group: np.ndarray
+    """... and the instance (an op of a batched point-to-point kernel is a member of several)."""
+    d: np.ndarray
+    first: np.ndarray
+    dep: np.ndarray
+
+
+def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
+    a_off = np.cumsum([0] + [g.t.size for g in graphs])
+    k_off = np.cumsum([0] + [g.start.size for g in graphs])
+    l_off = np.cumsum([0] + [int(g.lane.max(initial=-1)) + 1 for g in graphs])
+    cat = np.concatenate
+    a_rank = cat([np.full(g.t.size, i, np.int64) for i, g in enumerate(graphs)])
+    k_rank = cat([np.full(g.start.size, i, np.int64) for i, g in enumerate(graphs)])
+    lane = cat([g.lane + l_off[i] for i, g in enumerate(graphs)])
+    target = cat([np.where(g.target >= 0, g.target + k_off[i], -1) for i, g in enumerate(graphs)])
+    anchor = cat([np.where(g.anchor >= 0, g.anchor + a_off[i], -1) for i, g in enumerate(graphs)])
+    dep = cat([np.where(g.dep >= 0, g.dep + k_off[i], -1) for i, g in enumerate(graphs)])
+    d = cat([g.d for g in graphs]).copy()
+    mem_op, mem_group = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if per_rank is not None and not per_rank.empty:
+        ranks = {g.rank: i for i, g in enumerate(graphs)}
+        gid = pd.MultiIndex.from_arrays([per_rank["pg"], per_rank["seq"]]).factorize()[0]
+        start = cat([g.start for g in graphs])
+        ops, grp = [], []
+        for r, i in ranks.items():  # (one pass per rank)
+            sel = (per_rank["rank"] == r).to_numpy()
+            if not sel.any():
+                continue
+            ks = np.arange(k_off[i], k_off[i + 1])[graphs[i].comm]  # (members are communication kernels)
+            if ks.size == 0:
+                continue
+            key = start[ks]
+            o = np.argsort(key, kind="stable")
+            p = np.searchsorted(key[o], per_rank["start_ns"].to_numpy(np.int64)[sel])
+            hit = (p < key.size) & (key[o][np.minimum(p, key.size - 1)] == per_rank["start_ns"].to_numpy(np.int64)[sel])
+            ops.append(ks[o[p[hit]]])
+            grp.append(gid[sel][hit])
+        if ops:
+            mem_op, mem_group = cat(ops).astype(np.int64), cat(grp).astype(np.int64)
+        last = np.full(int(gid.max(initial=-1)) + 1, NEG, np.int64)
+        np.maximum.at(last, mem_group, start[mem_op])
+        bound = np.full(d.size, NEG, np.int64)
+        np.maximum.at(bound, mem_op, last[mem_group])
+        m = bound > NEG
+        end = cat([g.end for g in graphs])
+        d[m] = np.maximum(end[m] - bound[m], 0)  # a collective's transfer after its last member arrived
+    first = np.ones(lane.size, bool)
+    first[1:] = lane[1:] != lane[:-1]
+    return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep)
+
+
+def _segments(key: np.ndarray) -> list[tuple[int, int]] | None:
+    """The runs of equal ``key`` (sorted) as slices, where there are few enough to loop over (None: too many)."""
+    if key.size == 0:
+        return []
+    cut = np.flatnonzero(key[1:] != key[:-1]) + 1
+    if cut.size > 256:
+        return None
+    bounds = [0, *cut.tolist(), key.size]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _running_max(key: np.ndarray, v: np.ndarray, runs: list[tuple[int, int]] | None) -> np.ndarray:
+    """Running maximum of ``v`` within each run of ``key``: a slice at a time where ``runs`` lists them."""
+    if runs is None:
+        return _grouped_cummax(key, v)
+    out = np.empty_like(v)
+    for lo, hi in runs:
+        np.maximum.accumulate(v[lo:hi], out=out[lo:hi])
+    return out
+
+
+def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`replay_arrivals` without the arrivals: ``(t, end)``."""
+    t, end, _ = replay_arrivals(job, h, d, no_sync)
+    return t, end
+
+
+def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Anchor times and device op ends of the job replayed with host times ``h``, durations ``d`` and the sync edges
+    of the anchors in ``no_sync`` (bool) dropped (module docstring). Returns ``(t, end, arrival)`` (int64 ns; arrival:
+    when each device op could start, before any cross-rank instance holds it).
+
+    Each chain is a running maximum: a device op ends at ``P_k + max_{j<=k}(E_j + d_j - P_j)`` where ``P`` sums its
+    stream's lags and durations and ``E`` is its latest other edge, the host at ``H_i + max_{j<=i}(X_j - H_j)``.
+    A round computes every chain from the other chains' times of the round before; rounds end when nothing moves."""
+    cat = np.concatenate
+    graphs = job.graphs
+    t0 = cat([g.t for g in graphs])
+    g_lag, l_lag, fixed = cat([g.g for g in graphs]), cat([g.l for g in graphs]), cat([g.fixed for g in graphs])
+    ret, dep_lag, pre_dur = cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs]), cat([g.pre_dur for g in graphs])
+    first_a = np.ones(t0.size, bool)
+    first_a[1:] = job.a_rank[1:] != job.a_rank[:-1]
+    H = np.cumsum(h)
+    P = np.cumsum(g_lag + d)
+    t, end = t0.copy(), cat([g.end for g in graphs])
+    arrival = cat([g.start for g in graphs])
+    if end.size == 0 or t.size == 0:
+        return t, end, arrival
+    a_idx, has_a = np.maximum(job.anchor, 0), job.anchor >= 0
+    lag_a = np.where(has_a, l_lag, NEG)  # (an op without a launch: no launch edge)
+    d_idx, has_d = np.maximum(job.dep, 0), job.dep >= 0
+    any_dep = bool(has_d.any())
+    sync = (job.target >= 0) & ~no_sync
+    s_idx, ret_s = np.maximum(job.target, 0), np.where(sync, ret, NEG)
+    x_first = np.where(first_a, t0, NEG)
+    n_groups = int(job.mem_group.max(initial=-1)) + 1
+    m = np.zeros(end.size, bool)
+    m[job.mem_op] = True
+    not_first = ~job.first
+    lanes, ranks = _segments(job.lane), _segments(job.a_rank)
+    for _ in range(MAX_ROUNDS):
+        issue = np.empty_like(t)
+        issue[1:] = t[:-1] + h[1:]
+        issue[first_a] = t[first_a]
+        issue -= pre_dur  # each launch call's start
+        own = np.maximum(issue[a_idx] + lag_a, np.where(has_d, end[d_idx] + dep_lag, fixed) if any_dep else fixed)
+        ext = own
+        if n_groups:
+            last = np.full(n_groups, NEG, np.int64)
+            np.maximum.at(last, job.mem_group, arrival[job.mem_op])
+            bound = np.full(end.size, NEG, np.int64)
+            np.maximum.at(bound, job.mem_op, last[job.mem_group])
+            ext = np.where(m, np.maximum(own, bound), own)
+        new_end = P + _running_max(job.lane, np.maximum(ext + d - P, NEG), lanes)
+        prev = np.empty_like(new_end)
+        prev[1:] = new_end[:-1] + g_lag[1:]
+        new_arrival = np.where(not_first, np.maximum(prev, own), own)
+        x = np.maximum(x_first, new_end[s_idx] + ret_s)
+        new_t = H + _running_max(job.a_rank, np.maximum(x - H, NEG), ranks)
+        if np.array_equal(new_t, t) and np.array_equal(new_end, end) and np.array_equal(new_arrival, arrival):
+            break
+        t, end, arrival = new_t, new_end, new_arrival
+    return t, end, arrival
+
+
+WHAT_IF_COLUMNS = ["rank", "cause", "top", "removed_ns", "gain_ns", "per_step_ns", "steps_with"]
+
+
+def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0) -> pd.DataFrame:
+    """The gain of removing each cause, one at a time (module docstring).
+
+    Causes: each host class of :data:`HOST_CLASSES` (its host time set to zero), ``sync`` (the syncs wait for
+    nothing), ``pageable_copy`` (copies from or to pageable memory take no time: pinned memory would let the host go
+    on), per rank and, where two or more ranks hold it, on every rank at once (``rank`` -1: a cause every rank
+    shares, such as a sync in the loop or a recompile, gives nothing back when removed from one rank alone); and,
+    across ranks, ``imbalance``: a rank's device time per kernel name beyond the median of the other ranks' (not
+    communication, not pageable copies); a cause removed on one rank also takes away the slowdown its waits caused
+    the others' compute (:mod:`.contention`).
+
+    Args:
+        graphs: the ranks of one window (:func:`rank_graph` of each trace), in any order.
+        per_rank: the window's matched collectives (:attr:`.collectives.WindowCollectives.per_rank`), None for one rank.
+        min_ns: causes whose removed time is at most this are not replayed.
+
+    Returns:
+        DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op,
+        sync call or kernel name holding most of it), ``removed_ns`` (int64: the time taken out, on all its ranks),
+        ``gain_ns`` (int64: how much earlier the window's last work ends), ``per_step_ns`` (int64: ``gain_ns`` over
+        the most steps a rank of the window has, or ``gain_ns`` without steps), ``steps_with`` (int64: the steps
+        whose own time the cause held, on the rank holding it most; -1 without steps).
+    """
+    if not graphs:
+        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("cause", "top") else np.int64) for c in WHAT_IF_COLUMNS})
+    job = _job(graphs, per_rank)
+    h0 = np.concatenate([g.h for g in graphs])
+    no_sync = np.zeros(h0.size, bool)
+    base = _finish(np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs]))  # (the replay is exact)
+    n_steps = max((len(g.steps) for g in graphs), default=0)
+    floor = max(min_ns, 0)
+    cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
+    waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
+    pageable = np.concatenate([g.pageable for g in graphs])
+    rows: list[tuple] = []
+    start0, end0 = np.concatenate([g.start for g in graphs]), np.concatenate([g.end for g in graphs])
+    w = wait_spans(start0, end0, job.k_rank, job.mem_op, job.mem_group)
+    slow = slowdowns(start0, end0, job.d, _codes(job)[0], job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}
+
+    def add(ranks: list[int], cause: str, removed: list[int], top: str, h: np.ndarray, d: np.ndarray, drop: np.ndarray,
+            held: list[int]) -> None:
+        rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
+        t, end, arrival = replay_arrivals(job, h, d, drop)
+        if len(ranks) == 1 and ranks[0] in slow:  # the others' compute, slowed beside waits for this rank (.contention)
+            before = charged_wait(start0, end0, w, job.mem_op, job.mem_group, ranks[0])
+            share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, ranks[0]) / max(before, 1)
+            if share > 0:
+                t, end = replay(job, h, np.maximum(d - (slow[ranks[0]] * min(share, 1.0)).astype(np.int64), 0), drop)
+        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held)))
+
+    sync = HOST_CLASSES.index("sync")
+    for c, cause in enumerate(HOST_CLASSES):
+        if c == sync:
+            continue  # (told with the syncs' waits, below)
+        holding = [i for i, g in enumerate(graphs) if g.class_ns[c].sum() > floor]
+        for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+            on = np.isin(job.a_rank, ranks)
+            top = max(ranks, key=lambda i: graphs[i].class_ns[c].sum())
+            add(ranks, cause, [int(graphs[i].class_ns[c].sum()) for i in ranks], graphs[top].class_top[c],
+                h0 - np.where(on, cls_all[c], 0), job.d, no_sync, [_steps_with(graphs[i], graphs[i].class_ns[c], floor) for i in ranks])
+    waits = [w + g.class_ns[sync] for w, g in zip(waits, graphs)]  # a sync's wait and its host time (aten::item's own)
+    holding = [i for i, w in enumerate(waits) if w.sum() > floor]
+    for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+        on = np.isin(job.a_rank, ranks)
+        add(ranks, "sync", [int(waits[i].sum()) for i in ranks], _sync_top(graphs[max(ranks, key=lambda i: waits[i].sum())]),
+            h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]),
+            [_steps_with(graphs[i], waits[i], floor) for i in ranks])
+    copies = [int(g.d[g.pageable].sum()) for g in graphs]
+    holding = [i for i, n in enumerate(copies) if n > floor]
+    for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+        sel = pageable & np.isin(job.k_rank, ranks)
+        add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1])
+    if len(graphs) > 1:
+        for i, top, removed, d in _imbalance(job, floor):
+            add([i], "imbalance", [removed], top, h0, d, no_sync, [-1])
+    out = pd.DataFrame(rows, columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with"])
+    single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
+    best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
+    out = out[(out["rank"] >= 0).to_numpy() | (out["gain_ns"].to_numpy() > EVERY_RANK_FACTOR * best)]  # (one rank says it all)
+    out["per_step_ns"] = out["gain_ns"] // max(n_steps, 1)
+    out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
+    out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
+    # a sync within the floor of another cause of its rank comes after it: that cause made it wait (empty_cache syncs
+    # the device before it frees; a pageable copy's call waits for its copy)
+    is_sync = (out["cause"] == "sync").to_numpy()
+    other = out[~is_sync].groupby("rank")["gain_ns"].max()
+    rival = out["rank"].map(other).fillna(-1).to_numpy(np.int64)
+    tie = is_sync & (rival >= out["gain_ns"].to_numpy(np.int64) - max(min_ns, 0))
+    out["_key"] = np.where(tie, rival, out["gain_ns"].to_numpy(np.int64))
+    out["_last"] = is_sync
+    return out.sort_values(["_key", "_last", "rank"], ascending=[False, True, False], kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
+
+
+def _finish(t: np.ndarray, end: np.ndarray) -> int:
+    """When the window's last work ends: its last anchor or device op."""
+    return int(max(t.max(initial=NEG), end.max(initial=NEG)))
+
+
+def _sync_top(g: RankGraph) -> str:
+    return g.class_top[HOST_CLASSES.index("sync")] or "synchronizing call"
+
+
+def _steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
+    """The steps of ``g`` in which ``ns`` (per anchor) adds up to more than ``min_ns`` (at least 1 ns); -1 without steps."""
+    if g.steps.empty:
+        return -1
+    t = g.t
+    s = np.searchsorted(g.steps["start_ns"].to_numpy(np.int64), t, "right") - 1
+    ok = (s >= 0) & (t <= int(g.steps["end_ns"].iloc[-1]))
+    per = np.bincount(s[ok], weights=ns[ok].astype(np.float64), minlength=len(g.steps))
+    return int((per > max(min_ns, 0)).sum())
+
+
+def _codes(job: _Job) -> tuple[np.ndarray, list[str]]:
+    """A code per device op of the job for its kernel name (the same name on every rank, the same code), and the names."""
+    glob: dict[str, int] = {}
+    code = np.concatenate([np.array([glob.setdefault(x, len(glob)) for x in g.names], np.int64)[g.name] if g.name.size else
+                           np.zeros(0, np.int64) for g in job.graphs])
+    return code, list(glob)
+
+
+def _in_steps(g: RankGraph) -> np.ndarray:
+    """Per device op of ``g``: launched between its first step's start and its last step's end (every op where the
+    rank has no steps or the op no launch)."""
+    if g.steps.empty or g.start.size == 0:
+        return np.ones(g.start.size, bool)
+    lo, hi = int(g.steps["start_ns"].min()), int(g.steps["end_ns"].max())
+    at = np.where(g.anchor >= 0, g.t[np.maximum(g.anchor, 0)] if g.t.size else 0, lo)
+    return (at >= lo) & (at <= hi)
+
+
+def _imbalance(job: _Job, min_ns: int) -> list[tuple[int, str, int, np.ndarray]]:
+    """Per rank, its device time per kernel name beyond the median of the other ranks' (or, if more, beyond their
+    median count of kernels of the name at its own median duration for it), both over the ops launched inside its
+    steps, removed
+    from its longest ops of that name first (extra work is usually whole extra kernels, or longer ones: more tokens, a
+    bigger shape):
+    ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``."""
+    code, uniq = _codes(job)
+    n = len(job.graphs)
+    # counted: ops launched inside the rank's steps (ranks' windows cut the work around them at different places)
+    inside = np.concatenate([_in_steps(g) for g in job.graphs])
+    tot = np.zeros((n, len(uniq)), np.int64)
+    np.add.at(tot, (job.k_rank[inside], code[inside]), np.concatenate([g.d for g in job.graphs])[inside])
+    count = np.zeros((n, len(uniq)), np.int64)
+    np.add.at(count, (job.k_rank[inside], code[inside]), 1)
+    d_in = np.concatenate([g.d for g in job.graphs])[inside]
+    med = pd.Series(d_in).groupby([job.k_rank[inside], code[inside]]).median()
+    pace = np.zeros((n, len(uniq)), np.float64)  # each rank's median duration per name
+    pace[med.index.get_level_values(0).to_numpy(), med.index.get_level_values(1).to_numpy()] = med.to_numpy()
+    # (communication is another rank's doing; a pageable copy is its own cause)
+    comm = np.concatenate([g.comm | g.pageable for g in job.graphs])
+    comm_name = np.zeros(len(uniq), bool)
+    comm_name[code[comm]] = True
+    rows = []
+    for i in range(n):
+        others = np.median(np.delete(tot, i, axis=0), axis=0)
+        # (or beyond the others' median count of kernels at this rank's own pace: the others' kernels run slower
+        # beside the waits this rank causes, .contention)
+        own_pace = tot[i] - np.median(np.delete(count, i, axis=0), axis=0) * pace[i]
+        excess = np.maximum(np.maximum(tot[i] - others, own_pace), 0)
+        excess = np.where(comm_name, 0, excess).astype(np.int64)
+        removed = int(excess.sum())
+        if removed <= max(min_ns, 0):
+            continue
+        d = job.d.copy()
+        for c in np.flatnonzero(excess > 0).tolist():  # the longest of the name's ops go first, the last one in part
+            ops = np.flatnonzero((job.k_rank == i) & (code == c))
+            ops = ops[np.argsort(-d[ops], kind="stable")]
+            before = np.concatenate([[0], np.cumsum(d[ops])[:-1]])
+            d[ops] -= np.clip(int(excess[c]) - before, 0, d[ops])
+        rows.append((i, str(uniq[int(np.argmax(excess))]), removed, d))
+    return rows

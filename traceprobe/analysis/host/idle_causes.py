@@ -1,0 +1,367 @@
+"""Why each device was idle: the cause of every idle nanosecond, read from what the host was doing.
+
+Definitions (quoted by the README). For a device d and a window W, the idle time
+is W minus the union of all of d's device work, *including* work set aside from
+the figures (:mod:`.profiled`: work launched outside the profiled steps still
+occupies the device). Each idle *gap* ends where the next device work starts;
+that work was launched by a host runtime call (Kineto's correlation id) on one
+host thread, the *launching thread*. Then:
+
+- if the work was launched before the gap began, the whole gap is ``queued``:
+  the device had the work and waited on a dependency (an event of another
+  stream or device, ``cudaStreamWaitEvent``/``hipStreamWaitEvent``);
+- otherwise the gap splits at the launch. From the launch call's start to its
+  end plus :data:`LAUNCH_LATENCY_NS` the device waited for the launch itself
+  (``launch``); after that, until the work's start, it waited on something else
+  (``queued``: a dependency, or a full launch queue). From the gap's start to the
+  launch the device waited for the host, and that part is classified by what the
+  launching thread was doing, each nanosecond by the first class that holds it,
+  in this order:
+
+  0. ``graph_capture``: inside a stream capture (:mod:`.graph_capture`:
+     ``cudaStreamBeginCapture`` ... ``cudaStreamEndCapture``: what the host launched
+     there was recorded into a graph, not run), or instantiating, uploading, updating
+     or destroying a graph (``cudaGraphInstantiate*``, ``cudaGraphExecDestroy``, ...);
+  1. ``sync``: a synchronizing call: a runtime or driver call whose name holds
+     ``Synchronize``, a synchronous copy (:data:`SYNC_CALLS`: ``cudaMemcpy``,
+     ``hipMemcpyWithStream``, ...), or ``aten::item``/``aten::_local_scalar_dense``
+     (``.item()``, ``.cpu()`` and printing a tensor end there);
+  2. ``warmup``: inside the first call of an op that took at least ten times its later
+     calls, or a phase of ``torch.compile``'s compilation (:mod:`.warmup`: context creation,
+     lazy kernel loading, library handles, compilation: one-time work a schedule's first
+     steps would have left out); and, in a trace without ``ProfilerStep`` annotations, the
+     time outside any op before the trace's first compile phase (set-up: :func:`.warmup.setup_span`);
+  3. ``pinned_alloc``: page-locked host allocation (:data:`PINNED_ALLOC_CALLS`:
+     ``cudaHostAlloc``, ``cudaMallocHost``, ``hipHostMalloc``, ...);
+  4. ``device_alloc``: device allocation or free (:data:`DEVICE_ALLOC_CALLS`);
+  5. ``other_rank``: a host op that waits for other ranks (barriers, c10d waits, gloo);
+  6. ``data_loading``: ``enumerate(DataLoader)#...`` (torch's DataLoader iterator);
+  7. ``optimizer``: ``Optimizer.step#...`` / ``Optimizer.zero_grad#...`` on the host;
+  8. ``launch``: inside any other ``cpu_op``, runtime or driver call: the host was
+     busy launching (framework overhead, small kernels: launch-bound);
+  9. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
+
+- gaps whose next work has no launch in the trace, and the time after a device's
+  last work, are ``unattributed``.
+
+The causes' spans are disjoint and their lengths sum to the device's idle time
+exactly (int64 ns). HolisticTraceAnalysis's idle-time breakdown (host wait,
+kernel wait, other) is the anchor; it classifies gaps between kernels of one
+stream, while we classify the gaps of the whole device, and split HTA's "host
+wait" by what the host was doing. TraceLens reports idle time as one figure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ... import intervals as iv
+from ...reading import Trace
+from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals, per_value, runtime_calls
+from ..memo import device_column, host_column, per_trace
+from .graph_capture import captures, graph_calls, graph_intervals
+from .launch_links import launch_rows
+from .warmup import setup_span, warmup_calls
+
+Intervals = iv.Intervals
+
+CAUSES = ("graph_capture", "sync", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading", "optimizer", "launch", "host", "queued",
+          "unattributed")
+"""The idle causes, in the order the host part of a gap is classified (module docstring)."""
+
+HOST_CAUSES = CAUSES[:10]
+"""The causes of the host part of a gap: the device waited for the launching thread."""
+
+EVENT_CAUSES = HOST_CAUSES[1:-1]
+"""The host causes held by host events of a class (:func:`host_classes`), ``sync`` to ``launch``."""
+_SYNC, _WARMUP, _LAUNCH = (EVENT_CAUSES.index(c) for c in ("sync", "warmup", "launch"))
+
+LABELS = {
+    "graph_capture": "graph capture", "sync": "sync", "warmup": "warm-up", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
+    "data_loading": "data loading", "optimizer": "optimizer on host", "launch": "launch-bound", "host": "host outside ops",
+    "queued": "queued", "unattributed": "unattributed",
+}
+"""Short names of the causes, for tables."""
+
+SYNC_CALLS = frozenset({
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
+    "cuMemcpy", "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoD_v2", "cuMemcpyDtoH", "cuMemcpyHtoD",
+    "hipMemcpy", "hipMemcpyWithStream", "hipMemcpyDtoH", "hipMemcpyHtoD", "hipMemcpyDtoD", "hipMemcpy2D", "hipMemcpyPeer",
+    "aten::item", "aten::_local_scalar_dense",
+})
+"""Host calls and ops that block until device work ends, besides every runtime/driver call named ``*Synchronize*``."""
+
+PINNED_ALLOC_CALLS = frozenset({
+    "cudaHostAlloc", "cudaMallocHost", "cudaHostRegister", "cudaFreeHost", "cudaHostUnregister", "cuMemHostAlloc",
+    "cuMemAllocHost_v2", "cuMemAllocHost", "cuMemFreeHost", "cuMemHostRegister_v2", "hipHostMalloc", "hipHostAlloc",
+    "hipMallocHost", "hipHostRegister", "hipHostFree", "hipFreeHost", "hipHostUnregister",
+})
+"""Page-locked (pinned) host allocation and release calls of the CUDA and HIP runtimes and drivers."""
+
+DEVICE_ALLOC_CALLS = frozenset({
+    "cudaMalloc", "cudaFree", "cudaMallocManaged", "cudaMallocPitch", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAlloc",
+    "cuMemFree", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", "hipMalloc", "hipFree", "hipExtMallocWithFlags",
+    "hipMallocManaged",
+})
+"""Device memory allocation and release calls (``cudaFree`` also synchronizes the device)."""
+
+_OTHER_RANK_RE = re.compile(r"barrier|wait_tensor|c10d::wait|ProcessGroup.*::wait|^gloo:", re.IGNORECASE)
+_DATA_RE = re.compile(r"^enumerate\(DataLoader\)")
+_OPT_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
+_OP_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
+_NEVER = np.iinfo(np.int64).max
+
+LAUNCH_LATENCY_NS = 50_000
+"""Time after a launch call returns within which the device starting the work counts as launch latency (``launch``);
+work that starts later waited on something else (``queued``). 50 µs: kernel launch latency on current GPUs is a few µs
+to tens of µs."""
+
+
+def _host_class(name: object) -> int:
+    """The class of one host event name: its index in :data:`EVENT_CAUSES` (``launch`` for any other name; ``warmup``
+    is given call by call, in :func:`host_classes`)."""
+    n = str(name)
+    if "Synchronize" in n or n in SYNC_CALLS:
+        return _SYNC
+    for cause, matches in (("pinned_alloc", PINNED_ALLOC_CALLS.__contains__), ("device_alloc", DEVICE_ALLOC_CALLS.__contains__),
+                           ("other_rank", _OTHER_RANK_RE.search), ("data_loading", _DATA_RE.search), ("optimizer", _OPT_RE.search)):
+        if matches(n):
+            return EVENT_CAUSES.index(cause)
+    return _LAUNCH
+
+
+@per_trace
+def host_classes(trace: Trace) -> np.ndarray:
+    """Class of every row of ``trace.host_events`` (int8 index into :data:`EVENT_CAUSES`, computed once per distinct
+    name; a first call or compile phase holding warm-up, :func:`.warmup.warmup_calls`, is ``warmup`` unless it
+    synchronizes); rows that are none of these nor a ``cpu_op``/runtime/driver call (user annotations such as
+    ``ProfilerStep#N``) are -1: they do not make the host "in an op"."""
+    host = trace.host_events
+    if host.empty:
+        return np.zeros(0, np.int8)
+    cls = per_value(host["name"], _host_class, _LAUNCH, np.int8)
+    in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool)
+    cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
+    return np.where(warmup_calls(trace) & (cls != _SYNC), _WARMUP, cls).astype(np.int8)
+
+
+@dataclass(frozen=True)
+class DeviceIdle:
+    """The idle time of one device over a window, by cause (module docstring).
+
+    Attributes:
+        device: device index.
+        window: (lo, hi) in ns.
+        spans: per cause of :data:`CAUSES`, a normalised int64 ns interval set;
+            the sets are disjoint and their union is the device's idle time.
+        top: per cause, the host op or call that held the most of its time on the
+            launching threads (``""`` where none: ``host``, ``unattributed``).
+        queued_stream: the stream whose work waited longest while queued (-1 none).
+    """
+
+    device: int
+    window: tuple[int, int]
+    spans: dict[str, Intervals]
+    top: dict[str, str]
+    queued_stream: int = -1
+
+    def ns(self, cause: str, lo: int | None = None, hi: int | None = None) -> int:
+        """Length of one cause's span in ns, within [lo, hi) if given."""
+        s = self.spans[cause]
+        if lo is None or hi is None:
+            return iv.length(s)
+        return int(iv.measure(s, np.array([lo]), np.array([hi]))[0])
+
+
+def top_name(trace: Trace, rows: np.ndarray, span: Intervals) -> str:
+    """Name of the host events (among ``rows``) whose time inside ``span`` adds up to the most."""
+    if rows.size == 0 or span[0].size == 0:
+        return ""
+    over = iv.measure(span, host_column(trace, "start_ns")[rows], host_column(trace, "end_ns")[rows])
+    hit = over > 0
+    if not hit.any():
+        return ""
+    codes, names = host_name_codes(trace)
+    c = codes[rows[hit]]
+    ok = c >= 0
+    if not ok.any():
+        return ""
+    total = np.bincount(c[ok], weights=over[hit][ok].astype(np.float64), minlength=len(names))
+    return names[int(np.argmax(total))]
+
+
+def idle_causes(trace: Trace, window: tuple[int, int] | None = None) -> list[DeviceIdle]:
+    """The idle time of every device with device events over ``window``, by cause (module docstring).
+
+    Args:
+        trace: the trace (its device events the figures count; the device time of
+            work set aside from it still counts as occupied, see
+            :func:`.busy.occupied_intervals`).
+        window: (lo, hi) in ns; default the trace window.
+
+    Returns:
+        one :class:`DeviceIdle` per device, sorted by device; computed once per
+        trace and window.
+    """
+    lo, hi = trace.window_ns if window is None else window
+    return _idle_causes(trace, (int(lo), int(hi)))
+
+
+@per_trace
+def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
+    lo, hi = window
+    if trace.device_events.empty:
+        return []
+    whole = (np.array([lo], np.int64), np.array([hi], np.int64))
+    occupied = occupied_intervals(trace)
+    dev = device_column(trace, "device")
+    start, end = device_column(trace, "start_ns"), device_column(trace, "end_ns")
+    stream = device_column(trace, "stream")
+    rows = launch_rows(trace)
+    host = trace.host_events
+    h_start = host_column(trace, "start_ns") if len(host) else np.zeros(0, np.int64)
+    h_end = host_column(trace, "end_ns") if len(host) else np.zeros(0, np.int64)
+    thread = host_thread_codes(trace) if len(host) else np.zeros(0, np.int64)
+    cls = host_classes(trace)
+    runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
+    capturing, setup = graph_intervals(trace), setup_span(trace)
+    out = []
+    held: dict[tuple[int, int], Intervals] = {}
+
+    def held_by(t: int, k: int) -> Intervals:
+        """Where thread ``t`` is inside a host event of class ``k`` (any class for launch): once per trace, not per device."""
+        if (t, k) not in held:
+            m = (thread == t) & ((cls == k) if k < _LAUNCH else (cls >= 0))
+            held[(t, k)] = iv.union(h_start[m], h_end[m])
+        return held[(t, k)]
+
+    # each device's events of non-zero length, by one stable sort (not a mask over every event per device)
+    valid = np.flatnonzero(end > start)
+    by_dev = valid[np.argsort(dev[valid], kind="stable")]
+    devices = iv.distinct(dev)
+    first = np.searchsorted(dev[by_dev], devices, side="left").tolist()
+    last = np.searchsorted(dev[by_dev], devices, side="right").tolist()
+    for i, d in enumerate(devices.tolist()):
+        busy = iv.intersect(occupied.get(int(d), iv.empty()), whole)
+        idle = iv.subtract(whole, busy)
+        spans = {c: iv.empty() for c in CAUSES}
+        top: dict[str, str] = dict.fromkeys(CAUSES, "")
+        q_stream = -1
+        if idle[0].size:
+            gs, ge = idle
+            # the work that ended each gap: among d's events starting exactly at the gap's end, the earliest launched
+            on = by_dev[first[i]:last[i]]
+            launched = np.where(rows[on] >= 0, h_start[np.maximum(rows[on], 0)], _NEVER) if h_start.size else np.full(on.size, _NEVER)
+            order = on[np.lexsort((launched, start[on]))]  # by start, then launch time
+            first_start, first_idx = np.unique(start[order], return_index=True)
+            pos = np.searchsorted(first_start, ge)
+            hit = (pos < first_start.size) & (ge < hi)  # the gap after the device's last work in the window ends nothing
+            hit[hit] = first_start[pos[hit]] == ge[hit]
+            nxt = np.full(gs.size, -1, np.int64)
+            nxt[hit] = order[first_idx[pos[hit]]]
+            lrow = np.where(nxt >= 0, rows[np.maximum(nxt, 0)], -1)
+            has = lrow >= 0
+            launch_at = np.where(has, h_start[np.maximum(lrow, 0)] if h_start.size else 0, 0)
+            launch_end = np.where(has, h_end[np.maximum(lrow, 0)] if h_end.size else 0, 0)
+            before = has & (launch_at <= gs)  # launched before the gap began: queued throughout
+            split = np.where(has & ~before, np.clip(launch_at, gs, ge), ge)
+            # from the launch to its call's end plus LAUNCH_LATENCY_NS, the device waited for the launch itself
+            latency_end = np.where(has & ~before, np.clip(launch_end + LAUNCH_LATENCY_NS, split, ge), ge)
+            spans["unattributed"] = iv.union(gs[~has], ge[~has])
+            queued = iv.union(np.concatenate([gs[before], latency_end[has & ~before]]), np.concatenate([ge[before], ge[has & ~before]]))
+            spans["queued"] = queued
+            launching = iv.union(split[has & ~before], latency_end[has & ~before])
+            split = np.where(before, gs, split)
+            if has.any():
+                qlen = np.where(has, ge - split, 0)
+                q_stream = int(stream[nxt[int(np.argmax(qlen))]]) if qlen.max() > 0 else -1
+            host_part_s, host_part_e, host_thread = gs[has], split[has], thread[lrow[has]] if thread.size else np.zeros(0, np.int64)
+            for t in iv.distinct(host_thread).tolist():
+                sel = host_thread == t
+                remaining = iv.union(host_part_s[sel], host_part_e[sel])
+                part = iv.intersect(remaining, capturing.get(int(t), iv.empty()))
+                remaining = iv.subtract(remaining, part)
+                spans["graph_capture"] = iv.coverage_at_least([spans["graph_capture"], part], 1)
+                for k, cause in enumerate(EVENT_CAUSES):
+                    part = iv.intersect(remaining, held_by(int(t), k))
+                    remaining = iv.subtract(remaining, part)
+                    spans[cause] = iv.coverage_at_least([spans[cause], part], 1)
+                part = iv.intersect(remaining, setup)  # outside ops, before the first compile
+                spans["warmup"] = iv.coverage_at_least([spans["warmup"], part], 1)
+                spans["host"] = iv.coverage_at_least([spans["host"], iv.subtract(remaining, part)], 1)
+            spans["launch"] = iv.coverage_at_least([spans["launch"], launching], 1)
+            launched_by = iv.distinct(host_thread)
+            threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)
+            for k, cause in enumerate(EVENT_CAUSES):
+                # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it
+                m = threads_on & ((cls == k) if k < _LAUNCH else ((cls == _LAUNCH) & ~runtime))
+                top[cause] = top_name(trace, np.flatnonzero(m), spans[cause])
+            if spans["graph_capture"][0].size:  # the capture's begin call, else the graph call that held the most
+                c = captures(trace)
+                top["graph_capture"] = str(c["begin"].iloc[0]) if len(c) else top_name(
+                    trace, np.flatnonzero(threads_on & graph_calls(trace)), spans["graph_capture"])
+            top["queued"] = top_name(trace, np.flatnonzero(threads_on & runtime), queued)
+        out.append(DeviceIdle(int(d), (lo, hi), spans, top, q_stream))
+    return out
+
+
+TABLE_COLUMNS = ["device", "step", "cause", "ns", "top"]
+
+
+def idle_cause_table(trace: Trace, steps: pd.DataFrame | None = None, window: tuple[int, int] | None = None) -> pd.DataFrame:
+    """The idle causes as a table: per device over the window, and per device and step.
+
+    Args:
+        steps: DataFrame with ``step``, ``start_ns``, ``end_ns`` (int64), e.g.
+            :func:`.steps.step_windows`; None or empty for the window alone.
+        window: (lo, hi) in ns; default the trace window.
+
+    Returns:
+        DataFrame: ``device`` (int64), ``step`` (int64, -1 for the whole window),
+        ``cause`` (str, :data:`CAUSES`), ``ns`` (int64), ``top`` (str, the host op
+        or call that held most of it, ``""`` if none). Rows with ``ns`` = 0 are
+        left out; per device and step the causes sum to its idle time.
+    """
+    idle = idle_causes(trace, window)
+    size, nc = len(idle), len(CAUSES)
+    if steps is None or steps.empty:
+        lo = hi = step_ids = np.zeros(0, np.int64)
+    else:
+        lo, hi = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+        step_ids = steps["step"].to_numpy(np.int64)
+    # every device and cause at once (grouped sets keyed by device position): the window's total, each step's part
+    total = np.zeros((size, nc), np.int64)
+    per_step = np.zeros((size, nc, lo.size), np.int64)
+    for j, c in enumerate(CAUSES):
+        sets = [d.spans[c] for d in idle]
+        keys = np.repeat(np.arange(size, dtype=np.int64), [x[0].size for x in sets])
+        s = np.concatenate([x[0] for x in sets]) if sets else np.zeros(0, np.int64)
+        e = np.concatenate([x[1] for x in sets]) if sets else np.zeros(0, np.int64)
+        np.add.at(total[:, j], keys, e - s)  # (exact int64, unlike bincount's float weights)
+        if lo.size:
+            per_step[:, j, :] = iv.grouped_measure(keys, s, e, lo, hi, size)
+    top = np.array([[d.top[c] for c in CAUSES] for d in idle], dtype=object).reshape(size, nc)
+    # rows per device: the window's causes (step -1), then each cause's steps; rows of 0 ns left out
+    dpos, cpos = np.meshgrid(np.arange(size), np.arange(nc), indexing="ij")
+    w_keep = total > 0
+    sd, sc, ss = np.meshgrid(np.arange(size), np.arange(nc), np.arange(lo.size), indexing="ij")
+    s_keep = per_step > 0
+    dev_ids = np.array([d.device for d in idle], dtype=np.int64)
+    d_all = np.concatenate([dpos[w_keep], sd[s_keep]])
+    c_all = np.concatenate([cpos[w_keep], sc[s_keep]])
+    block = np.concatenate([np.zeros(int(w_keep.sum()), np.int64), np.ones(int(s_keep.sum()), np.int64)])
+    st_all = np.concatenate([np.full(int(w_keep.sum()), -1, np.int64), ss[s_keep]])
+    order = np.lexsort((st_all, c_all, block, d_all))
+    d_all, c_all, block, st_all = d_all[order], c_all[order], block[order], st_all[order]
+    ns = np.concatenate([total[w_keep], per_step[s_keep]])[order]
+    return pd.DataFrame({
+        "device": dev_ids[d_all] if size else np.zeros(0, np.int64),
+        "step": np.where(block == 0, -1, step_ids[np.maximum(st_all, 0)] if step_ids.size else -1).astype(np.int64),
+        "cause": pd.Series(np.array(CAUSES, dtype=object)[c_all], dtype=object),
+        "ns": ns.astype(np.int64),
+        "top": pd.Series(top[d_all, c_all] if size else np.zeros(0, object), dtype=object),
+    })

@@ -1,0 +1,45 @@
+"""Whether a trace shows training, by evidence in its host events.
+
+The report's hints speak of DDP, gradient buckets, optimizers or FSDP only on a
+trace that shows training; a trace without such evidence (inference, serving) gets
+serving words. The evidence is a host event (``cpu_op`` or ``user_annotation``)
+whose name is one of:
+
+- a backward op: autograd's ``autograd::engine::evaluate_function: ...``, an
+  autograd node (``MulBackward0``, ``AddmmBackward0``: a name containing
+  ``Backward``), an ATen backward kernel (``aten::convolution_backward``: a name
+  ending in ``_backward``), or Kineto's ``## backward ##`` annotation;
+- an optimizer step: ``Optimizer.step#SGD.step``, ``Optimizer.zero_grad#...``
+  (the annotations ``torch.optim`` records);
+- a data-parallel wrapper's annotation: ``DistributedDataParallel.forward``,
+  ``FullyShardedDataParallel.*``, ``FSDP::*``.
+
+Names are matched once per distinct name, not per event.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...reading import Trace
+from ..memo import per_trace
+
+TRAINING_RE = re.compile(
+    r"^autograd::engine::evaluate_function|Backward|_backward$|^## backward ##|^Optimizer\.(step|zero_grad)#"
+    r"|DistributedDataParallel|FullyShardedDataParallel|^FSDP::"
+)
+"""Host event names that show training (module doc)."""
+
+
+@per_trace
+def training_evidence(trace: Trace) -> str:
+    """The first host event name, in sorted order, that shows training (module doc); ``""`` when none does.
+
+    A non-empty result means the trace trains; the name says why.
+    """
+    host = trace.host_events
+    if host.empty:
+        return ""
+    name = host["name"]
+    labels = [str(v) for v in name.cat.categories] if hasattr(name, "cat") else sorted({str(v) for v in name.tolist()})
+    return next((n for n in sorted(labels) if TRAINING_RE.search(n)), "")

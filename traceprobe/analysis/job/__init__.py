@@ -1,0 +1,7 @@
+"""Who waited for whom across ranks: collectives matched within each process group, point-to-point transfers paired,
+collective types, clock offsets, the ranks of each window, waits, stragglers and their causes, summaries, and the
+whole-job report (every figure's distribution across ranks).
+
+Modules (each public): ``collectives``, ``comm_types``, ``p2p``, ``clocks``, ``ranks``, ``causes``,
+``cause_tables``, ``summaries``, ``job``. Nothing is imported here: import the module.
+"""

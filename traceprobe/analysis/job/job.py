@@ -1,0 +1,393 @@
+"""The whole job: every figure's distribution across ranks, the outlier ranks and why, stragglers counted.
+
+Built from a :class:`.summary.Summary` (of traces or of summaries, :mod:`.summaries`): nothing here reads a
+file, and nothing needs more than the per-rank reports and the matched collectives.
+
+Definitions (quoted by the README), per window of a run (:mod:`.run`):
+
+- *figures* (:data:`FIGURES`): the report's headline figures (:attr:`.per_trace.OverlapReport.headline`) and,
+  from the GPU time breakdown (:mod:`.breakdown`), each part summed over the rank's devices and divided by its
+  steps (``*_per_step_ns``; the window counts as one step without steps).
+- *distribution*: over the window's ranks, min, median, p95 (linear interpolation, numpy's default) and max of
+  each figure; NaN figures are left out (``ranks`` counts the others).
+- *outlier*: a rank whose figure lies more than :data:`OUTLIER_Z` robust deviations (1.4826 x the median
+  absolute deviation) from the median, and by more than :data:`OUTLIER_MIN` of the median (times) or
+  :data:`OUTLIER_MIN_FRACTION` (fractions); *why*: the figure, the rank's value and the median.
+- *stragglers*, per process group: for each rank, how many of the group's matched collectives it arrived at
+  last (``last``: its kernel started last, and later than another rank's, :func:`.collectives.match_window`),
+  their share, and the wait it
+  caused (``caused_wait_ns``: the other ranks' kernel time before its arrival, summed over those collectives).
+- *causes*: the window's waits, straggler and blame (:func:`.causes.window_causes`) as the Summary holds them.
+
+Two ways in, one result: :func:`job_report` takes a :class:`.summary.Summary` (of traces or summaries, every
+report whole); :func:`job_report_from_summaries` reads summary files for thousands of ranks without building
+their reports: each file is decoded into the few fields the job needs (:class:`_JobView`: headline, breakdown,
+steps, collectives, and what the causes read: :func:`.cause_tables.rank_columns`), kept as arrays, and the causes
+of every window are computed on them for all its ranks at once (:mod:`.cause_tables`).
+Both give the same figures, outliers, stragglers, causes and clocks (tests/test_job.py).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ...errors import Failure, TraceFormatError
+from ..summary import Summary
+from .cause_tables import RankColumns, rank_columns, rank_tables
+from .causes import WindowCauses, window_causes
+from .clocks import ClockEstimate, estimate_clocks
+from .collectives import match_rows
+
+BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
+"""Parts of the GPU time breakdown given per step."""
+FIGURES = ("mean_step_ns", "duration_ns", "utilization", "gpu_busy_ns", "work_ns", "comm_ns", "comm_overlap", "copy_overlap",
+           "stream_concurrency", "cpu_gpu_overlap", *(p.replace("_ns", "_per_step_ns") for p in BREAKDOWN_PARTS))
+"""The figures distributed across ranks."""
+FRACTIONS = {"utilization", "comm_overlap", "copy_overlap", "stream_concurrency", "cpu_gpu_overlap"}
+OUTLIER_Z = 3.5
+"""How many robust deviations from the median make an outlier..."""
+OUTLIER_MIN = 0.05
+"""...and by at least this share of the median (times)..."""
+OUTLIER_MIN_FRACTION = 0.05
+"""...or this much (fractions, 0..1)."""
+
+DIST_COLUMNS = ["run", "window", "figure", "ranks", "min", "median", "p95", "max"]
+OUTLIER_COLUMNS = ["run", "window", "rank", "figure", "value", "median", "why"]
+STRAGGLER_COLUMNS = ["run", "window", "pg", "pg_desc", "rank", "last", "collectives", "share", "caused_wait_ns"]
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """The whole job (module docstring).
+
+    Attributes:
+        figures: per window and figure: ``run``, ``window``, ``figure`` (str), ``ranks`` (int64), ``min``, ``median``,
+            ``p95``, ``max`` (float64; ns or 0..1 fractions).
+        outliers: ``run``, ``window``, ``rank`` (int64), ``figure`` (str), ``value``, ``median`` (float64), ``why`` (str).
+        stragglers: per window, process group and rank that arrived last at least once: ``run``, ``window``, ``pg``,
+            ``pg_desc`` (str), ``rank``, ``last``, ``collectives`` (int64), ``share`` (float64), ``caused_wait_ns``
+            (int64); most ``last`` first.
+        causes: the Summary's :class:`.causes.WindowCauses`, one per window of several ranks.
+        clocks: the Summary's :class:`.clocks.ClockEstimate`, one per such window.
+    """
+
+    figures: pd.DataFrame
+    outliers: pd.DataFrame
+    stragglers: pd.DataFrame
+    causes: tuple[WindowCauses, ...]
+    clocks: tuple[ClockEstimate, ...]
+
+
+def rank_figures(reports: list, ranks: list[int]) -> pd.DataFrame:
+    """One row per rank (index ``rank``), one float64 column per figure of :data:`FIGURES` (module docstring)."""
+    rows = []
+    for rep in reports:
+        h = dict(rep.headline)
+        steps = max(len(rep.steps), 1) if rep.steps is not None else 1
+        b = rep.breakdown
+        for p in BREAKDOWN_PARTS:
+            h[p.replace("_ns", "_per_step_ns")] = float(b[p].sum()) / steps if b is not None and p in b else np.nan
+        rows.append([h.get(f, np.nan) for f in FIGURES])
+    return pd.DataFrame(np.array(rows, dtype=np.float64).reshape(len(rows), len(FIGURES)), columns=list(FIGURES),
+                        index=pd.Index(ranks, name="rank"))
+
+
+def _distribution(figs: pd.DataFrame, run: str, window: str) -> tuple[list[list], list[list]]:
+    v = figs.to_numpy(np.float64)
+    ranks = figs.index.to_numpy(np.int64)
+    dist, out = [], []
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (all-NaN figures: no copies, one device...)
+        ok = np.isfinite(v)
+        n = ok.sum(axis=0)
+        q = np.nanquantile(np.where(ok, v, np.nan), [0.0, 0.5, 0.95, 1.0], axis=0) if v.size and n.any() else np.full((4, v.shape[1]), np.nan)
+        med = q[1]
+        mad = np.nanmedian(np.abs(v - med), axis=0) * 1.4826 if v.size and n.any() else np.full(v.shape[1], np.nan)
+    for j, f in enumerate(figs.columns):
+        if n[j] == 0:
+            continue
+        dist.append([run, window, f, int(n[j]), *(float(x) for x in q[:, j])])
+        floor = OUTLIER_MIN_FRACTION if f in FRACTIONS else OUTLIER_MIN * abs(med[j])
+        dev = np.abs(v[:, j] - med[j])
+        hit = ok[:, j] & (dev > OUTLIER_Z * mad[j]) & (dev > floor)
+        for i in np.flatnonzero(hit).tolist():
+            val = float(v[i, j])
+            out.append([run, window, int(ranks[i]), f, val, float(med[j]), _why(f, val, float(med[j]))])
+    return dist, out
+
+
+def _fmt(f: str, x: float) -> str:
+    return f"{100 * x:.1f}%" if f in FRACTIONS else f"{x / 1e6:,.2f} ms"
+
+
+def _why(f: str, val: float, med: float) -> str:
+    rel = f" ({100 * (val / med - 1):+.0f}%)" if f not in FRACTIONS and med else ""
+    return f"{f} {_fmt(f, val)} against a median of {_fmt(f, med)}{rel}"
+
+
+def _stragglers(summary: Summary) -> pd.DataFrame:
+    return _stragglers_of(summary.collectives)
+
+
+def _stragglers_of(colls) -> pd.DataFrame:
+    rows = []
+    for wc in colls:
+        m, pr = wc.matches, wc.per_rank
+        if m is None or m.empty:
+            continue
+        caused = pr.groupby(["pg", "seq"], sort=False)["wait_ns"].sum()
+        mm = m.join(caused.rename("caused"), on=["pg", "seq"])
+        desc = pr.drop_duplicates("pg").set_index("pg")["pg_desc"] if "pg_desc" in pr else pd.Series(dtype=object)
+        total = mm.groupby("pg").size()
+        mm = mm[mm["skew_ns"] > 0]  # (every rank arrived at once: no one was last)
+        g = mm.groupby(["pg", "last_rank"], sort=True).agg(last=("seq", "size"), caused_wait_ns=("caused", "sum")).reset_index()
+        for pg, rank, last, cw in g.itertuples(index=False):
+            n = int(total.get(pg, 0))
+            rows.append([wc.run, wc.window, str(pg), str(desc.get(pg, "")), int(rank), int(last), n, last / n if n else np.nan, int(cw)])
+    out = pd.DataFrame(rows, columns=STRAGGLER_COLUMNS)
+    return out.sort_values(by=["run", "window", "pg", "last"], ascending=[True, True, True, False], kind="stable").reset_index(drop=True)
+
+
+def job_report(summary: Summary) -> JobReport:
+    """The whole-job report of ``summary`` (module docstring): per window of two or more ranks.
+
+    Returns:
+        a :class:`JobReport`.
+    """
+    dist, outl = [], []
+    for run in summary.runs:
+        for w in run.windows:
+            ranked = [(k, r) for k, r in zip(w.ranks, w.reports) if k is not None]
+            if len({k for k, _ in ranked}) < 2:
+                continue
+            figs = rank_figures([r for _, r in ranked], [k for k, _ in ranked])
+            d, o = _distribution(figs, run.name, w.label)
+            dist += d
+            outl += o
+    figures = pd.DataFrame(dist, columns=DIST_COLUMNS).astype({"ranks": np.int64})
+    outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
+    return JobReport(figures, outliers, _stragglers(summary), tuple(summary.causes), tuple(summary.clocks))
+
+
+def job_text(job: JobReport, top: int = 5) -> str:
+    """The job report for a person: per window, each figure's min / median / p95 / max, the outlier ranks and why,
+    the ranks that arrived last most often per process group, the straggler's cause and the clocks."""
+    lines: list[str] = []
+    causes = {(c.run, c.window): c for c in job.causes}
+    clocks = {(c.run, c.window): c for c in job.clocks}
+    for key, g in job.figures.groupby(["run", "window"], sort=False):
+        run, window = key  # type: ignore[misc]
+        lines.append(f"{run} {window}: {int(g['ranks'].max())} ranks")
+        lines.append(f"  {'figure':26} {'min':>11} {'median':>11} {'p95':>11} {'max':>11}")
+        for f, lo, med, p95, hi in zip(g["figure"], g["min"], g["median"], g["p95"], g["max"]):
+            lines.append(f"  {f:26} " + " ".join(f"{_fmt(f, x):>11}" for x in (lo, med, p95, hi)))
+        o = job.outliers[(job.outliers["run"] == run) & (job.outliers["window"] == window)]
+        if len(o):
+            lines.append(f"  outliers ({len(o)}):")
+            for r in o.head(top * 2).itertuples(index=False):
+                lines.append(f"    rank {r.rank}: {r.why}")
+        s = job.stragglers[(job.stragglers["run"] == run) & (job.stragglers["window"] == window)]
+        for pg, sg in s.groupby("pg", sort=False):
+            d0 = str(sg["pg_desc"].tolist()[0])
+            desc = f" ({d0})" if d0 else ""
+            best = ", ".join(f"rank {r.rank} {r.last}/{r.collectives} ({r.caused_wait_ns / 1e6:,.1f} ms caused)" for r in sg.head(top).itertuples())
+            lines.append(f"  arrived last, process group {pg}{desc}: {best}")
+        c = causes.get((run, window))
+        if c is not None and c.label:
+            lines.append(f"  straggler: {c.text}")
+        k = clocks.get((run, window))
+        if k is not None:
+            lines.append(f"  {k.describe()}")
+    return "\n".join(lines) + ("\n" if lines else "no window of two or more ranks\n")
+
+
+def job_json(job: JobReport) -> str:
+    """The job report as JSON: ``figures``, ``outliers``, ``stragglers`` (rows of the tables), ``causes`` (per window:
+    ``run``, ``window``, ``straggler``, ``cause``, ``label``, ``caused_wait_ns``) and ``clocks`` (per window: ``run``,
+    ``window``, ``supported``, ``differ``, ``reason``, ``ranks`` rows); NaN as null, times in ns."""
+    import json
+    import math
+
+    def rows(df: pd.DataFrame) -> list[dict]:
+        out = df.astype(object).where(df.notna(), None).to_dict(orient="records")
+        return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v.item() if isinstance(v, np.generic) else v)
+                 for k, v in r.items()} for r in out]
+
+    doc = {
+        "figures": rows(job.figures), "outliers": rows(job.outliers), "stragglers": rows(job.stragglers),
+        "causes": [{"run": c.run, "window": c.window, "straggler": c.straggler, "cause": c.cause, "label": c.label,
+                    "caused_wait_ns": c.caused_wait_ns} for c in job.causes],
+        "clocks": [{"run": c.run, "window": c.window, "supported": c.supported, "differ": c.differ, "reason": c.reason,
+                    "ranks": rows(c.ranks)} for c in job.clocks],
+    }
+    return json.dumps(doc, indent=1) + "\n"
+
+
+class _TableView(msgspec.Struct):
+    columns: list[str]
+    data: list[list]
+
+
+class _Tables(msgspec.Struct):
+    collectives: _TableView | None = None
+    breakdown: _TableView | None = None
+    steps: _TableView | None = None
+    breakdown_steps: _TableView | None = None
+    exposed_comm: _TableView | None = None
+    idle_causes: _TableView | None = None
+    kernels: _TableView | None = None
+
+
+class _JobView(msgspec.Struct):
+    """The fields of a summary (:class:`traceprobe.summary_file.SummaryDoc`) the whole-job report reads (the
+    other tables are skipped as the file is decoded)."""
+
+    format: str = ""
+    version: int = -1
+    job: str = ""
+    rank: int | None = None
+    window_ns: tuple[int, int] = (0, 0)
+    info: dict = msgspec.field(default_factory=dict)
+    headline: dict = msgspec.field(default_factory=dict)
+    tables: _Tables = msgspec.field(default_factory=_Tables)
+
+
+_COLL = ("pg", "pg_desc", "collective", "start_ns", "end_ns", "bytes", "pg_ranks", "group_size", "p2p")
+
+
+def _col(t: _TableView | None, name: str) -> list:
+    """One column of a table view ([] where the table or column is missing)."""
+    if t is None or name not in t.columns:
+        return []
+    return t.data[t.columns.index(name)]
+
+
+def _view_figures(v: _JobView) -> list[float]:
+    steps = max(len(_col(v.tables.steps, "step")), 1)
+    b = v.tables.breakdown
+    h = {k: (np.nan if x is None else float(x)) for k, x in v.headline.items()}
+    for p in BREAKDOWN_PARTS:
+        vals = _col(b, p)
+        h[p.replace("_ns", "_per_step_ns")] = float(sum(x for x in vals if x is not None)) / steps if b is not None and p in b.columns else np.nan
+    return [h.get(f, np.nan) for f in FIGURES]
+
+
+def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
+    """The whole-job report of summary files (module docstring), for thousands of ranks.
+
+    Args:
+        paths: summary files (``*.summary.json[.gz]``).
+
+    Returns:
+        ``(report, failures)``: a file that cannot be read (or of another version, or another job than its
+        folder's) is a :class:`~traceprobe.errors.Failure`.
+    """
+    from collections import defaultdict
+    from pathlib import Path
+
+    from ...summary_file import FORMAT, VERSION, read_summary
+    from ..run import _run_of
+
+    decoder = msgspec.json.Decoder(_JobView)
+    failures: list[Failure] = []
+    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns]]] = defaultdict(list)
+    jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for path in paths:
+        try:
+            raw = Path(path).read_bytes() if not str(path).endswith(".gz") else None
+            v = decoder.decode(raw) if raw is not None else None
+            if v is None or v.format != FORMAT or v.version != VERSION:
+                read_summary(path)  # says what is wrong, one line (or decodes a gzipped one)
+            if v is None:
+                v = msgspec.json.decode(msgspec.json.encode(read_summary(path)), type=_JobView)
+        except TraceFormatError as e:
+            failures.append(Failure(str(path), e.reason))
+            continue
+        except (OSError, msgspec.DecodeError) as e:
+            failures.append(Failure(str(path), f"traceprobe summary truncated or unreadable ({e})"))
+            continue
+        if v.rank is None:
+            continue
+        steps = _col(v.tables.steps, "step")
+        window = f"steps {min(steps)}-{max(steps)}" if steps else "trace"
+        run = _run_of(_Named(str(path), v.info))  # type: ignore[arg-type]
+        # kept per rank: its figures and its collectives as arrays (the decoded lists go at once)
+        tables = {name: _table(getattr(v.tables, name)) for name in _CAUSE_TABLES}
+        windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), _coll_arrays(v),
+                                       rank_columns(int(v.rank), v.window_ns, tables)))
+        jobs[str(Path(path).parent)][v.job] += 1
+    # another job than its folder's
+    major = {folder: max(c, key=lambda j: c[j]) for folder, c in jobs.items()}
+    dist, outl, stragglers, causes, clocks = [], [], [], [], []
+    for (run, window), items in sorted(windows.items()):
+        keep = []
+        for rank, path, job, fig, coll, cols in items:
+            if job != major[str(Path(path).parent)]:
+                failures.append(Failure(path, f"traceprobe summary of another job ({job!r}; the other summaries of this folder are of "
+                                              f"{major[str(Path(path).parent)]!r}): left out"))
+            else:
+                keep.append((rank, path, fig, coll, cols))
+        keep.sort(key=lambda x: (x[0], x[1]))
+        if len({x[0] for x in keep}) < 2:
+            continue
+        ranks = [x[0] for x in keep]
+        figs = pd.DataFrame(np.array([x[2] for x in keep], dtype=np.float64).reshape(len(keep), len(FIGURES)),
+                            columns=list(FIGURES), index=pd.Index(ranks, name="rank"))
+        d, o = _distribution(figs, run, window)
+        dist += d
+        outl += o
+        last = list({x[0]: x for x in keep}.values())  # one file per rank: the last by path
+        wc = match_rows(_coll_frame(last), tuple(x[0] for x in last), run, window)
+        est = estimate_clocks(wc.per_rank, wc.ranks, run, window)
+        clocks.append(est)
+        stragglers.append(wc)
+        steps = (lambda s: int(s[1]) - int(s[0]) + 1)(window.split(" ")[1].split("-")) if window.startswith("steps ") else 1
+        causes.append(window_causes(wc, rank_tables([x[4] for x in last]), steps))
+        items.clear()
+    figures = pd.DataFrame(dist, columns=DIST_COLUMNS).astype({"ranks": np.int64})
+    outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
+    st = _stragglers_of(stragglers)
+    return JobReport(figures, outliers, st, tuple(causes), tuple(clocks)), sorted(failures, key=lambda f: f.path)
+
+
+class _Named:
+    """What :func:`.run._run_of` reads of a report: its path and manifest facts."""
+
+    def __init__(self, path: str, info: dict) -> None:
+        self.path, self.info = path, info
+
+
+_CAUSE_TABLES = ("exposed_comm", "steps", "breakdown", "breakdown_steps", "idle_causes", "kernels")
+
+
+def _table(t: _TableView | None) -> dict[str, list] | None:
+    return None if t is None else dict(zip(t.columns, t.data))
+
+
+def _coll_arrays(v: _JobView) -> dict[str, np.ndarray]:
+    """One rank's collectives as arrays (:data:`_COLL`); repeated names share one string."""
+    t = v.tables.collectives
+    out = {}
+    n = len(_col(t, "start_ns"))
+    for c in _COLL:
+        vals = _col(t, c)
+        if len(vals) != n:  # (a column that summaries of older versions do not carry)
+            vals = [-1 if c == "group_size" else ""] * n
+        out[c] = np.array(vals, dtype=np.int64) if c in ("start_ns", "end_ns", "bytes", "group_size") else \
+            np.array(list(map(_INTERN.setdefault, vals, vals)), dtype=object)
+    return out
+
+
+def _coll_frame(keep: list) -> pd.DataFrame:
+    """The collectives of a window's ranks (``keep``: in increasing rank order) as :func:`.collectives.match_rows` reads them."""
+    n = [len(x[3]["start_ns"]) for x in keep]
+    out = {"rank": np.repeat(np.array([x[0] for x in keep], dtype=np.int64), n)}
+    return pd.DataFrame({**out, **{c: np.concatenate([x[3][c] for x in keep]) for c in _COLL}})
+
+
+_INTERN: dict = {}
