@@ -211,6 +211,7 @@ _event = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow  # (7, 5, 3 and 3 s: property and size runs, in CI's slow run)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(events=st.lists(_event, max_size=12), top=st.dictionaries(st.sampled_from(["deviceProperties", "distributedInfo", "schemaVersion"]), _json_values, max_size=2))
 def test_fuzz_loader_raises_only_trace_format_error(tmp_path, events, top):

@@ -157,6 +157,7 @@ def host_bound_traces(draw):
     return _with_threads(make_trace(dev_rows, host_rows), tids)
 
 
+@pytest.mark.slow  # (7, 5, 3 and 3 s: property and size runs, in CI's slow run)
 @settings(max_examples=50, deadline=None)
 @given(host_bound_traces(), st.integers(0, 15), st.integers(30, GRID + 5))
 def test_idle_causes_match_brute_force(tr, lo, hi):
@@ -314,6 +315,7 @@ def wait_reference(traces: list[Trace]) -> dict[tuple[int, int], int]:
     return out
 
 
+@pytest.mark.slow  # (7, 5, 3 and 3 s: property and size runs, in CI's slow run)
 @settings(max_examples=50, deadline=None)
 @given(two_rank_jobs())
 def test_exposed_waits_match_brute_force(traces):

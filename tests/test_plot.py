@@ -98,6 +98,7 @@ def test_overlap_report_plots_and_json_of_several_traces_in_workers(tmp_path):
     assert res.stdout == runner.invoke(app, ["overlap-report", *files, "--jobs", "1", "--format", "json"]).stdout
 
 
+@pytest.mark.slow  # (7, 5, 3 and 3 s: property and size runs, in CI's slow run)
 def test_eight_devices_thirty_streams(tmp_path):
     """SYNTHETIC: 8 devices x 30 streams of kernels, copies, NCCL and memsets: one lane each."""
     rng = np.random.default_rng(0)
