@@ -486,3 +486,24 @@ def test_prefetcher_reads_as_faster():
     assert on.throughput > off.throughput and on.headline["mean_step_ns"] < off.headline["mean_step_ns"]
     assert on.headline["copy_overlap"] > 0.5 > off.headline["copy_overlap"]
     assert on.breakdown["exposed_copy_ns"].sum() < off.breakdown["exposed_copy_ns"].sum()
+
+
+def test_warmup_note_on_a_scheduled_trace_names_a_new_shape_or_recompile(tmp_path):
+    """SYNTHETIC, ms: a trace whose steps start at ProfilerStep#2 (recorded after two steps had run, as
+    torch.profiler.schedule(wait=1, warmup=1) does) with a first aten::conv2d of 38 ms against later ones of 1 ms: its
+    note does not advise a profiler schedule; it names the first call as a new shape's or a recompile's."""
+    from synthetic import TraceBuilder
+
+    from traceprobe import load_trace
+
+    ms = 1_000_000
+    b = TraceBuilder("scheduled warm-up")
+    for i, (step, first) in enumerate([(2, 38), (3, 1), (4, 1)]):
+        t0 = i * 60 * ms
+        b.step(step, t0, 60 * ms)
+        b.cpu_op(t0, first * ms, "aten::conv2d")
+        b.launch(t0 + first * ms - 20_000, "kernel", 0, 7, t0 + first * ms, 10 * ms)
+    rep = overlap_report(load_trace(b.write(tmp_path / "t.pt.trace.json")))
+    (note,) = [n for n in rep.notes if n.startswith("warm-up in the trace")]
+    assert "recorded after 2 steps had run" in note and "a new shape or a recompile" in note
+    assert "torch.profiler.schedule" not in note

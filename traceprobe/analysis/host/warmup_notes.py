@@ -1,5 +1,7 @@
 """The warm-up note: one sentence when a trace holds warm-up (first calls far longer than their later ones,
-``torch.compile``'s phases, the set-up before them), with its evidence (:mod:`.warmup`, :mod:`.idle_causes`)."""
+``torch.compile``'s phases, the set-up before them), with its evidence (:mod:`.warmup`, :mod:`.idle_causes`); a trace
+whose first step is not step 0 was recorded after steps had run (``torch.profiler.schedule``), so its first calls are
+named as a new shape's or a recompile's, not start-up to be scheduled away."""
 
 from __future__ import annotations
 
@@ -61,5 +63,10 @@ def warmup_notes(trace: Trace) -> list[str]:
         if before > 0:
             parts.append(f"{_ms(before)} outside any op before the first compile phase, in the device window (set-up: "
                          "building the model, torch.compile's first use importing Dynamo and Inductor)")
+    first_step = int(trace.steps["step"].min()) if not trace.steps.empty else -1
+    if first_step >= 1:  # (recorded after its first steps already, as torch.profiler.schedule does: not start-up)
+        return [f"warm-up in the trace: {'; '.join(parts)}: first calls in ProfilerStep#{first_step}, recorded after "
+                f"{first_step} step{'s' if first_step > 1 else ''} had run: not start-up but a first call of a new shape or a "
+                "recompile (TORCH_LOGS=recompiles says why)"]
     return [f"warm-up in the trace: {'; '.join(parts)}: one-time work, idle cause warm-up; torch.profiler.schedule's first "
             "steps leave it out"]
