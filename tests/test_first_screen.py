@@ -118,6 +118,14 @@ def test_plot_draws_a_ranks_waits_and_the_top_finding():
     fig = pl.compare_figure([items])
     labels = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
     assert labels.count("waiting") == 2
+    # the window's critical path: a band on each rank it runs through, its segments those of the path on that rank
+    (what,) = [w for w in summary.what_ifs if not w.path]
+    path = what.critical_path
+    for rank, it in by_rank.items():
+        mine = path[path["rank"] == rank]
+        assert it.critical is not None and len(it.critical) == len(mine)
+        assert (it.critical["start_ns"].to_numpy() == mine["start_ns"].to_numpy()).all()
+    assert labels.count("critical path") == len(items)  # (the path runs through both ranks)
 
 
 def test_capture_report_prints_the_summary(tmp_path):

@@ -19,7 +19,8 @@ no interval and writes no file (the caller writes them, through :mod:`traceprobe
   the window (so rank 1's work lies where its timestamps put it against rank 0's);
   any other trace from its own first device event (e.g. the three compute-copy variants).
 - a rank of a job (:func:`with_findings`) gets a band of its own, ``waiting``, where its collective kernels
-  waited for the last rank to arrive; each trace its window's top finding and action under its title.
+  waited for the last rank to arrive, and one, ``critical path``, where its window's critical path ran on it; each
+  trace its window's top finding and action under its title.
 
 Slices less than a quarter pixel apart were merged by the analysis; every slice is drawn at
 least a fraction of a pixel wide, so short kernels stay visible.
@@ -52,6 +53,7 @@ COLORS = ("#1f77b4", "#ff7f0e", "#9467bd", "#7f7f7f")
 SHADE = "#2ca02c"
 MULTI = "#17becf"
 WAIT = "#cf222e"
+CRITICAL = "#6f42c1"
 STEP = "#555555"
 LEVEL_COLORS = {"confirmed": "#1a7f37", "partial": "#9a6700", "none": "#cf222e", "n/a": "#555555"}
 WIDTH_IN, DPI = 14.0, 110
@@ -74,6 +76,9 @@ class Item:
     lanes: TimelineLanes
     waits: pd.DataFrame | None = None
     finding: str = ""
+    critical: pd.DataFrame | None = None
+    """``start_ns``, ``end_ns`` (int64) of the window's critical path on this rank
+    (:func:`traceprobe.analysis.causal.critical_path.critical_path`), drawn as a band of their own; None: no such band."""
 
 
 def label_of(path: str | Path, info: dict | None = None, rank: int | None = None) -> str:
@@ -90,8 +95,10 @@ def _rects(x0, x1, y0, y1) -> np.ndarray:
 
 
 def _rows(it: Item) -> int:
-    """Lanes drawn: one per (device, stream), the "2+ devices busy" lane with several devices, the waits' lane."""
-    return len(it.lanes.lanes) + (1 if it.lanes.devices > 1 else 0) + (1 if it.waits is not None else 0)
+    """Lanes drawn: one per (device, stream), the "2+ devices busy" lane with several devices, the waits' lane, the
+    critical path's lane."""
+    return len(it.lanes.lanes) + (1 if it.lanes.devices > 1 else 0) + (1 if it.waits is not None else 0) + \
+        (1 if it.critical is not None else 0)
 
 
 def _x(t_ns, t0: int):
@@ -105,7 +112,9 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
     n = len(lanes)
     multi = tl.devices > 1
     waits = item.waits is not None
-    top = (1 if multi else 0) + (1 if waits else 0)  # the "2+ devices busy" summary with several devices, then the waits
+    crit = item.critical is not None
+    # the "2+ devices busy" summary with several devices, then the waits, then the critical path
+    top = (1 if multi else 0) + (1 if waits else 0) + (1 if crit else 0)
     ax.set_xlim(0, span_ns / 1e6)
     ax.set_ylim(max(n + top, 1) - 0.5, -0.5)
     if not n:
@@ -131,9 +140,14 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
     if item.waits is not None and len(item.waits):
         w = item.waits
         ws, we = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
-        row = top - 1
+        row = top - 1 - (1 if crit else 0)
         ax.add_collection(PolyCollection(_rects(_x(ws, t0), _x(np.maximum(we, ws + int(px_ns * 0.6)), t0), np.full(len(w), row - 0.4),  # pyright: ignore  (pandas/matplotlib stubs)
                                          np.full(len(w), row + 0.4)), facecolors=WAIT, edgecolors="none", zorder=2))
+    if item.critical is not None and len(item.critical):
+        c = item.critical
+        cs, ce = c["start_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64)
+        ax.add_collection(PolyCollection(_rects(_x(cs, t0), _x(np.maximum(ce, cs + int(px_ns * 0.6)), t0), np.full(len(c), top - 1.4),  # pyright: ignore  (pandas/matplotlib stubs)
+                                         np.full(len(c), top - 0.6)), facecolors=CRITICAL, edgecolors="none", zorder=2))
     two = tl.multi_device
     if multi and len(two):
         ax.add_collection(PolyCollection(_rects(_x(two["start_ns"], t0), _x(two["end_ns"], t0), np.full(len(two), -0.4), np.full(len(two), 0.4)),  # pyright: ignore  (pandas/matplotlib stubs)
@@ -146,7 +160,8 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
             ax.axvline(t, color=STEP, linewidth=0.8, linestyle=":", zorder=4, label=name)
             if len(st) <= 40 and name.startswith("step"):
                 ax.text(t, 1.0, f" {name}", transform=ax.get_xaxis_transform(), fontsize=FONT - 2, color=STEP, va="bottom", ha="left")
-    labels = (["2+ devices busy"] if multi else []) + (["waiting"] if waits else []) + lanes["label"].tolist()
+    labels = (["2+ devices busy"] if multi else []) + (["waiting"] if waits else []) + (["critical path"] if crit else []) + \
+        lanes["label"].tolist()
     fs = float(np.clip(300 / max(n + top, 1), 5.5, FONT))
     ax.set_yticks(np.arange(n + top), labels, fontsize=fs)
     bounds = np.flatnonzero(np.diff(lanes["device"].to_numpy())) + top + 0.5
@@ -212,6 +227,8 @@ def _figure(items: Sequence[tuple[Item, int]], span_ns: int, title: str | None, 
         handles.append(Patch(color=MULTI, label="2+ devices busy"))
     if any(it.waits is not None for it in shown):
         handles.append(Patch(color=WAIT, label="waiting for the last rank at a collective"))
+    if any(it.critical is not None for it in shown):
+        handles.append(Patch(color=CRITICAL, label="the window's critical path on this rank"))
     if any(len(it.lanes.steps) for it in shown):
         handles.append(Line2D([], [], color=STEP, linewidth=0.8, linestyle=":", label="step start (GPU)"))
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(LEFT_IN / WIDTH_IN, y / height), ncol=6, fontsize=FONT, frameon=False, borderaxespad=0)
@@ -295,6 +312,8 @@ def with_findings(items: Sequence[Item], summary: Summary) -> list[Item]:
     tops = tops_by_path(summary)
     where = {rep.path: (run.name, win.label) for run in summary.runs for win in run.windows for rep in win.reports}
     colls = {(c.run, c.window): c for c in summary.collectives}
+    paths = {(w.run, w.window): w.critical_path for w in summary.what_ifs if not w.path}  # (a window of ranks)
+    paths_of = {w.path: w.critical_path for w in summary.what_ifs if w.path}  # (a trace on its own)
     out = []
     for it in items:
         r = it.report
@@ -309,7 +328,13 @@ def with_findings(items: Sequence[Item], summary: Summary) -> list[Item]:
             total = int(pr["wait_ns"].sum())
             finding += ("; " if finding else "") + (f"waited {total / 1e6:,.1f} ms in the window for the last rank at collectives"
                                                      if total else "never waited for another rank at a collective")
-        out.append(replace(it, waits=waits, finding=finding))
+        critical = None
+        cp = paths_of.get(r.path, paths.get(where.get(r.path, ("", ""))))
+        if cp is not None and len(cp) and not it.lanes.clock:
+            mine = cp if r.path in paths_of else cp[cp["rank"].to_numpy() == (r.rank if r.rank is not None else -1)]
+            if len(mine):
+                critical = pd.DataFrame({"start_ns": mine["start_ns"].to_numpy(np.int64), "end_ns": mine["end_ns"].to_numpy(np.int64)})
+        out.append(replace(it, waits=waits, finding=finding, critical=critical))
     return out
 
 
