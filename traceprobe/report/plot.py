@@ -331,9 +331,10 @@ def with_findings(items: Sequence[Item], summary: Summary) -> list[Item]:
         critical = None
         cp = paths_of.get(r.path, paths.get(where.get(r.path, ("", ""))))
         if cp is not None and len(cp) and not it.lanes.clock:
-            mine = cp if r.path in paths_of else cp[cp["rank"].to_numpy() == (r.rank if r.rank is not None else -1)]
-            if len(mine):
-                critical = pd.DataFrame({"start_ns": mine["start_ns"].to_numpy(np.int64), "end_ns": mine["end_ns"].to_numpy(np.int64)})
+            on = np.ones(len(cp), bool) if r.path in paths_of else np.asarray(cp["rank"]) == (r.rank if r.rank is not None else -1)
+            if on.any():
+                critical = pd.DataFrame({"start_ns": np.asarray(cp["start_ns"], dtype=np.int64)[on],
+                                         "end_ns": np.asarray(cp["end_ns"], dtype=np.int64)[on]})
         out.append(replace(it, waits=waits, finding=finding, critical=critical))
     return out
 
