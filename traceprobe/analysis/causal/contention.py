@@ -34,6 +34,15 @@ MAX_SLOWDOWN = 1.5
 Waits = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
+def last_arrivals(start: np.ndarray, mem_op: np.ndarray, mem_group: np.ndarray) -> np.ndarray:
+    """Per cross-rank instance (``mem_group``, numbered from 0), its member op (``mem_op``) that started last, by
+    ``start`` (int64 ns); -1 for a number without members."""
+    last_op = np.full(int(mem_group.max(initial=-1)) + 1, -1, np.int64)
+    o = np.lexsort((start[mem_op], mem_group))
+    last_op[mem_group[o]] = mem_op[o]  # (the latest arrival of each instance is written last)
+    return last_op
+
+
 def wait_spans(start: np.ndarray, end: np.ndarray, k_rank: np.ndarray, mem_op: np.ndarray, mem_group: np.ndarray) -> Waits:
     """The waits (module docstring) of the instances given as memberships (``mem_op`` in ``mem_group``) of ops with
     ``start``, ``end`` (int64 ns) on ranks ``k_rank`` (index). Returns ``(op, lo, hi, charged)``: the waiting member
@@ -41,10 +50,7 @@ def wait_spans(start: np.ndarray, end: np.ndarray, k_rank: np.ndarray, mem_op: n
     if mem_op.size == 0:
         z = np.zeros(0, np.int64)
         return z, z, z, z
-    o = np.lexsort((start[mem_op], mem_group))
-    last_op = np.full(int(mem_group.max()) + 1, -1, np.int64)
-    last_op[mem_group[o]] = mem_op[o]  # (the latest arrival of each instance is written last)
-    last = last_op[mem_group]
+    last = last_arrivals(start, mem_op, mem_group)[mem_group]
     sel = start[mem_op] < start[last]
     op, last = mem_op[sel], last[sel]
     return op, start[op], np.minimum(end[op], start[last]), k_rank[last]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .contention import last_arrivals
 from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
 from .what_if import _job
 
@@ -60,10 +61,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     # per instance, the op that arrived last; an op is bound by the latest of its instances' last arrivals
     peer = np.full(starts.size, -1, np.int64)
     if job.mem_op.size:
-        last_op = np.full(int(job.mem_group.max()) + 1, -1, np.int64)
-        o = np.lexsort((starts[job.mem_op], job.mem_group))
-        last_op[job.mem_group[o]] = job.mem_op[o]  # (the latest start of each instance is written last)
-        cand = last_op[job.mem_group]
+        cand = last_arrivals(starts, job.mem_op, job.mem_group)[job.mem_group]
         o = np.lexsort((starts[cand], job.mem_op))
         peer[job.mem_op[o]] = cand[o]  # (per op, the latest candidate is written last)
     peer = np.where(peer == np.arange(peer.size), -1, peer)

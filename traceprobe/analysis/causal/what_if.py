@@ -235,15 +235,16 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     rows: list[tuple] = []
     start0, end0 = np.concatenate([g.start for g in graphs]), np.concatenate([g.end for g in graphs])
     w = wait_spans(start0, end0, job.k_rank, job.mem_op, job.mem_group)
-    slow = slowdowns(start0, end0, job.d, _codes(job)[0], job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}
+    code, names = _codes(job)
+    slow = slowdowns(start0, end0, job.d, code, job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}
+    charged = {i: charged_wait(start0, end0, w, job.mem_op, job.mem_group, i) for i in slow}  # (each rank's waits, as recorded)
 
     def add(ranks: list[int], cause: str, removed: list[int], top: str, h: np.ndarray, d: np.ndarray, drop: np.ndarray,
             held: list[int]) -> None:
         rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
         t, end, arrival = replay_arrivals(job, h, d, drop)
         if len(ranks) == 1 and ranks[0] in slow:  # the others' compute, slowed beside waits for this rank (.contention)
-            before = charged_wait(start0, end0, w, job.mem_op, job.mem_group, ranks[0])
-            share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, ranks[0]) / max(before, 1)
+            share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, ranks[0]) / max(charged[ranks[0]], 1)
             if share > 0:
                 t, end = replay(job, h, np.maximum(d - (slow[ranks[0]] * min(share, 1.0)).astype(np.int64), 0), drop)
         rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held)))
@@ -271,7 +272,7 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         sel = pageable & np.isin(job.k_rank, ranks)
         add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1])
     if len(graphs) > 1:
-        for i, top, removed, d in _imbalance(job, floor):
+        for i, top, removed, d in _imbalance(job, floor, code, names):
             add([i], "imbalance", [removed], top, h0, d, no_sync, [-1])
     out = pd.DataFrame(rows, columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with"])
     single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
@@ -329,14 +330,14 @@ def _in_steps(g: RankGraph) -> np.ndarray:
     return (at >= lo) & (at <= hi)
 
 
-def _imbalance(job: _Job, min_ns: int) -> list[tuple[int, str, int, np.ndarray]]:
+def _imbalance(job: _Job, min_ns: int, code: np.ndarray, uniq: list[str]) -> list[tuple[int, str, int, np.ndarray]]:
     """Per rank, its device time per kernel name beyond the median of the other ranks' (or, if more, beyond their
     median count of kernels of the name at its own median duration for it), both over the ops launched inside its
     steps, removed
     from its longest ops of that name first (extra work is usually whole extra kernels, or longer ones: more tokens, a
     bigger shape):
-    ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``."""
-    code, uniq = _codes(job)
+    ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``; ``code``
+    and ``uniq`` are :func:`_codes` of the job."""
     n = len(job.graphs)
     # counted: ops launched inside the rank's steps (ranks' windows cut the work around them at different places)
     inside = np.concatenate([_in_steps(g) for g in job.graphs])

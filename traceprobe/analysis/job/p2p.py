@@ -58,12 +58,16 @@ def kernel_transfers(trace: Trace, rows: np.ndarray, pg_members: dict[str, list[
     threads = host_thread_codes(trace)
     starts = host_column(trace, "start_ns")
     pgs = a["pg_name"].to_numpy(dtype=object)[ops]
-    members = [pg_members.get(str(p), []) for p in pgs.tolist()]
-    g_peer = np.array([m[p] if 0 <= p < len(m) else p for m, p in zip(members, peer[ops].tolist())], dtype=np.int64)
-    text = np.array([f"{k}:{p}" for k, p in zip(kind[ops].tolist(), g_peer.tolist())], dtype=object)
+    g_peer = peer[ops].copy()
+    for name in set(pgs.tolist()):  # (group rank -> global rank, one pass per process group)
+        m = np.asarray(pg_members.get(str(name), []), dtype=np.int64)
+        sel = (pgs == name) & (g_peer >= 0) & (g_peer < m.size)
+        g_peer[sel] = m[g_peer[sel]]
+    text = pd.Series(kind[ops].astype(str), dtype=object) + ":" + pd.Series(g_peer.astype(str), dtype=object)
     k_thread = np.where(launch >= 0, threads[np.maximum(launch, 0)], -1)
     k_start = np.where(launch >= 0, starts[np.maximum(launch, 0)], -1)
     o_thread, o_start = threads[host_row], starts[host_row]
+    kernel, op = [], []
     for th in np.unique(o_thread).tolist():  # (one pass per launching thread: a handful)
         ks = np.flatnonzero(k_thread == th)
         if ks.size == 0:
@@ -73,9 +77,17 @@ def kernel_transfers(trace: Trace, rows: np.ndarray, pg_members: dict[str, list[
         sel = sel[np.argsort(o_start[sel], kind="stable")]
         at = np.searchsorted(k_start[ks], o_start[sel], "left")  # the first launch at or after the op's start
         ok = at < ks.size
-        for k, t, p in zip(ks[at[ok]].tolist(), text[sel[ok]].tolist(), pgs[sel[ok]].tolist()):  # (one per point-to-point op)
-            out[k] = f"{out[k]};{t}" if out[k] else t
-            group[k] = str(p)
+        kernel.append(ks[at[ok]])
+        op.append(sel[ok])
+    if not kernel:
+        return out, group
+    k_of, o_of = np.concatenate(kernel), np.concatenate(op)
+    o_of = o_of[np.lexsort((o_start[o_of], k_of))]  # (each kernel's ops in the order they were called)
+    k_of = np.sort(k_of, kind="stable")
+    joined = pd.DataFrame({"t": text.to_numpy()[o_of], "pg": pgs[o_of].astype(str)}).groupby(k_of, sort=True).agg(
+        t=("t", ";".join), pg=("pg", "last"))
+    rows = joined.index.to_numpy(np.int64)
+    out[rows], group[rows] = joined["t"].to_numpy(dtype=object), joined["pg"].to_numpy(dtype=object)
     return out, group
 
 
