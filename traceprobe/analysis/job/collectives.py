@@ -178,7 +178,9 @@ def collective_table(trace: Trace) -> pd.DataFrame:
         out.loc[p2p, "pg"] = p2p_pg[p2p]
         out.loc[p2p, "pg_desc"] = [descs.get(str(x), "") for x in p2p_pg[p2p].tolist()]
         out.loc[p2p, "pg_ranks"] = [members.get(str(x), "") for x in p2p_pg[p2p].tolist()]
-        out.loc[p2p, "collective"] = ["sendrecv" if ("send" in x and "recv" in x) else x.split(":", 1)[0] for x in out.loc[p2p, "p2p"]]
+        t = pd.Series(transfers[p2p], dtype=object)
+        both = (t.str.contains("send:", regex=False) & t.str.contains("recv:", regex=False)).to_numpy()
+        out.loc[p2p, "collective"] = np.where(both, "sendrecv", t.str.split(":", n=1).str[0].to_numpy(dtype=object))
     return out
 
 
