@@ -178,9 +178,9 @@ def collective_table(trace: Trace) -> pd.DataFrame:
         out.loc[p2p, "pg"] = p2p_pg[p2p]
         out.loc[p2p, "pg_desc"] = [descs.get(str(x), "") for x in p2p_pg[p2p].tolist()]
         out.loc[p2p, "pg_ranks"] = [members.get(str(x), "") for x in p2p_pg[p2p].tolist()]
-        t = pd.Series(transfers[p2p], dtype=object)
-        both = (t.str.contains("send:", regex=False) & t.str.contains("recv:", regex=False)).to_numpy()
-        out.loc[p2p, "collective"] = np.where(both, "sendrecv", t.str.split(":", n=1).str[0].to_numpy(dtype=object))
+        t = pd.Series(transfers[p2p], dtype=object)  # (a kernel running both a send and a receive is a sendrecv)
+        out.loc[p2p, "collective"] = np.where(t.str.contains("send:", regex=False) & t.str.contains("recv:", regex=False),
+                                              "sendrecv", t.str.split(":", n=1).str[0].to_numpy(dtype=object))
     return out
 
 
@@ -201,7 +201,6 @@ def _pg_descriptions(trace: Trace) -> dict[str, str]:
     if not isinstance(cfg, list):
         return {}
     return {str(c.get("pg_name")): str(c.get("pg_desc", "")) for c in cfg if isinstance(c, dict) and "pg_name" in c}
-
 
 
 @dataclass(frozen=True)
@@ -391,8 +390,7 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
     by_type = _by_type(per, sized.to_numpy())
     by_size = _by_type(per, sized.to_numpy(), by_size=True)
     matches = per.reindex(columns=["pg", "seq", "collective", "bytes", "ranks", "skew_ns", "last_rank", "time_ns", "algbw_gbps", "busbw_gbps"])
-    per_rank = k.reindex(columns=["pg", "seq", "rank", "start_ns", "end_ns", "duration_ns", "wait_ns", "collective", "pg_desc",
-                                  ])
+    per_rank = k.reindex(columns=["pg", "seq", "rank", "start_ns", "end_ns", "duration_ns", "wait_ns", "collective", "pg_desc"])
     per_rank = per_rank.sort_values(by=["pg", "seq", "rank"], kind="stable").reset_index(drop=True)
     return WindowCollectives(
         run=run, window=window, ranks=ranks, matched=len(per), mismatched=tuple(mismatched), straggler_rank=straggler,
