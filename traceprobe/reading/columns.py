@@ -151,10 +151,16 @@ HOST_CATEGORIES = {"cpu_op": "cpu_op", "operator": "cpu_op", "cuda_runtime": "cu
                    "cuda_driver": "cuda_driver", "user_annotation": "user_annotation", "mtia_runtime": "cuda_runtime"}
 """Kineto ``cat`` (lower-cased) of host activity -> traceprobe ``cat``."""
 
-KINDS = np.array([None, *dict.fromkeys(DEVICE_CATEGORIES.values()), *dict.fromkeys(HOST_CATEGORIES.values())], dtype=object)
-"""traceprobe kind/cat per category code (0: not kept)."""
+PYTHON_CATEGORIES = {"python_function": "python_function"}
+"""Kineto ``cat`` of the Python stack frames a trace recorded with ``with_stack=True`` holds (one event per call):
+kept in a table of their own (``Trace.python_events``), apart from the host ops."""
+
+KINDS = np.array([None, *dict.fromkeys(DEVICE_CATEGORIES.values()), *dict.fromkeys(HOST_CATEGORIES.values()),
+                  *PYTHON_CATEGORIES.values()], dtype=object)
+"""traceprobe kind/cat per category code (0: not kept): device kinds, then host categories, then Python frames."""
 N_DEVICE_KINDS = len(set(DEVICE_CATEGORIES.values()))
-CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0]) for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES).items()}
+N_HOST_KINDS = len(set(HOST_CATEGORIES.values()))
+CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0]) for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES | PYTHON_CATEGORIES).items()}
 PH_CODES = {"X": 1, "B": 2, "E": 3}
 """Chrome trace ``ph`` of complete events, begins and ends; every other phase is skipped."""
 

@@ -32,8 +32,11 @@ from ..errors import TraceFormatError
 from .columns import (
     CAT_CODE,
     ID_COLUMNS,
+    MAX_DUR_NS,
+    MAX_TS_NS,
     MISSING,
     N_DEVICE_KINDS,
+    N_HOST_KINDS,
     NO_ID,
     PH_CODES,
     Codes,
@@ -97,7 +100,7 @@ class Decoded:
     Attributes:
         head: the top-level fields (``deviceProperties``, ``distributedInfo``...).
         event_count: length of ``traceEvents``.
-        tables: ``{"device": columns, "host": columns}`` of complete events (B/E pairs joined): int64
+        tables: ``{"device": columns, "host": columns, "python": columns}`` of complete events (B/E pairs joined): int64
             ``ts``/``dur``/``end`` (ns, exact), the :data:`~.columns.ID_COLUMNS` (int64, :data:`~.columns.NO_ID`
             where absent), int8 ``cat`` (an index into :data:`~.columns.KINDS`), int8 ``dma`` (a copy direction
             code of MTIA's ``args.direction``, 0 where none), int64 ``comm`` (a row of ``collectives``, -1 where
@@ -225,7 +228,9 @@ class _Builder:
         cols = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         del parts  # (the pieces' columns go once joined)
         out = {}
-        for what, in_table in (("device", (cols["cat"] > 0) & (cols["cat"] <= N_DEVICE_KINDS)), ("host", cols["cat"] > N_DEVICE_KINDS)):
+        cat, host_top = cols["cat"], N_DEVICE_KINDS + N_HOST_KINDS
+        for what, in_table in (("device", (cat > 0) & (cat <= N_DEVICE_KINDS)), ("host", (cat > N_DEVICE_KINDS) & (cat <= host_top)),
+                               ("python", cat > host_top)):
             complete, paired = np.flatnonzero(in_table & (cols["ph"] == 1)), np.flatnonzero(in_table & (cols["ph"] > 1))
             x = {k: v[complete] for k, v in cols.items()}  # (masks made once, not once per column)
             be = {k: v[paired] for k, v in cols.items()}
@@ -233,7 +238,13 @@ class _Builder:
             if missing_dur:
                 warnings.append(f"{missing_dur} {what} complete event(s) without 'dur': taken as 0 ns long")
                 x["dur_status"] = np.where(x["dur_status"] == MISSING, 0, x["dur_status"]).astype(np.int8)
-            check_times(path, x, what, self.names.values)
+            if what == "python":  # (frames only name host time: one with unusable times is dropped, the trace kept)
+                bad = (x["ts_status"] != 0) | (x["dur_status"] != 0) | (x["ts"] < 0) | (x["ts"] >= MAX_TS_NS) | (x["dur"] < 0) | (x["dur"] > MAX_DUR_NS)
+                if bad.any():
+                    warnings.append(f"{int(bad.sum())} python_function event(s) with missing, non-numeric, negative or absurd ts/dur dropped")
+                    x = {k: v[~bad] for k, v in x.items()}
+            else:
+                check_times(path, x, what, self.names.values)
             if len(be["ts"]):
                 check_times(path, be, what, self.names.values, with_dur=False)
                 be = pair_begin_end(be, warnings)

@@ -84,6 +84,10 @@ class Trace:
             absent; the last two a receive's ``Src Rank`` and a send's ``Dst Rank``: the peer's rank in its group).
         backend: the device runtime, ``cuda``, ``hip`` (ROCm) or ``mtia``, read at load (:func:`backend_of`);
             devices are named ``<backend>:<id>`` (:meth:`device_label`).
+        python_events: one row per Python stack frame of a trace recorded with ``with_stack=True`` (Kineto ``cat``
+            ``python_function``: one event per call, nested on its thread), sorted by ``start_ns``: ``tid`` (str),
+            ``name`` (category: ``file.py(line): function``, or ``<built-in method ...>``), ``start_ns``, ``end_ns``
+            (int64 ns). Empty (those columns) for a trace without stacks.
 
     Derived tables (``steps``) are cached properties computed from these fields, so a copy made with
     ``dataclasses.replace`` (as :func:`traceprobe.analysis.device.steps.clip_trace` does) derives its own.
@@ -96,6 +100,7 @@ class Trace:
     metadata: dict[str, Any] = field(default_factory=dict)
     collective_args: pd.DataFrame = field(default_factory=pd.DataFrame)
     backend: str = "cuda"
+    python_events: pd.DataFrame = field(default_factory=lambda: no_python_events())
     derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Tables and arrays derived from the events, computed once per trace (see
     :func:`traceprobe.analysis.memo.per_trace`); a copy made with
@@ -193,6 +198,7 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
         metadata=metadata,
         collective_args=collective_args(dec),
         backend=backend_of(dec, devices),
+        python_events=python_frame(dec),
     )
 
 
@@ -309,6 +315,22 @@ def host_frame(dec: Decoded) -> pd.DataFrame:
             "external_id": np.where(c["external_id"] == NO_ID, -1, c["external_id"])[order],
         }
     )
+
+
+def no_python_events() -> pd.DataFrame:
+    """``Trace.python_events`` of a trace without stacks: its columns, no rows."""
+    return pd.DataFrame({"tid": pd.Categorical([]), "name": pd.Categorical([]), "start_ns": np.zeros(0, np.int64),
+                         "end_ns": np.zeros(0, np.int64)})
+
+
+def python_frame(dec: Decoded) -> pd.DataFrame:
+    """``Trace.python_events`` (columns in its docstring)."""
+    c = dec.tables.get("python")
+    if c is None or not len(c["ts"]):
+        return no_python_events()
+    order = np.argsort(c["ts"], kind="stable")
+    return pd.DataFrame({"tid": _categorical(c["tid"][order], dec.threads), "name": _categorical(c["name"][order], dec.names),
+                         "start_ns": c["ts"][order], "end_ns": c["end"][order]})
 
 
 _AMD = re.compile(r"\bAMD\b|Radeon|Instinct", re.IGNORECASE)

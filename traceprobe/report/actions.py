@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..analysis.causal.what_if_windows import LABELS, WindowWhatIf
+from ..analysis.host.python_frames import short_frame
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from . import units
@@ -115,7 +116,10 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
     cause, action = _what_if_causes(w)
     who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if w.ranked else ""
     figure = per_step(t["per_step_ns"], t["gain_ns"], w.steps, sign="-")
-    return Top(f"{who}{LABELS.get(cause, cause)} {figure}", DO_CAUSE.get(action, ""), True)
+    do = DO_CAUSE.get(action, "")
+    if cause == "host" and t.get("top"):  # (the trace's stacks name the Python function)
+        do = f"speed up {short_frame(str(t['top']), brief=True)} or move it off the step"
+    return Top(f"{who}{LABELS.get(cause, cause)} {figure}", do, True)
 
 
 def finding_top(r: OverlapReport) -> Top | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..host.python_frames import short_frame
+
 
 @dataclass(frozen=True)
 class Backend:
@@ -59,9 +61,10 @@ def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int =
         "optimizer": f"{dev} was idle while the host ran the optimizer{held}: use a fused or foreach optimizer (fused=True), "
                      "or capture the step",
         "launch": f"{dev} was idle while the host was busy launching work{held}: the loop is launch-bound; {launch_fix(top, b, replays)}",
-        "host": f"{dev} was idle while the host ran outside any profiled op (Python, I/O, sleeps): move that work off the "
-                "loop or overlap it with device work; a trace recorded with with_stack=True (record --with-stack) shows in "
-                "Perfetto which Python functions ran",
+        "host": f"{dev} was idle while the host ran outside any profiled op (Python, I/O, sleeps)"
+                + (f", most of it in {short_frame(top)}: move that work off the loop or overlap it with device work" if top else
+                   ": move that work off the loop or overlap it with device work; a trace recorded with with_stack=True "
+                   "(record --with-stack) shows in Perfetto which Python functions ran"),
         "queued": f"{dev} was idle although its next work was already launched{stream}: it waited on a dependency (an event of "
                   f"another stream or device{'; the host was in ' + top if top else ''}); start the producer earlier or break the dependency",
     }[cause]

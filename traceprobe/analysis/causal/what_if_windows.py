@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..host.python_frames import short_frame
 from .critical_path import critical_path
 from .dependency_graph import RankGraph
 from .what_if import _finish, what_if
@@ -27,6 +28,7 @@ LABELS = {
 def advice(cause: str, top: str, steps_with: int, steps: int) -> str:
     """The one action a what-if's cause calls for (``top``: what holds most of it; ``steps_with`` of ``steps``)."""
     every = steps_with >= 2 and steps_with >= steps - 1
+    full = top if cause == "host" else ""  # (the Python frame the trace's stacks name: short_frame shortens it)
     if len(top) > 48:  # (a kernel's name can run to 130 characters: its start and end say which)
         top = top[:30] + "…" + top[-17:]
     where = f" ({top})" if top else ""
@@ -49,7 +51,9 @@ def advice(cause: str, top: str, steps_with: int, steps: int) -> str:
         "optimizer": f"the optimizer runs on the host{where}: foreach=True or fused=True",
         "dispatch": f"the host launches slower than the device runs{where}: fewer, larger kernels (torch.compile) or CUDA graphs",
         "cpu_op": f"CPU work that launches nothing{where}: move it to the device or off the step (a DataLoader worker)",
-        "host": "host time outside any op (Python, sleeps, I/O): find it with stacks (record --with-stack) or py-spy",
+        "host": (f"host time outside any op, most of it in {short_frame(full)}: speed it up or move it off the step "
+                 "(a DataLoader worker, a background thread)") if full else
+                "host time outside any op (Python, sleeps, I/O): find it with stacks (record --with-stack) or py-spy",
         "pageable_copy": "copies from pageable memory block the host: pin the buffer and copy with non_blocking=True",
         "imbalance": f"this rank runs more device work than the median rank{where}: balance data, experts or stages",
     }.get(cause, "")

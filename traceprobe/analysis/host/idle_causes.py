@@ -65,6 +65,7 @@ from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals
 from ..memo import device_column, host_column, per_trace
 from .graph_capture import captures, graph_calls, graph_intervals
 from .launch_links import launch_rows
+from .python_frames import frame_holding, thread_labels
 from .warmup import setup_span, warmup_calls
 
 Intervals = iv.Intervals
@@ -305,6 +306,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 top["graph_capture"] = str(c["begin"].iloc[0]) if len(c) else top_name(
                     trace, np.flatnonzero(threads_on & graph_calls(trace)), spans["graph_capture"])
             top["queued"] = top_name(trace, np.flatnonzero(threads_on & runtime), queued)
+            top["host"] = top["host"] or frame_holding(trace, spans["host"], thread_labels(trace, launched_by))  # (stacks)
         out.append(DeviceIdle(int(d), (lo, hi), spans, top, q_stream))
     return out
 
