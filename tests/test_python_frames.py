@@ -74,7 +74,7 @@ def _nested(draw):
     """Random properly nested frames on up to two threads: (start, end, thread) arrays."""
     out = []
     for thread in range(draw(st.integers(1, 2))):
-        def grow(lo: int, hi: int, depth: int) -> None:
+        def grow(lo: int, hi: int, depth: int, thread: int = thread) -> None:
             at = lo
             for _ in range(draw(st.integers(0, 3 if depth < 3 else 0))):
                 if hi - at < 2:
@@ -82,7 +82,7 @@ def _nested(draw):
                 s = draw(st.integers(at, hi - 1))
                 e = draw(st.integers(s + 1, hi))
                 out.append((s, e, thread))
-                grow(s, e, depth + 1)
+                grow(s, e, depth + 1, thread)
                 at = e
         grow(0, 60, 0)
     if not out:
