@@ -155,12 +155,17 @@ PYTHON_CATEGORIES = {"python_function": "python_function"}
 """Kineto ``cat`` of the Python stack frames a trace recorded with ``with_stack=True`` holds (one event per call):
 kept in a table of their own (``Trace.python_events``), apart from the host ops."""
 
+SYNC_CATEGORIES = {"cuda_sync": "cuda_sync"}
+"""Kineto ``cat`` of the CUDA synchronization events a trace recorded with ``enable_cuda_sync_events`` holds (``Stream
+Wait Event``, ``Event Sync``, ``Stream Sync``, ``Context Sync``: what a call waited for), kept in a table of their own
+(``Trace.sync_events``)."""
+
 KINDS = np.array([None, *dict.fromkeys(DEVICE_CATEGORIES.values()), *dict.fromkeys(HOST_CATEGORIES.values()),
-                  *PYTHON_CATEGORIES.values()], dtype=object)
-"""traceprobe kind/cat per category code (0: not kept): device kinds, then host categories, then Python frames."""
+                  *PYTHON_CATEGORIES.values(), *SYNC_CATEGORIES.values()], dtype=object)
+"""traceprobe kind/cat per category code (0: not kept): device kinds, host categories, Python frames, CUDA syncs."""
 N_DEVICE_KINDS = len(set(DEVICE_CATEGORIES.values()))
 N_HOST_KINDS = len(set(HOST_CATEGORIES.values()))
-CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0]) for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES | PYTHON_CATEGORIES).items()}
+CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0]) for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES | PYTHON_CATEGORIES | SYNC_CATEGORIES).items()}
 PH_CODES = {"X": 1, "B": 2, "E": 3}
 """Chrome trace ``ph`` of complete events, begins and ends; every other phase is skipped."""
 

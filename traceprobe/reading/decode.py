@@ -68,6 +68,8 @@ _ARGS = [  # (field, JSON key, strict type, default): the args traceprobe reads
     ("pg_name", "Process Group Name", str | None, None),
     ("src_rank", "Src Rank", int, NO_ID), ("dst_rank", "Dst Rank", int, NO_ID),  # point-to-point: the peer (group rank)
     ("direction", "direction", Any, None),  # MTIA's dma_request: HOST_TO_DEVICE, DEVICE_TO_HOST, ...
+    # cuda_sync: the cudaEventRecord call an event wait or sync waited for, and its stream (-1 where Kineto did not know)
+    ("wait_correlation", "wait_on_cuda_event_record_corr_id", int | str, NO_ID), ("wait_stream", "wait_on_stream", int | str, NO_ID),
 ]
 _EVENT = [("cat", str, ""), ("name", str, ""), ("pid", int | str, -1), ("tid", int | str, -1)]
 
@@ -100,11 +102,13 @@ class Decoded:
     Attributes:
         head: the top-level fields (``deviceProperties``, ``distributedInfo``...).
         event_count: length of ``traceEvents``.
-        tables: ``{"device": columns, "host": columns, "python": columns}`` of complete events (B/E pairs joined): int64
+        tables: ``{"device": columns, "host": columns, "python": columns, "sync": columns}`` of complete events (B/E pairs joined): int64
             ``ts``/``dur``/``end`` (ns, exact), the :data:`~.columns.ID_COLUMNS` (int64, :data:`~.columns.NO_ID`
             where absent), int8 ``cat`` (an index into :data:`~.columns.KINDS`), int8 ``dma`` (a copy direction
             code of MTIA's ``args.direction``, 0 where none), int64 ``comm`` (a row of ``collectives``, -1 where
-            none), and int32 ``name``, ``pid``, ``tid`` codes into ``names`` / ``threads``.
+            none), int64 ``wait_correlation``/``wait_stream`` (a ``cuda_sync`` event's ``wait_on_cuda_event_record_corr_id`` /
+            ``wait_on_stream``, :data:`~.columns.NO_ID` elsewhere), and int32 ``name``, ``pid``, ``tid`` codes into
+            ``names`` / ``threads``.
         names: event name per ``name`` code, as written (str, or another JSON value in odd traces).
         threads: ``pid``/``tid`` value (int or str as written) per code.
         collectives: the :data:`~.columns.COLLECTIVE_ARGS` of events whose args name a collective (Kineto's
@@ -191,6 +195,10 @@ class _Builder:
         cols = {k: id_column(args, k) for k in ID_COLUMNS}
         cols["comm"] = self._collectives(args)
         cols["dma"] = np.zeros(n, np.int8)
+        cols["wait_correlation"], cols["wait_stream"] = np.full(n, NO_ID, np.int64), np.full(n, NO_ID, np.int64)
+        if (sync := np.flatnonzero(cat[keep] == CAT_CODE["cuda_sync"])).size:
+            cols["wait_correlation"][sync] = id_column(args[sync], "wait_correlation")
+            cols["wait_stream"][sync] = id_column(args[sync], "wait_stream")
         if (mtia := np.flatnonzero(cat[keep] == CAT_CODE["mtia_ccp_events"])).size:
             cols["dma"][mtia] = self.dma.column(list(args[mtia]), "direction")
         cols |= {
@@ -230,7 +238,7 @@ class _Builder:
         out = {}
         cat, host_top = cols["cat"], N_DEVICE_KINDS + N_HOST_KINDS
         for what, in_table in (("device", (cat > 0) & (cat <= N_DEVICE_KINDS)), ("host", (cat > N_DEVICE_KINDS) & (cat <= host_top)),
-                               ("python", cat > host_top)):
+                               ("python", cat == CAT_CODE["python_function"]), ("sync", cat == CAT_CODE["cuda_sync"])):
             complete, paired = np.flatnonzero(in_table & (cols["ph"] == 1)), np.flatnonzero(in_table & (cols["ph"] > 1))
             x = {k: v[complete] for k, v in cols.items()}  # (masks made once, not once per column)
             be = {k: v[paired] for k, v in cols.items()}
@@ -238,10 +246,11 @@ class _Builder:
             if missing_dur:
                 warnings.append(f"{missing_dur} {what} complete event(s) without 'dur': taken as 0 ns long")
                 x["dur_status"] = np.where(x["dur_status"] == MISSING, 0, x["dur_status"]).astype(np.int8)
-            if what == "python":  # (frames only name host time: one with unusable times is dropped, the trace kept)
+            if what in ("python", "sync"):  # (they only name host time or edges: one with unusable times is dropped)
                 bad = (x["ts_status"] != 0) | (x["dur_status"] != 0) | (x["ts"] < 0) | (x["ts"] >= MAX_TS_NS) | (x["dur"] < 0) | (x["dur"] > MAX_DUR_NS)
                 if bad.any():
-                    warnings.append(f"{int(bad.sum())} python_function event(s) with missing, non-numeric, negative or absurd ts/dur dropped")
+                    warnings.append(f"{int(bad.sum())} {'python_function' if what == 'python' else 'cuda_sync'} event(s) with missing, "
+                                    "non-numeric, negative or absurd ts/dur dropped")
                     x = {k: v[~bad] for k, v in x.items()}
             else:
                 check_times(path, x, what, self.names.values)

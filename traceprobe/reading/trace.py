@@ -22,6 +22,7 @@ from .columns import CAT_CODE, COLLECTIVE_ARGS, DMA_DIRECTIONS, KINDS, NO_ID, co
 from .comm_kernels import COMM_KERNEL_RE
 from .decode import Decoded, read_events
 from .files import is_url
+from .side_tables import categorical, no_python_events, no_sync_events, python_frame, sync_frame
 from .splitter import HEAD_FIELDS
 
 __all__ = ["MAX_STREAMS", "Trace", "backend_of", "load_trace"]
@@ -88,6 +89,13 @@ class Trace:
             ``python_function``: one event per call, nested on its thread), sorted by ``start_ns``: ``tid`` (str),
             ``name`` (category: ``file.py(line): function``, or ``<built-in method ...>``), ``start_ns``, ``end_ns``
             (int64 ns). Empty (those columns) for a trace without stacks.
+        sync_events: one row per CUDA synchronization event of a trace recorded with Kineto's
+            ``enable_cuda_sync_events`` (``cat`` ``cuda_sync``), sorted by ``start_ns``: ``kind`` (category: ``Stream
+            Wait Event``, ``Event Sync``, ``Stream Sync``, ``Context Sync``), ``start_ns``, ``end_ns`` (int64 ns),
+            ``device``, ``stream`` (the stream that waits; -1 for a host-side sync), ``correlation`` (the runtime
+            call's, int64), ``wait_correlation`` (the ``cudaEventRecord`` call waited for, Kineto's
+            ``wait_on_cuda_event_record_corr_id``), ``wait_stream`` (the stream it recorded on); -1 where absent (newer
+            torch records ``cudaEventRecordWithFlags``, which Kineto does not resolve). Empty for a trace without them.
 
     Derived tables (``steps``) are cached properties computed from these fields, so a copy made with
     ``dataclasses.replace`` (as :func:`traceprobe.analysis.device.steps.clip_trace` does) derives its own.
@@ -101,6 +109,7 @@ class Trace:
     collective_args: pd.DataFrame = field(default_factory=pd.DataFrame)
     backend: str = "cuda"
     python_events: pd.DataFrame = field(default_factory=lambda: no_python_events())
+    sync_events: pd.DataFrame = field(default_factory=lambda: no_sync_events())
     derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Tables and arrays derived from the events, computed once per trace (see
     :func:`traceprobe.analysis.memo.per_trace`); a copy made with
@@ -199,6 +208,7 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
         collective_args=collective_args(dec),
         backend=backend_of(dec, devices),
         python_events=python_frame(dec),
+        sync_events=sync_frame(dec),
     )
 
 
@@ -217,16 +227,6 @@ def collective_args(dec: Decoded) -> pd.DataFrame:
         "start_ns": pick("ts"),
         **{a: dec.collectives[a][k] for a in COLLECTIVE_ARGS},
     })
-
-
-def _categorical(codes: np.ndarray, labels: list[Any]) -> pd.Categorical:
-    """``pd.Categorical`` of ``labels[codes]`` (made str), each distinct label converted once."""
-    present = np.flatnonzero(np.bincount(codes, minlength=len(labels)))
-    used = np.array([v if isinstance(v, str) else str(v) for v in np.asarray(labels, dtype=object)[present]], dtype=object)
-    cats, inverse = np.unique(used, return_inverse=True) if used.size else (used, np.zeros(0, np.intp))
-    lut = np.full(len(labels), -1, dtype=np.int64)
-    lut[present] = inverse
-    return pd.Categorical.from_codes(lut[codes], categories=pd.Index(cats, dtype=object))
 
 
 def _device_kinds(dec: Decoded) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -259,7 +259,7 @@ def device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
     if negative:
         warnings.append(f"{negative} device event(s) with a negative or missing device or stream id (kept as given, -1 where none)")
     order = np.argsort(c["ts"], kind="stable")  # rows by start: every column taken in this order once
-    kind, name = kind[order], _categorical(c["name"][order], dec.names)
+    kind, name = kind[order], categorical(c["name"][order], dec.names)
     cols: dict[str, Any] = {
         "device": device[order],
         "stream": stream[order],
@@ -305,32 +305,16 @@ def host_frame(dec: Decoded) -> pd.DataFrame:
     order = np.argsort(c["ts"], kind="stable")  # rows by start: every column taken in this order once
     return pd.DataFrame(
         {
-            "pid": _categorical(c["pid"][order], dec.threads),
-            "tid": _categorical(c["tid"][order], dec.threads),
-            "cat": _categorical(c["cat"].astype(np.int64)[order], list(KINDS)),
-            "name": _categorical(c["name"][order], dec.names),
+            "pid": categorical(c["pid"][order], dec.threads),
+            "tid": categorical(c["tid"][order], dec.threads),
+            "cat": categorical(c["cat"].astype(np.int64)[order], list(KINDS)),
+            "name": categorical(c["name"][order], dec.names),
             "start_ns": c["ts"][order],
             "end_ns": c["end"][order],
             "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"])[order],
             "external_id": np.where(c["external_id"] == NO_ID, -1, c["external_id"])[order],
         }
     )
-
-
-def no_python_events() -> pd.DataFrame:
-    """``Trace.python_events`` of a trace without stacks: its columns, no rows."""
-    return pd.DataFrame({"tid": pd.Categorical([]), "name": pd.Categorical([]), "start_ns": np.zeros(0, np.int64),
-                         "end_ns": np.zeros(0, np.int64)})
-
-
-def python_frame(dec: Decoded) -> pd.DataFrame:
-    """``Trace.python_events`` (columns in its docstring)."""
-    c = dec.tables.get("python")
-    if c is None or not len(c["ts"]):
-        return no_python_events()
-    order = np.argsort(c["ts"], kind="stable")
-    return pd.DataFrame({"tid": _categorical(c["tid"][order], dec.threads), "name": _categorical(c["name"][order], dec.names),
-                         "start_ns": c["ts"][order], "end_ns": c["end"][order]})
 
 
 _AMD = re.compile(r"\bAMD\b|Radeon|Instinct", re.IGNORECASE)

@@ -41,6 +41,7 @@ from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
 from ..host.warmup import compile_phases, setup_span, slow_calls
 from ..memo import device_column, host_column, per_trace
+from .event_waits import event_sync_targets, stream_waits
 
 HOST_CLASSES = ("graph_capture", "sync", "compile", "slow_call", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading",
                 "optimizer", "dispatch", "cpu_op", "host")
@@ -215,11 +216,17 @@ def rank_graph(trace: Trace) -> RankGraph:
     dep = np.where(j >= 0, by_end[np.maximum(j, 0)], -1) if k else np.zeros(0, np.int64)
     dep_end = end[np.maximum(dep, 0)] if k else np.zeros(0, np.int64)
     dep = np.where((dep >= 0) & (start - explained > DEPENDENCY_SLACK_NS) & (dep_end > explained) & (lane[np.maximum(dep, 0)] != lane), dep, -1)
-    by_dep = dep >= 0
+    corr = device_column(trace, "correlation")[o] if k else np.zeros(0, np.int64)
+    recorded = stream_waits(trace, pairs, lane, start, end, corr) if k else None
+    if recorded is not None:  # the trace recorded its event waits: those edges, bound or not, and no inferred ones
+        dep = recorded
+        dep_end = end[np.maximum(dep, 0)]
+    by_dep = (dep >= 0) & (dep_end > explained)
+    dep = np.where(by_dep | (anchor >= 0) | ~first, dep, -1)  # (a first op without launch keeps its start: no loose edge)
     by_launch = ~by_dep & (anchor >= 0) & (launch_t > prev_end)  # the binding edge: the latest of the three
     g = np.where(first, 0, np.where(by_launch | by_dep, np.minimum(start - prev_end, 0), start - prev_end))
     lag = np.where(anchor >= 0, np.where(by_launch, start - issue_t, np.minimum(start - issue_t, 0)), 0)
-    dep_lag = np.where(by_dep, start - dep_end, 0)
+    dep_lag = np.where(by_dep, start - dep_end, np.where(dep >= 0, np.minimum(start - dep_end, 0), 0))
     fixed = np.where((anchor < 0) & first & ~by_dep, start, NEG)
     # syncs: the device op ending last before the call's end, if it ended inside the call
     a = anchor_rows.size
@@ -246,6 +253,10 @@ def rank_graph(trace: Trace) -> RankGraph:
             better = ok & ((quiet < 0) | (end[np.maximum(cand, 0)] > end[np.maximum(quiet, 0)]))
             quiet = np.where(better, cand, quiet)
         tgt = np.where(waited, tgt, quiet)
+        host_corr = host_column(trace, "correlation")[np.maximum(anchor_rows[is_sync], 0)]
+        told = event_sync_targets(trace, pairs, lane, corr, host_corr)  # (an event sync whose record the trace resolved)
+        waited = np.where(told >= 0, end[np.maximum(told, 0)] > h_start[is_sync], waited)
+        tgt = np.where(told >= 0, told, tgt)
         syncs = np.flatnonzero(is_sync)
         target[syncs] = tgt
         ret[syncs] = np.where(waited, t[is_sync] - end[np.maximum(tgt, 0)], np.minimum(t[is_sync] - h_start[is_sync],

@@ -1,0 +1,61 @@
+"""Tables beside a trace's events: its Python stack frames and its CUDA synchronization events, as DataFrames.
+
+Both are kept apart from the host ops (:attr:`.trace.Trace.host_events`), whose analyses they would disturb: a frame
+is no op, and a sync event repeats what its runtime call did, with what it waited for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .columns import NO_ID
+from .decode import Decoded
+
+
+def categorical(codes: np.ndarray, labels: list[Any]) -> pd.Categorical:
+    """``pd.Categorical`` of ``labels[codes]`` (made str), each distinct label converted once."""
+    present = np.flatnonzero(np.bincount(codes, minlength=len(labels)))
+    used = np.array([v if isinstance(v, str) else str(v) for v in np.asarray(labels, dtype=object)[present]], dtype=object)
+    cats, inverse = np.unique(used, return_inverse=True) if used.size else (used, np.zeros(0, np.intp))
+    lut = np.full(len(labels), -1, dtype=np.int64)
+    lut[present] = inverse
+    return pd.Categorical.from_codes(lut[codes], categories=pd.Index(cats, dtype=object))
+
+
+
+def no_python_events() -> pd.DataFrame:
+    """``Trace.python_events`` of a trace without stacks: its columns, no rows."""
+    return pd.DataFrame({"tid": pd.Categorical([]), "name": pd.Categorical([]), "start_ns": np.zeros(0, np.int64),
+                         "end_ns": np.zeros(0, np.int64)})
+
+
+def python_frame(dec: Decoded) -> pd.DataFrame:
+    """``Trace.python_events`` (columns in its docstring)."""
+    c = dec.tables.get("python")
+    if c is None or not len(c["ts"]):
+        return no_python_events()
+    order = np.argsort(c["ts"], kind="stable")
+    return pd.DataFrame({"tid": categorical(c["tid"][order], dec.threads), "name": categorical(c["name"][order], dec.names),
+                         "start_ns": c["ts"][order], "end_ns": c["end"][order]})
+
+
+SYNC_COLUMNS = ("device", "stream", "correlation", "wait_correlation", "wait_stream")
+
+
+def no_sync_events() -> pd.DataFrame:
+    """``Trace.sync_events`` of a trace without them: its columns, no rows."""
+    return pd.DataFrame({"kind": pd.Categorical([]), "start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
+                         **{k: np.zeros(0, np.int64) for k in SYNC_COLUMNS}})
+
+
+def sync_frame(dec: Decoded) -> pd.DataFrame:
+    """``Trace.sync_events`` (columns in its docstring)."""
+    c = dec.tables.get("sync")
+    if c is None or not len(c["ts"]):
+        return no_sync_events()
+    o = np.argsort(c["ts"], kind="stable")
+    return pd.DataFrame({"kind": categorical(c["name"][o], dec.names), "start_ns": c["ts"][o], "end_ns": c["end"][o],
+                         **{k: np.where(c[k] == NO_ID, -1, c[k])[o] for k in SYNC_COLUMNS}})
