@@ -288,9 +288,11 @@ def rank_graph(trace: Trace) -> RankGraph:
     for c, s in enumerate(spans):
         m = on & (cls >= 0) & (~runtime_calls(trace) if HOST_CLASSES[c] in ("dispatch", "cpu_op") else True)  # (not ProfilerStep#N)
         tops.append(top_name(trace, np.flatnonzero(m), s))
-    host_span = iv.subtract(iv.union(prev_t[h > 0], (prev_t + h)[h > 0]), iv.coverage_at_least(spans, 1)) if a else iv.empty()
-    labels = thread_labels(trace, threads)
-    tops.append(frame_holding(trace, host_span, labels))  # (the Python function the host was in, where the trace has stacks)
+    if a and not trace.python_events.empty:  # (the Python function the host was in, where the trace has stacks)
+        host_span = iv.subtract(iv.union(prev_t[h > 0], (prev_t + h)[h > 0]), iv.coverage_at_least(spans, 1))
+        tops.append(frame_holding(trace, host_span, thread_labels(trace, threads)))
+    else:
+        tops.append("")
     return RankGraph(int(trace.rank or 0), t, h, class_ns, tuple(tops), target, ret, lane, start, end, end - start, g, lag,
                      anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),

@@ -306,7 +306,8 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 top["graph_capture"] = str(c["begin"].iloc[0]) if len(c) else top_name(
                     trace, np.flatnonzero(threads_on & graph_calls(trace)), spans["graph_capture"])
             top["queued"] = top_name(trace, np.flatnonzero(threads_on & runtime), queued)
-            top["host"] = top["host"] or frame_holding(trace, spans["host"], thread_labels(trace, launched_by))  # (stacks)
+            if not top["host"] and not trace.python_events.empty:  # (the Python function, where the trace has stacks)
+                top["host"] = frame_holding(trace, spans["host"], thread_labels(trace, launched_by))
         out.append(DeviceIdle(int(d), (lo, hi), spans, top, q_stream))
     return out
 

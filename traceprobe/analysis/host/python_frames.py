@@ -90,6 +90,16 @@ def _frames(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
             py["name"].cat.codes.to_numpy().astype(np.int64), names, np.array([n.startswith(BUILTIN) for n in names], bool))
 
 
+@per_trace
+def _segments(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_innermost` of every frame, and of the frames that are no built-in's (rows of the trace's frames), once."""
+    start, end, thread, code, _, builtin = _frames(trace)
+    lo, hi, frame = _innermost(start, end, thread)
+    py = np.flatnonzero(~builtin[code])
+    lo2, hi2, frame2 = _innermost(start[py], end[py], thread[py])
+    return lo, hi, frame, lo2, hi2, py[frame2]
+
+
 def frame_holding(trace: Trace, span: iv.Intervals, threads: set[str] | None = None) -> str:
     """The Python frame holding most of ``span`` (int64 ns intervals) as its innermost frame (module docstring), on
     the host threads named ``threads`` (``tid`` labels; every thread where None or where no frame is on them);
@@ -97,11 +107,12 @@ def frame_holding(trace: Trace, span: iv.Intervals, threads: set[str] | None = N
     if trace.python_events.empty or span[0].size == 0:
         return ""
     start, end, thread, code, names, builtin = _frames(trace)
+    lo, hi, frame, lo2, hi2, frame2 = _segments(trace)
     if threads:
         labels = np.array([str(x) in threads for x in trace.python_events["tid"].cat.categories], bool)
-        on = labels[thread] if labels.any() else np.ones(thread.size, bool)
-        start, end, thread, code = start[on], end[on], thread[on], code[on]
-    lo, hi, frame = _innermost(start, end, thread)
+        if labels.any():
+            on, on2 = labels[thread[frame]], labels[thread[frame2]]
+            lo, hi, frame, lo2, hi2, frame2 = lo[on], hi[on], frame[on], lo2[on2], hi2[on2], frame2[on2]
     over = iv.measure(span, lo, hi)
     if not (over > 0).any():
         return ""
@@ -111,11 +122,8 @@ def frame_holding(trace: Trace, span: iv.Intervals, threads: set[str] | None = N
         return names[top]
     # a built-in: the Python function it was called from, over the stretches where it was innermost
     mine = frame[code[frame] == top]
-    inside = iv.intersect(span, iv.union(start[mine], end[mine]))
-    py = ~builtin[code]
-    lo2, hi2, frame2 = _innermost(start[py], end[py], thread[py])
-    over2 = iv.measure(inside, lo2, hi2)
+    over2 = iv.measure(iv.intersect(span, iv.union(start[mine], end[mine])), lo2, hi2)
     if not (over2 > 0).any():
         return names[top]
-    caller = np.bincount(code[py][frame2], weights=over2.astype(np.float64), minlength=len(names))
+    caller = np.bincount(code[frame2], weights=over2.astype(np.float64), minlength=len(names))
     return f"{names[top]} in {names[int(np.argmax(caller))]}"
