@@ -116,6 +116,9 @@ def _brute_force(g, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             v = int(g.t[0]) if i == 0 else t[i - 1] + int(h[i])
             if i > 0 and g.target[i] >= 0:
                 v = max(v, end[g.target[i]] + int(g.ret[i]))
+            for a, k in zip(g.also_anchor.tolist(), g.also_op.tolist()):  # (a device-wide sync: every stream's work)
+                if a == i and i > 0:
+                    v = max(v, end[k] + int(g.ret[i]))
             changed |= v != t[i]
             t[i] = v
         if not changed:
@@ -153,6 +156,25 @@ def test_replay_equals_a_brute_force_evaluation(tmp_path, ops, cls):
     t, end = replay(job, h, job.d, np.zeros(g.t.size, bool))
     bt, bend = _brute_force(g, h)
     assert np.array_equal(t, bt) and np.array_equal(end, bend)
+
+
+def test_a_device_wide_sync_waits_for_every_stream(tmp_path):
+    """SYNTHETIC: stream 7's A runs 10-500 µs; stream 9's B is launched after a 300 µs CPU op and ends last (600 µs);
+    cudaDeviceSynchronize returns at 602 µs, then C runs 100 µs. Without the CPU op B ends at 300 µs, but the sync
+    still waits for A: the window ends 100 µs earlier, not 300."""
+    us = 1_000
+    b = TraceBuilder("device-wide sync")
+    b.step(1, 0, 10**7)
+    b.launch(0, "kernel", 0, 7, 10 * us, 490 * us)  # A
+    b.cpu_op(2 * us, 300 * us, "aten::randn")
+    b.launch(303 * us, "kernel", 0, 9, 310 * us, 290 * us)  # B
+    b.runtime(320 * us, 282 * us, "cudaDeviceSynchronize")
+    b.launch(603 * us, "kernel", 0, 7, 610 * us, 100 * us)  # C
+    g = rank_graph(load_trace(b.write(tmp_path / "s.pt.trace.json")))
+    assert g.also_op.size == 1 and g.lane_names[g.lane[g.also_op[0]]] == "cuda:0 stream 7"
+    table = what_if([g])
+    gain = table.loc[table["cause"] == "cpu_op", "gain_ns"]
+    assert gain.tolist() == [100 * us]
 
 
 def _matrix(name: str):

@@ -1,8 +1,9 @@
 """The table's "what would give time back" part: each window's top what-if, in words (:mod:`traceprobe.analysis.causal.what_if`).
 
 One line per window whose top cause gives back more than its noise floor: where (the run and window, relative to
-the folder every trace shares, and the trace for a window of one trace), then :meth:`traceprobe.analysis.causal.what_if_windows.WindowWhatIf.finding`. Nothing
-is computed here.
+the folder every trace shares, and the trace for a window of one trace), then :meth:`traceprobe.analysis.causal.what_if_windows.WindowWhatIf.finding`;
+under it, where the window's critical path ran (:meth:`~traceprobe.analysis.causal.what_if_windows.WindowWhatIf.path_line`).
+Nothing is computed here.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def what_if_lines(summary: Summary, width: int | None = None) -> list[Text]:
         if w.path and len([x for x in summary.what_ifs if x.run == w.run and x.window == w.window]) > 1:
             where += f" {Path(w.path).name}"
         rows.append(cell(f"{where} {w.window}: {text}"))
+        if line := w.path_line():  # (where the critical path ran: the work to shorten, whatever the what-ifs say)
+            rows.append(cell(f"  {line}"))
     if not rows:
         return []
     out = [Text("what would give time back (the dependency graph replayed)", style="bold"), *rows]

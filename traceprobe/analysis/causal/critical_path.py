@@ -123,7 +123,10 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             first = s + 1 if peer[s] >= 0 and s != n else s  # (a collective bound by another rank is taken alone)
             busy = int(d_cum[n] - (d_cum[first - 1] if first > 0 else 0))
             lo = int(ends[s]) if first != s else int(starts[s])
-            rows.append((g.rank, g.lane_names[g.lane[lk]], _device_cause(g, lk), g.names[g.name[lk]], lo, int(ends[n]), busy))
+            lf = first - int(k_off[r])  # (the run is named by the kernel holding most of its time)
+            held = np.bincount(g.name[lf:lk + 1], weights=g.d[lf:lk + 1].astype(np.float64)) if lk >= lf else np.zeros(0)
+            top = int(np.argmax(held)) if held.size else int(g.name[lk])
+            rows.append((g.rank, g.lane_names[g.lane[lk]], _device_cause(g, lk), g.names[top], lo, int(ends[n]), busy))
             if int(ends[n]) - lo > busy:  # the device's own gaps inside the run
                 rows.append((g.rank, g.lane_names[g.lane[lk]], "compute", GAPS, lo, int(ends[n]), int(ends[n]) - lo - busy))
             state = ("dev", s) if first != s else ("pre", s)
@@ -150,3 +153,30 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["name"] = [str(x) for x in out["name"]]  # (numpy strings are no JSON)
     return out.astype({"rank": np.int64, "start_ns": np.int64, "end_ns": np.int64, "ns": np.int64})
+
+
+SHARE_COLUMNS = ["rank", "lane", "cause", "name", "ns", "share"]
+
+
+def path_shares(path: pd.DataFrame) -> pd.DataFrame:
+    """Where a critical path ran: its time per (rank, lane, cause), largest first.
+
+    Args:
+        path: :func:`critical_path`'s segments.
+
+    Returns:
+        DataFrame: ``rank`` (int64), ``lane``, ``cause`` (str, as in :func:`critical_path`), ``name`` (str: the kernel
+        or host op of the most time in that part, :data:`GAPS` left out where another name holds time), ``ns``
+        (int64: the part's time on the path), ``share`` (float64: ``ns`` over the whole path's time).
+    """
+    if path.empty:
+        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("lane", "cause", "name") else np.int64) for c in SHARE_COLUMNS})
+    keys = ["rank", "lane", "cause"]
+    by = pd.DataFrame(path.groupby(keys, sort=False, as_index=False)["ns"].sum())
+    named = pd.DataFrame(path[(path["name"] != GAPS).to_numpy()])
+    top = pd.DataFrame(named.groupby([*keys, "name"], sort=False, as_index=False)["ns"].sum())
+    top = top.sort_values("ns", ascending=False, kind="stable").drop_duplicates(keys)
+    out = by.merge(top[[*keys, "name"]], on=keys, how="left")
+    out["name"] = out["name"].fillna("").astype(str)
+    out["share"] = out["ns"] / max(int(path["ns"].sum()), 1)
+    return pd.DataFrame(out.sort_values("ns", ascending=False, kind="stable").reset_index(drop=True)[SHARE_COLUMNS])

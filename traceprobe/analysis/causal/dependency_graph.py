@@ -27,14 +27,15 @@ rank, and Daydream's, Zhu et al., USENIX ATC 2020, for what-if replays), replaye
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..device.busy import comm_mask, host_thread_codes, pageable_copies, runtime_calls
+from ..device.busy import comm_mask, host_name_codes, host_thread_codes, pageable_copies, runtime_calls
 from ..host.graph_capture import graph_intervals
 from ..host.idle_causes import EVENT_CAUSES, host_classes, top_name
 from ..host.launch_links import launch_rows
@@ -56,6 +57,10 @@ on its stream, its launch, a dependency on another stream."""
 
 NEG = -(2**60)
 """Minus infinity for int64 times: no edge."""
+
+DEVICE_WIDE = re.compile(r"DeviceSynchronize|CtxSynchronize")
+"""Synchronizing calls that wait for every stream of the device (``cudaDeviceSynchronize``, ``hipDeviceSynchronize``,
+``cuCtxSynchronize``), not one stream or event."""
 
 DEPENDENCY_SLACK_NS = 20_000
 """An op that starts more than this after both its stream's previous work and its launch call waited on something
@@ -88,6 +93,9 @@ class RankGraph:
         id_density: the runtime calls' distinct correlation ids over the range they span (CUPTI numbers every
             call: a sampled trace, such as HTA's ``sampled_rank-0``, holds a small share of them).
         steps: step windows, columns ``step``, ``start_ns``, ``end_ns`` (int64 ns).
+        also_anchor, also_op: (E,) a device-wide sync's other edges: anchor ``also_anchor[e]`` returns no earlier than
+            op ``also_op[e]`` ends plus its return latency (``ret``): per stream, the last work launched before the
+            call, beside ``target`` (the work that ended last).
     """
 
     rank: int
@@ -118,6 +126,8 @@ class RankGraph:
     id_density: float = 1.0
     lane_names: tuple[str, ...] = ()
     ranked: bool = True
+    also_anchor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    also_op: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -231,6 +241,8 @@ def rank_graph(trace: Trace) -> RankGraph:
     # syncs: the device op ending last before the call's end, if it ended inside the call
     a = anchor_rows.size
     target, ret = np.full(a, -1, np.int64), np.zeros(a, np.int64)
+    also_a: list[np.ndarray] = [np.zeros(0, np.int64)]
+    also_k: list[np.ndarray] = [np.zeros(0, np.int64)]
     waited_sync, blocked = np.zeros(a, bool), np.zeros(a, bool)
     is_sync = np.isin(anchor_rows, sync_rows) & (anchor_rows >= 0)
     if k and is_sync.any():
@@ -244,6 +256,7 @@ def rank_graph(trace: Trace) -> RankGraph:
         launched = np.where(anchor >= 0, launch_t, start)
         s_start, s_end = h_start[is_sync], t[is_sync]
         quiet = np.full(s_start.size, -1, np.int64)
+        per_lane = []
         for one in iv.distinct(lane).tolist():
             ops = np.flatnonzero(lane == one)
             ops = ops[np.argsort(launched[ops], kind="stable")]
@@ -252,6 +265,7 @@ def rank_graph(trace: Trace) -> RankGraph:
             ok = (cand >= 0) & (end[np.maximum(cand, 0)] <= s_end)
             better = ok & ((quiet < 0) | (end[np.maximum(cand, 0)] > end[np.maximum(quiet, 0)]))
             quiet = np.where(better, cand, quiet)
+            per_lane.append(np.where(ok, cand, -1))
         tgt = np.where(waited, tgt, quiet)
         host_corr = host_column(trace, "correlation")[np.maximum(anchor_rows[is_sync], 0)]
         told = event_sync_targets(trace, pairs, lane, corr, host_corr)  # (an event sync whose record the trace resolved)
@@ -259,6 +273,13 @@ def rank_graph(trace: Trace) -> RankGraph:
         tgt = np.where(told >= 0, told, tgt)
         syncs = np.flatnonzero(is_sync)
         target[syncs] = tgt
+        # a device-wide sync that waited returns after every stream's work launched before it, not only the last
+        h_codes, h_names = host_name_codes(trace)
+        wide = np.array([DEVICE_WIDE.search(n) is not None for n in h_names] + [False], bool)[h_codes[np.maximum(anchor_rows[is_sync], 0)]]
+        for cand in per_lane:
+            more = wide & waited & (cand >= 0) & (cand != tgt)
+            also_a.append(syncs[more])
+            also_k.append(cand[more])
         ret[syncs] = np.where(waited, t[is_sync] - end[np.maximum(tgt, 0)], np.minimum(t[is_sync] - h_start[is_sync],
                                                                                         t[is_sync] - end[np.maximum(tgt, 0)]))
         waited_sync[syncs[waited]] = True
@@ -297,4 +318,4 @@ def rank_graph(trace: Trace) -> RankGraph:
                      anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
-                     _id_density(trace), lane_names, trace.rank is not None)
+                     _id_density(trace), lane_names, trace.rank is not None, np.concatenate(also_a), np.concatenate(also_k))

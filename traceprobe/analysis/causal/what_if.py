@@ -63,6 +63,10 @@ class _Job:
     d: np.ndarray
     first: np.ndarray
     dep: np.ndarray
+    also_anchor: np.ndarray
+    """A device-wide sync's other edges (:attr:`.dependency_graph.RankGraph.also_anchor`): the anchor ..."""
+    also_op: np.ndarray
+    """... and the op it also waits for."""
 
 
 def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
@@ -107,7 +111,9 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
         d[m] = np.maximum(end[m] - bound[m], 0)  # a collective's transfer after its last member arrived
     first = np.ones(lane.size, bool)
     first[1:] = lane[1:] != lane[:-1]
-    return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep)
+    also_anchor = cat([g.also_anchor + a_off[i] for i, g in enumerate(graphs)])
+    also_op = cat([g.also_op + k_off[i] for i, g in enumerate(graphs)])
+    return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op)
 
 
 def _segments(key: np.ndarray) -> list[tuple[int, int]] | None:
@@ -165,6 +171,8 @@ def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray
     sync = (job.target >= 0) & ~no_sync
     s_idx, ret_s = np.maximum(job.target, 0), np.where(sync, ret, NEG)
     x_first = np.where(first_a, t0, NEG)
+    keep = sync[job.also_anchor] if job.also_anchor.size else np.zeros(0, bool)
+    also, also_op = job.also_anchor[keep], job.also_op[keep]
     n_groups = int(job.mem_group.max(initial=-1)) + 1
     m = np.zeros(end.size, bool)
     m[job.mem_op] = True
@@ -188,6 +196,8 @@ def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray
         prev[1:] = new_end[:-1] + g_lag[1:]
         new_arrival = np.where(not_first, np.maximum(prev, own), own)
         x = np.maximum(x_first, new_end[s_idx] + ret_s)
+        if also.size:  # (a device-wide sync also waits for every other stream's work)
+            np.maximum.at(x, also, new_end[also_op] + ret[also])
         new_t = H + _running_max(job.a_rank, np.maximum(x - H, NEG), ranks)
         if np.array_equal(new_t, t) and np.array_equal(new_end, end) and np.array_equal(new_arrival, arrival):
             break

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..host.python_frames import short_frame
-from .critical_path import critical_path
+from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .what_if import _finish, what_if
 
@@ -104,6 +104,22 @@ class WindowWhatIf:
         per, unit = (t["per_step_ns"], "/step") if self.steps else (t["gain_ns"], "")
         return f"{who}{LABELS.get(cause, cause)} -{per / 1e6:,.1f} ms{unit}"
 
+    def path_line(self) -> str:
+        """Where the window's critical path ran, in words: its parts (:func:`.critical_path.path_shares`) of at least
+        :data:`PATH_SHARE`, two at most, e.g. ``critical path: 89% compute on cuda:0 stream 13 (sm80_xmma_gemm…), 6%
+        compute on cuda:0 stream 7``; ``""`` without a path."""
+        shares = path_shares(self.critical_path) if len(self.critical_path) else None
+        if shares is None or shares.empty:
+            return ""
+        parts = []
+        for r in shares[shares["share"] >= PATH_SHARE].head(2).itertuples(index=False):
+            who = f"rank {r.rank} " if self.ranks and self.ranked else ""
+            where = f" on {who}{r.lane}" if r.lane != "host" else f" on {who[:-1]}'s host" if who else ""
+            name = short_frame(str(r.name), brief=True) if r.cause == "host" else str(r.name)
+            name = name[:30] + "…" + name[-17:] if len(name) > 48 else name  # (as advice() shortens a kernel)
+            parts.append(f"{r.share:.0%} {LABELS.get(str(r.cause), str(r.cause))}{where}" + (f" ({name})" if name else ""))
+        return "critical path: " + ", ".join(parts) if parts else ""
+
     def finding(self) -> str:
         """The top what-if in words, ``""`` without one: e.g. ``rank 3: host outside ops: -17.5 ms/step (52% of the
         step) if removed; host time outside any op ...``."""
@@ -126,6 +142,10 @@ class WindowWhatIf:
                        "what follows is of the events it kept; ")
         return (f"{partial}{who}{LABELS.get(cause, cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
                 f"{advice(cause, t['top'], t['steps_with'], self.steps)}")
+
+
+PATH_SHARE = 0.10
+"""A part of the critical path (a rank's lane and cause) is named in :meth:`WindowWhatIf.path_line` from this share on."""
 
 
 def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowWhatIf:

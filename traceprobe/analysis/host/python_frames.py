@@ -35,7 +35,8 @@ def short_frame(name: str, brief: bool = False) -> str:
     inner, _, outer = name.partition(" in ")
     m = _FRAME.match(outer or inner)
     if brief and m:
-        return m.group("func")
+        b = _BUILTIN.match(inner) if outer else None
+        return f"{b.group('name')} in {m.group('func')}" if b else m.group("func")
     where = f"{m.group('func')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')})" if m else (outer or inner)
     if not outer:
         return where
