@@ -1,6 +1,10 @@
 """Print the markdown table of a folder of recorded scenarios (sample_traces/matrix, sample_traces/heldout/*): each
 scenario's built-in cause as its injected.jsonl says (measured in the run), the top what-if ``overlap-report`` gives
-(the table's top finding), and the gain against the built-in time.
+(the table's top finding), and the gain against the built-in time; and, where the folder holds the balanced control
+of the same parallelism (``<parallelism>-balanced``, recorded in the same session), the *measured* gain: the
+scenario's device time per profiled step (its steps' device span over their number, on the rank where it is longest:
+the unit of a what-if's gain) less the control's, and the what-if against it. A host delay hidden behind queued device work costs less than its built-in
+time: the control says how much it cost.
 
 Usage: python scripts/matrix_table.py FOLDER [FOLDER...]
 """
@@ -14,19 +18,35 @@ from pathlib import Path
 from traceprobe.collect import analyze_paths
 
 
+def _step_ms(summary) -> float:
+    """The profiled steps' device span per step (the first step's first device work to the last step's last, over the
+    steps: the unit of a what-if's gain) on the rank where it is longest, in ms (nan without steps)."""
+    spans = [float(r.steps["gpu_end_ns"].max() - r.steps["gpu_start_ns"].min()) / len(r.steps) for r in summary.reports if len(r.steps)]
+    return max(spans) / 1e6 if spans else float("nan")
+
+
 def table(folder: Path) -> list[str]:
     """The table's lines for one folder of scenarios (one subfolder each, facts in ``injected.jsonl``)."""
     facts = {f["folder"]: f for f in map(json.loads, (folder / "injected.jsonl").read_text().splitlines())}
-    lines = ["| run | parallelism | ranks | built in | top what-if | gain against built in |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| run | parallelism | ranks | built in | top what-if | gain against built in | measured (step against control) | "
+             "gain against measured |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    summaries = {name: analyze_paths([str(folder / name)], jobs=1) for name in sorted(facts)}
+    steps = {name: _step_ms(s) for name, s in summaries.items()}
     for name, f in sorted(facts.items()):
-        summary = analyze_paths([str(folder / name)], jobs=1)
+        summary = summaries[name]
         label = next((w.label() for w in summary.what_ifs), "") or "no what-if above the noise floor"
         top = next((w.top for w in summary.what_ifs if w.top is not None), None)
         built = f["injected_ms_per_step"]
         who = "every rank" if f["late_rank"] is None and f["cause_kind"] != "none" else f"rank {f['late_rank']}" if f["late_rank"] is not None else "-"
         off = f"{(top['per_step_ns'] / 1e6 - built) / built:+.0%}" if top is not None and built > 0 else ""
+        control = next((c for c, g in facts.items() if g["cause_kind"] == "none" and g["parallelism"] == f["parallelism"]
+                        and g.get("world_size") == f.get("world_size")), None)
+        measured = steps[name] - steps[control] if control and control != name else float("nan")
+        got = top["per_step_ns"] / 1e6 if top is not None else 0.0
+        vs = f"{(got - measured) / measured:+.0%}" if measured == measured and measured > 1.0 else ""
+        shown = f"{measured:.1f} ms/step" if measured == measured else ""
         lines.append(f"| `{name}` | {f['parallelism']} | {f.get('world_size', '')} | {who}: {f['cause']} ({built:.1f} ms/step) | "
-                     f"{label} | {off} |")
+                     f"{label} | {off} | {shown} | {vs} |")
     return lines
 
 
