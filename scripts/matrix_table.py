@@ -17,6 +17,10 @@ from pathlib import Path
 
 from traceprobe.collect import analyze_paths
 
+OWN_WORKLOAD = {"sync", "new_shape", "recompile"}
+"""Cause kinds that scripts/matrix_scenarios.py runs on a model of their own (``ddp_item``, ``ddp_new_shape``,
+``ddp_recompile``), not the balanced control's: their facts hold their own measurement, and no control is compared."""
+
 
 def _step_ms(summary) -> float:
     """The profiled steps' device span per step (the first step's first device work to the last step's last, over the
@@ -41,7 +45,8 @@ def table(folder: Path) -> list[str]:
         off = f"{(top['per_step_ns'] / 1e6 - built) / built:+.0%}" if top is not None and built > 0 else ""
         control = next((c for c, g in facts.items() if g["cause_kind"] == "none" and g["parallelism"] == f["parallelism"]
                         and g.get("world_size") == f.get("world_size")), None)
-        measured = steps[name] - steps[control] if control and control != name else float("nan")
+        same = control and control != name and f["cause_kind"] not in OWN_WORKLOAD
+        measured = steps[name] - steps[control] if same else float("nan")
         got = top["per_step_ns"] / 1e6 if top is not None else 0.0
         vs = f"{(got - measured) / measured:+.0%}" if measured == measured and measured > 1.0 else ""
         shown = f"{measured:.1f} ms/step" if measured == measured else ""
