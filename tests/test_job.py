@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from traceprobe.analysis.job.job import job_report, job_report_from_summaries, job_text
+from traceprobe.analysis.job.job import job_report, job_report_from_summaries
 from traceprobe.analysis.job.summaries import write_summary
 from traceprobe.cli import app
 from traceprobe.collect import analyze_paths
+from traceprobe.report.job_text import job_text
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))

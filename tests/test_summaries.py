@@ -66,8 +66,16 @@ def _same(a, b, where: str) -> None:
         x, y = getattr(a, f.name), getattr(b, f.name)
         if f.name == "path":
             continue
-        if f.name == "graph":  # a summary keeps figures, not the dependency graph (its what-ifs need the traces)
-            assert y is None and x is not None, where
+        if f.name == "graph":  # the rank's part of the dependency graph, every array and name (analysis/job/graph_tables.py)
+            assert x is not None and y is not None, where
+            for g in dataclasses.fields(x):
+                u, v = getattr(x, g.name), getattr(y, g.name)
+                if isinstance(u, np.ndarray):
+                    assert u.dtype == v.dtype and np.array_equal(u, v), f"{where}: graph.{g.name}"
+                elif isinstance(u, pd.DataFrame):
+                    pd.testing.assert_frame_equal(u.reset_index(drop=True), v, obj=f"{where}: graph.{g.name}")
+                else:
+                    assert u == v, f"{where}: graph.{g.name}"
             continue
         if f.name == "info":
             assert {k: v for k, v in y.items() if k not in ("job", "summary_of")} == x, where
@@ -103,7 +111,7 @@ def test_every_sample_report_round_trips(both, request) -> None:
 def test_sizes(both) -> None:
     _, summaries, _, _ = both
     sizes = [Path(r.path).stat().st_size for r in summaries.reports]
-    assert max(sizes) < 300_000 and min(sizes) > 1_000  # a few KB to a few hundred KB
+    assert max(sizes) < 1_000_000 and min(sizes) > 1_000  # a few KB to a few hundred KB, the rank's graph included
 
 
 def test_across_ranks_the_same(both) -> None:
@@ -126,6 +134,12 @@ def test_across_ranks_the_same(both) -> None:
     assert stragglers["causes/ddp-compute"] == 1  # the recorded scenario's late rank, from summaries alone
     for a, b in zip(traces.clocks, summaries.clocks):
         pd.testing.assert_frame_equal(a.ranks, b.ranks)
+    # the what-ifs and critical paths, replayed from the summaries' graphs as from the traces
+    assert [(rel(w.run), w.window) for w in traces.what_ifs] == [(rel(w.run), w.window) for w in summaries.what_ifs]
+    for a, b in zip(traces.what_ifs, summaries.what_ifs):
+        pd.testing.assert_frame_equal(a.table, b.table)
+        pd.testing.assert_frame_equal(a.critical_path, b.critical_path)
+        assert a.finding() == b.finding() and a.path_line() == b.path_line()
     rs_a, rs_b = traces.rank_summary.copy(), summaries.rank_summary.copy()
     rs_a["run"], rs_b["run"] = rs_a["run"].map(rel), rs_b["run"].map(rel)
     pd.testing.assert_frame_equal(rs_a, rs_b)

@@ -3,7 +3,8 @@
 Nothing is computed here. Per window of two or more ranks: each figure's min, median, p95 and max across ranks under
 a name and unit a person reads (:data:`FIGURES`: per step first, in ``ms/step``; then shares in %; then the window's
 totals, labelled ``in the window``), the outlier ranks and why, the ranks that arrived last at collectives per process
-group and the wait they caused, the straggler and the one action it calls for, and the clocks. ``--format json``
+group and the wait they caused, the straggler and the one action it calls for, the clocks, and the window replayed
+(where its ranks carry their graph): its top what-if and where its critical path ran. ``--format json``
 keeps the keys and integer ns (:func:`traceprobe.analysis.job.job.job_json`).
 """
 
@@ -82,6 +83,9 @@ def job_text(job: JobReport, top: int = 5) -> str:
     lines: list[str] = []
     causes = {(c.run, c.window): c for c in job.causes}
     clocks = {(c.run, c.window): c for c in job.clocks}
+    what_ifs: dict[tuple[str, str], list] = {}
+    for wi in job.what_ifs:
+        what_ifs.setdefault((wi.run, wi.window), []).append(wi)
     order = {key: i for i, (key, _, _) in enumerate(FIGURES)}
     for key, g in job.figures.groupby(["run", "window"], sort=False):
         run, window = key  # type: ignore[misc]
@@ -115,5 +119,7 @@ def job_text(job: JobReport, top: int = 5) -> str:
         k = clocks.get((run, window))
         if k is not None:
             lines.append(f"  {k.describe()}")
+        for wi in what_ifs.get((run, window), []):  # (the window replayed: its top what-if and where its critical path ran)
+            lines += [f"  {x}" for x in (wi.finding(), wi.path_line()) if x]
     return "\n".join(lines) + ("\n" if lines else "no window of two or more ranks\n")
 

@@ -208,7 +208,7 @@ def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray
 WHAT_IF_COLUMNS = ["rank", "cause", "top", "removed_ns", "gain_ns", "per_step_ns", "steps_with"]
 
 
-def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0) -> pd.DataFrame:
+def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0, only: set[int] | None = None) -> pd.DataFrame:
     """The gain of removing each cause, one at a time (module docstring).
 
     Causes: each host class of :data:`HOST_CLASSES` (its host time set to zero), ``sync`` (the syncs wait for
@@ -223,6 +223,10 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         graphs: the ranks of one window (:func:`rank_graph` of each trace), in any order.
         per_rank: the window's matched collectives (:attr:`.collectives.WindowCollectives.per_rank`), None for one rank.
         min_ns: causes whose removed time is at most this are not replayed.
+        only: the graphs (indices) whose causes are replayed one rank at a time (None: every graph); the causes on every
+            rank at once are replayed all the same. Time removed from work off the critical path gives nothing back (the
+            path keeps its length), so the ranks the window's critical path visits are enough: a job of thousands of
+            ranks replays a few of them alone.
 
     Returns:
         DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op,
@@ -264,25 +268,25 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         if c == sync:
             continue  # (told with the syncs' waits, below)
         holding = [i for i, g in enumerate(graphs) if g.class_ns[c].sum() > floor]
-        for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+        for ranks in [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else []):
             on = np.isin(job.a_rank, ranks)
             top = max(ranks, key=lambda i: graphs[i].class_ns[c].sum())
             add(ranks, cause, [int(graphs[i].class_ns[c].sum()) for i in ranks], graphs[top].class_top[c],
                 h0 - np.where(on, cls_all[c], 0), job.d, no_sync, [_steps_with(graphs[i], graphs[i].class_ns[c], floor) for i in ranks])
     waits = [w + g.class_ns[sync] for w, g in zip(waits, graphs)]  # a sync's wait and its host time (aten::item's own)
     holding = [i for i, w in enumerate(waits) if w.sum() > floor]
-    for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+    for ranks in [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else []):
         on = np.isin(job.a_rank, ranks)
         add(ranks, "sync", [int(waits[i].sum()) for i in ranks], _sync_top(graphs[max(ranks, key=lambda i: waits[i].sum())]),
             h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]),
             [_steps_with(graphs[i], waits[i], floor) for i in ranks])
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
     holding = [i for i, n in enumerate(copies) if n > floor]
-    for ranks in [[i] for i in holding] + ([holding] if len(holding) > 1 else []):
+    for ranks in [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else []):
         sel = pageable & np.isin(job.k_rank, ranks)
         add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1])
     if len(graphs) > 1:
-        for i, top, removed, d in _imbalance(job, floor, code, names):
+        for i, top, removed, d in _imbalance(job, floor, code, names, only):
             add([i], "imbalance", [removed], top, h0, d, no_sync, [-1])
     out = pd.DataFrame(rows, columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with"])
     single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
@@ -340,7 +344,7 @@ def _in_steps(g: RankGraph) -> np.ndarray:
     return (at >= lo) & (at <= hi)
 
 
-def _imbalance(job: _Job, min_ns: int, code: np.ndarray, uniq: list[str]) -> list[tuple[int, str, int, np.ndarray]]:
+def _imbalance(job: _Job, min_ns: int, code: np.ndarray, uniq: list[str], only: set[int] | None = None) -> list[tuple[int, str, int, np.ndarray]]:
     """Per rank, its device time per kernel name beyond the median of the other ranks' (or, if more, beyond their
     median count of kernels of the name at its own median duration for it), both over the ops launched inside its
     steps, removed
@@ -364,7 +368,7 @@ def _imbalance(job: _Job, min_ns: int, code: np.ndarray, uniq: list[str]) -> lis
     comm_name = np.zeros(len(uniq), bool)
     comm_name[code[comm]] = True
     rows = []
-    for i in range(n):
+    for i in range(n) if only is None else sorted(only):
         others = np.median(np.delete(tot, i, axis=0), axis=0)
         # (or beyond the others' median count of kernels at this rank's own pace: the others' kernels run slower
         # beside the waits this rank causes, .contention)

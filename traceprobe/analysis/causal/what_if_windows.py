@@ -158,11 +158,14 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     hi = max((_finish(g.t, g.end) for g in graphs), default=0)
     span = max(hi - lo, 0)
     floor = max(int(NOISE_SHARE * span), NOISE_PER_STEP_NS * max(steps, 1))
-    table = what_if(graphs, per_rank, min_ns=floor)  # (a cause that removes less cannot give back the floor)
+    cp = critical_path(graphs, per_rank)
+    index = {g.rank: i for i, g in enumerate(graphs)}
+    on_path = {index[r] for r in cp["rank"].unique().tolist() if r in index} if len(graphs) > 1 and len(cp) else None
+    table = what_if(graphs, per_rank, min_ns=floor, only=on_path)  # (a cause that removes less cannot give back the floor)
     ok = table[table["gain_ns"] >= floor]
     step_ns = max((int(g.steps["duration_ns"].mean()) for g in graphs if len(g.steps)), default=0)
     return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
-                        ok.iloc[0].to_dict() if len(ok) else None, step_ns, critical_path(graphs, per_rank),
+                        ok.iloc[0].to_dict() if len(ok) else None, step_ns, cp,
                         _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs))
 
 

@@ -31,17 +31,22 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
 import pandas as pd
 
 from ...errors import Failure, TraceFormatError
+from ...summary_file import FORMAT, VERSION, read_summary
+from ..causal.what_if_windows import WindowWhatIf, window_instances, window_what_if
 from ..summary import Summary
 from .cause_tables import RankColumns, rank_columns, rank_tables
 from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
 from .collectives import match_rows
+from .summaries import graph_of_file
 
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
 """Parts of the GPU time breakdown given per step."""
@@ -74,6 +79,8 @@ class JobReport:
             (int64); most ``last`` first.
         causes: the Summary's :class:`.causes.WindowCauses`, one per window of several ranks.
         clocks: the Summary's :class:`.clocks.ClockEstimate`, one per such window.
+        what_ifs: per such window whose ranks carry their graph, its what-ifs and critical path
+            (:class:`~traceprobe.analysis.causal.what_if_windows.WindowWhatIf`).
     """
 
     figures: pd.DataFrame
@@ -81,6 +88,7 @@ class JobReport:
     stragglers: pd.DataFrame
     causes: tuple[WindowCauses, ...]
     clocks: tuple[ClockEstimate, ...]
+    what_ifs: tuple[WindowWhatIf, ...] = ()
 
 
 def rank_figures(reports: list, ranks: list[int]) -> pd.DataFrame:
@@ -123,6 +131,10 @@ def _distribution(figs: pd.DataFrame, run: str, window: str) -> tuple[list[list]
 
 def _fmt(f: str, x: float) -> str:
     return f"{100 * x:.1f}%" if f in FRACTIONS else f"{x / 1e6:,.2f} ms"
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _why(f: str, val: float, med: float) -> str:
@@ -171,45 +183,15 @@ def job_report(summary: Summary) -> JobReport:
             outl += o
     figures = pd.DataFrame(dist, columns=DIST_COLUMNS).astype({"ranks": np.int64})
     outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
-    return JobReport(figures, outliers, _stragglers(summary), tuple(summary.causes), tuple(summary.clocks))
-
-
-def job_text(job: JobReport, top: int = 5) -> str:
-    """The job report for a person: per window, each figure's min / median / p95 / max, the outlier ranks and why,
-    the ranks that arrived last most often per process group, the straggler's cause and the clocks."""
-    lines: list[str] = []
-    causes = {(c.run, c.window): c for c in job.causes}
-    clocks = {(c.run, c.window): c for c in job.clocks}
-    for key, g in job.figures.groupby(["run", "window"], sort=False):
-        run, window = key  # type: ignore[misc]
-        lines.append(f"{run} {window}: {int(g['ranks'].max())} ranks")
-        lines.append(f"  {'figure':26} {'min':>11} {'median':>11} {'p95':>11} {'max':>11}")
-        for f, lo, med, p95, hi in zip(g["figure"], g["min"], g["median"], g["p95"], g["max"]):
-            lines.append(f"  {f:26} " + " ".join(f"{_fmt(f, x):>11}" for x in (lo, med, p95, hi)))
-        o = job.outliers[(job.outliers["run"] == run) & (job.outliers["window"] == window)]
-        if len(o):
-            lines.append(f"  outliers ({len(o)}):")
-            for r in o.head(top * 2).itertuples(index=False):
-                lines.append(f"    rank {r.rank}: {r.why}")
-        s = job.stragglers[(job.stragglers["run"] == run) & (job.stragglers["window"] == window)]
-        for pg, sg in s.groupby("pg", sort=False):
-            d0 = str(sg["pg_desc"].tolist()[0])
-            desc = f" ({d0})" if d0 else ""
-            best = ", ".join(f"rank {r.rank} {r.last}/{r.collectives} ({r.caused_wait_ns / 1e6:,.1f} ms caused)" for r in sg.head(top).itertuples())
-            lines.append(f"  arrived last, process group {pg}{desc}: {best}")
-        c = causes.get((run, window))
-        if c is not None and c.label:
-            lines.append(f"  straggler: {c.text}")
-        k = clocks.get((run, window))
-        if k is not None:
-            lines.append(f"  {k.describe()}")
-    return "\n".join(lines) + ("\n" if lines else "no window of two or more ranks\n")
+    return JobReport(figures, outliers, _stragglers(summary), tuple(summary.causes), tuple(summary.clocks),
+                     tuple(w for w in summary.what_ifs if len(w.ranks) >= 2))
 
 
 def job_json(job: JobReport) -> str:
     """The job report as JSON: ``figures``, ``outliers``, ``stragglers`` (rows of the tables), ``causes`` (per window:
     ``run``, ``window``, ``straggler``, ``cause``, ``label``, ``caused_wait_ns``) and ``clocks`` (per window: ``run``,
-    ``window``, ``supported``, ``differ``, ``reason``, ``ranks`` rows); NaN as null, times in ns."""
+    ``window``, ``supported``, ``differ``, ``reason``, ``ranks`` rows) and ``what_if`` (per window replayed: ``run``,
+    ``window``, ``top``: its top what-if's row or null, ``finding`` and ``critical_path`` in words); NaN as null, times in ns."""
     import json
     import math
 
@@ -224,6 +206,8 @@ def job_json(job: JobReport) -> str:
                     "caused_wait_ns": c.caused_wait_ns} for c in job.causes],
         "clocks": [{"run": c.run, "window": c.window, "supported": c.supported, "differ": c.differ, "reason": c.reason,
                     "ranks": rows(c.ranks)} for c in job.clocks],
+        "what_if": [{"run": w.run, "window": w.window, "top": None if w.top is None else {k: _plain(v) for k, v in w.top.items()},
+                     "finding": w.finding(), "critical_path": w.path_line()} for w in job.what_ifs],
     }
     return json.dumps(doc, indent=1) + "\n"
 
@@ -231,16 +215,14 @@ def job_json(job: JobReport) -> str:
 class _TableView(msgspec.Struct):
     columns: list[str]
     data: list[list]
+    dtypes: list[str] = msgspec.field(default_factory=list)
 
 
-class _Tables(msgspec.Struct):
-    collectives: _TableView | None = None
-    breakdown: _TableView | None = None
-    steps: _TableView | None = None
-    breakdown_steps: _TableView | None = None
-    exposed_comm: _TableView | None = None
-    idle_causes: _TableView | None = None
-    kernels: _TableView | None = None
+if TYPE_CHECKING:
+    _Tables = Any
+else:
+    _Tables = msgspec.defstruct("_Tables", [(n, _TableView | None, None) for n in ("collectives", "breakdown", "steps", "breakdown_steps",
+                                                                                    "exposed_comm", "idle_causes", "kernels")])
 
 
 class _JobView(msgspec.Struct):
@@ -288,14 +270,12 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         folder's) is a :class:`~traceprobe.errors.Failure`.
     """
     from collections import defaultdict
-    from pathlib import Path
 
-    from ...summary_file import FORMAT, VERSION, read_summary
     from ..run import _run_of
 
     decoder = msgspec.json.Decoder(_JobView)
     failures: list[Failure] = []
-    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns]]] = defaultdict(list)
+    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, Any]]] = defaultdict(list)
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for path in paths:
         try:
@@ -319,19 +299,19 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         # kept per rank: its figures and its collectives as arrays (the decoded lists go at once)
         tables = {name: _table(getattr(v.tables, name)) for name in _CAUSE_TABLES}
         windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), _coll_arrays(v),
-                                       rank_columns(int(v.rank), v.window_ns, tables)))
+                                       rank_columns(int(v.rank), v.window_ns, tables), None))
         jobs[str(Path(path).parent)][v.job] += 1
     # another job than its folder's
     major = {folder: max(c, key=lambda j: c[j]) for folder, c in jobs.items()}
-    dist, outl, stragglers, causes, clocks = [], [], [], [], []
+    dist, outl, stragglers, causes, clocks, what_ifs = [], [], [], [], [], []
     for (run, window), items in sorted(windows.items()):
         keep = []
-        for rank, path, job, fig, coll, cols in items:
+        for rank, path, job, fig, coll, cols, graph in items:
             if job != major[str(Path(path).parent)]:
                 failures.append(Failure(path, f"traceprobe summary of another job ({job!r}; the other summaries of this folder are of "
                                               f"{major[str(Path(path).parent)]!r}): left out"))
             else:
-                keep.append((rank, path, fig, coll, cols))
+                keep.append((rank, path, fig, coll, cols, graph))
         keep.sort(key=lambda x: (x[0], x[1]))
         if len({x[0] for x in keep}) < 2:
             continue
@@ -348,11 +328,24 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         stragglers.append(wc)
         steps = (lambda s: int(s[1]) - int(s[0]) + 1)(window.split(" ")[1].split("-")) if window.startswith("steps ") else 1
         causes.append(window_causes(wc, rank_tables([x[4] for x in last]), steps))
+        if len(last) <= MAX_REPLAY_RANKS:  # (the ranks' graphs, read again: the window replayed as from traces)
+            try:
+                graphs = [graph_of_file(x[1]) for x in last]
+            except (TraceFormatError, OSError, msgspec.DecodeError) as e:
+                graphs = [None]
+                failures.append(Failure(getattr(e, "path", run), f"not replayed: {getattr(e, 'reason', e)}"))
+            if all(g is not None for g in graphs):
+                what_ifs.append(window_what_if(run, window, "", [g for g in graphs if g is not None], window_instances(wc)))
         items.clear()
     figures = pd.DataFrame(dist, columns=DIST_COLUMNS).astype({"ranks": np.int64})
     outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
     st = _stragglers_of(stragglers)
-    return JobReport(figures, outliers, st, tuple(causes), tuple(clocks)), sorted(failures, key=lambda f: f.path)
+    return JobReport(figures, outliers, st, tuple(causes), tuple(clocks), tuple(what_ifs)), sorted(failures, key=lambda f: f.path)
+
+
+MAX_REPLAY_RANKS = 256
+"""Windows of up to this many ranks are replayed from summaries (what-ifs, critical path); a larger one gives its
+figures, stragglers, causes and clocks, as before: replay the ranks that matter from their traces or summaries."""
 
 
 class _Named:

@@ -1,7 +1,8 @@
 """Summaries from reports and reports from summaries (the format: :mod:`traceprobe.summary_file`).
 
 :func:`to_summary` turns an :class:`~.per_trace.OverlapReport` into a :class:`~traceprobe.summary_file.SummaryDoc`
-holding every table and figure of the report; :func:`from_summary` gives the report back, equal to the one it
+holding every table and figure of the report and its part of the job's dependency graph (:mod:`.graph_tables`);
+:func:`from_summary` gives the report back, equal to the one it
 was written from in every field but ``path`` (the summary's own path, so that runs, windows and errors name the
 file read). The cross-rank analysis (:mod:`.summary`, :mod:`.collectives`, :mod:`.causes`, :mod:`.clocks`,
 :mod:`.job`) needs nothing more than these reports.
@@ -14,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -31,11 +33,14 @@ from ...summary_file import (
     read_summary,
 )
 from ..advice.verdicts import Verdict
+from ..causal.dependency_graph import RankGraph
 from ..device.concurrency import DeviceConcurrency
 from ..device.overlap import CpuGpuOverlap
 from ..host.host_threads import HostThreadConcurrency
 from ..per_trace import OverlapReport
 from ..registry import COMPUTED
+from .graph_tables import TABLE_NAMES as GRAPH_TABLES
+from .graph_tables import graph_from_tables, graph_tables
 
 TABLES = ("streams", "copy_overlap", "stream_concurrency", "comm_overlap", "steps", "breakdown", "breakdown_steps", "findings",
           "kernels", "queue", "collectives", "set_aside", "exposed_comm", "idle_causes")
@@ -114,6 +119,8 @@ def to_summary(report: OverlapReport, job: str = "", source: str | None = None) 
     tables = {name: table_doc(getattr(report, name)) for name in TABLES}
     tables["devices"] = table_doc(dc.devices)
     tables.update({key: table_doc(df) for key, df in report.extra.items()})
+    if report.graph is not None:  # (the rank's part of the dependency graph: what-ifs and the critical path from summaries)
+        tables.update({key: table_doc(df) for key, df in graph_tables(report.graph).items()})
     return SummaryDoc(
         format=FORMAT, version=VERSION, job=job, traceprobe=__version__,
         source=Path(report.path).name if source is None else source,
@@ -155,6 +162,7 @@ def from_summary(doc: SummaryDoc, path: str | Path) -> OverlapReport:
                                                                    th.busiest_thread_ns, _unnum(th.concurrency), _unnum(th.fair_concurrency)),
         exposed_comm=frame["exposed_comm"], idle_causes=frame["idle_causes"], backend=doc.backend, training=doc.training,
         extra={f.key: table_frame(t[f.key]) if f.key in t else pd.DataFrame() for f in COMPUTED},
+        graph=graph_from_tables({name: table_frame(t[name]) for name in GRAPH_TABLES if name in t}),
     )
     report.headline  # noqa: B018 - computed where the summary is read, as overlap_report does
     return report
@@ -213,3 +221,44 @@ def foreign_jobs(reports: list[OverlapReport]) -> tuple[list[OverlapReport], lis
                 failures.append(Failure(r.path, f"traceprobe summary of another job ({r.info.get('job')!r}; "
                                                 f"the other summaries of this folder are of {job!r}): left out"))
     return [r for r in reports if id(r) not in bad], sorted(failures, key=lambda f: f.path)
+
+
+def view_graph(tables: object, path: str | Path) -> RankGraph | None:
+    """The rank's graph (:mod:`.graph_tables`) of a summary decoded as a view: an object with, per table name, None
+    or a table of ``columns``, ``dtypes`` and ``data`` (as the whole-job report decodes summaries).
+
+    Raises:
+        TraceFormatError: tables that do not make a graph, naming ``path``.
+    """
+    views = {name: getattr(tables, name, None) for name in GRAPH_TABLES}
+    if any(v is None for v in views.values()):
+        return None
+    try:
+        frames = {n: table_frame(Table(list(v.columns), list(v.dtypes), list(v.data))) for n, v in views.items()}  # type: ignore[union-attr]
+        return graph_from_tables(frames)
+    except (KeyError, ValueError, TypeError, OverflowError, IndexError) as e:
+        raise TraceFormatError(path, f"traceprobe summary whose graph does not fit its format ({type(e).__name__}: {e})") from None
+
+
+class _TableView(msgspec.Struct):
+    columns: list[str]
+    data: list[list]
+    dtypes: list[str] = msgspec.field(default_factory=list)
+
+
+_GraphTables = msgspec.defstruct("_GraphTables", [(n, _TableView | None, None) for n in GRAPH_TABLES])
+
+
+class _GraphSummary(msgspec.Struct):
+    tables: _GraphTables = msgspec.field(default_factory=_GraphTables)  # type: ignore[valid-type]
+
+
+def graph_of_file(path: str | Path) -> RankGraph | None:
+    """The rank's graph of the summary file at ``path`` (its graph tables alone decoded), None where it carries none.
+
+    Raises:
+        TraceFormatError: as :func:`~traceprobe.summary_file.read_summary` says, or tables that do not make a graph.
+        OSError, msgspec.DecodeError: the file cannot be read or is not JSON.
+    """
+    raw = Path(path).read_bytes() if not str(path).endswith(".gz") else msgspec.json.encode(read_summary(path))
+    return view_graph(msgspec.json.decode(raw, type=_GraphSummary).tables, path)
