@@ -88,8 +88,11 @@ SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
 PROFILED = range(SCHEDULE["wait"] + SCHEDULE["warmup"], SCHEDULE["wait"] + SCHEDULE["warmup"] + SCHEDULE["active"])  # steps 2, 3, 4
 SLEEP_S = float(os.environ.get("MATRIX_SLEEP_MS", "20")) / 1e3
 LATE = os.environ.get("MATRIX_LATE")
+WITH_STACK = os.environ.get("MATRIX_WITH_STACK") == "1"
+SYNC_EVENTS = os.environ.get("MATRIX_SYNC_EVENTS") == "1"
 """Held-out runs vary what the matrix fixed: ``MATRIX_LATE`` (the rank given the cause, every parallelism),
-``MATRIX_SLEEP_MS`` (the host sleeps), ``MATRIX_PRODUCTS`` (the extra matrix products of a compute scenario)."""
+``MATRIX_SLEEP_MS`` (the host sleeps), ``MATRIX_PRODUCTS`` (the extra matrix products of a compute scenario); and
+how it is recorded: ``MATRIX_WITH_STACK=1`` (Python stacks), ``MATRIX_SYNC_EVENTS=1`` (Kineto's ``cuda_sync`` events)."""
 
 SCENARIOS = ["ddp-balanced", "ddp-compute", "ddp-sleep", "ddp-dataloader", "ddp-item", "ddp-cpu-op", "ddp-pinned-alloc", "ddp-device-alloc",
              "ddp-pageable", "ddp-recompile", "ddp-new-shape", "fsdp-balanced", "fsdp-compute", "fsdp-sleep", "mesh-balanced", "mesh-compute",
@@ -118,8 +121,11 @@ def _profile(out: Path, rank: int, cuda: bool = True):
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    extra: dict = {"with_stack": True} if WITH_STACK else {}
+    if SYNC_EVENTS and cuda:
+        extra["experimental_config"] = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
     return profile(activities=activities, schedule=schedule(**SCHEDULE),
-                   on_trace_ready=tensorboard_trace_handler(str(out), worker_name=f"rank{rank}", use_gzip=True))
+                   on_trace_ready=tensorboard_trace_handler(str(out), worker_name=f"rank{rank}", use_gzip=True), **extra)
 
 
 class Run:
@@ -146,7 +152,8 @@ class Run:
     def facts(self, parallelism: str, late_rank: int | None, cause: str, cause_kind: str, injected_ms: float, **more) -> dict:
         return {"scenario": self.scenario, "parallelism": parallelism, "world_size": self.world, "late_rank": late_rank, "cause": cause,
                 "cause_kind": cause_kind, "injected_ms_per_step": round(injected_ms, 3), "profiled_steps": list(PROFILED), "steps": STEPS,
-                "device": torch.cuda.get_device_name(self.dev) if self.cuda else "cpu", "torch": torch.__version__, **more}
+                "device": torch.cuda.get_device_name(self.dev) if self.cuda else "cpu", "torch": torch.__version__,
+                "with_stack": WITH_STACK, "sync_events": SYNC_EVENTS, **more}
 
     def control(self, parallelism: str, **more) -> dict:
         return self.facts(parallelism, None, "none (balanced control)", "none", 0.0, **more)

@@ -220,7 +220,9 @@ def test_matrix_host_delays_hidden_behind_device_work_give_nothing_back(name):
     """Without a sync in its loop, rank 1's 20 ms of host delay per step hides behind the device work the host queued
     ahead (the steps take as long as the balanced run's): removing any cause of that rank gives back under 5% of it."""
     facts, _, df = _matrix(name)
-    mine = df[df["rank"] == facts["late_rank"]]
+    # (a rank's causes are replayed alone only where the critical path runs: the late rank's rows, if any, and the
+    # built-in cause removed on every rank at once give back under 5% of it)
+    mine = df[(df["rank"] == facts["late_rank"]) | ((df["rank"] == -1) & df["cause"].isin(["host", "cpu_op", "data_loading"]))]
     assert len(mine) and (mine["per_step_ns"] < 0.05 * facts["injected_ms_per_step"] * 1e6).all()
 
 

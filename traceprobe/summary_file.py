@@ -2,7 +2,8 @@
 
 A summary (``<name>.summary.json``) holds everything a report and the cross-rank analysis take from a trace
 (:class:`traceprobe.analysis.per_trace.OverlapReport`'s tables and figures, its collectives with their process
-group, sequence, bytes, start and end), a few KB to a few hundred KB instead of tens of MB. It is written
+group, sequence, bytes, start and end; its part of the job's dependency graph), a few KB to a few hundred KB instead
+of tens of MB. It is written
 during training by :func:`traceprobe.on_trace_ready`, or from any report by
 :func:`traceprobe.analysis.job.summaries.write_summary`, and read back into the same report by
 :func:`traceprobe.analysis.job.summaries.load_summary`: ``overlap-report``, ``diff`` and the gates read folders of
@@ -20,7 +21,8 @@ Format (``format`` = :data:`FORMAT`, ``version`` = :data:`VERSION`):
   ``all_device_work``, ``warnings``, ``notes``, ``info`` (the manifest's facts): as in the report.
 - ``tables``: the report's tables by name (``streams``, ``copy_overlap``, ``devices``, ``stream_concurrency``,
   ``comm_overlap``, ``steps``, ``breakdown``, ``breakdown_steps``, ``findings``, ``kernels``, ``queue``,
-  ``collectives``, ``set_aside``, ``exposed_comm``, ``idle_causes``), each column-major: ``columns``, their
+  ``collectives``, ``set_aside``, ``exposed_comm``, ``idle_causes``; the ``graph_*`` tables of
+  :mod:`traceprobe.analysis.job.graph_tables`, absent from summaries written before them), each column-major: ``columns``, their
   pandas ``dtypes`` and ``data`` (one list per column; ``null`` for NaN or missing). Times are int64 ns,
   fractions 0..1; each column is defined where its table is computed (:mod:`traceprobe.analysis`).
 - ``headline``: the report's headline figures (``OverlapReport.headline``: what the whole-job report
