@@ -1,7 +1,8 @@
 """The what-if model on runs it was not tuned on: sample_traces/heldout (4x H200, torch 2.11), the matrix's scenarios
 recorded again by scripts/matrix_session.sh with another rank given the cause, other sizes and other world sizes
 (``w4-late2``: 4 ranks, rank 2, 12 ms sleeps, 5 extra products; ``w2-late1``: 2 ranks, rank 1, 30 ms, 10;
-``w4-late3``: 4 ranks, rank 3, 25 ms, 3), each with what was built in, measured in the run (``injected.jsonl``).
+``w4-late3``: 4 ranks, rank 3, 25 ms, 3; ``w4-late2-stacks``: 4 ranks, rank 2, 15 ms, 6, with stacks and sync events),
+each with what was built in, measured in the run (``injected.jsonl``).
 
 Checked: the top what-if above the window's noise floor names the built-in cause and rank (every rank, where the
 cause is on every rank), and its gain is within half of the built-in time (the closing note gives each figure).
@@ -30,6 +31,14 @@ MISSES = {
     "w4-late3/mesh-sleep": "rank 2 arrives last at every collective (its host dispatch is the slowest), not rank 3",
     "w2-late1/pp-balanced": "a balanced control: the last stage runs 4.8 ms/step more device work than the first",
     "w4-late3/mesh-balanced": "a balanced control: rank 0's host dispatch, 2.3 ms/step",
+    # recorded with stacks (Kineto records every Python call: the hosts are slower) and sync events
+    "w4-late2-stacks/ddp-sleep": "rank 2's 15 ms sleep hides behind queued device work: 0.1 ms/step against the control",
+    "w4-late2-stacks/ddp-cpu-op": "rank 2's CPU op hides behind queued device work: 0.2 ms/step against the control",
+    "w4-late2-stacks/ddp-dataloader": "rank 2's slow DataLoader hides behind queued device work: 1.0 ms/step against the control",
+    "w4-late2-stacks/fsdp-balanced": "a balanced control made launch-bound by the stacks' overhead: every rank's dispatch, 7.7 ms/step",
+    "w4-late2-stacks/mesh-balanced": "a balanced control made launch-bound by the stacks' overhead: every rank's dispatch, 16.1 ms/step",
+    "w4-late2-stacks/mesh-sleep": "every rank's time outside ops (the stacks' Python time beside rank 2's sleep), 17.6 ms/step; "
+                                  "its critical path runs 42% in rank 2's sleep",
 }
 """Held-out runs whose top what-if is not the built-in cause: what the trace shows instead (not checked)."""
 
