@@ -228,11 +228,14 @@ def rank_graph(trace: Trace) -> RankGraph:
     dep = np.where((dep >= 0) & (start - explained > DEPENDENCY_SLACK_NS) & (dep_end > explained) & (lane[np.maximum(dep, 0)] != lane), dep, -1)
     corr = device_column(trace, "correlation")[o] if k else np.zeros(0, np.int64)
     recorded = stream_waits(trace, pairs, lane, start, end, corr) if k else None
-    if recorded is not None:  # the trace recorded its event waits: those edges, bound or not, and no inferred ones
-        dep = recorded
+    exact = np.zeros(k, bool)
+    if recorded is not None:  # the waits the trace recorded, else (Kineto's sync events can miss some) the inferred ones
+        told, exact = recorded
+        dep = np.where(told >= 0, told, dep)
         dep_end = end[np.maximum(dep, 0)]
     by_dep = (dep >= 0) & (dep_end > explained)
-    dep = np.where(by_dep | (anchor >= 0) | ~first, dep, -1)  # (a first op without launch keeps its start: no loose edge)
+    # an edge that did not bind is kept where it is exact (a resolved record; a first op without launch keeps its start)
+    dep = np.where(by_dep | (exact & ((anchor >= 0) | ~first)), dep, -1)
     by_launch = ~by_dep & (anchor >= 0) & (launch_t > prev_end)  # the binding edge: the latest of the three
     g = np.where(first, 0, np.where(by_launch | by_dep, np.minimum(start - prev_end, 0), start - prev_end))
     lag = np.where(anchor >= 0, np.where(by_launch, start - issue_t, np.minimum(start - issue_t, 0)), 0)

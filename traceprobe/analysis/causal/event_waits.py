@@ -77,9 +77,12 @@ def _last_ended_elsewhere(lane: np.ndarray, start: np.ndarray, end: np.ndarray, 
 
 
 def stream_waits(trace: Trace, pairs: np.ndarray, lane: np.ndarray, start: np.ndarray, end: np.ndarray,
-                 corr: np.ndarray) -> np.ndarray | None:
+                 corr: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Per device op (in the given order), the op it waited for through a recorded stream wait (module docstring), -1
-    for none; None where the trace holds no ``Stream Wait Event`` (then the graph infers dependencies).
+    for none, and whether that op is the wait's resolved record (bool; else the other stream's work that ended last
+    before it: the latest the waited-for work can be, an edge to keep only where it bound the op in the trace); None
+    where the trace holds no ``Stream Wait Event``. The graph infers the dependencies of the other ops: Kineto's sync
+    events can miss waits (a DDP trace of torch 2.11 holds none for its first gradient all-reduces).
 
     Args:
         pairs: (2, L) the lanes' device and stream; ``lane``: (K,) each op's lane; ``start``, ``end``: (K,) int64 ns;
@@ -89,12 +92,12 @@ def stream_waits(trace: Trace, pairs: np.ndarray, lane: np.ndarray, start: np.nd
     if waits["correlation"].size == 0:
         return None
     keys, ops = _keyed(lane, corr)
-    out = np.full(lane.size, -1, np.int64)
+    out, exact = np.full(lane.size, -1, np.int64), np.zeros(lane.size, bool)
     w_lane = _lane_of(pairs, waits["device"], waits["stream"])
     w_corr = waits["correlation"]
     ok = (w_lane >= 0) & (w_corr >= 0)
     if not ok.any() or keys.size == 0:
-        return out
+        return out, exact
     q = (w_lane[ok] << _SHIFT) | w_corr[ok]
     i = np.searchsorted(keys, q, "right")  # the first op on the waiting stream launched after the wait call
     hit = (i < keys.size) & ((keys[np.minimum(i, keys.size - 1)] >> _SHIFT) == w_lane[ok])
@@ -112,7 +115,8 @@ def stream_waits(trace: Trace, pairs: np.ndarray, lane: np.ndarray, start: np.nd
     # (an op held by several waits waits for the one whose work ends last)
     o = np.argsort(end[waited[use]], kind="stable")
     out[held[use][o]] = waited[use][o]
-    return out
+    exact[held[use][o]] = (rec_lane >= 0)[use][o]
+    return out, exact
 
 
 def event_sync_targets(trace: Trace, pairs: np.ndarray, lane: np.ndarray, corr: np.ndarray, call_corr: np.ndarray) -> np.ndarray:
