@@ -21,8 +21,9 @@ Format (``format`` = :data:`FORMAT`, ``version`` = :data:`VERSION`):
   ``all_device_work``, ``warnings``, ``notes``, ``info`` (the manifest's facts): as in the report.
 - ``tables``: the report's tables by name (``streams``, ``copy_overlap``, ``devices``, ``stream_concurrency``,
   ``comm_overlap``, ``steps``, ``breakdown``, ``breakdown_steps``, ``findings``, ``kernels``, ``queue``,
-  ``collectives``, ``set_aside``, ``exposed_comm``, ``idle_causes``; the ``graph_*`` tables of
-  :mod:`traceprobe.analysis.job.graph_tables`, absent from summaries written before them), each column-major: ``columns``, their
+  ``collectives``, ``set_aside``, ``exposed_comm``, ``idle_causes``; ``graph``, the rank's part of the dependency graph
+  packed in one string, :mod:`traceprobe.analysis.job.graph_tables`, absent from summaries written before it), each
+  column-major: ``columns``, their
   pandas ``dtypes`` and ``data`` (one list per column; ``null`` for NaN or missing). Times are int64 ns,
   fractions 0..1; each column is defined where its table is computed (:mod:`traceprobe.analysis`).
 - ``headline``: the report's headline figures (``OverlapReport.headline``: what the whole-job report

@@ -39,8 +39,8 @@ from ..device.overlap import CpuGpuOverlap
 from ..host.host_threads import HostThreadConcurrency
 from ..per_trace import OverlapReport
 from ..registry import COMPUTED
-from .graph_tables import TABLE_NAMES as GRAPH_TABLES
-from .graph_tables import graph_from_tables, graph_tables
+from .graph_tables import TABLE as GRAPH_TABLE
+from .graph_tables import graph_blob, graph_from_blob
 
 TABLES = ("streams", "copy_overlap", "stream_concurrency", "comm_overlap", "steps", "breakdown", "breakdown_steps", "findings",
           "kernels", "queue", "collectives", "set_aside", "exposed_comm", "idle_causes")
@@ -120,7 +120,7 @@ def to_summary(report: OverlapReport, job: str = "", source: str | None = None) 
     tables["devices"] = table_doc(dc.devices)
     tables.update({key: table_doc(df) for key, df in report.extra.items()})
     if report.graph is not None:  # (the rank's part of the dependency graph: what-ifs and the critical path from summaries)
-        tables.update({key: table_doc(df) for key, df in graph_tables(report.graph).items()})
+        tables[GRAPH_TABLE] = Table(["npz"], ["object"], [[graph_blob(report.graph)]])
     return SummaryDoc(
         format=FORMAT, version=VERSION, job=job, traceprobe=__version__,
         source=Path(report.path).name if source is None else source,
@@ -162,7 +162,7 @@ def from_summary(doc: SummaryDoc, path: str | Path) -> OverlapReport:
                                                                    th.busiest_thread_ns, _unnum(th.concurrency), _unnum(th.fair_concurrency)),
         exposed_comm=frame["exposed_comm"], idle_causes=frame["idle_causes"], backend=doc.backend, training=doc.training,
         extra={f.key: table_frame(t[f.key]) if f.key in t else pd.DataFrame() for f in COMPUTED},
-        graph=graph_from_tables({name: table_frame(t[name]) for name in GRAPH_TABLES if name in t}),
+        graph=_graph(t.get(GRAPH_TABLE)),
     )
     report.headline  # noqa: B018 - computed where the summary is read, as overlap_report does
     return report
@@ -223,42 +223,41 @@ def foreign_jobs(reports: list[OverlapReport]) -> tuple[list[OverlapReport], lis
     return [r for r in reports if id(r) not in bad], sorted(failures, key=lambda f: f.path)
 
 
-def view_graph(tables: object, path: str | Path) -> RankGraph | None:
-    """The rank's graph (:mod:`.graph_tables`) of a summary decoded as a view: an object with, per table name, None
-    or a table of ``columns``, ``dtypes`` and ``data`` (as the whole-job report decodes summaries).
+def _graph(t: Any) -> RankGraph | None:
+    """The graph of a summary's ``graph`` table (a :class:`Table` or a decoded view of one), None without one.
 
     Raises:
-        TraceFormatError: tables that do not make a graph, naming ``path``.
+        ValueError: a table that holds no packed graph (the caller names the file).
     """
-    views = {name: getattr(tables, name, None) for name in GRAPH_TABLES}
-    if any(v is None for v in views.values()):
+    if t is None:
         return None
-    try:
-        frames = {n: table_frame(Table(list(v.columns), list(v.dtypes), list(v.data))) for n, v in views.items()}  # type: ignore[union-attr]
-        return graph_from_tables(frames)
-    except (KeyError, ValueError, TypeError, OverflowError, IndexError) as e:
-        raise TraceFormatError(path, f"traceprobe summary whose graph does not fit its format ({type(e).__name__}: {e})") from None
+    if list(t.columns) != ["npz"] or len(t.data) != 1 or len(t.data[0]) != 1 or not isinstance(t.data[0][0], str):
+        raise ValueError("a graph table that is not one packed graph")
+    return graph_from_blob(t.data[0][0])
 
 
 class _TableView(msgspec.Struct):
     columns: list[str]
     data: list[list]
-    dtypes: list[str] = msgspec.field(default_factory=list)
 
 
-_GraphTables = msgspec.defstruct("_GraphTables", [(n, _TableView | None, None) for n in GRAPH_TABLES])
+class _GraphTables(msgspec.Struct):
+    graph: _TableView | None = None
 
 
 class _GraphSummary(msgspec.Struct):
-    tables: _GraphTables = msgspec.field(default_factory=_GraphTables)  # type: ignore[valid-type]
+    tables: _GraphTables = msgspec.field(default_factory=_GraphTables)
 
 
 def graph_of_file(path: str | Path) -> RankGraph | None:
-    """The rank's graph of the summary file at ``path`` (its graph tables alone decoded), None where it carries none.
+    """The rank's graph of the summary file at ``path`` (its graph table alone decoded), None where it carries none.
 
     Raises:
-        TraceFormatError: as :func:`~traceprobe.summary_file.read_summary` says, or tables that do not make a graph.
+        TraceFormatError: as :func:`~traceprobe.summary_file.read_summary` says, or a graph table that holds no graph.
         OSError, msgspec.DecodeError: the file cannot be read or is not JSON.
     """
     raw = Path(path).read_bytes() if not str(path).endswith(".gz") else msgspec.json.encode(read_summary(path))
-    return view_graph(msgspec.json.decode(raw, type=_GraphSummary).tables, path)
+    try:
+        return _graph(msgspec.json.decode(raw, type=_GraphSummary).tables.graph)
+    except ValueError as e:
+        raise TraceFormatError(path, f"traceprobe summary whose graph does not fit its format ({e})") from None
