@@ -348,7 +348,7 @@ def _imbalance(job: _Job, min_ns: int, code: np.ndarray, uniq: list[str], only: 
     """Per rank, its device time per kernel name beyond the median of the other ranks' (or, if more, beyond their
     median count of kernels of the name at its own median duration for it), both over the ops launched inside its
     steps, removed
-    from its longest ops of that name first (extra work is usually whole extra kernels, or longer ones: more tokens, a
+    from its longest ops of that name launched inside its steps first (extra work is usually whole extra kernels, or longer ones: more tokens, a
     bigger shape):
     ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``; ``code``
     and ``uniq`` are :func:`_codes` of the job."""
@@ -380,7 +380,7 @@ def _imbalance(job: _Job, min_ns: int, code: np.ndarray, uniq: list[str], only: 
             continue
         d = job.d.copy()
         for c in np.flatnonzero(excess > 0).tolist():  # the longest of the name's ops go first, the last one in part
-            ops = np.flatnonzero((job.k_rank == i) & (code == c))
+            ops = np.flatnonzero((job.k_rank == i) & (code == c) & inside)  # (of the ops it was counted over)
             ops = ops[np.argsort(-d[ops], kind="stable")]
             before = np.concatenate([[0], np.cumsum(d[ops])[:-1]])
             d[ops] -= np.clip(int(excess[c]) - before, 0, d[ops])
