@@ -158,3 +158,68 @@ def test_fifo_and_device_named_as_summaries_are_not_opened(good: Path, tmp_path:
         mine = [ln for ln in res.stderr.splitlines() if name in ln]
         assert len(mine) == 1 and what in mine[0], (name, res.stderr)
     assert "rank0" in res.stdout or "2" in res.stdout
+
+
+def _graph_cases() -> dict:
+    """Spoiled ``graph`` tables (the rank's packed dependency graph): not base64, not a zip, an index beyond its
+    arrays, two columns."""
+    import base64
+    import io
+
+    import numpy as np
+
+    from traceprobe.analysis.job.graph_tables import graph_from_blob
+
+    def out_of_range(blob: str) -> str:
+        graph_from_blob(blob)  # (a good graph before it is spoiled)
+        buf = io.BytesIO()
+        raw = np.load(io.BytesIO(base64.b64decode(blob)), allow_pickle=False)
+        arrays = {k: raw[k] for k in raw.files}
+        arrays["dep"] = np.full(arrays["dep"].shape, 10**9, np.int64)
+        np.savez_compressed(buf, **arrays)  # pyright: ignore[reportArgumentType]
+        return base64.b64encode(buf.getvalue()).decode()
+
+    return {
+        "graph_not_base64": lambda t: t["data"][0].__setitem__(0, "!!! not base64 !!!"),
+        "graph_not_zip": lambda t: t["data"][0].__setitem__(0, base64.b64encode(b"PK not a zip at all").decode()),
+        "graph_index": lambda t: t["data"][0].__setitem__(0, out_of_range(t["data"][0][0])),
+        "graph_two_columns": lambda t: t.update(columns=["npz", "x"], dtypes=["object", "object"], data=[t["data"][0], ["y"]]),
+        "graph_number": lambda t: t["data"][0].__setitem__(0, 12345),
+    }
+
+
+@pytest.mark.parametrize("name", ["graph_not_base64", "graph_not_zip", "graph_index", "graph_two_columns", "graph_number"])
+def test_a_spoiled_graph_is_one_line_and_job_still_reports(good: Path, tmp_path: Path, name: str) -> None:
+    """A summary whose packed graph is spoiled: loading it is one line naming the file; ``job`` names it (the window is
+    not replayed) and still gives the figures of every rank."""
+    from traceprobe.analysis.job.summaries import load_summary
+
+    cases = _graph_cases()
+    for f in good.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    doc = json.loads((good / "rank0.summary.json").read_text())
+    assert "graph" in doc["tables"]  # (written by write_summaries from analysed reports)
+    cases[name](doc["tables"]["graph"])
+    bad = tmp_path / "rank0.summary.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError) as e:
+        load_summary(bad)
+    assert e.value.path == str(bad) and "\n" not in str(e.value)
+    res = CliRunner().invoke(app, ["job", str(tmp_path), "--format", "json"])
+    assert res.exit_code == 2, res.output
+    named = [ln for ln in res.stderr.splitlines() if "rank0.summary.json" in ln]
+    assert len(named) == 1 and "graph" in named[0], res.stderr
+    doc = json.loads(res.stdout)
+    assert {f["ranks"] for f in doc["figures"]} == {2} and doc["what_if"] == []
+
+
+def test_a_graph_that_inflates_past_its_limit_is_refused(good: Path, tmp_path: Path, monkeypatch) -> None:
+    import traceprobe.analysis.job.graph_tables as gt
+    from traceprobe.analysis.job.summaries import load_summary
+
+    monkeypatch.setattr(gt, "MAX_INFLATED", 1000)
+    p = tmp_path / "r.summary.json"
+    p.write_bytes((good / "rank0.summary.json").read_bytes())
+    with pytest.raises(TraceFormatError) as e:
+        load_summary(p)
+    assert "inflates past 1,000 bytes" in str(e.value)
