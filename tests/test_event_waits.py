@@ -126,3 +126,16 @@ def test_sync_events_are_read_from_real_traces():
     on = path.groupby("lane")["ns"].sum()
     assert on["cuda:0 stream 13"] > 10 * on["cuda:0 stream 7"]
     assert load_trace(next((SAMPLES / "side-stream-nosync").glob("*.pt.trace.json.gz"))).sync_events.empty
+
+
+def test_odd_sync_events_lose_nothing(tmp_path):
+    """SYNTHETIC sync events with odd args (a stream named by a string, ids beyond int64 or negative, no ts): the
+    trace loads, an event without a usable time is dropped with a warning, and the graph is built."""
+    b = _two_producers(record=True)
+    b.raw({"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 1, "ts": us(b.base_ns + 5 * US), "dur": 1,
+           "args": {"stream": "x", "correlation": None, "wait_on_cuda_event_record_corr_id": 2**70, "wait_on_stream": -5, "device": 0}})
+    b.raw({"ph": "X", "cat": "cuda_sync", "name": "Event Sync", "pid": 0, "tid": 1, "dur": 1, "args": {"correlation": 3}})
+    t = load(b, tmp_path)
+    assert len(t.sync_events) == 2 and any("1 cuda_sync event(s)" in w for w in t.metadata["warnings"])
+    g = rank_graph(t)
+    assert g.dep[_first_on(g, 13)] == _first_on(g, 7)  # (the good wait still binds)
