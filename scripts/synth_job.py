@@ -268,8 +268,11 @@ def write_summaries(cfg: st.Config, ranks: int, folder: str | Path, skewed: int 
         start = big.t0_ns + big.start(r)
         s, e = start.tolist(), (big.t0_ns + big.end[r]).tolist()
         members = {"0": ",".join(map(str, range(ranks))), "1": f"{r - r % 2},{r - r % 2 + 1}"}  # (the job's groups, not the template's)
-        pg_ranks = {"pg_ranks": [members.get(g, "") for g in _col(colls[i], "pg")]} if "pg_ranks" in colls[i].columns else {}
-        tables = {**d.tables, "collectives": _with(colls[i], rank=[r] * K, start_ns=s, end_ns=e, **pg_ranks),
+        listed = [members.get(g, "") for g in _col(colls[i], "pg")]  # (each group's members once: the summary's pg_members)
+        uniq = list(dict.fromkeys(listed))
+        pg_ranks = {"pg_ranks": [uniq.index(m) for m in listed]} if "pg_ranks" in colls[i].columns else {}
+        more = {"pg_members": type(colls[i])(["pg_ranks"], ["object"], [uniq])} if pg_ranks else {}
+        tables = {**d.tables, **more, "collectives": _with(colls[i], rank=[r] * K, start_ns=s, end_ns=e, **pg_ranks),
                   "exposed_comm": type(colls[i])(["device", "start_ns", "end_ns"], ["int64"] * 3, [_col(colls[i], "device"), s, e])}
         if big.late[r].any():
             tables.update(_more_compute(d.tables, start, big.delay(r)))

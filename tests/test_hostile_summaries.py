@@ -223,3 +223,22 @@ def test_a_graph_that_inflates_past_its_limit_is_refused(good: Path, tmp_path: P
     with pytest.raises(TraceFormatError) as e:
         load_summary(p)
     assert "inflates past 1,000 bytes" in str(e.value)
+
+
+def test_a_collective_naming_no_group_members_row_is_one_line(good: Path, tmp_path: Path) -> None:
+    """A collective's ``pg_ranks`` is a row of the summary's ``pg_members`` table: one beyond it is one line naming the
+    file, in the loader and in ``job``, which still reports the other rank."""
+    from traceprobe.analysis.job.summaries import load_summary
+
+    for f in good.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    doc = json.loads((good / "rank0.summary.json").read_text())
+    assert "pg_members" in doc["tables"]
+    _setcol(doc, "collectives", "pg_ranks", 10**6)
+    bad = tmp_path / "rank0.summary.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError) as e:
+        load_summary(bad)
+    assert e.value.path == str(bad) and "members" in str(e.value)
+    res = CliRunner().invoke(app, ["job", str(tmp_path)])
+    assert res.exit_code == 2 and len([ln for ln in res.stderr.splitlines() if "rank0.summary.json" in ln]) == 1, res.stderr

@@ -21,7 +21,8 @@ Format (``format`` = :data:`FORMAT`, ``version`` = :data:`VERSION`):
   ``all_device_work``, ``warnings``, ``notes``, ``info`` (the manifest's facts): as in the report.
 - ``tables``: the report's tables by name (``streams``, ``copy_overlap``, ``devices``, ``stream_concurrency``,
   ``comm_overlap``, ``steps``, ``breakdown``, ``breakdown_steps``, ``findings``, ``kernels``, ``queue``,
-  ``collectives``, ``set_aside``, ``exposed_comm``, ``idle_causes``; ``graph``, the rank's part of the dependency graph
+  ``collectives``, ``set_aside``, ``exposed_comm``, ``idle_causes``; ``pg_members``, each process group's member list
+  once, which a collective's ``pg_ranks`` names by its row; ``graph``, the rank's part of the dependency graph
   packed in one string, :mod:`traceprobe.analysis.job.graph_tables`, absent from summaries written before it), each
   column-major: ``columns``, their
   pandas ``dtypes`` and ``data`` (one list per column; ``null`` for NaN or missing). Times are int64 ns,

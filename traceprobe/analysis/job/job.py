@@ -46,7 +46,7 @@ from .cause_tables import RankColumns, rank_columns, rank_tables
 from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
 from .collectives import match_rows
-from .summaries import graph_of_file
+from .summaries import graph_of_file, members_of
 
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
 """Parts of the GPU time breakdown given per step."""
@@ -222,7 +222,7 @@ if TYPE_CHECKING:
     _Tables = Any
 else:
     _Tables = msgspec.defstruct("_Tables", [(n, _TableView | None, None) for n in ("collectives", "breakdown", "steps", "breakdown_steps",
-                                                                                    "exposed_comm", "idle_causes", "kernels")])
+                                                                                    "exposed_comm", "idle_causes", "kernels", "pg_members")])
 
 
 class _JobView(msgspec.Struct):
@@ -298,7 +298,12 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         run = _run_of(_Named(str(path), v.info))  # type: ignore[arg-type]
         # kept per rank: its figures and its collectives as arrays (the decoded lists go at once)
         tables = {name: _table(getattr(v.tables, name)) for name in _CAUSE_TABLES}
-        windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), _coll_arrays(v),
+        try:
+            coll = _coll_arrays(v)
+        except ValueError as e:  # (a process group's members beyond the summary's table)
+            failures.append(Failure(str(path), f"traceprobe summary that does not fit its format ({e})"))
+            continue
+        windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), coll,
                                        rank_columns(int(v.rank), v.window_ns, tables), None))
         jobs[str(Path(path).parent)][v.job] += 1
     # another job than its folder's
@@ -371,6 +376,8 @@ def _coll_arrays(v: _JobView) -> dict[str, np.ndarray]:
         vals = _col(t, c)
         if len(vals) != n:  # (a column that summaries of older versions do not carry)
             vals = [-1 if c == "group_size" else ""] * n
+        if c == "pg_ranks" and v.tables.pg_members is not None and n:  # (rows of the group members' table)
+            vals = members_of(vals, _col(v.tables.pg_members, "pg_ranks")).tolist()
         out[c] = np.array(vals, dtype=np.int64) if c in ("start_ns", "end_ns", "bytes", "group_size") else \
             np.array(list(map(_INTERN.setdefault, vals, vals)), dtype=object)
     return out

@@ -117,6 +117,11 @@ def to_summary(report: OverlapReport, job: str = "", source: str | None = None) 
 
     dc, cpu, th = report.devices, report.cpu_gpu, report.host_threads
     tables = {name: table_doc(getattr(report, name)) for name in TABLES}
+    coll = report.collectives
+    if coll is not None and "pg_ranks" in coll.columns and len(coll):  # (a group's members once, not on every collective)
+        codes, members = pd.factorize(coll["pg_ranks"].fillna("").astype(str))
+        tables["collectives"] = table_doc(coll.assign(pg_ranks=codes.astype(np.int64)))
+        tables[PG_MEMBERS] = table_doc(pd.DataFrame({"pg_ranks": pd.Series([str(m) for m in members], dtype=coll["pg_ranks"].dtype)}))
     tables["devices"] = table_doc(dc.devices)
     tables.update({key: table_doc(df) for key, df in report.extra.items()})
     if report.graph is not None:  # (the rank's part of the dependency graph: what-ifs and the critical path from summaries)
@@ -143,6 +148,9 @@ def from_summary(doc: SummaryDoc, path: str | Path) -> OverlapReport:
     ``job`` and ``summary_of`` (the trace summarised)."""
     t = doc.tables
     frame = {name: table_frame(t[name]) if name in t else pd.DataFrame() for name in (*TABLES, "devices")}
+    if PG_MEMBERS in t and "pg_ranks" in frame["collectives"].columns:
+        members = table_frame(t[PG_MEMBERS])["pg_ranks"]
+        frame["collectives"]["pg_ranks"] = members_of(frame["collectives"]["pg_ranks"].tolist(), members.tolist()).astype(members.dtype)
     dc, cpu, th = doc.device_concurrency, doc.cpu_gpu, doc.host_threads
     info = {**doc.info, "job": doc.job, "summary_of": doc.source}
     report = OverlapReport(
@@ -166,6 +174,23 @@ def from_summary(doc: SummaryDoc, path: str | Path) -> OverlapReport:
     )
     report.headline  # noqa: B018 - computed where the summary is read, as overlap_report does
     return report
+
+
+PG_MEMBERS = "pg_members"
+"""The summary table of the process groups' member lists (column ``pg_ranks``, str): a collective's ``pg_ranks`` in the
+summary is a row of it (int64), not the list itself (a group of 4,096 ranks names 20 KB of members)."""
+
+
+def members_of(codes: list, members: list) -> pd.Series:
+    """The ``pg_ranks`` strings of ``codes`` (int: rows of a summary's :data:`PG_MEMBERS`).
+
+    Raises:
+        ValueError: a code that is not an integer row of the table.
+    """
+    c = np.asarray(codes)
+    if c.size and (c.dtype.kind not in "iu" or int(c.min()) < 0 or int(c.max()) >= len(members)):
+        raise ValueError(f"a process group's members beyond its table of {len(members)}")
+    return pd.Series(np.asarray([str(m) for m in members] or [""], dtype=object)[c.astype(np.int64)], dtype=object)
 
 
 def summary_bytes(report: OverlapReport, job: str = "", source: str | None = None) -> bytes:
