@@ -3,6 +3,6 @@ collective types, clock offsets, the ranks of each window, waits, stragglers and
 part of the dependency graph among their tables), and the whole-job report (every figure's distribution across ranks,
 each window replayed).
 
-Modules (each public): ``collectives``, ``comm_types``, ``p2p``, ``clocks``, ``ranks``, ``causes``,
+Modules (each public): ``collectives``, ``process_groups``, ``comm_types``, ``p2p``, ``clocks``, ``ranks``, ``causes``,
 ``cause_tables``, ``summaries``, ``graph_tables``, ``job``. Nothing is imported here: import the module.
 """

@@ -68,6 +68,7 @@ from ..host.launch_links import launch_rows
 from ..memo import device_column
 from .comm_types import arg_rows, comm_types
 from .p2p import kernel_transfers, pair_rows
+from .process_groups import group_members, member_codes, shared_names
 
 CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"
 """What matching across ranks assumes of the traces' timestamps."""
@@ -284,25 +285,6 @@ def _by_type(per: pd.DataFrame, sized: np.ndarray, by_size: bool = False) -> pd.
     return pd.DataFrame(rows, columns=["collective", "count", "bytes", "time_ns", "mean_skew_ns", "busbw_gbps", "best_busbw_gbps", "vs_best"])
 
 
-def _members(members: str, g: pd.DataFrame, ranks: tuple[int, ...]) -> tuple[int, ...]:
-    """The ranks of the window in one process group: its ``pg_config`` members where the traces list them, else the
-    ranks holding its collectives where the group is smaller than the window (``Group size``), else every rank."""
-    if members:
-        listed = {int(r) for r in members.split(",")}
-        return tuple(r for r in ranks if r in listed)
-    sizes = g["_size"].to_numpy(np.int64)
-    if sizes.size and 0 < int(sizes.max()) < len(ranks):
-        return tuple(sorted({int(r) for r in g["rank"].tolist()}))
-    return ranks
-
-
-def _shared_names(k: pd.DataFrame) -> list[str]:
-    """The process group names that stand for groups of different members (``split_group`` names each rank's own
-    group alike): such a name is shown with its members, ``1[2,3]``."""
-    n = k.groupby("pg")["pg_ranks"].nunique()
-    return n.index[n.to_numpy() > 1].tolist()
-
-
 def match_window(tables: dict[int, pd.DataFrame], run: str = "", window: str = "") -> WindowCollectives:
     """Match the collective tables of one window's ranks (module docstring).
 
@@ -333,11 +315,13 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
     if "pg_ranks" not in allk.columns:
         allk = allk.assign(pg_ranks="")
     size = allk["group_size"].to_numpy(np.int64) if "group_size" in allk.columns else np.full(len(allk), -1, np.int64)
-    allk = allk.assign(_size=size)
-    for key, g in allk.groupby(["pg", "pg_ranks"], sort=True):
-        pg, members = key  # type: ignore[misc]
+    codes, members_by = member_codes(allk["pg_ranks"])
+    allk = allk.assign(_size=size, _members=codes)
+    for key, g in allk.groupby(["pg", "_members"], sort=True):
+        pg, code = key  # type: ignore[misc]
+        members = members_by[int(code)]
         label = f"process group {pg!r}" if pg else "collectives without a process group"
-        group = _members(str(members), g, ranks)
+        group = group_members(str(members), g, ranks)
         if len(group) < 2:
             continue  # one member in the window: nothing to match it against
         counts = g.groupby("rank").size().reindex(list(group), fill_value=0)
@@ -357,7 +341,7 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
         return WindowCollectives(run, window, ranks, 0, tuple(mismatched), None, dict.fromkeys(ranks, 0), empty, empty, empty,
                                  p2p=pairs if len(ranks) >= 2 else empty)
     k = pd.concat(keep, ignore_index=True)
-    shared = k["pg"].isin(_shared_names(k)).to_numpy()
+    shared = k["pg"].isin(shared_names(k)).to_numpy()
     if shared.any():
         k.loc[shared, "pg"] = k.loc[shared, "pg"] + "[" + k.loc[shared, "pg_ranks"] + "]"
     key = ["pg", "seq"]
