@@ -1,7 +1,7 @@
 """Print the markdown table of a folder of recorded scenarios (sample_traces/matrix, sample_traces/heldout/*): each
 scenario's built-in cause as its injected.jsonl says (measured in the run), the top what-if ``overlap-report`` gives
 (the table's top finding), and the gain against the built-in time; and, where the folder holds the balanced control
-of the same parallelism (``<parallelism>-balanced``, recorded in the same session), the *measured* gain: the
+of the same parallelism (``<parallelism>-balanced``, recorded in the same run of matrix_session.sh), the *measured* gain: the
 scenario's device time per profiled step (its steps' device span over their number, on the rank where it is longest:
 the unit of a what-if's gain) less the control's, and the what-if against it. A host delay hidden behind queued device work costs less than its built-in
 time: the control says how much it cost.
