@@ -31,6 +31,7 @@ import torch
 
 STEPS = 8
 SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
+PROFILED = range(SCHEDULE["wait"] + SCHEDULE["warmup"], SCHEDULE["wait"] + SCHEDULE["warmup"] + SCHEDULE["active"])  # steps 2, 3, 4
 
 
 def _profile(out: Path, sync_events: bool):
@@ -50,6 +51,16 @@ def prepare_batch(sleep_s: float) -> float:
     return time.perf_counter() - t0
 
 
+def _timed_products(x: torch.Tensor, b: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.cuda.Event, torch.cuda.Event]:
+    """``x @ b`` ``n`` times on the current stream, between two timing events: (the result, start event, end event)."""
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(n):
+        x = x @ b
+    e1.record()
+    return x, e0, e1
+
+
 def side_stream(out: Path, args: argparse.Namespace) -> dict:
     n = args.size
     a = torch.randn(n, n, device="cuda")
@@ -62,24 +73,14 @@ def side_stream(out: Path, args: argparse.Namespace) -> dict:
             x = a @ b  # producer
             produced = torch.cuda.Event()
             produced.record()
-            s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             with torch.cuda.stream(side):
                 side.wait_event(produced)
-                s0.record()
-                y = x
-                for _ in range(args.side):
-                    y = y @ b
-                s1.record()
-            m0, m1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            m0.record()
-            z = a
-            for _ in range(args.main):
-                z = z @ b
-            m1.record()
+                y, s0, s1 = _timed_products(x, b, args.side)
+            z, m0, m1 = _timed_products(a, b, args.main)
             torch.cuda.current_stream().wait_event(s1)
             (y + z).sum()  # consumer
             torch.cuda.synchronize()
-            if step >= SCHEDULE["wait"] + SCHEDULE["warmup"] and step < sum(SCHEDULE[k] for k in ("wait", "warmup", "active")):
+            if step in PROFILED:
                 side_ms.append(s0.elapsed_time(s1))
                 main_ms.append(m0.elapsed_time(m1))
             prof.step()
@@ -98,15 +99,10 @@ def event_sync(out: Path, args: argparse.Namespace) -> dict:
     work_ms: list[float] = []
     with _profile(out, args.sync_events) as prof:
         for step in range(STEPS):
-            w0, w1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            w0.record()
-            z = a
-            for _ in range(args.main):
-                z = z @ b
-            w1.record()
+            _, w0, w1 = _timed_products(a, b, args.main)
             w1.synchronize()  # cudaEventSynchronize: the host drains the queue
             s = prepare_batch(args.sleep_ms / 1e3)
-            if step >= SCHEDULE["wait"] + SCHEDULE["warmup"] and step < sum(SCHEDULE[k] for k in ("wait", "warmup", "active")):
+            if step in PROFILED:
                 slept.append(s * 1e3)
                 work_ms.append(w0.elapsed_time(w1))
             prof.step()

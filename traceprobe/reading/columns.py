@@ -302,11 +302,18 @@ def collective_columns(args: Any) -> dict[str, np.ndarray]:
     return strs | {a: np.where(v == NO_ID, -1, v) for a, v in ints.items()}
 
 
-def check_times(path: str | Path, cols: dict[str, np.ndarray], what: str, names: list[Any], with_dur: bool = True) -> None:
+def bad_times(cols: dict[str, np.ndarray], with_dur: bool = True) -> np.ndarray:
+    """Per event: its ``ts`` (and ``dur``) missing, not a number, negative or absurd (bool)."""
     ts, dur = cols["ts"], cols["dur"]
     bad = (cols["ts_status"] != 0) | (ts < 0) | (ts >= MAX_TS_NS)
     if with_dur:
         bad |= (cols["dur_status"] != 0) | (dur < 0) | (dur > MAX_DUR_NS)
+    return bad
+
+
+def check_times(path: str | Path, cols: dict[str, np.ndarray], what: str, names: list[Any], with_dur: bool = True) -> None:
+    ts, dur = cols["ts"], cols["dur"]
+    bad = bad_times(cols, with_dur)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
 

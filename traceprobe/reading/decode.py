@@ -32,14 +32,13 @@ from ..errors import TraceFormatError
 from .columns import (
     CAT_CODE,
     ID_COLUMNS,
-    MAX_DUR_NS,
-    MAX_TS_NS,
     MISSING,
     N_DEVICE_KINDS,
     N_HOST_KINDS,
     NO_ID,
     PH_CODES,
     Codes,
+    bad_times,
     cat_code,
     check_times,
     collective_columns,
@@ -247,7 +246,7 @@ class _Builder:
                 warnings.append(f"{missing_dur} {what} complete event(s) without 'dur': taken as 0 ns long")
                 x["dur_status"] = np.where(x["dur_status"] == MISSING, 0, x["dur_status"]).astype(np.int8)
             if what in ("python", "sync"):  # (they only name host time or edges: one with unusable times is dropped)
-                bad = (x["ts_status"] != 0) | (x["dur_status"] != 0) | (x["ts"] < 0) | (x["ts"] >= MAX_TS_NS) | (x["dur"] < 0) | (x["dur"] > MAX_DUR_NS)
+                bad = bad_times(x)
                 if bad.any():
                     warnings.append(f"{int(bad.sum())} {'python_function' if what == 'python' else 'cuda_sync'} event(s) with missing, "
                                     "non-numeric, negative or absurd ts/dur dropped")

@@ -25,7 +25,6 @@ def categorical(codes: np.ndarray, labels: list[Any]) -> pd.Categorical:
     return pd.Categorical.from_codes(lut[codes], categories=pd.Index(cats, dtype=object))
 
 
-
 def no_python_events() -> pd.DataFrame:
     """``Trace.python_events`` of a trace without stacks: its columns, no rows."""
     return pd.DataFrame({"tid": pd.Categorical([]), "name": pd.Categorical([]), "start_ns": np.zeros(0, np.int64),

@@ -268,21 +268,21 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         if c == sync:
             continue  # (told with the syncs' waits, below)
         holding = [i for i, g in enumerate(graphs) if g.class_ns[c].sum() > floor]
-        for ranks in [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else []):
+        for ranks in _replays(holding, only):
             on = np.isin(job.a_rank, ranks)
             top = max(ranks, key=lambda i: graphs[i].class_ns[c].sum())
             add(ranks, cause, [int(graphs[i].class_ns[c].sum()) for i in ranks], graphs[top].class_top[c],
                 h0 - np.where(on, cls_all[c], 0), job.d, no_sync, [_steps_with(graphs[i], graphs[i].class_ns[c], floor) for i in ranks])
     waits = [w + g.class_ns[sync] for w, g in zip(waits, graphs)]  # a sync's wait and its host time (aten::item's own)
     holding = [i for i, w in enumerate(waits) if w.sum() > floor]
-    for ranks in [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else []):
+    for ranks in _replays(holding, only):
         on = np.isin(job.a_rank, ranks)
         add(ranks, "sync", [int(waits[i].sum()) for i in ranks], _sync_top(graphs[max(ranks, key=lambda i: waits[i].sum())]),
             h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]),
             [_steps_with(graphs[i], waits[i], floor) for i in ranks])
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
     holding = [i for i, n in enumerate(copies) if n > floor]
-    for ranks in [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else []):
+    for ranks in _replays(holding, only):
         sel = pageable & np.isin(job.k_rank, ranks)
         add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1])
     if len(graphs) > 1:
@@ -304,6 +304,12 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     out["_key"] = np.where(tie, rival, out["gain_ns"].to_numpy(np.int64))
     out["_last"] = is_sync
     return out.sort_values(["_key", "_last", "rank"], ascending=[False, True, False], kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
+
+
+def _replays(holding: list[int], only: set[int] | None) -> list[list[int]]:
+    """The rank sets a cause held by the graphs ``holding`` is replayed with: each alone (those in ``only``, where
+    given), then all of them at once where two or more hold it."""
+    return [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else [])
 
 
 def _finish(t: np.ndarray, end: np.ndarray) -> int:

@@ -25,12 +25,16 @@ LABELS = {
 """Short names of the what-if causes."""
 
 
+def _short(name: str) -> str:
+    """A kernel's name for a sentence: one over 48 characters (they run to 130) as its start and end, which say which."""
+    return name[:30] + "…" + name[-17:] if len(name) > 48 else name
+
+
 def advice(cause: str, top: str, steps_with: int, steps: int) -> str:
     """The one action a what-if's cause calls for (``top``: what holds most of it; ``steps_with`` of ``steps``)."""
     every = steps_with >= 2 and steps_with >= steps - 1
     full = top if cause == "host" else ""  # (the Python frame the trace's stacks name: short_frame shortens it)
-    if len(top) > 48:  # (a kernel's name can run to 130 characters: its start and end say which)
-        top = top[:30] + "…" + top[-17:]
+    top = _short(top)
     where = f" ({top})" if top else ""
     return {
         "graph_capture": "capture the graph once and replay it; a capture per step records launches that do not run",
@@ -116,7 +120,7 @@ class WindowWhatIf:
             who = f"rank {r.rank} " if self.ranks and self.ranked else ""
             where = f" on {who}{r.lane}" if r.lane != "host" else f" on {who[:-1]}'s host" if who else ""
             name = short_frame(str(r.name), brief=True) if r.cause == "host" else str(r.name)
-            name = name[:30] + "…" + name[-17:] if len(name) > 48 else name  # (as advice() shortens a kernel)
+            name = _short(name)
             parts.append(f"{r.share:.0%} {LABELS.get(str(r.cause), str(r.cause))}{where}" + (f" ({name})" if name else ""))
         return "critical path: " + ", ".join(parts) if parts else ""
 

@@ -34,10 +34,10 @@ def short_frame(name: str, brief: bool = False) -> str:
     ``brief``: the Python function alone (``prepare_batch``), for a line of a few words."""
     inner, _, outer = name.partition(" in ")
     m = _FRAME.match(outer or inner)
-    if brief and m:
-        b = _BUILTIN.match(inner) if outer else None
-        return f"{b.group('name')} in {m.group('func')}" if b else m.group("func")
-    where = f"{m.group('func')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')})" if m else (outer or inner)
+    if m is None:
+        where = outer or inner
+    else:
+        where = m.group("func") if brief else f"{m.group('func')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')})"
     if not outer:
         return where
     b = _BUILTIN.match(inner)
@@ -52,10 +52,11 @@ def _innermost(start: np.ndarray, end: np.ndarray, thread: np.ndarray) -> tuple[
         rows = np.flatnonzero(thread == t)
         o = rows[np.lexsort((-end[rows], start[rows]))]  # (by start; a caller before the callee starting with it)
         s, e = start[o], end[o]
-        depth = np.arange(o.size) - np.searchsorted(np.sort(e), s, "right")  # (frames open at each start, before it)
+        ends = np.sort(e)
+        depth = np.arange(o.size) - np.searchsorted(ends, s, "right")  # (frames open at each start, before it)
         bounds = iv.distinct(np.concatenate([s, e]))
         lo, hi = bounds[:-1], bounds[1:]
-        open_ = np.searchsorted(s, lo, "right") - np.searchsorted(np.sort(e), lo, "right")
+        open_ = np.searchsorted(s, lo, "right") - np.searchsorted(ends, lo, "right")
         frame = np.full(lo.size, -1, np.int64)
         for d in iv.distinct(depth).tolist():  # (one pass per stack depth, not per frame)
             at = np.flatnonzero(depth == d)

@@ -46,7 +46,7 @@ from .cause_tables import RankColumns, rank_columns, rank_tables
 from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
 from .collectives import match_rows
-from .summaries import graph_of_file, members_of
+from .summaries import TableView, graph_of_file, members_of
 
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
 """Parts of the GPU time breakdown given per step."""
@@ -212,16 +212,10 @@ def job_json(job: JobReport) -> str:
     return json.dumps(doc, indent=1) + "\n"
 
 
-class _TableView(msgspec.Struct):
-    columns: list[str]
-    data: list[list]
-    dtypes: list[str] = msgspec.field(default_factory=list)
-
-
 if TYPE_CHECKING:
     _Tables = Any
 else:
-    _Tables = msgspec.defstruct("_Tables", [(n, _TableView | None, None) for n in ("collectives", "breakdown", "steps", "breakdown_steps",
+    _Tables = msgspec.defstruct("_Tables", [(n, TableView | None, None) for n in ("collectives", "breakdown", "steps", "breakdown_steps",
                                                                                     "exposed_comm", "idle_causes", "kernels", "pg_members")])
 
 
@@ -242,7 +236,7 @@ class _JobView(msgspec.Struct):
 _COLL = ("pg", "pg_desc", "collective", "start_ns", "end_ns", "bytes", "pg_ranks", "group_size", "p2p")
 
 
-def _col(t: _TableView | None, name: str) -> list:
+def _col(t: TableView | None, name: str) -> list:
     """One column of a table view ([] where the table or column is missing)."""
     if t is None or name not in t.columns:
         return []
@@ -275,7 +269,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
 
     decoder = msgspec.json.Decoder(_JobView)
     failures: list[Failure] = []
-    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, Any]]] = defaultdict(list)
+    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns]]] = defaultdict(list)
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for path in paths:
         try:
@@ -304,19 +298,19 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
             failures.append(Failure(str(path), f"traceprobe summary that does not fit its format ({e})"))
             continue
         windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), coll,
-                                       rank_columns(int(v.rank), v.window_ns, tables), None))
+                                       rank_columns(int(v.rank), v.window_ns, tables)))
         jobs[str(Path(path).parent)][v.job] += 1
     # another job than its folder's
     major = {folder: max(c, key=lambda j: c[j]) for folder, c in jobs.items()}
     dist, outl, stragglers, causes, clocks, what_ifs = [], [], [], [], [], []
     for (run, window), items in sorted(windows.items()):
         keep = []
-        for rank, path, job, fig, coll, cols, graph in items:
+        for rank, path, job, fig, coll, cols in items:
             if job != major[str(Path(path).parent)]:
                 failures.append(Failure(path, f"traceprobe summary of another job ({job!r}; the other summaries of this folder are of "
                                               f"{major[str(Path(path).parent)]!r}): left out"))
             else:
-                keep.append((rank, path, fig, coll, cols, graph))
+                keep.append((rank, path, fig, coll, cols))
         keep.sort(key=lambda x: (x[0], x[1]))
         if len({x[0] for x in keep}) < 2:
             continue
@@ -363,7 +357,7 @@ class _Named:
 _CAUSE_TABLES = ("exposed_comm", "steps", "breakdown", "breakdown_steps", "idle_causes", "kernels")
 
 
-def _table(t: _TableView | None) -> dict[str, list] | None:
+def _table(t: TableView | None) -> dict[str, list] | None:
     return None if t is None else dict(zip(t.columns, t.data))
 
 

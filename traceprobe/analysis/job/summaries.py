@@ -261,13 +261,15 @@ def _graph(t: Any) -> RankGraph | None:
     return graph_from_blob(t.data[0][0])
 
 
-class _TableView(msgspec.Struct):
+class TableView(msgspec.Struct):
+    """A summary's table as a decoder reads it without building a DataFrame: ``columns`` and one list per column."""
+
     columns: list[str]
     data: list[list]
 
 
 class _GraphTables(msgspec.Struct):
-    graph: _TableView | None = None
+    graph: TableView | None = None
 
 
 class _GraphSummary(msgspec.Struct):
