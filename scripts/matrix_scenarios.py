@@ -18,9 +18,14 @@ DDP (``DistributedDataParallel`` over an MLP; SGD; no ``.item()`` unless said):
 - ``ddp-dataloader``: every rank reads its batches from a DataLoader (``num_workers=0``);
   on rank L the dataset's items sleep, so a batch takes about 20 ms.
 - ``ddp-item``: every rank calls ``.item()`` on an activation after each layer of a deep,
-  narrow MLP (the host waits for the device, then refills its queue); measured as the mean
-  step time of the profiled steps minus that of as many steps without the calls, run right
-  after the profiled loop (each step ends with a device synchronize in both).
+  narrow MLP (the host waits for the device, then refills its queue); measured after the
+  profiled loop, unprofiled, as blocks of steps with the calls against blocks without, taken
+  in turn (each step ends with a device synchronize in both).
+- ``ddp-item-log``, ``fsdp-item-log``, ``mesh-item-log``: every rank prepares its batch on the
+  host (a sleep of half ``MATRIX_SLEEP_MS``, hidden behind the device work queued ahead), and
+  rank L logs ``loss.item()`` at the end of each step: its queue drains there, and its next
+  preparation is exposed. Measured after the profiled loop, unprofiled, as blocks of steps
+  with the log against blocks without (one device synchronize per block), taken in turn.
 - ``ddp-cpu-op``: rank L makes a random CPU tensor and sorts it (about 25 ms) each step.
 - ``ddp-pinned-alloc``: rank L allocates a fresh 256 MB pinned host buffer each step and
   copies a result into it with ``non_blocking=True`` (buffers kept through the profiled steps).
@@ -75,6 +80,7 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import cause_scenarios  # (beside this script: its model and its timing of device work on its own)
@@ -96,7 +102,7 @@ how it is recorded: ``MATRIX_WITH_STACK=1`` (Python stacks), ``MATRIX_SYNC_EVENT
 
 SCENARIOS = ["ddp-balanced", "ddp-compute", "ddp-sleep", "ddp-dataloader", "ddp-item", "ddp-cpu-op", "ddp-pinned-alloc", "ddp-device-alloc",
              "ddp-pageable", "ddp-recompile", "ddp-new-shape", "fsdp-balanced", "fsdp-compute", "fsdp-sleep", "mesh-balanced", "mesh-compute",
-             "mesh-sleep", "pp-balanced", "pp-compute", "ep-balanced", "ep-skew"]
+             "mesh-sleep", "pp-balanced", "pp-compute", "ep-balanced", "ep-skew", "ddp-item-log", "fsdp-item-log", "mesh-item-log"]
 CUDA_ONLY = {"ddp-pinned-alloc": "pinned host memory", "ddp-device-alloc": "cudaMalloc and cudaFree",
              "ddp-pageable": "a copy from pageable host memory to a GPU", "ddp-new-shape": "cuDNN attention plans per shape"}
 
@@ -416,20 +422,121 @@ def ddp_item(run: Run) -> None:
         run.sync()  # (the step's end, for the clock; in both variants)
         return (time.perf_counter() - t0) * 1e3
 
-    step_ms = []
     with _profile(run.out, run.rank, run.cuda) as prof:
         for _ in range(STEPS):
-            step_ms.append(step())
+            step()
             prof.step()
-    net.sync = False
-    plain_ms = [step() for _ in PROFILED]  # as many steps without the syncs, right after the profiled loop
-    with_ms = _mean(step_ms[i] for i in PROFILED)
+
+    def with_syncs(on: bool) -> None:
+        net.sync = on
+        step()
+
+    with_ms, plain_ms = _blocks(run, with_syncs)
     if run.rank == 0:
-        _write(run.out, run.facts("ddp", None, f".item() after each of {s['item_depth']} layers in forward, on every rank", "sync", with_ms - _mean(plain_ms),
-                                  items_per_step=s["item_depth"], step_ms_with_syncs=with_ms, step_ms_without_syncs=_mean(plain_ms),
-                                  step_ms_with_syncs_unprofiled=_mean(step_ms[PROFILED[-1] + 1:]),
-                                  measured="mean step wall time of the profiled steps minus that of as many steps without the syncs, run after "
-                                           "them (device synchronize at each step's end in both)"))
+        _write(run.out, run.facts("ddp", None, f".item() after each of {s['item_depth']} layers in forward, on every rank", "sync", with_ms - plain_ms,
+                                  items_per_step=s["item_depth"], step_ms_with_syncs=with_ms, step_ms_without_syncs=plain_ms,
+                                  measured=BLOCKS_MEASURED))
+
+
+BLOCKS_MEASURED = ("unprofiled, after the profiled loop: the mean step time of blocks of steps with the cause minus that of "
+                   "blocks without it, taken in turn (a device synchronize and a barrier before each block, a synchronize after it)")
+
+
+def _blocks(run: Run, step, blocks: int = 3, n: int = 4) -> tuple[float, float]:
+    """Mean ms per step of ``step(True)`` and of ``step(False)``, unprofiled: ``blocks`` blocks of ``n`` steps each, taken
+    in turn after one warm-up step of each (every rank runs the same blocks)."""
+    step(True)
+    step(False)
+    ms: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(blocks):
+        for on in (True, False):
+            run.sync()
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                step(on)
+            run.sync()
+            ms[on].append((time.perf_counter() - t0) * 1e3 / n)
+    return _mean(ms[True]), _mean(ms[False])
+
+
+def _family_model(run: Run, family: str):
+    """The MLP of the ``ddp``, ``fsdp`` or ``mesh`` scenarios, wrapped as there, and what runs after each backward (the
+    mesh's data-parallel all-reduce; nothing for the others)."""
+    s = run.size
+    torch.manual_seed(0)
+    model = _mlp(s["width"], s["depth"]).to(run.dev)
+    after_backward: Callable[[], None] | None = None
+    if family == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(model, device_ids=[run.local] if run.cuda else None)
+    elif family == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
+
+        fully_shard = _fully_shard()
+        mesh = init_device_mesh(run.dev.type, (run.world,))
+        for m in model:
+            if isinstance(m, nn.Linear):
+                fully_shard(m, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        if run.world % 2:
+            raise SystemExit(f"{run.scenario} needs an even world size (dp x tp = world/2 x 2), not {run.world}")
+        mesh = init_device_mesh(run.dev.type, (run.world // 2, 2), mesh_dim_names=("dp", "tp"))
+        dp_group, dp = mesh["dp"].get_group(), run.world // 2
+        plan: dict = {}
+        for i in range(0, 2 * s["depth"], 4):
+            plan[str(i)], plan[str(i + 2)] = ColwiseParallel(), RowwiseParallel()
+        model = parallelize_module(model, mesh["tp"], plan)
+        torch.manual_seed(1 + mesh["dp"].get_local_rank())
+
+        def reduce_dp() -> None:
+            with torch.no_grad():
+                for p in model.parameters():
+                    g = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+                    dist.all_reduce(g, group=dp_group)
+                    g.div_(dp)
+
+        after_backward = reduce_dp
+    return model, after_backward
+
+
+def item_log(run: Run, family: str) -> None:
+    """``ddp-item-log``, ``fsdp-item-log``, ``mesh-item-log`` (module docstring)."""
+    s, late = run.size, run.rank == run.late
+    model, after_backward = _family_model(run, family)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(s["batch"], s["width"], device=run.dev)
+    prep_s = SLEEP_S / 2
+    logged: list[float] = []
+
+    def step(log: bool) -> None:
+        time.sleep(prep_s)  # (every rank: the next batch made on the host)
+        loss = model(x).square().mean()
+        loss.backward()
+        if after_backward is not None:
+            after_backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if log and late:
+            logged.append(loss.item())
+
+    with _profile(run.out, run.rank, run.cuda) as prof:
+        for _ in range(STEPS):
+            step(True)
+            prof.step()
+    run.sync()
+    with_ms, plain_ms = _blocks(run, step)
+    if late:
+        parallelism = {"ddp": "ddp", "fsdp": "fsdp2", "mesh": "2d-tp-dp"}[family]
+        shape = {"mesh": {"dp": run.world // 2, "tp": 2}} if family == "mesh" else {}
+        _write(run.out, run.facts(parallelism, run.late, f"loss.item() logged on rank {run.late} at each step's end; every rank "
+                                  f"prepares its batch on the host ({prep_s * 1e3:.0f} ms sleep)", "sync", with_ms - plain_ms,
+                                  step_ms_with_log=with_ms, step_ms_without_log=plain_ms, prep_ms=prep_s * 1e3, measured=BLOCKS_MEASURED, **shape))
 
 
 def _raise_recompile_limit(n: int = 64) -> None:
@@ -758,6 +865,8 @@ def main() -> None:
     family, _, mode = a.scenario.partition("-")
     if a.scenario == "ddp-item":
         ddp_item(run)
+    elif a.scenario.endswith("-item-log"):
+        item_log(run, family)
     elif a.scenario == "ddp-recompile":
         ddp_recompile(run)
     elif a.scenario == "ddp-new-shape":
