@@ -263,3 +263,33 @@ def test_collectives_listed_for_a_rank_without_communication_kernels(tmp_path):
     lone = rank_graph(load_trace(b.write(tmp_path / "lone.pt.trace.json")))
     df = what_if([graphs[0], lone], w.per_rank)
     assert len(df) and (df["gain_ns"] >= 0).all()
+
+
+def _logged_steps(tmp_path: Path) -> Path:
+    """SYNTHETIC: three 5.03 ms steps; each prepares its batch on the host (2 ms outside ops), launches a 3 ms kernel,
+    then logs its loss (``aten::item``: a stream sync that returns when the kernel ends)."""
+    us = 1_000
+    b = TraceBuilder("a sync at each step's end exposes the next step's host work")
+    for i in range(3):
+        s = i * 5_030 * us
+        b.step(i + 1, s, 5_030 * us)
+        b.cpu_op(s + 2_000 * us, 20 * us, "aten::linear")
+        b.launch(s + 2_005 * us, "kernel", 0, 7, s + 2_010 * us, 3_000 * us)
+        b.cpu_op(s + 2_040 * us, 2_985 * us, "aten::item")
+        b.runtime(s + 2_050 * us, 2_970 * us, "cudaStreamSynchronize")  # returns at s + 5,020 µs, 10 µs after the kernel
+    return b.write(tmp_path / "logged.pt.trace.json")
+
+
+def test_a_sync_that_exposes_the_host_work_after_it_is_named_before_it(tmp_path):
+    g = rank_graph(load_trace(_logged_steps(tmp_path)))
+    w = window_what_if("r", "w", "", [g], None)
+    top = w.table.iloc[0]
+    # without the syncs each step's 2 ms of host work runs under the kernel before it: every step after the first
+    # gains it (the first step's work comes before any sync); without the host work each step gains it too, but it is
+    # work the step needs, and it cost time only because the sync had emptied the queue
+    assert top["cause"] == "sync" and top["top"] == "aten::item"
+    assert _gain(w.table, 0, "host") > top["gain_ns"] >= 0.5 * _gain(w.table, 0, "host")
+    # 4.07 ms in the window, of which 20 µs by the first step's end (its sync's return after the kernel): per step, the
+    # gain after the first step over the two others, not the window's gain over three
+    assert (top["gain_ns"], top["per_step_ns"]) == (4_070_000, (4_070_000 - 20_000) // 2)
+    assert "the host work after it (host outside ops" in w.finding()

@@ -79,13 +79,15 @@ class Top:
 
 
 def per_step(per_ns: float, total_ns: float, steps: int, sign: str = "") -> str:
-    """A figure per step first and its total labelled second: ``-20.9 ms/step (-41.7 ms in 2 steps)``; without
-    steps, the total labelled: ``-1.7 ms in the trace``."""
+    """A figure per step first and its total labelled second: ``-20.9 ms/step (-41.7 ms in 2 steps)``; ``from the 2nd
+    step`` where the figure is more than the total over its steps (a what-if of a cause that delays the step after it,
+    :func:`traceprobe.analysis.causal.what_if.what_if`); without steps, the total labelled: ``-1.7 ms in the trace``."""
     if steps <= 0 or units.missing(per_ns) or per_ns <= 0:
         return f"{sign}{_ms(total_ns)} in the trace"
     if steps == 1:
         return f"{sign}{_ms(per_ns)}/step (1 step)"
-    return f"{sign}{_ms(per_ns)}/step ({sign}{_ms(total_ns)} in {steps} steps)"
+    later = " from the 2nd step" if per_ns * steps > total_ns * 1.05 else ""  # (.what_if: none in the window's first)
+    return f"{sign}{_ms(per_ns)}/step{later} ({sign}{_ms(total_ns)} in {steps} steps)"
 
 
 def _ms(ns: float) -> str:

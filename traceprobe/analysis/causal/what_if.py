@@ -25,9 +25,17 @@ import pandas as pd
 from ... import intervals as iv
 from .contention import charged_wait, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
+from .imbalance import excess_device_work, kernel_codes
 
 EVERY_RANK_FACTOR = 1.2
 """A cause removed on every rank is listed when it gains more than this times its best single rank's removal."""
+
+EXPOSING_SHARE = 0.5
+"""A rank's syncs come before its top host work (:data:`HOST_WORK`) where removing them gives back at least this share
+of what removing that work gives: the work is exposed because the syncs drained the device's queue before it."""
+
+HOST_WORK = ("host", "cpu_op", "data_loading", "optimizer", "dispatch")
+"""Host classes of work the host has to do, which device work queued ahead hides (a sync before it exposes it)."""
 
 MAX_ROUNDS = 2_000
 """Rounds of the replay (each carries time across one host-device or cross-rank edge) before it stops."""
@@ -232,7 +240,11 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op,
         sync call or kernel name holding most of it), ``removed_ns`` (int64: the time taken out, on all its ranks),
         ``gain_ns`` (int64: how much earlier the window's last work ends), ``per_step_ns`` (int64: ``gain_ns`` over
-        the most steps a rank of the window has, or ``gain_ns`` without steps), ``steps_with`` (int64: the steps
+        the most steps n a rank of the window has, or ``gain_ns`` without steps; where n >= 2, at least the gain after
+        the first step, ``gain_ns`` less how much earlier the first step's last work ends, over n - 1: a cause that
+        delays the step after it, such as a sync at a step's end, gives nothing back in the window's first step; not for
+        ``imbalance``, whose excess is taken from the window as a whole, not alike from each step),
+        ``steps_with`` (int64: the steps
         whose own time the cause held, on the rank holding it most; -1 without steps).
     """
     if not graphs:
@@ -240,7 +252,10 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     job = _job(graphs, per_rank)
     h0 = np.concatenate([g.h for g in graphs])
     no_sync = np.zeros(h0.size, bool)
-    base = _finish(np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs]))  # (the replay is exact)
+    t_all, end_all = np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs])
+    base = _finish(t_all, end_all)  # (the replay is exact)
+    first_a, first_k = _first_step(graphs, job)
+    base_first = _finish(t_all[first_a], end_all[first_k])
     n_steps = max((len(g.steps) for g in graphs), default=0)
     floor = max(min_ns, 0)
     cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
@@ -249,7 +264,7 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     rows: list[tuple] = []
     start0, end0 = np.concatenate([g.start for g in graphs]), np.concatenate([g.end for g in graphs])
     w = wait_spans(start0, end0, job.k_rank, job.mem_op, job.mem_group)
-    code, names = _codes(job)
+    code, names = kernel_codes(graphs)
     slow = slowdowns(start0, end0, job.d, code, job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}
     charged = {i: charged_wait(start0, end0, w, job.mem_op, job.mem_group, i) for i in slow}  # (each rank's waits, as recorded)
 
@@ -261,7 +276,7 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
             share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, ranks[0]) / max(charged[ranks[0]], 1)
             if share > 0:
                 t, end = replay(job, h, np.maximum(d - (slow[ranks[0]] * min(share, 1.0)).astype(np.int64), 0), drop)
-        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held)))
+        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held), base_first - _finish(t[first_a], end[first_k])))
 
     sync = HOST_CLASSES.index("sync")
     for c, cause in enumerate(HOST_CLASSES):
@@ -286,30 +301,46 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         sel = pageable & np.isin(job.k_rank, ranks)
         add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1])
     if len(graphs) > 1:
-        for i, top, removed, d in _imbalance(job, floor, code, names, only):
+        for i, top, removed, d in excess_device_work(graphs, job.k_rank, job.d, floor, code, names, only):
             add([i], "imbalance", [removed], top, h0, d, no_sync, [-1])
-    out = pd.DataFrame(rows, columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with"])
+    out = pd.DataFrame(rows, columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with", "first_ns"])
     single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
     best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
     out = out[(out["rank"] >= 0).to_numpy() | (out["gain_ns"].to_numpy() > EVERY_RANK_FACTOR * best)]  # (one rank says it all)
     out["per_step_ns"] = out["gain_ns"] // max(n_steps, 1)
+    if n_steps >= 2:  # (a cause that delays the step after it gives nothing back in the window's first step)
+        after = np.where(out["cause"] == "imbalance", 0, (out["gain_ns"] - out["first_ns"]) // (n_steps - 1))
+        out["per_step_ns"] = np.maximum(out["per_step_ns"], after)
     out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
     out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
     # a sync within the floor of another cause of its rank comes after it: that cause made it wait (empty_cache syncs
-    # the device before it frees; a pageable copy's call waits for its copy)
+    # the device before it frees; a pageable copy's call waits for its copy); but before the rank's top host work where
+    # it gives back at least EXPOSING_SHARE of it: that work cost time because the sync had drained the queue
     is_sync = (out["cause"] == "sync").to_numpy()
-    other = out[~is_sync].groupby("rank")["gain_ns"].max()
-    rival = out["rank"].map(other).fillna(-1).to_numpy(np.int64)
-    tie = is_sync & (rival >= out["gain_ns"].to_numpy(np.int64) - max(min_ns, 0))
-    out["_key"] = np.where(tie, rival, out["gain_ns"].to_numpy(np.int64))
+    gain = out["gain_ns"].to_numpy(np.int64)
+    others = pd.DataFrame(out[~is_sync]).sort_values("gain_ns", ascending=False, kind="stable").drop_duplicates("rank").set_index("rank")
+    rival = out["rank"].map(others["gain_ns"]).fillna(-1).to_numpy(np.int64)
+    exposes = is_sync & out["rank"].map(others["cause"]).isin(HOST_WORK).to_numpy() & (gain >= EXPOSING_SHARE * rival)
+    tie = is_sync & (rival >= gain - max(min_ns, 0))
+    out["_key"] = np.where(tie | exposes, rival, gain)
+    out["_first"] = ~exposes
     out["_last"] = is_sync
-    return out.sort_values(["_key", "_last", "rank"], ascending=[False, True, False], kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
+    return out.sort_values(["_key", "_first", "_last", "rank"], ascending=[False, True, True, False],
+                           kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
 
 
 def _replays(holding: list[int], only: set[int] | None) -> list[list[int]]:
     """The rank sets a cause held by the graphs ``holding`` is replayed with: each alone (those in ``only``, where
     given), then all of them at once where two or more hold it."""
     return [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else [])
+
+
+def _first_step(graphs: list[RankGraph], job: _Job) -> tuple[np.ndarray, np.ndarray]:
+    """The anchors and the device ops (masks over the job's) that end within their rank's first step (none where the
+    rank has no steps)."""
+    first_end = np.array([int(g.steps["end_ns"].iloc[0]) if len(g.steps) else NEG for g in graphs], np.int64)
+    t, end = np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs])
+    return t <= first_end[job.a_rank], end <= first_end[job.k_rank]
 
 
 def _finish(t: np.ndarray, end: np.ndarray) -> int:
@@ -330,65 +361,3 @@ def _steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
     ok = (s >= 0) & (t <= int(g.steps["end_ns"].iloc[-1]))
     per = np.bincount(s[ok], weights=ns[ok].astype(np.float64), minlength=len(g.steps))
     return int((per > max(min_ns, 0)).sum())
-
-
-def _codes(job: _Job) -> tuple[np.ndarray, list[str]]:
-    """A code per device op of the job for its kernel name (the same name on every rank, the same code), and the names."""
-    glob: dict[str, int] = {}
-    code = np.concatenate([np.array([glob.setdefault(x, len(glob)) for x in g.names], np.int64)[g.name] if g.name.size else
-                           np.zeros(0, np.int64) for g in job.graphs])
-    return code, list(glob)
-
-
-def _in_steps(g: RankGraph) -> np.ndarray:
-    """Per device op of ``g``: launched between its first step's start and its last step's end (every op where the
-    rank has no steps or the op no launch)."""
-    if g.steps.empty or g.start.size == 0:
-        return np.ones(g.start.size, bool)
-    lo, hi = int(g.steps["start_ns"].min()), int(g.steps["end_ns"].max())
-    at = np.where(g.anchor >= 0, g.t[np.maximum(g.anchor, 0)] if g.t.size else 0, lo)
-    return (at >= lo) & (at <= hi)
-
-
-def _imbalance(job: _Job, min_ns: int, code: np.ndarray, uniq: list[str], only: set[int] | None = None) -> list[tuple[int, str, int, np.ndarray]]:
-    """Per rank, its device time per kernel name beyond the median of the other ranks' (or, if more, beyond their
-    median count of kernels of the name at its own median duration for it), both over the ops launched inside its
-    steps, removed
-    from its longest ops of that name launched inside its steps first (extra work is usually whole extra kernels, or longer ones: more tokens, a
-    bigger shape):
-    ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``; ``code``
-    and ``uniq`` are :func:`_codes` of the job."""
-    n = len(job.graphs)
-    # counted: ops launched inside the rank's steps (ranks' windows cut the work around them at different places)
-    inside = np.concatenate([_in_steps(g) for g in job.graphs])
-    tot = np.zeros((n, len(uniq)), np.int64)
-    np.add.at(tot, (job.k_rank[inside], code[inside]), np.concatenate([g.d for g in job.graphs])[inside])
-    count = np.zeros((n, len(uniq)), np.int64)
-    np.add.at(count, (job.k_rank[inside], code[inside]), 1)
-    d_in = np.concatenate([g.d for g in job.graphs])[inside]
-    med = pd.Series(d_in).groupby([job.k_rank[inside], code[inside]]).median()
-    pace = np.zeros((n, len(uniq)), np.float64)  # each rank's median duration per name
-    pace[med.index.get_level_values(0).to_numpy(), med.index.get_level_values(1).to_numpy()] = med.to_numpy()
-    # (communication is another rank's doing; a pageable copy is its own cause)
-    comm = np.concatenate([g.comm | g.pageable for g in job.graphs])
-    comm_name = np.zeros(len(uniq), bool)
-    comm_name[code[comm]] = True
-    rows = []
-    for i in range(n) if only is None else sorted(only):
-        others = np.median(np.delete(tot, i, axis=0), axis=0)
-        # (or beyond the others' median count of kernels at this rank's own pace: the others' kernels run slower
-        # beside the waits this rank causes, .contention)
-        own_pace = tot[i] - np.median(np.delete(count, i, axis=0), axis=0) * pace[i]
-        excess = np.maximum(np.maximum(tot[i] - others, own_pace), 0)
-        excess = np.where(comm_name, 0, excess).astype(np.int64)
-        removed = int(excess.sum())
-        if removed <= max(min_ns, 0):
-            continue
-        d = job.d.copy()
-        for c in np.flatnonzero(excess > 0).tolist():  # the longest of the name's ops go first, the last one in part
-            ops = np.flatnonzero((job.k_rank == i) & (code == c) & inside)  # (of the ops it was counted over)
-            ops = ops[np.argsort(-d[ops], kind="stable")]
-            before = np.concatenate([[0], np.cumsum(d[ops])[:-1]])
-            d[ops] -= np.clip(int(excess[c]) - before, 0, d[ops])
-        rows.append((i, str(uniq[int(np.argmax(excess))]), removed, d))
-    return rows

@@ -10,7 +10,7 @@ import pandas as pd
 from ..host.python_frames import short_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
-from .what_if import _finish, what_if
+from .what_if import HOST_WORK, _finish, what_if
 
 NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
 """A what-if gives a finding only above its window's noise floor: 1% of the window and 0.5 ms per step."""
@@ -145,7 +145,23 @@ class WindowWhatIf:
             partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
                        "what follows is of the events it kept; ")
         return (f"{partial}{who}{LABELS.get(cause, cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
-                f"{advice(cause, t['top'], t['steps_with'], self.steps)}")
+                f"{advice(cause, t['top'], t['steps_with'], self.steps)}{self._exposed(t)}")
+
+    def _exposed(self, t: dict) -> str:
+        """For a sync named before its rank's host work (:data:`.what_if.EXPOSING_SHARE`): the work it exposes, in a
+        clause; ``""`` otherwise."""
+        if t["cause"] != "sync":
+            return ""
+        rows = self.table[(self.table["rank"] == t["rank"]).to_numpy() & self.table["cause"].isin(HOST_WORK).to_numpy()
+                          & (self.table["gain_ns"] > t["gain_ns"]).to_numpy()]
+        if rows.empty:
+            return ""
+        r = rows.iloc[0]
+        per = r["per_step_ns"] if self.steps else r["gain_ns"]
+        name = short_frame(str(r["top"]), brief=True) if r["cause"] == "host" else _short(str(r["top"]))
+        return (f"; the sync drains the device's queue, so the host work after it ({LABELS.get(str(r['cause']), r['cause'])}"
+                f"{', ' + name if name else ''}: -{per / 1e6:,.1f} ms{'/step' if self.steps else ''} if removed) runs with "
+                "the device idle")
 
 
 PATH_SHARE = 0.10

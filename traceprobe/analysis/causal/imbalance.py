@@ -1,0 +1,74 @@
+"""Extra device work: a rank's device time per kernel name beyond the other ranks', and the durations without it (the
+``imbalance`` what-if of :mod:`.what_if`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .dependency_graph import RankGraph
+
+
+def kernel_codes(graphs: list[RankGraph]) -> tuple[np.ndarray, list[str]]:
+    """A code per device op of the ranks' graphs, concatenated in order, for its kernel name (the same name on every
+    rank, the same code: int64), and the names."""
+    glob: dict[str, int] = {}
+    code = np.concatenate([np.array([glob.setdefault(x, len(glob)) for x in g.names], np.int64)[g.name] if g.name.size else
+                           np.zeros(0, np.int64) for g in graphs])
+    return code, list(glob)
+
+
+def in_steps(g: RankGraph) -> np.ndarray:
+    """Per device op of ``g``: launched between its first step's start and its last step's end (every op where the
+    rank has no steps or the op no launch)."""
+    if g.steps.empty or g.start.size == 0:
+        return np.ones(g.start.size, bool)
+    lo, hi = int(g.steps["start_ns"].min()), int(g.steps["end_ns"].max())
+    at = np.where(g.anchor >= 0, g.t[np.maximum(g.anchor, 0)] if g.t.size else 0, lo)
+    return (at >= lo) & (at <= hi)
+
+
+def excess_device_work(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndarray, min_ns: int, code: np.ndarray, uniq: list[str],
+                       only: set[int] | None = None) -> list[tuple[int, str, int, np.ndarray]]:
+    """Per rank, its device time per kernel name beyond the median of the other ranks' (or, if more, beyond their
+    median count of kernels of the name at its own median duration for it), both over the ops launched inside its
+    steps, removed
+    from its longest ops of that name launched inside its steps first (extra work is usually whole extra kernels, or longer ones: more tokens, a
+    bigger shape):
+    ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``; ``code``
+    and ``uniq`` are :func:`kernel_codes` of ``graphs``; ``k_rank`` and ``dur`` each op's graph (index) and duration (int64
+    ns, a collective's its transfer after its last arrival), over the graphs' ops concatenated."""
+    n = len(graphs)
+    # counted: ops launched inside the rank's steps (ranks' windows cut the work around them at different places)
+    inside = np.concatenate([in_steps(g) for g in graphs])
+    tot = np.zeros((n, len(uniq)), np.int64)
+    np.add.at(tot, (k_rank[inside], code[inside]), np.concatenate([g.d for g in graphs])[inside])
+    count = np.zeros((n, len(uniq)), np.int64)
+    np.add.at(count, (k_rank[inside], code[inside]), 1)
+    d_in = np.concatenate([g.d for g in graphs])[inside]
+    med = pd.Series(d_in).groupby([k_rank[inside], code[inside]]).median()
+    pace = np.zeros((n, len(uniq)), np.float64)  # each rank's median duration per name
+    pace[med.index.get_level_values(0).to_numpy(), med.index.get_level_values(1).to_numpy()] = med.to_numpy()
+    # (communication is another rank's doing; a pageable copy is its own cause)
+    comm = np.concatenate([g.comm | g.pageable for g in graphs])
+    comm_name = np.zeros(len(uniq), bool)
+    comm_name[code[comm]] = True
+    rows = []
+    for i in range(n) if only is None else sorted(only):
+        others = np.median(np.delete(tot, i, axis=0), axis=0)
+        # (or beyond the others' median count of kernels at this rank's own pace: the others' kernels run slower
+        # beside the waits this rank causes, .contention)
+        own_pace = tot[i] - np.median(np.delete(count, i, axis=0), axis=0) * pace[i]
+        excess = np.maximum(np.maximum(tot[i] - others, own_pace), 0)
+        excess = np.where(comm_name, 0, excess).astype(np.int64)
+        removed = int(excess.sum())
+        if removed <= max(min_ns, 0):
+            continue
+        d = dur.copy()
+        for c in np.flatnonzero(excess > 0).tolist():  # the longest of the name's ops go first, the last one in part
+            ops = np.flatnonzero((k_rank == i) & (code == c) & inside)  # (of the ops it was counted over)
+            ops = ops[np.argsort(-d[ops], kind="stable")]
+            before = np.concatenate([[0], np.cumsum(d[ops])[:-1]])
+            d[ops] -= np.clip(int(excess[c]) - before, 0, d[ops])
+        rows.append((i, str(uniq[int(np.argmax(excess))]), removed, d))
+    return rows
