@@ -427,11 +427,14 @@ def ddp_item(run: Run) -> None:
             step()
             prof.step()
 
-    def with_syncs(on: bool) -> None:
-        net.sync = on
-        step()
+    def with_syncs(on: bool):
+        def go() -> None:
+            net.sync = on
+            step()
+        return go
 
-    with_ms, plain_ms = _blocks(run, with_syncs)
+    ms = _blocks(run, {"with": with_syncs(True), "without": with_syncs(False)})
+    with_ms, plain_ms = ms["with"], ms["without"]
     if run.rank == 0:
         _write(run.out, run.facts("ddp", None, f".item() after each of {s['item_depth']} layers in forward, on every rank", "sync", with_ms - plain_ms,
                                   items_per_step=s["item_depth"], step_ms_with_syncs=with_ms, step_ms_without_syncs=plain_ms,
@@ -442,22 +445,22 @@ BLOCKS_MEASURED = ("unprofiled, after the profiled loop: the mean step time of b
                    "blocks without it, taken in turn (a device synchronize and a barrier before each block, a synchronize after it)")
 
 
-def _blocks(run: Run, step, blocks: int = 3, n: int = 4) -> tuple[float, float]:
-    """Mean ms per step of ``step(True)`` and of ``step(False)``, unprofiled: ``blocks`` blocks of ``n`` steps each, taken
-    in turn after one warm-up step of each (every rank runs the same blocks)."""
-    step(True)
-    step(False)
-    ms: dict[bool, list[float]] = {True: [], False: []}
+def _blocks(run: Run, variants: dict, blocks: int = 3, n: int = 4) -> dict[str, float]:
+    """Mean ms per step of each variant (a step function by name), unprofiled: ``blocks`` rounds in which each variant
+    runs ``n`` steps in turn, after one warm-up step of each (every rank runs the same blocks)."""
+    for step in variants.values():
+        step()
+    ms: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(blocks):
-        for on in (True, False):
+        for name, step in variants.items():
             run.sync()
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(n):
-                step(on)
+                step()
             run.sync()
-            ms[on].append((time.perf_counter() - t0) * 1e3 / n)
-    return _mean(ms[True]), _mean(ms[False])
+            ms[name].append((time.perf_counter() - t0) * 1e3 / n)
+    return {k: _mean(v) for k, v in ms.items()}
 
 
 def _family_model(run: Run, family: str):
@@ -514,8 +517,9 @@ def item_log(run: Run, family: str) -> None:
     prep_s = SLEEP_S / 2
     logged: list[float] = []
 
-    def step(log: bool) -> None:
-        time.sleep(prep_s)  # (every rank: the next batch made on the host)
+    def step(log: bool = True, prep: bool = True) -> None:
+        if prep:
+            time.sleep(prep_s)  # (every rank: the next batch made on the host)
         loss = model(x).square().mean()
         loss.backward()
         if after_backward is not None:
@@ -527,16 +531,19 @@ def item_log(run: Run, family: str) -> None:
 
     with _profile(run.out, run.rank, run.cuda) as prof:
         for _ in range(STEPS):
-            step(True)
+            step()
             prof.step()
     run.sync()
-    with_ms, plain_ms = _blocks(run, step)
+    ms = _blocks(run, {"log": step, "no_log": lambda: step(log=False), "log_no_prep": lambda: step(prep=False)})
     if late:
         parallelism = {"ddp": "ddp", "fsdp": "fsdp2", "mesh": "2d-tp-dp"}[family]
         shape = {"mesh": {"dp": run.world // 2, "tp": 2}} if family == "mesh" else {}
         _write(run.out, run.facts(parallelism, run.late, f"loss.item() logged on rank {run.late} at each step's end; every rank "
-                                  f"prepares its batch on the host ({prep_s * 1e3:.0f} ms sleep)", "sync", with_ms - plain_ms,
-                                  step_ms_with_log=with_ms, step_ms_without_log=plain_ms, prep_ms=prep_s * 1e3, measured=BLOCKS_MEASURED, **shape))
+                                  f"prepares its batch on the host ({prep_s * 1e3:.0f} ms sleep)", "sync", ms["log"] - ms["no_log"],
+                                  step_ms_with_log=ms["log"], step_ms_without_log=ms["no_log"], step_ms_without_prep=ms["log_no_prep"],
+                                  prep_ms=prep_s * 1e3, prep_cost_ms_per_step=ms["log"] - ms["log_no_prep"],
+                                  measured=BLOCKS_MEASURED + "; prep_cost_ms_per_step: the same, of blocks without every rank's "
+                                  "preparation (its sleep), the log kept", **shape))
 
 
 def _raise_recompile_limit(n: int = 64) -> None:
