@@ -4,7 +4,8 @@ scenario's built-in cause as its injected.jsonl says (measured in the run), the 
 of the same parallelism (``<parallelism>-balanced``, recorded in the same run of matrix_session.sh), the *measured* gain: the
 scenario's device time per profiled step (its steps' device span over their number, on the rank where it is longest:
 the unit of a what-if's gain) less the control's, and the what-if against it. A host delay hidden behind queued device work costs less than its built-in
-time: the control says how much it cost.
+time: the control says how much it cost. The item-log scenarios build in two causes, rank L's log and every rank's
+preparation, and measure each: the top what-if is compared with the one it names.
 
 Usage: python scripts/matrix_table.py FOLDER [FOLDER...]
 """
@@ -42,6 +43,11 @@ def table(folder: Path) -> list[str]:
         top = next((w.top for w in summary.what_ifs if w.top is not None), None)
         built = f["injected_ms_per_step"]
         who = "every rank" if f["late_rank"] is None and f["cause_kind"] != "none" else f"rank {f['late_rank']}" if f["late_rank"] is not None else "-"
+        cause = f"{who}: {f['cause']} ({built:.1f} ms/step)"
+        if "prep_cost_ms_per_step" in f:  # (item-log: two built-in causes, each measured; the top is compared with its own)
+            cause += f"; every rank's preparation: {f['prep_cost_ms_per_step']:.1f} ms/step with the log kept"
+            if top is not None and top["cause"] == "host":
+                built = f["prep_cost_ms_per_step"]
         off = f"{(top['per_step_ns'] / 1e6 - built) / built:+.0%}" if top is not None and built > 0 else ""
         control = next((c for c, g in facts.items() if g["cause_kind"] == "none" and g["parallelism"] == f["parallelism"]
                         and g.get("world_size") == f.get("world_size")), None)
@@ -50,7 +56,7 @@ def table(folder: Path) -> list[str]:
         got = top["per_step_ns"] / 1e6 if top is not None else 0.0
         vs = f"{(got - measured) / measured:+.0%}" if measured == measured and measured > 1.0 else ""
         shown = f"{measured:.1f} ms/step" if measured == measured else ""
-        lines.append(f"| `{name}` | {f['parallelism']} | {f.get('world_size', '')} | {who}: {f['cause']} ({built:.1f} ms/step) | "
+        lines.append(f"| `{name}` | {f['parallelism']} | {f.get('world_size', '')} | {cause} | "
                      f"{label} | {off} | {shown} | {vs} |")
     return lines
 

@@ -321,7 +321,7 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     others = pd.DataFrame(out[~is_sync]).sort_values("gain_ns", ascending=False, kind="stable").drop_duplicates("rank").set_index("rank")
     rival = out["rank"].map(others["gain_ns"]).fillna(-1).to_numpy(np.int64)
     exposes = is_sync & out["rank"].map(others["cause"]).isin(HOST_WORK).to_numpy() & (gain >= EXPOSING_SHARE * rival)
-    tie = is_sync & (rival >= gain - max(min_ns, 0))
+    tie = is_sync & (np.abs(rival - gain) <= max(min_ns, 0))
     out["_key"] = np.where(tie | exposes, rival, gain)
     out["_first"] = ~exposes
     out["_last"] = is_sync
