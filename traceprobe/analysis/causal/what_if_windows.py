@@ -10,7 +10,7 @@ import pandas as pd
 from ..host.python_frames import short_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
-from .what_if import HOST_WORK, _finish, what_if
+from .what_if import EXPOSING_SHARE, HOST_WORK, _finish, what_if
 
 NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
 """A what-if gives a finding only above its window's noise floor: 1% of the window and 0.5 ms per step."""
@@ -148,12 +148,13 @@ class WindowWhatIf:
                 f"{advice(cause, t['top'], t['steps_with'], self.steps)}{self._exposed(t)}")
 
     def _exposed(self, t: dict) -> str:
-        """For a sync named before its rank's host work (:data:`.what_if.EXPOSING_SHARE`): the work it exposes, in a
-        clause; ``""`` otherwise."""
+        """For a sync: the host work of its rank that removing it would give back at least
+        :data:`.what_if.EXPOSING_SHARE` of its gain (the work the sync exposes: it drained the queue before it), in a
+        clause; ``""`` where none."""
         if t["cause"] != "sync":
             return ""
         rows = self.table[(self.table["rank"] == t["rank"]).to_numpy() & self.table["cause"].isin(HOST_WORK).to_numpy()
-                          & (self.table["gain_ns"] > t["gain_ns"]).to_numpy()]
+                          & (self.table["gain_ns"] >= EXPOSING_SHARE * t["gain_ns"]).to_numpy()]
         if rows.empty:
             return ""
         r = rows.iloc[0]
