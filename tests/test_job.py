@@ -121,7 +121,9 @@ def test_recorded_pair_from_summaries(tmp_path: Path) -> None:
     assert not failures
     s = fast.stragglers
     assert list(s["rank"]) == [1] and int(s["last"].iloc[0]) == int(s["collectives"].iloc[0]) == 24
-    assert fast.causes[0].straggler == 1 and fast.causes[0].cause == "compute"
+    assert fast.causes[0].straggler == 1 and fast.causes[0].cause == "imbalance"  # (its what-if, replayed from the summaries)
+    (slow,) = traces.causes  # (the same straggler, cause and gain as from the traces)
+    assert (fast.causes[0].cause, fast.causes[0].gain_per_step_ns, fast.causes[0].label) == (slow.cause, slow.gain_per_step_ns, slow.label)
 
 
 def test_bad_summaries_named(job8: Path, tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures
         a :class:`Summary`.
     """
     reports = tuple(reports)
-    colls, causes, reports, clocks = _across_ranks(reports, align_clocks)
+    colls, causes, reports, clocks, what_ifs = _across_ranks(reports, align_clocks)
     runs = build_runs(reports)
     warnings = [f"{r.path}: {w}" for r in reports for w in r.warnings] + _run_warnings(runs)
     return Summary(
@@ -114,27 +114,26 @@ def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures
         collectives=tuple(colls),
         causes=tuple(causes),
         clocks=tuple(clocks),
-        what_ifs=tuple(window_what_ifs(runs, colls)),
+        what_ifs=tuple(what_ifs),
     )
 
 
-def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False
-                  ) -> tuple[list[WindowCollectives], list[WindowCauses], tuple[OverlapReport, ...], list[ClockEstimate]]:
+def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False) -> tuple[
+        list[WindowCollectives], list[WindowCauses], tuple[OverlapReport, ...], list[ClockEstimate], list[WindowWhatIf]]:
     """Match each window's collectives, estimate its clocks (and align them, with ``align_clocks``, where they differ),
-    find its waits and straggler, and give every rank's report the findings seen across ranks
-    (:func:`.causes.with_causes`); reports keep their order."""
+    replay each window (its what-ifs), find its waits and straggler (named by its what-if, :func:`.causes.window_causes`),
+    and give every rank's report the findings seen across ranks (:func:`.causes.with_causes`); reports keep their
+    order."""
     runs = build_runs(reports)
     colls = run_collectives(runs)
     by_key = {(c.run, c.window): c for c in colls}
-    causes, clocks = [], []
-    new: dict[int, OverlapReport] = {}
+    clocks, windows = [], []
     for run in runs:
         for w in run.windows:
             wc = by_key.get((run.name, w.label))
             if wc is None:
                 continue
             ranked = {r: rep for r, rep in zip(w.ranks, w.reports) if r is not None}
-            steps = w.steps[1] - w.steps[0] + 1 if w.steps else 1
             est = estimate_clocks(wc.per_rank, wc.ranks, run.name, w.label)
             clocks.append(est)
             seen = ranked
@@ -144,9 +143,16 @@ def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False
                              f"{est.reference}'s clock (--align-clocks)")
                 seen = {r: replace(rep, exposed_comm=shift_times(rep.exposed_comm, est, r)) for r, rep in ranked.items()}
             by_key[(run.name, w.label)] = wc
-            cause = window_causes(wc, seen, steps)
-            causes.append(cause)
-            for r, rep in ranked.items():
-                new[id(rep)] = with_causes(rep, r, cause)
+            windows.append((run.name, w, wc, ranked, seen))
     colls = [by_key[(c.run, c.window)] for c in colls]
-    return colls, causes, tuple(new.get(id(r), r) for r in reports), clocks
+    what_ifs = window_what_ifs(runs, colls)
+    replayed = {(x.run, x.window): x for x in what_ifs if not x.path}
+    causes = []
+    new: dict[int, OverlapReport] = {}
+    for name, w, wc, ranked, seen in windows:
+        steps = w.steps[1] - w.steps[0] + 1 if w.steps else 1
+        cause = window_causes(wc, seen, steps, replayed.get((name, w.label)))
+        causes.append(cause)
+        for r, rep in ranked.items():
+            new[id(rep)] = with_causes(rep, r, cause)
+    return colls, causes, tuple(new.get(id(r), r) for r in reports), clocks, what_ifs

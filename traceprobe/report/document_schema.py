@@ -136,7 +136,12 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                                         'exposed_transfer_ns': {'type': 'object',
                                                                                 'additionalProperties': {'type': 'integer'}},
                                                         'straggler_rank': {'type': ['integer', 'null']},
-                                                        'cause': {'type': 'string'},
+                                                        'cause': {'type': 'string',
+                                                                  'description': "the straggler's cause: its top what-if "
+                                                                                 'where the window was replayed (gain_ns > '
+                                                                                 '0), else its part most in excess'},
+                                                        'gain_ns': {'$ref': '#/$defs/ns'},
+                                                        'gain_per_step_ns': {'$ref': '#/$defs/ns'},
                                                         'excess_ns': {'type': 'object'},
                                                         'excess_per_step_ns': {'type': 'object'},
                                                         'caused_wait_ns': {'type': 'integer'},

@@ -22,7 +22,7 @@ from .json_values import clean as _clean
 from .json_values import rows
 from .sections import rank_rows
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def report_dict(r: OverlapReport) -> dict[str, Any]:
@@ -59,6 +59,8 @@ def causes_dict(c: WindowCauses) -> dict[str, Any]:
         "exposed_transfer_ns": {str(k): v for k, v in c.exposed_transfer_ns.items()},
         "straggler_rank": c.straggler,
         "cause": c.cause,
+        "gain_ns": c.gain_ns,
+        "gain_per_step_ns": c.gain_per_step_ns,
         "excess_ns": c.excess_ns,
         "excess_per_step_ns": c.excess_per_step_ns,
         "caused_wait_ns": c.caused_wait_ns,

@@ -81,7 +81,7 @@ class WindowWhatIf:
             whether its traces name their ranks (the finding names a rank only then).
         table: :func:`.what_if.what_if`'s table.
         top: the first row above the noise floor (:data:`NOISE_SHARE`, :data:`NOISE_PER_STEP_NS`) as a dict, None
-            where no cause gives back that much.
+            where no cause gives back that much; ``floor_ns`` that floor (int ns).
     """
 
     run: str
@@ -97,6 +97,15 @@ class WindowWhatIf:
     linked: float = 1.0
     id_density: float = 1.0
     ranked: bool = True
+    floor_ns: int = 0
+
+    def rank_top(self, rank: int) -> dict | None:
+        """The first row of :attr:`table` for ``rank`` alone (not every rank) that gives back at least the window's noise
+        floor (:attr:`floor_ns`: :data:`NOISE_SHARE` of the window, :data:`NOISE_PER_STEP_NS` a step), as a dict; None
+        where none does (or the rank was not replayed alone)."""
+        t = self.table
+        ok = t[(t["rank"] == rank).to_numpy() & (t["gain_ns"] >= self.floor_ns).to_numpy()]
+        return ok.iloc[0].to_dict() if len(ok) else None
 
     def label(self) -> str:
         """The top what-if in a few words, ``""`` without one: e.g. ``rank 3 host outside ops -17.5 ms/step``."""
@@ -149,8 +158,18 @@ class WindowWhatIf:
 
     def _exposed(self, t: dict) -> str:
         """For a sync: the host work of its rank that removing it would give back at least
-        :data:`.what_if.EXPOSING_SHARE` of its gain (the work the sync exposes: it drained the queue before it), in a
-        clause; ``""`` where none."""
+        :data:`.what_if.EXPOSING_SHARE` of its gain (the work the sync exposes: it drained the queue before it); for
+        host work: the syncs of its rank that would give back that much (the other lever), in a clause; ``""`` where
+        none."""
+        if t["cause"] in HOST_WORK:
+            syncs = self.table[(self.table["rank"] == t["rank"]).to_numpy() & (self.table["cause"] == "sync").to_numpy()
+                               & (self.table["gain_ns"] >= EXPOSING_SHARE * t["gain_ns"]).to_numpy()]
+            if syncs.empty:
+                return ""
+            r = syncs.iloc[0]
+            per = r["per_step_ns"] if self.steps else r["gain_ns"]
+            return (f"; it runs after a sync ({_short(str(r['top']))}) that drained the device's queue: without the sync it "
+                    f"would run under queued work, -{per / 1e6:,.1f} ms{'/step' if self.steps else ''}")
         if t["cause"] != "sync":
             return ""
         rows = self.table[(self.table["rank"] == t["rank"]).to_numpy() & self.table["cause"].isin(HOST_WORK).to_numpy()
@@ -187,7 +206,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     step_ns = max((int(g.steps["duration_ns"].mean()) for g in graphs if len(g.steps)), default=0)
     return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
                         ok.iloc[0].to_dict() if len(ok) else None, step_ns, cp,
-                        _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs))
+                        _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs), floor)
 
 
 def _linked(graphs: list[RankGraph]) -> float:

@@ -15,6 +15,10 @@ the collectives matched across ranks (:func:`.collectives.match_window`):
 - *straggler*: the rank charged the most wait, when the largest exposed wait it
   caused on another rank is above :data:`NOISE_SHARE` of the window and
   :data:`NOISE_MIN_NS` per step; else no straggler is named.
+- *cause* of the straggler: where the window was replayed (:mod:`..causal.what_if`), the cause whose removal on the
+  straggler alone gives back the most time, above the window's noise floor (its what-if: the critical path's answer,
+  as the first screen gives it); its figure is that gain per step. Elsewhere (no graph, a window too large to replay,
+  no cause of the straggler above the floor) the part of its *blame* below with the largest excess.
 - *blame*: what the straggler's device did that the other ranks' did not, step
   by step (each step's device interval, :mod:`.steps`): per step, its device
   compute, other device work alone, and idle time by cause (:mod:`.idle_causes`),
@@ -49,6 +53,8 @@ import numpy as np
 import pandas as pd
 
 from ..advice.findings import COLUMNS, MIN_SHARE, short_label
+from ..causal.what_if_windows import LABELS as WHAT_IF_LABELS
+from ..causal.what_if_windows import WindowWhatIf, advice
 from ..host.idle_causes import LABELS
 from ..per_trace import OverlapReport
 from .cause_tables import PARTS, ExposedSpans, RankTables, pair_codes, rank_columns, rank_tables, step_maxima
@@ -82,7 +88,11 @@ class WindowCauses:
             ``exposed_wait_ns`` (int64).
         exposed_transfer_ns: per rank, exposed collective time that is no wait.
         straggler: the rank the others waited for (None: none above noise).
-        cause: the part of :data:`.collectives.PRE_PARTS` the straggler had most in excess ("" without straggler).
+        cause: the straggler's cause (module docstring): a what-if cause (:data:`..causal.what_if_windows.LABELS`)
+            where ``gain_ns`` > 0, else the part of :data:`.collectives.PRE_PARTS` it had most in excess ("" without
+            straggler).
+        gain_ns, gain_per_step_ns: what removing that cause on the straggler gives back (its what-if), int ns; 0 where
+            the cause is its excess.
         excess_ns: per part of :data:`PARTS`, the straggler's excess over the other ranks' median, summed over the steps.
         excess_per_step_ns: the same, the median over the window's steps.
         caused_wait_ns: the largest exposed wait the straggler caused on one rank.
@@ -110,6 +120,8 @@ class WindowCauses:
     kernels: tuple[str, ...] = ()
     label: str = ""
     text: str = ""
+    gain_ns: int = 0
+    gain_per_step_ns: int = 0
     blame: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: np.zeros(0, np.int64) for c in BLAME_COLUMNS}))
 
 
@@ -164,7 +176,8 @@ def _kernel_excess(t: RankTables, late: int, top: int = 2) -> tuple[tuple[str, .
     return tuple(str(n) for n, v in diff.head(top).items() if v > 0), int(diff.clip(lower=0).sum())
 
 
-def window_causes(wc: WindowCollectives, reports: Mapping[int, OverlapReport] | RankTables, steps: int = 1) -> WindowCauses:
+def window_causes(wc: WindowCollectives, reports: Mapping[int, OverlapReport] | RankTables, steps: int = 1,
+                  what_if: WindowWhatIf | None = None) -> WindowCauses:
     """Wait, transfer, straggler and blame of one window (module docstring), for every rank at once.
 
     Args:
@@ -172,6 +185,8 @@ def window_causes(wc: WindowCollectives, reports: Mapping[int, OverlapReport] | 
         reports: the window's report of each rank, or what the causes read of them (:mod:`.cause_tables`: from
             summary files, with no report built).
         steps: the window's step count, for per-step figures.
+        what_if: the window's what-ifs (its ranks replayed together), which name the straggler's cause; None where
+            it was not replayed.
 
     Returns:
         a :class:`WindowCauses`.
@@ -227,7 +242,22 @@ def window_causes(wc: WindowCollectives, reports: Mapping[int, OverlapReport] | 
     window_ns = int(t.window_ns.max(initial=0))
     if caused < NOISE_SHARE * window_ns or caused < NOISE_MIN_NS * steps:
         return out
-    return _straggler(out, t, late_rank, caused)
+    out = _straggler(out, t, late_rank, caused)
+    top = what_if.rank_top(late_rank) if what_if is not None else None
+    return _replayed(out, top, what_if.steps if what_if is not None else 0) if top is not None else out
+
+
+def _replayed(out: WindowCauses, top: dict, steps: int) -> WindowCauses:
+    """``out`` with its straggler's cause the what-if ``top`` of that rank (module docstring)."""
+    late, cause = out.straggler, str(top["cause"])
+    what = WHAT_IF_LABELS.get(cause, cause)
+    each, gain = int(top["per_step_ns"]), int(top["gain_ns"])
+    fix = advice(cause, str(top["top"]), int(top["steps_with"]), steps)
+    label = f"wait for rank {late}: {what} -{_ms(each)}/step"
+    text = (f"rank {late} arrived last at its collectives, and the others waited for it, up to {_ms(out.caused_wait_ns / out.steps)} "
+            f"per step of exposed wait; removing its {what} would give back {_ms(each)} per step (the job replayed): {fix}; "
+            "overlapping communication on the waiting ranks would not help")
+    return replace(out, cause=cause, kernels=(), label=label, text=text, gain_ns=gain, gain_per_step_ns=each)
 
 
 def _straggler(out: WindowCauses, t: RankTables, late: int, caused: int) -> WindowCauses:
@@ -347,7 +377,10 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
         rows.append(("exposed_transfer", subject, device, tr, tr // wcause.steps, short_label("exposed transfer", tr, w),
                      f"{_ms(tr)}: collectives on {subject} moved data with no compute beside them (their waits for late "
                      f"ranks are counted apart){_group_advice(wcause.waits, rank)}"))
-    if wcause.straggler == rank and wcause.cause:
+    if wcause.straggler == rank and wcause.cause and wcause.gain_ns > 0:  # (its what-if: what removing its cause gives back)
+        rows.append(("straggler", f"rank {rank}", device if device >= 0 else 0, wcause.gain_ns, wcause.gain_per_step_ns,
+                     f"straggler: {WHAT_IF_LABELS.get(wcause.cause, wcause.cause)} -{_ms(wcause.gain_per_step_ns)}/step", wcause.text))
+    elif wcause.straggler == rank and wcause.cause:
         own = int(max(wcause.excess_ns.get(wcause.cause, 0), 0))
         each = wcause.excess_per_step_ns.get(wcause.cause, own // wcause.steps)
         rows.append(("straggler", f"rank {rank}", device if device >= 0 else 0, own, each,

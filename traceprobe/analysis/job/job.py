@@ -203,7 +203,7 @@ def job_json(job: JobReport) -> str:
     doc = {
         "figures": rows(job.figures), "outliers": rows(job.outliers), "stragglers": rows(job.stragglers),
         "causes": [{"run": c.run, "window": c.window, "straggler": c.straggler, "cause": c.cause, "label": c.label,
-                    "caused_wait_ns": c.caused_wait_ns} for c in job.causes],
+                    "caused_wait_ns": c.caused_wait_ns, "gain_per_step_ns": c.gain_per_step_ns} for c in job.causes],
         "clocks": [{"run": c.run, "window": c.window, "supported": c.supported, "differ": c.differ, "reason": c.reason,
                     "ranks": rows(c.ranks)} for c in job.clocks],
         "what_if": [{"run": w.run, "window": w.window, "top": None if w.top is None else {k: _plain(v) for k, v in w.top.items()},
@@ -326,7 +326,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         clocks.append(est)
         stragglers.append(wc)
         steps = (lambda s: int(s[1]) - int(s[0]) + 1)(window.split(" ")[1].split("-")) if window.startswith("steps ") else 1
-        causes.append(window_causes(wc, rank_tables([x[4] for x in last]), steps))
+        replayed = None
         if len(last) <= MAX_REPLAY_RANKS:  # (the ranks' graphs, read again: the window replayed as from traces)
             try:
                 graphs = [graph_of_file(x[1]) for x in last]
@@ -334,7 +334,9 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
                 graphs = [None]
                 failures.append(Failure(getattr(e, "path", run), f"not replayed: {getattr(e, 'reason', e)}"))
             if all(g is not None for g in graphs):
-                what_ifs.append(window_what_if(run, window, "", [g for g in graphs if g is not None], window_instances(wc)))
+                replayed = window_what_if(run, window, "", [g for g in graphs if g is not None], window_instances(wc))
+                what_ifs.append(replayed)
+        causes.append(window_causes(wc, rank_tables([x[4] for x in last]), steps, replayed))
         items.clear()
     figures = pd.DataFrame(dist, columns=DIST_COLUMNS).astype({"ranks": np.int64})
     outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
