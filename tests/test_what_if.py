@@ -293,3 +293,18 @@ def test_a_sync_that_exposes_the_host_work_after_it_is_named_before_it(tmp_path)
     # gain after the first step over the two others, not the window's gain over three
     assert (top["gain_ns"], top["per_step_ns"]) == (4_070_000, (4_070_000 - 20_000) // 2)
     assert "the host work after it (host outside ops" in w.finding()
+
+
+def test_a_host_side_finding_of_a_trace_with_stacks_says_its_gain_is_an_upper_bound(tmp_path):
+    """SYNTHETIC: the one-rank sleep above, its graph marked as recorded with 1,200 Python frames (Kineto's stack
+    recording slows the host): the host finding says so; without frames it does not. The packed graph keeps them."""
+    from dataclasses import replace
+
+    from traceprobe.analysis.job.graph_tables import graph_blob, graph_from_blob
+
+    g = rank_graph(load_trace(_one_rank(tmp_path)))
+    assert g.stack_frames == 0 and "Python stacks" not in window_what_if("r", "w", "", [g], None).finding()
+    w = window_what_if("r", "w", "", [replace(g, stack_frames=1_200)], None)
+    assert w.top is not None and w.top["cause"] == "host"
+    assert "recorded with Python stacks (1,200 frames a step on a rank), whose recording slows the host" in w.finding()
+    assert graph_from_blob(graph_blob(replace(g, stack_frames=1_200))).stack_frames == 1_200

@@ -93,6 +93,8 @@ class RankGraph:
         id_density: the runtime calls' distinct correlation ids over the range they span (CUPTI numbers every
             call: a sampled trace, such as HTA's ``sampled_rank-0``, holds a small share of them).
         steps: step windows, columns ``step``, ``start_ns``, ``end_ns`` (int64 ns).
+        stack_frames: the Python frames the trace recorded (``with_stack=True``; 0 without stacks): recording them
+            slows the host.
         also_anchor, also_op: (E,) a device-wide sync's other edges: anchor ``also_anchor[e]`` returns no earlier than
             op ``also_op[e]`` ends plus its return latency (``ret``): per stream, the last work launched before the
             call, beside ``target`` (the work that ended last).
@@ -128,6 +130,7 @@ class RankGraph:
     ranked: bool = True
     also_anchor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     also_op: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    stack_frames: int = 0
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -321,4 +324,5 @@ def rank_graph(trace: Trace) -> RankGraph:
                      anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
-                     _id_density(trace), lane_names, trace.rank is not None, np.concatenate(also_a), np.concatenate(also_k))
+                     _id_density(trace), lane_names, trace.rank is not None, np.concatenate(also_a), np.concatenate(also_k),
+                     len(trace.python_events))

@@ -82,6 +82,8 @@ class WindowWhatIf:
         table: :func:`.what_if.what_if`'s table.
         top: the first row above the noise floor (:data:`NOISE_SHARE`, :data:`NOISE_PER_STEP_NS`) as a dict, None
             where no cause gives back that much; ``floor_ns`` that floor (int ns).
+        stack_frames: the most Python frames a rank of the window recorded per step (``with_stack=True``; 0 without
+            stacks): recording them slows the host, so the finding of a host-side cause says its gain is an upper bound.
     """
 
     run: str
@@ -98,6 +100,7 @@ class WindowWhatIf:
     id_density: float = 1.0
     ranked: bool = True
     floor_ns: int = 0
+    stack_frames: int = 0
 
     def rank_top(self, rank: int) -> dict | None:
         """The first row of :attr:`table` for ``rank`` alone (not every rank) that gives back at least the window's noise
@@ -154,7 +157,15 @@ class WindowWhatIf:
             partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
                        "what follows is of the events it kept; ")
         return (f"{partial}{who}{LABELS.get(cause, cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
-                f"{advice(cause, t['top'], t['steps_with'], self.steps)}{self._exposed(t)}")
+                f"{advice(cause, t['top'], t['steps_with'], self.steps)}{self._exposed(t)}{self._stacks(cause)}")
+
+    def _stacks(self, cause: str) -> str:
+        """For a host-side cause in a trace recorded with stacks: that they slow the host, in a clause."""
+        if cause not in HOST_WORK or self.stack_frames <= 0:
+            return ""
+        per = "a step" if self.steps else "in the trace"
+        return (f"; recorded with Python stacks ({self.stack_frames:,} frames {per} on a rank), whose recording slows the "
+                "host: the gain is an upper bound, confirm it on a run without with_stack")
 
     def _exposed(self, t: dict) -> str:
         """For a sync: the host work of its rank that removing it would give back at least
@@ -206,7 +217,8 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     step_ns = max((int(g.steps["duration_ns"].mean()) for g in graphs if len(g.steps)), default=0)
     return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
                         ok.iloc[0].to_dict() if len(ok) else None, step_ns, cp,
-                        _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs), floor)
+                        _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs), floor,
+                        max((g.stack_frames // max(len(g.steps), 1) for g in graphs), default=0))
 
 
 def _linked(graphs: list[RankGraph]) -> float:

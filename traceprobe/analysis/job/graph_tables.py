@@ -37,7 +37,7 @@ def graph_blob(g: RankGraph) -> str:
     arrays["t"], arrays["start"] = np.diff(g.t, prepend=0), np.diff(g.start, prepend=0)  # (small numbers deflate well)
     arrays |= {"names": np.array(g.names, dtype=str), "lane_names": np.array(g.lane_names, dtype=str),
                "class_top": np.array(g.class_top, dtype=str),
-               "meta": np.array([g.rank, int(g.ranked)], dtype=np.int64), "id_density": np.array([g.id_density], dtype=np.float64),
+               "meta": np.array([g.rank, int(g.ranked), g.stack_frames], dtype=np.int64), "id_density": np.array([g.id_density], dtype=np.float64),
                "steps_columns": np.array(list(map(str, g.steps.columns)), dtype=str)}
     arrays |= {f"steps_{i}": g.steps[c].to_numpy() for i, c in enumerate(g.steps.columns)}
     buf = io.BytesIO()
@@ -76,4 +76,5 @@ def graph_from_blob(blob: str) -> RankGraph:
     steps = pd.DataFrame({str(c): a[f"steps_{i}"] for i, c in enumerate(a["steps_columns"])})
     meta = a["meta"]
     return RankGraph(rank=int(meta[0]), names=names, lane_names=lanes, class_top=tuple(str(x) for x in a["class_top"]),
-                     steps=steps, id_density=float(a["id_density"][0]), ranked=bool(meta[1]), **{k: a[k] for k in _ARRAYS})
+                     steps=steps, id_density=float(a["id_density"][0]), ranked=bool(meta[1]),
+                     stack_frames=int(meta[2]) if meta.size > 2 else 0, **{k: a[k] for k in _ARRAYS})
