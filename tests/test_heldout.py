@@ -1,7 +1,8 @@
 """The what-if model on runs it was not tuned on: sample_traces/heldout (4x H200, torch 2.11), the matrix's scenarios
 recorded again by scripts/matrix_session.sh with another rank given the cause, other sizes and other world sizes
 (``w4-late2``: 4 ranks, rank 2, 12 ms sleeps, 5 extra products; ``w2-late1``: 2 ranks, rank 1, 30 ms, 10;
-``w4-late3``: 4 ranks, rank 3, 25 ms, 3; ``w4-late2-stacks``: 4 ranks, rank 2, 15 ms, 6, with stacks and sync events),
+``w4-late3``: 4 ranks, rank 3, 25 ms, 3; ``w4-late2-stacks``: 4 ranks, rank 2, 15 ms, 6, with stacks and sync events;
+``w2-late0``: 2 ranks, rank 0, 18 ms, 7, with the item-log scenarios, recorded after the what-if's sync rules),
 each with what was built in, measured in the run (``injected.jsonl``).
 
 Checked: the top what-if above the window's noise floor names the built-in cause and rank (every rank, where the
@@ -22,7 +23,8 @@ from traceprobe.analysis.job.collectives import collective_table, match_window
 
 HELDOUT = Path(__file__).resolve().parent.parent / "sample_traces" / "heldout"
 CAUSE = {"compute": "imbalance", "sleep": "host", "pageable_copy": "pageable_copy", "pinned_alloc": "pinned_alloc",
-         "device_alloc": "device_alloc", "recompile": "compile", "new_shape": "slow_call"}
+         "device_alloc": "device_alloc", "recompile": "compile", "new_shape": "slow_call", "cpu_op": "cpu_op",
+         "dataloader": "data_loading", "sync": "sync"}
 """The what-if cause that stands for each kind of built-in cause (``cause_kind`` in injected.jsonl)."""
 
 MISSES = {
@@ -30,15 +32,28 @@ MISSES = {
     "w2-late1/ddp-sleep": "rank 1's 30 ms sleep hides behind the device work queued ahead (as the matrix's ddp-sleep)",
     "w4-late3/mesh-sleep": "rank 2 arrives last at every collective (its host dispatch is the slowest), not rank 3",
     "w2-late1/pp-balanced": "a balanced control: the last stage runs 4.8 ms/step more device work than the first",
-    "w4-late3/mesh-balanced": "a balanced control: rank 0's host dispatch, 2.3 ms/step",
+    "w4-late3/mesh-balanced": "a balanced control: rank 0's host dispatch, 2.8 ms/step",
     # recorded with stacks (Kineto records every Python call: the hosts are slower) and sync events
     "w4-late2-stacks/ddp-sleep": "rank 2's 15 ms sleep hides behind queued device work: 0.1 ms/step against the control",
     "w4-late2-stacks/ddp-cpu-op": "rank 2's CPU op hides behind queued device work: 0.2 ms/step against the control",
     "w4-late2-stacks/ddp-dataloader": "rank 2's slow DataLoader hides behind queued device work: 1.0 ms/step against the control",
-    "w4-late2-stacks/fsdp-balanced": "a balanced control made launch-bound by the stacks' overhead: every rank's dispatch, 7.7 ms/step",
+    "w4-late2-stacks/fsdp-balanced": "a balanced control made launch-bound by the stacks' overhead: every rank's dispatch, 10.4 ms/step",
     "w4-late2-stacks/mesh-balanced": "a balanced control made launch-bound by the stacks' overhead: every rank's dispatch, 16.1 ms/step",
     "w4-late2-stacks/mesh-sleep": "every rank's time outside ops (the stacks' Python time beside rank 2's sleep), 17.6 ms/step; "
                                   "its critical path runs 42% in rank 2's sleep",
+    # 2 ranks, rank 0 given the cause, recorded after the sync and per-step rules of the what-if were written
+    "w2-late0/ddp-sleep": "rank 0's 18 ms sleep hides behind queued device work: 0.0 ms/step against the control, nothing above the floor",
+    "w2-late0/ddp-cpu-op": "rank 0's CPU op hides behind queued device work (1.6 ms/step against the control); the top what-if "
+                           "names it, rank 0 CPU ops that launch nothing -1.0 ms/step, under half the 23.0 ms built in",
+    "w2-late0/ddp-dataloader": "rank 0's slow DataLoader hides behind queued device work (1.1 ms/step against the control); the top "
+                               "is every rank's syncs -1.2 ms/step: the batch's copy from pageable memory (aten::_to_copy)",
+    "w2-late0/ddp-item": "launch-bound with or without its syncs (0.2 ms/step measured): every rank launch-bound dispatch -11.7 ms/step",
+    "w2-late0/fsdp-item-log": "every rank's preparation costs more than rank 0's log (9.7 against 6.2 ms/step, measured): every rank "
+                              "host outside ops -12.7 ms/step (tests/test_sync_log.py's reading)",
+    "w2-late0/mesh-item-log": "every rank's preparation costs more than rank 0's log (9.9 against 0.6 ms/step, measured): every rank "
+                              "host outside ops -12.5 ms/step (tests/test_sync_log.py's reading)",
+    "w2-late0/mesh-balanced": "a balanced control: rank 1's host dispatch (DTensor's PythonSubclass), 7.0 ms/step",
+    "w2-late0/pp-balanced": "a balanced control: the last stage runs 4.4 ms/step more device work than the first (as in w2-late1)",
 }
 """Held-out runs whose top what-if is not the built-in cause: what the trace shows instead (not checked)."""
 
