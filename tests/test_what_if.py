@@ -308,3 +308,15 @@ def test_a_host_side_finding_of_a_trace_with_stacks_says_its_gain_is_an_upper_bo
     assert w.top is not None and w.top["cause"] == "host"
     assert "recorded with Python stacks (1,200 frames a step on a rank), whose recording slows the host" in w.finding()
     assert graph_from_blob(graph_blob(replace(g, stack_frames=1_200))).stack_frames == 1_200
+
+
+def test_each_critical_path_segment_names_the_step_holding_its_end(tmp_path):
+    """SYNTHETIC (three logged steps above): each segment's ``step`` is the step whose host interval holds its end,
+    checked one segment at a time; the path covers all three steps."""
+    g = rank_graph(load_trace(_logged_steps(tmp_path)))
+    cp = critical_path([g])
+    steps = g.steps
+    for end, step in zip(cp["end_ns"], cp["step"]):
+        holding = steps[(steps["start_ns"] <= end) & (end <= steps["end_ns"])]["step"].tolist()
+        assert step == (holding[-1] if holding else -1)
+    assert set(cp["step"]) >= {1, 2, 3}

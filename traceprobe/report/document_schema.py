@@ -96,7 +96,11 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                                                                                     'name': {'type': 'string'},
                                                                                                     'start_ns': {'type': 'integer'},
                                                                                                     'end_ns': {'type': 'integer'},
-                                                                                                    'ns': {'$ref': '#/$defs/ns'}}}},
+                                                                                                    'ns': {'$ref': '#/$defs/ns'},
+                                                                                                    'step': {'type': 'integer',
+                                                                                                             'description': 'its rank\'s '
+                                                                                                                            'step holding its '
+                                                                                                                            'end, -1 none'}}}},
                                                          'causes': {'type': 'array',
                                                                     'items': {'type': 'object',
                                                                               'properties': {'rank': {'type': 'integer'},

@@ -29,7 +29,7 @@ from .contention import last_arrivals
 from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
 from .what_if import _job
 
-COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns"]
+COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns", "step"]
 GAPS = "(gaps between queued work)"
 
 
@@ -49,11 +49,13 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     Returns:
         DataFrame: ``rank`` (int64), ``lane`` (str: ``host`` or the device chain, ``cuda:0 stream 7``), ``cause`` (str: a host class, ``sync``, ``launch``, ``dependency``, ``compute``, ``copy``, ``comm``),
         ``name`` (str: the kernel, or the host op holding most of a class), ``start_ns``, ``end_ns`` (int64: the
-        segment), ``ns`` (int64: its time; a host stretch gives one row per class, each with the stretch's bounds).
+        segment), ``ns`` (int64: its time; a host stretch gives one row per class, each with the stretch's bounds),
+        ``step`` (int64: the step of its rank, ``ProfilerStep#N``, whose host interval holds the segment's end; -1
+        outside its rank's steps or without steps).
     """
     rows: list[tuple] = []
     if not graphs or all(g.t.size == 0 and g.start.size == 0 for g in graphs):
-        return pd.DataFrame(rows, columns=COLUMNS)
+        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("lane", "cause", "name") else np.int64) for c in COLUMNS})
     job = _job(graphs, per_rank)
     k_off = np.cumsum([0] + [g.start.size for g in graphs])
     starts = np.concatenate([g.start for g in graphs])
@@ -150,9 +152,28 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             state = ("dev", dep)
         else:
             state = None
-    out = pd.DataFrame(rows, columns=COLUMNS)
+    out = pd.DataFrame(rows, columns=COLUMNS[:-1])
     out["name"] = [str(x) for x in out["name"]]  # (numpy strings are no JSON)
-    return out.astype({"rank": np.int64, "start_ns": np.int64, "end_ns": np.int64, "ns": np.int64})
+    out = out.astype({"rank": np.int64, "start_ns": np.int64, "end_ns": np.int64, "ns": np.int64})
+    out["step"] = _steps_of(graphs, out)
+    return out
+
+
+def _steps_of(graphs: list[RankGraph], path: pd.DataFrame) -> np.ndarray:
+    """Per segment of ``path``: the step of its rank whose host interval [start, end] holds the segment's end, -1 where
+    none (int64)."""
+    step = np.full(len(path), -1, np.int64)
+    rank, end = path["rank"].to_numpy(np.int64), path["end_ns"].to_numpy(np.int64)
+    for g in graphs:  # (one pass per rank)
+        sel = np.flatnonzero(rank == g.rank)
+        if not sel.size or g.steps.empty:
+            continue
+        lo, hi = g.steps["start_ns"].to_numpy(np.int64), g.steps["end_ns"].to_numpy(np.int64)
+        o = np.argsort(lo, kind="stable")
+        i = np.searchsorted(lo[o], end[sel], "right") - 1
+        ok = (i >= 0) & (end[sel] <= hi[o][np.maximum(i, 0)])
+        step[sel[ok]] = g.steps["step"].to_numpy(np.int64)[o][i[ok]]
+    return step
 
 
 SHARE_COLUMNS = ["rank", "lane", "cause", "name", "ns", "share"]
