@@ -315,10 +315,15 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         out["per_step_ns"] = np.maximum(out["per_step_ns"], after)
     out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
     out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
-    # a sync within the floor of another cause of its rank comes after it: that cause made it wait (empty_cache syncs
-    # the device before it frees; a pageable copy's call waits for its copy); but before the rank's top host work where
-    # it gives back at least EXPOSING_SHARE of it and that work is not the rank's own (the other ranks do as much of
-    # it): that work cost time because the sync had drained the queue
+    return _ordered(out, graphs, max(min_ns, 0))
+
+
+def _ordered(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataFrame:
+    """The what-if table largest gain first, with the syncs placed as :func:`what_if` says: a sync within the floor of
+    another cause of its rank comes after it (that cause made it wait: empty_cache syncs the device before it frees; a
+    pageable copy's call waits for its copy); but before the rank's top host work where it gives back at least
+    :data:`EXPOSING_SHARE` of it and that work is not the rank's own (the other ranks do as much of it): that work cost
+    time because the sync had drained the queue."""
     is_sync = (out["cause"] == "sync").to_numpy()
     gain = out["gain_ns"].to_numpy(np.int64)
     others = pd.DataFrame(out[~is_sync]).sort_values("gain_ns", ascending=False, kind="stable").drop_duplicates("rank").set_index("rank")
@@ -327,12 +332,10 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     exposes = is_sync & rival_cause.isin(HOST_WORK).to_numpy() & (gain >= EXPOSING_SHARE * rival)
     own = np.array([_own_work(graphs, int(r), str(c)) if e else 0 for r, c, e in zip(out["rank"], rival_cause, exposes)], np.int64)
     exposes &= own < EXPOSING_SHARE * rival  # (work the other ranks do as well: it costs time here because of the sync)
-    tie = is_sync & (np.abs(rival - gain) <= max(min_ns, 0))
-    out["_key"] = np.where(tie | exposes, rival, gain)
-    out["_first"] = ~exposes
-    out["_last"] = is_sync
-    return out.sort_values(["_key", "_first", "_last", "rank"], ascending=[False, True, True, False],
-                           kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS]
+    tie = is_sync & (np.abs(rival - gain) <= floor)
+    out = out.assign(_key=np.where(tie | exposes, rival, gain), _first=~exposes, _last=is_sync)
+    return pd.DataFrame(out.sort_values(["_key", "_first", "_last", "rank"], ascending=[False, True, True, False],
+                                        kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS])
 
 
 def _replays(holding: list[int], only: set[int] | None) -> list[list[int]]:
