@@ -320,3 +320,23 @@ def test_each_critical_path_segment_names_the_step_holding_its_end(tmp_path):
         holding = steps[(steps["start_ns"] <= end) & (end <= steps["end_ns"])]["step"].tolist()
         assert step == (holding[-1] if holding else -1)
     assert set(cp["step"]) >= {1, 2, 3}
+
+
+def test_a_cause_of_the_last_step_alone_is_not_given_per_step_after_the_first(tmp_path):
+    """SYNTHETIC: three 2 ms steps, each a 1 ms kernel and a stream sync after it; the third step's host sleeps 3 ms
+    before its launch. The sleep gives back 3 ms, all in the third step: per step, the gain over the three steps (the
+    first step held no such host time: the figure after the first step would count it twice)."""
+    us = 1_000
+    b = TraceBuilder("a host gap in the last step only")
+    at = 0
+    for i in range(3):
+        sleep = 3_000 * us if i == 2 else 0
+        b.step(i + 1, at, 1_100 * us + sleep)
+        b.cpu_op(at + sleep, 20 * us, "aten::linear")
+        b.launch(at + sleep + 5 * us, "kernel", 0, 7, at + sleep + 10 * us, 1_000 * us)
+        b.runtime(at + sleep + 20 * us, 1_000 * us, "cudaStreamSynchronize")  # returns 10 µs after the kernel
+        at += 1_100 * us + sleep
+    g = rank_graph(load_trace(b.write(tmp_path / "last.pt.trace.json")))
+    t = what_if([g])
+    row = t[(t["rank"] == 0) & (t["cause"] == "host")].iloc[0]
+    assert row["gain_ns"] >= 3_000 * us and row["per_step_ns"] == row["gain_ns"] // 3

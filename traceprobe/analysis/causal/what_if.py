@@ -39,6 +39,10 @@ is its own cause, named first; with one rank, the sync is named)."""
 HOST_WORK = ("host", "cpu_op", "data_loading", "optimizer", "dispatch")
 """Host classes of work the host has to do, which device work queued ahead hides (a sync before it exposes it)."""
 
+FIRST_STEP_SHARE = 0.5
+"""A cause's gain after the window's first step stands for its gain per step only where the first step held at least
+this share of an even split of the time the cause removes (it was there alike, its effect came a step later)."""
+
 MAX_ROUNDS = 2_000
 """Rounds of the replay (each carries time across one host-device or cross-rank edge) before it stops."""
 
@@ -244,8 +248,9 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         ``gain_ns`` (int64: how much earlier the window's last work ends), ``per_step_ns`` (int64: ``gain_ns`` over
         the most steps n a rank of the window has, or ``gain_ns`` without steps; where n >= 2, at least the gain after
         the first step, ``gain_ns`` less how much earlier the first step's last work ends, over n - 1: a cause that
-        delays the step after it, such as a sync at a step's end, gives nothing back in the window's first step; not for
-        ``imbalance``, whose excess is taken from the window as a whole, not alike from each step),
+        delays the step after it, such as a sync at a step's end, gives nothing back in the window's first step; only
+        where the first step held at least :data:`FIRST_STEP_SHARE` of an even split of the removed time, so the
+        cause was there alike; not for ``imbalance``, whose excess is taken from the window as a whole),
         ``steps_with`` (int64: the steps
         whose own time the cause held, on the rank holding it most; -1 without steps).
     """
@@ -270,15 +275,19 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     slow = slowdowns(start0, end0, job.d, code, job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}
     charged = {i: charged_wait(start0, end0, w, job.mem_op, job.mem_group, i) for i in slow}  # (each rank's waits, as recorded)
 
+    fa = [g.t <= (int(g.steps["end_ns"].iloc[0]) if len(g.steps) else NEG) for g in graphs]  # (anchors in each first step)
+    fk = [g.end <= (int(g.steps["end_ns"].iloc[0]) if len(g.steps) else NEG) for g in graphs]
+
     def add(ranks: list[int], cause: str, removed: list[int], top: str, h: np.ndarray, d: np.ndarray, drop: np.ndarray,
-            held: list[int]) -> None:
+            held: list[int], first: int = 0) -> None:
         rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
         t, end, arrival = replay_arrivals(job, h, d, drop)
         if len(ranks) == 1 and ranks[0] in slow:  # the others' compute, slowed beside waits for this rank (.contention)
             share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, ranks[0]) / max(charged[ranks[0]], 1)
             if share > 0:
                 t, end = replay(job, h, np.maximum(d - (slow[ranks[0]] * min(share, 1.0)).astype(np.int64), 0), drop)
-        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held), base_first - _finish(t[first_a], end[first_k])))
+        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held), base_first - _finish(t[first_a], end[first_k]),
+                     first))
 
     sync = HOST_CLASSES.index("sync")
     for c, cause in enumerate(HOST_CLASSES):
@@ -289,29 +298,33 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
             on = np.isin(job.a_rank, ranks)
             top = max(ranks, key=lambda i: graphs[i].class_ns[c].sum())
             add(ranks, cause, [int(graphs[i].class_ns[c].sum()) for i in ranks], graphs[top].class_top[c],
-                h0 - np.where(on, cls_all[c], 0), job.d, no_sync, [_steps_with(graphs[i], graphs[i].class_ns[c], floor) for i in ranks])
+                h0 - np.where(on, cls_all[c], 0), job.d, no_sync, [_steps_with(graphs[i], graphs[i].class_ns[c], floor) for i in ranks],
+                sum(int(graphs[i].class_ns[c][fa[i]].sum()) for i in ranks))
     waits = [w + g.class_ns[sync] for w, g in zip(waits, graphs)]  # a sync's wait and its host time (aten::item's own)
     holding = [i for i, w in enumerate(waits) if w.sum() > floor]
     for ranks in _replays(holding, only):
         on = np.isin(job.a_rank, ranks)
         add(ranks, "sync", [int(waits[i].sum()) for i in ranks], _sync_top(graphs[max(ranks, key=lambda i: waits[i].sum())]),
             h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]),
-            [_steps_with(graphs[i], waits[i], floor) for i in ranks])
+            [_steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
     holding = [i for i, n in enumerate(copies) if n > floor]
     for ranks in _replays(holding, only):
         sel = pageable & np.isin(job.k_rank, ranks)
-        add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1])
+        add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1],
+            sum(int(graphs[i].d[graphs[i].pageable & fk[i]].sum()) for i in ranks))
     if len(graphs) > 1:
         for i, top, removed, d in excess_device_work(graphs, job.k_rank, job.d, floor, code, names, only):
             add([i], "imbalance", [removed], top, h0, d, no_sync, [-1])
-    out = pd.DataFrame(rows, columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with", "first_ns"])
+    out = pd.DataFrame(rows, columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with", "first_ns", "removed_first_ns"])
     single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
     best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
     out = out[(out["rank"] >= 0).to_numpy() | (out["gain_ns"].to_numpy() > EVERY_RANK_FACTOR * best)]  # (one rank says it all)
     out["per_step_ns"] = out["gain_ns"] // max(n_steps, 1)
     if n_steps >= 2:  # (a cause that delays the step after it gives nothing back in the window's first step)
-        after = np.where(out["cause"] == "imbalance", 0, (out["gain_ns"] - out["first_ns"]) // (n_steps - 1))
+        first_held = np.asarray(out["removed_first_ns"], dtype=np.int64) * n_steps
+        alike = (np.asarray(out["cause"]) != "imbalance") & (first_held >= FIRST_STEP_SHARE * np.asarray(out["removed_ns"], dtype=np.int64))
+        after = np.where(alike, (out["gain_ns"] - out["first_ns"]) // (n_steps - 1), 0)
         out["per_step_ns"] = np.maximum(out["per_step_ns"], after)
     out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
     out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
