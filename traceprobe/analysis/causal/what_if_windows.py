@@ -172,27 +172,22 @@ class WindowWhatIf:
         :data:`.what_if.EXPOSING_SHARE` of its gain (the work the sync exposes: it drained the queue before it); for
         host work: the syncs of its rank that would give back that much (the other lever), in a clause; ``""`` where
         none."""
-        if t["cause"] in HOST_WORK:
-            syncs = self.table[(self.table["rank"] == t["rank"]).to_numpy() & (self.table["cause"] == "sync").to_numpy()
-                               & (self.table["gain_ns"] >= EXPOSING_SHARE * t["gain_ns"]).to_numpy()]
-            if syncs.empty:
-                return ""
-            r = syncs.iloc[0]
-            per = r["per_step_ns"] if self.steps else r["gain_ns"]
-            return (f"; it runs after a sync ({_short(str(r['top']))}) that drained the device's queue: without the sync it "
-                    f"would run under queued work, -{per / 1e6:,.1f} ms{'/step' if self.steps else ''}")
-        if t["cause"] != "sync":
+        host_work = t["cause"] in HOST_WORK
+        if not host_work and t["cause"] != "sync":
             return ""
-        rows = self.table[(self.table["rank"] == t["rank"]).to_numpy() & self.table["cause"].isin(HOST_WORK).to_numpy()
-                          & (self.table["gain_ns"] >= EXPOSING_SHARE * t["gain_ns"]).to_numpy()]
+        tb = self.table
+        other = (tb["cause"] == "sync") if host_work else tb["cause"].isin(HOST_WORK)
+        rows = tb[(tb["rank"] == t["rank"]).to_numpy() & other.to_numpy() & (tb["gain_ns"] >= EXPOSING_SHARE * t["gain_ns"]).to_numpy()]
         if rows.empty:
             return ""
         r = rows.iloc[0]
-        per = r["per_step_ns"] if self.steps else r["gain_ns"]
+        figure = f"-{(r['per_step_ns'] if self.steps else r['gain_ns']) / 1e6:,.1f} ms{'/step' if self.steps else ''}"
+        if host_work:
+            return (f"; it runs after a sync ({_short(str(r['top']))}) that drained the device's queue: without the sync it "
+                    f"would run under queued work, {figure}")
         name = short_frame(str(r["top"]), brief=True) if r["cause"] == "host" else _short(str(r["top"]))
         return (f"; the sync drains the device's queue, so the host work after it ({LABELS.get(str(r['cause']), r['cause'])}"
-                f"{', ' + name if name else ''}: -{per / 1e6:,.1f} ms{'/step' if self.steps else ''} if removed) runs with "
-                "the device idle")
+                f"{', ' + name if name else ''}: {figure} if removed) runs with the device idle")
 
 
 PATH_SHARE = 0.10
