@@ -31,13 +31,18 @@ EVERY_RANK_FACTOR = 1.2
 """A cause removed on every rank is listed when it gains more than this times its best single rank's removal."""
 
 EXPOSING_SHARE = 0.5
-"""A rank's syncs come before its top host work (:data:`HOST_WORK`) where removing them gives back at least this share
+"""A rank's syncs come before its top unnamed host work (:data:`EXPOSED_WORK`) where removing them gives back at least this share
 of what removing that work gives, and the rank holds less than this share of that gain in that work beyond the other
 ranks' median: the work is exposed because the syncs drained the device's queue before it (work only this rank does
 is its own cause, named first; with one rank, the sync is named)."""
 
 HOST_WORK = ("host", "cpu_op", "data_loading", "optimizer", "dispatch")
-"""Host classes of work the host has to do, which device work queued ahead hides (a sync before it exposes it)."""
+"""Host classes of work the host has to do, which device work queued ahead hides (a sync before it exposes it): their
+findings name such a sync, and a sync's finding names them."""
+
+EXPOSED_WORK = ("host", "dispatch")
+"""Host work a sync before it is named for (:data:`EXPOSING_SHARE`): time outside ops and launching. Named work (data
+loading, the optimizer, CPU ops) keeps its name: its remedy takes it off the host (its finding names the sync)."""
 
 FIRST_STEP_SHARE = 0.5
 """A cause's gain after the window's first step stands for its gain per step only where the first step held at least
@@ -334,7 +339,7 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
 def _ordered(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataFrame:
     """The what-if table largest gain first, with the syncs placed as :func:`what_if` says: a sync within the floor of
     another cause of its rank comes after it (that cause made it wait: empty_cache syncs the device before it frees; a
-    pageable copy's call waits for its copy); but before the rank's top host work where it gives back at least
+    pageable copy's call waits for its copy); but before the rank's top unnamed host work (:data:`EXPOSED_WORK`) where it gives back at least
     :data:`EXPOSING_SHARE` of it and that work is not the rank's own (the other ranks do as much of it): that work cost
     time because the sync had drained the queue."""
     is_sync = (out["cause"] == "sync").to_numpy()
@@ -342,7 +347,7 @@ def _ordered(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataF
     others = pd.DataFrame(out[~is_sync]).sort_values("gain_ns", ascending=False, kind="stable").drop_duplicates("rank").set_index("rank")
     rival = out["rank"].map(others["gain_ns"]).fillna(-1).to_numpy(np.int64)
     rival_cause = out["rank"].map(others["cause"])
-    exposes = is_sync & rival_cause.isin(HOST_WORK).to_numpy() & (gain >= EXPOSING_SHARE * rival)
+    exposes = is_sync & rival_cause.isin(EXPOSED_WORK).to_numpy() & (gain >= EXPOSING_SHARE * rival)
     own = np.array([_own_work(graphs, int(r), str(c)) if e else 0 for r, c, e in zip(out["rank"], rival_cause, exposes)], np.int64)
     exposes &= own < EXPOSING_SHARE * rival  # (work the other ranks do as well: it costs time here because of the sync)
     tie = is_sync & (np.abs(rival - gain) <= floor)
