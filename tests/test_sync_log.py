@@ -5,7 +5,7 @@ runs with its device idle. Both causes are measured in the run, unprofiled (``in
 ``injected_ms_per_step``, and the preparation's, ``prep_cost_ms_per_step``).
 
 Checked: the top what-if names the log (rank L's syncs) where the log's cost is at least half of the preparation's
-(:data:`traceprobe.analysis.causal.what_if.EXPOSING_SHARE`: the preparation costs time mostly because the log
+(:data:`traceprobe.analysis.causal.what_if_order.EXPOSING_SHARE`: the preparation costs time mostly because the log
 drained the queue), else the preparation (the host outside ops of rank L or of every rank). A sync's gain is within
 15% of its measured cost. A
 preparation's gain is at least 85% of its measured cost and at most the host time the what-if removed (it removes all
@@ -23,7 +23,7 @@ import pytest
 
 from traceprobe import load_trace
 from traceprobe.analysis.causal.dependency_graph import rank_graph
-from traceprobe.analysis.causal.what_if import EXPOSING_SHARE
+from traceprobe.analysis.causal.what_if_order import EXPOSING_SHARE
 from traceprobe.analysis.causal.what_if_windows import window_instances, window_what_if
 from traceprobe.analysis.job.collectives import collective_table, match_window
 

@@ -26,23 +26,10 @@ from ... import intervals as iv
 from .contention import charged_wait, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_device_work, kernel_codes
+from .what_if_order import COLUMNS, ordered
 
 EVERY_RANK_FACTOR = 1.2
 """A cause removed on every rank is listed when it gains more than this times its best single rank's removal."""
-
-EXPOSING_SHARE = 0.5
-"""A rank's syncs come before its top unnamed host work (:data:`EXPOSED_WORK`) where removing them gives back at least this share
-of what removing that work gives, and the rank holds less than this share of that gain in that work beyond the other
-ranks' median: the work is exposed because the syncs drained the device's queue before it (work only this rank does
-is its own cause, named first; with one rank, the sync is named)."""
-
-HOST_WORK = ("host", "cpu_op", "data_loading", "optimizer", "dispatch")
-"""Host classes of work the host has to do, which device work queued ahead hides (a sync before it exposes it): their
-findings name such a sync, and a sync's finding names them."""
-
-EXPOSED_WORK = ("host", "dispatch")
-"""Host work a sync before it is named for (:data:`EXPOSING_SHARE`): time outside ops and launching. Named work (data
-loading, the optimizer, CPU ops) keeps its name: its remedy takes it off the host (its finding names the sync)."""
 
 FIRST_STEP_SHARE = 0.5
 """A cause's gain after the window's first step stands for its gain per step only where the first step held at least
@@ -224,7 +211,7 @@ def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray
     return t, end, arrival
 
 
-WHAT_IF_COLUMNS = ["rank", "cause", "top", "removed_ns", "gain_ns", "per_step_ns", "steps_with"]
+WHAT_IF_COLUMNS = COLUMNS
 
 
 def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0, only: set[int] | None = None) -> pd.DataFrame:
@@ -333,43 +320,13 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         out["per_step_ns"] = np.maximum(out["per_step_ns"], after)
     out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
     out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
-    return _ordered(out, graphs, max(min_ns, 0))
-
-
-def _ordered(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataFrame:
-    """The what-if table largest gain first, with the syncs placed as :func:`what_if` says: a sync within the floor of
-    another cause of its rank comes after it (that cause made it wait: empty_cache syncs the device before it frees; a
-    pageable copy's call waits for its copy); but before the rank's top unnamed host work (:data:`EXPOSED_WORK`) where it gives back at least
-    :data:`EXPOSING_SHARE` of it and that work is not the rank's own (the other ranks do as much of it): that work cost
-    time because the sync had drained the queue."""
-    is_sync = (out["cause"] == "sync").to_numpy()
-    gain = out["gain_ns"].to_numpy(np.int64)
-    others = pd.DataFrame(out[~is_sync]).sort_values("gain_ns", ascending=False, kind="stable").drop_duplicates("rank").set_index("rank")
-    rival = out["rank"].map(others["gain_ns"]).fillna(-1).to_numpy(np.int64)
-    rival_cause = out["rank"].map(others["cause"])
-    exposes = is_sync & rival_cause.isin(EXPOSED_WORK).to_numpy() & (gain >= EXPOSING_SHARE * rival)
-    own = np.array([_own_work(graphs, int(r), str(c)) if e else 0 for r, c, e in zip(out["rank"], rival_cause, exposes)], np.int64)
-    exposes &= own < EXPOSING_SHARE * rival  # (work the other ranks do as well: it costs time here because of the sync)
-    tie = is_sync & (np.abs(rival - gain) <= floor)
-    out = out.assign(_key=np.where(tie | exposes, rival, gain), _first=~exposes, _last=is_sync)
-    return pd.DataFrame(out.sort_values(["_key", "_first", "_last", "rank"], ascending=[False, True, True, False],
-                                        kind="stable").reset_index(drop=True)[WHAT_IF_COLUMNS])
+    return ordered(out, graphs, max(min_ns, 0))
 
 
 def _replays(holding: list[int], only: set[int] | None) -> list[list[int]]:
     """The rank sets a cause held by the graphs ``holding`` is replayed with: each alone (those in ``only``, where
     given), then all of them at once where two or more hold it."""
     return [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else [])
-
-
-def _own_work(graphs: list[RankGraph], rank: int, cause: str) -> int:
-    """How much more host time of class ``cause`` rank ``rank`` holds than the other ranks' median (ns; 0 for one rank
-    or every rank, -1)."""
-    i = next((k for k, g in enumerate(graphs) if g.rank == rank), -1)
-    if len(graphs) < 2 or i < 0:
-        return 0
-    held = np.array([int(g.class_ns[HOST_CLASSES.index(cause)].sum()) for g in graphs], np.int64)
-    return int(held[i] - np.median(np.delete(held, i)))
 
 
 def _first_step(graphs: list[RankGraph], job: _Job) -> tuple[np.ndarray, np.ndarray]:

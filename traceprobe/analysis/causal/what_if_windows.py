@@ -10,7 +10,8 @@ import pandas as pd
 from ..host.python_frames import short_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
-from .what_if import EXPOSING_SHARE, HOST_WORK, _finish, what_if
+from .what_if import _finish, what_if
+from .what_if_order import EXPOSING_SHARE, HOST_WORK
 
 NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
 """A what-if gives a finding only above its window's noise floor: 1% of the window and 0.5 ms per step."""
@@ -169,7 +170,7 @@ class WindowWhatIf:
 
     def _exposed(self, t: dict) -> str:
         """For a sync: the host work of its rank that removing it would give back at least
-        :data:`.what_if.EXPOSING_SHARE` of its gain (the work the sync exposes: it drained the queue before it); for
+        :data:`.what_if_order.EXPOSING_SHARE` of its gain (the work the sync exposes: it drained the queue before it); for
         host work: the syncs of its rank that would give back that much (the other lever), in a clause; ``""`` where
         none."""
         host_work = t["cause"] in HOST_WORK

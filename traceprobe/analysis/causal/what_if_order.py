@@ -1,0 +1,56 @@
+"""The order of a what-if table: largest gain first, and where a rank's syncs go beside its other causes (after the
+cause that made them wait, or before the host work they exposed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .dependency_graph import HOST_CLASSES, RankGraph
+
+COLUMNS = ["rank", "cause", "top", "removed_ns", "gain_ns", "per_step_ns", "steps_with"]
+"""The what-if table's columns (:func:`.what_if.what_if`)."""
+
+EXPOSING_SHARE = 0.5
+"""A rank's syncs come before its top unnamed host work (:data:`EXPOSED_WORK`) where removing them gives back at least this share
+of what removing that work gives, and the rank holds less than this share of that gain in that work beyond the other
+ranks' median: the work is exposed because the syncs drained the device's queue before it (work only this rank does
+is its own cause, named first; with one rank, the sync is named)."""
+
+HOST_WORK = ("host", "cpu_op", "data_loading", "optimizer", "dispatch")
+"""Host classes of work the host has to do, which device work queued ahead hides (a sync before it exposes it): their
+findings name such a sync, and a sync's finding names them."""
+
+EXPOSED_WORK = ("host", "dispatch")
+"""Host work a sync before it is named for (:data:`EXPOSING_SHARE`): time outside ops and launching. Named work (data
+loading, the optimizer, CPU ops) keeps its name: its remedy takes it off the host (its finding names the sync)."""
+
+
+def ordered(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataFrame:
+    """The what-if table largest gain first, with the syncs placed as :func:`.what_if.what_if` says: a sync within the floor of
+    another cause of its rank comes after it (that cause made it wait: empty_cache syncs the device before it frees; a
+    pageable copy's call waits for its copy); but before the rank's top unnamed host work (:data:`EXPOSED_WORK`) where it gives back at least
+    :data:`EXPOSING_SHARE` of it and that work is not the rank's own (the other ranks do as much of it): that work cost
+    time because the sync had drained the queue."""
+    is_sync = (out["cause"] == "sync").to_numpy()
+    gain = out["gain_ns"].to_numpy(np.int64)
+    others = pd.DataFrame(out[~is_sync]).sort_values("gain_ns", ascending=False, kind="stable").drop_duplicates("rank").set_index("rank")
+    rival = out["rank"].map(others["gain_ns"]).fillna(-1).to_numpy(np.int64)
+    rival_cause = out["rank"].map(others["cause"])
+    exposes = is_sync & rival_cause.isin(EXPOSED_WORK).to_numpy() & (gain >= EXPOSING_SHARE * rival)
+    own = np.array([_own_work(graphs, int(r), str(c)) if e else 0 for r, c, e in zip(out["rank"], rival_cause, exposes)], np.int64)
+    exposes &= own < EXPOSING_SHARE * rival  # (work the other ranks do as well: it costs time here because of the sync)
+    tie = is_sync & (np.abs(rival - gain) <= floor)
+    out = out.assign(_key=np.where(tie | exposes, rival, gain), _first=~exposes, _last=is_sync)
+    return pd.DataFrame(out.sort_values(["_key", "_first", "_last", "rank"], ascending=[False, True, True, False],
+                                        kind="stable").reset_index(drop=True)[COLUMNS])
+
+
+def _own_work(graphs: list[RankGraph], rank: int, cause: str) -> int:
+    """How much more host time of class ``cause`` rank ``rank`` holds than the other ranks' median (ns; 0 for one rank
+    or every rank, -1)."""
+    i = next((k for k, g in enumerate(graphs) if g.rank == rank), -1)
+    if len(graphs) < 2 or i < 0:
+        return 0
+    held = np.array([int(g.class_ns[HOST_CLASSES.index(cause)].sum()) for g in graphs], np.int64)
+    return int(held[i] - np.median(np.delete(held, i)))
