@@ -289,13 +289,56 @@ def _cpu_op_size(target_ms: float) -> int:
     return max(1 << 12, int(n * target_ms / max((time.perf_counter() - t0) * 1e3, 1e-3)))
 
 
+def _family_model(run: Run, family: str):
+    """The MLP of the ``ddp``, ``fsdp`` and ``mesh`` scenarios (the same full weights on every rank: seed 0), wrapped
+    for its parallelism, and what runs after each backward (the mesh's data-parallel all-reduce; None for the others).
+    The mesh's helper seeds its batch per dp rank, the same across its tp pair."""
+    s = run.size
+    torch.manual_seed(0)
+    model = _mlp(s["width"], s["depth"]).to(run.dev)
+    after_backward: Callable[[], None] | None = None
+    if family == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(model, device_ids=[run.local] if run.cuda else None)
+    elif family == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
+
+        fully_shard = _fully_shard()
+        mesh = init_device_mesh(run.dev.type, (run.world,))
+        for m in model:
+            if isinstance(m, nn.Linear):
+                fully_shard(m, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        if run.world % 2:
+            raise SystemExit(f"{run.scenario} needs an even world size (dp x tp = world/2 x 2), not {run.world}")
+        mesh = init_device_mesh(run.dev.type, (run.world // 2, 2), mesh_dim_names=("dp", "tp"))
+        dp_group, dp = mesh["dp"].get_group(), run.world // 2
+        plan: dict = {}
+        for i in range(0, 2 * s["depth"], 4):  # Linear, ReLU, Linear, ReLU: column- then row-wise
+            plan[str(i)], plan[str(i + 2)] = ColwiseParallel(), RowwiseParallel()
+        model = parallelize_module(model, mesh["tp"], plan)
+        torch.manual_seed(1 + mesh["dp"].get_local_rank())  # one batch per dp rank, the same across its tp pair
+
+        def reduce_dp() -> None:
+            with torch.no_grad():
+                for p in model.parameters():  # data parallel over dp: average each gradient's local shard
+                    g = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+                    dist.all_reduce(g, group=dp_group)
+                    g.div_(dp)
+
+        after_backward = reduce_dp
+    return model, after_backward
+
+
 def ddp(run: Run, mode: str) -> None:
     """The DDP scenarios with one MLP: balanced, compute, sleep, dataloader, cpu-op, pinned-alloc, device-alloc, pageable."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     s, dev, late = run.size, run.dev, run.rank == run.late
-    torch.manual_seed(0)
-    model = DDP(_mlp(s["width"], s["depth"]).to(dev), device_ids=[run.local] if run.cuda else None)
+    model, _ = _family_model(run, "ddp")
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(s["batch"], s["width"], device=dev)
     extra, more, dev_t, host_t = _injected(run, mode, late)
@@ -461,51 +504,6 @@ def _blocks(run: Run, variants: dict, blocks: int = 3, n: int = 4) -> dict[str, 
             run.sync()
             ms[name].append((time.perf_counter() - t0) * 1e3 / n)
     return {k: _mean(v) for k, v in ms.items()}
-
-
-def _family_model(run: Run, family: str):
-    """The MLP of the ``ddp``, ``fsdp`` or ``mesh`` scenarios, wrapped as there, and what runs after each backward (the
-    mesh's data-parallel all-reduce; nothing for the others)."""
-    s = run.size
-    torch.manual_seed(0)
-    model = _mlp(s["width"], s["depth"]).to(run.dev)
-    after_backward: Callable[[], None] | None = None
-    if family == "ddp":
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        model = DDP(model, device_ids=[run.local] if run.cuda else None)
-    elif family == "fsdp":
-        from torch.distributed.device_mesh import init_device_mesh
-
-        fully_shard = _fully_shard()
-        mesh = init_device_mesh(run.dev.type, (run.world,))
-        for m in model:
-            if isinstance(m, nn.Linear):
-                fully_shard(m, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-    else:
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
-        if run.world % 2:
-            raise SystemExit(f"{run.scenario} needs an even world size (dp x tp = world/2 x 2), not {run.world}")
-        mesh = init_device_mesh(run.dev.type, (run.world // 2, 2), mesh_dim_names=("dp", "tp"))
-        dp_group, dp = mesh["dp"].get_group(), run.world // 2
-        plan: dict = {}
-        for i in range(0, 2 * s["depth"], 4):
-            plan[str(i)], plan[str(i + 2)] = ColwiseParallel(), RowwiseParallel()
-        model = parallelize_module(model, mesh["tp"], plan)
-        torch.manual_seed(1 + mesh["dp"].get_local_rank())
-
-        def reduce_dp() -> None:
-            with torch.no_grad():
-                for p in model.parameters():
-                    g = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
-                    dist.all_reduce(g, group=dp_group)
-                    g.div_(dp)
-
-        after_backward = reduce_dp
-    return model, after_backward
 
 
 def item_log(run: Run, family: str) -> None:
@@ -677,17 +675,8 @@ def _fully_shard():
 
 
 def fsdp(run: Run, mode: str) -> None:
-    from torch.distributed.device_mesh import init_device_mesh
-
-    fully_shard = _fully_shard()
     s, late = run.size, run.rank == run.late
-    mesh = init_device_mesh(run.dev.type, (run.world,))
-    torch.manual_seed(0)
-    model = _mlp(s["width"], s["depth"]).to(run.dev)
-    for m in model:
-        if isinstance(m, nn.Linear):
-            fully_shard(m, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    model, _ = _family_model(run, "fsdp")
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     torch.manual_seed(1 + run.rank)
     x = torch.randn(s["batch"], s["width"], device=run.dev)
@@ -710,24 +699,12 @@ def fsdp(run: Run, mode: str) -> None:
 
 
 def mesh2d(run: Run, mode: str) -> None:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
-    if run.world % 2:
-        raise SystemExit(f"{run.scenario} needs an even world size (dp x tp = world/2 x 2), not {run.world}")
-    s = run.size
-    mesh = init_device_mesh(run.dev.type, (run.world // 2, 2), mesh_dim_names=("dp", "tp"))
-    dp_group, dp = mesh["dp"].get_group(), run.world // 2
+    s, dp = run.size, run.world // 2
     late_rank = {"compute": run.late if LATE else 0, "sleep": run.late if LATE else min(3, run.world - 1)}.get(mode)
     late = run.rank == late_rank
-    torch.manual_seed(0)  # the same full weights on every rank before they are split
-    model = _mlp(s["width"], s["depth"]).to(run.dev)
-    plan: dict = {}
-    for i in range(0, 2 * s["depth"], 4):  # Linear, ReLU, Linear, ReLU: column- then row-wise
-        plan[str(i)], plan[str(i + 2)] = ColwiseParallel(), RowwiseParallel()
-    model = parallelize_module(model, mesh["tp"], plan)
+    model, reduce_dp = _family_model(run, "mesh")
+    assert reduce_dp is not None
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    torch.manual_seed(1 + mesh["dp"].get_local_rank())  # one batch per dp rank, the same across its tp pair
     x = torch.randn(s["batch"], s["width"], device=run.dev)
     extra, more, dev_t, host_t = _injected(run, mode, late)
     with _profile(run.out, run.rank, run.cuda) as prof:
@@ -739,11 +716,7 @@ def mesh2d(run: Run, mode: str) -> None:
                 with dev_t(step):
                     extra()
             model(x).square().mean().backward()
-            with torch.no_grad():
-                for p in model.parameters():  # data parallel over dp: average each gradient's local shard
-                    g = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
-                    dist.all_reduce(g, group=dp_group)
-                    g.div_(dp)
+            reduce_dp()
             opt.step()
             opt.zero_grad(set_to_none=True)
             prof.step()
