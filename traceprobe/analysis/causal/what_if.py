@@ -253,8 +253,9 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     no_sync = np.zeros(h0.size, bool)
     t_all, end_all = np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs])
     base = _finish(t_all, end_all)  # (the replay is exact)
-    first_a, first_k = _first_step(graphs, job)
-    base_first = _finish(t_all[first_a], end_all[first_k])
+    fa, fk = _first_step(graphs)
+    in_first_a, in_first_k = np.concatenate(fa), np.concatenate(fk)
+    base_first = _finish(t_all[in_first_a], end_all[in_first_k])
     n_steps = max((len(g.steps) for g in graphs), default=0)
     floor = max(min_ns, 0)
     cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
@@ -267,9 +268,6 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     slow = slowdowns(start0, end0, job.d, code, job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}
     charged = {i: charged_wait(start0, end0, w, job.mem_op, job.mem_group, i) for i in slow}  # (each rank's waits, as recorded)
 
-    fa = [g.t <= (int(g.steps["end_ns"].iloc[0]) if len(g.steps) else NEG) for g in graphs]  # (anchors in each first step)
-    fk = [g.end <= (int(g.steps["end_ns"].iloc[0]) if len(g.steps) else NEG) for g in graphs]
-
     def add(ranks: list[int], cause: str, removed: list[int], top: str, h: np.ndarray, d: np.ndarray, drop: np.ndarray,
             held: list[int], first: int = 0) -> None:
         rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
@@ -278,7 +276,7 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
             share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, ranks[0]) / max(charged[ranks[0]], 1)
             if share > 0:
                 t, end = replay(job, h, np.maximum(d - (slow[ranks[0]] * min(share, 1.0)).astype(np.int64), 0), drop)
-        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held), base_first - _finish(t[first_a], end[first_k]),
+        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held), base_first - _finish(t[in_first_a], end[in_first_k]),
                      first))
 
     sync = HOST_CLASSES.index("sync")
@@ -329,12 +327,11 @@ def _replays(holding: list[int], only: set[int] | None) -> list[list[int]]:
     return [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else [])
 
 
-def _first_step(graphs: list[RankGraph], job: _Job) -> tuple[np.ndarray, np.ndarray]:
-    """The anchors and the device ops (masks over the job's) that end within their rank's first step (none where the
-    rank has no steps)."""
-    first_end = np.array([int(g.steps["end_ns"].iloc[0]) if len(g.steps) else NEG for g in graphs], np.int64)
-    t, end = np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs])
-    return t <= first_end[job.a_rank], end <= first_end[job.k_rank]
+def _first_step(graphs: list[RankGraph]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per graph, its anchors and its device ops (masks) that end within its rank's first step (none where the rank has
+    no steps)."""
+    ends = [int(g.steps["end_ns"].iloc[0]) if len(g.steps) else NEG for g in graphs]
+    return [g.t <= e for g, e in zip(graphs, ends)], [g.end <= e for g, e in zip(graphs, ends)]
 
 
 def _finish(t: np.ndarray, end: np.ndarray) -> int:
