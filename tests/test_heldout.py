@@ -13,16 +13,12 @@ The runs where it does not are listed in :data:`MISSES` with what the trace show
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from recorded import replayed, scenarios
 
-from traceprobe import load_trace
-from traceprobe.analysis.causal.dependency_graph import rank_graph
 from traceprobe.analysis.causal.what_if_order import EXPOSING_SHARE
-from traceprobe.analysis.causal.what_if_windows import window_instances, window_what_if
-from traceprobe.analysis.job.collectives import collective_table, match_window
 
 HELDOUT = Path(__file__).resolve().parent.parent / "sample_traces" / "heldout"
 CAUSE = {"compute": "imbalance", "sleep": "host", "pageable_copy": "pageable_copy", "pinned_alloc": "pinned_alloc",
@@ -66,23 +62,10 @@ MISSES = {
 """Held-out runs whose top what-if is not the built-in cause: what the trace shows instead (not checked)."""
 
 
-def _runs() -> list:
-    out = []
-    for facts_file in sorted(HELDOUT.glob("*/injected.jsonl")):
-        for facts in map(json.loads, facts_file.read_text().splitlines()):
-            key = f"{facts_file.parent.name}/{facts['folder']}"
-            fast = key in ("w2-late1/pp-compute", "w4-late2/mesh-compute")
-            marks = [pytest.mark.skip(reason=MISSES[key])] if key in MISSES else [] if fast else [pytest.mark.slow]
-            out.append(pytest.param(facts_file.parent / facts["folder"], facts, id=key, marks=marks))
-    return out
-
-
-@pytest.mark.parametrize(("folder", "facts"), _runs())
+@pytest.mark.parametrize(("folder", "facts"), scenarios(HELDOUT, MISSES, {"w2-late1/pp-compute", "w4-late2/mesh-compute"}))
 def test_heldout_top_what_if_names_the_built_in_cause(folder, facts):
-    traces = [load_trace(p) for p in sorted(folder.glob("*.pt.trace.json.gz"))]
-    w = match_window({t.rank: collective_table(t) for t in traces})
+    w, found = replayed(folder)
     assert not w.mismatched
-    found = window_what_if(folder.name, "", "", [rank_graph(t) for t in traces], window_instances(w))
     if facts["cause_kind"] == "none":
         assert found.top is None, found.table.head()
         return

@@ -16,16 +16,12 @@ what-if is not the expected cause are listed in :data:`MISSES` with what the tra
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from recorded import replayed, scenarios
 
-from traceprobe import load_trace
-from traceprobe.analysis.causal.dependency_graph import rank_graph
 from traceprobe.analysis.causal.what_if_order import EXPOSING_SHARE
-from traceprobe.analysis.causal.what_if_windows import window_instances, window_what_if
-from traceprobe.analysis.job.collectives import collective_table, match_window
 
 SYNC_LOG = Path(__file__).resolve().parent.parent / "sample_traces" / "sync-log"
 
@@ -37,24 +33,9 @@ MISSES = {
 """Runs whose top what-if is not the expected cause: what the trace shows instead."""
 
 
-def _runs() -> list:
-    out = []
-    for facts_file in sorted(SYNC_LOG.glob("*/injected.jsonl")):
-        for facts in map(json.loads, facts_file.read_text().splitlines()):
-            if "prep_cost_ms_per_step" not in facts:
-                continue
-            key = f"{facts_file.parent.name}/{facts['folder']}"
-            fast = key == "w2/ddp-item-log"
-            marks = [pytest.mark.skip(reason=MISSES[key])] if key in MISSES else [] if fast else [pytest.mark.slow]
-            out.append(pytest.param(facts_file.parent / facts["folder"], facts, id=key, marks=marks))
-    return out
-
-
-@pytest.mark.parametrize(("folder", "facts"), _runs())
+@pytest.mark.parametrize(("folder", "facts"), scenarios(SYNC_LOG, MISSES, {"w2/ddp-item-log"}, keep=lambda f: "prep_cost_ms_per_step" in f))
 def test_the_top_what_if_names_the_costlier_built_in_cause(folder, facts):
-    traces = [load_trace(p) for p in sorted(folder.glob("*.pt.trace.json.gz"))]
-    w = match_window({t.rank: collective_table(t) for t in traces})
-    found = window_what_if(folder.name, "", "", [rank_graph(t) for t in traces], window_instances(w))
+    _, found = replayed(folder)
     top = found.top
     assert top is not None, found.table.head()
     log, prep = facts["injected_ms_per_step"] * 1e6, facts["prep_cost_ms_per_step"] * 1e6
@@ -68,8 +49,5 @@ def test_the_top_what_if_names_the_costlier_built_in_cause(folder, facts):
 
 
 def test_the_launch_bound_loop_with_syncs_is_named_launch_bound():
-    folder = SYNC_LOG / "w4" / "ddp-item"
-    traces = [load_trace(p) for p in sorted(folder.glob("*.pt.trace.json.gz"))]
-    w = match_window({t.rank: collective_table(t) for t in traces})
-    found = window_what_if(folder.name, "", "", [rank_graph(t) for t in traces], window_instances(w))
+    _, found = replayed(SYNC_LOG / "w4" / "ddp-item")
     assert found.top is not None and (found.top["cause"], int(found.top["rank"])) == ("dispatch", -1)

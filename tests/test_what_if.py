@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from recorded import replayed
 from synthetic import TraceBuilder
 
 from traceprobe import load_trace
 from traceprobe.analysis.causal.critical_path import critical_path
 from traceprobe.analysis.causal.dependency_graph import HOST_CLASSES, NEG, rank_graph
 from traceprobe.analysis.causal.what_if import _job, replay, what_if
-from traceprobe.analysis.causal.what_if_windows import window_instances, window_what_if
+from traceprobe.analysis.causal.what_if_windows import window_what_if
 from traceprobe.analysis.job.collectives import collective_table, match_window
 
 MATRIX = Path(__file__).resolve().parent.parent / "sample_traces" / "matrix"
@@ -178,11 +179,9 @@ def test_a_device_wide_sync_waits_for_every_stream(tmp_path):
 
 
 def _matrix(name: str):
-    folder = MATRIX / name
-    traces = [load_trace(p) for p in sorted(folder.glob("*.pt.trace.json.gz"))]
-    w = match_window({t.rank: collective_table(t) for t in traces})
+    w, found = replayed(MATRIX / name)
     facts = {f["folder"]: f for f in map(json.loads, (MATRIX / "injected.jsonl").read_text().splitlines())}[name]
-    return facts, w, window_what_if(name, "", "", [rank_graph(t) for t in traces], window_instances(w)).table
+    return facts, w, found.table
 
 
 # scenario: the top what-if's cause, and the tolerance of its gain per step against the built-in time (None: the
