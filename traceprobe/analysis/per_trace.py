@@ -75,7 +75,8 @@ class OverlapReport:
         warnings: what the loader dropped or could not use (one line each).
         breakdown: GPU time breakdown per device, see :func:`.breakdown.gpu_breakdown`.
         breakdown_steps: the same per step window, see :func:`.breakdown.step_breakdown`.
-        findings: ranked headroom, see :func:`.findings.findings`.
+        findings: ranked headroom, see :func:`.findings.findings` (in a Summary, its host-side findings are its
+            window's what-ifs, :func:`.replayed.with_what_if`).
         kernels: device time per kernel name, see :func:`.kernels.kernel_table`.
         queue: launch-to-start delay, see :func:`.kernels.queue_times`.
         collectives: the collective kernels launched in the trace, see

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from ..errors import Failure
+from .advice.replayed import with_what_if
 from .causal.what_if_windows import WindowWhatIf, window_what_ifs
 from .job.causes import WindowCauses, window_causes, with_causes
 from .job.clocks import ClockEstimate, aligned_tables, estimate_clocks, shift_times
@@ -122,8 +123,8 @@ def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False
         list[WindowCollectives], list[WindowCauses], tuple[OverlapReport, ...], list[ClockEstimate], list[WindowWhatIf]]:
     """Match each window's collectives, estimate its clocks (and align them, with ``align_clocks``, where they differ),
     replay each window (its what-ifs), find its waits and straggler (named by its what-if, :func:`.causes.window_causes`),
-    and give every rank's report the findings seen across ranks (:func:`.causes.with_causes`); reports keep their
-    order."""
+    and give every rank's report the findings seen across ranks (:func:`.causes.with_causes`) and those of its window's
+    replay (:func:`.replayed.with_what_if`); reports keep their order."""
     runs = build_runs(reports)
     colls = run_collectives(runs)
     by_key = {(c.run, c.window): c for c in colls}
@@ -147,6 +148,7 @@ def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False
     colls = [by_key[(c.run, c.window)] for c in colls]
     what_ifs = window_what_ifs(runs, colls)
     replayed = {(x.run, x.window): x for x in what_ifs if not x.path}
+    by_path = {x.path: x for x in what_ifs if x.path}
     causes = []
     new: dict[int, OverlapReport] = {}
     for name, w, wc, ranked, seen in windows:
@@ -155,4 +157,12 @@ def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False
         causes.append(cause)
         for r, rep in ranked.items():
             new[id(rep)] = with_causes(rep, r, cause)
+    skip = {(c.run, c.window): (c.straggler, c.cause) for c in causes if c.straggler is not None and c.cause}
+    for run in runs:  # (each report's findings from its window's replay, .replayed)
+        for w in run.windows:
+            joint = replayed.get((run.name, w.label))
+            for rep in w.reports:
+                x = by_path.get(rep.path) or (joint if joint is not None and rep.rank in joint.ranks else None)
+                if x is not None:
+                    new[id(rep)] = with_what_if(new.get(id(rep), rep), x, skip.get((run.name, w.label)))
     return colls, causes, tuple(new.get(id(r), r) for r in reports), clocks, what_ifs

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..analysis.advice.idle_advice import COMPILED_OPS
 from ..analysis.causal.what_if_windows import LABELS, WindowWhatIf
 from ..analysis.host.python_frames import short_frame
 from ..analysis.per_trace import OverlapReport
@@ -33,6 +34,8 @@ DO_CAUSE = {
     "data_loading": "load in DataLoader workers (num_workers>0, pin_memory=True)",
     "optimizer": "use a fused or foreach optimizer (fused=True)",
     "dispatch": "fewer, larger kernels: torch.compile or CUDA graphs",
+    "dispatch_compiled": 'replay it as graphs: torch.compile(mode="reduce-overhead")',
+    "dispatch_replayed": "bring more of the step into its graphs, or larger batches",
     "cpu_op": "move the CPU work to the device or to a DataLoader worker",
     "host": "find the host time with record --with-stack or py-spy",
     "pageable_copy": "pin the buffer and copy with non_blocking=True",
@@ -40,7 +43,8 @@ DO_CAUSE = {
 }
 """The action of each what-if cause (:data:`traceprobe.analysis.causal.what_if_windows.LABELS`), shortened from
 :func:`traceprobe.analysis.causal.what_if_windows.advice`; ``compile_once``, ``warmup_unscheduled``: a one-time cost, in a
-trace without steps for the latter."""
+trace without steps for the latter; ``dispatch_compiled``, ``dispatch_replayed``: launch-bound inside compiled code,
+without and with graph replays in the trace (:func:`traceprobe.analysis.advice.idle_advice.launch_fix`)."""
 
 DO_KIND = {
     "exposed_copy": "issue the copies on a side stream (ordered by events) under compute",
@@ -121,6 +125,8 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
     do = DO_CAUSE.get(action, "")
     if cause == "host" and t.get("top"):  # (the trace's stacks name the Python function)
         do = f"speed up {short_frame(str(t['top']), brief=True)} or move it off the step"
+    if cause == "dispatch" and COMPILED_OPS.search(str(t.get("top", ""))):  # (compiled already: not "torch.compile it")
+        do = DO_CAUSE["dispatch_replayed" if w.replays else "dispatch_compiled"]
     return Top(f"{who}{LABELS.get(cause, cause)} {figure}", do, True)
 
 

@@ -109,7 +109,7 @@ def render_report(r: OverlapReport, skip: frozenset[str] = frozenset()) -> Panel
         verdicts.append("no figure to judge: no copies, no second device or stream, no host compute beside device work", style="dim")
     parts.append(verdicts)
     if not r.findings.empty:
-        found = Text("headroom (at most recoverable; largest first):\n", style="bold")
+        found = Text("findings (largest first; a replayed what-if's gain, or a span's headroom: at most recoverable):\n", style="bold")
         for rec in r.findings.head(TOP_FINDINGS).to_dict(orient="records"):
             found.append(cell(f"  {finding_text(rec)}"))
             found.append("\n")

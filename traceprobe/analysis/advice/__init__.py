@@ -1,5 +1,5 @@
-"""What to do about it: ranked findings (each span of lost device time, its cause, its headroom and its advice) and
-the plain-English verdicts on each figure.
+"""What to do about it: ranked findings (each cause with its what-if gain where the window was replayed, else the span
+of lost device time with its headroom, and its advice) and the plain-English verdicts on each figure.
 
-Modules (each public): ``findings``, ``idle_advice``, ``verdicts``. Nothing is imported here: import the module.
+Modules (each public): ``findings``, ``replayed``, ``idle_advice``, ``verdicts``. Nothing is imported here: import the module.
 """

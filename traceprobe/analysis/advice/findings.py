@@ -35,6 +35,9 @@ claimed, so the headrooms of a trace add up to at most its window. Findings whos
 headroom is under :data:`MIN_SHARE` of the window are dropped; the rest are listed
 largest first. Where the trace has ``ProfilerStep`` annotations, each finding also
 gives its time per step (over the steps in which it occurred).
+
+In a :class:`~traceprobe.analysis.summary.Summary`, where the trace's window was replayed, the host-side findings are
+replaced by the replay's what-ifs (:mod:`.replayed`): these spans are what a trace alone says.
 """
 
 from __future__ import annotations
@@ -206,6 +209,15 @@ def _label(cause: str, idle: DeviceIdle) -> str:
 def _empty() -> pd.DataFrame:
     ints = ("device", "headroom_ns", "per_step_ns")
     return pd.DataFrame({c: pd.Series([], dtype=np.int64 if c in ints else object) for c in COLUMNS})
+
+
+def findings_frame(rows: list[tuple], text: str | type[object] = "str") -> pd.DataFrame:
+    """Findings ``rows`` (tuples in :data:`COLUMNS`' order) as one DataFrame, built once; ``text``: its string columns'
+    dtype."""
+    cols = list(zip(*rows)) or [()] * len(COLUMNS)
+    ints = ("device", "headroom_ns", "per_step_ns")
+    return pd.DataFrame({c: np.array(v, np.int64) if c in ints else pd.array(list(v), dtype=text)
+                         for c, v in zip(COLUMNS, cols)})
 
 
 def _per_step(span: iv.Intervals, steps: pd.DataFrame) -> int:

@@ -36,7 +36,7 @@ import pandas as pd
 from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import comm_mask, host_name_codes, host_thread_codes, pageable_copies, runtime_calls
-from ..host.graph_capture import graph_intervals
+from ..host.graph_capture import graph_intervals, replays_graphs
 from ..host.idle_causes import EVENT_CAUSES, host_classes, top_name
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
@@ -98,6 +98,8 @@ class RankGraph:
         also_anchor, also_op: (E,) a device-wide sync's other edges: anchor ``also_anchor[e]`` returns no earlier than
             op ``also_op[e]`` ends plus its return latency (``ret``): per stream, the last work launched before the
             call, beside ``target`` (the work that ended last).
+        backend: the trace's device runtime (:attr:`traceprobe.reading.Trace.backend`); ``replays``: whether the trace
+            replays device graphs (:func:`.graph_capture.replays_graphs`): the advice on launch-bound time depends on it.
     """
 
     rank: int
@@ -131,6 +133,8 @@ class RankGraph:
     also_anchor: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     also_op: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     stack_frames: int = 0
+    backend: str = "cuda"
+    replays: bool = False
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -325,4 +329,4 @@ def rank_graph(trace: Trace) -> RankGraph:
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
                      _id_density(trace), lane_names, trace.rank is not None, np.concatenate(also_a), np.concatenate(also_k),
-                     len(trace.python_events))
+                     len(trace.python_events), trace.backend, replays_graphs(trace))

@@ -17,7 +17,7 @@ paths take over: a host sleep while the device is busy costs nothing), so we rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -248,6 +248,8 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     """
     if not graphs:
         return pd.DataFrame({c: pd.Series([], dtype=object if c in ("cause", "top") else np.int64) for c in WHAT_IF_COLUMNS})
+    n_steps = max((len(g.steps) for g in graphs), default=0)
+    graphs = [_first_calls_merged(g, n_steps, max(min_ns, 0)) for g in graphs]
     job = _job(graphs, per_rank)
     h0 = np.concatenate([g.h for g in graphs])
     no_sync = np.zeros(h0.size, bool)
@@ -256,7 +258,6 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     fa, fk = _first_step(graphs)
     in_first_a, in_first_k = np.concatenate(fa), np.concatenate(fk)
     base_first = _finish(t_all[in_first_a], end_all[in_first_k])
-    n_steps = max((len(g.steps) for g in graphs), default=0)
     floor = max(min_ns, 0)
     cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
     waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
@@ -319,6 +320,26 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
     out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
     return ordered(out, graphs, max(min_ns, 0))
+
+
+def _first_calls_merged(g: RankGraph, n_steps: int, floor: int) -> RankGraph:
+    """``g`` with its ``slow_call`` time given to ``warmup`` where it is one-time (held in fewer than every step but one of
+    the window's ``n_steps``, or in a trace without steps): a call far slower than its median once is a first call, and
+    its what-if is the warm-up's (replayed together, not as two rows of one cause)."""
+    s, w = HOST_CLASSES.index("slow_call"), HOST_CLASSES.index("warmup")
+    held = g.class_ns[s]
+    if not held.any():
+        return g
+    with_ = _steps_with(g, held, floor)
+    if with_ >= 2 and with_ >= n_steps - 1:
+        return g
+    cls = g.class_ns.copy()
+    cls[w] += cls[s]
+    cls[s] = 0
+    top = list(g.class_top)
+    top[w] = top[s] if int(held.sum()) > int(g.class_ns[w].sum()) else top[w]
+    top[s] = ""
+    return replace(g, class_ns=cls, class_top=tuple(top))
 
 
 def _replays(holding: list[int], only: set[int] | None) -> list[list[int]]:

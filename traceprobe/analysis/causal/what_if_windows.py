@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..advice.idle_advice import COMPILED_OPS, Backend, launch_fix
 from ..host.python_frames import short_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
@@ -31,10 +32,12 @@ def _short(name: str) -> str:
     return name[:30] + "…" + name[-17:] if len(name) > 48 else name
 
 
-def advice(cause: str, top: str, steps_with: int, steps: int) -> str:
-    """The one action a what-if's cause calls for (``top``: what holds most of it; ``steps_with`` of ``steps``)."""
+def advice(cause: str, top: str, steps_with: int, steps: int, backend: str = "cuda", replays: bool = False) -> str:
+    """The one action a what-if's cause calls for (``top``: what holds most of it; ``steps_with`` of ``steps``); launch-bound
+    dispatch in the words of ``backend``, told what is left where ``top`` is compiled code and the trace ``replays``
+    graphs (:func:`.idle_advice.launch_fix`)."""
     every = steps_with >= 2 and steps_with >= steps - 1
-    full = top if cause == "host" else ""  # (the Python frame the trace's stacks name: short_frame shortens it)
+    full, full_top = top if cause == "host" else "", top  # (the Python frame the trace's stacks name: short_frame shortens it)
     top = _short(top)
     where = f" ({top})" if top else ""
     return {
@@ -54,7 +57,8 @@ def advice(cause: str, top: str, steps_with: int, steps: int) -> str:
         "other_rank": f"the host waits for other ranks{where}: see the rank it waits for",
         "data_loading": f"the step waits for its input{where}: DataLoader(num_workers>0, pin_memory=True, prefetch)",
         "optimizer": f"the optimizer runs on the host{where}: foreach=True or fused=True",
-        "dispatch": f"the host launches slower than the device runs{where}: fewer, larger kernels (torch.compile) or CUDA graphs",
+        "dispatch": f"the host launches slower than the device runs{where}: " + (launch_fix(full_top, Backend(backend), replays)
+                    if COMPILED_OPS.search(full_top) else f"fewer, larger kernels (torch.compile) or {Backend(backend).graphs}"),
         "cpu_op": f"CPU work that launches nothing{where}: move it to the device or off the step (a DataLoader worker)",
         "host": (f"host time outside any op, most of it in {short_frame(full)}: speed it up or move it off the step "
                  "(a DataLoader worker, a background thread)") if full else
@@ -85,6 +89,8 @@ class WindowWhatIf:
             where no cause gives back that much; ``floor_ns`` that floor (int ns).
         stack_frames: the most Python frames a rank of the window recorded per step (``with_stack=True``; 0 without
             stacks): recording them slows the host, so the finding of a host-side cause says its gain is an upper bound.
+        backend, replays: the first rank's device runtime, and whether a rank replays device graphs (the advice on
+            launch-bound dispatch reads them, :func:`advice`).
     """
 
     run: str
@@ -102,6 +108,8 @@ class WindowWhatIf:
     ranked: bool = True
     floor_ns: int = 0
     stack_frames: int = 0
+    backend: str = "cuda"
+    replays: bool = False
 
     def rank_top(self, rank: int) -> dict | None:
         """The first row of :attr:`table` for ``rank`` alone (not every rank) that gives back at least the window's noise
@@ -111,12 +119,19 @@ class WindowWhatIf:
         ok = t[(t["rank"] == rank).to_numpy() & (t["gain_ns"] >= self.floor_ns).to_numpy()]
         return ok.iloc[0].to_dict() if len(ok) else None
 
-    def label(self) -> str:
-        """The top what-if in a few words, ``""`` without one: e.g. ``rank 3 host outside ops -17.5 ms/step``."""
-        t = self.top
+    def named_cause(self, row: dict) -> str:
+        """The cause a row of :attr:`table` is named by: a slow call seen in fewer than every step but one is a first
+        call (``warmup``), whatever its shape; else the row's own."""
+        every = row["steps_with"] >= 2 and row["steps_with"] >= self.steps - 1
+        return "warmup" if row["cause"] == "slow_call" and not every else str(row["cause"])
+
+    def label(self, row: dict | None = None) -> str:
+        """The top what-if (or ``row``, a row of :attr:`table` as a dict) in a few words, ``""`` without one: e.g.
+        ``rank 3 host outside ops -17.5 ms/step``."""
+        t = self.top if row is None else row
         if t is None:
             return ""
-        cause = "warmup" if t["cause"] == "slow_call" and not (t["steps_with"] >= 2 and t["steps_with"] >= self.steps - 1) else t["cause"]
+        cause = self.named_cause(t)
         who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if self.ranked else ""
         per, unit = (t["per_step_ns"], "/step") if self.steps else (t["gain_ns"], "")
         return f"{who}{LABELS.get(cause, cause)} -{per / 1e6:,.1f} ms{unit}"
@@ -137,10 +152,10 @@ class WindowWhatIf:
             parts.append(f"{r.share:.0%} {LABELS.get(str(r.cause), str(r.cause))}{where}" + (f" ({name})" if name else ""))
         return "critical path: " + ", ".join(parts) if parts else ""
 
-    def finding(self) -> str:
-        """The top what-if in words, ``""`` without one: e.g. ``rank 3: host outside ops: -17.5 ms/step (52% of the
-        step) if removed; host time outside any op ...``."""
-        t = self.top
+    def finding(self, row: dict | None = None) -> str:
+        """The top what-if (or ``row``, a row of :attr:`table` as a dict) in words, ``""`` without one: e.g. ``rank 3:
+        host outside ops: -17.5 ms/step (52% of the step) if removed; host time outside any op ...``."""
+        t = self.top if row is None else row
         if t is None:
             return ""
         who = "every rank: " if t["rank"] < 0 else f"rank {t['rank']}: " if self.ranked else ""
@@ -149,16 +164,14 @@ class WindowWhatIf:
         step = max(self.step_ns, self.window_ns // max(self.steps, 1))
         share = f" ({per / step:.0%} of a step)" if self.steps and step > 0 else \
             f" ({t['gain_ns'] / max(self.window_ns, 1):.0%} of the window)"
-        cause = t["cause"]
-        if cause == "slow_call" and not (t["steps_with"] >= 2 and t["steps_with"] >= self.steps - 1):
-            cause = "warmup"  # (slow once: a first call, warm-up, whatever its shape)
+        cause = self.named_cause(t)
         partial = (f"the trace links only {self.linked:.0%} of its device work to launches (sampled or cut short): "
                    "what follows is of that part; ") if self.linked < 0.5 else ""
         if self.id_density < 0.01:
             partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
                        "what follows is of the events it kept; ")
         return (f"{partial}{who}{LABELS.get(cause, cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
-                f"{advice(cause, t['top'], t['steps_with'], self.steps)}{self._exposed(t)}{self._stacks(cause)}")
+                f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays)}{self._exposed(t)}{self._stacks(cause)}")
 
     def _stacks(self, cause: str) -> str:
         """For a host-side cause in a trace recorded with stacks: that they slow the host, in a clause."""
@@ -214,7 +227,8 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
                         ok.iloc[0].to_dict() if len(ok) else None, step_ns, cp,
                         _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs), floor,
-                        max((g.stack_frames // max(len(g.steps), 1) for g in graphs), default=0))
+                        max((g.stack_frames // max(len(g.steps), 1) for g in graphs), default=0),
+                        graphs[0].backend if graphs else "cuda", any(g.replays for g in graphs))
 
 
 def _linked(graphs: list[RankGraph]) -> float:

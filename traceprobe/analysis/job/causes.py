@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from ..advice.findings import COLUMNS, MIN_SHARE, short_label
+from ..advice.findings import MIN_SHARE, findings_frame, short_label
 from ..causal.what_if_windows import LABELS as WHAT_IF_LABELS
 from ..causal.what_if_windows import WindowWhatIf, advice
 from ..host.idle_causes import LABELS
@@ -337,12 +337,6 @@ def _group_advice(waits: pd.DataFrame, rank: int) -> str:
     return f"{where}: overlap the transfer with compute (bucketed or prefetched collectives), or reduce what is sent"
 
 
-def _frame(rows: list[tuple], text: str | type[object]) -> pd.DataFrame:
-    """Findings ``rows`` (:data:`.findings.COLUMNS`) as one DataFrame, built once; ``text``: its string columns' dtype."""
-    cols = list(zip(*rows)) or [()] * len(COLUMNS)
-    ints = ("device", "headroom_ns", "per_step_ns")
-    return pd.DataFrame({c: np.array(v, np.int64) if c in ints else pd.array(list(v), dtype=text)
-                         for c, v in zip(COLUMNS, cols)})
 
 
 def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapReport:
@@ -386,7 +380,7 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
         rows.append(("straggler", f"rank {rank}", device if device >= 0 else 0, own, each,
                      f"straggler: +{_ms(each)}/step {_PART_WORDS.get(wcause.cause, wcause.cause)}", wcause.text))
     kept = sorted((r for r in rows if r[3] >= MIN_SHARE * w), key=lambda r: -r[3])  # (stable: ties keep their order)
-    out = replace(rep, findings=_frame(kept, "str" if rows else object))
+    out = replace(rep, findings=findings_frame(kept, "str" if rows else object))
     if "headline" in vars(rep):  # (it reads no finding: kept as computed where the trace was analysed, not computed again)
         vars(out)["headline"] = rep.headline
     return out

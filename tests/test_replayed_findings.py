@@ -1,0 +1,63 @@
+"""Findings from the replay (:mod:`traceprobe.analysis.advice.replayed`): a trace's host-side findings are its window's
+what-ifs, the spans that no replay stands for keep their span."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from traceprobe import load_trace
+from traceprobe.analysis.advice.findings import findings_frame
+from traceprobe.analysis.advice.replayed import KINDS, REPLACED, with_what_if
+from traceprobe.analysis.causal.what_if_order import COLUMNS
+from traceprobe.analysis.causal.what_if_windows import WindowWhatIf
+from traceprobe.analysis.per_trace import overlap_report
+from traceprobe.analysis.summary import summarize
+
+SYNC_LOG = Path(__file__).resolve().parent.parent / "sample_traces" / "sync-log" / "w2" / "ddp-item-log"
+
+
+def _window(rows: list[tuple], floor: int) -> WindowWhatIf:
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return WindowWhatIf("run", "steps 2-4", "", (0, 1), 3, 300, table, None, 100, floor_ns=floor)
+
+
+def test_replayed_rows_replace_host_spans_in_the_table_order():
+    """SYNTHETIC what-if table and span findings (ns): rank 0's span of host time (30) gives way to its replayed rows;
+    its sync, placed before the host work it exposed in the table, stays before it though it gives back less; rank 1's
+    row and a row under the floor are left out; the spans no replay stands for are merged by size."""
+    (rep, *_) = [overlap_report(load_trace(p)) for p in sorted(SYNC_LOG.glob("*.pt.trace.json.gz"))]
+    spans = [("idle_host", "rank 0 cuda:0", 0, 30, 10, "host outside ops 0.0 ms", "t"),
+             ("exposed_transfer", "rank 0 cuda:0", 0, 11, 3, "exposed transfer 0.0 ms", "t"),
+             ("stream_wait", "rank 0 cuda:0", 0, 4, 1, "dependency wait 0.0 ms", "t")]
+    rep = replace(rep, rank=0, findings=findings_frame(spans))
+    w = _window([(0, "sync", "aten::item", 20, 10, 3, 3), (0, "host", "", 40, 12, 4, 3), (1, "host", "", 40, 50, 16, 3),
+                 (-1, "dispatch", "aten::linear", 9, 5, 1, 3)], floor=6)
+    got = with_what_if(rep, w).findings
+    assert got["kind"].tolist() == ["idle_sync", "idle_host", "exposed_transfer", "stream_wait"]
+    assert got["headroom_ns"].tolist() == [10, 12, 11, 4] and got["per_step_ns"].tolist() == [3, 4, 3, 1]
+    assert got["subject"].tolist()[:2] == ["rank 0", "rank 0"] and "if removed" in got["text"].iloc[0]
+    # the straggler's own finding takes its row's place
+    spans.append(("straggler", "rank 0", 0, 10, 3, "straggler: syncs -0.0 ms/step", "its what-if"))
+    got = with_what_if(replace(rep, findings=findings_frame(spans)), w, straggler=(0, "sync")).findings
+    assert got["kind"].tolist() == ["straggler", "idle_host", "exposed_transfer", "stream_wait"]
+    assert got["text"].iloc[0] == "its what-if"
+
+
+def test_recorded_findings_are_the_window_replay():
+    """Recorded (2x H200, rank 0 logs loss.item() each step): every host-side finding's figure is a row of its window's
+    what-if table, and none is a span; rank 0's straggler finding (its syncs) comes before the host work they exposed,
+    as on the first screen."""
+    s = summarize([overlap_report(load_trace(p)) for p in sorted(SYNC_LOG.glob("*.pt.trace.json.gz"))])
+    (w,) = s.what_ifs
+    gains = set(w.table["gain_ns"].tolist())
+    for r in s.reports:
+        f = r.findings
+        replayed = f[f["kind"].isin([*KINDS.values(), "straggler"]).to_numpy()]
+        assert set(replayed["headroom_ns"].tolist()) <= gains, r.rank
+        assert not (f["kind"].isin(REPLACED) & ~f["headroom_ns"].isin(gains)).any()
+    (r0,) = [r for r in s.reports if r.rank == 0]
+    assert r0.findings["kind"].tolist()[:2] == ["straggler", "idle_host"]
+    assert w.top is not None and w.top["cause"] == "sync" and r0.findings["headroom_ns"].iloc[0] == w.top["gain_ns"]
