@@ -195,6 +195,27 @@ def test_setup_before_the_first_compile_is_warmup_without_steps(with_steps):
     assert got["host"] == (30 * ms if with_steps else ms)
 
 
+def test_an_op_holding_a_compile_is_compilation_unless_it_runs_work():
+    # SYNTHETIC, ms: cuda:0 idle [1, 50). Thread 1: Dynamo's callback 'dynamo' [10, 30) holds a compile phase [14, 26) and
+    # launches nothing: all 20 ms are warm-up (compilation), 4 + 4 ms of its own time around the phase included, and the
+    # device's idle warm-up is named by the phase. A 'Torch-Compiled Region' [32, 48) holding a phase [34, 40) but also
+    # launching B at 45 runs work: only its phase is warm-up, the rest is launch-bound (one ProfilerStep around it all).
+    from traceprobe.analysis.host.warmup import compile_holders
+
+    ms = 1_000_000
+    host = [("cuda_runtime", "cudaLaunchKernel", 0, 10_000, 1), ("cpu_op", "dynamo", 10 * ms, 30 * ms, -1),
+            ("cpu_op", "_compile.compile_inner (dynamo_timed)", 14 * ms, 26 * ms, -1),
+            ("cpu_op", "Torch-Compiled Region: 0/1", 32 * ms, 48 * ms, -1),
+            ("cpu_op", "_compile.compile_inner (dynamo_timed)", 34 * ms, 40 * ms, -1),
+            ("cuda_runtime", "cudaLaunchKernel", 45 * ms, 45 * ms + 10_000, 2), ("user_annotation", "ProfilerStep#1", 0, 60 * ms, -1)]
+    tr = make_trace([(0, 7, "compute", 0, ms, 1), (0, 7, "compute", 50 * ms, 51 * ms, 2)], host)
+    held = dict(zip(tr.host_events["name"], compile_holders(tr)))
+    assert held["dynamo"] and not held["Torch-Compiled Region: 0/1"]
+    got = idle_cause_table(tr, None, (0, 51 * ms)).set_index("cause")
+    assert got.loc["warmup", "ns"] == 20 * ms + 6 * ms
+    assert "compile_inner" in str(got.loc["warmup", "top"])
+
+
 def test_first_call_warmup_is_its_own_idle_cause():
     # SYNTHETIC, ms: cuda:0 idle [1, 40); the host's first aten::conv2d [2, 40) (38 ms; its two later calls 1 ms each)
     # launches B at 39 (launch latency to 39.06, then queued); inside it a first cudaStreamSynchronize [5, 20) (15 ms, later

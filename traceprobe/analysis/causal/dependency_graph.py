@@ -40,7 +40,7 @@ from ..host.graph_capture import graph_intervals, replays_graphs
 from ..host.idle_causes import EVENT_CAUSES, host_classes, top_name
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
-from ..host.warmup import compile_phases, setup_span, slow_calls
+from ..host.warmup import compile_holders, compile_phases, setup_span, slow_calls
 from ..memo import device_column, host_column, per_trace
 from .event_waits import event_sync_targets, stream_waits
 
@@ -145,7 +145,7 @@ def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
     on = np.isin(thread, threads)
     cls = host_classes(trace)
     runtime = runtime_calls(trace)
-    compiling = compile_phases(trace)
+    compiling = compile_phases(trace) | compile_holders(trace)
     launching = np.zeros(len(host), bool)
     rows = launch_rows(trace)
     launching[rows[rows >= 0]] = True
@@ -318,6 +318,8 @@ def rank_graph(trace: Trace) -> RankGraph:
     tops = []
     for c, s in enumerate(spans):
         m = on & (cls >= 0) & (~runtime_calls(trace) if HOST_CLASSES[c] in ("dispatch", "cpu_op") else True)  # (not ProfilerStep#N)
+        if HOST_CLASSES[c] == "compile":  # (named by its phase, not by the op holding it)
+            m &= ~compile_holders(trace)
         tops.append(top_name(trace, np.flatnonzero(m), s))
     if a and not trace.python_events.empty:  # (the Python function the host was in, where the trace has stacks)
         host_span = iv.subtract(iv.union(prev_t[h > 0], (prev_t + h)[h > 0]), iv.coverage_at_least(spans, 1))

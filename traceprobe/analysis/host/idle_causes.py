@@ -29,7 +29,8 @@ host thread, the *launching thread*. Then:
   2. ``warmup``: inside the first call of an op that took at least ten times its later
      calls, or a phase of ``torch.compile``'s compilation (:mod:`.warmup`: context creation,
      lazy kernel loading, library handles, compilation: one-time work a schedule's first
-     steps would have left out); and, in a trace without ``ProfilerStep`` annotations, the
+     steps would have left out; with the ops holding a compile phase that launch nothing outside it,
+     :func:`.warmup.compile_holders`); and, in a trace without ``ProfilerStep`` annotations, the
      time outside any op before the trace's first compile phase (set-up: :func:`.warmup.setup_span`);
   3. ``pinned_alloc``: page-locked host allocation (:data:`PINNED_ALLOC_CALLS`:
      ``cudaHostAlloc``, ``cudaMallocHost``, ``hipHostMalloc``, ...);
@@ -66,7 +67,7 @@ from ..memo import device_column, host_column, per_trace
 from .graph_capture import captures, graph_calls, graph_intervals
 from .launch_links import launch_rows
 from .python_frames import frame_holding, thread_labels
-from .warmup import setup_span, warmup_calls
+from .warmup import compile_holders, setup_span, warmup_calls
 
 Intervals = iv.Intervals
 
@@ -300,6 +301,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             for k, cause in enumerate(EVENT_CAUSES):
                 # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it
                 m = threads_on & ((cls == k) if k < _LAUNCH else ((cls == _LAUNCH) & ~runtime))
+                m &= ~compile_holders(trace) if k == _WARMUP else True  # (a compile named by its phase, not its holder)
                 top[cause] = top_name(trace, np.flatnonzero(m), spans[cause])
             if spans["graph_capture"][0].size:  # the capture's begin call, else the graph call that held the most
                 c = captures(trace)

@@ -21,7 +21,9 @@ Two kinds of host events hold warm-up (:func:`warmup_calls`):
   ``torch._dynamo.utils.dynamo_timed`` records for every compile phase while a profiler runs
   (``_compile.compile_inner``, ``compile_fx_inner``, ``backward._backward_impl``, ...; PyTorch's
   ``test/dynamo/test_profiler.py`` checks that naming). A compilation after the first steps is a
-  recompilation, one-time per new guard, still compile time.
+  recompilation, one-time per new guard, still compile time; and an op holding such a phase that launches no device
+  work outside the phases (Dynamo's frame callback ``dynamo``, ``entire_frame_compile``: :func:`compile_holders`), whose
+  own time around the phases (recompile bookkeeping, installing the new cache entry) is there only because it compiled.
 
 The idle time of a device while its launching thread was inside either is the idle cause
 ``warmup`` (:mod:`.idle_causes`), except where it was in a synchronizing call, which stays ``sync``.
@@ -37,8 +39,9 @@ import numpy as np
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..device.busy import host_name_codes, per_value
+from ..device.busy import host_name_codes, host_thread_codes, per_value, runtime_calls
 from ..memo import host_column, per_trace
+from .launch_links import launch_rows
 
 MIN_LATER_CALLS = 2
 """Later calls of a name needed to judge its first call."""
@@ -52,8 +55,9 @@ COMPILE_SUFFIX = " (dynamo_timed)"
 
 @per_trace
 def warmup_calls(trace: Trace) -> np.ndarray:
-    """Boolean mask over the rows of ``trace.host_events``: first calls and compile phases (module docstring)."""
-    return first_calls(trace) | compile_phases(trace)
+    """Boolean mask over the rows of ``trace.host_events``: first calls, compile phases and the ops holding them (module
+    docstring)."""
+    return first_calls(trace) | compile_phases(trace) | compile_holders(trace)
 
 
 @per_trace
@@ -62,6 +66,41 @@ def compile_phases(trace: Trace) -> np.ndarray:
     if trace.host_events.empty:
         return np.zeros(0, dtype=bool)
     return per_value(trace.host_events["name"], lambda n: str(n).endswith(COMPILE_SUFFIX), False, bool)
+
+
+@per_trace
+def compile_holders(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events``: the ops (``cpu_op``) that hold a compile phase on their thread
+    and launch no device work outside compile phases (Dynamo's frame callback, ``dynamo``, and ``entire_frame_compile``
+    around ``_compile.compile_inner``): their own time around the phases (Dynamo's recompile bookkeeping before
+    ``compile_inner``, installing the new cache entry, compile metrics after it) exists only because the frame
+    compiled, and is compilation too. An op that also runs work (a ``Torch-Compiled Region`` whose frame calls a
+    nested frame that recompiles) launches outside the phases and is not one."""
+    host = trace.host_events
+    out = np.zeros(len(host), dtype=bool)
+    phases = compile_phases(trace)
+    if not phases.any():
+        return out
+    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
+    thread = host_thread_codes(trace)
+    op = per_value(host["cat"], lambda c: c == "cpu_op", False, bool) & ~phases
+    rows = launch_rows(trace)
+    launching = np.zeros(len(host), bool)
+    launching[rows[rows >= 0]] = True
+    launching &= runtime_calls(trace)
+    for t in iv.distinct(thread[phases]).tolist():
+        ph = phases & (thread == t)
+        ps = np.sort(start[ph])
+        inside = iv.union(start[ph], end[ph])
+        calls = np.flatnonzero(launching & (thread == t))
+        at = start[calls]
+        j = np.searchsorted(inside[0], at, "right") - 1  # (a launch inside a phase: autotuning's benchmarks)
+        outside = np.sort(at[(j < 0) | (at >= inside[1][np.maximum(j, 0)])])
+        sel = np.flatnonzero(op & (thread == t))
+        holds = np.searchsorted(ps, end[sel], "right") > np.searchsorted(ps, start[sel], "left")
+        runs = np.searchsorted(outside, end[sel], "right") > np.searchsorted(outside, start[sel], "left")
+        out[sel[holds & ~runs]] = True
+    return out
 
 
 @per_trace
