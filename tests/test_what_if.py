@@ -339,3 +339,35 @@ def test_a_cause_of_the_last_step_alone_is_not_given_per_step_after_the_first(tm
     t = what_if([g])
     row = t[(t["rank"] == 0) & (t["cause"] == "host")].iloc[0]
     assert row["gain_ns"] >= 3_000 * us and row["per_step_ns"] == row["gain_ns"] // 3
+
+
+def test_step_gains_add_up_and_fall_in_the_step_that_held_the_cause(tmp_path):
+    """SYNTHETIC: the logged steps above and the last-step sleep. Step by step, the syncs give nothing back in the first
+    step (its host work comes before any sync) and 2 ms in each later one, and the steps' gains add up to the window's
+    (the last step's work ends last); the sleep of the third step gives back its 3 ms there, not before."""
+    from traceprobe.analysis.causal.what_if import what_ifs
+
+    g = rank_graph(load_trace(_logged_steps(tmp_path)))
+    table, steps = what_ifs([g])
+    sync = steps[steps["cause"] == "sync"].sort_values("step")
+    assert sync["step"].tolist() == [1, 2, 3]
+    assert sync["gain_ns"].iloc[0] == 20_000 and sync["gain_ns"].sum() == _gain(table, 0, "sync")
+    assert (sync["gain_ns"].iloc[1:] >= 2_000_000).all()
+    w = window_what_if("r", "w", "", [g], None)
+    tops = w.step_tops()
+    assert tops["cause"].tolist()[1:] == ["sync", "sync"]  # (the table's order: the sync before the work it exposed)
+
+    us = 1_000
+    b = TraceBuilder("a host gap in the last step only")
+    at = 0
+    for i in range(3):
+        sleep = 3_000 * us if i == 2 else 0
+        b.step(i + 1, at, 1_100 * us + sleep)
+        b.cpu_op(at + sleep, 20 * us, "aten::linear")
+        b.launch(at + sleep + 5 * us, "kernel", 0, 7, at + sleep + 10 * us, 1_000 * us)
+        b.runtime(at + sleep + 20 * us, 1_000 * us, "cudaStreamSynchronize")
+        at += 1_100 * us + sleep
+    table, steps = what_ifs([rank_graph(load_trace(b.write(tmp_path / "last.pt.trace.json")))])
+    host = steps[steps["cause"] == "host"].sort_values("step")["gain_ns"].tolist()
+    assert max(host[:2]) < 100 * us and host[2] >= 3_000 * us and sum(host) == _gain(table, 0, "host")  # (the steps' own
+    # time outside ops, 80 µs each, besides)

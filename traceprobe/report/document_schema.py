@@ -109,7 +109,17 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                                                                              'removed_ns': {'$ref': '#/$defs/ns'},
                                                                                              'gain_ns': {'type': 'integer'},
                                                                                              'per_step_ns': {'type': 'integer'},
-                                                                                             'steps_with': {'type': 'integer'}}}}}}},
+                                                                                             'steps_with': {'type': 'integer'}}}},
+                                                         'causes_by_step': {'type': 'array',
+                                                                            'description': 'each cause step by step: how much '
+                                                                                           'earlier the step\'s last work ends, less '
+                                                                                           'the step before (traceprobe.analysis.'
+                                                                                           'causal.what_if.what_ifs)',
+                                                                            'items': {'type': 'object',
+                                                                                      'properties': {'rank': {'type': 'integer'},
+                                                                                                     'cause': {'type': 'string'},
+                                                                                                     'step': {'type': 'integer'},
+                                                                                                     'gain_ns': {'type': 'integer'}}}}}}},
                     'failures': {'type': 'array',
                                  'items': {'type': 'object',
                                            'properties': {'path': {'type': 'string'}, 'error': {'type': 'string'}},

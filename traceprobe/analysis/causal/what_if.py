@@ -17,7 +17,7 @@ paths take over: a host sleep while the device is busy costs nothing), so we rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ from .contention import charged_wait, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_device_work, kernel_codes
 from .what_if_order import COLUMNS, ordered
+from .what_if_steps import first_calls_merged, first_step, step_ends, steps_with
 
 EVERY_RANK_FACTOR = 1.2
 """A cause removed on every rank is listed when it gains more than this times its best single rank's removal."""
@@ -213,9 +214,13 @@ def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray
 
 WHAT_IF_COLUMNS = COLUMNS
 
+STEP_COLUMNS = ["rank", "cause", "step", "gain_ns"]
+"""The what-ifs step by step (:func:`what_ifs`)."""
 
-def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0, only: set[int] | None = None) -> pd.DataFrame:
-    """The gain of removing each cause, one at a time (module docstring).
+
+def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0,
+             only: set[int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The gain of removing each cause, one at a time (module docstring), in all and step by step.
 
     Causes: each host class of :data:`HOST_CLASSES` (its host time set to zero), ``sync`` (the syncs wait for
     nothing), ``pageable_copy`` (copies from or to pageable memory take no time: pinned memory would let the host go
@@ -245,19 +250,26 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         cause was there alike; not for ``imbalance``, whose excess is taken from the window as a whole),
         ``steps_with`` (int64: the steps
         whose own time the cause held, on the rank holding it most; -1 without steps).
+
+        And its gain step by step: ``rank``, ``cause`` (as in the table), ``step`` (int64, the step's number, of the
+        first rank with every step), ``gain_ns`` (int64: how much earlier the step's last work ends, on any rank, less
+        how much earlier the step before it ends: the gains of the steps add up to the gain of the window's last step),
+        one row per row of the table and step of the window; empty without steps. A step's work is its rank's host work
+        up to the step's end and the device work launched in it (the ranks' steps taken by position).
     """
     if not graphs:
-        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("cause", "top") else np.int64) for c in WHAT_IF_COLUMNS})
+        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("cause", "top") else np.int64) for c in WHAT_IF_COLUMNS}), \
+            pd.DataFrame({c: pd.Series([], dtype=object if c == "cause" else np.int64) for c in STEP_COLUMNS})
     n_steps = max((len(g.steps) for g in graphs), default=0)
-    graphs = [_first_calls_merged(g, n_steps, max(min_ns, 0)) for g in graphs]
+    graphs = [first_calls_merged(g, n_steps, max(min_ns, 0)) for g in graphs]
     job = _job(graphs, per_rank)
     h0 = np.concatenate([g.h for g in graphs])
     no_sync = np.zeros(h0.size, bool)
     t_all, end_all = np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs])
     base = _finish(t_all, end_all)  # (the replay is exact)
-    fa, fk = _first_step(graphs)
-    in_first_a, in_first_k = np.concatenate(fa), np.concatenate(fk)
-    base_first = _finish(t_all[in_first_a], end_all[in_first_k])
+    fa, fk = first_step(graphs)
+    ends_of = step_ends(graphs, job.a_rank, job.lane)
+    base_steps = ends_of(t_all, end_all)
     floor = max(min_ns, 0)
     cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
     waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
@@ -277,8 +289,9 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
             share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, ranks[0]) / max(charged[ranks[0]], 1)
             if share > 0:
                 t, end = replay(job, h, np.maximum(d - (slow[ranks[0]] * min(share, 1.0)).astype(np.int64), 0), drop)
-        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held), base_first - _finish(t[in_first_a], end[in_first_k]),
-                     first))
+        earlier = np.where(base_steps > NEG, base_steps - ends_of(t, end), 0)  # (how much earlier each step's last work ends)
+        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held), int(earlier[0]) if earlier.size else 0,
+                     first, np.diff(earlier, prepend=0)))
 
     sync = HOST_CLASSES.index("sync")
     for c, cause in enumerate(HOST_CLASSES):
@@ -289,7 +302,7 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
             on = np.isin(job.a_rank, ranks)
             top = max(ranks, key=lambda i: graphs[i].class_ns[c].sum())
             add(ranks, cause, [int(graphs[i].class_ns[c].sum()) for i in ranks], graphs[top].class_top[c],
-                h0 - np.where(on, cls_all[c], 0), job.d, no_sync, [_steps_with(graphs[i], graphs[i].class_ns[c], floor) for i in ranks],
+                h0 - np.where(on, cls_all[c], 0), job.d, no_sync, [steps_with(graphs[i], graphs[i].class_ns[c], floor) for i in ranks],
                 sum(int(graphs[i].class_ns[c][fa[i]].sum()) for i in ranks))
     waits = [w + g.class_ns[sync] for w, g in zip(waits, graphs)]  # a sync's wait and its host time (aten::item's own)
     holding = [i for i, w in enumerate(waits) if w.sum() > floor]
@@ -297,7 +310,7 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         on = np.isin(job.a_rank, ranks)
         add(ranks, "sync", [int(waits[i].sum()) for i in ranks], _sync_top(graphs[max(ranks, key=lambda i: waits[i].sum())]),
             h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]),
-            [_steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
+            [steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
     holding = [i for i, n in enumerate(copies) if n > floor]
     for ranks in _replays(holding, only):
@@ -307,7 +320,9 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
     if len(graphs) > 1:
         for i, top, removed, d in excess_device_work(graphs, job.k_rank, job.d, floor, code, names, only):
             add([i], "imbalance", [removed], top, h0, d, no_sync, [-1])
-    out = pd.DataFrame(rows, columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with", "first_ns", "removed_first_ns"])
+    out = pd.DataFrame([r[:-1] for r in rows], columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with", "first_ns",
+                                                        "removed_first_ns"])
+    out["_steps"] = [r[-1] for r in rows]
     single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
     best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
     out = out[(out["rank"] >= 0).to_numpy() | (out["gain_ns"].to_numpy() > EVERY_RANK_FACTOR * best)]  # (one rank says it all)
@@ -319,40 +334,23 @@ def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_n
         out["per_step_ns"] = np.maximum(out["per_step_ns"], after)
     out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
     out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
-    return ordered(out, graphs, max(min_ns, 0))
+    labels = next((g.steps["step"].to_numpy(np.int64) for g in graphs if len(g.steps) == n_steps and n_steps), np.zeros(0, np.int64))
+    gains = np.stack(out["_steps"].tolist()) if len(out) and n_steps else np.zeros((len(out), 0), np.int64)
+    steps = pd.DataFrame({"rank": np.repeat(out["rank"].to_numpy(np.int64), labels.size),
+                          "cause": np.repeat(out["cause"].to_numpy(dtype=object), labels.size),
+                          "step": np.tile(labels, len(out)), "gain_ns": gains.reshape(-1).astype(np.int64)}, columns=STEP_COLUMNS)
+    return ordered(out, graphs, max(min_ns, 0)), steps
 
 
-def _first_calls_merged(g: RankGraph, n_steps: int, floor: int) -> RankGraph:
-    """``g`` with its ``slow_call`` time given to ``warmup`` where it is one-time (held in fewer than every step but one of
-    the window's ``n_steps``, or in a trace without steps): a call far slower than its median once is a first call, and
-    its what-if is the warm-up's (replayed together, not as two rows of one cause)."""
-    s, w = HOST_CLASSES.index("slow_call"), HOST_CLASSES.index("warmup")
-    held = g.class_ns[s]
-    if not held.any():
-        return g
-    with_ = _steps_with(g, held, floor)
-    if with_ >= 2 and with_ >= n_steps - 1:
-        return g
-    cls = g.class_ns.copy()
-    cls[w] += cls[s]
-    cls[s] = 0
-    top = list(g.class_top)
-    top[w] = top[s] if int(held.sum()) > int(g.class_ns[w].sum()) else top[w]
-    top[s] = ""
-    return replace(g, class_ns=cls, class_top=tuple(top))
+def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0, only: set[int] | None = None) -> pd.DataFrame:
+    """:func:`what_ifs`' table alone."""
+    return what_ifs(graphs, per_rank, min_ns, only)[0]
 
 
 def _replays(holding: list[int], only: set[int] | None) -> list[list[int]]:
     """The rank sets a cause held by the graphs ``holding`` is replayed with: each alone (those in ``only``, where
     given), then all of them at once where two or more hold it."""
     return [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else [])
-
-
-def _first_step(graphs: list[RankGraph]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per graph, its anchors and its device ops (masks) that end within its rank's first step (none where the rank has
-    no steps)."""
-    ends = [int(g.steps["end_ns"].iloc[0]) if len(g.steps) else NEG for g in graphs]
-    return [g.t <= e for g, e in zip(graphs, ends)], [g.end <= e for g, e in zip(graphs, ends)]
 
 
 def _finish(t: np.ndarray, end: np.ndarray) -> int:
@@ -362,14 +360,3 @@ def _finish(t: np.ndarray, end: np.ndarray) -> int:
 
 def _sync_top(g: RankGraph) -> str:
     return g.class_top[HOST_CLASSES.index("sync")] or "synchronizing call"
-
-
-def _steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
-    """The steps of ``g`` in which ``ns`` (per anchor) adds up to more than ``min_ns`` (at least 1 ns); -1 without steps."""
-    if g.steps.empty:
-        return -1
-    t = g.t
-    s = np.searchsorted(g.steps["start_ns"].to_numpy(np.int64), t, "right") - 1
-    ok = (s >= 0) & (t <= int(g.steps["end_ns"].iloc[-1]))
-    per = np.bincount(s[ok], weights=ns[ok].astype(np.float64), minlength=len(g.steps))
-    return int((per > max(min_ns, 0)).sum())

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..advice.idle_advice import COMPILED_OPS, Backend, launch_fix
 from ..host.python_frames import short_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
-from .what_if import _finish, what_if
+from .what_if import STEP_COLUMNS, _finish, what_ifs
 from .what_if_order import EXPOSING_SHARE, HOST_WORK
 
 NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
@@ -91,6 +92,8 @@ class WindowWhatIf:
             stacks): recording them slows the host, so the finding of a host-side cause says its gain is an upper bound.
         backend, replays: the first rank's device runtime, and whether a rank replays device graphs (the advice on
             launch-bound dispatch reads them, :func:`advice`).
+        by_step: each row of :attr:`table` step by step (:func:`.what_if.what_ifs`: ``rank``, ``cause``, ``step``,
+            ``gain_ns``).
     """
 
     run: str
@@ -110,6 +113,21 @@ class WindowWhatIf:
     stack_frames: int = 0
     backend: str = "cuda"
     replays: bool = False
+    by_step: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: [] for c in STEP_COLUMNS}))
+
+    def step_tops(self) -> pd.DataFrame:
+        """Per step, the first row of :attr:`table` of one rank (not every rank) that gives back at least the window's
+        noise floor per step in that step (:attr:`by_step`; the floor over the steps): which rank and cause bound the
+        step. Columns ``step``, ``rank`` (int64), ``cause`` (str), ``gain_ns`` (int64); steps where none does are left out."""
+        b = self.by_step
+        if b.empty or self.table.empty:
+            return pd.DataFrame({"step": pd.Series([], dtype=np.int64), "rank": pd.Series([], dtype=np.int64),
+                                 "cause": pd.Series([], dtype=object), "gain_ns": pd.Series([], dtype=np.int64)})
+        order = {(int(r), str(c)): i for i, (r, c) in enumerate(zip(self.table["rank"], self.table["cause"]))}
+        key = np.array([order.get((int(r), str(c)), len(order)) for r, c in zip(b["rank"], b["cause"])], np.int64)
+        ok = (b["rank"].to_numpy(np.int64) >= 0) & (b["gain_ns"].to_numpy(np.int64) >= self.floor_ns // max(self.steps, 1))
+        best = b[ok].assign(_k=key[ok]).sort_values(["step", "_k"], kind="stable").drop_duplicates("step")
+        return pd.DataFrame(best[["step", "rank", "cause", "gain_ns"]]).reset_index(drop=True)
 
     def rank_top(self, rank: int) -> dict | None:
         """The first row of :attr:`table` for ``rank`` alone (not every rank) that gives back at least the window's noise
@@ -221,14 +239,14 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     cp = critical_path(graphs, per_rank)
     index = {g.rank: i for i, g in enumerate(graphs)}
     on_path = {index[r] for r in cp["rank"].unique().tolist() if r in index} if len(graphs) > 1 and len(cp) else None
-    table = what_if(graphs, per_rank, min_ns=floor, only=on_path)  # (a cause that removes less cannot give back the floor)
+    table, by_step = what_ifs(graphs, per_rank, min_ns=floor, only=on_path)  # (a cause that removes less cannot give back the floor)
     ok = table[table["gain_ns"] >= floor]
     step_ns = max((int(g.steps["duration_ns"].mean()) for g in graphs if len(g.steps)), default=0)
     return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
                         ok.iloc[0].to_dict() if len(ok) else None, step_ns, cp,
                         _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs), floor,
                         max((g.stack_frames // max(len(g.steps), 1) for g in graphs), default=0),
-                        graphs[0].backend if graphs else "cuda", any(g.replays for g in graphs))
+                        graphs[0].backend if graphs else "cuda", any(g.replays for g in graphs), by_step)
 
 
 def _linked(graphs: list[RankGraph]) -> float:

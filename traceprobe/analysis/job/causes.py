@@ -32,10 +32,12 @@ the collectives matched across ranks (:func:`.collectives.match_window`):
   window's steps; the kernels with the largest excess are named. Without steps
   the window is one step.
 
-- *blame path*: per step (each rank's step GPU interval, :mod:`.steps`), the late
-  rank that caused the largest exposed wait on one other rank in that step, and
-  the part in which it most exceeded the other ranks' median in that step: which
-  rank and which cause bound each step.
+- *blame path*: which rank and which cause bound each step. Where the window was replayed, the replay's: per step,
+  the first what-if of one rank, in the what-if table's order, that gives back at least the window's noise floor
+  per step in that step (:meth:`..causal.what_if_windows.WindowWhatIf.step_tops`), with that gain and the exposed wait
+  the rank caused in the step. Elsewhere, measured: per step (each rank's step GPU interval, :mod:`.steps`), the late
+  rank that caused the largest exposed wait on one other rank in that step, and the part in which it most exceeded
+  the other ranks' median in that step.
 
 HTA's critical-path analysis follows one rank's dependency graph; we compare the
 ranks' device time between collectives instead, which needs no call stacks and
@@ -57,17 +59,16 @@ from ..causal.what_if_windows import LABELS as WHAT_IF_LABELS
 from ..causal.what_if_windows import WindowWhatIf, advice
 from ..host.idle_causes import LABELS
 from ..per_trace import OverlapReport
+from .blame import BLAME_COLUMNS, NOISE_MIN_NS, blame_path, replayed_blame
 from .cause_tables import PARTS, ExposedSpans, RankTables, pair_codes, rank_columns, rank_tables, step_maxima
 from .collectives import WindowCollectives
 
 NOISE_SHARE = 0.02
-"""A straggler is named only if the exposed wait it caused on some rank is at least this share of the window..."""
-NOISE_MIN_NS = 500_000
-"""...and at least this much per step (0.5 ms)."""
+"""A straggler is named only if the exposed wait it caused on some rank is at least this share of the window and
+:data:`.blame.NOISE_MIN_NS` per step."""
 
 WAIT_COLUMNS = ["rank", "pg", "pg_desc", "collective", "count", "wait_ns", "transfer_ns", "exposed_wait_ns", "exposed_transfer_ns"]
 EXPOSED_COLUMNS = ["rank", "late_rank", "exposed_wait_ns"]
-BLAME_COLUMNS = ["step", "rank", "cause", "excess_ns", "wait_ns"]
 
 _PART_WORDS = {"compute": "compute", "other_busy": "other device work", **{c: LABELS[c] for c in LABELS}}
 
@@ -99,11 +100,11 @@ class WindowCauses:
         kernels: for a compute cause, the kernel names with the largest excess on the straggler.
         label, text: the window's finding, short and long ("" without straggler).
         blame: the blame path, one row per step of the window: ``step`` (int64),
-            ``rank`` (int64, the rank whose lateness caused the most exposed wait on
-            another rank in that step; -1 where no wait was above
-            :data:`NOISE_MIN_NS`), ``cause`` (str, its part of :data:`PARTS` with the
-            largest excess in that step; ``""`` where no excess reaches :data:`NOISE_MIN_NS`), ``excess_ns`` (int64, that excess) and
-            ``wait_ns`` (int64, the largest exposed wait it caused on one rank in the step).
+            ``rank`` (int64: replayed, the rank whose what-if bound the step; measured, the rank whose lateness caused
+            the most exposed wait on another rank in that step; -1 where none was above the floor), ``cause`` (str:
+            replayed, a what-if cause; measured, its part of :data:`PARTS` with the largest excess in that step; ``""``
+            where none reaches the floor), ``excess_ns`` (int64: replayed, the gain in that step; measured, that
+            excess) and ``wait_ns`` (int64, the largest exposed wait it caused on one rank in the step).
     """
 
     run: str
@@ -233,7 +234,10 @@ def window_causes(wc: WindowCollectives, reports: Mapping[int, OverlapReport] | 
     by_step = step_maxima(t, pairs[grp, 0], pairs[grp, 1], ps, pe)
     st = t.steps[["rank", "step"]].to_numpy(np.int64)
     present = np.unique(st[np.isin(st[:, 0], pairs[:, 0]), 1])  # the steps of the ranks that waited
-    out = WindowCauses(wc.run, wc.window, steps, waits, exposed, transfer, blame=_blame_path(by_step, present, t))
+    blame = blame_path(by_step, present, t)
+    if what_if is not None and not what_if.by_step.empty:  # (which rank and cause bound each step: the replay's answer)
+        blame = replayed_blame(blame, by_step, what_if)
+    out = WindowCauses(wc.run, wc.window, steps, waits, exposed, transfer, blame=blame)
     if exposed.empty:
         return out
     by_late = exposed.groupby("late_rank")["exposed_wait_ns"].max()
@@ -290,33 +294,6 @@ def _straggler(out: WindowCauses, t: RankTables, late: int, caused: int) -> Wind
     return replace(out, straggler=late, cause=cause, excess_ns={p: int(v) for p, v in excess.items()},
                    excess_per_step_ns={p: int(v) for p, v in per_step.items()}, caused_wait_ns=caused,
                    kernels=kernels, label=label, text=text)
-
-
-def _blame_path(by_step: pd.DataFrame, present: np.ndarray, t: RankTables) -> pd.DataFrame:
-    """The blame path (:attr:`WindowCauses.blame`) of the steps ``present``: per step, the late rank that caused the
-    largest exposed wait on one rank (``by_step``: ``step``, ``key`` (late rank), ``ns``; ties: the lowest rank), and
-    its part most in excess over the other ranks' median in that step (ranks holding the step), as one groupby."""
-    best = by_step.sort_values(["step", "ns", "key"], ascending=[True, False, True], kind="stable").drop_duplicates("step")
-    b = pd.DataFrame({"step": present.astype(np.int64)}).merge(best, on="step", how="left")
-    wait = b["ns"].fillna(0).to_numpy(np.int64)
-    late = np.where(wait >= NOISE_MIN_NS, b["key"].fillna(-1).to_numpy(np.int64), -1)
-    p = t.parts
-    with_late = p.merge(pd.DataFrame({"step": b["step"], "late": late})[late >= 0], on="step")
-    is_late = (with_late["rank"] == with_late["late"]).to_numpy()
-    mine = with_late[is_late].set_index("step")[list(PARTS)]
-    med = with_late[~is_late].groupby("step")[list(PARTS)].median()
-    diff = (mine - med.reindex(mine.index)).reindex(b["step"])  # NaN: no other rank holds the step
-    d = diff.to_numpy(np.float64)
-    k = np.argmax(np.nan_to_num(d, nan=-np.inf), axis=1) if len(d) else np.zeros(0, np.int64)
-    top = d[np.arange(len(d)), k] if len(d) else np.zeros(0)
-    known = np.isfinite(top)
-    in_steps = diff.notna().any(axis=1).to_numpy() | b["step"].isin(mine.index).to_numpy()
-    rank = np.where(in_steps, late, -1)
-    cause = np.where(known & (top >= NOISE_MIN_NS), np.array(PARTS, dtype=object)[k], "")
-    excess = np.where(known, np.maximum(np.nan_to_num(top), 0), 0).astype(np.int64)
-    out = pd.DataFrame({"step": b["step"].to_numpy(np.int64), "rank": rank.astype(np.int64), "cause": cause, "excess_ns": excess, "wait_ns": wait},
-                       columns=BLAME_COLUMNS)
-    return out.astype({"step": np.int64, "rank": np.int64, "excess_ns": np.int64, "wait_ns": np.int64})
 
 
 def _group_advice(waits: pd.DataFrame, rank: int) -> str:

@@ -1,0 +1,81 @@
+"""The steps of a replayed window: which step each piece of work belongs to, when each step's last work ends in a replay,
+the steps a cause held, and a one-time slow call given to the warm-up (:mod:`.what_if`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+from .dependency_graph import HOST_CLASSES, NEG, RankGraph
+
+
+def step_ends(graphs: list[RankGraph], a_rank: np.ndarray, lane: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """A function of replayed times ``(t, end)`` (every anchor and device op of the graphs) giving, per step position, the
+    latest end of the step's work, NEG where none: a host anchor's by its time in the trace, a device op's by its
+    launch (its own end without one), each in the first of its rank's steps that ends at or after it. Anchor times rise
+    along each rank's host chain and op ends along each device chain, in a replay as in the trace, and so do their
+    steps, so the latest of a run of one step is its last: only those are kept."""
+    n = max((len(g.steps) for g in graphs), default=0)
+    sid_a, sid_k = [], []
+    for g in graphs:
+        e = g.steps["end_ns"].to_numpy(np.int64) if len(g.steps) else np.zeros(0, np.int64)
+        sid_a.append(np.searchsorted(e, g.t, "left") if e.size else np.full(g.t.size, n))
+        at = np.where(g.anchor >= 0, g.t[np.maximum(g.anchor, 0)] if g.t.size else 0, g.end)  # (device work: by its launch)
+        sid_k.append(np.searchsorted(e, at, "left") if e.size else np.full(g.end.size, n))
+    a, k = np.concatenate(sid_a).astype(np.int64), np.concatenate(sid_k).astype(np.int64)
+
+    def last(key: np.ndarray, sid: np.ndarray) -> np.ndarray:
+        if sid.size == 0:
+            return np.zeros(0, np.int64)
+        edge = np.ones(sid.size, bool)
+        edge[:-1] = (key[1:] != key[:-1]) | (sid[1:] != sid[:-1])
+        return np.flatnonzero(edge & (sid < n))
+
+    la, lk = last(a_rank, a), last(lane, k)
+    ids = np.concatenate([a[la], k[lk]])
+
+    def ends(t: np.ndarray, end: np.ndarray) -> np.ndarray:
+        out = np.full(n, NEG, np.int64)
+        np.maximum.at(out, ids, np.concatenate([t[la], end[lk]]))
+        return out
+    return ends
+
+
+def first_step(graphs: list[RankGraph]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per graph, its anchors and its device ops (masks) that end within its rank's first step (none where the rank has
+    no steps)."""
+    ends = [int(g.steps["end_ns"].iloc[0]) if len(g.steps) else NEG for g in graphs]
+    return [g.t <= e for g, e in zip(graphs, ends)], [g.end <= e for g, e in zip(graphs, ends)]
+
+
+def steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
+    """The steps of ``g`` in which ``ns`` (per anchor) adds up to more than ``min_ns`` (at least 1 ns); -1 without steps."""
+    if g.steps.empty:
+        return -1
+    t = g.t
+    s = np.searchsorted(g.steps["start_ns"].to_numpy(np.int64), t, "right") - 1
+    ok = (s >= 0) & (t <= int(g.steps["end_ns"].iloc[-1]))
+    per = np.bincount(s[ok], weights=ns[ok].astype(np.float64), minlength=len(g.steps))
+    return int((per > max(min_ns, 0)).sum())
+
+
+def first_calls_merged(g: RankGraph, n_steps: int, floor: int) -> RankGraph:
+    """``g`` with its ``slow_call`` time given to ``warmup`` where it is one-time (held in fewer than every step but one of
+    the window's ``n_steps``, or in a trace without steps): a call far slower than its median once is a first call, and
+    its what-if is the warm-up's (replayed together, not as two rows of one cause)."""
+    s, w = HOST_CLASSES.index("slow_call"), HOST_CLASSES.index("warmup")
+    held = g.class_ns[s]
+    if not held.any():
+        return g
+    with_ = steps_with(g, held, floor)
+    if with_ >= 2 and with_ >= n_steps - 1:
+        return g
+    cls = g.class_ns.copy()
+    cls[w] += cls[s]
+    cls[s] = 0
+    top = list(g.class_top)
+    top[w] = top[s] if int(held.sum()) > int(g.class_ns[w].sum()) else top[w]
+    top[s] = ""
+    return replace(g, class_ns=cls, class_top=tuple(top))
