@@ -21,7 +21,8 @@ from test_breakdown import make_trace
 
 from traceprobe import load_trace
 from traceprobe.analysis.host import warmup
-from traceprobe.analysis.host.idle_causes import CAUSES, LAUNCH_LATENCY_NS, SYNC_CALLS, idle_cause_table
+from traceprobe.analysis.host.host_classes import CAUSES, SYNC_CALLS
+from traceprobe.analysis.host.idle_causes import LAUNCH_LATENCY_NS, idle_cause_table
 from traceprobe.analysis.job.causes import window_causes
 from traceprobe.analysis.job.collectives import collective_table, match_window
 from traceprobe.analysis.per_trace import overlap_report

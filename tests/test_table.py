@@ -204,6 +204,7 @@ def test_control_characters_are_escaped(summary):
     r = next(r for r in summary.reports if len(r.findings))
     findings = r.findings.copy()
     findings["text"] = "kernel bad\x1b]0;title\x07 took it"
+    findings["kind"] = "exposed_copy"  # (a span finding: a host-side one gives way to the replay's, .replayed)
     evil = replace(r, info={**r.info, "workload": "bad\nname\x1b[31m", "variant": "v"}, findings=findings,
                    notes=[*r.notes, "a note about kernel \x1b[2J"])
     s = summarize([evil])

@@ -288,6 +288,7 @@ TRACE: tuple[Figure[OverlapReport], ...] = (
                                                         'data_loading',
                                                         'optimizer',
                                                         'launch',
+                                                        'cpu_op',
                                                         'host',
                                                         'queued',
                                                         'unattributed']},

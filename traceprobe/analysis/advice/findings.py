@@ -19,8 +19,8 @@ from the interval sets of :mod:`.breakdown` and :mod:`.idle_causes`:
   named late rank and the exposed transfer (:mod:`.causes`).
 - one kind per idle cause of :mod:`.idle_causes`: ``idle_graph_capture``, ``idle_sync``,
   ``idle_warmup``, ``idle_pinned_alloc``, ``idle_device_alloc``, ``idle_other_rank``,
-  ``idle_data_loading``, ``idle_optimizer``, ``idle_launch`` (launch-bound),
-  ``idle_host`` (host outside any op) and ``stream_wait`` (queued work waited on
+  ``idle_data_loading``, ``idle_optimizer``, ``idle_launch`` (launch-bound), ``idle_cpu_op`` (CPU ops
+  that launch nothing), ``idle_host`` (host outside any op) and ``stream_wait`` (queued work waited on
   a dependency); the idle time of each span is the cause's span.
 - ``cross_device``: the device idle (for a cause not claimed above) while
   another device of the trace was busy.
@@ -68,7 +68,7 @@ P2P_TYPES = frozenset({"send", "recv", "sendrecv"})
 
 IDLE_KINDS = {
     "graph_capture": "idle_graph_capture", "sync": "idle_sync", "warmup": "idle_warmup", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
-    "data_loading": "idle_data_loading", "optimizer": "idle_optimizer", "launch": "idle_launch", "host": "idle_host",
+    "data_loading": "idle_data_loading", "optimizer": "idle_optimizer", "launch": "idle_launch", "cpu_op": "idle_cpu_op", "host": "idle_host",
     "queued": "stream_wait",
 }
 """Finding kind of each idle cause of :mod:`.idle_causes` (``unattributed`` idle is no finding)."""
@@ -199,7 +199,7 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
 
 
 def _label(cause: str, idle: DeviceIdle) -> str:
-    from ..host.idle_causes import LABELS
+    from ..host.host_classes import LABELS
 
     if cause == "queued":
         return "dependency wait"

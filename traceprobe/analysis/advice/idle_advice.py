@@ -36,7 +36,7 @@ class Backend:
 
 def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int = -1, replays: bool = False) -> str:
     """The advice for a device (``dev``, e.g. ``cuda:0``) idle for ``cause`` (one of
-    :data:`traceprobe.analysis.host.idle_causes.CAUSES`), the host being in ``top`` (``""``: unknown); ``queued_stream``
+    :data:`traceprobe.analysis.host.host_classes.CAUSES`), the host being in ``top`` (``""``: unknown); ``queued_stream``
     the stream of queued work, ``replays`` whether the trace replays graphs. Raises KeyError for another cause."""
     held = f" ({top})" if top else ""
     stream = f" (on stream {queued_stream})" if queued_stream >= 0 else ""
@@ -61,6 +61,8 @@ def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int =
         "optimizer": f"{dev} was idle while the host ran the optimizer{held}: use a fused or foreach optimizer (fused=True), "
                      "or capture the step",
         "launch": f"{dev} was idle while the host was busy launching work{held}: the loop is launch-bound; {launch_fix(top, b, replays)}",
+        "cpu_op": f"{dev} was idle while the host ran CPU ops that launch no device work{held}: not launch-bound, the host "
+                  "was computing; move that work to the device or off the step (a DataLoader worker, a background thread)",
         "host": f"{dev} was idle while the host ran outside any profiled op (Python, I/O, sleeps)"
                 + (f", most of it in {short_frame(top)}: move that work off the loop or overlap it with device work" if top else
                    ": move that work off the loop or overlap it with device work; a trace recorded with with_stack=True "

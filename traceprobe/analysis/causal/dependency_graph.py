@@ -4,7 +4,7 @@ Definitions (quoted by the README). The graph (the kinds of edges HTA's ``critic
 rank, and Daydream's, Zhu et al., USENIX ATC 2020, for what-if replays), replayed by :mod:`.what_if`:
 
 - *host chain* (one per rank): the *anchors* of its launching threads, in time order: every call that launched
-  device work in the trace (Kineto's correlation id), every synchronizing runtime call (:data:`.idle_causes.SYNC_CALLS`,
+  device work in the trace (Kineto's correlation id), every synchronizing runtime call (:data:`.host_classes.SYNC_CALLS`,
   ``*Synchronize*``) and every step's start. The host time before an anchor is what the host did since the
   previous one; its *host class* is, nanosecond by nanosecond, the first of :data:`HOST_CLASSES` that holds it on
   any launching thread (``dispatch``: inside an op that launched device work, or a runtime call; ``cpu_op``: inside
@@ -37,7 +37,8 @@ from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import comm_mask, host_name_codes, host_thread_codes, pageable_copies, runtime_calls
 from ..host.graph_capture import graph_intervals, replays_graphs
-from ..host.idle_causes import EVENT_CAUSES, host_classes, top_name
+from ..host.host_classes import EVENT_CAUSES, dispatching, host_classes
+from ..host.idle_causes import top_name
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
 from ..host.warmup import compile_holders, compile_phases, setup_span, slow_calls
@@ -139,22 +140,14 @@ class RankGraph:
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
     """Per host class but ``host``, its time on the launching threads, not held by an earlier class."""
-    host = trace.host_events
     start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
     thread = host_thread_codes(trace)
     on = np.isin(thread, threads)
     cls = host_classes(trace)
     runtime = runtime_calls(trace)
     compiling = compile_phases(trace) | compile_holders(trace)
-    launching = np.zeros(len(host), bool)
-    rows = launch_rows(trace)
-    launching[rows[rows >= 0]] = True
     op = on & (cls == EVENT_CAUSES.index("launch")) & ~runtime
-    holds = np.zeros(len(host), bool)  # an op with a launch call inside it on its thread
-    for t in iv.distinct(thread[op]).tolist():
-        calls = np.sort(start[launching & (thread == t)])
-        sel = np.flatnonzero(op & (thread == t))
-        holds[sel] = np.searchsorted(calls, end[sel], "right") > np.searchsorted(calls, start[sel], "left")
+    holds = dispatching(trace)  # (an op with a launch call inside it on its thread)
     launching_threads = set(threads.tolist())
     graph = [g for t, g in graph_intervals(trace).items() if t in launching_threads]
 

@@ -34,7 +34,7 @@ The idle time is split by its cause (:mod:`.idle_causes`, which defines each):
 - ``idle_sync_ns``: the cause ``sync``: the launching host thread was blocked in
   a synchronizing call.
 - ``idle_launch_ns``: the other host causes (graph capture, pinned or device allocation, host
-  waits for ranks, data loading, optimizer, launch-bound, host outside ops): the
+  waits for ranks, data loading, optimizer, launch-bound, CPU ops, host outside ops): the
   device had nothing queued and waited for the host (HTA's "host wait").
 - ``idle_other_ns``: ``queued`` (the next work was launched and waited on a
   dependency) and ``unattributed`` (no launch in the trace, or after the
@@ -54,7 +54,8 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..host.idle_causes import HOST_CAUSES, DeviceIdle, idle_causes
+from ..host.host_classes import HOST_CAUSES
+from ..host.idle_causes import DeviceIdle, idle_causes
 from ..memo import device_column, per_trace
 from .busy import comm_mask, compute_mask, copy_mask, set_aside_intervals
 

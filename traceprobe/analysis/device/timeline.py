@@ -15,7 +15,7 @@ import pandas as pd
 from ... import intervals as iv
 from ...reading import Trace
 from ..advice.findings import exposed_spans
-from ..host.idle_causes import CAUSES, LABELS
+from ..host.host_classes import CAUSES, LABELS
 from ..host.launch_links import launch_rows
 from ..memo import device_column, host_column
 from .breakdown import device_times

@@ -23,7 +23,7 @@ host thread, the *launching thread*. Then:
      there was recorded into a graph, not run), or instantiating, uploading, updating
      or destroying a graph (``cudaGraphInstantiate*``, ``cudaGraphExecDestroy``, ...);
   1. ``sync``: a synchronizing call: a runtime or driver call whose name holds
-     ``Synchronize``, a synchronous copy (:data:`SYNC_CALLS`: ``cudaMemcpy``,
+     ``Synchronize``, a synchronous copy (:data:`.host_classes.SYNC_CALLS`: ``cudaMemcpy``,
      ``hipMemcpyWithStream``, ...), or ``aten::item``/``aten::_local_scalar_dense``
      (``.item()``, ``.cpu()`` and printing a tensor end there);
   2. ``warmup``: inside the first call of an op that took at least ten times its later
@@ -32,15 +32,18 @@ host thread, the *launching thread*. Then:
      steps would have left out; with the ops holding a compile phase that launch nothing outside it,
      :func:`.warmup.compile_holders`); and, in a trace without ``ProfilerStep`` annotations, the
      time outside any op before the trace's first compile phase (set-up: :func:`.warmup.setup_span`);
-  3. ``pinned_alloc``: page-locked host allocation (:data:`PINNED_ALLOC_CALLS`:
+  3. ``pinned_alloc``: page-locked host allocation (:data:`.host_classes.PINNED_ALLOC_CALLS`:
      ``cudaHostAlloc``, ``cudaMallocHost``, ``hipHostMalloc``, ...);
-  4. ``device_alloc``: device allocation or free (:data:`DEVICE_ALLOC_CALLS`);
+  4. ``device_alloc``: device allocation or free (:data:`.host_classes.DEVICE_ALLOC_CALLS`);
   5. ``other_rank``: a host op that waits for other ranks (barriers, c10d waits, gloo);
   6. ``data_loading``: ``enumerate(DataLoader)#...`` (torch's DataLoader iterator);
   7. ``optimizer``: ``Optimizer.step#...`` / ``Optimizer.zero_grad#...`` on the host;
-  8. ``launch``: inside any other ``cpu_op``, runtime or driver call: the host was
-     busy launching (framework overhead, small kernels: launch-bound);
-  9. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
+  8. ``launch``: inside any other runtime or driver call, or a ``cpu_op`` that launched device work (a launch call
+     inside it on its thread, :func:`dispatching`): the host was busy launching (framework overhead, small kernels:
+     launch-bound);
+  9. ``cpu_op``: inside any other ``cpu_op``: one that launched no device work (CPU work such as an op on a CPU
+     tensor: not launch-bound, the host was computing);
+  10. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
 
 - gaps whose next work has no launch in the trace, and the time after a device's
   last work, are ``unattributed``.
@@ -54,7 +57,6 @@ wait" by what the host was doing. TraceLens reports idle time as one figure.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,93 +64,22 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals, per_value, runtime_calls
+from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals, runtime_calls
 from ..memo import device_column, host_column, per_trace
 from .graph_capture import captures, graph_calls, graph_intervals
+from .host_classes import CAUSES, EVENT_CAUSES, dispatching, host_classes
 from .launch_links import launch_rows
 from .python_frames import frame_holding, thread_labels
-from .warmup import compile_holders, setup_span, warmup_calls
+from .warmup import compile_holders, setup_span
 
 Intervals = iv.Intervals
-
-CAUSES = ("graph_capture", "sync", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading", "optimizer", "launch", "host", "queued",
-          "unattributed")
-"""The idle causes, in the order the host part of a gap is classified (module docstring)."""
-
-HOST_CAUSES = CAUSES[:10]
-"""The causes of the host part of a gap: the device waited for the launching thread."""
-
-EVENT_CAUSES = HOST_CAUSES[1:-1]
-"""The host causes held by host events of a class (:func:`host_classes`), ``sync`` to ``launch``."""
-_SYNC, _WARMUP, _LAUNCH = (EVENT_CAUSES.index(c) for c in ("sync", "warmup", "launch"))
-
-LABELS = {
-    "graph_capture": "graph capture", "sync": "sync", "warmup": "warm-up", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
-    "data_loading": "data loading", "optimizer": "optimizer on host", "launch": "launch-bound", "host": "host outside ops",
-    "queued": "queued", "unattributed": "unattributed",
-}
-"""Short names of the causes, for tables."""
-
-SYNC_CALLS = frozenset({
-    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
-    "cuMemcpy", "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoD_v2", "cuMemcpyDtoH", "cuMemcpyHtoD",
-    "hipMemcpy", "hipMemcpyWithStream", "hipMemcpyDtoH", "hipMemcpyHtoD", "hipMemcpyDtoD", "hipMemcpy2D", "hipMemcpyPeer",
-    "aten::item", "aten::_local_scalar_dense",
-})
-"""Host calls and ops that block until device work ends, besides every runtime/driver call named ``*Synchronize*``."""
-
-PINNED_ALLOC_CALLS = frozenset({
-    "cudaHostAlloc", "cudaMallocHost", "cudaHostRegister", "cudaFreeHost", "cudaHostUnregister", "cuMemHostAlloc",
-    "cuMemAllocHost_v2", "cuMemAllocHost", "cuMemFreeHost", "cuMemHostRegister_v2", "hipHostMalloc", "hipHostAlloc",
-    "hipMallocHost", "hipHostRegister", "hipHostFree", "hipFreeHost", "hipHostUnregister",
-})
-"""Page-locked (pinned) host allocation and release calls of the CUDA and HIP runtimes and drivers."""
-
-DEVICE_ALLOC_CALLS = frozenset({
-    "cudaMalloc", "cudaFree", "cudaMallocManaged", "cudaMallocPitch", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAlloc",
-    "cuMemFree", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", "hipMalloc", "hipFree", "hipExtMallocWithFlags",
-    "hipMallocManaged",
-})
-"""Device memory allocation and release calls (``cudaFree`` also synchronizes the device)."""
-
-_OTHER_RANK_RE = re.compile(r"barrier|wait_tensor|c10d::wait|ProcessGroup.*::wait|^gloo:", re.IGNORECASE)
-_DATA_RE = re.compile(r"^enumerate\(DataLoader\)")
-_OPT_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
-_OP_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
+_WARMUP, _LAUNCH = EVENT_CAUSES.index("warmup"), EVENT_CAUSES.index("launch")
 _NEVER = np.iinfo(np.int64).max
 
 LAUNCH_LATENCY_NS = 50_000
 """Time after a launch call returns within which the device starting the work counts as launch latency (``launch``);
 work that starts later waited on something else (``queued``). 50 µs: kernel launch latency on current GPUs is a few µs
 to tens of µs."""
-
-
-def _host_class(name: object) -> int:
-    """The class of one host event name: its index in :data:`EVENT_CAUSES` (``launch`` for any other name; ``warmup``
-    is given call by call, in :func:`host_classes`)."""
-    n = str(name)
-    if "Synchronize" in n or n in SYNC_CALLS:
-        return _SYNC
-    for cause, matches in (("pinned_alloc", PINNED_ALLOC_CALLS.__contains__), ("device_alloc", DEVICE_ALLOC_CALLS.__contains__),
-                           ("other_rank", _OTHER_RANK_RE.search), ("data_loading", _DATA_RE.search), ("optimizer", _OPT_RE.search)):
-        if matches(n):
-            return EVENT_CAUSES.index(cause)
-    return _LAUNCH
-
-
-@per_trace
-def host_classes(trace: Trace) -> np.ndarray:
-    """Class of every row of ``trace.host_events`` (int8 index into :data:`EVENT_CAUSES`, computed once per distinct
-    name; a first call or compile phase holding warm-up, :func:`.warmup.warmup_calls`, is ``warmup`` unless it
-    synchronizes); rows that are none of these nor a ``cpu_op``/runtime/driver call (user annotations such as
-    ``ProfilerStep#N``) are -1: they do not make the host "in an op"."""
-    host = trace.host_events
-    if host.empty:
-        return np.zeros(0, np.int8)
-    cls = per_value(host["name"], _host_class, _LAUNCH, np.int8)
-    in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool)
-    cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
-    return np.where(warmup_calls(trace) & (cls != _SYNC), _WARMUP, cls).astype(np.int8)
 
 
 @dataclass(frozen=True)
@@ -158,7 +89,7 @@ class DeviceIdle:
     Attributes:
         device: device index.
         window: (lo, hi) in ns.
-        spans: per cause of :data:`CAUSES`, a normalised int64 ns interval set;
+        spans: per cause of :data:`.host_classes.CAUSES`, a normalised int64 ns interval set;
             the sets are disjoint and their union is the device's idle time.
         top: per cause, the host op or call that held the most of its time on the
             launching threads (``""`` where none: ``host``, ``unattributed``).
@@ -231,13 +162,15 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     cls = host_classes(trace)
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
     capturing, setup = graph_intervals(trace), setup_span(trace)
+    dispatch = dispatching(trace)
     out = []
     held: dict[tuple[int, int], Intervals] = {}
 
     def held_by(t: int, k: int) -> Intervals:
-        """Where thread ``t`` is inside a host event of class ``k`` (any class for launch): once per trace, not per device."""
+        """Where thread ``t`` is inside a host event of class ``k`` (dispatching for ``launch``, any event left for
+        ``cpu_op``): once per trace, not per device."""
         if (t, k) not in held:
-            m = (thread == t) & ((cls == k) if k < _LAUNCH else (cls >= 0))
+            m = (thread == t) & ((cls == k) if k < _LAUNCH else dispatch if k == _LAUNCH else (cls >= 0))
             held[(t, k)] = iv.union(h_start[m], h_end[m])
         return held[(t, k)]
 
@@ -300,7 +233,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)
             for k, cause in enumerate(EVENT_CAUSES):
                 # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it
-                m = threads_on & ((cls == k) if k < _LAUNCH else ((cls == _LAUNCH) & ~runtime))
+                m = threads_on & ((cls == k) if k < _LAUNCH else (dispatch if k == _LAUNCH else (cls == _LAUNCH) & ~dispatch) & ~runtime)
                 m &= ~compile_holders(trace) if k == _WARMUP else True  # (a compile named by its phase, not its holder)
                 top[cause] = top_name(trace, np.flatnonzero(m), spans[cause])
             if spans["graph_capture"][0].size:  # the capture's begin call, else the graph call that held the most
@@ -327,7 +260,7 @@ def idle_cause_table(trace: Trace, steps: pd.DataFrame | None = None, window: tu
 
     Returns:
         DataFrame: ``device`` (int64), ``step`` (int64, -1 for the whole window),
-        ``cause`` (str, :data:`CAUSES`), ``ns`` (int64), ``top`` (str, the host op
+        ``cause`` (str, :data:`.host_classes.CAUSES`), ``ns`` (int64), ``top`` (str, the host op
         or call that held most of it, ``""`` if none). Rows with ``ns`` = 0 are
         left out; per device and step the causes sum to its idle time.
     """

@@ -11,7 +11,7 @@ from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import host_name_codes, host_thread_codes
 from ..memo import host_column
-from .idle_causes import EVENT_CAUSES, host_classes
+from .host_classes import EVENT_CAUSES, host_classes
 from .warmup import compile_phases, first_calls, setup_span
 
 _WARMUP = EVENT_CAUSES.index("warmup")

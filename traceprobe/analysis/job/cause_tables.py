@@ -19,7 +19,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading.comm_kernels import COMM_KERNEL_RE
-from ..host.idle_causes import HOST_CAUSES
+from ..host.host_classes import HOST_CAUSES
 
 PARTS = ("compute", "other_busy", *HOST_CAUSES, "queued")
 """What the blame compares across ranks: device compute, other device work alone (exposed copies, memsets), and the

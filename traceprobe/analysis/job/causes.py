@@ -57,7 +57,7 @@ import pandas as pd
 from ..advice.findings import MIN_SHARE, findings_frame, short_label
 from ..causal.what_if_windows import LABELS as WHAT_IF_LABELS
 from ..causal.what_if_windows import WindowWhatIf, advice
-from ..host.idle_causes import LABELS
+from ..host.host_classes import LABELS
 from ..per_trace import OverlapReport
 from .blame import BLAME_COLUMNS, NOISE_MIN_NS, blame_path, replayed_blame
 from .cause_tables import PARTS, ExposedSpans, RankTables, pair_codes, rank_columns, rank_tables, step_maxima

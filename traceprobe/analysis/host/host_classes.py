@@ -1,0 +1,116 @@
+"""What the host was in: the class of each host event (a synchronizing call, an allocation, a wait for other ranks,
+the DataLoader, the optimizer, launching device work, CPU work that launches nothing), the one classification the idle
+causes (:mod:`.idle_causes`) and the dependency graph's host classes (:mod:`..causal.dependency_graph`) read."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ... import intervals as iv
+from ...reading import Trace
+from ..device.busy import host_thread_codes, per_value, runtime_calls
+from ..memo import host_column, per_trace
+from .launch_links import launch_rows
+from .warmup import warmup_calls
+
+CAUSES = ("graph_capture", "sync", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading", "optimizer", "launch", "cpu_op",
+          "host", "queued", "unattributed")
+"""The idle causes, in the order the host part of a gap is classified (:mod:`.idle_causes`)."""
+
+HOST_CAUSES = CAUSES[:11]
+"""The causes of the host part of a gap: the device waited for the launching thread."""
+
+EVENT_CAUSES = HOST_CAUSES[1:-1]
+"""The host causes held by host events, ``sync`` to ``cpu_op`` (:func:`host_classes` gives each event one of them up to
+``launch``; :func:`dispatching` splits ``launch`` from ``cpu_op``)."""
+_SYNC, _WARMUP, _LAUNCH = (EVENT_CAUSES.index(c) for c in ("sync", "warmup", "launch"))
+
+LABELS = {
+    "graph_capture": "graph capture", "sync": "sync", "warmup": "warm-up", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
+    "data_loading": "data loading", "optimizer": "optimizer on host", "launch": "launch-bound", "cpu_op": "CPU ops, no launch",
+    "host": "host outside ops",
+    "queued": "queued", "unattributed": "unattributed",
+}
+"""Short names of the causes, for tables."""
+
+SYNC_CALLS = frozenset({
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
+    "cuMemcpy", "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoD_v2", "cuMemcpyDtoH", "cuMemcpyHtoD",
+    "hipMemcpy", "hipMemcpyWithStream", "hipMemcpyDtoH", "hipMemcpyHtoD", "hipMemcpyDtoD", "hipMemcpy2D", "hipMemcpyPeer",
+    "aten::item", "aten::_local_scalar_dense",
+})
+"""Host calls and ops that block until device work ends, besides every runtime/driver call named ``*Synchronize*``."""
+
+PINNED_ALLOC_CALLS = frozenset({
+    "cudaHostAlloc", "cudaMallocHost", "cudaHostRegister", "cudaFreeHost", "cudaHostUnregister", "cuMemHostAlloc",
+    "cuMemAllocHost_v2", "cuMemAllocHost", "cuMemFreeHost", "cuMemHostRegister_v2", "hipHostMalloc", "hipHostAlloc",
+    "hipMallocHost", "hipHostRegister", "hipHostFree", "hipFreeHost", "hipHostUnregister",
+})
+"""Page-locked (pinned) host allocation and release calls of the CUDA and HIP runtimes and drivers."""
+
+DEVICE_ALLOC_CALLS = frozenset({
+    "cudaMalloc", "cudaFree", "cudaMallocManaged", "cudaMallocPitch", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAlloc",
+    "cuMemFree", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", "hipMalloc", "hipFree", "hipExtMallocWithFlags",
+    "hipMallocManaged",
+})
+"""Device memory allocation and release calls (``cudaFree`` also synchronizes the device)."""
+
+_OTHER_RANK_RE = re.compile(r"barrier|wait_tensor|c10d::wait|ProcessGroup.*::wait|^gloo:", re.IGNORECASE)
+_DATA_RE = re.compile(r"^enumerate\(DataLoader\)")
+_OPT_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
+_OP_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
+
+
+def _host_class(name: object) -> int:
+    """The class of one host event name: its index in :data:`EVENT_CAUSES` (``launch`` for any other name; ``warmup``
+    is given call by call, in :func:`host_classes`)."""
+    n = str(name)
+    if "Synchronize" in n or n in SYNC_CALLS:
+        return _SYNC
+    for cause, matches in (("pinned_alloc", PINNED_ALLOC_CALLS.__contains__), ("device_alloc", DEVICE_ALLOC_CALLS.__contains__),
+                           ("other_rank", _OTHER_RANK_RE.search), ("data_loading", _DATA_RE.search), ("optimizer", _OPT_RE.search)):
+        if matches(n):
+            return EVENT_CAUSES.index(cause)
+    return _LAUNCH
+
+
+@per_trace
+def host_classes(trace: Trace) -> np.ndarray:
+    """Class of every row of ``trace.host_events`` (int8 index into :data:`EVENT_CAUSES`, computed once per distinct
+    name; a first call or compile phase holding warm-up, :func:`.warmup.warmup_calls`, is ``warmup`` unless it
+    synchronizes); rows that are none of these nor a ``cpu_op``/runtime/driver call (user annotations such as
+    ``ProfilerStep#N``) are -1: they do not make the host "in an op"."""
+    host = trace.host_events
+    if host.empty:
+        return np.zeros(0, np.int8)
+    cls = per_value(host["name"], _host_class, _LAUNCH, np.int8)
+    in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool)
+    cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
+    return np.where(warmup_calls(trace) & (cls != _SYNC), _WARMUP, cls).astype(np.int8)
+
+
+@per_trace
+def dispatching(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events`` of class ``launch`` (:func:`host_classes`) that dispatch
+    device work: runtime and driver calls, and ``cpu_op`` events with a launch call (Kineto's correlation id,
+    :func:`.launch_links.launch_rows`) inside them on their thread. The other ops of that class launched nothing:
+    ``cpu_op``."""
+    host = trace.host_events
+    cls = host_classes(trace)
+    if host.empty:
+        return np.zeros(0, bool)
+    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
+    thread = host_thread_codes(trace)
+    runtime = runtime_calls(trace)
+    launching = np.zeros(len(host), bool)
+    rows = launch_rows(trace)
+    launching[rows[rows >= 0]] = True
+    op = (cls == _LAUNCH) & ~runtime
+    out = (cls == _LAUNCH) & runtime
+    for t in iv.distinct(thread[op]).tolist():  # (one pass per host thread)
+        calls = np.sort(start[launching & (thread == t)])
+        sel = np.flatnonzero(op & (thread == t))
+        out[sel] = np.searchsorted(calls, end[sel], "right") > np.searchsorted(calls, start[sel], "left")
+    return out
