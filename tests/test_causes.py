@@ -182,9 +182,9 @@ def test_idle_cause_names_the_host_call():
 
 @pytest.mark.parametrize("with_steps", [False, True])
 def test_setup_before_the_first_compile_is_warmup_without_steps(with_steps):
-    # SYNTHETIC, ms: cuda:0 idle [1, 50); thread 1 compiles [30, 44) ('compile_fx_inner (dynamo_timed)') and launches B at 45.
-    # Without steps (a whole script profiled), [1, 30) outside any op precedes the first compile: set-up, warm-up; [44, 45)
-    # after it stays host. With a ProfilerStep around it all, [1, 30) is the step's own host time: host.
+    # SYNTHETIC, ms: cuda:0 idle [1, 50); thread 1 compiles [30, 44) ('compile_fx_inner (dynamo_timed)': compile) and
+    # launches B at 45. Without steps (a whole script profiled), [1, 30) outside any op precedes the first compile: set-up,
+    # warm-up; [44, 45) after it stays host. With a ProfilerStep around it all, [1, 30) is the step's own host time: host.
     ms = 1_000_000
     host = [("cuda_runtime", "cudaLaunchKernel", 0, 10_000, 1), ("cpu_op", "compile_fx_inner (dynamo_timed)", 30 * ms, 44 * ms, -1),
             ("cuda_runtime", "cudaLaunchKernel", 45 * ms, 45 * ms + 10_000, 2)]
@@ -192,15 +192,15 @@ def test_setup_before_the_first_compile_is_warmup_without_steps(with_steps):
         host.append(("user_annotation", "ProfilerStep#1", 0, 60 * ms, -1))
     tr = make_trace([(0, 7, "compute", 0, ms, 1), (0, 7, "compute", 50 * ms, 51 * ms, 2)], host)
     got = idle_cause_table(tr, None, (0, 51 * ms)).set_index("cause")["ns"]
-    assert got["warmup"] == (14 * ms if with_steps else 43 * ms)
+    assert got["compile"] == 14 * ms and got.get("warmup", 0) == (0 if with_steps else 29 * ms)
     assert got["host"] == (30 * ms if with_steps else ms)
 
 
 def test_an_op_holding_a_compile_is_compilation_unless_it_runs_work():
     # SYNTHETIC, ms: cuda:0 idle [1, 50). Thread 1: Dynamo's callback 'dynamo' [10, 30) holds a compile phase [14, 26) and
-    # launches nothing: all 20 ms are warm-up (compilation), 4 + 4 ms of its own time around the phase included, and the
-    # device's idle warm-up is named by the phase. A 'Torch-Compiled Region' [32, 48) holding a phase [34, 40) but also
-    # launching B at 45 runs work: only its phase is warm-up, the rest is launch-bound (one ProfilerStep around it all).
+    # launches nothing: all 20 ms are compilation, 4 + 4 ms of its own time around the phase included, and the device's
+    # idle compilation is named by the phase. A 'Torch-Compiled Region' [32, 48) holding a phase [34, 40) but also
+    # launching B at 45 runs work: only its phase is compilation, the rest is launch-bound (one ProfilerStep around it all).
     from traceprobe.analysis.host.warmup import compile_holders
 
     ms = 1_000_000
@@ -213,8 +213,8 @@ def test_an_op_holding_a_compile_is_compilation_unless_it_runs_work():
     held = dict(zip(tr.host_events["name"], compile_holders(tr)))
     assert held["dynamo"] and not held["Torch-Compiled Region: 0/1"]
     got = idle_cause_table(tr, None, (0, 51 * ms)).set_index("cause")
-    assert got.loc["warmup", "ns"] == 20 * ms + 6 * ms
-    assert "compile_inner" in str(got.loc["warmup", "top"])
+    assert got.loc["compile", "ns"] == 20 * ms + 6 * ms and "warmup" not in got.index
+    assert "compile_inner" in str(got.loc["compile", "top"])
 
 
 def test_first_call_warmup_is_its_own_idle_cause():

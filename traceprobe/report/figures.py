@@ -281,6 +281,8 @@ TRACE: tuple[Figure[OverlapReport], ...] = (
                                      'step': {'type': 'integer'},
                                      'cause': {'enum': ['graph_capture',
                                                         'sync',
+                                                        'compile',
+                                                        'slow_call',
                                                         'warmup',
                                                         'pinned_alloc',
                                                         'device_alloc',

@@ -67,7 +67,8 @@ P2P_TYPES = frozenset({"send", "recv", "sendrecv"})
 """Collective types (:func:`.comm_types.collective_type`) of point-to-point communication."""
 
 IDLE_KINDS = {
-    "graph_capture": "idle_graph_capture", "sync": "idle_sync", "warmup": "idle_warmup", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
+    "graph_capture": "idle_graph_capture", "sync": "idle_sync", "compile": "idle_compile", "slow_call": "idle_slow_call",
+    "warmup": "idle_warmup", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
     "data_loading": "idle_data_loading", "optimizer": "idle_optimizer", "launch": "idle_launch", "cpu_op": "idle_cpu_op", "host": "idle_host",
     "queued": "stream_wait",
 }

@@ -46,6 +46,11 @@ def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int =
                          "captured again every step usually means new input shapes: pad or bucket them so that one graph is replayed)",
         "sync": f"{dev} was idle while the host was blocked in a synchronizing call{held}: remove it from the loop or defer it "
                 "(.item(), .cpu(), printing a tensor, blocking copies, explicit synchronize)",
+        "compile": f"{dev} was idle while torch.compile compiled{held}: a compile after the first steps is a recompile "
+                   "(TORCH_LOGS=recompiles names the guard; mark_dynamic or pad to fixed sizes where shapes change), a first "
+                   "one is one-time: record after it with torch.profiler.schedule(wait=1, warmup=1, active=N)",
+        "slow_call": f"{dev} was idle while calls ran far slower than their name's median{held}: a new shape's cuDNN/cuBLAS "
+                     "plan or autotuning; where shapes change every step, keep them fixed (pad or bucket)",
         "warmup": f"{dev} was idle while the host did one-time work{held}: first calls far longer than the later ones, or "
                   "torch.compile setting up and compiling; warm-up (CUDA context, lazy kernel loading, cuDNN/cuBLAS handles, compilation, NCCL "
                   "communicators) was profiled: record after it with torch.profiler.schedule(wait=1, warmup=1, active=N) and "

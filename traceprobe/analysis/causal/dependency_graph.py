@@ -37,16 +37,15 @@ from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import comm_mask, host_name_codes, host_thread_codes, pageable_copies, runtime_calls
 from ..host.graph_capture import graph_intervals, replays_graphs
-from ..host.host_classes import EVENT_CAUSES, dispatching, host_classes
+from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, dispatching, host_classes
 from ..host.idle_causes import top_name
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
-from ..host.warmup import compile_holders, compile_phases, setup_span, slow_calls
+from ..host.warmup import compile_holders, setup_span
 from ..memo import device_column, host_column, per_trace
 from .event_waits import event_sync_targets, stream_waits
 
-HOST_CLASSES = ("graph_capture", "sync", "compile", "slow_call", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading",
-                "optimizer", "dispatch", "cpu_op", "host")
+HOST_CLASSES = tuple("dispatch" if c == "launch" else c for c in HOST_CAUSES)
 """The host classes, in the order each host nanosecond is given to the first that holds it (module docstring).
 ``compile``: ``torch.compile``'s phases (:func:`.warmup.compile_phases`); ``warmup``: one-time first calls
 (:func:`.warmup.first_calls`) and the set-up before a first compile; ``slow_call``: later calls far slower than their
@@ -145,7 +144,6 @@ def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
     on = np.isin(thread, threads)
     cls = host_classes(trace)
     runtime = runtime_calls(trace)
-    compiling = compile_phases(trace) | compile_holders(trace)
     op = on & (cls == EVENT_CAUSES.index("launch")) & ~runtime
     holds = dispatching(trace)  # (an op with a launch call inside it on its thread)
     launching_threads = set(threads.tolist())
@@ -154,10 +152,9 @@ def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
     def span(m: np.ndarray) -> iv.Intervals:
         return iv.union(start[m & on], end[m & on])
 
-    warm = EVENT_CAUSES.index("warmup")
     raw = [iv.coverage_at_least(graph, 1) if graph else iv.empty(), span(cls == EVENT_CAUSES.index("sync")),
-           span((cls == warm) & compiling), span(slow_calls(trace)),
-           iv.coverage_at_least([span((cls == warm) & ~compiling), setup_span(trace)], 1)]
+           span(cls == EVENT_CAUSES.index("compile")), span(cls == EVENT_CAUSES.index("slow_call")),
+           iv.coverage_at_least([span(cls == EVENT_CAUSES.index("warmup")), setup_span(trace)], 1)]
     raw += [span(cls == EVENT_CAUSES.index(c)) for c in HOST_CLASSES[5:10]]
     raw += [span((op & holds) | (runtime & (cls == EVENT_CAUSES.index("launch")))), span(op & ~holds)]
     out, taken = [], iv.empty()

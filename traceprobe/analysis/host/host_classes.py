@@ -13,22 +13,24 @@ from ...reading import Trace
 from ..device.busy import host_thread_codes, per_value, runtime_calls
 from ..memo import host_column, per_trace
 from .launch_links import launch_rows
-from .warmup import warmup_calls
+from .warmup import compile_holders, compile_phases, first_calls, slow_calls
 
-CAUSES = ("graph_capture", "sync", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading", "optimizer", "launch", "cpu_op",
-          "host", "queued", "unattributed")
+CAUSES = ("graph_capture", "sync", "compile", "slow_call", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading",
+          "optimizer", "launch", "cpu_op", "host", "queued", "unattributed")
 """The idle causes, in the order the host part of a gap is classified (:mod:`.idle_causes`)."""
 
-HOST_CAUSES = CAUSES[:11]
-"""The causes of the host part of a gap: the device waited for the launching thread."""
+HOST_CAUSES = CAUSES[:13]
+"""The causes of the host part of a gap: the device waited for the launching thread. The dependency graph's host
+classes (:data:`..causal.dependency_graph.HOST_CLASSES`) are the same, ``launch`` named ``dispatch``."""
 
 EVENT_CAUSES = HOST_CAUSES[1:-1]
 """The host causes held by host events, ``sync`` to ``cpu_op`` (:func:`host_classes` gives each event one of them up to
 ``launch``; :func:`dispatching` splits ``launch`` from ``cpu_op``)."""
-_SYNC, _WARMUP, _LAUNCH = (EVENT_CAUSES.index(c) for c in ("sync", "warmup", "launch"))
+_SYNC, _COMPILE, _SLOW, _WARMUP, _LAUNCH = (EVENT_CAUSES.index(c) for c in ("sync", "compile", "slow_call", "warmup", "launch"))
 
 LABELS = {
-    "graph_capture": "graph capture", "sync": "sync", "warmup": "warm-up", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
+    "graph_capture": "graph capture", "sync": "sync", "compile": "compilation", "slow_call": "slow calls (new shapes)",
+    "warmup": "warm-up", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
     "data_loading": "data loading", "optimizer": "optimizer on host", "launch": "launch-bound", "cpu_op": "CPU ops, no launch",
     "host": "host outside ops",
     "queued": "queued", "unattributed": "unattributed",
@@ -79,16 +81,21 @@ def _host_class(name: object) -> int:
 @per_trace
 def host_classes(trace: Trace) -> np.ndarray:
     """Class of every row of ``trace.host_events`` (int8 index into :data:`EVENT_CAUSES`, computed once per distinct
-    name; a first call or compile phase holding warm-up, :func:`.warmup.warmup_calls`, is ``warmup`` unless it
-    synchronizes); rows that are none of these nor a ``cpu_op``/runtime/driver call (user annotations such as
-    ``ProfilerStep#N``) are -1: they do not make the host "in an op"."""
+    name), unless it synchronizes: a compile phase or an op holding one (:func:`.warmup.compile_phases`,
+    :func:`.warmup.compile_holders`) is ``compile``, else a slow call (:func:`.warmup.slow_calls`: a new shape's plan)
+    ``slow_call``, else a first call holding warm-up (:func:`.warmup.first_calls`) ``warmup``; rows that are none of
+    these nor a ``cpu_op``/runtime/driver call (user annotations such as ``ProfilerStep#N``) are -1: they do not make
+    the host "in an op"."""
     host = trace.host_events
     if host.empty:
         return np.zeros(0, np.int8)
     cls = per_value(host["name"], _host_class, _LAUNCH, np.int8)
     in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool)
     cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
-    return np.where(warmup_calls(trace) & (cls != _SYNC), _WARMUP, cls).astype(np.int8)
+    own = cls != _SYNC
+    cls = np.where(first_calls(trace) & own, _WARMUP, cls)
+    cls = np.where(slow_calls(trace) & own, _SLOW, cls)
+    return np.where((compile_phases(trace) | compile_holders(trace)) & own, _COMPILE, cls).astype(np.int8)
 
 
 @per_trace

@@ -26,24 +26,28 @@ host thread, the *launching thread*. Then:
      ``Synchronize``, a synchronous copy (:data:`.host_classes.SYNC_CALLS`: ``cudaMemcpy``,
      ``hipMemcpyWithStream``, ...), or ``aten::item``/``aten::_local_scalar_dense``
      (``.item()``, ``.cpu()`` and printing a tensor end there);
-  2. ``warmup``: inside the first call of an op that took at least ten times its later
-     calls, or a phase of ``torch.compile``'s compilation (:mod:`.warmup`: context creation,
-     lazy kernel loading, library handles, compilation: one-time work a schedule's first
-     steps would have left out; with the ops holding a compile phase that launch nothing outside it,
-     :func:`.warmup.compile_holders`); and, in a trace without ``ProfilerStep`` annotations, the
-     time outside any op before the trace's first compile phase (set-up: :func:`.warmup.setup_span`);
-  3. ``pinned_alloc``: page-locked host allocation (:data:`.host_classes.PINNED_ALLOC_CALLS`:
+  2. ``compile``: inside a phase of ``torch.compile``'s compilation (:func:`.warmup.compile_phases`), or an op holding
+     one that launches nothing outside it (:func:`.warmup.compile_holders`: Dynamo's frame callback);
+  3. ``slow_call``: inside a call far slower than its name's median (:func:`.warmup.slow_calls`: a new shape's
+     cuDNN/cuBLAS plan or autotuning, recurring where shapes keep changing);
+  4. ``warmup``: inside the first call of an op that took at least ten times its later calls (:mod:`.warmup`: context
+     creation, lazy kernel loading, library handles: one-time work a schedule's first steps would have left out); and,
+     in a trace without ``ProfilerStep`` annotations, the time outside any op before the trace's first compile phase
+     (set-up: :func:`.warmup.setup_span`);
+  5. ``pinned_alloc``: page-locked host allocation (:data:`.host_classes.PINNED_ALLOC_CALLS`:
      ``cudaHostAlloc``, ``cudaMallocHost``, ``hipHostMalloc``, ...);
-  4. ``device_alloc``: device allocation or free (:data:`.host_classes.DEVICE_ALLOC_CALLS`);
-  5. ``other_rank``: a host op that waits for other ranks (barriers, c10d waits, gloo);
-  6. ``data_loading``: ``enumerate(DataLoader)#...`` (torch's DataLoader iterator);
-  7. ``optimizer``: ``Optimizer.step#...`` / ``Optimizer.zero_grad#...`` on the host;
-  8. ``launch``: inside any other runtime or driver call, or a ``cpu_op`` that launched device work (a launch call
-     inside it on its thread, :func:`dispatching`): the host was busy launching (framework overhead, small kernels:
-     launch-bound);
-  9. ``cpu_op``: inside any other ``cpu_op``: one that launched no device work (CPU work such as an op on a CPU
-     tensor: not launch-bound, the host was computing);
-  10. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
+  6. ``device_alloc``: device allocation or free (:data:`.host_classes.DEVICE_ALLOC_CALLS`);
+  7. ``other_rank``: a host op that waits for other ranks (barriers, c10d waits, gloo);
+  8. ``data_loading``: ``enumerate(DataLoader)#...`` (torch's DataLoader iterator);
+  9. ``optimizer``: ``Optimizer.step#...`` / ``Optimizer.zero_grad#...`` on the host;
+  10. ``launch``: inside any other runtime or driver call, or a ``cpu_op`` that launched device work (a launch call
+      inside it on its thread, :func:`.host_classes.dispatching`): the host was busy launching (framework overhead,
+      small kernels: launch-bound);
+  11. ``cpu_op``: inside any other ``cpu_op``: one that launched no device work (CPU work such as an op on a CPU
+      tensor: not launch-bound, the host was computing);
+  12. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
+
+Each host event's class is :func:`.host_classes.host_classes`', the one the dependency graph's host classes read.
 
 - gaps whose next work has no launch in the trace, and the time after a device's
   last work, are ``unattributed``.
@@ -73,7 +77,7 @@ from .python_frames import frame_holding, thread_labels
 from .warmup import compile_holders, setup_span
 
 Intervals = iv.Intervals
-_WARMUP, _LAUNCH = EVENT_CAUSES.index("warmup"), EVENT_CAUSES.index("launch")
+_COMPILE, _LAUNCH = EVENT_CAUSES.index("compile"), EVENT_CAUSES.index("launch")
 _NEVER = np.iinfo(np.int64).max
 
 LAUNCH_LATENCY_NS = 50_000
@@ -234,7 +238,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             for k, cause in enumerate(EVENT_CAUSES):
                 # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it
                 m = threads_on & ((cls == k) if k < _LAUNCH else (dispatch if k == _LAUNCH else (cls == _LAUNCH) & ~dispatch) & ~runtime)
-                m &= ~compile_holders(trace) if k == _WARMUP else True  # (a compile named by its phase, not its holder)
+                m &= ~compile_holders(trace) if k == _COMPILE else True  # (a compile named by its phase, not its holder)
                 top[cause] = top_name(trace, np.flatnonzero(m), spans[cause])
             if spans["graph_capture"][0].size:  # the capture's begin call, else the graph call that held the most
                 c = captures(trace)

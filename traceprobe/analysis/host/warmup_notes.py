@@ -14,7 +14,7 @@ from ..memo import host_column
 from .host_classes import EVENT_CAUSES, host_classes
 from .warmup import compile_phases, first_calls, setup_span
 
-_WARMUP = EVENT_CAUSES.index("warmup")
+_WARMUP, _COMPILE = EVENT_CAUSES.index("warmup"), EVENT_CAUSES.index("compile")
 
 
 def _ms(ns: float) -> str:
@@ -27,8 +27,8 @@ def warmup_notes(trace: Trace) -> list[str]:
     time of ``torch.compile``'s phases and of the set-up before them (:func:`.warmup.setup_span`), e.g. ``warm-up in
     the trace: the first aten::conv2d took 473.6 ms, 2,254x the median of its 15 later calls (0.210 ms); 37 more first
     calls like these (or inside them): ...``; none without."""
-    held = host_classes(trace) == _WARMUP  # (a synchronizing first call is a sync, not warm-up)
-    first, compiling = first_calls(trace) & held, compile_phases(trace) & held
+    cls = host_classes(trace)  # (a synchronizing first call is a sync, not warm-up; a slow one a new shape's)
+    first, compiling = first_calls(trace) & (cls == _WARMUP), compile_phases(trace) & (cls == _COMPILE)
     if not (first.any() or compiling.any()):
         return []
     host = trace.host_events
