@@ -371,3 +371,17 @@ def test_step_gains_add_up_and_fall_in_the_step_that_held_the_cause(tmp_path):
     host = steps[steps["cause"] == "host"].sort_values("step")["gain_ns"].tolist()
     assert max(host[:2]) < 100 * us and host[2] >= 3_000 * us and sum(host) == _gain(table, 0, "host")  # (the steps' own
     # time outside ops, 80 µs each, besides)
+
+
+def test_a_run_on_the_critical_path_is_named_by_what_holds_most_of_it(tmp_path):
+    """SYNTHETIC: two 1 ms GEMMs launched back to back, then a 10 µs DtoH copy queued behind them on the same stream (a
+    loss's ``.item()``): the run ends in the copy but is compute, named by the GEMM (it was called ``copy`` by its last op)."""
+    us = 1_000
+    b = TraceBuilder("a run of kernels ending in a copy")
+    b.step(1, 0, 2_200 * us)
+    b.launch(10 * us, "kernel", 0, 7, 20 * us, 1_000 * us)
+    b.launch(15 * us, "kernel", 0, 7, 1_020 * us, 1_000 * us)
+    b.launch(18 * us, "memcpy", 0, 7, 2_020 * us, 10 * us, "DtoH")
+    p = critical_path([rank_graph(load_trace(b.write(tmp_path / "run.pt.trace.json")))])
+    top = p.iloc[0]
+    assert (top["cause"], top["ns"]) == ("compute", 2_010_000) and top["name"].startswith("sm90_xmma_gemm")

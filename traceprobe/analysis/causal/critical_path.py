@@ -33,10 +33,24 @@ COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns", "step"]
 GAPS = "(gaps between queued work)"
 
 
-def _device_cause(g: RankGraph, k: int) -> str:
-    if g.comm[k]:
-        return "comm"
-    return "copy" if g.names[g.name[k]].startswith(("Memcpy", "Memset")) else "compute"
+_DEVICE_CAUSES = ("compute", "copy", "comm")
+
+
+def _copy_names(g: RankGraph) -> np.ndarray:
+    """Per kernel name of ``g`` (code), whether it is a memcpy or memset."""
+    return np.fromiter((n.startswith(("Memcpy", "Memset")) for n in g.names), bool, len(g.names))
+
+
+def _run_cause(g: RankGraph, copy_names: np.ndarray, lo: int, hi: int) -> tuple[str, int]:
+    """The cause of a run of ops ``lo..hi`` (inclusive) of ``g`` on one stream, the one holding most of its time
+    (``comm`` for communication kernels, ``copy`` for memcpys and memsets, :func:`_copy_names`, else ``compute``), and
+    the kernel name (code) of that cause holding most of it."""
+    names = g.name[lo:hi + 1]
+    kind = np.where(g.comm[lo:hi + 1], 2, np.where(copy_names[names], 1, 0))
+    d = g.d[lo:hi + 1].astype(np.float64)
+    c = int(np.argmax(np.bincount(kind, weights=d, minlength=3)))
+    held = np.bincount(names[kind == c], weights=d[kind == c])
+    return _DEVICE_CAUSES[c], int(np.argmax(held)) if held.size else int(g.name[hi])
 
 
 def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -58,6 +72,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
         return pd.DataFrame({c: pd.Series([], dtype=object if c in ("lane", "cause", "name") else np.int64) for c in COLUMNS})
     job = _job(graphs, per_rank)
     k_off = np.cumsum([0] + [g.start.size for g in graphs])
+    copies = [_copy_names(g) for g in graphs]
     starts = np.concatenate([g.start for g in graphs])
     ends = np.concatenate([g.end for g in graphs])
     # per instance, the op that arrived last; an op is bound by the latest of its instances' last arrivals
@@ -125,10 +140,9 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             first = s + 1 if peer[s] >= 0 and s != n else s  # (a collective bound by another rank is taken alone)
             busy = int(d_cum[n] - (d_cum[first - 1] if first > 0 else 0))
             lo = int(ends[s]) if first != s else int(starts[s])
-            lf = first - int(k_off[r])  # (the run is named by the kernel holding most of its time)
-            held = np.bincount(g.name[lf:lk + 1], weights=g.d[lf:lk + 1].astype(np.float64)) if lk >= lf else np.zeros(0)
-            top = int(np.argmax(held)) if held.size else int(g.name[lk])
-            rows.append((g.rank, g.lane_names[g.lane[lk]], _device_cause(g, lk), g.names[top], lo, int(ends[n]), busy))
+            lf = first - int(k_off[r])  # (the run is named by the cause, and its kernel, holding most of its time)
+            cause, top = _run_cause(g, copies[r], lf, lk) if lk >= lf else ("compute", int(g.name[lk]))
+            rows.append((g.rank, g.lane_names[g.lane[lk]], cause, g.names[top], lo, int(ends[n]), busy))
             if int(ends[n]) - lo > busy:  # the device's own gaps inside the run
                 rows.append((g.rank, g.lane_names[g.lane[lk]], "compute", GAPS, lo, int(ends[n]), int(ends[n]) - lo - busy))
             state = ("dev", s) if first != s else ("pre", s)

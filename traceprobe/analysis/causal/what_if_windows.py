@@ -30,7 +30,7 @@ LABELS = {
 
 def _short(name: str) -> str:
     """A kernel's name for a sentence: one over 48 characters (they run to 130) as its start and end, which say which."""
-    return name[:30] + "…" + name[-17:] if len(name) > 48 else name
+    return name[:30].rstrip() + "…" + name[-17:].lstrip() if len(name) > 48 else name
 
 
 def advice(cause: str, top: str, steps_with: int, steps: int, backend: str = "cuda", replays: bool = False) -> str:
