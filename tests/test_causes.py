@@ -430,6 +430,8 @@ def test_startup_samples_read_as_warmup(name, top_op, share):
     (r,) = _summary(name).reports
     top = r.findings.iloc[0]
     kind, label = ("idle_compile", "compilation") if name == "compile-startup" else ("idle_warmup", "one-time first calls")
+    (w,) = _summary(name).what_ifs  # (its critical path names the one-time work as the finding does: no "slow calls")
+    assert "slow calls" not in w.path_line() and ("compilation" if name == "compile-startup" else "one-time first calls") in w.path_line()
     assert top["kind"] == kind and top["label"].startswith(label) and top_op in top["text"]
     assert "one-time" in top["text"] and "launch-bound" not in top["label"]
     inj = _injected()[name]

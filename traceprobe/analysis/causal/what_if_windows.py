@@ -14,6 +14,7 @@ from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .what_if import STEP_COLUMNS, _finish, what_ifs
 from .what_if_order import EXPOSING_SHARE, HOST_WORK
+from .what_if_steps import first_calls_merged
 
 NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
 """A what-if gives a finding only above its window's noise floor: 1% of the window and 0.5 ms per step."""
@@ -236,6 +237,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     hi = max((_finish(g.t, g.end) for g in graphs), default=0)
     span = max(hi - lo, 0)
     floor = max(int(NOISE_SHARE * span), NOISE_PER_STEP_NS * max(steps, 1))
+    graphs = [first_calls_merged(g, steps, floor) for g in graphs]  # (the path names a one-time slow call as the table does)
     cp = critical_path(graphs, per_rank)
     index = {g.rank: i for i, g in enumerate(graphs)}
     on_path = {index[r] for r in cp["rank"].unique().tolist() if r in index} if len(graphs) > 1 and len(cp) else None
