@@ -14,7 +14,8 @@ window together), the replay answers the same question with the job's dependenci
   (the idle time is still in the idle-cause table, measured);
 - the straggler's cause is its ``straggler`` finding (:func:`.causes.with_causes`), not listed twice;
 - the findings that no replay stands for keep their span: exposed copies, the pipeline bubble, the exposed wait and
-  transfer, dependency waits (``stream_wait``) and ``cross_device``.
+  transfer, dependency waits (``stream_wait``) and ``cross_device``; under the window's noise floor they are dropped
+  too, as a what-if is (one floor for every finding of a replayed window: 1% of it and 0.5 ms a step).
 
 Rows keep the what-if table's order among themselves (a sync before the host work it exposed,
 :func:`.what_if_order.ordered`) and are merged with the span findings largest first. Gains of two rows are not added
@@ -75,7 +76,7 @@ def with_what_if(rep: OverlapReport, w: WindowWhatIf, straggler: tuple[int, str]
     given: list[tuple] = []
     if f is not None and not f.empty and "label" in f:
         given = list(zip(*(f[c].tolist() for c in COLUMNS)))
-    spans = [r for r in given if r[0] not in REPLACED]
+    spans = [r for r in given if r[0] not in REPLACED and int(r[3]) >= w.floor_ns]  # (one noise floor for every finding)
     device = next((int(r[2]) for r in spans if int(r[2]) >= 0), _device(rep))
     subject = f"rank {rep.rank}" if rep.rank is not None else ""
     own = {r[0]: r for r in spans if r[0] == "straggler"}
