@@ -21,7 +21,7 @@ from test_breakdown import make_trace
 
 from traceprobe import load_trace
 from traceprobe.analysis.host import warmup
-from traceprobe.analysis.host.host_classes import CAUSES, SYNC_CALLS
+from traceprobe.analysis.host.host_classes import CAUSES
 from traceprobe.analysis.host.idle_causes import LAUNCH_LATENCY_NS, idle_cause_table
 from traceprobe.analysis.job.causes import window_causes
 from traceprobe.analysis.job.collectives import collective_table, match_window
@@ -33,7 +33,7 @@ CAUSE_SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces" / "caus
 GRID = 60
 
 # host event classes the brute force knows: (cat, name) -> cause, in priority order
-HOST_NAMES = [("cuda_runtime", "cudaStreamSynchronize", "sync"), ("cpu_op", "compile_fx_inner (dynamo_timed)", "warmup"),
+HOST_NAMES = [("cuda_runtime", "cudaStreamSynchronize", "sync"), ("cpu_op", "compile_fx_inner (dynamo_timed)", "compile"),
               ("cuda_runtime", "cudaHostAlloc", "pinned_alloc"),
               ("cuda_runtime", "cudaMalloc", "device_alloc"), ("cpu_op", "c10d::barrier", "other_rank"),
               ("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "data_loading"),
@@ -63,6 +63,37 @@ def first_call_rows(host: pd.DataFrame) -> set[int]:
     return out
 
 
+def host_class_reference(host: pd.DataFrame, linked: set[int], firsts: set[int]) -> dict[int, str | None]:
+    """Brute force of analysis/host/host_classes.py: each host row's class (None: an annotation that holds none). Its
+    name's class (HOST_NAMES; any other op or call: launch); unless a sync, a compile phase or an op holding one and
+    launching nothing outside phases is compile, else a first call warmup (an annotation too, as the code has it); an op
+    of class launch that holds no launch call (a runtime call linked to device work) is cpu_op."""
+    rows = list(host.itertuples())
+    calls = [r for r in rows if r.cat == "cuda_runtime" and r.correlation in linked]
+    phases = [r for r in rows if r.name.endswith(warmup.COMPILE_SUFFIX)]
+
+    def in_phase(r) -> bool:
+        return any(p.tid == r.tid and p.start_ns <= r.start_ns < p.end_ns for p in phases)
+
+    def holds(op, of) -> bool:
+        return any(x.tid == op.tid and op.start_ns <= x.start_ns <= op.end_ns for x in of)
+
+    out: dict[int, str | None] = {}
+    for r in rows:
+        base = next((c for cat, name, c in HOST_NAMES if (r.cat, r.name) == (cat, name)),
+                    "launch" if r.cat in ("cpu_op", "cuda_runtime", "cuda_driver") else None)
+        op = r.cat == "cpu_op" and r not in phases
+        holder = op and holds(r, phases) and not holds(r, [c for c in calls if not in_phase(c)])
+        if base != "sync" and (r in phases or holder):
+            base = "compile"
+        elif base != "sync" and r.Index in firsts:
+            base = "warmup"
+        if base == "launch" and r.cat == "cpu_op" and not holds(r, calls):
+            base = "cpu_op"
+        out[r.Index] = base
+    return out
+
+
 def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
     """Brute force: the cause of every idle ns of each device (analysis/idle_causes.py's definitions)."""
     ev, host = tr.device_events, tr.host_events
@@ -77,6 +108,7 @@ def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
                 captures.append((b.tid, b.start_ns, min(ends, key=lambda r: r.start_ns).end_ns))
     captures += [(r.tid, r.start_ns, r.end_ns) for r in rows if r.name == "cudaGraphExecDestroy"]  # (graph calls count too)
     order = {c: k for k, c in enumerate(CAUSES)}
+    classes = host_class_reference(host, set(ev["correlation"].tolist()), firsts)
     phases = [r.start_ns for r in rows if r.name.endswith(warmup.COMPILE_SUFFIX)]  # without steps, time outside ops
     setup = min(phases) if phases and tr.steps.empty else 0  # before the first compile phase is warm-up
     out = {}
@@ -111,11 +143,7 @@ def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
             if any(c_tid == tid and s <= t < e for c_tid, s, e in captures):
                 res["graph_capture"] += 1
                 continue
-            held = [c for cat, name, c in HOST_NAMES for r in host.itertuples()
-                    if r.tid == tid and r.name == name and r.cat == cat and r.start_ns <= t < r.end_ns and c]
-            held += ["launch" for r in host.itertuples() if r.tid == tid and r.cat == "cuda_runtime" and r.start_ns <= t < r.end_ns]
-            held += ["warmup" for r in host.itertuples() if r.Index in firsts and r.tid == tid and r.start_ns <= t < r.end_ns
-                     and not ("Synchronize" in r.name or r.name in SYNC_CALLS)]
+            held = [classes[r.Index] for r in rows if r.tid == tid and r.start_ns <= t < r.end_ns and classes[r.Index]]
             res[min(held, key=order.__getitem__) if held else "warmup" if t < setup else "host"] += 1
         out[d] = res
     return out

@@ -95,7 +95,7 @@ def compile_holders(trace: Trace) -> np.ndarray:
         calls = np.flatnonzero(launching & (thread == t))
         at = start[calls]
         j = np.searchsorted(inside[0], at, "right") - 1  # (a launch inside a phase: autotuning's benchmarks)
-        outside = np.sort(at[(j < 0) | (at >= inside[1][np.maximum(j, 0)])])
+        outside = np.sort(at[(j < 0) | (at >= inside[1][np.maximum(j, 0)])]) if inside[0].size else np.sort(at)  # (phases of 0 ns)
         sel = np.flatnonzero(op & (thread == t))
         holds = np.searchsorted(ps, end[sel], "right") > np.searchsorted(ps, start[sel], "left")
         runs = np.searchsorted(outside, end[sel], "right") > np.searchsorted(outside, start[sel], "left")
