@@ -61,7 +61,7 @@ MISSES = {
     "w4-late3b/mesh-balanced": "a balanced control: rank 0's host dispatch, 2.1 ms/step",
     # 1 rank on 1x H200, recorded after findings came from the replay
     "w1-late0/ddp-cpu-op": "the CPU op (33.5 ms) half hides behind queued device work, 8.9 ms/step against the control; the "
-                           "top names it, rank 0 CPU ops that launch nothing -12.9 ms/step (+45% against the control)",
+                           "top names it, rank 0 CPU ops that launch nothing -13.0 ms/step (+46% against the control)",
     "w1-late0/ddp-dataloader": "the slow DataLoader hides behind queued device work, 0.8 ms/step against the control; the "
                                "top names it, rank 0 data loading -0.6 ms/step",
     "w1-late0/ddp-sleep": "the 25 ms sleep hides behind queued device work, 0.6 ms/step against the control; the top "
