@@ -83,3 +83,18 @@ def test_samples_headroom_within_window(name):
     lo, hi = tr.window_ns
     assert 0 < f["headroom_ns"].sum() <= hi - lo
     assert (f["headroom_ns"] >= 0.02 * (hi - lo)).all()
+
+
+def test_a_dependency_wait_says_when_the_trace_does_not_show_what_it_waited_for():
+    """SYNTHETIC (ns): cuda:0 runs A [0, 100); B, launched at 5 (before the gap), starts at 400. With no other device
+    work in the trace, the 300 ns of queued idle time waited on something the trace does not show; with cuda:1 busy
+    [100, 400), the producer may be there, and the advice is to start it earlier."""
+    host = [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cuda_runtime", "cudaLaunchKernel", 5, 6, 2)]
+    alone = findings(make_trace([(0, 7, "compute", 0, 100, 1), (0, 7, "compute", 400, 500, 2)], host), min_share=0)
+    wait = alone[alone["kind"] == "stream_wait"].iloc[0]
+    assert wait["headroom_ns"] == 300 and "the trace does not show what it waited for" in wait["text"]
+    host.append(("cuda_runtime", "cudaLaunchKernel", 7, 8, 3))
+    beside = findings(make_trace([(0, 7, "compute", 0, 100, 1), (0, 7, "compute", 400, 500, 2), (1, 7, "compute", 100, 400, 3)],
+                                 host), min_share=0)
+    wait = beside[(beside["kind"] == "stream_wait") & (beside["device"] == 0)].iloc[0]
+    assert "start the producer earlier" in wait["text"] and "does not show" not in wait["text"]

@@ -188,7 +188,8 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
         replays = replays_graphs(trace)
         for cause, kind in IDLE_KINDS.items():
             empty = not idle.spans[cause][0].size  # (no row: its words are not made)
-            advice = "" if empty else idle_advice(cause, dev, idle.top[cause], b, idle.queued_stream, replays)
+            unseen = cause == "queued" and not empty and not iv.length(iv.intersect(idle.spans[cause], others_busy))
+            advice = "" if empty else idle_advice(cause, dev, idle.top[cause], b, idle.queued_stream, replays, unseen)
             c = _Candidate(kind, subj, d, idle.spans[cause], _label(cause, idle), advice)
             (sync if cause == "sync" else first).append(c)
     cross = []

@@ -34,10 +34,12 @@ class Backend:
         return {"cuda": "CUDA events", "hip": "HIP events"}.get(self.name, "events")
 
 
-def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int = -1, replays: bool = False) -> str:
+def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int = -1, replays: bool = False,
+                unseen: bool = False) -> str:
     """The advice for a device (``dev``, e.g. ``cuda:0``) idle for ``cause`` (one of
     :data:`traceprobe.analysis.host.host_classes.CAUSES`), the host being in ``top`` (``""``: unknown); ``queued_stream``
-    the stream of queued work, ``replays`` whether the trace replays graphs. Raises KeyError for another cause."""
+    the stream of queued work, ``replays`` whether the trace replays graphs, ``unseen`` whether no other device's work
+    ran while queued work waited (the trace does not show what it waited for). Raises KeyError for another cause."""
     held = f" ({top})" if top else ""
     stream = f" (on stream {queued_stream})" if queued_stream >= 0 else ""
     return {
@@ -72,7 +74,11 @@ def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int =
                 + (f", most of it in {short_frame(top)}: move that work off the loop or overlap it with device work" if top else
                    ": move that work off the loop or overlap it with device work; a trace recorded with with_stack=True "
                    "(record --with-stack) shows in Perfetto which Python functions ran"),
-        "queued": f"{dev} was idle although its next work was already launched{stream}: it waited on a dependency (an event of "
+        "queued": (f"{dev} was idle although its next work was already launched{stream}, and no other device's work in the trace "
+                   "ran meanwhile: the trace does not show what it waited for (an event recorded outside the trace or window, "
+                   "another process, or the device's own scheduling between back-to-back kernels); record the producer too")
+                  if unseen else
+                  f"{dev} was idle although its next work was already launched{stream}: it waited on a dependency (an event of "
                   f"another stream or device{'; the host was in ' + top if top else ''}); start the producer earlier or break the dependency",
     }[cause]
 
