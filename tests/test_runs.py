@@ -122,3 +122,20 @@ def test_busiest_and_most_comm_rank_are_reported_separately(tmp_path):
     assert (by_fig.loc["work_ns", "min"], by_fig.loc["work_ns", "max"]) == (400_000, 800_000)
     assert (by_fig.loc["comm_ns", "min"], by_fig.loc["comm_ns", "max"]) == (100_000, 400_000)
     assert "slowest_rank" not in rs.columns
+
+
+def test_two_jobs_in_one_folder_are_two_windows(tmp_path):
+    """Recorded (2x H200): two DDP pairs of the same steps recorded at different times (rank 0 logs loss.item(); rank 0
+    runs extra compute), copied into one folder. Each rank is in the window twice; their trace windows do not overlap
+    across jobs, so the window splits in two, in time order, each replayed as its own job with its own cause."""
+    import shutil
+
+    for run in (SAMPLES / "sync-log" / "w2" / "ddp-item-log", SAMPLES / "heldout" / "w2-late0" / "ddp-compute"):
+        for p in run.glob("*.pt.trace.json.gz"):
+            shutil.copy(p, tmp_path / p.name)
+    s = analyze_paths([tmp_path], jobs=1)
+    (run,) = s.runs
+    assert [w.label for w in run.windows] == ["steps 2-4", "steps 2-4 #2"] and all(w.ranks == (0, 1) for w in run.windows)
+    tops = {w.window: (w.top or {}).get("cause") for w in s.what_ifs}
+    assert tops == {"steps 2-4": "sync", "steps 2-4 #2": "imbalance"}
+    assert not any("has 2 traces in window" in x for x in s.warnings)

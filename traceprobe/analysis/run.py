@@ -18,7 +18,10 @@ per-trace report carries (no file is read here):
 - *window*: the step range of the trace's ``ProfilerStep#N`` annotations
   (``steps 2-4``); else a ``.stepsA-B.`` in the file name or the manifest's
   ``steps``; else the trace is its own window (``trace``), and repeated ranks are
-  told apart by file name order (``trace 1``, ``trace 2``, ...).
+  told apart by file name order (``trace 1``, ``trace 2``, ...). Where a window with
+  steps holds a rank twice (two jobs recorded into one folder), its traces are split
+  by time: the ranks of one job's window overlap in time (``steps 2-4``, ``steps 2-4 #2``,
+  in time order), where that gives each rank once.
 - *rank*: ``distributedInfo.rank``; else the manifest's ``rank``; else a
   ``rank<N>`` in the file name; else none.
 """
@@ -150,6 +153,30 @@ def _rank_order(item: tuple[TraceKey, OverlapReport]) -> tuple[int, int, str]:
     return (k.rank is None, k.rank if k.rank is not None else 0, r.path)
 
 
+def _jobs(items: list[tuple[TraceKey, OverlapReport]]) -> list[list[tuple[TraceKey, OverlapReport]]]:
+    """The traces of one window split by job where a rank has several: the ranks of one job's window run at once, so
+    their trace windows overlap in time, and the traces of another job in the same folder (the same steps recorded
+    again, later) do not. Split only where each group of overlapping traces holds each rank once; else one group (the
+    run's warning names the repeated rank). Groups in time order."""
+    ranks = [k.rank for k, _ in items if k.rank is not None]
+    if len(ranks) == len(set(ranks)) or any(r.window_ns[1] <= r.window_ns[0] for _, r in items):
+        return [items]
+    groups: list[list[tuple[TraceKey, OverlapReport]]] = []
+    end = None
+    for item in sorted(items, key=lambda kr: kr[1].window_ns):
+        lo, hi = item[1].window_ns
+        if end is None or lo > end:  # (no overlap with the group before: another job)
+            groups.append([])
+            end = hi
+        groups[-1].append(item)
+        end = max(end, hi)
+    for g in groups:
+        known = [k.rank for k, _ in g if k.rank is not None]
+        if len(known) != len(set(known)):
+            return [items]
+    return groups
+
+
 def build_runs(reports: list[OverlapReport] | tuple[OverlapReport, ...]) -> list[Run]:
     """Group per-trace reports into runs and windows (rules in the module docstring).
 
@@ -165,8 +192,11 @@ def build_runs(reports: list[OverlapReport] | tuple[OverlapReport, ...]) -> list
         out: list[RunWindow] = []
         for label, items in windows.items():
             if label != "trace":
-                items.sort(key=_rank_order)
-                out.append(RunWindow(label, items[0][0].steps, tuple(r for _, r in items), tuple(k.rank for k, _ in items)))
+                parts = _jobs(items)
+                for n, part in enumerate(parts):
+                    part.sort(key=_rank_order)
+                    lbl = label if n == 0 else f"{label} #{n + 1}"
+                    out.append(RunWindow(lbl, part[0][0].steps, tuple(r for _, r in part), tuple(k.rank for k, _ in part)))
                 continue
             # traces without steps: the n-th trace (by path) of each rank is window n
             seen: dict[int | None, int] = defaultdict(int)
