@@ -321,10 +321,9 @@ def test_each_critical_path_segment_names_the_step_holding_its_end(tmp_path):
     assert set(cp["step"]) >= {1, 2, 3}
 
 
-def test_a_cause_of_the_last_step_alone_is_not_given_per_step_after_the_first(tmp_path):
-    """SYNTHETIC: three 2 ms steps, each a 1 ms kernel and a stream sync after it; the third step's host sleeps 3 ms
-    before its launch. The sleep gives back 3 ms, all in the third step: per step, the gain over the three steps (the
-    first step held no such host time: the figure after the first step would count it twice)."""
+def _last_step_sleep(tmp_path: Path) -> Path:
+    """SYNTHETIC: three 1.1 ms steps, each a 1 ms kernel and a stream sync after it (returning 10 µs after the kernel);
+    the third step's host sleeps 3 ms before its launch."""
     us = 1_000
     b = TraceBuilder("a host gap in the last step only")
     at = 0
@@ -333,10 +332,17 @@ def test_a_cause_of_the_last_step_alone_is_not_given_per_step_after_the_first(tm
         b.step(i + 1, at, 1_100 * us + sleep)
         b.cpu_op(at + sleep, 20 * us, "aten::linear")
         b.launch(at + sleep + 5 * us, "kernel", 0, 7, at + sleep + 10 * us, 1_000 * us)
-        b.runtime(at + sleep + 20 * us, 1_000 * us, "cudaStreamSynchronize")  # returns 10 µs after the kernel
+        b.runtime(at + sleep + 20 * us, 1_000 * us, "cudaStreamSynchronize")
         at += 1_100 * us + sleep
-    g = rank_graph(load_trace(b.write(tmp_path / "last.pt.trace.json")))
-    t = what_if([g])
+    return b.write(tmp_path / "last.pt.trace.json")
+
+
+def test_a_cause_of_the_last_step_alone_is_not_given_per_step_after_the_first(tmp_path):
+    """SYNTHETIC: three 2 ms steps, each a 1 ms kernel and a stream sync after it; the third step's host sleeps 3 ms
+    before its launch. The sleep gives back 3 ms, all in the third step: per step, the gain over the three steps (the
+    first step held no such host time: the figure after the first step would count it twice)."""
+    us = 1_000
+    t = what_if([rank_graph(load_trace(_last_step_sleep(tmp_path)))])
     row = t[(t["rank"] == 0) & (t["cause"] == "host")].iloc[0]
     assert row["gain_ns"] >= 3_000 * us and row["per_step_ns"] == row["gain_ns"] // 3
 
@@ -358,16 +364,7 @@ def test_step_gains_add_up_and_fall_in_the_step_that_held_the_cause(tmp_path):
     assert tops["cause"].tolist()[1:] == ["sync", "sync"]  # (the table's order: the sync before the work it exposed)
 
     us = 1_000
-    b = TraceBuilder("a host gap in the last step only")
-    at = 0
-    for i in range(3):
-        sleep = 3_000 * us if i == 2 else 0
-        b.step(i + 1, at, 1_100 * us + sleep)
-        b.cpu_op(at + sleep, 20 * us, "aten::linear")
-        b.launch(at + sleep + 5 * us, "kernel", 0, 7, at + sleep + 10 * us, 1_000 * us)
-        b.runtime(at + sleep + 20 * us, 1_000 * us, "cudaStreamSynchronize")
-        at += 1_100 * us + sleep
-    table, steps = what_ifs([rank_graph(load_trace(b.write(tmp_path / "last.pt.trace.json")))])
+    table, steps = what_ifs([rank_graph(load_trace(_last_step_sleep(tmp_path)))])
     host = steps[steps["cause"] == "host"].sort_values("step")["gain_ns"].tolist()
     assert max(host[:2]) < 100 * us and host[2] >= 3_000 * us and sum(host) == _gain(table, 0, "host")  # (the steps' own
     # time outside ops, 80 µs each, besides)

@@ -164,8 +164,9 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                                         'text': {'type': 'string'},
                                                         'blame': {'type': 'array',
                                                                   'description': 'per step: the rank that bound it (-1 none '
-                                                                                 'above noise), its cause, excess and the wait '
-                                                                                 'it caused',
+                                                                                 'above noise), its cause, excess (the '
+                                                                                 "replay's gain in that step where replayed) "
+                                                                                 'and the wait it caused',
                                                                   'items': {'type': 'object',
                                                                             'properties': {'step': {'type': 'integer'},
                                                                                            'rank': {'type': 'integer'},

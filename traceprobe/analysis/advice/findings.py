@@ -53,6 +53,7 @@ from ...reading import Trace
 from ..device.breakdown import DeviceTime, device_times
 from ..device.busy import comm_mask, copy_directions, copy_mask, pageable_copies, per_value
 from ..host.graph_capture import replays_graphs
+from ..host.host_classes import LABELS
 from ..host.idle_causes import DeviceIdle, idle_causes
 from ..job.comm_types import comm_types
 from ..memo import device_column, per_trace
@@ -201,8 +202,6 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
 
 
 def _label(cause: str, idle: DeviceIdle) -> str:
-    from ..host.host_classes import LABELS
-
     if cause == "queued":
         return "dependency wait"
     return LABELS[cause]

@@ -46,10 +46,6 @@ REPLACED = frozenset(k for c, k in IDLE_KINDS.items() if c != "queued")
 """Span findings (:mod:`.findings`) that the replay replaces (module docstring)."""
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.1f} ms"
-
-
 def replayed_rows(w: WindowWhatIf, rank: int | None, straggler: tuple[int, str] | None = None) -> list[tuple]:
     """The findings rows (:data:`.findings.COLUMNS`; ``device`` -1) of ``rank``'s what-ifs in window ``w`` (module
     docstring), in the table's order; ``rank`` None or a window of one trace: every row. The row of ``straggler``
@@ -88,8 +84,14 @@ def with_what_if(rep: OverlapReport, w: WindowWhatIf, straggler: tuple[int, str]
     merged = sorted([(k, 0, i, r) for i, (k, r) in enumerate(zip(keys, rows))] +
                     [(r[3], 1, i, r) for i, r in enumerate(spans)], key=lambda x: (-x[0], x[1], x[2]))
     kept = [r for *_, r in merged]
-    out = replace(rep, findings=findings_frame(kept, "str" if kept else object))
-    if "headline" in vars(rep):  # (it reads no finding: kept as computed where the trace was analysed)
+    return with_findings(rep, findings_frame(kept, "str" if kept else object))
+
+
+def with_findings(rep: OverlapReport, findings: pd.DataFrame) -> OverlapReport:
+    """``rep`` with ``findings`` (:data:`.findings.COLUMNS`) in place of its own; its headline, where computed, is kept
+    (it reads no finding: as computed where the trace was analysed, not computed again)."""
+    out = replace(rep, findings=findings)
+    if "headline" in vars(rep):
         vars(out)["headline"] = rep.headline
     return out
 

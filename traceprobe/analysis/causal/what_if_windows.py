@@ -124,10 +124,9 @@ class WindowWhatIf:
         if b.empty or self.table.empty:
             return pd.DataFrame({"step": pd.Series([], dtype=np.int64), "rank": pd.Series([], dtype=np.int64),
                                  "cause": pd.Series([], dtype=object), "gain_ns": pd.Series([], dtype=np.int64)})
-        order = {(int(r), str(c)): i for i, (r, c) in enumerate(zip(self.table["rank"], self.table["cause"]))}
-        key = np.array([order.get((int(r), str(c)), len(order)) for r, c in zip(b["rank"], b["cause"])], np.int64)
+        order = self.table[["rank", "cause"]].assign(_k=np.arange(len(self.table)))
         ok = (b["rank"].to_numpy(np.int64) >= 0) & (b["gain_ns"].to_numpy(np.int64) >= self.floor_ns // max(self.steps, 1))
-        best = b[ok].assign(_k=key[ok]).sort_values(["step", "_k"], kind="stable").drop_duplicates("step")
+        best = pd.DataFrame(b[ok]).merge(order, on=["rank", "cause"]).sort_values(["step", "_k"], kind="stable").drop_duplicates("step")
         return pd.DataFrame(best[["step", "rank", "cause", "gain_ns"]]).reset_index(drop=True)
 
     def rank_top(self, rank: int) -> dict | None:

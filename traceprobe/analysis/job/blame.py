@@ -49,13 +49,11 @@ def replayed_blame(blame: pd.DataFrame, by_step: pd.DataFrame, w: WindowWhatIf) 
     per step, the rank and what-if cause that bound it, ``excess_ns`` its gain in that step, ``wait_ns`` the largest
     exposed wait that rank caused on one rank in that step (``by_step``: ``step``, ``key``, ``ns``); rank -1, cause ""
     and excess 0 where no cause of one rank gives back the floor in that step."""
-    tops = w.step_tops().set_index("step")
-    step = blame["step"].to_numpy(np.int64)
-    rank = pd.Series(step).map(tops["rank"]).fillna(-1).to_numpy(np.int64)
-    named = dict(zip(tops.index.tolist(), tops["cause"].tolist()))
-    cause = np.array([named.get(x, "") for x in step.tolist()], dtype=object)  # (a row per step)
-    gain = pd.Series(step).map(tops["gain_ns"]).fillna(0).to_numpy(np.int64)
-    waited = by_step.set_index(["step", "key"])["ns"] if len(by_step) else pd.Series([], dtype=np.int64)
-    wait = pd.Series(list(zip(step.tolist(), rank.tolist()))).map(lambda k: waited.get(k, 0)).to_numpy(np.int64) if step.size else step
-    return pd.DataFrame({"step": step, "rank": rank, "cause": cause, "excess_ns": np.maximum(gain, 0), "wait_ns": wait},
+    b = blame[["step"]].astype(np.int64).merge(w.step_tops(), on="step", how="left")
+    rank = b["rank"].fillna(-1).to_numpy(np.int64)
+    waited = by_step.rename(columns={"key": "rank"})[["step", "rank", "ns"]].astype(np.int64)
+    wait = pd.DataFrame({"step": b["step"], "rank": rank}).merge(waited, on=["step", "rank"], how="left")["ns"]
+    return pd.DataFrame({"step": b["step"].to_numpy(np.int64), "rank": rank, "cause": b["cause"].astype(object).where(b["cause"].notna(), ""),
+                         "excess_ns": np.maximum(b["gain_ns"].fillna(0).to_numpy(np.int64), 0),
+                         "wait_ns": wait.fillna(0).to_numpy(np.int64)},
                         columns=BLAME_COLUMNS).astype({"step": np.int64, "rank": np.int64, "excess_ns": np.int64, "wait_ns": np.int64})

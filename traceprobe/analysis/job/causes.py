@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from ..advice.findings import MIN_SHARE, findings_frame, short_label
+from ..advice.replayed import with_findings
 from ..causal.what_if_windows import LABELS as WHAT_IF_LABELS
 from ..causal.what_if_windows import WindowWhatIf, advice
 from ..host.host_classes import LABELS
@@ -357,7 +358,4 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
         rows.append(("straggler", f"rank {rank}", device if device >= 0 else 0, own, each,
                      f"straggler: +{_ms(each)}/step {_PART_WORDS.get(wcause.cause, wcause.cause)}", wcause.text))
     kept = sorted((r for r in rows if r[3] >= MIN_SHARE * w), key=lambda r: -r[3])  # (stable: ties keep their order)
-    out = replace(rep, findings=findings_frame(kept, "str" if rows else object))
-    if "headline" in vars(rep):  # (it reads no finding: kept as computed where the trace was analysed, not computed again)
-        vars(out)["headline"] = rep.headline
-    return out
+    return with_findings(rep, findings_frame(kept, "str" if rows else object))
