@@ -137,7 +137,7 @@ def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
             if at <= gap_start:
                 res["queued"] += 1
                 continue
-            if t >= at:
+            if t >= ae:
                 res["launch" if t < ae + LAUNCH_LATENCY_NS else "queued"] += 1
                 continue
             if any(c_tid == tid and s <= t < e for c_tid, s, e in captures):
@@ -247,8 +247,8 @@ def test_an_op_holding_a_compile_is_compilation_unless_it_runs_work():
 
 def test_first_call_warmup_is_its_own_idle_cause():
     # SYNTHETIC, ms: cuda:0 idle [1, 40); the host's first aten::conv2d [2, 40) (38 ms; its two later calls 1 ms each)
-    # launches B at 39 (launch latency to 39.06, then queued); inside it a first cudaStreamSynchronize [5, 20) (15 ms, later
-    # ones 0.1 ms) stays a sync.
+    # launches B at 39 (its launch call [39, 39.01) is inside the first call: warm-up too; then launch latency to 39.06,
+    # then queued); inside it a first cudaStreamSynchronize [5, 20) (15 ms, later ones 0.1 ms) stays a sync.
     ms = 1_000_000
 
     def build() -> Trace:
@@ -265,7 +265,8 @@ def test_first_call_warmup_is_its_own_idle_cause():
     tr = build()
     assert tr.host_events[warmup.first_calls(tr)]["name"].astype(str).tolist() == ["aten::conv2d", "cudaStreamSynchronize"]
     got = idle_cause_table(tr, None, (0, 41 * ms)).set_index("cause")
-    assert got.loc["warmup", "ns"] == 3 * ms + 19 * ms and got.loc["warmup", "top"] == "aten::conv2d"
+    assert got.loc["warmup", "ns"] == 3 * ms + 19 * ms + 10_000 and got.loc["warmup", "top"] == "aten::conv2d"
+    assert got.loc["launch", "ns"] == 50_000
     assert got.loc["sync", "ns"] == 15 * ms and got.loc["host", "ns"] == ms
     with mock.patch.object(warmup, "FACTOR", 39):  # 38 ms is not 39 times the later calls' 1 ms: launch-bound, as before
         other = idle_cause_table(build(), None, (0, 41 * ms)).set_index("cause")

@@ -234,12 +234,13 @@ def test_matrix_balanced_controls_name_no_straggler(name):
 
 def test_the_critical_path_of_one_rank_covers_its_window_exactly(tmp_path):
     """SYNTHETIC (the sleep between two launches above): the sync's return, kernel B, its launch, then the host back to
-    the step's start: 5 ms outside ops (the sleep) and 150 µs in the launching ops."""
+    the step's start: 5 ms outside ops (the sleep) and 151 µs in the launching ops (the launch call's own 1 µs with them:
+    the launch segment is its latency, from the call's end)."""
     g = rank_graph(load_trace(_one_rank(tmp_path)))
     p = critical_path([g])
     got = [(c, n, s, e) for c, n, s, e in zip(p["cause"], p["ns"], p["start_ns"], p["end_ns"])]
     assert got == [("sync", 10_000, 6_160_000, 6_170_000), ("compute", 1_000_000, 5_160_000, 6_160_000),
-                   ("launch", 10_000, 5_150_000, 5_160_000), ("dispatch", 150_000, 0, 5_150_000), ("host", 5_000_000, 0, 5_150_000)]
+                   ("launch", 9_000, 5_151_000, 5_160_000), ("dispatch", 151_000, 0, 5_151_000), ("host", 5_000_000, 0, 5_151_000)]
     assert p["ns"].sum() == 6_170_000  # the window, from the step's start to the sync's return
 
 
@@ -249,7 +250,7 @@ def test_the_critical_path_crosses_into_the_rank_that_arrived_last(tmp_path):
     graphs, w = _sleeping_pair(tmp_path)
     p = critical_path(graphs, w.per_rank)
     got = [(r, c, n) for r, c, n in zip(p["rank"], p["cause"], p["ns"])]
-    assert got[:3] == [(0, "comm", 500_000), (1, "launch", 10_000), (1, "dispatch", 150_000)]
+    assert got[:3] == [(0, "comm", 500_000), (1, "launch", 9_000), (1, "dispatch", 151_000)]
     assert got[3:] == [(1, "host", 3_000_000)] and p["ns"].sum() == 3_660_000
 
 

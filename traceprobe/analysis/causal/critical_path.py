@@ -8,7 +8,9 @@ rank, :mod:`.dependency_graph`), each step back follows the edge that bound the 
   between them included (``compute``: the device's own few-µs gaps between queued kernels are no dependency);
 - a collective that ended on its members after its last arrival: its transfer (``comm``), and the path crosses
   into the rank that arrived last, at its kernel's start (a *crossing*: the wait of the others is not on the path);
-- an op bound by its launch: the launch (``launch``: from the call's start to the op's start), then the host;
+- an op bound by its launch: the launch latency (``launch``: from the call's end to the op's start), then the host
+  up to the call's end (the call's own time by its host class, as :mod:`..host.idle_causes` gives it: ``dispatch``,
+  or ``warmup`` for a first call's launch that loads code);
 - an op bound by another stream's work: the gap (``dependency``), then that work;
 - the host: back to the last sync that returned when its device work ended (``sync``: that work's end to the
   call's return, then that work), its time by host class (:data:`.dependency_graph.HOST_CLASSES`);
@@ -96,7 +98,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     d_cum = np.cumsum(np.concatenate([g.d for g in graphs]))
 
     def host(i: int, x: int, issued: bool = False) -> tuple[str, int] | None:
-        """Host stretch back from anchor ``i`` at time ``x`` (``issued``: at its call's start, before any wait of its
+        """Host stretch back from anchor ``i`` at time ``x`` (``issued``: where the host reached its call, before any wait of its
         own); returns the next state."""
         r = int(job.a_rank[i])
         g, lo = graphs[r], int(a_off[r])
@@ -108,10 +110,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             rows.append((g.rank, "host", "sync", g.class_top[HOST_CLASSES.index("sync")], lo_t, int(t_all[i]), int(t_all[i]) - lo_t))
             return ("dev", tg)
         before = cls_cum[:, j] if j > lo or binding_sync[j] else np.zeros(len(HOST_CLASSES), np.int64)
-        per = cls_cum[:, i] - before
-        if issued:  # (the launch call's own time, up to its start, is the launch segment's)
-            c = HOST_CLASSES.index("dispatch")
-            per[c] -= min(int(g.pre_dur[i - lo]), int(per[c]))
+        per = cls_cum[:, i] - before  # (a launch call's own time by its class, as the idle causes give it)
         begin = int(t_all[j])
         for c in np.flatnonzero(per > 0).tolist():
             rows.append((g.rank, "host", HOST_CLASSES[c], g.class_top[c], begin, x, int(per[c])))
@@ -156,9 +155,11 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             state = ("dev", n - 1)
         elif b == BIND_LAUNCH and job.anchor[n] >= 0:
             a = int(job.anchor[n])
-            issue = int(t_all[a] - g.pre_dur[a - int(a_off[r])])
-            rows.append((g.rank, "host", "launch", "", min(issue, int(starts[n])), int(starts[n]), max(int(starts[n]) - issue, 0)))
-            state = host(a, issue, issued=True)
+            reached = int(prev_t[a] + h_all[a])  # (the launch call's end, or a sync's start of its wait)
+            if a == int(a_off[r]):  # (a rank's first call holds no host time before it: its own time is the launch's)
+                reached = int(t_all[a] - g.pre_dur[0])
+            rows.append((g.rank, "host", "launch", "", min(reached, int(starts[n])), int(starts[n]), max(int(starts[n]) - reached, 0)))
+            state = host(a, reached, issued=True)
         elif b == BIND_DEPENDENCY and job.dep[n] >= 0:
             dep = int(job.dep[n])
             rows.append((g.rank, g.lane_names[g.lane[lk]], "dependency", g.names[g.name[dep - int(k_off[r])]], int(ends[dep]), int(starts[n]),

@@ -10,13 +10,15 @@ host thread, the *launching thread*. Then:
 - if the work was launched before the gap began, the whole gap is ``queued``:
   the device had the work and waited on a dependency (an event of another
   stream or device, ``cudaStreamWaitEvent``/``hipStreamWaitEvent``);
-- otherwise the gap splits at the launch. From the launch call's start to its
-  end plus :data:`LAUNCH_LATENCY_NS` the device waited for the launch itself
-  (``launch``); after that, until the work's start, it waited on something else
-  (``queued``: a dependency, or a full launch queue). From the gap's start to the
-  launch the device waited for the host, and that part is classified by what the
-  launching thread was doing, each nanosecond by the first class that holds it,
-  in this order:
+- otherwise the gap splits at the launch call's end. From the gap's start to
+  the call's end the device waited for the host, and that part is classified by
+  what the launching thread was doing, each nanosecond by the first class that
+  holds it, in the order below (the launch call's own time is ``launch``, unless
+  the call runs inside something of an earlier class: a first call's launch that
+  loads the kernel's code for 300 ms is ``warmup``). For
+  :data:`LAUNCH_LATENCY_NS` after the call's end the device waited for the launch
+  itself (``launch``); after that, until the work's start, it waited on
+  something else (``queued``: a dependency, or a full launch queue). The order:
 
   0. ``graph_capture``: inside a stream capture (:mod:`.graph_capture`:
      ``cudaStreamBeginCapture`` ... ``cudaStreamEndCapture``: what the host launched
@@ -210,15 +212,16 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             split = np.where(has & ~before, np.clip(launch_at, gs, ge), ge)
             # from the launch to its call's end plus LAUNCH_LATENCY_NS, the device waited for the launch itself
             latency_end = np.where(has & ~before, np.clip(launch_end + LAUNCH_LATENCY_NS, split, ge), ge)
+            call_end = np.where(has & ~before, np.clip(launch_end, split, ge), gs)  # (the call's own time: by its class)
             spans["unattributed"] = iv.union(gs[~has], ge[~has])
             queued = iv.union(np.concatenate([gs[before], latency_end[has & ~before]]), np.concatenate([ge[before], ge[has & ~before]]))
             spans["queued"] = queued
-            launching = iv.union(split[has & ~before], latency_end[has & ~before])
+            launching = iv.union(call_end[has & ~before], latency_end[has & ~before])
             split = np.where(before, gs, split)
             if has.any():
                 qlen = np.where(has, ge - split, 0)
                 q_stream = int(stream[nxt[int(np.argmax(qlen))]]) if qlen.max() > 0 else -1
-            host_part_s, host_part_e, host_thread = gs[has], split[has], thread[lrow[has]] if thread.size else np.zeros(0, np.int64)
+            host_part_s, host_part_e, host_thread = gs[has], call_end[has], thread[lrow[has]] if thread.size else np.zeros(0, np.int64)
             for t in iv.distinct(host_thread).tolist():
                 sel = host_thread == t
                 remaining = iv.union(host_part_s[sel], host_part_e[sel])
