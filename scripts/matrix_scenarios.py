@@ -26,6 +26,13 @@ DDP (``DistributedDataParallel`` over an MLP; SGD; no ``.item()`` unless said):
   rank L logs ``loss.item()`` at the end of each step: its queue drains there, and its next
   preparation is exposed. Measured after the profiled loop, unprofiled, as blocks of steps
   with the log against blocks without (one device synchronize per block), taken in turn.
+- ``ddp-amp-scaler``: every rank trains in float16 autocast with a ``GradScaler`` (its ``step`` reads
+  the found-inf flag back to the host, a sync every step) and prepares its batch on the host (a
+  sleep of half ``MATRIX_SLEEP_MS``); measured as ``ddp-item-log`` is: blocks of steps with the
+  scaler against blocks without it (``backward`` and ``step`` unscaled, the same autocast).
+- ``ddp-accum-balanced`` (control), ``ddp-accum-compute``: 4 microbatches a step, the first 3
+  under ``no_sync()`` (gradient accumulation: one set of all-reduces a step); rank L runs extra
+  matrix products in each microbatch (a quarter of ``MATRIX_PRODUCTS`` each).
 - ``ddp-cpu-op``: rank L makes a random CPU tensor and sorts it (about 25 ms) each step.
 - ``ddp-pinned-alloc``: rank L allocates a fresh 256 MB pinned host buffer each step and
   copies a result into it with ``non_blocking=True`` (buffers kept through the profiled steps).
@@ -102,7 +109,8 @@ how it is recorded: ``MATRIX_WITH_STACK=1`` (Python stacks), ``MATRIX_SYNC_EVENT
 
 SCENARIOS = ["ddp-balanced", "ddp-compute", "ddp-sleep", "ddp-dataloader", "ddp-item", "ddp-cpu-op", "ddp-pinned-alloc", "ddp-device-alloc",
              "ddp-pageable", "ddp-recompile", "ddp-new-shape", "fsdp-balanced", "fsdp-compute", "fsdp-sleep", "mesh-balanced", "mesh-compute",
-             "mesh-sleep", "pp-balanced", "pp-compute", "ep-balanced", "ep-skew", "ddp-item-log", "fsdp-item-log", "mesh-item-log"]
+             "mesh-sleep", "pp-balanced", "pp-compute", "ep-balanced", "ep-skew", "ddp-item-log", "fsdp-item-log", "mesh-item-log",
+             "ddp-amp-scaler", "ddp-accum-balanced", "ddp-accum-compute"]
 CUDA_ONLY = {"ddp-pinned-alloc": "pinned host memory", "ddp-device-alloc": "cudaMalloc and cudaFree",
              "ddp-pageable": "a copy from pageable host memory to a GPU", "ddp-new-shape": "cuDNN attention plans per shape"}
 
@@ -544,6 +552,78 @@ def item_log(run: Run, family: str) -> None:
                                   "preparation (its sleep), the log kept", **shape))
 
 
+def amp_scaler(run: Run) -> None:
+    """``ddp-amp-scaler`` (module docstring)."""
+    s = run.size
+    model, _ = _family_model(run, "ddp")
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(s["batch"], s["width"], device=run.dev)
+    low = torch.float16 if run.cuda else torch.bfloat16
+    scaler = torch.amp.GradScaler(run.dev.type)
+    prep_s = SLEEP_S / 2
+
+    def step(scaled: bool = True, prep: bool = True) -> None:
+        if prep:
+            time.sleep(prep_s)  # (every rank: the next batch made on the host)
+        with torch.autocast(run.dev.type, dtype=low):
+            loss = model(x).square().mean()
+        if scaled:
+            scaler.scale(loss).backward()
+            scaler.step(opt)  # (reads found_inf back to the host: a sync)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    with _profile(run.out, run.rank, run.cuda) as prof:
+        for _ in range(STEPS):
+            step()
+            prof.step()
+    run.sync()
+    ms = _blocks(run, {"scaled": step, "unscaled": lambda: step(scaled=False), "scaled_no_prep": lambda: step(prep=False)})
+    if run.rank == 0:
+        _write(run.out, run.facts("ddp", None, f"GradScaler.step's found-inf read (a sync) each step, every rank; every rank prepares its "
+                                  f"batch on the host ({prep_s * 1e3:.0f} ms sleep)", "sync", ms["scaled"] - ms["unscaled"],
+                                  step_ms_scaled=ms["scaled"], step_ms_unscaled=ms["unscaled"], step_ms_scaled_no_prep=ms["scaled_no_prep"],
+                                  prep_ms=prep_s * 1e3, autocast_dtype=str(low), measured=BLOCKS_MEASURED))
+
+
+def ddp_accum(run: Run, mode: str) -> None:
+    """``ddp-accum-balanced``, ``ddp-accum-compute`` (module docstring)."""
+    s, late = run.size, run.rank == run.late
+    model, _ = _family_model(run, "ddp")
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    micro = 4
+    x = torch.randn(s["batch"] // micro, s["width"], device=run.dev)
+    extra, more, dev_t, host_t = None, {}, Timer(run.cuda), Timer(False)
+    if mode == "compute" and late:
+        n, per = s["mm"], max(s["products"] // micro, 1)
+        a, b = torch.randn(n, n, device=run.dev), torch.randn(n, n, device=run.dev)
+
+        def extra() -> None:
+            for _ in range(per):
+                torch.mm(a, b)
+
+        more = {"extra_products_per_microbatch": per, "product_size": n, "alone_ms_per_microbatch": _device_ms(extra, run.cuda)}
+    with _profile(run.out, run.rank, run.cuda) as prof:
+        for step in range(STEPS):
+            for m in range(micro):
+                ctx = model.no_sync() if m < micro - 1 else contextlib.nullcontext()
+                with ctx:
+                    loss = model(x).square().mean()
+                    if extra is not None:
+                        with dev_t(step):
+                            extra()
+                    loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            prof.step()
+    run.sync()
+    more.update(microbatches=micro, no_sync_microbatches=micro - 1)
+    _write_straggler(run, mode, run.late, "ddp", "in each microbatch, gradients accumulated under no_sync", dev_t, host_t, more)
+
+
 def _raise_recompile_limit(n: int = 64) -> None:
     import torch._dynamo.config as cfg
 
@@ -845,6 +925,10 @@ def main() -> None:
     family, _, mode = a.scenario.partition("-")
     if a.scenario == "ddp-item":
         ddp_item(run)
+    elif a.scenario == "ddp-amp-scaler":
+        amp_scaler(run)
+    elif a.scenario.startswith("ddp-accum-"):
+        ddp_accum(run, a.scenario.rsplit("-", 1)[1])
     elif a.scenario.endswith("-item-log"):
         item_log(run, family)
     elif a.scenario == "ddp-recompile":
