@@ -17,6 +17,10 @@ DDP (``DistributedDataParallel`` over an MLP; SGD; no ``.item()`` unless said):
 - ``ddp-sleep``: rank L sleeps 20 ms on the host before each forward.
 - ``ddp-dataloader``: every rank reads its batches from a DataLoader (``num_workers=0``);
   on rank L the dataset's items sleep, so a batch takes about 20 ms.
+- ``ddp-dataloader-workers``: every rank reads its batches from a DataLoader with 2 worker
+  processes; on rank L each batch takes its worker about 5x ``MATRIX_SLEEP_MS``, so the
+  workers fall behind the device and the loop waits for them (measured: the host time in
+  ``next()`` of the loader).
 - ``ddp-item``: every rank calls ``.item()`` on an activation after each layer of a deep,
   narrow MLP (the host waits for the device, then refills its queue); measured after the
   profiled loop, unprofiled, as blocks of steps with the calls against blocks without, taken
@@ -110,7 +114,7 @@ how it is recorded: ``MATRIX_WITH_STACK=1`` (Python stacks), ``MATRIX_SYNC_EVENT
 SCENARIOS = ["ddp-balanced", "ddp-compute", "ddp-sleep", "ddp-dataloader", "ddp-item", "ddp-cpu-op", "ddp-pinned-alloc", "ddp-device-alloc",
              "ddp-pageable", "ddp-recompile", "ddp-new-shape", "fsdp-balanced", "fsdp-compute", "fsdp-sleep", "mesh-balanced", "mesh-compute",
              "mesh-sleep", "pp-balanced", "pp-compute", "ep-balanced", "ep-skew", "ddp-item-log", "fsdp-item-log", "mesh-item-log",
-             "ddp-amp-scaler", "ddp-accum-balanced", "ddp-accum-compute"]
+             "ddp-amp-scaler", "ddp-accum-balanced", "ddp-accum-compute", "ddp-dataloader-workers"]
 CUDA_ONLY = {"ddp-pinned-alloc": "pinned host memory", "ddp-device-alloc": "cudaMalloc and cudaFree",
              "ddp-pageable": "a copy from pageable host memory to a GPU", "ddp-new-shape": "cuDNN attention plans per shape"}
 
@@ -356,6 +360,11 @@ def ddp(run: Run, mode: str) -> None:
         ds = _Sleepy(rows * STEPS, s["width"], SLEEP_S / rows if late else 0.0)
         loader_it = iter(torch.utils.data.DataLoader(ds, batch_size=rows, num_workers=0))
         more.update(rows_per_batch=rows, sleep_ms_per_row=SLEEP_S / rows * 1e3 if late else 0.0)
+    elif mode == "dataloader-workers":
+        rows, workers = 8, 2
+        ds = _Sleepy(rows * STEPS, s["width"], 5 * SLEEP_S / rows if late else 0.0)
+        loader_it = iter(torch.utils.data.DataLoader(ds, batch_size=rows, num_workers=workers))
+        more.update(rows_per_batch=rows, num_workers=workers, sleep_ms_per_row=5 * SLEEP_S / rows * 1e3 if late else 0.0)
     cpu_n = 0
     if mode == "cpu-op" and late:
         cpu_n = _cpu_op_size(25.0)
@@ -424,6 +433,9 @@ def ddp(run: Run, mode: str) -> None:
     elif mode == "dataloader":
         facts = run.facts("ddp", run.late, f"DataLoader (num_workers=0) whose items sleep on rank {run.late}", "dataloader", host_t.profiled(),
                           **more)
+    elif mode == "dataloader-workers":
+        facts = run.facts("ddp", run.late, f"DataLoader (2 workers) too slow for the device on rank {run.late}: the loop waits in next()",
+                          "dataloader", host_t.profiled(), wait_ms_by_step={k: round(v, 3) for k, v in host_t.per_step().items()}, **more)
     elif mode == "cpu-op":
         facts = run.facts("ddp", run.late, f"CPU tensor op on rank {run.late} each step", "cpu_op", host_t.profiled(), **more)
     elif mode == "pinned-alloc":
