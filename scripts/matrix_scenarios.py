@@ -18,7 +18,7 @@ DDP (``DistributedDataParallel`` over an MLP; SGD; no ``.item()`` unless said):
 - ``ddp-dataloader``: every rank reads its batches from a DataLoader (``num_workers=0``);
   on rank L the dataset's items sleep, so a batch takes about 20 ms.
 - ``ddp-dataloader-workers``: every rank reads its batches from a DataLoader with 2 worker
-  processes; on rank L each batch takes its worker about 5x ``MATRIX_SLEEP_MS``, so the
+  processes; on rank L each batch takes its worker about 20x ``MATRIX_SLEEP_MS``, so the
   workers fall behind the device and the loop waits for them (measured: the host time in
   ``next()`` of the loader).
 - ``ddp-item``: every rank calls ``.item()`` on an activation after each layer of a deep,
@@ -108,7 +108,8 @@ LATE = os.environ.get("MATRIX_LATE")
 WITH_STACK = os.environ.get("MATRIX_WITH_STACK") == "1"
 SYNC_EVENTS = os.environ.get("MATRIX_SYNC_EVENTS") == "1"
 """Held-out runs vary what the matrix fixed: ``MATRIX_LATE`` (the rank given the cause, every parallelism),
-``MATRIX_SLEEP_MS`` (the host sleeps), ``MATRIX_PRODUCTS`` (the extra matrix products of a compute scenario); and
+``MATRIX_SLEEP_MS`` (the host sleeps), ``MATRIX_PRODUCTS`` (the extra matrix products of a compute scenario),
+``MATRIX_BATCH`` (the MLP's batch on a GPU, 2048); and
 how it is recorded: ``MATRIX_WITH_STACK=1`` (Python stacks), ``MATRIX_SYNC_EVENTS=1`` (Kineto's ``cuda_sync`` events)."""
 
 SCENARIOS = ["ddp-balanced", "ddp-compute", "ddp-sleep", "ddp-dataloader", "ddp-item", "ddp-cpu-op", "ddp-pinned-alloc", "ddp-device-alloc",
@@ -120,7 +121,7 @@ CUDA_ONLY = {"ddp-pinned-alloc": "pinned host memory", "ddp-device-alloc": "cuda
 
 # sizes: (a GPU, a CPU smoke test on a couple of cores)
 SIZES = {
-    "cuda": {"width": 4096, "depth": 8, "batch": 2048, "mm": 4096, "products": int(os.environ.get("MATRIX_PRODUCTS", "8")),
+    "cuda": {"width": 4096, "depth": 8, "batch": int(os.environ.get("MATRIX_BATCH", "2048")), "mm": 4096, "products": int(os.environ.get("MATRIX_PRODUCTS", "8")),
              "item_width": 1024, "item_depth": 16, "item_batch": 256,
              "compile_width": 1024, "compile_depth": 4, "compile_batch": 256,
              "attn_dim": 1024, "attn_heads": 8, "attn_seq": 512, "attn_blocks": 4, "attn_batch": 8,
@@ -362,9 +363,9 @@ def ddp(run: Run, mode: str) -> None:
         more.update(rows_per_batch=rows, sleep_ms_per_row=SLEEP_S / rows * 1e3 if late else 0.0)
     elif mode == "dataloader-workers":
         rows, workers = 8, 2
-        ds = _Sleepy(rows * STEPS, s["width"], 5 * SLEEP_S / rows if late else 0.0)
+        ds = _Sleepy(rows * STEPS, s["width"], 20 * SLEEP_S / rows if late else 0.0)
         loader_it = iter(torch.utils.data.DataLoader(ds, batch_size=rows, num_workers=workers))
-        more.update(rows_per_batch=rows, num_workers=workers, sleep_ms_per_row=5 * SLEEP_S / rows * 1e3 if late else 0.0)
+        more.update(rows_per_batch=rows, num_workers=workers, sleep_ms_per_row=20 * SLEEP_S / rows * 1e3 if late else 0.0)
     cpu_n = 0
     if mode == "cpu-op" and late:
         cpu_n = _cpu_op_size(25.0)
