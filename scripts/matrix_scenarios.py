@@ -599,7 +599,8 @@ def amp_scaler(run: Run) -> None:
         _write(run.out, run.facts("ddp", None, f"GradScaler.step's found-inf read (a sync) each step, every rank; every rank prepares its "
                                   f"batch on the host ({prep_s * 1e3:.0f} ms sleep)", "sync", ms["scaled"] - ms["unscaled"],
                                   step_ms_scaled=ms["scaled"], step_ms_unscaled=ms["unscaled"], step_ms_scaled_no_prep=ms["scaled_no_prep"],
-                                  prep_ms=prep_s * 1e3, autocast_dtype=str(low), measured=BLOCKS_MEASURED))
+                                  prep_ms=prep_s * 1e3, prep_cost_ms_per_step=ms["scaled"] - ms["scaled_no_prep"], autocast_dtype=str(low),
+                                  measured=BLOCKS_MEASURED))
 
 
 def ddp_accum(run: Run, mode: str) -> None:

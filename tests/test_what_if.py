@@ -383,3 +383,18 @@ def test_a_run_on_the_critical_path_is_named_by_what_holds_most_of_it(tmp_path):
     p = critical_path([rank_graph(load_trace(b.write(tmp_path / "run.pt.trace.json")))])
     top = p.iloc[0]
     assert (top["cause"], top["ns"]) == ("compute", 2_010_000) and top["name"].startswith("sm90_xmma_gemm")
+
+
+def test_syncs_on_copies_from_pageable_memory_ask_for_pinned_batches_not_fewer_items():
+    """Recorded (sample_traces/heldout/w2-patterns/ddp-dataloader-workers, 2x H200): each step moves its DataLoader
+    batch with ``.to(device)`` from pageable memory, and the copy's call waits for the stream's queued work: the syncs
+    are those copies, so the action is to pin the batches, not to drop ``.item()``. The synthetic ``aten::item`` syncs
+    above keep their name (test_a_sync_that_exposes_the_host_work_after_it_is_named_before_it)."""
+    from traceprobe.analysis.causal.what_if import PAGEABLE_HTOD
+    from traceprobe.report.actions import DO_CAUSE, what_if_top
+
+    _, w = replayed(Path(__file__).resolve().parent.parent / "sample_traces" / "heldout" / "w2-patterns" / "ddp-dataloader-workers")
+    assert w.top is not None and (w.top["cause"], w.top["top"]) == ("sync", PAGEABLE_HTOD)
+    assert "pin_memory=True" in w.finding()
+    top = what_if_top(w)
+    assert top is not None and top.do == DO_CAUSE["sync_htod"]

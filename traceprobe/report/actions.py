@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..analysis.advice.idle_advice import COMPILED_OPS
+from ..analysis.causal.what_if import PAGEABLE_HTOD
 from ..analysis.causal.what_if_windows import LABELS, WindowWhatIf
 from ..analysis.host.python_frames import short_frame
 from ..analysis.per_trace import OverlapReport
@@ -23,6 +24,7 @@ from . import units
 DO_CAUSE = {
     "graph_capture": "capture the graph once and replay it",
     "sync": "drop syncs from the loop (.item(), .cpu(), print); log every N steps",
+    "sync_htod": "pin the batches (pin_memory=True); copy with non_blocking=True",
     "compile": "keep shapes fixed; TORCH_LOGS=recompiles names the guard",
     "compile_once": "nothing to fix: compilation is a one-time cost",
     "slow_call": "keep input shapes fixed (pad or bucket them)",
@@ -43,7 +45,8 @@ DO_CAUSE = {
 }
 """The action of each what-if cause (:data:`traceprobe.analysis.causal.what_if_windows.LABELS`), shortened from
 :func:`traceprobe.analysis.causal.what_if_windows.advice`; ``compile_once``, ``warmup_unscheduled``: a one-time cost, in a
-trace without steps for the latter; ``dispatch_compiled``, ``dispatch_replayed``: launch-bound inside compiled code,
+trace without steps for the latter; ``sync_htod``: syncs that wait for copies to the device from pageable memory
+(:data:`traceprobe.analysis.causal.what_if.PAGEABLE_HTOD`); ``dispatch_compiled``, ``dispatch_replayed``: launch-bound inside compiled code,
 without and with graph replays in the trace (:func:`traceprobe.analysis.advice.idle_advice.launch_fix`)."""
 
 DO_KIND = {
@@ -130,6 +133,8 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
     do = DO_CAUSE.get(action, "")
     if cause == "host" and t.get("top"):  # (the trace's stacks name the Python function)
         do = f"speed up {short_frame(str(t['top']), brief=True)} or move it off the step"
+    if cause == "sync" and t.get("top") == PAGEABLE_HTOD:  # (copies from pageable memory, not .item())
+        do = DO_CAUSE["sync_htod"]
     if cause == "dispatch" and COMPILED_OPS.search(str(t.get("top", ""))):  # (compiled already: not "torch.compile it")
         do = DO_CAUSE["dispatch_replayed" if w.replays else "dispatch_compiled"]
     return Top(f"{who}{LABELS.get(cause, cause)} {figure}", do, True)
