@@ -6,7 +6,7 @@ recorded again by scripts/matrix_session.sh with another rank given the cause, o
 ``w4-late3b``: 4 ranks, rank 3, 22 ms, 4, 16 scenarios; ``w1-late0``: 1 rank (1x H200), 25 ms, 14 scenarios of DDP
 and FSDP2 on one GPU, recorded last: one rank holds every cause, and a host delay shows only where no queued work hides
 it; ``w2-patterns``, ``w2-patterns-late0``, ``w1-patterns``: training patterns the matrix does not hold, recorded after
-the model's rules: gradient accumulation under ``no_sync`` (control, and rank 1 or 0 given 3 extra products a
+the model's rules: gradient accumulation under ``no_sync`` (control, and rank 1 or 0 given 2 or 3 extra products a
 microbatch), float16 with a ``GradScaler`` whose found-inf read syncs every step (batch 8192 on two GPUs, 2048 on one;
 a 10 ms host preparation each step), and a DataLoader of 2 workers too slow for the device (one GPU) or keeping up (two
 GPUs)). An item-log or scaler run whose preparation costs more than
