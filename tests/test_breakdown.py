@@ -106,10 +106,10 @@ def reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
                 ls = [x for x in ls if x >= 0]
                 if not ls or min(ls) <= gap_start:
                     res["idle_other_ns"] += 1  # unattributed, or queued: launched before the gap
-                elif t >= min(ls):
-                    # from the launch to its end + LAUNCH_LATENCY_NS: launch (the launch calls end at GRID + 5 here)
+                elif t >= GRID + 5:
+                    # from the launch call's end (GRID + 5 here) to LAUNCH_LATENCY_NS after it: launch, then queued
                     res["idle_launch_ns" if t < GRID + 5 + LAUNCH_LATENCY_NS else "idle_other_ns"] += 1
-                elif any(a <= t < b for a, b in sync):
+                elif any(a <= t < b for a, b in sync):  # (the launch call's own time too: by what holds it)
                     res["idle_sync_ns"] += 1
                 else:
                     res["idle_launch_ns"] += 1  # in a runtime call or outside any op: the host was late

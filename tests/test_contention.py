@@ -68,3 +68,22 @@ def test_no_relief_without_a_slowdown_or_for_other_work(tmp_path, slowed_us, gai
     (they end at 4,900 µs; the window gains 5,600 - 4,900 = 700 µs)."""
     graphs, w = _pair(tmp_path, slowed_us)
     assert _gain(what_if(graphs, window_instances(w)), 1, "imbalance") == gain_us * US
+
+
+def test_the_late_ranks_extra_kernels_of_the_same_name_are_not_the_reference():
+    """SYNTHETIC arrays: rank 1 (late) runs three GEMMs ``G`` of 1,000 µs and, as its extra work, three ``G`` of
+    2,000 µs (another shape under the same name); rank 0 runs its three ``G`` at 1,250 µs beside a wait charged to
+    rank 1. Rank 1's median over all six is 1,500 µs, which would leave rank 0 unslowed; the reference is the median of
+    rank 1's three shortest (as many as rank 0 ran): 1,000 µs, so each of rank 0's GEMMs is 250 µs slowed."""
+    import numpy as np
+
+    d1 = [1_000, 1_000, 1_000, 2_000, 2_000, 2_000]
+    start = np.array([0, 2_000, 4_000, 10_000, 12_000, 14_000, 20_000, 22_000, 24_000, 0], np.int64) * US  # rank 1, rank 0, rank 0's all-reduce
+    d = np.array([*d1, 1_250, 1_250, 1_250, 30_000], np.int64) * US
+    end = start + d
+    code = np.array([0] * 9 + [1], np.int64)
+    k_rank = np.array([1] * 6 + [0] * 4, np.int64)
+    comm = np.array([False] * 9 + [True])
+    w = (np.array([9]), np.array([0]), np.array([30_000 * US]), np.array([1]))  # (rank 0's all-reduce waits for rank 1)
+    slow = contention.slowdowns(start, end, d, code, k_rank, comm, w)
+    assert slow[1].tolist() == [0] * 6 + [250 * US] * 3 + [0]

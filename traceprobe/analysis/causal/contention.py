@@ -13,7 +13,10 @@ Definitions (quoted by the README):
 - a compute kernel's *slowdown* under rank i's waits: its duration beyond the median duration of the kernels of its
   name on rank i (the rank that did not wait runs them without a polling collective beside them; at least
   :data:`MIN_REFERENCE` of them), for the part of it that overlaps waits charged to rank i; none where the kernel
-  takes more than :data:`MAX_SLOWDOWN` times that median (other work under the same name: another shape).
+  takes more than :data:`MAX_SLOWDOWN` times that median (other work under the same name: another shape). Where rank
+  i ran more kernels of the name than the waiting rank, the median is of its shortest ones, as many as the waiting
+  rank ran: rank i's extra work under the same name (extra products of another shape) is not the reference of the
+  work they share.
 - the *relief* of removing a cause of rank i: the slowdowns of the other ranks' compute under rank i's waits, times
   the share of those waits the removal takes away (measured in a first replay without relief: a cause that does not
   move rank i's arrival relieves nothing).
@@ -66,18 +69,23 @@ def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarra
         return out
     compute = ~comm
     w_rank = k_rank[op]
+    n_codes = int(code.max(initial=0)) + 1
     for i in np.unique(charged).tolist():  # (one pass per rank others waited for)
-        mine = compute & (k_rank == i)
-        grouped = pd.DataFrame({"code": code[mine], "d": d[mine]}).groupby("code")["d"]
-        med, size = grouped.median(), grouped.size()
-        keep = size.to_numpy() >= MIN_REFERENCE
-        if not keep.any():
-            continue
-        ref = np.full(int(code.max(initial=0)) + 1, np.nan)  # per kernel name code, its median on rank i
-        ref[med.index.to_numpy(np.int64)[keep]] = med.to_numpy(np.float64)[keep]
+        mine = np.flatnonzero(compute & (k_rank == i))
+        mine = mine[np.lexsort((d[mine], code[mine]))]  # (by name, shortest first)
+        first = np.searchsorted(code[mine], np.arange(n_codes))  # (where each name's kernels begin)
         for r in np.unique(w_rank[charged == i]).tolist():
             sel = (charged == i) & (w_rank == r)
             ops = np.flatnonzero(compute & (k_rank == r))
+            # per name, the median of rank i's shortest kernels, as many as rank r ran (all of them where fewer)
+            n_i = np.bincount(code[mine], minlength=n_codes)
+            take = np.minimum(n_i, np.bincount(code[ops], minlength=n_codes))
+            kept = mine[np.arange(mine.size) - first[code[mine]] < take[code[mine]]]
+            grouped = pd.Series(d[kept]).groupby(code[kept])
+            med, size = grouped.median(), grouped.size()
+            keep = size.to_numpy() >= MIN_REFERENCE
+            ref = np.full(n_codes, np.nan)  # per kernel name code, its reference on rank i
+            ref[med.index.to_numpy(np.int64)[keep]] = med.to_numpy(np.float64)[keep]
             base = ref[code[ops]]
             dd = d[ops].astype(np.float64)
             extra = np.where(np.isfinite(base) & (dd <= MAX_SLOWDOWN * base), np.maximum(dd - base, 0), 0)
