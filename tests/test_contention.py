@@ -87,3 +87,31 @@ def test_the_late_ranks_extra_kernels_of_the_same_name_are_not_the_reference():
     w = (np.array([9]), np.array([0]), np.array([30_000 * US]), np.array([1]))  # (rank 0's all-reduce waits for rank 1)
     slow = contention.slowdowns(start, end, d, code, k_rank, comm, w)
     assert slow[1].tolist() == [0] * 6 + [250 * US] * 3 + [0]
+
+
+def test_longer_kernels_lose_their_excess_in_proportion_and_extra_kernels_whole(tmp_path):
+    """SYNTHETIC: three steps of 10 ms; rank 0 runs one GEMM ``G`` of 1,000 µs a step. Rank 1 runs its ``G`` at 3,000 µs
+    (more tokens: the same kernel, longer) and, in its last step, one extra ``G`` of 3,500 µs (an extra kernel, another
+    shape). Its excess, 9,500 µs, goes first from the extra kernel, whole (as many of its longest as it ran beyond rank 0's count),
+    then from its other ``G`` in proportion to their durations: each step's 3,000 µs becomes 1,000 µs (longest first
+    would have emptied two steps and left the third at 3,000)."""
+    import numpy as np
+
+    from traceprobe.analysis.causal.imbalance import excess_device_work, kernel_codes
+
+    graphs = []
+    for r in (0, 1):
+        b = TraceBuilder(f"SYNTHETIC rank {r}", rank=r, world_size=2)
+        for s in range(3):
+            t0 = s * 10_000 * US
+            b.step(s + 1, t0, 10_000 * US)
+            b.launch(t0 + 10 * US, "kernel", 0, 7, t0 + 100 * US, (3_000 if r else 1_000) * US, name="G")
+            if r and s == 2:
+                b.launch(t0 + 20 * US, "kernel", 0, 7, t0 + 4_000 * US, 3_500 * US, name="G")
+        graphs.append(rank_graph(load_trace(b.write(tmp_path / f"r{r}.pt.trace.json"))))
+    code, names = kernel_codes(graphs)
+    k_rank = np.concatenate([np.full(g.start.size, i) for i, g in enumerate(graphs)])
+    dur = np.concatenate([g.d for g in graphs])
+    (i, top, removed, d), = excess_device_work(graphs, k_rank, dur, 0, code, names, {1})
+    assert (i, top, removed) == (1, "G", 9_500 * US)
+    assert sorted(d[k_rank == 1].tolist()) == [0, 1_000 * US, 1_000 * US, 1_000 * US]

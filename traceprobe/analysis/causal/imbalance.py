@@ -32,9 +32,10 @@ def excess_device_work(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndar
                        only: set[int] | None = None) -> list[tuple[int, str, int, np.ndarray]]:
     """Per rank, its device time per kernel name beyond the median of the other ranks' (or, if more, beyond their
     median count of kernels of the name at its own median duration for it), both over the ops launched inside its
-    steps, removed
-    from its longest ops of that name launched inside its steps first (extra work is usually whole extra kernels, or longer ones: more tokens, a
-    bigger shape):
+    steps, removed from its ops of that name launched inside its steps: first whole kernels, its longest, as many as it
+    ran beyond the others' median count (extra kernels: extra products, another shape under the name), then the rest
+    from every other kernel of the name in proportion to its duration (longer kernels: more tokens on an expert, a
+    bigger batch, each step alike):
     ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``; ``code``
     and ``uniq`` are :func:`kernel_codes` of ``graphs``; ``k_rank`` and ``dur`` each op's graph (index) and duration (int64
     ns, a collective's its transfer after its last arrival), over the graphs' ops concatenated."""
@@ -65,10 +66,20 @@ def excess_device_work(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndar
         if removed <= max(min_ns, 0):
             continue
         d = dur.copy()
-        for c in np.flatnonzero(excess > 0).tolist():  # the longest of the name's ops go first, the last one in part
+        n_others = np.round(np.median(np.delete(count, i, axis=0), axis=0)).astype(np.int64)
+        for c in np.flatnonzero(excess > 0).tolist():
             ops = np.flatnonzero((k_rank == i) & (code == c) & inside)  # (of the ops it was counted over)
             ops = ops[np.argsort(-d[ops], kind="stable")]
-            before = np.concatenate([[0], np.cumsum(d[ops])[:-1]])
-            d[ops] -= np.clip(int(excess[c]) - before, 0, d[ops])
+            whole = ops[:max(int(count[i, c] - n_others[c]), 0)]  # extra kernels: the longest go first, the last in part
+            before = np.concatenate([[0], np.cumsum(d[whole])[:-1]])
+            cut = np.clip(int(excess[c]) - before, 0, d[whole])
+            d[whole] -= cut
+            rest, left = ops[whole.size:], int(excess[c]) - int(cut.sum())
+            if left > 0 and rest.size:  # longer kernels: each in proportion to its duration (int64, summing exactly)
+                cum = np.cumsum(d[rest])
+                upto = np.minimum((cum * (min(left, int(cum[-1])) / max(int(cum[-1]), 1))).astype(np.int64), cum)
+                upto[-1] = min(left, int(cum[-1]))  # (float64 in between: an int64 product could overflow)
+                share = np.diff(upto, prepend=0)
+                d[rest] -= np.minimum(share, d[rest])
         rows.append((i, str(uniq[int(np.argmax(excess))]), removed, d))
     return rows
