@@ -398,3 +398,20 @@ def test_syncs_on_copies_from_pageable_memory_ask_for_pinned_batches_not_fewer_i
     assert "pin_memory=True" in w.finding()
     top = what_if_top(w)
     assert top is not None and top.do == DO_CAUSE["sync_htod"]
+
+
+def test_a_sampled_or_cut_short_window_says_so_beside_its_top_finding(tmp_path):
+    """SYNTHETIC (the one-rank sleep above): the first screen's top finding of a window whose runtime calls hold under 1%
+    of the correlation ids they span reads ``(sampled trace)``; one that links under half its device work to launches
+    reads how much it links; a whole trace neither."""
+    from dataclasses import replace
+
+    from traceprobe.report.actions import what_if_top
+
+    w = window_what_if("r", "w", "", [rank_graph(load_trace(_one_rank(tmp_path)))], None)
+    whole = what_if_top(w)
+    assert whole is not None and "sampled" not in whole.label and "linked" not in whole.label
+    sampled = what_if_top(replace(w, id_density=0.0046))
+    assert sampled is not None and sampled.label == whole.label + " (sampled trace)"
+    cut = what_if_top(replace(w, linked=0.13))
+    assert cut is not None and cut.label == whole.label + " (13% of the work linked)"

@@ -137,7 +137,8 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
         do = DO_CAUSE["sync_htod"]
     if cause == "dispatch" and COMPILED_OPS.search(str(t.get("top", ""))):  # (compiled already: not "torch.compile it")
         do = DO_CAUSE["dispatch_replayed" if w.replays else "dispatch_compiled"]
-    return Top(f"{who}{LABELS.get(cause, cause)} {figure}", do, True)
+    part = w.partial()  # (a sampled or cut-short trace says so beside its figure)
+    return Top(f"{who}{LABELS.get(cause, cause)} {figure}" + (f" ({part})" if part else ""), do, True)
 
 
 def finding_top(r: OverlapReport) -> Top | None:

@@ -29,6 +29,13 @@ LABELS = {
 """Short names of the what-if causes."""
 
 
+SAMPLED_DENSITY = 0.01
+"""A window whose ranks' runtime calls hold fewer than this share of the correlation ids they span is sampled
+(:attr:`.dependency_graph.RankGraph.id_density`: HTA's ``sampled`` traces hold 0.46%; the recorded samples 3-100%)."""
+LINKED_MIN = 0.5
+"""A window that links fewer than this share of its device ops to launches in the trace is sampled or cut short."""
+
+
 def _short(name: str) -> str:
     """A kernel's name for a sentence: one over 48 characters (they run to 130) as its start and end, which say which."""
     return name[:30].rstrip() + "…" + name[-17:].lstrip() if len(name) > 48 else name
@@ -186,12 +193,20 @@ class WindowWhatIf:
             f" ({t['gain_ns'] / max(self.window_ns, 1):.0%} of the window)"
         cause = self.named_cause(t)
         partial = (f"the trace links only {self.linked:.0%} of its device work to launches (sampled or cut short): "
-                   "what follows is of that part; ") if self.linked < 0.5 else ""
-        if self.id_density < 0.01:
+                   "what follows is of that part; ") if self.linked < LINKED_MIN else ""
+        if self.id_density < SAMPLED_DENSITY:
             partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
                        "what follows is of the events it kept; ")
         return (f"{partial}{who}{LABELS.get(cause, cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
                 f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays)}{self._exposed(t)}{self._stacks(cause)}")
+
+    def partial(self) -> str:
+        """What part of the job the what-ifs cover, in a few words for the first screen: ``sampled trace`` (under
+        :data:`SAMPLED_DENSITY` of the correlation ids), ``13% of the work linked`` (under :data:`LINKED_MIN` of the
+        device ops linked to a launch: sampled or cut short), else ``""``."""
+        if self.id_density < SAMPLED_DENSITY:
+            return "sampled trace"
+        return f"{self.linked:.0%} of the work linked" if self.linked < LINKED_MIN else ""
 
     def _stacks(self, cause: str) -> str:
         """For a host-side cause in a trace recorded with stacks: that they slow the host, in a clause."""
