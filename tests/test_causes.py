@@ -568,3 +568,23 @@ def test_warmup_note_on_a_scheduled_trace_names_a_new_shape_or_recompile(tmp_pat
     (note,) = [n for n in rep.notes if n.startswith("warm-up in the trace")]
     assert "recorded after 2 steps had run" in note and "a new shape or a recompile" in note
     assert "torch.profiler.schedule" not in note
+
+
+def test_queued_work_bound_to_another_devices_work_is_a_dependency_named_by_it(tmp_path):
+    """SYNTHETIC, µs: cuda:0 runs A [0, 100); its next kernel B, launched at 5, starts at 400, when cuda:1's kernel C
+    [100, 400) ends (more than 20 µs after both B's launch and A: the dependency graph binds B to C). cuda:0's idle
+    [100, 400) is ``dependency``, named by C; a control where nothing ends at B's start leaves it ``queued``."""
+    us = 1_000
+    for producer in (True, False):
+        b = TraceBuilder("SYNTHETIC a cross-device wait")
+        b.launch(0, "kernel", 0, 7, 0, 100 * us, name="A")
+        b.launch(5 * us, "kernel", 0, 7, 400 * us, 50 * us, name="B")
+        b.launch(50 * us, "kernel", 1, 7, 100 * us if producer else 10 * us, 300 * us if producer else 20 * us, name="C")
+        tr = load_trace(b.write(tmp_path / f"wait{producer}.pt.trace.json"))
+        got = idle_cause_table(tr, None, (0, 450 * us))
+        dev0 = got[(got["device"] == 0) & (got["step"] == -1)].set_index("cause")
+        if producer:
+            assert dev0.loc["dependency", "ns"] == 300 * us and dev0.loc["dependency", "top"] == "C"
+            assert "queued" not in dev0.index
+        else:
+            assert "dependency" not in dev0.index and dev0.loc["queued", "ns"] == 300 * us

@@ -26,7 +26,7 @@ def test_json_report_on_samples(paths):
     res = runner.invoke(app, ["overlap-report", *paths, "--format", "json", "--jobs", "1"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["schema"] == 4 and not doc["failures"]
+    assert doc["schema"] == 5 and not doc["failures"]
     schema = json.loads(runner.invoke(app, ["schema"]).stdout)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     jsonschema.Draft202012Validator.check_schema(schema)

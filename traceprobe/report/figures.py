@@ -292,6 +292,7 @@ TRACE: tuple[Figure[OverlapReport], ...] = (
                                                         'launch',
                                                         'cpu_op',
                                                         'host',
+                                                        'dependency',
                                                         'queued',
                                                         'unattributed']},
                                      'ns': {'$ref': '#/$defs/ns'},

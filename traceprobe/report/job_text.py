@@ -38,11 +38,12 @@ FIGURES = (
 a 0..1 fraction (%), ``total`` over the window (ms, labelled ``in the window``); in the order shown."""
 
 PART_WORDS = {"compute": "compute", "other_busy": "other device work", "launch": "launch-bound dispatch",
-              "queued": "waiting on dependencies", "unattributed": "unattributed idle", **LABELS}
+              "dependency": "waiting for other streams' work", "queued": "queued work waiting", "unattributed": "unattributed idle",
+              **{k: v for k, v in LABELS.items() if k not in ("dependency", "queued")}}
 """A straggler's cause (:data:`traceprobe.analysis.job.collectives.PRE_PARTS`: compute, other device work, an idle cause) in words."""
 PART_ACTIONS = {**DO_CAUSE, "compute": "balance the work across ranks (data, experts or stages)",
                 "other_busy": "balance the device work across ranks", "launch": DO_CAUSE["dispatch"],
-                "queued": DO_KIND["stream_wait"]}
+                "dependency": DO_KIND["stream_wait"], "queued": DO_KIND["stream_wait"]}
 """The action a straggler's cause (:data:`traceprobe.analysis.job.collectives.PRE_PARTS`) calls for."""
 
 

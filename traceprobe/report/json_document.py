@@ -22,7 +22,7 @@ from .json_values import clean as _clean
 from .json_values import rows
 from .sections import rank_rows
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def report_dict(r: OverlapReport) -> dict[str, Any]:

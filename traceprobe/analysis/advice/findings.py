@@ -71,7 +71,7 @@ IDLE_KINDS = {
     "graph_capture": "idle_graph_capture", "sync": "idle_sync", "compile": "idle_compile", "slow_call": "idle_slow_call",
     "warmup": "idle_warmup", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
     "data_loading": "idle_data_loading", "optimizer": "idle_optimizer", "launch": "idle_launch", "cpu_op": "idle_cpu_op", "host": "idle_host",
-    "queued": "stream_wait",
+    "dependency": "stream_wait", "queued": "stream_wait",
 }
 """Finding kind of each idle cause of :mod:`.idle_causes` (``unattributed`` idle is no finding)."""
 
@@ -203,7 +203,7 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
 
 def _label(cause: str, idle: DeviceIdle) -> str:
     if cause == "queued":
-        return "dependency wait"
+        return "queued wait"
     return LABELS[cause]
 
 

@@ -74,6 +74,8 @@ def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int =
                 + (f", most of it in {short_frame(top)}: move that work off the loop or overlap it with device work" if top else
                    ": move that work off the loop or overlap it with device work; a trace recorded with with_stack=True "
                    "(record --with-stack) shows in Perfetto which Python functions ran"),
+        "dependency": f"{dev} was idle while its next work, launched already, waited for {top or 'work'} on another stream or device "
+                      "(an event wait, the dependency graph's edge): start that work earlier or break the dependency",
         "queued": (f"{dev} was idle although its next work was already launched{stream}, and no other device's work in the trace "
                    "ran meanwhile: the trace does not show what it waited for (an event recorded outside the trace or window, "
                    "another process, or the device's own scheduling between back-to-back kernels); record the producer too")

@@ -42,7 +42,7 @@ KINDS = {
 }
 """The finding kind of each what-if cause (:data:`.what_if_windows.LABELS`): an idle cause's own kind where it has one."""
 
-REPLACED = frozenset(k for c, k in IDLE_KINDS.items() if c != "queued")
+REPLACED = frozenset(k for c, k in IDLE_KINDS.items() if c not in ("dependency", "queued"))
 """Span findings (:mod:`.findings`) that the replay replaces (module docstring)."""
 
 

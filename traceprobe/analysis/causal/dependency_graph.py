@@ -37,8 +37,7 @@ from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import comm_mask, host_name_codes, host_thread_codes, pageable_copies, runtime_calls
 from ..host.graph_capture import graph_intervals, replays_graphs
-from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, dispatching, host_classes
-from ..host.idle_causes import top_name
+from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, dispatching, host_classes, top_name
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
 from ..host.warmup import compile_holders, setup_span
@@ -100,6 +99,7 @@ class RankGraph:
             call, beside ``target`` (the work that ended last).
         backend: the trace's device runtime (:attr:`traceprobe.reading.Trace.backend`); ``replays``: whether the trace
             replays device graphs (:func:`.graph_capture.replays_graphs`): the advice on launch-bound time depends on it.
+        event_rows: (K,) each op's row of the trace's ``device_events`` (int64; empty in a graph read from a summary).
     """
 
     rank: int
@@ -135,6 +135,7 @@ class RankGraph:
     stack_frames: int = 0
     backend: str = "cuda"
     replays: bool = False
+    event_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -321,4 +322,16 @@ def rank_graph(trace: Trace) -> RankGraph:
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
                      _id_density(trace), lane_names, trace.rank is not None, np.concatenate(also_a), np.concatenate(also_k),
-                     len(trace.python_events), trace.backend, replays_graphs(trace))
+                     len(trace.python_events), trace.backend, replays_graphs(trace), o.astype(np.int64) if k else np.zeros(0, np.int64))
+
+
+def waited_for_rows(trace: Trace) -> np.ndarray:
+    """Per row of ``trace.device_events``: the row of the device op of another stream whose end bound its start in the
+    dependency graph (:data:`BIND_DEPENDENCY`: a recorded event wait, or one inferred past
+    :data:`DEPENDENCY_SLACK_NS`), else -1 (int64). The idle causes read it (:mod:`..host.idle_causes`: ``dependency``)."""
+    g = rank_graph(trace)
+    out = np.full(len(trace.device_events), -1, np.int64)
+    if g.event_rows.size:
+        sel = (g.bind == BIND_DEPENDENCY) & (g.dep >= 0)
+        out[g.event_rows[sel]] = g.event_rows[g.dep[sel]]
+    return out

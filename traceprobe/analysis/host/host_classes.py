@@ -10,13 +10,13 @@ import numpy as np
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..device.busy import host_thread_codes, per_value, runtime_calls
+from ..device.busy import host_name_codes, host_thread_codes, per_value, runtime_calls
 from ..memo import host_column, per_trace
 from .launch_links import launch_rows
 from .warmup import compile_holders, compile_phases, first_calls, slow_calls
 
 CAUSES = ("graph_capture", "sync", "compile", "slow_call", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading",
-          "optimizer", "launch", "cpu_op", "host", "queued", "unattributed")
+          "optimizer", "launch", "cpu_op", "host", "dependency", "queued", "unattributed")
 """The idle causes, in the order the host part of a gap is classified (:mod:`.idle_causes`)."""
 
 HOST_CAUSES = CAUSES[:13]
@@ -33,7 +33,7 @@ LABELS = {
     "warmup": "warm-up", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
     "data_loading": "data loading", "optimizer": "optimizer on host", "launch": "launch-bound", "cpu_op": "CPU ops, no launch",
     "host": "host outside ops",
-    "queued": "queued", "unattributed": "unattributed",
+    "dependency": "dependency wait", "queued": "queued", "unattributed": "unattributed",
 }
 """Short names of the causes, for tables."""
 
@@ -121,3 +121,20 @@ def dispatching(trace: Trace) -> np.ndarray:
         sel = np.flatnonzero(op & (thread == t))
         out[sel] = np.searchsorted(calls, end[sel], "right") > np.searchsorted(calls, start[sel], "left")
     return out
+
+
+def top_name(trace: Trace, rows: np.ndarray, span: iv.Intervals) -> str:
+    """Name of the host events (among ``rows``) whose time inside ``span`` adds up to the most."""
+    if rows.size == 0 or span[0].size == 0:
+        return ""
+    over = iv.measure(span, host_column(trace, "start_ns")[rows], host_column(trace, "end_ns")[rows])
+    hit = over > 0
+    if not hit.any():
+        return ""
+    codes, names = host_name_codes(trace)
+    c = codes[rows[hit]]
+    ok = c >= 0
+    if not ok.any():
+        return ""
+    total = np.bincount(c[ok], weights=over[hit][ok].astype(np.float64), minlength=len(names))
+    return names[int(np.argmax(total))]

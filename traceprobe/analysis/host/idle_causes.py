@@ -7,9 +7,15 @@ occupies the device). Each idle *gap* ends where the next device work starts;
 that work was launched by a host runtime call (Kineto's correlation id) on one
 host thread, the *launching thread*. Then:
 
-- if the work was launched before the gap began, the whole gap is ``queued``:
-  the device had the work and waited on a dependency (an event of another
-  stream or device, ``cudaStreamWaitEvent``/``hipStreamWaitEvent``);
+- if the work was launched before the gap began, the device had the work and
+  waited: the whole gap is ``dependency`` where the dependency graph binds the
+  work's start to the end of another stream's work (its edge,
+  :func:`..causal.dependency_graph.waited_for_rows`: a recorded event wait,
+  ``cudaStreamWaitEvent``/``hipStreamWaitEvent``, or one inferred; named by that
+  work's kernel), else ``queued`` (the trace does not show what it waited for:
+  an event outside it, a full queue, the device's own scheduling). Each gap's
+  cause is thus the first step back from the work that ended it on the critical
+  path (:mod:`..causal.critical_path`): its launch, its dependency, or the host;
 - otherwise the gap splits at the launch call's end. From the gap's start to
   the call's end the device waited for the host, and that part is classified by
   what the launching thread was doing, each nanosecond by the first class that
@@ -18,7 +24,7 @@ host thread, the *launching thread*. Then:
   loads the kernel's code for 300 ms is ``warmup``). For
   :data:`LAUNCH_LATENCY_NS` after the call's end the device waited for the launch
   itself (``launch``); after that, until the work's start, it waited on
-  something else (``queued``: a dependency, or a full launch queue). The order:
+  something else (``dependency`` or ``queued``, as above). The order:
 
   0. ``graph_capture``: inside a stream capture (:mod:`.graph_capture`:
      ``cudaStreamBeginCapture`` ... ``cudaStreamEndCapture``: what the host launched
@@ -70,10 +76,11 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals, runtime_calls
+from ..causal.dependency_graph import waited_for_rows
+from ..device.busy import host_thread_codes, occupied_intervals, runtime_calls
 from ..memo import device_column, host_column, per_trace
 from .graph_capture import captures, graph_calls, graph_intervals
-from .host_classes import CAUSES, EVENT_CAUSES, dispatching, host_classes
+from .host_classes import CAUSES, EVENT_CAUSES, dispatching, host_classes, top_name
 from .launch_links import launch_rows
 from .python_frames import frame_holding, thread_labels
 from .warmup import compile_holders, setup_span
@@ -116,23 +123,6 @@ class DeviceIdle:
         return int(iv.measure(s, np.array([lo]), np.array([hi]))[0])
 
 
-def top_name(trace: Trace, rows: np.ndarray, span: Intervals) -> str:
-    """Name of the host events (among ``rows``) whose time inside ``span`` adds up to the most."""
-    if rows.size == 0 or span[0].size == 0:
-        return ""
-    over = iv.measure(span, host_column(trace, "start_ns")[rows], host_column(trace, "end_ns")[rows])
-    hit = over > 0
-    if not hit.any():
-        return ""
-    codes, names = host_name_codes(trace)
-    c = codes[rows[hit]]
-    ok = c >= 0
-    if not ok.any():
-        return ""
-    total = np.bincount(c[ok], weights=over[hit][ok].astype(np.float64), minlength=len(names))
-    return names[int(np.argmax(total))]
-
-
 def idle_causes(trace: Trace, window: tuple[int, int] | None = None) -> list[DeviceIdle]:
     """The idle time of every device with device events over ``window``, by cause (module docstring).
 
@@ -168,6 +158,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     cls = host_classes(trace)
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
     capturing, setup = graph_intervals(trace), setup_span(trace)
+    waited_for, names = waited_for_rows(trace), trace.device_events["name"].astype(str).to_numpy()
     dispatch = dispatching(trace)
     out = []
     held: dict[tuple[int, int], Intervals] = {}
@@ -214,8 +205,17 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             latency_end = np.where(has & ~before, np.clip(launch_end + LAUNCH_LATENCY_NS, split, ge), ge)
             call_end = np.where(has & ~before, np.clip(launch_end, split, ge), gs)  # (the call's own time: by its class)
             spans["unattributed"] = iv.union(gs[~has], ge[~has])
-            queued = iv.union(np.concatenate([gs[before], latency_end[has & ~before]]), np.concatenate([ge[before], ge[has & ~before]]))
+            # work launched already: it waited for another stream's work where the dependency graph binds it so
+            q_lo = np.concatenate([gs[before], latency_end[has & ~before]])
+            q_hi = np.concatenate([ge[before], ge[has & ~before]])
+            producer = np.where(nxt >= 0, waited_for[np.maximum(nxt, 0)], -1) if waited_for.size else np.full(gs.size, -1)
+            q_prod = np.concatenate([producer[before], producer[has & ~before]])
+            spans["dependency"] = iv.union(q_lo[q_prod >= 0], q_hi[q_prod >= 0])
+            queued = iv.union(q_lo[q_prod < 0], q_hi[q_prod < 0])
             spans["queued"] = queued
+            if (q_prod >= 0).any():  # (named by the producer's kernel holding the most of it)
+                by_producer = pd.Series((q_hi - q_lo)[q_prod >= 0]).groupby(names[q_prod[q_prod >= 0]]).sum()
+                top["dependency"] = str(by_producer.idxmax())
             launching = iv.union(call_end[has & ~before], latency_end[has & ~before])
             split = np.where(before, gs, split)
             if has.any():

@@ -21,7 +21,7 @@ from ... import intervals as iv
 from ...reading.comm_kernels import COMM_KERNEL_RE
 from ..host.host_classes import HOST_CAUSES
 
-PARTS = ("compute", "other_busy", *HOST_CAUSES, "queued")
+PARTS = ("compute", "other_busy", *HOST_CAUSES, "dependency", "queued")
 """What the blame compares across ranks: device compute, other device work alone (exposed copies, memsets), and the
 idle time of each host cause and ``queued`` (:mod:`.idle_causes`)."""
 
