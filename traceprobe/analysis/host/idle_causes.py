@@ -214,8 +214,9 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             queued = iv.union(q_lo[q_prod < 0], q_hi[q_prod < 0])
             spans["queued"] = queued
             if (q_prod >= 0).any():  # (named by the producer's kernel holding the most of it)
-                by_producer = pd.Series((q_hi - q_lo)[q_prod >= 0]).groupby(names[q_prod[q_prod >= 0]]).sum()
-                top["dependency"] = str(by_producer.idxmax())
+                codes, uniq = pd.factorize(names[q_prod[q_prod >= 0]])
+                held_by_name = np.bincount(codes, weights=(q_hi - q_lo)[q_prod >= 0].astype(np.float64))
+                top["dependency"] = str(uniq[int(np.argmax(held_by_name))])
             launching = iv.union(call_end[has & ~before], latency_end[has & ~before])
             split = np.where(before, gs, split)
             if has.any():
