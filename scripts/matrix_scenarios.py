@@ -42,6 +42,10 @@ DDP (``DistributedDataParallel`` over an MLP; SGD; no ``.item()`` unless said):
   copies a result into it with ``non_blocking=True`` (buffers kept through the profiled steps).
 - ``ddp-device-alloc``: rank L calls ``torch.cuda.empty_cache()`` and then allocates a fresh
   4 GB device tensor each step, so cudaFree and cudaMalloc run inside the step.
+- ``ddp-empty-cache``: rank L calls ``torch.cuda.empty_cache()`` and allocates a fresh device tensor
+  of ``MATRIX_ALLOC_GB`` (4) each step, with no sync of its own around them (``ddp-device-alloc``
+  times them between device synchronizes); measured as ``ddp-item-log`` is: blocks of steps with
+  the allocation against blocks without it, unprofiled.
 - ``ddp-pageable``: rank L copies its 256 MB input batch from pageable host memory to the
   device each step (synchronous for the host).
 - ``ddp-recompile``: every rank's DDP model is ``torch.compile``d (``dynamic=False``) and each
@@ -115,8 +119,8 @@ how it is recorded: ``MATRIX_WITH_STACK=1`` (Python stacks), ``MATRIX_SYNC_EVENT
 SCENARIOS = ["ddp-balanced", "ddp-compute", "ddp-sleep", "ddp-dataloader", "ddp-item", "ddp-cpu-op", "ddp-pinned-alloc", "ddp-device-alloc",
              "ddp-pageable", "ddp-recompile", "ddp-new-shape", "fsdp-balanced", "fsdp-compute", "fsdp-sleep", "mesh-balanced", "mesh-compute",
              "mesh-sleep", "pp-balanced", "pp-compute", "ep-balanced", "ep-skew", "ddp-item-log", "fsdp-item-log", "mesh-item-log",
-             "ddp-amp-scaler", "ddp-accum-balanced", "ddp-accum-compute", "ddp-dataloader-workers"]
-CUDA_ONLY = {"ddp-pinned-alloc": "pinned host memory", "ddp-device-alloc": "cudaMalloc and cudaFree",
+             "ddp-amp-scaler", "ddp-accum-balanced", "ddp-accum-compute", "ddp-dataloader-workers", "ddp-empty-cache"]
+CUDA_ONLY = {"ddp-pinned-alloc": "pinned host memory", "ddp-device-alloc": "cudaMalloc and cudaFree", "ddp-empty-cache": "cudaMalloc and cudaFree",
              "ddp-pageable": "a copy from pageable host memory to a GPU", "ddp-new-shape": "cuDNN attention plans per shape"}
 
 # sizes: (a GPU, a CPU smoke test on a couple of cores)
@@ -603,6 +607,39 @@ def amp_scaler(run: Run) -> None:
                                   measured=BLOCKS_MEASURED))
 
 
+def empty_cache(run: Run) -> None:
+    """``ddp-empty-cache`` (module docstring)."""
+    s, late = run.size, run.rank == run.late
+    model, _ = _family_model(run, "ddp")
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(s["batch"], s["width"], device=run.dev)
+    floats = int(float(os.environ.get("MATRIX_ALLOC_GB", "4")) * (1 << 30)) // 4
+    held: list = [None]
+
+    def step(alloc: bool = True) -> None:
+        if alloc and late:
+            held[0] = None  # (its block goes back to the cache, and empty_cache gives it back to the driver)
+            torch.cuda.empty_cache()
+            held[0] = torch.empty(floats, device=run.dev)
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    with _profile(run.out, run.rank, run.cuda) as prof:
+        for _ in range(STEPS):
+            step()
+            prof.step()
+    run.sync()
+    ms = _blocks(run, {"alloc": step, "no_alloc": lambda: step(alloc=False)})
+    held[0] = None
+    if late:
+        _write(run.out, run.facts("ddp", run.late, f"torch.cuda.empty_cache() and a fresh {floats * 4 / 2**30:.0f} GB device tensor on rank "
+                                  f"{run.late} each step, no sync around them", "device_alloc", ms["alloc"] - ms["no_alloc"],
+                                  step_ms_with_alloc=ms["alloc"], step_ms_without_alloc=ms["no_alloc"], alloc_gb=floats * 4 / 2**30,
+                                  measured=BLOCKS_MEASURED))
+
+
 def ddp_accum(run: Run, mode: str) -> None:
     """``ddp-accum-balanced``, ``ddp-accum-compute`` (module docstring)."""
     s, late = run.size, run.rank == run.late
@@ -939,6 +976,8 @@ def main() -> None:
     family, _, mode = a.scenario.partition("-")
     if a.scenario == "ddp-item":
         ddp_item(run)
+    elif a.scenario == "ddp-empty-cache":
+        empty_cache(run)
     elif a.scenario == "ddp-amp-scaler":
         amp_scaler(run)
     elif a.scenario.startswith("ddp-accum-"):
