@@ -8,8 +8,9 @@ and FSDP2 on one GPU, recorded last: one rank holds every cause, and a host dela
 it; ``w2-patterns``, ``w2-patterns-late0``, ``w1-patterns``: training patterns the matrix does not hold, recorded after
 the model's rules: gradient accumulation under ``no_sync`` (control, and rank 1 or 0 given 2 or 3 extra products a
 microbatch), float16 with a ``GradScaler`` whose found-inf read syncs every step (batch 8192 on two GPUs, 2048 on one;
-a 10 ms host preparation each step), and a DataLoader of 2 workers too slow for the device (one GPU) or keeping up (two
-GPUs)). An item-log or scaler run whose preparation costs more than
+a 10 ms host preparation each step), a DataLoader of 2 workers too slow for the device (one GPU) or keeping up (two
+GPUs), and ``empty_cache()`` with a fresh 4 GB (``w1-patterns``) or 1 GB (``w1-patterns-1g``) device tensor each step,
+no sync around them). An item-log or scaler run whose preparation costs more than
 its log (:data:`.what_if_order.EXPOSING_SHARE`) is checked for the preparation, as tests/test_sync_log.py does),
 each with what was built in, measured in the run (``injected.jsonl``).
 
@@ -70,8 +71,6 @@ MISSES = {
                                "top names it, rank 0 data loading -0.6 ms/step",
     "w1-late0/ddp-sleep": "the 25 ms sleep hides behind queued device work, 0.6 ms/step against the control; the top "
                           "names it, rank 0 host outside ops -2.2 ms/step",
-    "w1-late0/ddp-device-alloc": "the scenario's own timing sync (torch.cuda.synchronize before the timed empty_cache and "
-                                 "allocation) drains the queue first: rank 0 syncs -5.3 ms/step, then device allocation -4.4",
     "w1-late0/ddp-item": "launch-bound with or without its syncs (0.5 ms/step measured): rank 0 launch-bound dispatch -7.3 ms/step",
     "w2-patterns/ddp-dataloader-workers": "the workers kept up (1.3 ms/step in next() on both ranks, the IPC of a batch): every "
                                           "rank syncs on its batch's copy from pageable memory, -1.2 ms/step (tests/test_what_if.py)",

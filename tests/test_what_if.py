@@ -415,3 +415,28 @@ def test_a_sampled_or_cut_short_window_says_so_beside_its_top_finding(tmp_path):
     assert sampled is not None and sampled.label == whole.label + " (sampled trace)"
     cut = what_if_top(replace(w, linked=0.13))
     assert cut is not None and cut.label == whole.label + " (13% of the work linked)"
+
+
+def test_a_device_free_drains_the_queue_and_its_what_if_takes_the_drain_away(tmp_path):
+    """SYNTHETIC, µs: kernel K [50, 5,050) launched at 0; ``cudaFree`` [100, 5,060) waits for it (a device free
+    synchronizes the device: ``torch.cuda.empty_cache()``), ``cudaMalloc`` [5,060, 5,100); then ten launches 500 µs apart
+    (host time outside ops between them) of 100 µs kernels, each 20 µs after its launch: the device idles while the host
+    dispatches them, to 9,720. Without the allocation (its host time and the free's wait) the host launches them while K
+    runs, 500 µs apart from 140: they queue behind K and end at 6,050 (gain 3,670 µs); a what-if that kept the free's wait
+    would gain 40 µs. The critical path names the free's return after K ``device_alloc``, not ``sync``."""
+    us = 1_000
+    b = TraceBuilder("SYNTHETIC a device free in the step")
+    b.step(1, 0, 10_000 * us)
+    b.launch(0, "kernel", 0, 7, 50 * us, 5_000 * us, name="K")
+    b.runtime(100 * us, 4_960 * us, "cudaFree", correlation=-1)
+    b.runtime(5_060 * us, 40 * us, "cudaMalloc", correlation=-1)
+    for j in range(10):
+        b.launch((5_100 + 500 * j) * us, "kernel", 0, 7, (5_120 + 500 * j) * us, 100 * us, name="k")
+    g = rank_graph(load_trace(b.write(tmp_path / "free.pt.trace.json")))
+    assert g.freeing.sum() == 1
+    df = what_if([g])
+    row = df[df["cause"] == "device_alloc"].iloc[0]
+    assert (row["removed_ns"], row["gain_ns"]) == (5_000 * us, 9_720 * us - 6_050 * us), df  # (the free's 4,960 µs and the malloc's 40)
+    assert "sync" not in set(df[df["gain_ns"] > 100 * us]["cause"])
+    p = critical_path([g])
+    assert "device_alloc" in set(p["cause"]) and not (p["cause"] == "sync").any()

@@ -57,9 +57,14 @@ on its stream, its launch, a dependency on another stream."""
 NEG = -(2**60)
 """Minus infinity for int64 times: no edge."""
 
-DEVICE_WIDE = re.compile(r"DeviceSynchronize|CtxSynchronize")
+DEVICE_WIDE = re.compile(r"DeviceSynchronize|CtxSynchronize|^cudaFree$|^cuMemFree|^hipFree$")
 """Synchronizing calls that wait for every stream of the device (``cudaDeviceSynchronize``, ``hipDeviceSynchronize``,
-``cuCtxSynchronize``), not one stream or event."""
+``cuCtxSynchronize``, and the device frees of :data:`FREE_CALLS`), not one stream or event."""
+
+FREE_CALLS = frozenset({"cudaFree", "cuMemFree", "cuMemFree_v2", "hipFree"})
+"""Device frees, which synchronize the device before they return (the CUDA runtime's implicit synchronization of
+``cudaFree``; what ``torch.cuda.empty_cache()`` calls): a sync edge in the graph, of host class ``device_alloc``; the
+what-if of device allocation drops their waits with their host time (:data:`RankGraph.freeing`)."""
 
 DEPENDENCY_SLACK_NS = 20_000
 """An op that starts more than this after both its stream's previous work and its launch call waited on something
@@ -100,6 +105,7 @@ class RankGraph:
         backend: the trace's device runtime (:attr:`traceprobe.reading.Trace.backend`); ``replays``: whether the trace
             replays device graphs (:func:`.graph_capture.replays_graphs`): the advice on launch-bound time depends on it.
         event_rows: (K,) each op's row of the trace's ``device_events`` (int64; empty in a graph read from a summary).
+        freeing: (A,) anchors that are device frees (:data:`FREE_CALLS`: syncs of host class ``device_alloc``).
     """
 
     rank: int
@@ -136,6 +142,7 @@ class RankGraph:
     backend: str = "cuda"
     replays: bool = False
     event_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    freeing: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -183,7 +190,9 @@ def rank_graph(trace: Trace) -> RankGraph:
     rows = launch_rows(trace) if k else np.zeros(0, np.int64)
     host = trace.host_events
     cls = host_classes(trace) if len(host) else np.zeros(0, np.int8)
-    sync_rows = np.flatnonzero((cls == EVENT_CAUSES.index("sync")) & runtime_calls(trace)) if len(host) else np.zeros(0, np.int64)
+    h_codes, h_names = host_name_codes(trace) if len(host) else (np.zeros(0, np.int64), [])
+    frees = np.array([n in FREE_CALLS for n in h_names] + [False], bool)[h_codes] if len(host) else np.zeros(0, bool)
+    sync_rows = np.flatnonzero(((cls == EVENT_CAUSES.index("sync")) | frees) & runtime_calls(trace)) if len(host) else np.zeros(0, np.int64)
     real = iv.distinct(np.concatenate([rows[rows >= 0], sync_rows])).astype(np.int64)
     steps = step_windows(trace)
     step_t = steps["start_ns"].to_numpy(np.int64)  # each step's start is an anchor too: host time from it is counted
@@ -275,7 +284,6 @@ def rank_graph(trace: Trace) -> RankGraph:
         syncs = np.flatnonzero(is_sync)
         target[syncs] = tgt
         # a device-wide sync that waited returns after every stream's work launched before it, not only the last
-        h_codes, h_names = host_name_codes(trace)
         wide = np.array([DEVICE_WIDE.search(n) is not None for n in h_names] + [False], bool)[h_codes[np.maximum(anchor_rows[is_sync], 0)]]
         for cand in per_lane:
             more = wide & waited & (cand >= 0) & (cand != tgt)
@@ -322,7 +330,8 @@ def rank_graph(trace: Trace) -> RankGraph:
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
                      _id_density(trace), lane_names, trace.rank is not None, np.concatenate(also_a), np.concatenate(also_k),
-                     len(trace.python_events), trace.backend, replays_graphs(trace), o.astype(np.int64) if k else np.zeros(0, np.int64))
+                     len(trace.python_events), trace.backend, replays_graphs(trace), o.astype(np.int64) if k else np.zeros(0, np.int64),
+                     np.isin(anchor_rows, np.flatnonzero(frees)) & (anchor_rows >= 0) if len(host) else np.zeros(a, bool))
 
 
 def waited_for_rows(trace: Trace) -> np.ndarray:

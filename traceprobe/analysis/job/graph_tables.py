@@ -31,9 +31,13 @@ _ARRAYS = ("t", "h", "class_ns", "target", "ret", "lane", "start", "end", "d", "
            "pre_dur", "pageable", "blocking", "comm", "bind", "also_anchor", "also_op")
 
 
+_OPTIONAL = ("freeing",)
+"""Arrays a packed graph may lack (written by an older traceprobe): read as all False, one per anchor."""
+
+
 def graph_blob(g: RankGraph) -> str:
     """``g`` as one base64 string (module docstring)."""
-    arrays = {k: np.asarray(getattr(g, k)) for k in _ARRAYS if k != "end"}
+    arrays = {k: np.asarray(getattr(g, k)) for k in (*_ARRAYS, *_OPTIONAL) if k != "end"}
     arrays["t"], arrays["start"] = np.diff(g.t, prepend=0), np.diff(g.start, prepend=0)  # (small numbers deflate well)
     arrays |= {"names": np.array(g.names, dtype=str), "lane_names": np.array(g.lane_names, dtype=str),
                "class_top": np.array(g.class_top, dtype=str),
@@ -79,4 +83,5 @@ def graph_from_blob(blob: str) -> RankGraph:
     return RankGraph(rank=int(meta[0]), names=names, lane_names=lanes, class_top=tuple(str(x) for x in a["class_top"]),
                      steps=steps, id_density=float(a["id_density"][0]), ranked=bool(meta[1]),
                      stack_frames=int(meta[2]) if meta.size > 2 else 0, replays=bool(meta[3]) if meta.size > 3 else False,
-                     backend=str(a["backend"][0]) if "backend" in a and a["backend"].size else "cuda", **{k: a[k] for k in _ARRAYS})
+                     backend=str(a["backend"][0]) if "backend" in a and a["backend"].size else "cuda", **{k: a[k] for k in _ARRAYS},
+                     freeing=a["freeing"].astype(bool) if "freeing" in a and a["freeing"].size == n_a else np.zeros(n_a, bool))
