@@ -433,7 +433,7 @@ def test_a_device_free_drains_the_queue_and_its_what_if_takes_the_drain_away(tmp
     for j in range(10):
         b.launch((5_100 + 500 * j) * us, "kernel", 0, 7, (5_120 + 500 * j) * us, 100 * us, name="k")
     g = rank_graph(load_trace(b.write(tmp_path / "free.pt.trace.json")))
-    assert g.freeing.sum() == 1
+    assert (g.freeing >= 0).sum() == 1
     df = what_if([g])
     row = df[df["cause"] == "device_alloc"].iloc[0]
     assert (row["removed_ns"], row["gain_ns"]) == (5_000 * us, 9_720 * us - 6_050 * us), df  # (the free's 4,960 µs and the malloc's 40)

@@ -13,7 +13,7 @@ rank, :mod:`.dependency_graph`), each step back follows the edge that bound the 
   or ``warmup`` for a first call's launch that loads code);
 - an op bound by another stream's work: the gap (``dependency``), then that work;
 - the host: back to the last sync that returned when its device work ended (``sync``: that work's end to the
-  call's return, then that work; ``device_alloc`` for a device free, :data:`.dependency_graph.FREE_CALLS`), its time by
+  call's return, then that work; for a device free, :data:`.dependency_graph.FREE_CALLS`, its host class), its time by
   host class (:data:`.dependency_graph.HOST_CLASSES`);
 - work with no binding edge in the trace (its first op, launched before the trace) ends the walk.
 
@@ -95,7 +95,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     target = job.target
     binding_sync = (target >= 0) & (t_all > prev_t + h_all)
     sync_idx = np.flatnonzero(binding_sync)
-    frees = np.concatenate([g.freeing if g.freeing.size == g.t.size else np.zeros(g.t.size, bool) for g in graphs])
+    frees = np.concatenate([g.freeing if g.freeing.size == g.t.size else np.full(g.t.size, -1, np.int8) for g in graphs])
     cls_cum = np.concatenate([np.cumsum(g.class_ns, axis=1) for g in graphs], axis=1)
     d_cum = np.cumsum(np.concatenate([g.d for g in graphs]))
 
@@ -109,7 +109,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
         if j == i and binding_sync[i]:  # (a sync that returned when its work ended)
             tg = int(target[i])
             lo_t = min(int(ends[tg]), int(t_all[i]))  # (a pageable copy's call may return before its copy ends)
-            cause = "device_alloc" if frees[i] else "sync"  # (a device free's wait is its allocation's)
+            cause = HOST_CLASSES[int(frees[i])] if frees[i] >= 0 else "sync"  # (a device free's wait is its class's)
             rows.append((g.rank, "host", cause, g.class_top[HOST_CLASSES.index(cause)], lo_t, int(t_all[i]), int(t_all[i]) - lo_t))
             return ("dev", tg)
         before = cls_cum[:, j] if j > lo or binding_sync[j] else np.zeros(len(HOST_CLASSES), np.int64)

@@ -64,7 +64,8 @@ DEVICE_WIDE = re.compile(r"DeviceSynchronize|CtxSynchronize|^cudaFree$|^cuMemFre
 FREE_CALLS = frozenset({"cudaFree", "cuMemFree", "cuMemFree_v2", "hipFree"})
 """Device frees, which synchronize the device before they return (the CUDA runtime's implicit synchronization of
 ``cudaFree``; what ``torch.cuda.empty_cache()`` calls): a sync edge in the graph, of host class ``device_alloc``; the
-what-if of device allocation drops their waits with their host time (:data:`RankGraph.freeing`)."""
+what-if of its host class (``device_alloc``; ``slow_call`` or ``warmup`` for a first or slow one) drops its wait with its
+host time (:data:`RankGraph.freeing`): the call goes, and the drain with it."""
 
 DEPENDENCY_SLACK_NS = 20_000
 """An op that starts more than this after both its stream's previous work and its launch call waited on something
@@ -105,7 +106,8 @@ class RankGraph:
         backend: the trace's device runtime (:attr:`traceprobe.reading.Trace.backend`); ``replays``: whether the trace
             replays device graphs (:func:`.graph_capture.replays_graphs`): the advice on launch-bound time depends on it.
         event_rows: (K,) each op's row of the trace's ``device_events`` (int64; empty in a graph read from a summary).
-        freeing: (A,) anchors that are device frees (:data:`FREE_CALLS`: syncs of host class ``device_alloc``).
+        freeing: (A,) per anchor that is a device free (:data:`FREE_CALLS`), its host class (int8 index into
+            :data:`HOST_CLASSES`); -1 for every other anchor.
     """
 
     rank: int
@@ -142,7 +144,7 @@ class RankGraph:
     backend: str = "cuda"
     replays: bool = False
     event_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    freeing: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    freeing: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
 
 
 def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
@@ -289,8 +291,9 @@ def rank_graph(trace: Trace) -> RankGraph:
             more = wide & waited & (cand >= 0) & (cand != tgt)
             also_a.append(syncs[more])
             also_k.append(cand[more])
-        ret[syncs] = np.where(waited, t[is_sync] - end[np.maximum(tgt, 0)], np.minimum(t[is_sync] - h_start[is_sync],
-                                                                                        t[is_sync] - end[np.maximum(tgt, 0)]))
+        freeing_call = frees[np.maximum(anchor_rows[is_sync], 0)]  # (a free that did not wait: its time is its own work)
+        ret[syncs] = np.where(waited, t[is_sync] - end[np.maximum(tgt, 0)], np.where(freeing_call, 0, np.minimum(
+            t[is_sync] - h_start[is_sync], t[is_sync] - end[np.maximum(tgt, 0)])))
         waited_sync[syncs[waited]] = True
     # a copy that the host call waits for (from or to pageable memory, or a synchronous cudaMemcpy; it started before
     # the call returned): the call returns when its copy ends (less the trace's lag, which may be negative: a pageable
@@ -331,7 +334,14 @@ def rank_graph(trace: Trace) -> RankGraph:
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
                      _id_density(trace), lane_names, trace.rank is not None, np.concatenate(also_a), np.concatenate(also_k),
                      len(trace.python_events), trace.backend, replays_graphs(trace), o.astype(np.int64) if k else np.zeros(0, np.int64),
-                     np.isin(anchor_rows, np.flatnonzero(frees)) & (anchor_rows >= 0) if len(host) else np.zeros(a, bool))
+                     _free_classes(anchor_rows, frees, cls) if len(host) else np.full(a, -1, np.int8))
+
+
+def _free_classes(anchor_rows: np.ndarray, frees: np.ndarray, cls: np.ndarray) -> np.ndarray:
+    """Per anchor: its host class (index into :data:`HOST_CLASSES`, int8) where its call is a device free, else -1."""
+    row = np.maximum(anchor_rows, 0)
+    free = (anchor_rows >= 0) & frees[row] & (cls[row] >= 0)
+    return np.where(free, cls[row].astype(np.int64) + 1, -1).astype(np.int8)  # (EVENT_CAUSES is HOST_CLASSES[1:-1])
 
 
 def waited_for_rows(trace: Trace) -> np.ndarray:

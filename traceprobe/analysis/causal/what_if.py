@@ -273,9 +273,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     floor = max(min_ns, 0)
     cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
     waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
-    freeing = [g.freeing if g.freeing.size == g.t.size else np.zeros(g.t.size, bool) for g in graphs]
-    frees_all = np.concatenate(freeing)  # (device frees: their waits are device allocation's, not the syncs')
-    alloc = HOST_CLASSES.index("device_alloc")
+    freeing = [g.freeing if g.freeing.size == g.t.size else np.full(g.t.size, -1, np.int8) for g in graphs]
+    free_cls = np.concatenate(freeing)  # (device frees: their waits go with their host class, not the syncs')
     pageable = np.concatenate([g.pageable for g in graphs])
     rows: list[tuple] = []
     start0, end0 = np.concatenate([g.start for g in graphs]), np.concatenate([g.end for g in graphs])
@@ -300,22 +299,22 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     for c, cause in enumerate(HOST_CLASSES):
         if c == sync:
             continue  # (told with the syncs' waits, below)
-        held_ns = [g.class_ns[c] + (np.where(f, w, 0) if c == alloc else 0) for g, f, w in zip(graphs, freeing, waits)]
+        held_ns = [g.class_ns[c] + np.where(f == c, w, 0) for g, f, w in zip(graphs, freeing, waits)]
         holding = [i for i, x in enumerate(held_ns) if x.sum() > floor]
         for ranks in _replays(holding, only):
             on = np.isin(job.a_rank, ranks)
             top = max(ranks, key=lambda i: held_ns[i].sum())
-            drop = on & frees_all & (job.target >= 0) if c == alloc else no_sync  # (a free's wait goes with it)
+            drop = on & (free_cls == c) & (job.target >= 0)  # (a free's wait goes with it)
             add(ranks, cause, [int(held_ns[i].sum()) for i in ranks], graphs[top].class_top[c],
                 h0 - np.where(on, cls_all[c], 0), job.d, drop, [steps_with(graphs[i], held_ns[i], floor) for i in ranks],
                 sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
-    waits = [np.where(f, 0, w) + g.class_ns[sync] for w, f, g in zip(waits, freeing, graphs)]  # a sync's wait and its host time
+    waits = [np.where(f >= 0, 0, w) + g.class_ns[sync] for w, f, g in zip(waits, freeing, graphs)]  # a sync's wait and its host time
     holding = [i for i, w in enumerate(waits) if w.sum() > floor]
     for ranks in _replays(holding, only):
         on = np.isin(job.a_rank, ranks)
         most = max(ranks, key=lambda i: waits[i].sum())
         add(ranks, "sync", [int(waits[i].sum()) for i in ranks], _sync_top(graphs[most], waits[most]),
-            h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & ~frees_all,
+            h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0),
             [steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
     holding = [i for i, n in enumerate(copies) if n > floor]

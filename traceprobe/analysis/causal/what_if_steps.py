@@ -78,4 +78,5 @@ def first_calls_merged(g: RankGraph, n_steps: int, floor: int) -> RankGraph:
     top = list(g.class_top)
     top[w] = top[s] if int(held.sum()) > int(g.class_ns[w].sum()) else top[w]
     top[s] = ""
-    return replace(g, class_ns=cls, class_top=tuple(top))
+    freeing = np.where(g.freeing == s, w, g.freeing).astype(np.int8)  # (a one-time slow free is a first call's too)
+    return replace(g, class_ns=cls, class_top=tuple(top), freeing=freeing)

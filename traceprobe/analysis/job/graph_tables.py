@@ -32,7 +32,7 @@ _ARRAYS = ("t", "h", "class_ns", "target", "ret", "lane", "start", "end", "d", "
 
 
 _OPTIONAL = ("freeing",)
-"""Arrays a packed graph may lack (written by an older traceprobe): read as all False, one per anchor."""
+"""Arrays a packed graph may lack (written by an older traceprobe): read as -1 (no device free), one per anchor."""
 
 
 def graph_blob(g: RankGraph) -> str:
@@ -84,4 +84,4 @@ def graph_from_blob(blob: str) -> RankGraph:
                      steps=steps, id_density=float(a["id_density"][0]), ranked=bool(meta[1]),
                      stack_frames=int(meta[2]) if meta.size > 2 else 0, replays=bool(meta[3]) if meta.size > 3 else False,
                      backend=str(a["backend"][0]) if "backend" in a and a["backend"].size else "cuda", **{k: a[k] for k in _ARRAYS},
-                     freeing=a["freeing"].astype(bool) if "freeing" in a and a["freeing"].size == n_a else np.zeros(n_a, bool))
+                     freeing=a["freeing"].astype(np.int8) if "freeing" in a and a["freeing"].size == n_a else np.full(n_a, -1, np.int8))
