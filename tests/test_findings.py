@@ -55,10 +55,10 @@ def test_launch_bound_sync_and_stream_wait(op, replays):
     )
     f = findings(tr)
     got = {(r.kind, r.subject): r.headroom_ns for r in f.itertuples()}
-    assert got == {("idle_launch", "cuda:0"): 20, ("stream_wait", "cuda:0"): 10, ("idle_sync", "cuda:0"): 20}
+    assert got == {("idle_launch", "cuda:0"): 20, ("queued_wait", "cuda:0"): 10, ("idle_sync", "cuda:0"): 20}
     labels = dict(zip(f["kind"], f["label"]))
-    assert labels["stream_wait"] == "queued wait 0.0 ms"  # (no other stream's work bound it: the trace does not show what)
-    assert "stream 9" in f.set_index("kind").loc["stream_wait", "text"]
+    assert labels["queued_wait"] == "queued wait 0.0 ms"  # (no other stream's work bound it: the trace does not show what)
+    assert "stream 9" in f.set_index("kind").loc["queued_wait", "text"]
     launch = f.set_index("kind").loc["idle_launch", "text"]
     assert op in launch and "CUDA graphs" in launch
     # a compiled region is told to capture its kernels in graphs, not to compile; one that replays graphs already, what is left
@@ -91,10 +91,10 @@ def test_a_dependency_wait_says_when_the_trace_does_not_show_what_it_waited_for(
     [100, 400), the producer may be there, and the advice is to start it earlier."""
     host = [("cuda_runtime", "cudaLaunchKernel", 0, 1, 1), ("cuda_runtime", "cudaLaunchKernel", 5, 6, 2)]
     alone = findings(make_trace([(0, 7, "compute", 0, 100, 1), (0, 7, "compute", 400, 500, 2)], host), min_share=0)
-    wait = alone[alone["kind"] == "stream_wait"].iloc[0]
+    wait = alone[alone["kind"] == "queued_wait"].iloc[0]  # (queued: no edge of the graph binds B, 300 ns apart)
     assert wait["headroom_ns"] == 300 and "the trace does not show what it waited for" in wait["text"]
     host.append(("cuda_runtime", "cudaLaunchKernel", 7, 8, 3))
     beside = findings(make_trace([(0, 7, "compute", 0, 100, 1), (0, 7, "compute", 400, 500, 2), (1, 7, "compute", 100, 400, 3)],
                                  host), min_share=0)
-    wait = beside[(beside["kind"] == "stream_wait") & (beside["device"] == 0)].iloc[0]
+    wait = beside[(beside["kind"] == "queued_wait") & (beside["device"] == 0)].iloc[0]
     assert "start the producer earlier" in wait["text"] and "does not show" not in wait["text"]

@@ -71,7 +71,8 @@ DO_KIND = {
     "pageable_copy": DO_CAUSE["pageable_copy"],
     "imbalance": DO_CAUSE["imbalance"],
     "idle_host": DO_CAUSE["host"],
-    "stream_wait": "find what the queued work waits for; start it earlier",
+    "stream_wait": "start the work it waits for earlier, or break the dependency",
+    "queued_wait": "find what the queued work waits for: record its producer too",
     "cross_device": "balance the work across devices, or run them at once",
 }
 """The action of each finding kind (:mod:`traceprobe.analysis.advice.findings`), shortened from its advice."""

@@ -43,7 +43,7 @@ PART_WORDS = {"compute": "compute", "other_busy": "other device work", "launch":
 """A straggler's cause (:data:`traceprobe.analysis.job.collectives.PRE_PARTS`: compute, other device work, an idle cause) in words."""
 PART_ACTIONS = {**DO_CAUSE, "compute": "balance the work across ranks (data, experts or stages)",
                 "other_busy": "balance the device work across ranks", "launch": DO_CAUSE["dispatch"],
-                "dependency": DO_KIND["stream_wait"], "queued": DO_KIND["stream_wait"]}
+                "dependency": DO_KIND["stream_wait"], "queued": DO_KIND["queued_wait"]}
 """The action a straggler's cause (:data:`traceprobe.analysis.job.collectives.PRE_PARTS`) calls for."""
 
 

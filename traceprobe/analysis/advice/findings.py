@@ -20,8 +20,10 @@ from the interval sets of :mod:`.breakdown` and :mod:`.idle_causes`:
 - one kind per idle cause of :mod:`.idle_causes`: ``idle_graph_capture``, ``idle_sync``,
   ``idle_warmup``, ``idle_pinned_alloc``, ``idle_device_alloc``, ``idle_other_rank``,
   ``idle_data_loading``, ``idle_optimizer``, ``idle_launch`` (launch-bound), ``idle_cpu_op`` (CPU ops
-  that launch nothing), ``idle_host`` (host outside any op) and ``stream_wait`` (queued work waited on
-  a dependency); the idle time of each span is the cause's span.
+  that launch nothing), ``idle_host`` (host outside any op), ``stream_wait`` (queued work waited for
+  another stream's work, the dependency graph's edge: idle cause ``dependency``) and ``queued_wait`` (queued work
+  waited on something the trace does not show: idle cause ``queued``); the idle time of each span is the cause's
+  span.
 - ``cross_device``: the device idle (for a cause not claimed above) while
   another device of the trace was busy.
 
@@ -71,7 +73,7 @@ IDLE_KINDS = {
     "graph_capture": "idle_graph_capture", "sync": "idle_sync", "compile": "idle_compile", "slow_call": "idle_slow_call",
     "warmup": "idle_warmup", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
     "data_loading": "idle_data_loading", "optimizer": "idle_optimizer", "launch": "idle_launch", "cpu_op": "idle_cpu_op", "host": "idle_host",
-    "dependency": "stream_wait", "queued": "stream_wait",
+    "dependency": "stream_wait", "queued": "queued_wait",
 }
 """Finding kind of each idle cause of :mod:`.idle_causes` (``unattributed`` idle is no finding)."""
 

@@ -14,7 +14,7 @@ window together), the replay answers the same question with the job's dependenci
   (the idle time is still in the idle-cause table, measured);
 - the straggler's cause is its ``straggler`` finding (:func:`.causes.with_causes`), not listed twice;
 - the findings that no replay stands for keep their span: exposed copies, the pipeline bubble, the exposed wait and
-  transfer, dependency waits (``stream_wait``) and ``cross_device``; under the window's noise floor they are dropped
+  transfer, dependency waits (``stream_wait``, ``queued_wait``) and ``cross_device``; under the window's noise floor they are dropped
   too, as a what-if is (one floor for every finding of a replayed window: 1% of it and 0.5 ms a step).
 
 Rows keep the what-if table's order among themselves (a sync before the host work it exposed,
