@@ -6,7 +6,9 @@ the collectives matched across ranks (:func:`.collectives.match_window`):
 - *wait* of a rank in a collective: from its kernel's start to the last rank's
   arrival (the latest start), clipped to the kernel: min(end, latest start) -
   start. The rest of the kernel is *transfer*. The wait is charged to the *late
-  rank* (the one that started last). TraceLens's NCCL analyser and NCCL's own
+  rank* (the one that started last). It is computed once, by
+  :func:`..causal.contention.wait_spans` (in :func:`.collectives.match_window`), the function the dependency
+  graph's replay reads: the part of a member's kernel before the critical path crosses into the late rank. TraceLens's NCCL analyser and NCCL's own
   docs call the same split "skew" and "time".
 - *exposed wait* of rank r for late rank L: the part of r's exposed collective
   communication ((M \\ M_p2p) \\ C, :func:`.findings.exposed_collective_spans`)

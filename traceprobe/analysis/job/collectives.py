@@ -63,6 +63,7 @@ import numpy as np
 import pandas as pd
 
 from ...reading import Trace
+from ..causal.contention import last_arrivals, wait_spans
 from ..device.busy import comm_mask, per_value
 from ..host.launch_links import launch_rows
 from ..memo import device_column
@@ -346,14 +347,21 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
         k.loc[shared, "pg"] = k.loc[shared, "pg"] + "[" + k.loc[shared, "pg_ranks"] + "]"
     key = ["pg", "seq"]
     grp = k.groupby(key, sort=True)
-    last_start = grp["start_ns"].transform("max").to_numpy(np.int64)
     start, end = k["start_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
     k["duration_ns"] = end - start
-    k["wait_ns"] = np.maximum(np.minimum(end, last_start) - start, 0)
+    # each member's wait for the last arrival: the definition the dependency graph's crossings and the replay read
+    # (.contention.wait_spans); members listed in reverse, so that of equal starts the first row is the last arrival
+    gid = pd.MultiIndex.from_arrays([k["pg"], k["seq"]]).factorize()[0].astype(np.int64)
+    rev = np.arange(len(k), dtype=np.int64)[::-1]
+    op, lo, hi, _ = wait_spans(start, end, k["rank"].to_numpy(np.int64), rev, gid[rev])
+    wait = np.zeros(len(k), np.int64)
+    wait[op] = np.maximum(hi - lo, 0)
+    k["wait_ns"] = wait
+    last_op = last_arrivals(start, rev, gid[rev])
     per = grp.agg(collective=("collective", "first"), bytes=("bytes", "max"), ranks=("rank", "size"),
                   first_start=("start_ns", "min"), last_start=("start_ns", "max"), first_end=("end_ns", "min"),
                   last_end=("end_ns", "max"), wait=("wait_ns", "sum")).reset_index()
-    last_rank = k.loc[grp["start_ns"].idxmax().to_numpy(), ["pg", "seq", "rank"]].rename(columns={"rank": "last_rank"})
+    last_rank = k.iloc[last_op][["pg", "seq", "rank"]].rename(columns={"rank": "last_rank"})
     per = per.merge(last_rank, on=key)
     per["skew_ns"] = per["last_start"] - per["first_start"]
     per["time_ns"] = per["last_end"] - per["last_start"]
