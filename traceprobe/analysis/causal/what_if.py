@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
-from .contention import charged_wait, slowdowns, wait_spans
+from .contention import charged_wait, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_device_work, kernel_codes
 from .what_if_order import COLUMNS, ordered
@@ -109,8 +109,8 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
             grp.append(gid[sel][hit])
         if ops:
             mem_op, mem_group = cat(ops).astype(np.int64), cat(grp).astype(np.int64)
-        last = np.full(int(gid.max(initial=-1)) + 1, NEG, np.int64)
-        np.maximum.at(last, mem_group, start[mem_op])
+        last_op = last_arrivals(start, mem_op, mem_group)  # (each instance's last arrival, as the waits read it)
+        last = np.where(last_op >= 0, start[np.maximum(last_op, 0)], NEG)
         bound = np.full(d.size, NEG, np.int64)
         np.maximum.at(bound, mem_op, last[mem_group])
         m = bound > NEG
