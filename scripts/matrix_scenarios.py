@@ -237,6 +237,15 @@ def _mean(xs) -> float:
     return sum(xs) / len(xs)
 
 
+def _profile_steps(run: Run, step: Callable[[], object]) -> None:
+    """``step()`` :data:`STEPS` times under the profiler (one profiler step each), then the device synchronized."""
+    with _profile(run.out, run.rank, run.cuda) as prof:
+        for _ in range(STEPS):
+            step()
+            prof.step()
+    run.sync()
+
+
 def _write(out: Path, facts: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "injected.json").write_text(json.dumps(facts, indent=2) + "\n")
@@ -490,10 +499,7 @@ def ddp_item(run: Run) -> None:
         run.sync()  # (the step's end, for the clock; in both variants)
         return (time.perf_counter() - t0) * 1e3
 
-    with _profile(run.out, run.rank, run.cuda) as prof:
-        for _ in range(STEPS):
-            step()
-            prof.step()
+    _profile_steps(run, step)
 
     def with_syncs(on: bool):
         def go() -> None:
@@ -552,11 +558,7 @@ def item_log(run: Run, family: str) -> None:
         if log and late:
             logged.append(loss.item())
 
-    with _profile(run.out, run.rank, run.cuda) as prof:
-        for _ in range(STEPS):
-            step()
-            prof.step()
-    run.sync()
+    _profile_steps(run, step)
     ms = _blocks(run, {"log": step, "no_log": lambda: step(log=False), "log_no_prep": lambda: step(prep=False)})
     if late:
         parallelism = {"ddp": "ddp", "fsdp": "fsdp2", "mesh": "2d-tp-dp"}[family]
@@ -593,11 +595,7 @@ def amp_scaler(run: Run) -> None:
             opt.step()
         opt.zero_grad(set_to_none=True)
 
-    with _profile(run.out, run.rank, run.cuda) as prof:
-        for _ in range(STEPS):
-            step()
-            prof.step()
-    run.sync()
+    _profile_steps(run, step)
     ms = _blocks(run, {"scaled": step, "unscaled": lambda: step(scaled=False), "scaled_no_prep": lambda: step(prep=False)})
     if run.rank == 0:
         _write(run.out, run.facts("ddp", None, f"GradScaler.step's found-inf read (a sync) each step, every rank; every rank prepares its "
@@ -626,11 +624,7 @@ def empty_cache(run: Run) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    with _profile(run.out, run.rank, run.cuda) as prof:
-        for _ in range(STEPS):
-            step()
-            prof.step()
-    run.sync()
+    _profile_steps(run, step)
     ms = _blocks(run, {"alloc": step, "no_alloc": lambda: step(alloc=False)})
     held[0] = None
     if late:

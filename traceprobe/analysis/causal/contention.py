@@ -78,8 +78,7 @@ def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarra
             sel = (charged == i) & (w_rank == r)
             ops = np.flatnonzero(compute & (k_rank == r))
             # per name, the median of rank i's shortest kernels, as many as rank r ran (all of them where fewer)
-            n_i = np.bincount(code[mine], minlength=n_codes)
-            take = np.minimum(n_i, np.bincount(code[ops], minlength=n_codes))
+            take = np.bincount(code[ops], minlength=n_codes)
             kept = mine[np.arange(mine.size) - first[code[mine]] < take[code[mine]]]
             grouped = pd.Series(d[kept]).groupby(code[kept])
             med, size = grouped.median(), grouped.size()

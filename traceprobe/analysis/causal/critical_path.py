@@ -95,7 +95,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     target = job.target
     binding_sync = (target >= 0) & (t_all > prev_t + h_all)
     sync_idx = np.flatnonzero(binding_sync)
-    frees = np.concatenate([g.freeing if g.freeing.size == g.t.size else np.full(g.t.size, -1, np.int8) for g in graphs])
+    frees = np.concatenate([g.freeing for g in graphs])
     cls_cum = np.concatenate([np.cumsum(g.class_ns, axis=1) for g in graphs], axis=1)
     d_cum = np.cumsum(np.concatenate([g.d for g in graphs]))
 

@@ -273,7 +273,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     floor = max(min_ns, 0)
     cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
     waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
-    freeing = [g.freeing if g.freeing.size == g.t.size else np.full(g.t.size, -1, np.int8) for g in graphs]
+    freeing = [g.freeing for g in graphs]
     free_cls = np.concatenate(freeing)  # (device frees: their waits go with their host class, not the syncs')
     pageable = np.concatenate([g.pageable for g in graphs])
     rows: list[tuple] = []

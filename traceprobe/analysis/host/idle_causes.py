@@ -158,7 +158,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     cls = host_classes(trace)
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
     capturing, setup = graph_intervals(trace), setup_span(trace)
-    waited_for, names = waited_for_rows(trace), trace.device_events["name"].astype(str).to_numpy()
+    waited_for = waited_for_rows(trace)
     dispatch = dispatching(trace)
     out = []
     held: dict[tuple[int, int], Intervals] = {}
@@ -214,7 +214,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             queued = iv.union(q_lo[q_prod < 0], q_hi[q_prod < 0])
             spans["queued"] = queued
             if (q_prod >= 0).any():  # (named by the producer's kernel holding the most of it)
-                codes, uniq = pd.factorize(names[q_prod[q_prod >= 0]])
+                codes, uniq = pd.factorize(trace.device_events["name"].iloc[q_prod[q_prod >= 0]].astype(str).to_numpy())
                 held_by_name = np.bincount(codes, weights=(q_hi - q_lo)[q_prod >= 0].astype(np.float64))
                 top["dependency"] = str(uniq[int(np.argmax(held_by_name))])
             launching = iv.union(call_end[has & ~before], latency_end[has & ~before])
