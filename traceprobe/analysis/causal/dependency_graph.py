@@ -36,11 +36,11 @@ import pandas as pd
 from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import comm_mask, host_name_codes, host_thread_codes, pageable_copies, runtime_calls
-from ..host.graph_capture import graph_intervals, replays_graphs
-from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, dispatching, host_classes, top_name
+from ..host.graph_capture import replays_graphs
+from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, class_spans, host_classes, top_name
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
-from ..host.warmup import compile_holders, setup_span
+from ..host.warmup import compile_holders
 from ..memo import device_column, host_column, per_trace
 from .event_waits import event_sync_targets, stream_waits
 
@@ -145,33 +145,6 @@ class RankGraph:
     replays: bool = False
     event_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     freeing: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
-
-
-def _exclusive_spans(trace: Trace, threads: np.ndarray) -> list[iv.Intervals]:
-    """Per host class but ``host``, its time on the launching threads, not held by an earlier class."""
-    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
-    thread = host_thread_codes(trace)
-    on = np.isin(thread, threads)
-    cls = host_classes(trace)
-    runtime = runtime_calls(trace)
-    op = on & (cls == EVENT_CAUSES.index("launch")) & ~runtime
-    holds = dispatching(trace)  # (an op with a launch call inside it on its thread)
-    launching_threads = set(threads.tolist())
-    graph = [g for t, g in graph_intervals(trace).items() if t in launching_threads]
-
-    def span(m: np.ndarray) -> iv.Intervals:
-        return iv.union(start[m & on], end[m & on])
-
-    raw = [iv.coverage_at_least(graph, 1) if graph else iv.empty(), span(cls == EVENT_CAUSES.index("sync")),
-           span(cls == EVENT_CAUSES.index("compile")), span(cls == EVENT_CAUSES.index("slow_call")),
-           iv.coverage_at_least([span(cls == EVENT_CAUSES.index("warmup")), setup_span(trace)], 1)]
-    raw += [span(cls == EVENT_CAUSES.index(c)) for c in HOST_CLASSES[5:10]]
-    raw += [span((op & holds) | (runtime & (cls == EVENT_CAUSES.index("launch")))), span(op & ~holds)]
-    out, taken = [], iv.empty()
-    for s in raw:
-        out.append(iv.subtract(s, taken))
-        taken = iv.coverage_at_least([taken, s], 1)
-    return out
 
 
 def _id_density(trace: Trace) -> float:
@@ -311,7 +284,7 @@ def rank_graph(trace: Trace) -> RankGraph:
     h[:1] = 0
     pre_dur = prev_t + h - h_start  # (the launch call's time before the point it waits from, or its whole time)
     threads = iv.distinct(host_thread_codes(trace)[real]) if real.size else np.zeros(0, np.int64)
-    spans = _exclusive_spans(trace, threads) if a else [iv.empty()] * (len(HOST_CLASSES) - 1)
+    spans = class_spans(trace, tuple(threads.tolist())) if a else [iv.empty()] * (len(HOST_CLASSES) - 1)
     class_ns = np.zeros((len(HOST_CLASSES), a), np.int64)
     for c, s in enumerate(spans):
         class_ns[c] = iv.measure(s, prev_t, prev_t + h)

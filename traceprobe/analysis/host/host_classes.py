@@ -12,8 +12,9 @@ from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import host_name_codes, host_thread_codes, per_value, runtime_calls
 from ..memo import host_column, per_trace
+from .graph_capture import graph_intervals
 from .launch_links import launch_rows
-from .warmup import compile_holders, compile_phases, first_calls, slow_calls
+from .warmup import compile_holders, compile_phases, first_calls, setup_span, slow_calls
 
 CAUSES = ("graph_capture", "sync", "compile", "slow_call", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading",
           "optimizer", "launch", "cpu_op", "host", "dependency", "queued", "unattributed")
@@ -138,3 +139,42 @@ def top_name(trace: Trace, rows: np.ndarray, span: iv.Intervals) -> str:
         return ""
     total = np.bincount(c[ok], weights=over[hit][ok].astype(np.float64), minlength=len(names))
     return names[int(np.argmax(total))]
+
+
+@per_trace
+def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, ...]:
+    """Where the host threads ``threads`` (codes of :func:`.busy.host_thread_codes`) were in each host class, each
+    nanosecond given to the first class of :data:`HOST_CAUSES` that holds it: the one classification the idle causes'
+    host part and the dependency graph's host time per anchor read (computed once per trace and thread set).
+
+    The classes, in order: ``graph_capture`` (inside a stream capture or a graph call, :func:`.graph_capture.graph_intervals`);
+    ``sync`` to ``optimizer`` (inside a host event of that class, :func:`host_classes`; ``warmup`` also holds the set-up
+    before a first compile outside any op, :func:`.warmup.setup_span`); ``launch`` (inside an event that dispatches
+    device work, :func:`dispatching`); ``cpu_op`` (inside any other op). ``host`` is what none holds: it is left to the
+    caller, who knows the interval asked about.
+
+    Returns:
+        one normalised int64 ns interval set per class of ``HOST_CAUSES[:-1]``, disjoint.
+    """
+    host = trace.host_events
+    if host.empty or not threads:
+        return tuple(iv.empty() for _ in HOST_CAUSES[:-1])
+    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
+    on = np.isin(host_thread_codes(trace), np.asarray(threads, np.int64))
+    cls = host_classes(trace)
+
+    def span(m: np.ndarray) -> iv.Intervals:
+        return iv.union(start[m & on], end[m & on])
+
+    captured = [s for t, s in graph_intervals(trace).items() if t in threads]
+    raw = [iv.coverage_at_least(captured, 1) if captured else iv.empty()]
+    raw += [span(cls == k) for k in range(_LAUNCH)]
+    raw += [span(dispatching(trace)), span(cls >= 0)]  # (cpu_op: any op left)
+    setup = setup_span(trace)  # (outside any op, before a first compile: set-up, warm-up)
+    if setup[0].size:
+        raw[1 + _WARMUP] = iv.coverage_at_least([raw[1 + _WARMUP], iv.subtract(iv.subtract(setup, raw[0]), raw[-1])], 1)
+    out, taken = [], iv.empty()
+    for s in raw:
+        out.append(iv.subtract(s, taken))
+        taken = iv.coverage_at_least([taken, s], 1)
+    return tuple(out)

@@ -79,11 +79,11 @@ from ...reading import Trace
 from ..causal.dependency_graph import waited_for_rows
 from ..device.busy import host_thread_codes, occupied_intervals, runtime_calls
 from ..memo import device_column, host_column, per_trace
-from .graph_capture import captures, graph_calls, graph_intervals
-from .host_classes import CAUSES, EVENT_CAUSES, dispatching, host_classes, top_name
+from .graph_capture import captures, graph_calls
+from .host_classes import CAUSES, EVENT_CAUSES, HOST_CAUSES, class_spans, dispatching, host_classes, top_name
 from .launch_links import launch_rows
 from .python_frames import frame_holding, thread_labels
-from .warmup import compile_holders, setup_span
+from .warmup import compile_holders
 
 Intervals = iv.Intervals
 _COMPILE, _LAUNCH = EVENT_CAUSES.index("compile"), EVENT_CAUSES.index("launch")
@@ -157,20 +157,9 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
     thread = host_thread_codes(trace) if len(host) else np.zeros(0, np.int64)
     cls = host_classes(trace)
     runtime = runtime_calls(trace) if len(host) else np.zeros(0, bool)
-    capturing, setup = graph_intervals(trace), setup_span(trace)
     waited_for = waited_for_rows(trace)
     dispatch = dispatching(trace)
     out = []
-    held: dict[tuple[int, int], Intervals] = {}
-
-    def held_by(t: int, k: int) -> Intervals:
-        """Where thread ``t`` is inside a host event of class ``k`` (dispatching for ``launch``, any event left for
-        ``cpu_op``): once per trace, not per device."""
-        if (t, k) not in held:
-            m = (thread == t) & ((cls == k) if k < _LAUNCH else dispatch if k == _LAUNCH else (cls >= 0))
-            held[(t, k)] = iv.union(h_start[m], h_end[m])
-        return held[(t, k)]
-
     # each device's events of non-zero length, by one stable sort (not a mask over every event per device)
     valid = np.flatnonzero(end > start)
     by_dev = valid[np.argsort(dev[valid], kind="stable")]
@@ -223,19 +212,14 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 qlen = np.where(has, ge - split, 0)
                 q_stream = int(stream[nxt[int(np.argmax(qlen))]]) if qlen.max() > 0 else -1
             host_part_s, host_part_e, host_thread = gs[has], call_end[has], thread[lrow[has]] if thread.size else np.zeros(0, np.int64)
-            for t in iv.distinct(host_thread).tolist():
+            for t in iv.distinct(host_thread).tolist():  # (each nanosecond by the first class its launching thread was in)
                 sel = host_thread == t
                 remaining = iv.union(host_part_s[sel], host_part_e[sel])
-                part = iv.intersect(remaining, capturing.get(int(t), iv.empty()))
-                remaining = iv.subtract(remaining, part)
-                spans["graph_capture"] = iv.coverage_at_least([spans["graph_capture"], part], 1)
-                for k, cause in enumerate(EVENT_CAUSES):
-                    part = iv.intersect(remaining, held_by(int(t), k))
+                for cause, held in zip(HOST_CAUSES, class_spans(trace, (int(t),))):
+                    part = iv.intersect(remaining, held)
                     remaining = iv.subtract(remaining, part)
                     spans[cause] = iv.coverage_at_least([spans[cause], part], 1)
-                part = iv.intersect(remaining, setup)  # outside ops, before the first compile
-                spans["warmup"] = iv.coverage_at_least([spans["warmup"], part], 1)
-                spans["host"] = iv.coverage_at_least([spans["host"], iv.subtract(remaining, part)], 1)
+                spans["host"] = iv.coverage_at_least([spans["host"], remaining], 1)
             spans["launch"] = iv.coverage_at_least([spans["launch"], launching], 1)
             launched_by = iv.distinct(host_thread)
             threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)
