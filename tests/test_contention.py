@@ -115,3 +115,34 @@ def test_longer_kernels_lose_their_excess_in_proportion_and_extra_kernels_whole(
     (i, top, removed, d), = excess_device_work(graphs, k_rank, dur, 0, code, names, {1})
     assert (i, top, removed) == (1, "G", 9_500 * US)
     assert sorted(d[k_rank == 1].tolist()) == [0, 1_000 * US, 1_000 * US, 1_000 * US]
+
+
+def test_work_under_another_kernel_name_is_matched_by_its_place_between_collectives(tmp_path):
+    """SYNTHETIC: an expert layer between all-reduces, one stream. Rank 0's two expert GEMMs run as ``G128`` (1,000 µs
+    each); rank 1's (4x the tokens) run 4,000 µs each, the first under another tile's name ``G256``; a shared ``G128``
+    of 500 µs runs between the collectives on both. Rank 1's excess is 3,000 µs per expert GEMM: matched by segment
+    (the kernels between the same two collectives) it leaves 1,000 µs of each, the window ends at 2,900 µs instead of
+    8,900 and the gain is 6,000 µs. By kernel name alone ``G256`` would go whole and the rest be taken from both
+    ``G128`` in proportion, the shared one included: the gain would be 4,778 µs."""
+    graphs, tables = [], {}
+    for r in (0, 1):
+        b = TraceBuilder(f"SYNTHETIC rank {r}", rank=r, world_size=2)
+        b.step(1, 0, 20_000 * US)
+        expert = 4_000 if r else 1_000
+        b.launch(10 * US, "kernel", 0, 7, 100 * US, expert * US, name="G256" if r else "G128")
+        t = (100 + expert) * US
+        for i, (shared, end) in enumerate([(500, 4_200), (None, 4_800), (expert, 8_900)]):
+            ev = b.launch((20 + 20 * i) * US, "nccl", 0, 7, t, end * US - t)
+            ev["args"].update({"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000, "Group size": 2,
+                               "dtype": "Float", "Process Group Name": "0"})
+            t = end * US
+            if shared is not None:
+                b.launch((30 + 20 * i) * US, "kernel", 0, 7, t, shared * US, name="G128")
+                t += shared * US
+        trace = load_trace(b.write(tmp_path / f"r{r}.pt.trace.json"))
+        tables[r], graphs = collective_table(trace), graphs + [rank_graph(trace)]
+    w = match_window(tables)
+    assert w.matched == 3
+    df = what_if(graphs, window_instances(w))
+    row = df[(df["rank"] == 1) & (df["cause"] == "imbalance")].iloc[0]
+    assert (int(row["removed_ns"]), int(row["gain_ns"]), row["top"]) == (6_000 * US, 6_000 * US, "G128")

@@ -40,7 +40,7 @@ def test_job_speaks_in_names_and_units():
     first_total = next(i for i, x in enumerate(lines) if "in the window" in x or x.startswith("  trace window"))
     assert all("ms/step" not in x for x in lines[first_total:]) or "straggler" in out  # per step first, totals after
     assert ("straggler: rank 1 arrived last at its collectives; the others waited up to 15.0 ms/step; removing its extra device "
-            "work gives back 18.7 ms/step (the job replayed)") in out
+            "work gives back 19.8 ms/step (the job replayed)") in out
     assert "    do: balance the work across ranks (data, experts or stages) (rank 1)" in out
 
 

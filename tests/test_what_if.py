@@ -189,7 +189,7 @@ def _matrix(name: str):
 # into every rank (late_rank null) is named for every rank (-1).
 NAMED = {
     "mesh-compute": ("imbalance", 0.10), "mesh-sleep": ("host", 0.15), "ddp-pageable": ("pageable_copy", 0.10),
-    "ddp-new-shape": ("slow_call", 0.10), "ddp-recompile": ("compile", None), "ep-skew": ("imbalance", None),
+    "ddp-new-shape": ("slow_call", 0.10), "ddp-recompile": ("compile", None), "ep-skew": ("imbalance", 0.10),
     "ddp-compute": ("imbalance", 0.10), "fsdp-compute": ("imbalance", 0.10), "fsdp-sleep": ("host", None),
     "ddp-pinned-alloc": ("pinned_alloc", None), "ddp-device-alloc": ("device_alloc", None),
     "pp-compute": ("imbalance", None),

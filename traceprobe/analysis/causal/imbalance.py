@@ -18,6 +18,45 @@ def kernel_codes(graphs: list[RankGraph]) -> tuple[np.ndarray, list[str]]:
     return code, list(glob)
 
 
+SEGMENT_CELLS = 20_000_000
+"""Most cells (ranks x (segment, kernel name) pairs) :func:`segment_codes` keys by; past it the kernel name alone."""
+
+
+def segment_codes(graphs: list[RankGraph], code: np.ndarray, names: list[str],
+                  collective: np.ndarray | None) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """A code per device op of the ranks' graphs (concatenated) for its kernel name within its *segment*: the number of
+    the rank's collectives (``collective``, over the graphs' ops concatenated: members of matched collective instances,
+    not point-to-point transfers, whose two sides run different parts of the program) launched inside its steps before
+    the op's launch (program order: each rank of an SPMD job
+    launches the same collectives in the same order, so segment k is the same stretch of the program on every rank;
+    an op without a launch is segment -1). An expert given more tokens can run its GEMM under another kernel name
+    (cuBLAS picks another tile for the shape); within a segment, the kernels between the same two collectives stand
+    for the same work whatever their names.
+
+    Where the ranks launched different numbers of collectives inside their steps (pipeline stages, one-sided
+    transfers), or the pairs would pass :data:`SEGMENT_CELLS`, the kernel name alone: ``code`` and ``names``
+    (:func:`kernel_codes`) as given, all in one segment. Returns the codes (int64), each code's kernel name (names
+    repeat) and each code's segment (int64, 0 where one)."""
+    one = (code, names, np.zeros(len(names), np.int64))
+    if collective is None or not collective.any():
+        return one
+    seg = []
+    counts = set()
+    k_off = np.cumsum([0] + [g.start.size for g in graphs])
+    for i, g in enumerate(graphs):
+        at = np.where(g.anchor >= 0, g.t[np.maximum(g.anchor, 0)] if g.t.size else 0, -1)
+        coll = np.sort(at[collective[k_off[i]:k_off[i + 1]] & in_steps(g) & (g.anchor >= 0)])
+        counts.add(coll.size)
+        seg.append(np.where(g.anchor >= 0, np.searchsorted(coll, at, "left"), -1))
+    if len(counts) != 1 or counts == {0}:
+        return one
+    pair = np.concatenate(seg).astype(np.int64) * (len(names) + 1) + code
+    new, uniq = pd.factorize(pair)
+    if len(graphs) * uniq.size > SEGMENT_CELLS:
+        return one
+    return new.astype(np.int64), [names[int(x) % (len(names) + 1)] for x in uniq], np.asarray(uniq, np.int64) // (len(names) + 1)
+
+
 def in_steps(g: RankGraph) -> np.ndarray:
     """Per device op of ``g``: launched between its first step's start and its last step's end (every op where the
     rank has no steps or the op no launch)."""
@@ -29,16 +68,20 @@ def in_steps(g: RankGraph) -> np.ndarray:
 
 
 def excess_device_work(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndarray, min_ns: int, code: np.ndarray, uniq: list[str],
-                       only: set[int] | None = None) -> list[tuple[int, str, int, np.ndarray]]:
+                       only: set[int] | None = None, segment: np.ndarray | None = None) -> list[tuple[int, str, int, np.ndarray]]:
     """Per rank, its device time per kernel name beyond the median of the other ranks' (or, if more, beyond their
     median count of kernels of the name at its own median duration for it), both over the ops launched inside its
     steps, removed from its ops of that name launched inside its steps: first whole kernels, its longest, as many as it
     ran beyond the others' median count (extra kernels: extra products, another shape under the name), then the rest
     from every other kernel of the name in proportion to its duration (longer kernels: more tokens on an expert, a
-    bigger batch, each step alike):
+    bigger batch, each step alike). Within a segment, the others' time under names the rank ran none of offsets its
+    excess (the same work under another kernel name: cuBLAS's tile for another shape), each name's excess scaled
+    down alike:
     ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``; ``code``
-    and ``uniq`` are :func:`kernel_codes` of ``graphs``; ``k_rank`` and ``dur`` each op's graph (index) and duration (int64
-    ns, a collective's its transfer after its last arrival), over the graphs' ops concatenated."""
+    and ``uniq`` are :func:`segment_codes` (or :func:`kernel_codes`) of ``graphs``: "name" above is the kernel name within
+    its segment, where the ranks' segments align, and the top kernel the name of the most excess over all segments;
+    ``segment`` each code's segment (None: one); ``k_rank`` and ``dur`` each op's graph (index) and duration (int64 ns,
+    a collective's its transfer after its last arrival), over the graphs' ops concatenated."""
     n = len(graphs)
     # counted: ops launched inside the rank's steps (ranks' windows cut the work around them at different places)
     inside = np.concatenate([in_steps(g) for g in graphs])
@@ -61,7 +104,14 @@ def excess_device_work(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndar
         # beside the waits this rank causes, .contention)
         own_pace = tot[i] - np.median(np.delete(count, i, axis=0), axis=0) * pace[i]
         excess = np.maximum(np.maximum(tot[i] - others, own_pace), 0)
-        excess = np.where(comm_name, 0, excess).astype(np.int64)
+        excess = np.where(comm_name, 0, excess)
+        lacking = (count[i] == 0) & (others > 0) & ~comm_name  # (work the others ran under a name this rank did not)
+        if lacking.any():
+            part = np.zeros(len(uniq), np.int64) if segment is None else segment - segment.min()
+            pos = np.bincount(part, weights=excess.astype(np.float64))
+            neg = np.bincount(part[lacking], weights=others[lacking], minlength=pos.size)
+            excess = excess * (np.maximum(pos - neg, 0) / np.maximum(pos, 1))[part]
+        excess = excess.astype(np.int64)
         removed = int(excess.sum())
         if removed <= max(min_ns, 0):
             continue
@@ -81,5 +131,6 @@ def excess_device_work(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndar
                 upto[-1] = min(left, int(cum[-1]))  # (float64 in between: an int64 product could overflow)
                 share = np.diff(upto, prepend=0)
                 d[rest] -= np.minimum(share, d[rest])
-        rows.append((i, str(uniq[int(np.argmax(excess))]), removed, d))
+        by_name, at = np.unique(np.asarray(uniq, dtype=object), return_inverse=True)  # (the most excess over all segments)
+        rows.append((i, str(by_name[int(np.argmax(np.bincount(at, weights=excess.astype(np.float64))))]), removed, d))
     return rows

@@ -25,7 +25,7 @@ import pandas as pd
 from ... import intervals as iv
 from .contention import charged_wait, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
-from .imbalance import excess_device_work, kernel_codes
+from .imbalance import excess_device_work, kernel_codes, segment_codes
 from .what_if_order import COLUMNS, ordered
 from .what_if_steps import first_calls_merged, first_step, step_ends, steps_with
 
@@ -74,6 +74,9 @@ class _Job:
     """A device-wide sync's other edges (:attr:`.dependency_graph.RankGraph.also_anchor`): the anchor ..."""
     also_op: np.ndarray
     """... and the op it also waits for."""
+    collective: np.ndarray | None = None
+    """(K,) bool: the op is a member of a collective instance every member of which runs the same program (not a
+    point-to-point transfer, whose sides do different work)."""
 
 
 def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
@@ -94,6 +97,7 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
         gid = pd.MultiIndex.from_arrays([per_rank["pg"], per_rank["seq"]]).factorize()[0]
         start = cat([g.start for g in graphs])
         ops, grp = [], []
+        p2p = per_rank["pg"].astype(str).str.contains("->", regex=False).to_numpy()  # (.p2p.pair_rows's groups)
         for r, i in ranks.items():  # (one pass per rank)
             sel = (per_rank["rank"] == r).to_numpy()
             if not sel.any():
@@ -120,7 +124,10 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
     first[1:] = lane[1:] != lane[:-1]
     also_anchor = cat([g.also_anchor + a_off[i] for i, g in enumerate(graphs)])
     also_op = cat([g.also_op + k_off[i] for i, g in enumerate(graphs)])
-    return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op)
+    collective = np.zeros(d.size, bool)
+    if mem_op.size:
+        collective[mem_op[~p2p[np.unique(gid, return_index=True)[1]][mem_group]]] = True  # (instances are (pg, seq) codes)
+    return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op, collective)
 
 
 def _segments(key: np.ndarray) -> list[tuple[int, int]] | None:
@@ -323,7 +330,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1],
             sum(int(graphs[i].d[graphs[i].pageable & fk[i]].sum()) for i in ranks))
     if len(graphs) > 1:
-        for i, top, removed, d in excess_device_work(graphs, job.k_rank, job.d, floor, code, names, only):
+        s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
+        for i, top, removed, d in excess_device_work(graphs, job.k_rank, job.d, floor, s_code, s_names, only, segment):
             add([i], "imbalance", [removed], top, h0, d, no_sync, [-1])
     out = pd.DataFrame([r[:-1] for r in rows], columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with", "first_ns",
                                                         "removed_first_ns"])
