@@ -111,6 +111,10 @@ SLEEP_S = float(os.environ.get("MATRIX_SLEEP_MS", "20")) / 1e3
 LATE = os.environ.get("MATRIX_LATE")
 WITH_STACK = os.environ.get("MATRIX_WITH_STACK") == "1"
 SYNC_EVENTS = os.environ.get("MATRIX_SYNC_EVENTS") == "1"
+LOG_EVERY_STEP = os.environ.get("MATRIX_LOG") == "1"
+"""``MATRIX_LOG=1``: the DDP scenarios of :func:`ddp` log ``loss.item()`` at each step's end on every rank, as most
+training loops do: the host waits there for the step's device work, so a host delay of the next step (a sleep, a CPU
+op, a slow DataLoader) is no longer hidden behind work queued ahead (``log_every_step`` in ``injected.json``)."""
 """Held-out runs vary what the matrix fixed: ``MATRIX_LATE`` (the rank given the cause, every parallelism),
 ``MATRIX_SLEEP_MS`` (the host sleeps), ``MATRIX_PRODUCTS`` (the extra matrix products of a compute scenario),
 ``MATRIX_BATCH`` (the MLP's batch on a GPU, 2048); and
@@ -392,6 +396,9 @@ def ddp(run: Run, mode: str) -> None:
     big_floats, big = (4 << 30) // 4, None
     copy_t = Timer(run.cuda)
     step_inputs = x
+    logged: list[float] = []
+    if LOG_EVERY_STEP:
+        more.update(log_every_step=True)
     with _profile(run.out, run.rank, run.cuda) as prof:
         for step in range(STEPS):
             if loader_it is not None:
@@ -424,6 +431,8 @@ def ddp(run: Run, mode: str) -> None:
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+            if LOG_EVERY_STEP:
+                logged.append(loss.item())  # (every rank: the queue drains here)
             if late and mode == "pinned-alloc":
                 with host_t(step):
                     buf = torch.empty(pinned_floats, pin_memory=True)
@@ -438,7 +447,7 @@ def ddp(run: Run, mode: str) -> None:
     if run.rank != writer:
         return
     if mode == "balanced":
-        facts = run.control("ddp")
+        facts = run.control("ddp", **more)
     elif mode == "compute":
         facts = run.facts("ddp", run.late, f"extra device compute on rank {run.late} between forward and backward", "compute", dev_t.profiled(),
                           **more)
