@@ -2,8 +2,8 @@
 scenario's built-in cause as its injected.jsonl says (measured in the run), the top what-if ``overlap-report`` gives
 (the table's top finding), and the gain against the built-in time; and, where the folder holds the balanced control
 of the same parallelism (``<parallelism>-balanced``, recorded in the same run of matrix_session.sh), the *measured* gain: the
-scenario's device time per profiled step (its steps' device span over their number, on the rank where it is longest:
-the unit of a what-if's gain) less the control's, and the what-if against it. A host delay hidden behind queued device work costs less than its built-in
+scenario's step time (per rank, the mean over its profiled steps after the first of the longer of each step's host
+duration and device span; the median over ranks) less the control's, and the what-if against it. A host delay hidden behind queued device work costs less than its built-in
 time: the control says how much it cost. The item-log scenarios build in two causes, rank L's log and every rank's
 preparation, and measure each: the top what-if is compared with the one it names.
 
@@ -16,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from traceprobe.collect import analyze_paths
 
 OWN_WORKLOAD = {"sync", "new_shape", "recompile"}
@@ -24,10 +26,14 @@ OWN_WORKLOAD = {"sync", "new_shape", "recompile"}
 
 
 def _step_ms(summary) -> float:
-    """The profiled steps' device span per step (the first step's first device work to the last step's last, over the
-    steps: the unit of a what-if's gain) on the rank where it is longest, in ms (nan without steps)."""
-    spans = [float(r.steps["gpu_end_ns"].max() - r.steps["gpu_start_ns"].min()) / len(r.steps) for r in summary.reports if len(r.steps)]
-    return max(spans) / 1e6 if spans else float("nan")
+    """The job's step time: per rank, over its profiled steps after the first (the first also holds work queued before
+    the window), the mean of each step's longer of its host duration (``ProfilerStep#N``: a host delay before the step's
+    device work is inside it, where the host waits for the device each step) and its device span (first device work to
+    last: where the host runs ahead, the device sets the pace); the median over the ranks, in ms (nan with fewer than
+    two steps)."""
+    per_rank = [float(np.maximum(r.steps["host_ns"], r.steps["gpu_end_ns"] - r.steps["gpu_start_ns"]).iloc[1:].mean())
+                for r in summary.reports if len(r.steps) > 1]
+    return float(np.median(per_rank)) / 1e6 if per_rank else float("nan")
 
 
 def table(folder: Path) -> list[str]:
