@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from synthetic import TraceBuilder
 
 from traceprobe import load_trace
 from traceprobe.analysis.causal import contention
 from traceprobe.analysis.causal.dependency_graph import rank_graph
-from traceprobe.analysis.causal.what_if import what_if
+from traceprobe.analysis.causal.imbalance import excess_device_work, kernel_codes, segment_codes
+from traceprobe.analysis.causal.what_if import _job, what_if
 from traceprobe.analysis.causal.what_if_windows import window_instances
 from traceprobe.analysis.job.collectives import collective_table, match_window
 
@@ -95,10 +99,6 @@ def test_longer_kernels_lose_their_excess_in_proportion_and_extra_kernels_whole(
     shape). Its excess, 9,500 µs, goes first from the extra kernel, whole (as many of its longest as it ran beyond rank 0's count),
     then from its other ``G`` in proportion to their durations: each step's 3,000 µs becomes 1,000 µs (longest first
     would have emptied two steps and left the third at 3,000)."""
-    import numpy as np
-
-    from traceprobe.analysis.causal.imbalance import excess_device_work, kernel_codes
-
     graphs = []
     for r in (0, 1):
         b = TraceBuilder(f"SYNTHETIC rank {r}", rank=r, world_size=2)
@@ -146,3 +146,47 @@ def test_work_under_another_kernel_name_is_matched_by_its_place_between_collecti
     df = what_if(graphs, window_instances(w))
     row = df[(df["rank"] == 1) & (df["cause"] == "imbalance")].iloc[0]
     assert (int(row["removed_ns"]), int(row["gain_ns"]), row["top"]) == (6_000 * US, 6_000 * US, "G128")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=st.lists(st.lists(st.tuples(st.sampled_from(["A", "B", "C"]), st.integers(10, 3_000)), min_size=0, max_size=4),
+                     min_size=3, max_size=3),
+       extra=st.lists(st.tuples(st.integers(0, 2), st.sampled_from(["A", "B", "D"]), st.integers(10, 5_000)), max_size=4))
+def test_extra_device_work_removal_keeps_its_invariants(tmp_path, plan, extra):
+    """Random SYNTHETIC pairs: three segments of kernels (names A-C) between all-reduces, the same on both ranks, and on
+    rank 1 random extra kernels (names A, B, D) in random segments. Whatever the split, the removal touches only rank 1's
+    ops, leaves no duration negative, sums exactly to the removed time reported, and removes no more than the rule's
+    excess of each segment's kernel names (rank 1's time beyond rank 0's, or beyond rank 0's count at rank 1's median
+    duration), summed where positive: offsets only lower it."""
+    graphs, tables = [], {}
+    for r in (0, 1):
+        b = TraceBuilder(f"SYNTHETIC rank {r}", rank=r, world_size=2)
+        b.step(1, 0, 10**9)
+        t, at = 100 * US, 10 * US
+        for s, kernels in enumerate(plan):
+            mine = list(kernels) + [(n, d) for seg, n, d in extra if r == 1 and seg == s]
+            for name, d in mine:
+                b.launch(at, "kernel", 0, 7, t, d * US, name=name)
+                t, at = t + d * US, at + 2 * US
+            ev = b.launch(at, "nccl", 0, 7, t, 50 * US)
+            ev["args"].update({"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000, "Group size": 2,
+                               "dtype": "Float", "Process Group Name": "0"})
+            t, at = t + 50 * US, at + 2 * US
+        trace = load_trace(b.write(tmp_path / f"r{r}.pt.trace.json"))
+        tables[r], graphs = collective_table(trace), graphs + [rank_graph(trace)]
+    w = match_window(tables)
+    job = _job(graphs, window_instances(w))
+    code, names = kernel_codes(graphs)
+    s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
+    rows = excess_device_work(graphs, job.k_rank, job.d, 0, s_code, s_names, {1}, segment)
+    beyond = 0  # (per segment and name: rank 1's time beyond rank 0's, or beyond rank 0's count at rank 1's median duration)
+    for s, kernels in enumerate(plan):
+        for name in "ABCD":
+            zero = [d for n, d in kernels if n == name]
+            one = zero + [d for seg, n, d in extra if seg == s and n == name]
+            if one:
+                beyond += max(sum(one) - sum(zero), sum(one) - len(zero) * float(np.median(one)), 0) * US
+    for i, _, removed, d in rows:
+        assert i == 1 and (d >= 0).all() and (d <= job.d).all()
+        assert np.array_equal(d[job.k_rank == 0], job.d[job.k_rank == 0])
+        assert int((job.d - d).sum()) == removed <= beyond
