@@ -22,8 +22,9 @@ from the interval sets of :mod:`.breakdown` and :mod:`.idle_causes`:
   ``idle_data_loading``, ``idle_optimizer``, ``idle_launch`` (launch-bound), ``idle_cpu_op`` (CPU ops
   that launch nothing), ``idle_host`` (host outside any op), ``stream_wait`` (queued work waited for
   another stream's work, the dependency graph's edge: idle cause ``dependency``) and ``queued_wait`` (queued work
-  waited on something the trace does not show: idle cause ``queued``); the idle time of each span is the cause's
-  span.
+  waited on something the trace does not show: idle cause ``queued``, its stretches longer than
+  :data:`..causal.dependency_graph.DEPENDENCY_SLACK_NS` only: the device's own few-µs gaps between queued kernels are
+  no wait, as on the critical path); the idle time of each span is the cause's span.
 - ``cross_device``: the device idle (for a cause not claimed above) while
   another device of the trace was busy.
 
@@ -52,6 +53,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
+from ..causal.dependency_graph import DEPENDENCY_SLACK_NS
 from ..device.breakdown import DeviceTime, device_times
 from ..device.busy import comm_mask, copy_directions, copy_mask, pageable_copies, per_value
 from ..host.graph_capture import replays_graphs
@@ -193,7 +195,11 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
             empty = not idle.spans[cause][0].size  # (no row: its words are not made)
             unseen = cause == "queued" and not empty and not iv.length(iv.intersect(idle.spans[cause], others_busy))
             advice = "" if empty else idle_advice(cause, dev, idle.top[cause], b, idle.queued_stream, replays, unseen)
-            c = _Candidate(kind, subj, d, idle.spans[cause], _label(cause, idle), advice)
+            span = idle.spans[cause]
+            if cause == "queued":  # (the device's own gaps between queued kernels are no wait)
+                long = span[1] - span[0] > DEPENDENCY_SLACK_NS
+                span = (span[0][long], span[1][long])
+            c = _Candidate(kind, subj, d, span, _label(cause, idle), advice)
             (sync if cause == "sync" else first).append(c)
     cross = []
     if others_busy[0].size:
