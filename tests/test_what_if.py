@@ -62,6 +62,27 @@ def test_a_sleep_gives_back_what_the_device_did_not_fill(tmp_path):
     assert df["cause"].iloc[0] == "host" and (df["per_step_ns"] == df["gain_ns"]).all()
 
 
+def test_a_trace_without_host_ops_does_not_call_its_host_time_outside_ops(tmp_path):
+    """SYNTHETIC: the same launches and sync as :func:`_one_rank` but no ``cpu_op`` recorded (a trace of runtime calls and
+    kernels only, as TraceLens's ``gpu_only_trace``): the 5 ms between the launches is the host's, but whether an op, Python
+    or a sleep held it the trace cannot tell. The what-if gives 4.1 ms and the 50 µs before the second launch that
+    ``aten::relu`` held there (here no op holds them: host time too); its name and advice say what is known."""
+    b = TraceBuilder("SYNTHETIC: runtime calls only")
+    b.step(1, 0, 10_000_000)
+    b.launch(50_000, "kernel", 0, 7, 60_000, 1_000_000)
+    b.launch(5_150_000, "kernel", 0, 7, 5_160_000, 1_000_000)
+    b.runtime(5_200_000, 970_000, "cudaStreamSynchronize")
+    g = rank_graph(load_trace(b.write(tmp_path / "bare.pt.trace.json")))
+    assert not g.host_ops and rank_graph(load_trace(_one_rank(tmp_path))).host_ops
+    w = window_what_if("bare", "steps 1-1", "", [g], None)
+    assert w.top is not None and w.top["cause"] == "host" and w.top["gain_ns"] == 4_100_000 + 50_000
+    assert w.label().startswith("host between launch calls -")
+    assert "cannot be told" in w.finding() and "outside any op" not in w.finding()
+    from traceprobe.report.actions import what_if_top
+    top = what_if_top(w)
+    assert top is not None and "record host ops" in top.do
+
+
 def _nccl(b: TraceBuilder, at: int, start: int, dur: int) -> None:
     ev = b.launch(at, "nccl", 0, 17, start, dur)
     ev["args"].update({"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000, "Group size": 2,

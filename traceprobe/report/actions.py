@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..analysis.advice.idle_advice import COMPILED_OPS
 from ..analysis.causal.what_if import PAGEABLE_HTOD
-from ..analysis.causal.what_if_windows import LABELS, WindowWhatIf
+from ..analysis.causal.what_if_windows import WindowWhatIf
 from ..analysis.host.python_frames import short_frame
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
@@ -40,6 +40,7 @@ DO_CAUSE = {
     "dispatch_replayed": "bring more of the step into its graphs, or larger batches",
     "cpu_op": "move the CPU work to the device or to a DataLoader worker",
     "host": "find the host time with record --with-stack or py-spy",
+    "host_unrecorded": "record host ops too (the CPU activity) to see what held the host",
     "pageable_copy": "pin the buffer and copy with non_blocking=True",
     "imbalance": "balance the work across ranks (data, experts or stages)",
 }
@@ -47,7 +48,8 @@ DO_CAUSE = {
 :func:`traceprobe.analysis.causal.what_if_windows.advice`; ``compile_once``, ``warmup_unscheduled``: a one-time cost, in a
 trace without steps for the latter; ``sync_htod``: syncs that wait for copies to the device from pageable memory
 (:data:`traceprobe.analysis.causal.what_if.PAGEABLE_HTOD`); ``dispatch_compiled``, ``dispatch_replayed``: launch-bound inside compiled code,
-without and with graph replays in the trace (:func:`traceprobe.analysis.advice.idle_advice.launch_fix`)."""
+without and with graph replays in the trace (:func:`traceprobe.analysis.advice.idle_advice.launch_fix`); ``host_unrecorded``:
+host time in a trace that recorded no host ops (:data:`traceprobe.analysis.causal.what_if_windows.UNRECORDED_HOST`)."""
 
 DO_KIND = {
     "exposed_copy": "issue the copies on a side stream (ordered by events) under compute",
@@ -134,12 +136,14 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
     do = DO_CAUSE.get(action, "")
     if cause == "host" and t.get("top"):  # (the trace's stacks name the Python function)
         do = f"speed up {short_frame(str(t['top']), brief=True)} or move it off the step"
+    if cause == "host" and not w.host_ops:  # (no host ops recorded: the trace cannot tell what held the host)
+        do = DO_CAUSE["host_unrecorded"]
     if cause == "sync" and t.get("top") == PAGEABLE_HTOD:  # (copies from pageable memory, not .item())
         do = DO_CAUSE["sync_htod"]
     if cause == "dispatch" and COMPILED_OPS.search(str(t.get("top", ""))):  # (compiled already: not "torch.compile it")
         do = DO_CAUSE["dispatch_replayed" if w.replays else "dispatch_compiled"]
     part = w.partial()  # (a sampled or cut-short trace says so beside its figure)
-    return Top(f"{who}{LABELS.get(cause, cause)} {figure}" + (f" ({part})" if part else ""), do, True)
+    return Top(f"{who}{w.cause_label(cause)} {figure}" + (f" ({part})" if part else ""), do, True)
 
 
 def finding_top(r: OverlapReport) -> Top | None:

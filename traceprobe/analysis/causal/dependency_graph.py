@@ -108,6 +108,8 @@ class RankGraph:
         event_rows: (K,) each op's row of the trace's ``device_events`` (int64; empty in a graph read from a summary).
         freeing: (A,) per anchor that is a device free (:data:`FREE_CALLS`), its host class (int8 index into
             :data:`HOST_CLASSES`); -1 for every other anchor.
+        host_ops: whether the trace recorded host ops (``cpu_op`` events): where it did not, the ``host`` class is the
+            host's time between the runtime calls it recorded, not known to be outside ops.
     """
 
     rank: int
@@ -145,6 +147,7 @@ class RankGraph:
     replays: bool = False
     event_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     freeing: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    host_ops: bool = True
 
 
 def _id_density(trace: Trace) -> float:
@@ -307,7 +310,8 @@ def rank_graph(trace: Trace) -> RankGraph:
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
                      _id_density(trace), lane_names, trace.rank is not None, np.concatenate(also_a), np.concatenate(also_k),
                      len(trace.python_events), trace.backend, replays_graphs(trace), o.astype(np.int64) if k else np.zeros(0, np.int64),
-                     _free_classes(anchor_rows, frees, cls) if len(host) else np.full(a, -1, np.int8))
+                     _free_classes(anchor_rows, frees, cls) if len(host) else np.full(a, -1, np.int8),
+                     bool(len(host)) and bool((host["cat"] == "cpu_op").any()))
 
 
 def _free_classes(anchor_rows: np.ndarray, frees: np.ndarray, cls: np.ndarray) -> np.ndarray:

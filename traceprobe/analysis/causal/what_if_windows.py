@@ -28,6 +28,10 @@ LABELS = {
 }
 """Short names of the what-if causes."""
 
+UNRECORDED_HOST = "host between launch calls"
+"""The ``host`` cause's name in a window whose traces recorded no host ops (:attr:`.dependency_graph.RankGraph.host_ops`):
+its time is between the runtime calls they recorded, in ops or not."""
+
 
 SAMPLED_DENSITY = 0.01
 """A window whose ranks' runtime calls hold fewer than this share of the correlation ids they span is sampled
@@ -41,10 +45,14 @@ def _short(name: str) -> str:
     return name[:30].rstrip() + "…" + name[-17:].lstrip() if len(name) > 48 else name
 
 
-def advice(cause: str, top: str, steps_with: int, steps: int, backend: str = "cuda", replays: bool = False) -> str:
+def advice(cause: str, top: str, steps_with: int, steps: int, backend: str = "cuda", replays: bool = False,
+           host_ops: bool = True) -> str:
     """The one action a what-if's cause calls for (``top``: what holds most of it; ``steps_with`` of ``steps``); launch-bound
     dispatch in the words of ``backend``, told what is left where ``top`` is compiled code and the trace ``replays``
-    graphs (:func:`.idle_advice.launch_fix`)."""
+    graphs (:func:`.idle_advice.launch_fix`); host time in a trace without host ops (``host_ops`` False) as that."""
+    if cause == "host" and not host_ops:
+        return ("host time between the runtime calls the trace recorded: it holds no host ops, so whether an op, Python or "
+                "a sleep held it cannot be told; record host ops too (torch.profiler's CPU activity) to name it")
     every = steps_with >= 2 and steps_with >= steps - 1
     full, full_top = top if cause == "host" else "", top  # (the Python frame the trace's stacks name: short_frame shortens it)
     top = _short(top)
@@ -102,6 +110,8 @@ class WindowWhatIf:
             stacks): recording them slows the host, so the finding of a host-side cause says its gain is an upper bound.
         backend, replays: the first rank's device runtime, and whether a rank replays device graphs (the advice on
             launch-bound dispatch reads them, :func:`advice`).
+        host_ops: whether every rank's trace recorded host ops (else the ``host`` cause is named
+            :data:`UNRECORDED_HOST`, and its advice says the trace cannot tell what held it).
         by_step: each row of :attr:`table` step by step (:func:`.what_if.what_ifs`: ``rank``, ``cause``, ``step``,
             ``gain_ns``).
     """
@@ -124,6 +134,11 @@ class WindowWhatIf:
     backend: str = "cuda"
     replays: bool = False
     by_step: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: [] for c in STEP_COLUMNS}))
+    host_ops: bool = True
+
+    def cause_label(self, cause: str) -> str:
+        """The short name of a what-if cause (:data:`LABELS`; ``host`` is :data:`UNRECORDED_HOST` without host ops)."""
+        return UNRECORDED_HOST if cause == "host" and not self.host_ops else LABELS.get(cause, cause)
 
     def step_tops(self) -> pd.DataFrame:
         """Per step, the first row of :attr:`table` of one rank (not every rank) that gives back at least the window's
@@ -161,7 +176,7 @@ class WindowWhatIf:
         cause = self.named_cause(t)
         who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if self.ranked else ""
         per, unit = (t["per_step_ns"], "/step") if self.steps else (t["gain_ns"], "")
-        return f"{who}{LABELS.get(cause, cause)} -{per / 1e6:,.1f} ms{unit}"
+        return f"{who}{self.cause_label(cause)} -{per / 1e6:,.1f} ms{unit}"
 
     def path_line(self) -> str:
         """Where the window's critical path ran, in words: its parts (:func:`.critical_path.path_shares`) of at least
@@ -176,7 +191,7 @@ class WindowWhatIf:
             where = f" on {who}{r.lane}" if r.lane != "host" else f" on {who[:-1]}'s host" if who else ""
             name = short_frame(str(r.name), brief=True) if r.cause == "host" else str(r.name)
             name = _short(name)
-            parts.append(f"{r.share:.0%} {LABELS.get(str(r.cause), str(r.cause))}{where}" + (f" ({name})" if name else ""))
+            parts.append(f"{r.share:.0%} {self.cause_label(str(r.cause))}{where}" + (f" ({name})" if name else ""))
         return "critical path: " + ", ".join(parts) if parts else ""
 
     def finding(self, row: dict | None = None) -> str:
@@ -197,8 +212,9 @@ class WindowWhatIf:
         if self.id_density < SAMPLED_DENSITY:
             partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
                        "what follows is of the events it kept; ")
-        return (f"{partial}{who}{LABELS.get(cause, cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
-                f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays)}{self._exposed(t)}{self._stacks(cause)}")
+        return (f"{partial}{who}{self.cause_label(cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
+                f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays, self.host_ops)}"
+                f"{self._exposed(t)}{self._stacks(cause)}")
 
     def partial(self) -> str:
         """What part of the job the what-ifs cover, in a few words for the first screen: ``sampled trace`` (under
@@ -235,7 +251,7 @@ class WindowWhatIf:
             return (f"; it runs after a sync ({_short(str(r['top']))}) that drained the device's queue: without the sync it "
                     f"would run under queued work, {figure}")
         name = short_frame(str(r["top"]), brief=True) if r["cause"] == "host" else _short(str(r["top"]))
-        return (f"; the sync drains the device's queue, so the host work after it ({LABELS.get(str(r['cause']), r['cause'])}"
+        return (f"; the sync drains the device's queue, so the host work after it ({self.cause_label(str(r['cause']))}"
                 f"{', ' + name if name else ''}: {figure} if removed) runs with the device idle")
 
 
@@ -264,7 +280,8 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
                         ok.iloc[0].to_dict() if len(ok) else None, step_ns, cp,
                         _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs), floor,
                         max((g.stack_frames // max(len(g.steps), 1) for g in graphs), default=0),
-                        graphs[0].backend if graphs else "cuda", any(g.replays for g in graphs), by_step)
+                        graphs[0].backend if graphs else "cuda", any(g.replays for g in graphs), by_step,
+                        all(g.host_ops for g in graphs))
 
 
 def _linked(graphs: list[RankGraph]) -> float:

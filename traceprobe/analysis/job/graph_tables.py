@@ -41,7 +41,7 @@ def graph_blob(g: RankGraph) -> str:
     arrays["t"], arrays["start"] = np.diff(g.t, prepend=0), np.diff(g.start, prepend=0)  # (small numbers deflate well)
     arrays |= {"names": np.array(g.names, dtype=str), "lane_names": np.array(g.lane_names, dtype=str),
                "class_top": np.array(g.class_top, dtype=str),
-               "meta": np.array([g.rank, int(g.ranked), g.stack_frames, int(g.replays)], dtype=np.int64),
+               "meta": np.array([g.rank, int(g.ranked), g.stack_frames, int(g.replays), int(g.host_ops)], dtype=np.int64),
                "backend": np.array([g.backend], dtype=str), "id_density": np.array([g.id_density], dtype=np.float64),
                "steps_columns": np.array(list(map(str, g.steps.columns)), dtype=str)}
     arrays |= {f"steps_{i}": g.steps[c].to_numpy() for i, c in enumerate(g.steps.columns)}
@@ -83,5 +83,6 @@ def graph_from_blob(blob: str) -> RankGraph:
     return RankGraph(rank=int(meta[0]), names=names, lane_names=lanes, class_top=tuple(str(x) for x in a["class_top"]),
                      steps=steps, id_density=float(a["id_density"][0]), ranked=bool(meta[1]),
                      stack_frames=int(meta[2]) if meta.size > 2 else 0, replays=bool(meta[3]) if meta.size > 3 else False,
+                     host_ops=bool(meta[4]) if meta.size > 4 else True,
                      backend=str(a["backend"][0]) if "backend" in a and a["backend"].size else "cuda", **{k: a[k] for k in _ARRAYS},
                      freeing=a["freeing"].astype(np.int8) if "freeing" in a and a["freeing"].size == n_a else np.full(n_a, -1, np.int8))
