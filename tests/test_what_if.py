@@ -83,6 +83,18 @@ def test_a_trace_without_host_ops_does_not_call_its_host_time_outside_ops(tmp_pa
     assert top is not None and "record host ops" in top.do
 
 
+def test_the_noise_floor_is_of_the_step_where_it_outlasts_the_device_work(tmp_path):
+    """SYNTHETIC, after HTA's ``triton_example``: a 10 s step whose one op dispatches for 1.4 ms a 2 µs kernel. Removing
+    the dispatch gives back 1.4 ms: above 1% of the device work's span and 0.5 ms, but under 1% of the step, so no top
+    finding (it was ``launch-bound dispatch -1.4 ms/step``)."""
+    b = TraceBuilder("SYNTHETIC: a long step, a short kernel")
+    b.step(1, 0, 10_000_000_000)
+    b.cpu_op(100_000, 1_400_000, "aten::add")
+    b.launch(1_450_000, "kernel", 0, 7, 1_460_000, 2_000)
+    w = window_what_if("long", "steps 1-1", "", [rank_graph(load_trace(b.write(tmp_path / "long.pt.trace.json")))], None)
+    assert w.floor_ns == 100_000_000 and w.top is None
+
+
 def _nccl(b: TraceBuilder, at: int, start: int, dur: int) -> None:
     ev = b.launch(at, "nccl", 0, 17, start, dur)
     ev["args"].update({"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000, "Group size": 2,

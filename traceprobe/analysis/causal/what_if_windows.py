@@ -17,7 +17,9 @@ from .what_if_order import EXPOSING_SHARE, HOST_WORK
 from .what_if_steps import first_calls_merged
 
 NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
-"""A what-if gives a finding only above its window's noise floor: 1% of the window and 0.5 ms per step."""
+"""A what-if gives a finding only above its window's noise floor: 1% of the window (from its first device work to its
+last work, or its steps' span where longer: a step that spends 13 s compiling before 2 µs of device work is 13 s long)
+and 0.5 ms per step."""
 
 LABELS = {
     "graph_capture": "graph capture", "sync": "syncs", "compile": "compilation", "slow_call": "slow calls (new shapes)",
@@ -268,7 +270,8 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     lo = min((int(g.start.min() if g.start.size else g.t.min(initial=0)) for g in graphs), default=0)
     hi = max((_finish(g.t, g.end) for g in graphs), default=0)
     span = max(hi - lo, 0)
-    floor = max(int(NOISE_SHARE * span), NOISE_PER_STEP_NS * max(steps, 1))
+    stepped = max((int(g.steps["end_ns"].max() - g.steps["start_ns"].min()) for g in graphs if len(g.steps)), default=0)
+    floor = max(int(NOISE_SHARE * max(span, stepped)), NOISE_PER_STEP_NS * max(steps, 1))
     graphs = [first_calls_merged(g, steps, floor) for g in graphs]  # (the path names a one-time slow call as the table does)
     cp = critical_path(graphs, per_rank)
     index = {g.rank: i for i, g in enumerate(graphs)}
