@@ -62,7 +62,7 @@ def test_a_sleep_gives_back_what_the_device_did_not_fill(tmp_path):
     assert df["cause"].iloc[0] == "host" and (df["per_step_ns"] == df["gain_ns"]).all()
 
 
-def test_a_trace_without_host_ops_does_not_call_its_host_time_outside_ops(tmp_path):
+def test_a_trace_without_host_ops_or_sampled_does_not_call_its_host_time_outside_ops(tmp_path):
     """SYNTHETIC: the same launches and sync as :func:`_one_rank` but no ``cpu_op`` recorded (a trace of runtime calls and
     kernels only, as TraceLens's ``gpu_only_trace``): the 5 ms between the launches is the host's, but whether an op, Python
     or a sleep held it the trace cannot tell. The what-if gives 4.1 ms and the 50 µs before the second launch that
@@ -78,9 +78,17 @@ def test_a_trace_without_host_ops_does_not_call_its_host_time_outside_ops(tmp_pa
     assert w.top is not None and w.top["cause"] == "host" and w.top["gain_ns"] == 4_100_000 + 50_000
     assert w.label().startswith("host between launch calls -")
     assert "cannot be told" in w.finding() and "outside any op" not in w.finding()
+    from dataclasses import replace
+
     from traceprobe.report.actions import what_if_top
     top = what_if_top(w)
     assert top is not None and "record host ops" in top.do
+    # a sampled trace (host ops recorded, but few of its correlation ids kept): the ops it dropped may hold that time
+    sampled = replace(w, host_ops=True, id_density=0.001)
+    assert sampled.label().startswith("host between launch calls -") and "sampled trace kept" in sampled.finding()
+    top = what_if_top(sampled)
+    assert top is not None and "not sampled" in top.do
+    assert replace(w, host_ops=True).label().startswith("host outside ops -")
 
 
 def test_the_noise_floor_is_of_the_step_where_it_outlasts_the_device_work(tmp_path):
@@ -444,8 +452,8 @@ def test_a_sampled_or_cut_short_window_says_so_beside_its_top_finding(tmp_path):
     w = window_what_if("r", "w", "", [rank_graph(load_trace(_one_rank(tmp_path)))], None)
     whole = what_if_top(w)
     assert whole is not None and "sampled" not in whole.label and "linked" not in whole.label
-    sampled = what_if_top(replace(w, id_density=0.0046))
-    assert sampled is not None and sampled.label == whole.label + " (sampled trace)"
+    sampled = what_if_top(replace(w, id_density=0.0046))  # (its host time is between the calls it kept: named so)
+    assert sampled is not None and sampled.label == whole.label.replace("host outside ops", "host between launch calls") + " (sampled trace)"
     cut = what_if_top(replace(w, linked=0.13))
     assert cut is not None and cut.label == whole.label + " (13% of the work linked)"
 

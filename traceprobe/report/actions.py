@@ -41,6 +41,7 @@ DO_CAUSE = {
     "cpu_op": "move the CPU work to the device or to a DataLoader worker",
     "host": "find the host time with record --with-stack or py-spy",
     "host_unrecorded": "record host ops too (the CPU activity) to see what held the host",
+    "host_sampled": "record a whole window, not sampled, to see what held the host",
     "pageable_copy": "pin the buffer and copy with non_blocking=True",
     "imbalance": "balance the work across ranks (data, experts or stages)",
 }
@@ -49,7 +50,8 @@ DO_CAUSE = {
 trace without steps for the latter; ``sync_htod``: syncs that wait for copies to the device from pageable memory
 (:data:`traceprobe.analysis.causal.what_if.PAGEABLE_HTOD`); ``dispatch_compiled``, ``dispatch_replayed``: launch-bound inside compiled code,
 without and with graph replays in the trace (:func:`traceprobe.analysis.advice.idle_advice.launch_fix`); ``host_unrecorded``:
-host time in a trace that recorded no host ops (:data:`traceprobe.analysis.causal.what_if_windows.UNRECORDED_HOST`)."""
+host time in a trace that recorded no host ops (:data:`traceprobe.analysis.causal.what_if_windows.UNRECORDED_HOST`);
+``host_sampled``: the same in a sampled trace."""
 
 DO_KIND = {
     "exposed_copy": "issue the copies on a side stream (ordered by events) under compute",
@@ -136,8 +138,8 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
     do = DO_CAUSE.get(action, "")
     if cause == "host" and t.get("top"):  # (the trace's stacks name the Python function)
         do = f"speed up {short_frame(str(t['top']), brief=True)} or move it off the step"
-    if cause == "host" and not w.host_ops:  # (no host ops recorded: the trace cannot tell what held the host)
-        do = DO_CAUSE["host_unrecorded"]
+    if cause == "host" and w.unrecorded_host:  # (host ops not recorded, or sampled: the trace cannot tell what held it)
+        do = DO_CAUSE["host_unrecorded" if w.unrecorded_host == "none" else "host_sampled"]
     if cause == "sync" and t.get("top") == PAGEABLE_HTOD:  # (copies from pageable memory, not .item())
         do = DO_CAUSE["sync_htod"]
     if cause == "dispatch" and COMPILED_OPS.search(str(t.get("top", ""))):  # (compiled already: not "torch.compile it")

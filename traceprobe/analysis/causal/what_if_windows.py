@@ -31,8 +31,8 @@ LABELS = {
 """Short names of the what-if causes."""
 
 UNRECORDED_HOST = "host between launch calls"
-"""The ``host`` cause's name in a window whose traces recorded no host ops (:attr:`.dependency_graph.RankGraph.host_ops`):
-its time is between the runtime calls they recorded, in ops or not."""
+"""The ``host`` cause's name in a window whose traces recorded no host ops (:attr:`.dependency_graph.RankGraph.host_ops`)
+or kept only some (sampled, :data:`SAMPLED_DENSITY`): its time is between the calls they recorded, in ops or not."""
 
 
 SAMPLED_DENSITY = 0.01
@@ -48,13 +48,17 @@ def _short(name: str) -> str:
 
 
 def advice(cause: str, top: str, steps_with: int, steps: int, backend: str = "cuda", replays: bool = False,
-           host_ops: bool = True) -> str:
+           host_ops: str = "") -> str:
     """The one action a what-if's cause calls for (``top``: what holds most of it; ``steps_with`` of ``steps``); launch-bound
     dispatch in the words of ``backend``, told what is left where ``top`` is compiled code and the trace ``replays``
-    graphs (:func:`.idle_advice.launch_fix`); host time in a trace without host ops (``host_ops`` False) as that."""
-    if cause == "host" and not host_ops:
+    graphs (:func:`.idle_advice.launch_fix`); host time where the trace holds no host ops (``host_ops`` ``"none"``) or
+    only some (``"sampled"``) as that (:attr:`WindowWhatIf.unrecorded_host`)."""
+    if cause == "host" and host_ops == "none":
         return ("host time between the runtime calls the trace recorded: it holds no host ops, so whether an op, Python or "
                 "a sleep held it cannot be told; record host ops too (torch.profiler's CPU activity) to name it")
+    if cause == "host" and host_ops == "sampled":
+        return ("host time between the calls the sampled trace kept: the ops it dropped may hold it, so whether an op, Python "
+                "or a sleep held it cannot be told; record a whole window (no sampling) to name it")
     every = steps_with >= 2 and steps_with >= steps - 1
     full, full_top = top if cause == "host" else "", top  # (the Python frame the trace's stacks name: short_frame shortens it)
     top = _short(top)
@@ -138,9 +142,16 @@ class WindowWhatIf:
     by_step: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: [] for c in STEP_COLUMNS}))
     host_ops: bool = True
 
+    @property
+    def unrecorded_host(self) -> str:
+        """``"none"`` where a rank's trace recorded no host ops, ``"sampled"`` where the window is sampled
+        (:data:`SAMPLED_DENSITY`), else ``""``: the host time between recorded calls is then not known to be outside ops."""
+        return "none" if not self.host_ops else "sampled" if self.id_density < SAMPLED_DENSITY else ""
+
     def cause_label(self, cause: str) -> str:
-        """The short name of a what-if cause (:data:`LABELS`; ``host`` is :data:`UNRECORDED_HOST` without host ops)."""
-        return UNRECORDED_HOST if cause == "host" and not self.host_ops else LABELS.get(cause, cause)
+        """The short name of a what-if cause (:data:`LABELS`; ``host`` is :data:`UNRECORDED_HOST` where the host ops are
+        not all recorded, :attr:`unrecorded_host`)."""
+        return UNRECORDED_HOST if cause == "host" and self.unrecorded_host else LABELS.get(cause, cause)
 
     def step_tops(self) -> pd.DataFrame:
         """Per step, the first row of :attr:`table` of one rank (not every rank) that gives back at least the window's
@@ -215,7 +226,7 @@ class WindowWhatIf:
             partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
                        "what follows is of the events it kept; ")
         return (f"{partial}{who}{self.cause_label(cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
-                f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays, self.host_ops)}"
+                f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays, self.unrecorded_host)}"
                 f"{self._exposed(t)}{self._stacks(cause)}")
 
     def partial(self) -> str:
