@@ -111,6 +111,9 @@ SLEEP_S = float(os.environ.get("MATRIX_SLEEP_MS", "20")) / 1e3
 LATE = os.environ.get("MATRIX_LATE")
 WITH_STACK = os.environ.get("MATRIX_WITH_STACK") == "1"
 SYNC_EVENTS = os.environ.get("MATRIX_SYNC_EVENTS") == "1"
+DEVICE_ONLY = os.environ.get("MATRIX_DEVICE_ONLY") == "1"
+"""``MATRIX_DEVICE_ONLY=1``: profile the device activity alone (``ProfilerActivity.CUDA``): the traces hold runtime calls
+and device work but no host ops, as a profile recorded without the CPU activity does."""
 LOG_EVERY_STEP = os.environ.get("MATRIX_LOG") == "1"
 """``MATRIX_LOG=1``: the DDP scenarios of :func:`ddp` log ``loss.item()`` at each step's end on every rank, as most
 training loops do: the host waits there for the step's device work, so a host delay of the next step (a sleep, a CPU
@@ -148,6 +151,8 @@ def _profile(out: Path, rank: int, cuda: bool = True):
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    if DEVICE_ONLY and cuda:
+        activities = [ProfilerActivity.CUDA]
     extra: dict = {"with_stack": True} if WITH_STACK else {}
     if SYNC_EVENTS and cuda:
         extra["experimental_config"] = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
@@ -180,7 +185,7 @@ class Run:
         return {"scenario": self.scenario, "parallelism": parallelism, "world_size": self.world, "late_rank": late_rank, "cause": cause,
                 "cause_kind": cause_kind, "injected_ms_per_step": round(injected_ms, 3), "profiled_steps": list(PROFILED), "steps": STEPS,
                 "device": torch.cuda.get_device_name(self.dev) if self.cuda else "cpu", "torch": torch.__version__,
-                "with_stack": WITH_STACK, "sync_events": SYNC_EVENTS, **more}
+                "with_stack": WITH_STACK, "sync_events": SYNC_EVENTS, **({"device_only": True} if DEVICE_ONLY else {}), **more}
 
     def control(self, parallelism: str, **more) -> dict:
         return self.facts(parallelism, None, "none (balanced control)", "none", 0.0, **more)
