@@ -85,7 +85,8 @@ MISSES = {
 """Held-out runs whose top what-if is not the built-in cause: what the trace shows instead (not checked)."""
 
 
-@pytest.mark.parametrize(("folder", "facts"), scenarios(HELDOUT, MISSES, {"w2-late1/pp-compute", "w4-late2/mesh-compute"}))
+@pytest.mark.parametrize(("folder", "facts"), scenarios(HELDOUT, MISSES, {"w2-late1/pp-compute", "w4-late2/mesh-compute"},
+                                                       lambda f: not f.get("device_only")))
 def test_heldout_top_what_if_names_the_built_in_cause(folder, facts):
     w, found = replayed(folder)
     assert not w.mismatched
@@ -106,3 +107,26 @@ def test_heldout_top_what_if_names_the_built_in_cause(folder, facts):
         top = table[(table["cause"] == CAUSE[facts["cause_kind"]]) & (table["rank"] == late)].iloc[0]
     assert top is not None and (top["cause"], int(top["rank"])) == (CAUSE[facts["cause_kind"]], late), found.table.head()
     assert abs(top["per_step_ns"] - built_in) <= 0.5 * built_in
+
+
+@pytest.mark.parametrize(("folder", "facts"), scenarios(HELDOUT, {}, {"w1-device-only/ddp-sleep"}, lambda f: bool(f.get("device_only"))))
+def test_a_trace_without_host_ops_names_what_it_shows(folder, facts):
+    """``w1-device-only`` (1x H200, ``MATRIX_DEVICE_ONLY=1 MATRIX_LOG=1``, 12 ms delays): the device activity alone, so
+    runtime calls and device work but no host ops and no ``ProfilerStep`` (the window is from the first device work to
+    the last, its figures totals). A host delay (a sleep, a CPU op, a slow DataLoader) is host time between launch calls,
+    exposed by the log's sync: the top is that sync or that host time, named so (never "outside ops"), and gives back the
+    delay of the two steps after the window's first device work, within 15%; pageable copies, on the device, are named
+    for all three steps."""
+    w, found = replayed(folder)
+    top = found.top
+    if facts["cause_kind"] == "none":
+        assert top is None or top["cause"] == "sync", found.table.head()
+        return
+    assert top is not None
+    built_in = facts["injected_ms_per_step"] * 1e6
+    if facts["cause_kind"] == "pageable_copy":
+        assert top["cause"] == "pageable_copy" and abs(top["gain_ns"] - 3 * built_in) <= 0.15 * 3 * built_in
+        return
+    host = found.table[(found.table["cause"] == "host") & (found.table["rank"] == 0)].iloc[0]
+    assert top["cause"] in ("sync", "host") and abs(host["gain_ns"] - 2 * built_in) <= 0.15 * 2 * built_in, found.table.head()
+    assert "outside ops" not in found.finding() and "host between launch calls" in found.finding()
