@@ -83,6 +83,8 @@ def test_a_trace_without_host_ops_or_sampled_does_not_call_its_host_time_outside
     from traceprobe.report.actions import what_if_top
     top = what_if_top(w)
     assert top is not None and "record host ops" in top.do
+    from traceprobe.analysis.job.graph_tables import graph_blob, graph_from_blob
+    assert not graph_from_blob(graph_blob(g)).host_ops  # (a summary's packed graph keeps it)
     # a sampled trace (host ops recorded, but few of its correlation ids kept): the ops it dropped may hold that time
     sampled = replace(w, host_ops=True, id_density=0.001)
     assert sampled.label().startswith("host between launch calls -") and "sampled trace kept" in sampled.finding()
