@@ -588,3 +588,31 @@ def test_queued_work_bound_to_another_devices_work_is_a_dependency_named_by_it(t
             assert "queued" not in dev0.index
         else:
             assert "dependency" not in dev0.index and dev0.loc["queued", "ns"] == 300 * us
+
+
+@settings(max_examples=40, deadline=None)
+@given(host_bound_traces())
+def test_host_classes_of_several_threads_are_each_nanosecond_s_first_class_on_any_of_them(tr):
+    """The dependency graph reads one thread set's classes (:func:`.host_classes.class_spans` of the launching threads
+    together), the idle causes each thread's: each ns of the set's spans is the first class that any of its threads is
+    in, the per-thread spans taken ns by ns (brute force over the grid); the classes are disjoint."""
+    from traceprobe.analysis.device.busy import host_thread_codes
+    from traceprobe.analysis.host.host_classes import class_spans
+
+    if tr.host_events.empty:
+        return
+    threads = tuple(sorted(set(host_thread_codes(tr).tolist())))
+    grid = np.arange(0, 2 * GRID + 40)
+
+    def per_ns(spans) -> np.ndarray:
+        out = np.full(grid.size, len(spans), np.int64)  # (none: outside every class)
+        for k, (s, e) in enumerate(spans):
+            for a, b in zip(s.tolist(), e.tolist()):
+                hit = (grid >= a) & (grid < b)
+                assert (out[hit] == len(spans)).all()  # disjoint
+                out[hit] = k
+        return out
+
+    together = per_ns(class_spans(tr, threads))
+    each = np.min([per_ns(class_spans(tr, (t,))) for t in threads], axis=0)
+    assert np.array_equal(together, each)

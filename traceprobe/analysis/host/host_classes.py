@@ -149,9 +149,10 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
 
     The classes, in order: ``graph_capture`` (inside a stream capture or a graph call, :func:`.graph_capture.graph_intervals`);
     ``sync`` to ``optimizer`` (inside a host event of that class, :func:`host_classes`; ``warmup`` also holds the set-up
-    before a first compile outside any op, :func:`.warmup.setup_span`); ``launch`` (inside an event that dispatches
-    device work, :func:`dispatching`); ``cpu_op`` (inside any other op). ``host`` is what none holds: it is left to the
-    caller, who knows the interval asked about.
+    before a first compile where a thread is outside any op, :func:`.warmup.setup_span`); ``launch`` (inside an event
+    that dispatches device work, :func:`dispatching`); ``cpu_op`` (inside any other op). Of several threads, each
+    nanosecond is the first class any of them is in. ``host`` is what none holds: it is left to the caller, who knows
+    the interval asked about.
 
     Returns:
         one normalised int64 ns interval set per class of ``HOST_CAUSES[:-1]``, disjoint.
@@ -170,9 +171,12 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
     raw = [iv.coverage_at_least(captured, 1) if captured else iv.empty()]
     raw += [span(cls == k) for k in range(_LAUNCH)]
     raw += [span(dispatching(trace)), span(cls >= 0)]  # (cpu_op: any op left)
-    setup = setup_span(trace)  # (outside any op, before a first compile: set-up, warm-up)
+    setup = setup_span(trace)  # (a thread outside any op, before a first compile: set-up, warm-up)
     if setup[0].size:
-        raw[1 + _WARMUP] = iv.coverage_at_least([raw[1 + _WARMUP], iv.subtract(iv.subtract(setup, raw[0]), raw[-1])], 1)
+        code, graphs = host_thread_codes(trace), graph_intervals(trace)
+        idle = [iv.subtract(iv.subtract(setup, graphs.get(t, iv.empty())),
+                            iv.union(start[(cls >= 0) & (code == t)], end[(cls >= 0) & (code == t)])) for t in threads]
+        raw[1 + _WARMUP] = iv.coverage_at_least([raw[1 + _WARMUP], *idle], 1)
     out, taken = [], iv.empty()
     for s in raw:
         out.append(iv.subtract(s, taken))
