@@ -483,3 +483,22 @@ def test_a_device_free_drains_the_queue_and_its_what_if_takes_the_drain_away(tmp
     assert "sync" not in set(df[df["gain_ns"] > 100 * us]["cause"])
     p = critical_path([g])
     assert "device_alloc" in set(p["cause"]) and not (p["cause"] == "sync").any()
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_a_first_device_free_that_waited_for_the_device_is_no_warm_up(tmp_path, busy):
+    """SYNTHETIC, µs: the first ``cudaFree`` of the trace lasts 30 ms, two later ones 0.1 ms each (a first call far
+    longer than its later ones). Beside a 29 ms kernel it waited for (a drain: ``torch.cuda.empty_cache()`` after queued
+    work) it keeps its class, device allocation, as a sync's wait; with the device idle its 30 ms are its own work, a
+    first call's warm-up (HTA's alexnet: 6 s in its first free)."""
+    from traceprobe.analysis.host.host_classes import EVENT_CAUSES, host_classes
+
+    b = TraceBuilder("SYNTHETIC: a first free")
+    b.step(1, 0, 100_000_000)
+    b.launch(10_000, "kernel", 0, 7, 1_000_000 if busy else 50_000_000, 29_000_000)
+    b.runtime(500_000, 30_000_000, "cudaFree")
+    for t in (60_000_000, 70_000_000):
+        b.runtime(t, 100_000, "cudaFree")
+    trace = load_trace(b.write(tmp_path / "free.pt.trace.json"))
+    first = int(np.flatnonzero(trace.host_events["name"].astype(str).to_numpy() == "cudaFree")[0])
+    assert EVENT_CAUSES[host_classes(trace)[first]] == ("device_alloc" if busy else "warmup")

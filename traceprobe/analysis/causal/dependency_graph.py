@@ -38,6 +38,7 @@ from ...reading import Trace
 from ..device.busy import comm_mask, host_name_codes, host_thread_codes, pageable_copies, runtime_calls
 from ..host.graph_capture import replays_graphs
 from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, class_spans, host_classes, top_name
+from ..host.host_classes import FREE_CALLS as _FREE_CALLS
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
 from ..host.warmup import compile_holders
@@ -61,11 +62,11 @@ DEVICE_WIDE = re.compile(r"DeviceSynchronize|CtxSynchronize|^cudaFree$|^cuMemFre
 """Synchronizing calls that wait for every stream of the device (``cudaDeviceSynchronize``, ``hipDeviceSynchronize``,
 ``cuCtxSynchronize``, and the device frees of :data:`FREE_CALLS`), not one stream or event."""
 
-FREE_CALLS = frozenset({"cudaFree", "cuMemFree", "cuMemFree_v2", "hipFree"})
-"""Device frees, which synchronize the device before they return (the CUDA runtime's implicit synchronization of
-``cudaFree``; what ``torch.cuda.empty_cache()`` calls): a sync edge in the graph, of host class ``device_alloc``; the
-what-if of its host class (``device_alloc``; ``slow_call`` or ``warmup`` for a first or slow one) drops its wait with its
-host time (:data:`RankGraph.freeing`): the call goes, and the drain with it."""
+FREE_CALLS = _FREE_CALLS
+"""Device frees (:data:`..host.host_classes.FREE_CALLS`), which synchronize the device before they return: a sync edge in
+the graph, of host class ``device_alloc``; the what-if of its host class (``device_alloc``; ``slow_call`` or ``warmup``
+for a first or slow one that did not wait) drops its wait with its host time (:data:`RankGraph.freeing`): the call
+goes, and the drain with it."""
 
 DEPENDENCY_SLACK_NS = 20_000
 """An op that starts more than this after both its stream's previous work and its launch call waited on something

@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..device.busy import host_name_codes, host_thread_codes, per_value, runtime_calls
+from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals, per_value, runtime_calls
 from ..memo import host_column, per_trace
 from .graph_capture import graph_intervals
 from .launch_links import launch_rows
@@ -60,6 +60,12 @@ DEVICE_ALLOC_CALLS = frozenset({
 })
 """Device memory allocation and release calls (``cudaFree`` also synchronizes the device)."""
 
+FREE_CALLS = frozenset({"cudaFree", "cuMemFree", "cuMemFree_v2", "hipFree"})
+"""Device frees, which synchronize the device before they return (the CUDA runtime's implicit synchronization of
+``cudaFree``; what ``torch.cuda.empty_cache()`` calls): a sync edge in the dependency graph
+(:mod:`..causal.dependency_graph`), of host class ``device_alloc``. A free that spent most of its time beside device
+work waited for it (a drain): a sync's wait, never a first call's warm-up or a slow call (:func:`host_classes`)."""
+
 _OTHER_RANK_RE = re.compile(r"barrier|wait_tensor|c10d::wait|ProcessGroup.*::wait|^gloo:", re.IGNORECASE)
 _DATA_RE = re.compile(r"^enumerate\(DataLoader\)")
 _OPT_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
@@ -86,17 +92,33 @@ def host_classes(trace: Trace) -> np.ndarray:
     :func:`.warmup.compile_holders`) is ``compile``, else a slow call (:func:`.warmup.slow_calls`: a new shape's plan)
     ``slow_call``, else a first call holding warm-up (:func:`.warmup.first_calls`) ``warmup``; rows that are none of
     these nor a ``cpu_op``/runtime/driver call (user annotations such as ``ProfilerStep#N``) are -1: they do not make
-    the host "in an op"."""
+    the host "in an op". A device free (:data:`FREE_CALLS`) that spent at least half its time with its device's work
+    running waited for it, as a sync does: it keeps ``device_alloc``."""
     host = trace.host_events
     if host.empty:
         return np.zeros(0, np.int8)
     cls = per_value(host["name"], _host_class, _LAUNCH, np.int8)
     in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool)
     cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
-    own = cls != _SYNC
+    own = (cls != _SYNC) & ~_waiting_frees(trace)
     cls = np.where(first_calls(trace) & own, _WARMUP, cls)
     cls = np.where(slow_calls(trace) & own, _SLOW, cls)
     return np.where((compile_phases(trace) | compile_holders(trace)) & own, _COMPILE, cls).astype(np.int8)
+
+
+def _waiting_frees(trace: Trace) -> np.ndarray:
+    """Mask over ``trace.host_events``: the device frees (:data:`FREE_CALLS`) that were first or slow calls and spent at
+    least half their time beside work on any device (they waited for it: a drain)."""
+    host = trace.host_events
+    free = np.asarray(host["name"].isin(list(FREE_CALLS)), bool) & (first_calls(trace) | slow_calls(trace))
+    if not free.any():
+        return free
+    occupied = list(occupied_intervals(trace).values())
+    busy = iv.coverage_at_least(occupied, 1) if occupied else iv.empty()
+    rows = np.flatnonzero(free)
+    start, end = host_column(trace, "start_ns")[rows], host_column(trace, "end_ns")[rows]
+    free[rows] = 2 * iv.measure(busy, start, end) >= end - start
+    return free
 
 
 @per_trace
