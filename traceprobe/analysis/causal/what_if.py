@@ -126,7 +126,9 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
     also_op = cat([g.also_op + k_off[i] for i, g in enumerate(graphs)])
     collective = np.zeros(d.size, bool)
     if mem_op.size:
-        collective[mem_op[~p2p[np.unique(gid, return_index=True)[1]][mem_group]]] = True  # (instances are (pg, seq) codes)
+        p2p_instance = np.zeros(int(gid.max()) + 1, bool)  # per instance (its (pg, seq) code): a point-to-point transfer
+        p2p_instance[gid[p2p]] = True
+        collective[mem_op[~p2p_instance[mem_group]]] = True
     return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op, collective)
 
 
