@@ -55,7 +55,8 @@ host thread, the *launching thread*. Then:
       tensor: not launch-bound, the host was computing);
   12. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
 
-Each host event's class is :func:`.host_classes.host_classes`', the one the dependency graph's host classes read.
+Each host event's class is :func:`.host_classes.host_classes`', and each nanosecond's :func:`.host_classes.class_spans`':
+the one classification the dependency graph's host time per anchor reads too.
 
 - gaps whose next work has no launch in the trace, and the time after a device's
   last work, are ``unattributed``.
