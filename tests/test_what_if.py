@@ -37,7 +37,7 @@ def _gain(df, rank: int, cause: str) -> int:
 def _one_rank(tmp_path: Path) -> Path:
     """A step: a 1 ms kernel launched at 50 µs, a 5 ms host sleep, a second 1 ms kernel, a stream sync after it."""
     b = TraceBuilder("one rank, a sleep between two launches")
-    b.step(1, 0, 10_000_000)
+    b.step(1, 0, 6_170_000)  # (to the sync's return: prof.step() right after it)
     b.cpu_op(0, 100_000, "aten::linear")
     b.launch(50_000, "kernel", 0, 7, 60_000, 1_000_000)           # call [50, 51] µs, kernel A [60, 1060] µs
     b.cpu_op(5_100_000, 100_000, "aten::relu")                    # (sleep: outside ops from 100 µs to 5.1 ms)
@@ -68,7 +68,7 @@ def test_a_trace_without_host_ops_or_sampled_does_not_call_its_host_time_outside
     or a sleep held it the trace cannot tell. The what-if gives 4.1 ms and the 50 µs before the second launch that
     ``aten::relu`` held there (here no op holds them: host time too); its name and advice say what is known."""
     b = TraceBuilder("SYNTHETIC: runtime calls only")
-    b.step(1, 0, 10_000_000)
+    b.step(1, 0, 6_170_000)
     b.launch(50_000, "kernel", 0, 7, 60_000, 1_000_000)
     b.launch(5_150_000, "kernel", 0, 7, 5_160_000, 1_000_000)
     b.runtime(5_200_000, 970_000, "cudaStreamSynchronize")
@@ -93,16 +93,19 @@ def test_a_trace_without_host_ops_or_sampled_does_not_call_its_host_time_outside
     assert replace(w, host_ops=True).label().startswith("host outside ops -")
 
 
-def test_the_noise_floor_is_of_the_step_where_it_outlasts_the_device_work(tmp_path):
-    """SYNTHETIC, after HTA's ``triton_example``: a 10 s step whose one op dispatches for 1.4 ms a 2 µs kernel. Removing
-    the dispatch gives back 1.4 ms: above 1% of the device work's span and 0.5 ms, but under 1% of the step, so no top
-    finding (it was ``launch-bound dispatch -1.4 ms/step``)."""
+def test_the_host_time_after_the_last_call_of_the_last_step_is_on_the_path(tmp_path):
+    """SYNTHETIC, after HTA's ``triton_example``: a 10 s step whose one op dispatches for 1.4 ms a 2 µs kernel, then
+    nothing recorded to the step's end. The path is walked back from the step's end: its host time after the last call
+    is the step's (outside ops), and removing it gives back 9,998.6 ms; the 1.4 ms dispatch is under the floor, 1% of
+    the step (it was the top, ``launch-bound dispatch -1.4 ms/step``, with the host tail left out)."""
     b = TraceBuilder("SYNTHETIC: a long step, a short kernel")
     b.step(1, 0, 10_000_000_000)
     b.cpu_op(100_000, 1_400_000, "aten::add")
     b.launch(1_450_000, "kernel", 0, 7, 1_460_000, 2_000)
     w = window_what_if("long", "steps 1-1", "", [rank_graph(load_trace(b.write(tmp_path / "long.pt.trace.json")))], None)
-    assert w.floor_ns == 100_000_000 and w.top is None
+    assert w.floor_ns == 100_000_000 and w.top is not None
+    assert (w.top["cause"], w.top["gain_ns"]) == ("host", 9_998_600_000) and "dispatch" not in set(w.table["cause"])
+    assert w.path_line() == "critical path: 100% host outside ops"
 
 
 def _nccl(b: TraceBuilder, at: int, start: int, dur: int) -> None:
@@ -117,7 +120,7 @@ def _sleeping_pair(tmp_path: Path):
     tables, graphs = {}, []
     for r in (0, 1):
         b = TraceBuilder(f"rank {r}", rank=r, world_size=2)
-        b.step(1, 0, 20_000_000)
+        b.step(1, 0, 200_000 + (3_000_000 if r == 1 else 0))  # (to the end of its last op)
         b.cpu_op(0, 100_000, "aten::linear")
         b.launch(50_000, "kernel", 0, 7, 60_000, 1_000_000)
         late = 3_000_000 if r == 1 else 0
@@ -309,13 +312,13 @@ def test_collectives_listed_for_a_rank_without_communication_kernels(tmp_path):
 
 
 def _logged_steps(tmp_path: Path) -> Path:
-    """SYNTHETIC: three 5.03 ms steps; each prepares its batch on the host (2 ms outside ops), launches a 3 ms kernel,
-    then logs its loss (``aten::item``: a stream sync that returns when the kernel ends)."""
+    """SYNTHETIC: three steps 5.03 ms apart, each to its sync's return; each prepares its batch on the host (2 ms outside
+    ops), launches a 3 ms kernel, then logs its loss (``aten::item``: a stream sync that returns when the kernel ends)."""
     us = 1_000
     b = TraceBuilder("a sync at each step's end exposes the next step's host work")
     for i in range(3):
         s = i * 5_030 * us
-        b.step(i + 1, s, 5_030 * us)
+        b.step(i + 1, s, 5_020 * us)  # (to the sync's return)
         b.cpu_op(s + 2_000 * us, 20 * us, "aten::linear")
         b.launch(s + 2_005 * us, "kernel", 0, 7, s + 2_010 * us, 3_000 * us)
         b.cpu_op(s + 2_040 * us, 2_985 * us, "aten::item")
@@ -419,7 +422,7 @@ def test_a_run_on_the_critical_path_is_named_by_what_holds_most_of_it(tmp_path):
     loss's ``.item()``): the run ends in the copy but is compute, named by the GEMM (it was called ``copy`` by its last op)."""
     us = 1_000
     b = TraceBuilder("a run of kernels ending in a copy")
-    b.step(1, 0, 2_200 * us)
+    b.step(1, 0, 19 * us)  # (the host is done after its last launch)
     b.launch(10 * us, "kernel", 0, 7, 20 * us, 1_000 * us)
     b.launch(15 * us, "kernel", 0, 7, 1_020 * us, 1_000 * us)
     b.launch(18 * us, "memcpy", 0, 7, 2_020 * us, 10 * us, "DtoH")
@@ -469,7 +472,7 @@ def test_a_device_free_drains_the_queue_and_its_what_if_takes_the_drain_away(tmp
     would gain 40 µs. The critical path names the free's return after K ``device_alloc``, not ``sync``."""
     us = 1_000
     b = TraceBuilder("SYNTHETIC a device free in the step")
-    b.step(1, 0, 10_000 * us)
+    b.step(1, 0, 9_601 * us)  # (to its last launch call's end)
     b.launch(0, "kernel", 0, 7, 50 * us, 5_000 * us, name="K")
     b.runtime(100 * us, 4_960 * us, "cudaFree", correlation=-1)
     b.runtime(5_060 * us, 40 * us, "cudaMalloc", correlation=-1)

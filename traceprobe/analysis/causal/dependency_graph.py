@@ -5,7 +5,9 @@ rank, and Daydream's, Zhu et al., USENIX ATC 2020, for what-if replays), replaye
 
 - *host chain* (one per rank): the *anchors* of its launching threads, in time order: every call that launched
   device work in the trace (Kineto's correlation id), every synchronizing runtime call (:data:`.host_classes.SYNC_CALLS`,
-  ``*Synchronize*``) and every step's start. The host time before an anchor is what the host did since the
+  ``*Synchronize*``), every step's start and the last step's end (the host time after the window's last call, up to
+  its last step's end, is that step's: the critical path is walked back from it where it is the window's last work).
+  The host time before an anchor is what the host did since the
   previous one; its *host class* is, nanosecond by nanosecond, the first of :data:`HOST_CLASSES` that holds it on
   any launching thread (``dispatch``: inside an op that launched device work, or a runtime call; ``cpu_op``: inside
   an op that launched none; ``host``: outside every op: Python, sleeps, I/O). Launching threads are one chain: the
@@ -175,6 +177,8 @@ def rank_graph(trace: Trace) -> RankGraph:
     real = iv.distinct(np.concatenate([rows[rows >= 0], sync_rows])).astype(np.int64)
     steps = step_windows(trace)
     step_t = steps["start_ns"].to_numpy(np.int64)  # each step's start is an anchor too: host time from it is counted
+    if len(steps):  # (and the last step's end: the host time after its last call, up to the step's end, is the step's)
+        step_t = np.concatenate([step_t, [int(steps["end_ns"].max())]])
     h_start = np.concatenate([host_column(trace, "start_ns")[real] if len(host) else np.zeros(0, np.int64), step_t])
     t = np.concatenate([host_column(trace, "end_ns")[real] if len(host) else np.zeros(0, np.int64), step_t])
     anchor_rows = np.concatenate([real, np.full(step_t.size, -1, np.int64)])
