@@ -13,7 +13,7 @@ rank, :mod:`.dependency_graph`), each step back follows the edge that bound the 
   or ``warmup`` for a first call's launch that loads code);
 - an op bound by another stream's work: the gap (``dependency``), then that work;
 - the host: back to the last sync that returned when its device work ended (``sync``: that work's end to the
-  call's return, then that work; for a device free, :data:`.dependency_graph.FREE_CALLS`, its host class), its time by
+  call's return, then that work; for a device free, :data:`..host.host_classes.FREE_CALLS`, its host class), its time by
   host class (:data:`.dependency_graph.HOST_CLASSES`);
 - work with no binding edge in the trace (its first op, launched before the trace) ends the walk.
 

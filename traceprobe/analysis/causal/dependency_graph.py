@@ -37,10 +37,9 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..device.busy import comm_mask, host_name_codes, host_thread_codes, pageable_copies, runtime_calls
+from ..device.busy import comm_mask, host_thread_codes, pageable_copies, per_value, runtime_calls
 from ..host.graph_capture import replays_graphs
-from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, class_spans, host_classes, top_name
-from ..host.host_classes import FREE_CALLS as _FREE_CALLS
+from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, class_spans, device_frees, host_classes, top_name
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
 from ..host.warmup import compile_holders
@@ -60,15 +59,12 @@ on its stream, its launch, a dependency on another stream."""
 NEG = -(2**60)
 """Minus infinity for int64 times: no edge."""
 
-DEVICE_WIDE = re.compile(r"DeviceSynchronize|CtxSynchronize|^cudaFree$|^cuMemFree|^hipFree$")
+DEVICE_WIDE = re.compile(r"DeviceSynchronize|CtxSynchronize")
 """Synchronizing calls that wait for every stream of the device (``cudaDeviceSynchronize``, ``hipDeviceSynchronize``,
-``cuCtxSynchronize``, and the device frees of :data:`FREE_CALLS`), not one stream or event."""
-
-FREE_CALLS = _FREE_CALLS
-"""Device frees (:data:`..host.host_classes.FREE_CALLS`), which synchronize the device before they return: a sync edge in
-the graph, of host class ``device_alloc``; the what-if of its host class (``device_alloc``; ``slow_call`` or ``warmup``
-for a first or slow one that did not wait) drops its wait with its host time (:data:`RankGraph.freeing`): the call
-goes, and the drain with it."""
+``cuCtxSynchronize``), not one stream or event; the device frees (:data:`..host.host_classes.FREE_CALLS`) do too. A free
+is a sync edge of host class ``device_alloc``; the what-if of its host class (``device_alloc``; ``slow_call`` or
+``warmup`` for a first or slow one that did not wait) drops its wait with its host time (:data:`RankGraph.freeing`):
+the call goes, and the drain with it."""
 
 DEPENDENCY_SLACK_NS = 20_000
 """An op that starts more than this after both its stream's previous work and its launch call waited on something
@@ -109,7 +105,7 @@ class RankGraph:
         backend: the trace's device runtime (:attr:`traceprobe.reading.Trace.backend`); ``replays``: whether the trace
             replays device graphs (:func:`.graph_capture.replays_graphs`): the advice on launch-bound time depends on it.
         event_rows: (K,) each op's row of the trace's ``device_events`` (int64; empty in a graph read from a summary).
-        freeing: (A,) per anchor that is a device free (:data:`FREE_CALLS`), its host class (int8 index into
+        freeing: (A,) per anchor that is a device free (:data:`..host.host_classes.FREE_CALLS`), its host class (int8 index into
             :data:`HOST_CLASSES`); -1 for every other anchor.
         host_ops: whether the trace recorded host ops (``cpu_op`` events): where it did not, the ``host`` class is the
             host's time between the runtime calls it recorded, not known to be outside ops.
@@ -171,8 +167,7 @@ def rank_graph(trace: Trace) -> RankGraph:
     rows = launch_rows(trace) if k else np.zeros(0, np.int64)
     host = trace.host_events
     cls = host_classes(trace) if len(host) else np.zeros(0, np.int8)
-    h_codes, h_names = host_name_codes(trace) if len(host) else (np.zeros(0, np.int64), [])
-    frees = np.array([n in FREE_CALLS for n in h_names] + [False], bool)[h_codes] if len(host) else np.zeros(0, bool)
+    frees = device_frees(trace) if len(host) else np.zeros(0, bool)
     sync_rows = np.flatnonzero(((cls == EVENT_CAUSES.index("sync")) | frees) & runtime_calls(trace)) if len(host) else np.zeros(0, np.int64)
     real = iv.distinct(np.concatenate([rows[rows >= 0], sync_rows])).astype(np.int64)
     steps = step_windows(trace)
@@ -267,7 +262,8 @@ def rank_graph(trace: Trace) -> RankGraph:
         syncs = np.flatnonzero(is_sync)
         target[syncs] = tgt
         # a device-wide sync that waited returns after every stream's work launched before it, not only the last
-        wide = np.array([DEVICE_WIDE.search(n) is not None for n in h_names] + [False], bool)[h_codes[np.maximum(anchor_rows[is_sync], 0)]]
+        wide = (per_value(host["name"], lambda n: DEVICE_WIDE.search(str(n)) is not None, False, bool) | frees)[
+            np.maximum(anchor_rows[is_sync], 0)]
         for cand in per_lane:
             more = wide & waited & (cand >= 0) & (cand != tgt)
             also_a.append(syncs[more])

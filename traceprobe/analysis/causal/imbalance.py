@@ -28,9 +28,9 @@ def segment_codes(graphs: list[RankGraph], code: np.ndarray, names: list[str],
     the rank's collectives (``collective``, over the graphs' ops concatenated: members of matched collective instances,
     not point-to-point transfers, whose two sides run different parts of the program) launched inside its steps before
     the op's launch (program order: each rank of an SPMD job launches the same collectives in the same order, so
-    segment k is the same stretch of the program on every rank; an op without a launch is segment -1). An expert given more tokens can run its GEMM under another kernel name
-    (cuBLAS picks another tile for the shape); within a segment, the kernels between the same two collectives stand
-    for the same work whatever their names.
+    segment k is the same stretch of the program on every rank; an op without a launch is segment -1). An expert given
+    more tokens can run its GEMM under another kernel name (cuBLAS picks another tile for the shape); within a segment,
+    the kernels between the same two collectives stand for the same work whatever their names.
 
     Where the ranks launched different numbers of collectives inside their steps (pipeline stages, one-sided
     transfers), or the pairs would pass :data:`SEGMENT_CELLS`, the kernel name alone: ``code`` and ``names``

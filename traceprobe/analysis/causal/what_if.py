@@ -74,7 +74,7 @@ class _Job:
     """A device-wide sync's other edges (:attr:`.dependency_graph.RankGraph.also_anchor`): the anchor ..."""
     also_op: np.ndarray
     """... and the op it also waits for."""
-    collective: np.ndarray | None = None
+    collective: np.ndarray
     """(K,) bool: the op is a member of a collective instance every member of which runs the same program (not a
     point-to-point transfer, whose sides do different work)."""
 

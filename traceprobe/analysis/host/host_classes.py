@@ -106,11 +106,17 @@ def host_classes(trace: Trace) -> np.ndarray:
     return np.where((compile_phases(trace) | compile_holders(trace)) & own, _COMPILE, cls).astype(np.int8)
 
 
+@per_trace
+def device_frees(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events``: the device frees (:data:`FREE_CALLS`), by name once per
+    distinct name."""
+    return per_value(trace.host_events["name"], FREE_CALLS.__contains__, False, bool)
+
+
 def _waiting_frees(trace: Trace) -> np.ndarray:
     """Mask over ``trace.host_events``: the device frees (:data:`FREE_CALLS`) that were first or slow calls and spent at
     least half their time beside work on any device (they waited for it: a drain)."""
-    host = trace.host_events
-    free = np.asarray(host["name"].isin(list(FREE_CALLS)), bool) & (first_calls(trace) | slow_calls(trace))
+    free = device_frees(trace) & (first_calls(trace) | slow_calls(trace))
     if not free.any():
         return free
     occupied = list(occupied_intervals(trace).values())
@@ -183,21 +189,21 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
     if host.empty or not threads:
         return tuple(iv.empty() for _ in HOST_CAUSES[:-1])
     start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
-    on = np.isin(host_thread_codes(trace), np.asarray(threads, np.int64))
+    thread = host_thread_codes(trace)
+    on = np.isin(thread, np.asarray(threads, np.int64))
     cls = host_classes(trace)
+    capturing = graph_intervals(trace)
 
-    def span(m: np.ndarray) -> iv.Intervals:
-        return iv.union(start[m & on], end[m & on])
+    def span(m: np.ndarray, where: np.ndarray = on) -> iv.Intervals:
+        return iv.union(start[m & where], end[m & where])
 
-    captured = [s for t, s in graph_intervals(trace).items() if t in threads]
+    captured = [capturing[t] for t in threads if t in capturing]
     raw = [iv.coverage_at_least(captured, 1) if captured else iv.empty()]
     raw += [span(cls == k) for k in range(_LAUNCH)]
     raw += [span(dispatching(trace)), span(cls >= 0)]  # (cpu_op: any op left)
     setup = setup_span(trace)  # (a thread outside any op, before a first compile: set-up, warm-up)
     if setup[0].size:
-        code, graphs = host_thread_codes(trace), graph_intervals(trace)
-        idle = [iv.subtract(iv.subtract(setup, graphs.get(t, iv.empty())),
-                            iv.union(start[(cls >= 0) & (code == t)], end[(cls >= 0) & (code == t)])) for t in threads]
+        idle = [iv.subtract(iv.subtract(setup, capturing.get(t, iv.empty())), span(cls >= 0, thread == t)) for t in threads]
         raw[1 + _WARMUP] = iv.coverage_at_least([raw[1 + _WARMUP], *idle], 1)
     out, taken = [], iv.empty()
     for s in raw:
