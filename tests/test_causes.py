@@ -144,6 +144,8 @@ def idle_reference(tr: Trace, lo: int, hi: int) -> dict[int, dict[str, int]]:
                 res["graph_capture"] += 1
                 continue
             held = [classes[r.Index] for r in rows if r.tid == tid and r.start_ns <= t < r.end_ns and classes[r.Index]]
+            if "launch" in held:  # (inside an optimizer's span, its launches are dispatch)
+                held = [c for c in held if c != "optimizer"]
             res[min(held, key=order.__getitem__) if held else "warmup" if t < setup else "host"] += 1
         out[d] = res
     return out
@@ -616,3 +618,25 @@ def test_host_classes_of_several_threads_are_each_nanosecond_s_first_class_on_an
     together = per_ns(class_spans(tr, threads))
     each = np.min([per_ns(class_spans(tr, (t,))) for t in threads], axis=0)
     assert np.array_equal(together, each)
+
+
+@pytest.mark.parametrize("on_device", [True, False])
+def test_an_optimizer_s_launches_are_dispatch_and_the_rest_of_it_optimizer(tmp_path, on_device):
+    """SYNTHETIC: an ``Optimizer.step`` span of 100 µs holding a foreach op of 30 µs. On the device, the op launches a
+    kernel: its 30 µs are ``launch`` (dispatch) and the optimizer keeps the 70 µs around it; on the host (the op
+    launches nothing) the optimizer holds all 100 µs and nothing is ``launch``."""
+    from traceprobe import intervals as iv
+    from traceprobe.analysis.device.busy import host_thread_codes
+    from traceprobe.analysis.host.host_classes import HOST_CAUSES, class_spans
+
+    b = TraceBuilder("an optimizer's launches")
+    b.step(1, 0, 200_000)
+    b.annotation("Optimizer.step#Adam.step", 50_000, 100_000)
+    b.cpu_op(60_000, 30_000, "aten::_foreach_add_")
+    if on_device:
+        b.launch(70_000, "kernel", 0, 7, 75_000, 2_000)
+    tr = load(b, tmp_path)
+    spans = dict(zip(HOST_CAUSES, class_spans(tr, tuple(sorted(set(host_thread_codes(tr).tolist()))))))
+    base = int(tr.host_events["start_ns"].min())  # (the step's start)
+    opt, launch = (iv.measure(spans[c], np.array([base]), np.array([base + 200_000]))[0] for c in ("optimizer", "launch"))
+    assert (opt, launch) == ((70_000, 30_000) if on_device else (100_000, 0))

@@ -27,7 +27,8 @@ classes (:data:`..causal.dependency_graph.HOST_CLASSES`) are the same, ``launch`
 EVENT_CAUSES = HOST_CAUSES[1:-1]
 """The host causes held by host events, ``sync`` to ``cpu_op`` (:func:`host_classes` gives each event one of them up to
 ``launch``; :func:`dispatching` splits ``launch`` from ``cpu_op``)."""
-_SYNC, _COMPILE, _SLOW, _WARMUP, _LAUNCH = (EVENT_CAUSES.index(c) for c in ("sync", "compile", "slow_call", "warmup", "launch"))
+_SYNC, _COMPILE, _SLOW, _WARMUP, _OPTIMIZER, _LAUNCH = (EVENT_CAUSES.index(c) for c in ("sync", "compile", "slow_call", "warmup", "optimizer",
+                                                                                         "launch"))
 
 LABELS = {
     "graph_capture": "graph capture", "sync": "sync", "compile": "compilation", "slow_call": "slow calls (new shapes)",
@@ -177,8 +178,10 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
 
     The classes, in order: ``graph_capture`` (inside a stream capture or a graph call, :func:`.graph_capture.graph_intervals`);
     ``sync`` to ``optimizer`` (inside a host event of that class, :func:`host_classes`; ``warmup`` also holds the set-up
-    before a first compile where a thread is outside any op, :func:`.warmup.setup_span`); ``launch`` (inside an event
-    that dispatches device work, :func:`dispatching`); ``cpu_op`` (inside any other op). Of several threads, each
+    before a first compile where a thread is outside any op, :func:`.warmup.setup_span`; ``optimizer`` is the optimizer's
+    span outside the events in it that dispatch device work: an optimizer on the device spends its host time launching
+    its kernels, which is ``launch``, and what is left is its Python and CPU work); ``launch`` (inside an event that
+    dispatches device work, :func:`dispatching`); ``cpu_op`` (inside any other op). Of several threads, each
     nanosecond is the first class any of them is in. ``host`` is what none holds: it is left to the caller, who knows
     the interval asked about.
 
@@ -199,8 +202,11 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
 
     captured = [capturing[t] for t in threads if t in capturing]
     raw = [iv.coverage_at_least(captured, 1) if captured else iv.empty()]
+    launching = dispatching(trace)
     raw += [span(cls == k) for k in range(_LAUNCH)]
-    raw += [span(dispatching(trace)), span(cls >= 0)]  # (cpu_op: any op left)
+    raw[1 + _OPTIMIZER] = iv.coverage_at_least([iv.subtract(span(cls == _OPTIMIZER, thread == t), span(launching, thread == t))
+                                                for t in threads], 1)  # (an optimizer's launches are dispatch, thread by thread)
+    raw += [span(launching), span(cls >= 0)]  # (cpu_op: any op left)
     setup = setup_span(trace)  # (a thread outside any op, before a first compile: set-up, warm-up)
     if setup[0].size:
         idle = [iv.subtract(iv.subtract(setup, capturing.get(t, iv.empty())), span(cls >= 0, thread == t)) for t in threads]
