@@ -27,6 +27,7 @@ The runs where it does not are listed in :data:`MISSES` with what the trace show
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,36 @@ def test_a_trace_without_host_ops_names_what_it_shows(folder, facts):
     host = found.table[(found.table["cause"] == "host") & (found.table["rank"] == 0)].iloc[0]
     assert top["cause"] in ("sync", "host") and abs(host["gain_ns"] - 2 * built_in) <= 0.15 * 2 * built_in, found.table.head()
     assert "outside ops" not in found.finding() and "host between launch calls" in found.finding()
+
+
+FIXES = HELDOUT / "w1-fixes"
+FIX_CAUSES = {"launch-bound": ({"dispatch"}, "dispatch"), "cpu-augment": ({"cpu_op"}, "cpu_op"),
+              "log-every-step": ({"sync", "host"}, "sync"), "grad-check": ({"sync", "host"}, "sync")}
+"""Per loop of ``w1-fixes``: the what-if causes its habits are (the top must be one of them), and the cause its fix
+removes (``scripts/fix_table.py``'s ``CAUSE_OF_FIX``)."""
+
+
+def _fix_params() -> list:
+    facts = [json.loads(x) for x in (FIXES / "fixes.jsonl").read_text().splitlines()]
+    return [pytest.param(f, id=f["folder"], marks=[] if f["folder"] in ("launch-bound", "cpu-augment") else [pytest.mark.slow])
+            for f in facts]
+
+
+@pytest.mark.parametrize("facts", _fix_params())
+def test_a_loop_s_top_what_if_is_its_habit_and_its_fix_gives_it_back(facts):
+    """``w1-fixes`` (1x H200, ``FIX_SCALE=2 FIX_HOST=0.25 scripts/fix_scenarios.py``; the rule that an optimizer's
+    launches are dispatch was built on its ``launch-bound`` loop, the others were not tuned on): loops written with a
+    habit that costs time, not built around a cause. The slow loop's top what-if is one of its habits (eager launches: dispatch; CPU augmentation: CPU ops; a
+    per-step read of the loss or of the gradient norm before Python tokenizing: the sync or the host time it exposes);
+    the what-if of the cause its fix removes is within half of the gain the fix measured inside the profiler; and the
+    fixed loop, where kept, has no what-if of that cause above its floor."""
+    habits, removed = FIX_CAUSES[facts["folder"]]
+    _, found = replayed(FIXES / facts["folder"] / "slow")
+    assert found.top is not None and found.top["cause"] in habits, found.table.head()
+    v = facts["variants"]
+    gain = (v["slow"]["profiled_ms_per_step"] - v["fixed"]["profiled_ms_per_step"]) * 1e6
+    got = found.table[found.table["cause"] == removed].iloc[0]["per_step_ns"]
+    assert abs(got - gain) <= 0.5 * gain, (got, gain)
+    if "fixed" in facts["kept_traces"]:
+        _, fixed = replayed(FIXES / facts["folder"] / "fixed")
+        assert fixed.top is None or fixed.top["cause"] != removed, fixed.table.head()
