@@ -640,3 +640,39 @@ def test_an_optimizer_s_launches_are_dispatch_and_the_rest_of_it_optimizer(tmp_p
     base = int(tr.host_events["start_ns"].min())  # (the step's start)
     opt, launch = (iv.measure(spans[c], np.array([base]), np.array([base + 200_000]))[0] for c in ("optimizer", "launch"))
     assert (opt, launch) == ((70_000, 30_000) if on_device else (100_000, 0))
+
+
+@st.composite
+def nested_host_ops(draw):
+    """SYNTHETIC host events on two threads, nested as Kineto records them: on a thread, two events are apart or one holds
+    the other (equal spans included); ``cpu_op`` events and ``cuda_runtime`` calls."""
+    b = TraceBuilder("nested host ops")
+    kept: list[tuple[str, int, int]] = []
+    for _ in range(draw(st.integers(1, 14))):
+        tid = draw(st.sampled_from(["1", "2"]))
+        s = draw(st.integers(0, GRID))
+        e = s + draw(st.integers(0, 30))
+        if all(t != tid or e <= a or s >= z or (a <= s and e <= z) or (s <= a and z <= e) for t, a, z in kept):
+            kept.append((tid, s, e))
+            if draw(st.booleans()):
+                b.cpu_op(s, e - s, draw(st.sampled_from(["aten::is_nonzero", "aten::item", "aten::add"])), tid=tid)
+            else:
+                b.runtime(s, e - s, "cudaStreamSynchronize", tid=tid)
+    return b
+
+
+@settings(max_examples=150, deadline=None)
+@given(nested_host_ops())
+def test_program_calls_are_the_outermost_op_holding_each_event(tmp_path_factory, b):
+    """Each host event's program call (:func:`.host_classes.program_calls`) is, by brute force, the ``cpu_op`` on its
+    thread that holds it and starts first (the longer first, then the first row), or itself where none holds it."""
+    from traceprobe.analysis.host.host_classes import program_calls
+
+    tr = load(b, tmp_path_factory.mktemp("nested"))
+    host = tr.host_events
+    rows = list(zip(host["tid"].astype(str), host["cat"].astype(str), host["start_ns"], host["end_ns"]))
+    want = []
+    for i, (tid, _, s, e) in enumerate(rows):
+        holders = [(a, -z, j) for j, (t, cat, a, z) in enumerate(rows) if t == tid and cat == "cpu_op" and a <= s and z >= e]
+        want.append(min(holders)[2] if holders else i)
+    assert program_calls(tr).tolist() == want

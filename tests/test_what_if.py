@@ -311,9 +311,10 @@ def test_collectives_listed_for_a_rank_without_communication_kernels(tmp_path):
     assert len(df) and (df["gain_ns"] >= 0).all()
 
 
-def _logged_steps(tmp_path: Path) -> Path:
+def _logged_steps(tmp_path: Path, outer: str = "") -> Path:
     """SYNTHETIC: three steps 5.03 ms apart, each to its sync's return; each prepares its batch on the host (2 ms outside
-    ops), launches a 3 ms kernel, then logs its loss (``aten::item``: a stream sync that returns when the kernel ends)."""
+    ops), launches a 3 ms kernel, then logs its loss (``aten::item``: a stream sync that returns when the kernel ends),
+    or, with ``outer``, reads it inside that op (``aten::is_nonzero``: ``if loss > x``)."""
     us = 1_000
     b = TraceBuilder("a sync at each step's end exposes the next step's host work")
     for i in range(3):
@@ -321,6 +322,8 @@ def _logged_steps(tmp_path: Path) -> Path:
         b.step(i + 1, s, 5_020 * us)  # (to the sync's return)
         b.cpu_op(s + 2_000 * us, 20 * us, "aten::linear")
         b.launch(s + 2_005 * us, "kernel", 0, 7, s + 2_010 * us, 3_000 * us)
+        if outer:
+            b.cpu_op(s + 2_038 * us, 2_988 * us, outer)
         b.cpu_op(s + 2_040 * us, 2_985 * us, "aten::item")
         b.runtime(s + 2_050 * us, 2_970 * us, "cudaStreamSynchronize")  # returns at s + 5,020 µs, 10 µs after the kernel
     return b.write(tmp_path / "logged.pt.trace.json")
@@ -339,6 +342,23 @@ def test_a_sync_that_exposes_the_host_work_after_it_is_named_before_it(tmp_path)
     # gain after the first step over the two others, not the window's gain over three
     assert (top["gain_ns"], top["per_step_ns"]) == (4_070_000, (4_070_000 - 20_000) // 2)
     assert "the host work after it (host outside ops" in w.finding()
+
+
+@pytest.mark.parametrize(("outer", "says", "do"), [
+    ("aten::is_nonzero", "a Python condition reads a device tensor (aten::is_nonzero)", "keep the check on the device"),
+    ("aten::index", "an op whose output size depends on the data (aten::index)", "use torch.where or give the output size"),
+    ("", "drop the syncs in the loop (aten::item)", "drop syncs from the loop")])
+def test_a_sync_is_named_by_the_op_the_program_called(tmp_path, outer, says, do):
+    """SYNTHETIC: the logged steps above with the loss read inside another op: ``if loss > x`` (``aten::is_nonzero``
+    holding ``aten::item``) or boolean-mask indexing (``aten::index``); the sync's finding names the op the program
+    called, not the ``aten::item`` inside it, and its action fits it."""
+    from traceprobe.report.actions import what_if_top
+
+    w = window_what_if("r", "w", "", [rank_graph(load_trace(_logged_steps(tmp_path, outer)))], None)
+    assert w.top is not None and w.top["cause"] == "sync" and w.top["top"] == (outer or "aten::item")
+    assert says in w.finding()
+    top = what_if_top(w)
+    assert top is not None and top.do.startswith(do)
 
 
 def test_a_host_side_finding_of_a_trace_with_stacks_says_its_gain_is_an_upper_bound(tmp_path):
@@ -436,7 +456,7 @@ def test_syncs_on_copies_from_pageable_memory_ask_for_pinned_batches_not_fewer_i
     batch with ``.to(device)`` from pageable memory, and the copy's call waits for the stream's queued work: the syncs
     are those copies, so the action is to pin the batches, not to drop ``.item()``. The synthetic ``aten::item`` syncs
     above keep their name (test_a_sync_that_exposes_the_host_work_after_it_is_named_before_it)."""
-    from traceprobe.analysis.causal.what_if import PAGEABLE_HTOD
+    from traceprobe.analysis.causal.sync_names import PAGEABLE_HTOD
     from traceprobe.report.actions import DO_CAUSE, what_if_top
 
     _, w = replayed(Path(__file__).resolve().parent.parent / "sample_traces" / "heldout" / "w2-patterns" / "ddp-dataloader-workers")

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..analysis.advice.idle_advice import COMPILED_OPS
-from ..analysis.causal.what_if import PAGEABLE_HTOD
+from ..analysis.causal.sync_names import sync_kind
 from ..analysis.causal.what_if_windows import WindowWhatIf
 from ..analysis.host.python_frames import short_frame
 from ..analysis.per_trace import OverlapReport
@@ -25,6 +25,8 @@ DO_CAUSE = {
     "graph_capture": "capture the graph once and replay it",
     "sync": "drop syncs from the loop (.item(), .cpu(), print); log every N steps",
     "sync_htod": "pin the batches (pin_memory=True); copy with non_blocking=True",
+    "sync_condition": "keep the check on the device (torch.where) or check every N steps",
+    "sync_data_dependent": "use torch.where or give the output size (nonzero_static, output_size=)",
     "compile": "keep shapes fixed; TORCH_LOGS=recompiles names the guard",
     "compile_once": "nothing to fix: compilation is a one-time cost",
     "slow_call": "keep input shapes fixed (pad or bucket them)",
@@ -47,8 +49,9 @@ DO_CAUSE = {
 }
 """The action of each what-if cause (:data:`traceprobe.analysis.causal.what_if_windows.LABELS`), shortened from
 :func:`traceprobe.analysis.causal.what_if_windows.advice`; ``compile_once``, ``warmup_unscheduled``: a one-time cost, in a
-trace without steps for the latter; ``sync_htod``: syncs that wait for copies to the device from pageable memory
-(:data:`traceprobe.analysis.causal.what_if.PAGEABLE_HTOD`); ``dispatch_compiled``, ``dispatch_replayed``: launch-bound inside compiled code,
+trace without steps for the latter; ``sync_htod``, ``sync_condition``,
+``sync_data_dependent``: syncs that wait for copies to the device from pageable memory, for a Python condition on a
+device tensor, or for an op to size its output (:func:`traceprobe.analysis.causal.sync_names.sync_kind`); ``dispatch_compiled``, ``dispatch_replayed``: launch-bound inside compiled code,
 without and with graph replays in the trace (:func:`traceprobe.analysis.advice.idle_advice.launch_fix`); ``host_unrecorded``:
 host time in a trace that recorded no host ops (:data:`traceprobe.analysis.causal.what_if_windows.UNRECORDED_HOST`);
 ``host_sampled``: the same in a sampled trace."""
@@ -140,8 +143,8 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
         do = f"speed up {short_frame(str(t['top']), brief=True)} or move it off the step"
     if cause == "host" and w.unrecorded_host:  # (host ops not recorded, or sampled: the trace cannot tell what held it)
         do = DO_CAUSE["host_unrecorded" if w.unrecorded_host == "none" else "host_sampled"]
-    if cause == "sync" and t.get("top") == PAGEABLE_HTOD:  # (copies from pageable memory, not .item())
-        do = DO_CAUSE["sync_htod"]
+    if cause == "sync" and sync_kind(str(t.get("top", ""))):  # (copies from pageable memory, a condition, a data-sized op)
+        do = DO_CAUSE[f"sync_{sync_kind(str(t.get('top', '')))}"]
     if cause == "dispatch" and COMPILED_OPS.search(str(t.get("top", ""))):  # (compiled already: not "torch.compile it")
         do = DO_CAUSE["dispatch_replayed" if w.replays else "dispatch_compiled"]
     part = w.partial()  # (a sampled or cut-short trace says so beside its figure)

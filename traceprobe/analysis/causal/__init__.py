@@ -3,6 +3,6 @@ event waits the trace recorded), its critical path, what removing each cause wou
 collectives, and each window's top cause in words.
 
 Modules (each public): ``dependency_graph``, ``event_waits``, ``what_if``, ``contention``, ``imbalance``, ``what_if_order``,
-``what_if_steps``, ``critical_path``, ``what_if_windows``.
+``what_if_steps``, ``sync_names``, ``critical_path``, ``what_if_windows``.
 Nothing is imported here: import the module.
 """

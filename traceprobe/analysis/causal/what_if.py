@@ -26,6 +26,7 @@ from ... import intervals as iv
 from .contention import charged_wait, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_device_work, kernel_codes, segment_codes
+from .sync_names import sync_top
 from .what_if_order import COLUMNS, ordered
 from .what_if_steps import first_calls_merged, first_step, step_ends, steps_with
 
@@ -322,7 +323,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     for ranks in _replays(holding, only):
         on = np.isin(job.a_rank, ranks)
         most = max(ranks, key=lambda i: waits[i].sum())
-        add(ranks, "sync", [int(waits[i].sum()) for i in ranks], _sync_top(graphs[most], waits[most]),
+        add(ranks, "sync", [int(waits[i].sum()) for i in ranks], sync_top(graphs[most], waits[most]),
             h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0),
             [steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
@@ -371,20 +372,3 @@ def _replays(holding: list[int], only: set[int] | None) -> list[list[int]]:
 def _finish(t: np.ndarray, end: np.ndarray) -> int:
     """When the window's last work ends: its last anchor or device op."""
     return int(max(t.max(initial=NEG), end.max(initial=NEG)))
-
-
-PAGEABLE_HTOD = "Memcpy HtoD (pageable)"
-"""The top of a ``sync`` what-if whose waits are mostly for copies to the device from pageable memory (a batch moved
-with ``.to(device)`` from unpinned memory: the call waits for the copy, queued behind the stream's work)."""
-
-
-def _sync_top(g: RankGraph, wait: np.ndarray) -> str:
-    """What holds most of a rank's sync time (``wait``: per anchor, its wait and its host time in sync calls, int64 ns):
-    :data:`PAGEABLE_HTOD` where at least half of it waited for host-to-device copies from pageable memory (Kineto's
-    memcpy kinds), else the sync call or op holding most of it."""
-    tgt = np.maximum(g.target, 0)
-    if g.target.size and g.pageable.size:
-        htod = (g.target >= 0) & g.pageable[tgt] & np.array([g.names[c].startswith("Memcpy HtoD") for c in g.name[tgt]], bool)
-        if 2 * int(wait[htod].sum()) >= int(wait.sum()) > 0:
-            return PAGEABLE_HTOD
-    return g.class_top[HOST_CLASSES.index("sync")] or "synchronizing call"

@@ -12,7 +12,8 @@ from ..advice.idle_advice import COMPILED_OPS, Backend, launch_fix
 from ..host.python_frames import short_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
-from .what_if import PAGEABLE_HTOD, STEP_COLUMNS, _finish, what_ifs
+from .sync_names import sync_kind
+from .what_if import STEP_COLUMNS, _finish, what_ifs
 from .what_if_order import EXPOSING_SHARE, HOST_WORK
 from .what_if_steps import first_calls_merged
 
@@ -65,9 +66,14 @@ def advice(cause: str, top: str, steps_with: int, steps: int, backend: str = "cu
     where = f" ({top})" if top else ""
     return {
         "graph_capture": "capture the graph once and replay it; a capture per step records launches that do not run",
-        "sync": ("the host waits for its copies to the device from pageable memory: pin the batches (DataLoader(pin_memory=True)) "
-                 "and copy with .to(device, non_blocking=True)") if full_top == PAGEABLE_HTOD else
-                f"drop the syncs in the loop{where}: .item(), .cpu(), printing a device tensor; log every N steps",
+        "sync": {"htod": "the host waits for its copies to the device from pageable memory: pin the batches "
+                         "(DataLoader(pin_memory=True)) and copy with .to(device, non_blocking=True)",
+                 "condition": f"a Python condition reads a device tensor{where} (if, while, bool(), assert) and waits for the "
+                              "device: keep the check on the device (torch.where, a masked update) or check every N steps",
+                 "data_dependent": f"an op whose output size depends on the data{where} waits for the device to size it: "
+                                   "torch.where or a mask in place of boolean indexing, or give the size (nonzero_static, "
+                                   "output_size=)"}.get(sync_kind(full_top),
+                f"drop the syncs in the loop{where}: .item(), .cpu(), printing a device tensor; log every N steps"),
         "compile": (f"recompiling in {steps_with} of {steps} steps: shapes change; find the guard with TORCH_LOGS=recompiles, "
                     "then mark_dynamic or pad to fixed sizes") if every else f"compilation{where}: one-time, not a steady cost",
         "slow_call": (f"calls{where} ran 10x their median in {steps_with} of {steps} steps: a new shape each step builds "

@@ -171,6 +171,38 @@ def top_name(trace: Trace, rows: np.ndarray, span: iv.Intervals) -> str:
 
 
 @per_trace
+def program_calls(trace: Trace) -> np.ndarray:
+    """Per row of ``trace.host_events``: the row of the outermost ``cpu_op`` on its thread that holds it (starts at or
+    before it and ends at or after it): the op the program called (``aten::is_nonzero`` around ``aten::item`` around
+    ``aten::_local_scalar_dense`` and its copy and stream sync), else the row itself. Ops are nested by Kineto's
+    intervals; an op that overlaps another without being inside it starts a new outermost op (int64)."""
+    host = trace.host_events
+    out = np.arange(len(host), dtype=np.int64)
+    if host.empty:
+        return out
+    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
+    thread = host_thread_codes(trace)
+    op = per_value(host["cat"], "cpu_op".__eq__, False, bool)
+    for t in iv.distinct(thread[op]).tolist():  # (one pass per host thread)
+        ops = np.flatnonzero(op & (thread == t))
+        ops = ops[np.lexsort((-end[ops], start[ops]))]  # (by start, the longer first)
+        before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], end[ops][:-1]]))
+        outer = ops[end[ops] > before]  # (not inside an op before it)
+        rows = np.flatnonzero(thread == t)
+        k = np.searchsorted(start[outer], start[rows], "right") - 1
+        held = (k >= 0) & (end[outer[np.maximum(k, 0)]] >= end[rows])
+        out[rows[held]] = outer[k[held]]
+    return out
+
+
+def sync_top(trace: Trace, rows: np.ndarray, span: iv.Intervals) -> str:
+    """Name of the op the program called (:func:`program_calls`) whose synchronizing time inside ``span`` adds up to the
+    most, of the host events ``rows``: what a sync's finding names (``aten::is_nonzero`` for ``if not
+    torch.isfinite(norm)``, ``aten::item`` for ``loss.item()``)."""
+    return top_name(trace, np.unique(program_calls(trace)[rows]), span)
+
+
+@per_trace
 def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, ...]:
     """Where the host threads ``threads`` (codes of :func:`.busy.host_thread_codes`) were in each host class, each
     nanosecond given to the first class of :data:`HOST_CAUSES` that holds it: the one classification the idle causes'
