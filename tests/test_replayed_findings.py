@@ -61,3 +61,19 @@ def test_recorded_findings_are_the_window_replay():
     (r0,) = [r for r in s.reports if r.rank == 0]
     assert r0.findings["kind"].tolist()[:2] == ["straggler", "idle_host"]
     assert w.top is not None and w.top["cause"] == "sync" and r0.findings["headroom_ns"].iloc[0] == w.top["gain_ns"]
+
+
+def test_a_launch_bound_finding_names_the_host_time_a_graph_of_the_step_also_removes():
+    """SYNTHETIC what-if table (ns, 3 steps, floor 1.5 ms): rank 0's launch-bound dispatch (-3.0 ms/step) is named with
+    its rank's other host time around the launches above the floor, each removed alone (host outside ops -0.8 ms/step,
+    the optimizer's -0.6 ms/step), not its CPU ops under the floor nor rank 1's host time; a sync's finding says none
+    of it."""
+    w = _window([(0, "dispatch", "aten::mm", 9_500_000, 9_000_000, 3_000_000, 3), (1, "host", "", 3_000_000, 2_700_000, 900_000, 3),
+                 (0, "host", "", 2_600_000, 2_400_000, 800_000, 3), (0, "optimizer", "Optimizer.step#Adam.step", 1_900_000, 1_800_000,
+                                                                   600_000, 3),
+                 (0, "cpu_op", "aten::add", 1_000_000, 900_000, 300_000, 3), (0, "sync", "aten::item", 2_000_000, 1_600_000, 500_000, 3)],
+                1_500_000)
+    text = w.finding(w.table.iloc[0].to_dict())
+    assert text.endswith("a graph of the step also takes the host time around the launches off the path (host outside ops "
+                         "-0.8 ms/step, optimizer on the host -0.6 ms/step, each alone)")
+    assert "graph of the step" not in w.finding(w.table.iloc[5].to_dict())

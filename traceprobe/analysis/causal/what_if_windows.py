@@ -233,7 +233,7 @@ class WindowWhatIf:
                        "what follows is of the events it kept; ")
         return (f"{partial}{who}{self.cause_label(cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
                 f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays, self.unrecorded_host)}"
-                f"{self._exposed(t)}{self._stacks(cause)}")
+                f"{self._exposed(t)}{self._around(t)}{self._stacks(cause)}")
 
     def partial(self) -> str:
         """What part of the job the what-ifs cover, in a few words for the first screen: ``sampled trace`` (under
@@ -250,6 +250,22 @@ class WindowWhatIf:
         per = "a step" if self.steps else "in the trace"
         return (f"; recorded with Python stacks ({self.stack_frames:,} frames {per} on a rank), whose recording slows the "
                 "host: the gain is an upper bound, confirm it on a run without with_stack")
+
+    def _around(self, t: dict) -> str:
+        """For launch-bound dispatch: the other host time of its rank that a CUDA graph of the step (or a compiled,
+        graph-replayed region) removes with the launches, each cause of :data:`AROUND_LAUNCHES` whose own what-if gives
+        back at least the window's noise floor, in a clause; ``""`` where none. Each figure is that cause removed alone
+        (the what-ifs never add up time twice); a graph of the step gives back about the sum."""
+        if t["cause"] != "dispatch":
+            return ""
+        tb = self.table
+        rows = tb[(tb["rank"] == t["rank"]).to_numpy() & tb["cause"].isin(AROUND_LAUNCHES).to_numpy()
+                  & (tb["gain_ns"] >= max(self.floor_ns, 1)).to_numpy()]
+        if rows.empty:
+            return ""
+        parts = [f"{self.cause_label(str(r['cause']))} -{(r['per_step_ns'] if self.steps else r['gain_ns']) / 1e6:,.1f} "
+                 f"ms{'/step' if self.steps else ''}" for _, r in rows.iterrows()]
+        return f"; a graph of the step also takes the host time around the launches off the path ({', '.join(parts)}, each alone)"
 
     def _exposed(self, t: dict) -> str:
         """For a sync: the host work of its rank that removing it would give back at least
@@ -273,6 +289,10 @@ class WindowWhatIf:
         return (f"; the sync drains the device's queue, so the host work after it ({self.cause_label(str(r['cause']))}"
                 f"{', ' + name if name else ''}: {figure} if removed) runs with the device idle")
 
+
+AROUND_LAUNCHES = ("host", "optimizer", "cpu_op")
+"""The host causes a CUDA graph of a launch-bound step removes with its launches (:meth:`WindowWhatIf._around`): the
+Python between the ops, the optimizer's own host time and the ops that launch nothing inside the captured step."""
 
 PATH_SHARE = 0.10
 """A part of the critical path (a rank's lane and cause) is named in :meth:`WindowWhatIf.path_line` from this share on."""
