@@ -23,6 +23,9 @@ Scenarios (``--scenario``):
 - ``cpu-augment``: a CNN whose images are cropped, flipped and normalized with CPU tensor ops in the main
   process before a pinned, non-blocking copy: the host is slower than the device. Fix: copy the raw
   ``uint8`` batch and augment it on the GPU.
+- ``decode``: greedy generation with a small GPT (inference, no backward), a batch of sequences over a sliding
+  context window, checking for the end-of-sequence token after every token (``if (nxt == eos).all(): break``): a sync
+  per token. Fix: check once per step (``FIX_TOKENS`` tokens, 16); also timed: each token replayed as a CUDA graph.
 - ``grad-check``: a GPT step that clips the gradient norm and checks it on the host
   (``if not torch.isfinite(norm): skip``) before the optimizer: a sync in mid-step, after which the host
   launches the optimizer and tokenizes the next batch with the device idle. Fix: no host check (the
@@ -52,9 +55,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SCENARIOS = ["launch-bound", "log-every-step", "cpu-augment", "grad-check"]
+SCENARIOS = ["launch-bound", "log-every-step", "cpu-augment", "grad-check", "decode"]
 SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
 STEPS = 6
+DECODE_TOKENS = int(os.environ.get("FIX_TOKENS", "16"))
+"""Tokens a profiler step of ``decode`` generates."""
 BLOCK, ROUNDS = 10, 3
 SCALE = float(os.environ.get("FIX_SCALE", "1"))
 HOST = float(os.environ.get("FIX_HOST", "1"))
@@ -250,6 +255,58 @@ def grad_check() -> tuple[dict, dict]:
     return {"slow": lambda: step(True), "fixed": lambda: step(False), "pretokenized": lambda: step(True, True)}, facts
 
 
+def decode() -> tuple[dict, dict]:
+    """Greedy generation with a small GPT over a sliding context window: a profiler step is :data:`DECODE_TOKENS`
+    tokens of a batch of sequences, each token a forward pass, an argmax and the window slid in place; the loop
+    as written stops at the end-of-sequence token, checked each token (``if (nxt == eos).all(): break``)."""
+    vocab, d, layers, ctx, batch = 8192, _scaled(512, 64), 8, 32, _scaled(32)
+    model = _GPT(vocab, d, layers, 8, ctx).to(DEV).eval()
+    eos = -1  # (never sampled: every variant generates every token)
+    buf = torch.randint(0, vocab, (batch, ctx), device=DEV)
+
+    @torch.no_grad()
+    def token(b: torch.Tensor) -> torch.Tensor:
+        nxt = model(b)[:, -1].argmax(-1)
+        b[:, :-1] = b[:, 1:].clone()
+        b[:, -1] = nxt
+        return nxt
+
+    def slow() -> None:
+        for _ in range(DECODE_TOKENS):
+            if (token(buf) == eos).all():  # (a sync per token)
+                break
+
+    def fixed() -> None:
+        done = torch.zeros(batch, dtype=torch.bool, device=DEV)
+        for _ in range(DECODE_TOKENS):
+            done |= token(buf) == eos
+        if done.all():  # (one sync per step)
+            return
+
+    variants: dict[str, Callable[[], object]] = {"slow": slow, "fixed": fixed}
+    if CUDA:
+        gbuf, gdone = buf.clone(), torch.zeros(batch, dtype=torch.bool, device=DEV)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                token(gbuf.clone())
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph), torch.no_grad():
+            gdone |= token(gbuf) == eos
+
+        def graphed() -> None:
+            gdone.zero_()
+            for _ in range(DECODE_TOKENS):
+                graph.replay()
+            if gdone.all():
+                return
+
+        variants["cuda-graph"] = graphed
+    return variants, {"d_model": d, "layers": layers, "context": ctx, "batch": batch, "tokens_per_step": DECODE_TOKENS}
+
+
 def _cnn(width: int) -> nn.Module:
     return nn.Sequential(
         nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2),
@@ -298,7 +355,8 @@ def cpu_augment() -> tuple[dict, dict]:
                                                                         "width": width, "cpu_threads": torch.get_num_threads()}
 
 
-BUILD = {"launch-bound": launch_bound, "log-every-step": log_every_step, "cpu-augment": cpu_augment, "grad-check": grad_check}
+BUILD = {"launch-bound": launch_bound, "log-every-step": log_every_step, "cpu-augment": cpu_augment, "grad-check": grad_check,
+         "decode": decode}
 HABIT = {"launch-bound": ("many small kernels launched one by one (eager)", "one CUDA graph of the whole step",
                          "the host's whole part of the step: each launch and the Python, optimizer and ops around them"),
          "log-every-step": ("loss.item() every step, then a batch tokenized in Python", "log every 50 steps",
@@ -306,14 +364,18 @@ HABIT = {"launch-bound": ("many small kernels launched one by one (eager)", "one
          "cpu-augment": ("images augmented with CPU tensor ops in the main process", "augment on the GPU after the copy",
                          "the CPU augmentation (its ops and the host time between them)"),
          "grad-check": ("the clipped gradient norm checked on the host before the optimizer", "no host check",
-                        "the sync of the host check")}
+                        "the sync of the host check"),
+         "decode": ("generation that checks for the end of sequence after each token", "check once per step",
+                    "the sync of each token's check")}
 """Per scenario: the habit of the slow loop, the fix, and what the fix removes."""
 
 
 PROFILED_VARIANTS = ("slow", "fixed")
 OTHER_FIXES = {"fused-optimizer": "the optimizer's launches: Adam(fused=True), one kernel in place of its foreach kernels",
                "pretokenized": "the Python tokenizing: one batch made before the loop and copied again each step",
-               "pre-augmented": "the CPU augmentation: batches augmented before the loop and copied each step"}
+               "pre-augmented": "the CPU augmentation: batches augmented before the loop and copied each step",
+               "cuda-graph": "each token's launches and the host time around them: one CUDA graph per token, replayed, "
+                             "checked once per step"}
 """Fixes timed but not profiled: each removes one cause of the slow loop, so a what-if of that cause is read against it."""
 
 
