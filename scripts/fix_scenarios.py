@@ -25,7 +25,7 @@ Scenarios (``--scenario``):
   ``uint8`` batch and augment it on the GPU.
 - ``decode``: greedy generation with a small GPT (inference, no backward), a batch of sequences over a sliding
   context window, checking for the end-of-sequence token after every token (``if (nxt == eos).all(): break``): a sync
-  per token. Fix: check once per step (``FIX_TOKENS`` tokens, 16); also timed: each token replayed as a CUDA graph.
+  per token. Fix: check once per step (``FIX_TOKENS`` tokens, 16).
 - ``grad-check``: a GPT step that clips the gradient norm and checks it on the host
   (``if not torch.isfinite(norm): skip``) before the optimizer: a sync in mid-step, after which the host
   launches the optimizer and tokenizes the next batch with the device idle. Fix: no host check (the
@@ -284,26 +284,6 @@ def decode() -> tuple[dict, dict]:
             return
 
     variants: dict[str, Callable[[], object]] = {"slow": slow, "fixed": fixed}
-    if CUDA:
-        gbuf, gdone = buf.clone(), torch.zeros(batch, dtype=torch.bool, device=DEV)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                token(gbuf.clone())
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph), torch.no_grad():
-            gdone |= token(gbuf) == eos
-
-        def graphed() -> None:
-            gdone.zero_()
-            for _ in range(DECODE_TOKENS):
-                graph.replay()
-            if gdone.all():
-                return
-
-        variants["cuda-graph"] = graphed
     return variants, {"d_model": d, "layers": layers, "context": ctx, "batch": batch, "tokens_per_step": DECODE_TOKENS}
 
 
@@ -373,9 +353,7 @@ HABIT = {"launch-bound": ("many small kernels launched one by one (eager)", "one
 PROFILED_VARIANTS = ("slow", "fixed")
 OTHER_FIXES = {"fused-optimizer": "the optimizer's launches: Adam(fused=True), one kernel in place of its foreach kernels",
                "pretokenized": "the Python tokenizing: one batch made before the loop and copied again each step",
-               "pre-augmented": "the CPU augmentation: batches augmented before the loop and copied each step",
-               "cuda-graph": "each token's launches and the host time around them: one CUDA graph per token, replayed, "
-                             "checked once per step"}
+               "pre-augmented": "the CPU augmentation: batches augmented before the loop and copied each step"}
 """Fixes timed but not profiled: each removes one cause of the slow loop, so a what-if of that cause is read against it."""
 
 

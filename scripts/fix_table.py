@@ -20,7 +20,7 @@ CAUSE_OF_FIX = {
     ("log-every-step", "fixed"): "sync", ("grad-check", "fixed"): "sync",
     ("log-every-step", "pretokenized"): "host", ("grad-check", "pretokenized"): "host",  # (Python outside any op)
     ("cpu-augment", "fixed"): "cpu_op", ("cpu-augment", "pre-augmented"): "cpu_op",
-    ("decode", "fixed"): "sync", ("decode", "cuda-graph"): "dispatch",
+    ("decode", "fixed"): "sync",
 }
 """The traceprobe cause each fix removes (what-if ``cause``); a fix not listed removes no one cause (a fused optimizer
 takes away part of the optimizer's launches, which are part of ``dispatch``)."""

@@ -51,7 +51,6 @@ MISSES = {
     "w4-late2-stacks/ddp-sleep": "rank 2's 15 ms sleep hides behind queued device work: 0.2 ms/step against the control",
     "w4-late2-stacks/ddp-cpu-op": "rank 2's CPU op hides behind queued device work: 0.0 ms/step against the control",
     "w4-late2-stacks/ddp-dataloader": "rank 2's slow DataLoader hides behind queued device work: 0.9 ms/step against the control",
-    "w4-late2-stacks/mesh-balanced": "a balanced control made launch-bound by the stacks' overhead: every rank's dispatch, 16.1 ms/step",
     "w4-late2-stacks/mesh-sleep": "every rank's time outside ops (the stacks' Python time beside rank 2's sleep), 17.6 ms/step; "
                                   "its critical path runs 42% in rank 2's sleep",
     # 2 ranks, rank 0 given the cause, recorded after the sync and per-step rules of the what-if were written
