@@ -525,3 +525,29 @@ def test_a_first_device_free_that_waited_for_the_device_is_no_warm_up(tmp_path, 
     trace = load_trace(b.write(tmp_path / "free.pt.trace.json"))
     first = int(np.flatnonzero(trace.host_events["name"].astype(str).to_numpy() == "cudaFree")[0])
     assert EVENT_CAUSES[host_classes(trace)[first]] == ("device_alloc" if busy else "warmup")
+
+
+def test_a_graph_of_the_step_gives_back_the_launches_and_the_host_time_around_them_at_once(tmp_path):
+    """SYNTHETIC: three launch-bound steps of 1.8 ms: five ops of 200 µs, each launching a 50 µs kernel, 150 µs of Python
+    between them, then an optimizer step of 50 µs holding a foreach op that launches one more. Removing the launches
+    alone leaves the Python; removing them with the host time around them at once (:attr:`.WindowWhatIf.graph_of_step`)
+    gives back at least each alone and at most their sum, and the finding says so."""
+    us = 1_000
+    b = TraceBuilder("a launch-bound step with Python between its ops")
+    for i in range(3):
+        s = i * 1_800 * us
+        b.step(i + 1, s, 1_800 * us)
+        for k in range(5):
+            t = s + k * 350 * us
+            b.cpu_op(t, 200 * us, "aten::mm")
+            b.launch(t + 100 * us, "kernel", 0, 7, t + 110 * us, 50 * us)
+        b.annotation("Optimizer.step#SGD.step", s + 1_750 * us, 50 * us)
+        b.cpu_op(s + 1_755 * us, 40 * us, "aten::_foreach_add_")
+        b.launch(s + 1_760 * us, "kernel", 0, 7, s + 1_770 * us, 20 * us)
+    w = window_what_if("r", "w", "", [rank_graph(load_trace(b.write(tmp_path / "t.pt.trace.json")))], None)
+    assert w.top is not None and w.top["cause"] == "dispatch"
+    singles = w.table[w.table["cause"].isin(["dispatch", "host", "optimizer", "cpu_op"])]["gain_ns"]
+    whole = int(w.graph_of_step[w.graph_of_step["rank"] == 0]["gain_ns"].iloc[0])
+    assert singles.max() < whole <= singles.sum()
+    assert "graph_of_step" not in set(w.table["cause"]) and "graph_of_step" not in set(w.by_step["cause"])
+    assert "all of it at once, -" in w.finding()

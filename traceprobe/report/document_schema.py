@@ -110,6 +110,22 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                                                                              'gain_ns': {'type': 'integer'},
                                                                                              'per_step_ns': {'type': 'integer'},
                                                                                              'steps_with': {'type': 'integer'}}}},
+                                                         'graph_of_step': {'type': 'array',
+                                                                           'description': 'per rank replayed (-1: every rank), '
+                                                                                          'launch-bound dispatch and the host time '
+                                                                                          'around it (host, optimizer, cpu_op) removed '
+                                                                                          'at once: what a CUDA graph of the step '
+                                                                                          'gives back at most; a figure beside the '
+                                                                                          'causes, not one of them (traceprobe.'
+                                                                                          'analysis.causal.what_if_windows)',
+                                                                           'items': {'type': 'object',
+                                                                                     'properties': {'rank': {'type': 'integer'},
+                                                                                                    'cause': {'type': 'string'},
+                                                                                                    'top': {'type': 'string'},
+                                                                                                    'removed_ns': {'$ref': '#/$defs/ns'},
+                                                                                                    'gain_ns': {'type': 'integer'},
+                                                                                                    'per_step_ns': {'type': 'integer'},
+                                                                                                    'steps_with': {'type': 'integer'}}}},
                                                          'causes_by_step': {'type': 'array',
                                                                             'description': 'each cause step by step: how much '
                                                                                            'earlier the step\'s last work ends, less '

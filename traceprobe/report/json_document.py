@@ -91,7 +91,7 @@ def what_if_dict(w: WindowWhatIf) -> dict[str, Any]:
     """One window's what-ifs (:mod:`traceprobe.analysis.causal.what_if`) as a JSON-ready dict."""
     return _clean({"run": w.run, "window": w.window, "path": w.path, "ranks": list(w.ranks), "steps": w.steps,
                    "window_ns": w.window_ns, "finding": w.finding(), "causes": rows(w.table), "causes_by_step": rows(w.by_step),
-                   "critical_path": rows(w.critical_path)})
+                   "graph_of_step": rows(w.graph_of_step), "critical_path": rows(w.critical_path)})
 
 
 def document(summary: Summary) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .sync_names import sync_kind
 from .what_if import STEP_COLUMNS, _finish, what_ifs
-from .what_if_order import EXPOSING_SHARE, HOST_WORK
+from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
 from .what_if_steps import first_calls_merged
 
 NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
@@ -126,6 +126,9 @@ class WindowWhatIf:
             :data:`UNRECORDED_HOST`, and its advice says the trace cannot tell what held it).
         by_step: each row of :attr:`table` step by step (:func:`.what_if.what_ifs`: ``rank``, ``cause``, ``step``,
             ``gain_ns``).
+        graph_of_step: per rank replayed (and every rank, -1), launch-bound dispatch and the host time around it
+            (:data:`AROUND_LAUNCHES`) removed at once: what a CUDA graph of the step gives back at most (the columns of
+            :attr:`table`, ``cause`` :data:`GRAPH_OF_STEP`; a figure beside the causes, not one of them).
     """
 
     run: str
@@ -147,6 +150,7 @@ class WindowWhatIf:
     replays: bool = False
     by_step: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: [] for c in STEP_COLUMNS}))
     host_ops: bool = True
+    graph_of_step: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: [] for c in COLUMNS}))
 
     @property
     def unrecorded_host(self) -> str:
@@ -263,9 +267,15 @@ class WindowWhatIf:
                   & (tb["gain_ns"] >= max(self.floor_ns, 1)).to_numpy()]
         if rows.empty:
             return ""
-        parts = [f"{self.cause_label(str(r['cause']))} -{(r['per_step_ns'] if self.steps else r['gain_ns']) / 1e6:,.1f} "
-                 f"ms{'/step' if self.steps else ''}" for _, r in rows.iterrows()]
-        return f"; a graph of the step also takes the host time around the launches off the path ({', '.join(parts)}, each alone)"
+        unit = "/step" if self.steps else ""
+        parts = [f"{self.cause_label(str(r['cause']))} -{(r['per_step_ns'] if self.steps else r['gain_ns']) / 1e6:,.1f} ms{unit}"
+                 for _, r in rows.iterrows()]
+        g = self.graph_of_step
+        whole = g[(g["rank"] == t["rank"]).to_numpy()]
+        at_once = (f"; all of it at once, -{(whole.iloc[0]['per_step_ns'] if self.steps else whole.iloc[0]['gain_ns']) / 1e6:,.1f} "
+                   f"ms{unit}") if len(whole) else ""
+        return (f"; a graph of the step also takes the host time around the launches off the path ({', '.join(parts)}, each "
+                f"alone{at_once})")
 
     def _exposed(self, t: dict) -> str:
         """For a sync: the host work of its rank that removing it would give back at least
@@ -290,6 +300,9 @@ class WindowWhatIf:
                 f"{', ' + name if name else ''}: {figure} if removed) runs with the device idle")
 
 
+GRAPH_OF_STEP = "graph_of_step"
+"""The name of :attr:`WindowWhatIf.graph_of_step`'s rows."""
+
 AROUND_LAUNCHES = ("host", "optimizer", "cpu_op")
 """The host causes a CUDA graph of a launch-bound step removes with its launches (:meth:`WindowWhatIf._around`): the
 Python between the ops, the optimizer's own host time and the ops that launch nothing inside the captured step."""
@@ -313,7 +326,11 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     cp = critical_path(graphs, per_rank)
     index = {g.rank: i for i, g in enumerate(graphs)}
     on_path = {index[r] for r in cp["rank"].unique().tolist() if r in index} if len(graphs) > 1 and len(cp) else None
-    table, by_step = what_ifs(graphs, per_rank, min_ns=floor, only=on_path)  # (a cause that removes less cannot give back the floor)
+    table, by_step = what_ifs(graphs, per_rank, min_ns=floor, only=on_path,  # (a cause that removes less cannot give back the floor)
+                              groups={GRAPH_OF_STEP: ("dispatch", *AROUND_LAUNCHES)})
+    grouped = (table["cause"] == GRAPH_OF_STEP).to_numpy()
+    table, graph_of_step = pd.DataFrame(table[~grouped]).reset_index(drop=True), pd.DataFrame(table[grouped]).reset_index(drop=True)
+    by_step = pd.DataFrame(by_step[(by_step["cause"] != GRAPH_OF_STEP).to_numpy()]).reset_index(drop=True)
     ok = table[table["gain_ns"] >= floor]
     step_ns = max((int(g.steps["duration_ns"].mean()) for g in graphs if len(g.steps)), default=0)
     return WindowWhatIf(run, window, path, tuple(g.rank for g in graphs) if len(graphs) > 1 else (), steps, span, table,
@@ -321,7 +338,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
                         _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs), floor,
                         max((g.stack_frames // max(len(g.steps), 1) for g in graphs), default=0),
                         graphs[0].backend if graphs else "cuda", any(g.replays for g in graphs), by_step,
-                        all(g.host_ops for g in graphs))
+                        all(g.host_ops for g in graphs), graph_of_step)
 
 
 def _linked(graphs: list[RankGraph]) -> float:
