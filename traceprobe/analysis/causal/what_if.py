@@ -232,8 +232,9 @@ STEP_COLUMNS = ["rank", "cause", "step", "gain_ns"]
 def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0,
              only: set[int] | None = None, groups: Mapping[str, tuple[str, ...]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The gain of removing each cause, one at a time (module docstring), in all and step by step; and of each of
-    ``groups`` (a name: host classes of :data:`HOST_CLASSES`, sync aside) removed at once, in rows of that name after
-    the ordered ones (they are not causes of their own: their time is their classes').
+    ``groups`` (a name: host classes of :data:`HOST_CLASSES`, sync aside) removed at once, on the ranks where the first
+    of them holds more than ``min_ns``, in rows of that name after the ordered ones (they are not causes of their own:
+    their time is their classes').
 
     Causes: each host class of :data:`HOST_CLASSES` (its host time set to zero), ``sync`` (the syncs wait for
     nothing), ``pageable_copy`` (copies from or to pageable memory take no time: pinned memory would let the host go
@@ -333,7 +334,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     for name, classes in (groups or {}).items():  # (several host classes at once: what a CUDA graph of the step removes)
         idx = [HOST_CLASSES.index(c) for c in classes]
         held_ns = [g.class_ns[idx].sum(axis=0) for g in graphs]
-        holding = [i for i, x in enumerate(held_ns) if x.sum() > floor]
+        holding = [i for i, g in enumerate(graphs) if g.class_ns[idx[0]].sum() > floor]  # (where its first class alone counts)
         for ranks in _replays(holding, only):
             on = np.isin(job.a_rank, ranks)
             holder = graphs[max(ranks, key=lambda i: held_ns[i].sum())]
