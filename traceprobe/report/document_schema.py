@@ -6,6 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+_WHAT_IF_ROW: dict[str, Any] = {'type': 'object',
+                                'properties': {'rank': {'type': 'integer'}, 'cause': {'type': 'string'}, 'top': {'type': 'string'},
+                                               'removed_ns': {'$ref': '#/$defs/ns'}, 'gain_ns': {'type': 'integer'},
+                                               'per_step_ns': {'type': 'integer'}, 'steps_with': {'type': 'integer'}}}
+"""A row of a window's what-if table (:func:`traceprobe.analysis.causal.what_if.what_ifs`): its ``causes`` and its
+``graph_of_step``."""
+
 DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/schema',
      '$id': 'https://traceprobe.invalid/schema/overlap-report.json',
      'title': 'traceprobe overlap-report --format json',
@@ -101,15 +108,7 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                                                                                              'description': 'its rank\'s '
                                                                                                                             'step holding its '
                                                                                                                             'end, -1 none'}}}},
-                                                         'causes': {'type': 'array',
-                                                                    'items': {'type': 'object',
-                                                                              'properties': {'rank': {'type': 'integer'},
-                                                                                             'cause': {'type': 'string'},
-                                                                                             'top': {'type': 'string'},
-                                                                                             'removed_ns': {'$ref': '#/$defs/ns'},
-                                                                                             'gain_ns': {'type': 'integer'},
-                                                                                             'per_step_ns': {'type': 'integer'},
-                                                                                             'steps_with': {'type': 'integer'}}}},
+                                                         'causes': {'type': 'array', 'items': _WHAT_IF_ROW},
                                                          'graph_of_step': {'type': 'array',
                                                                            'description': 'per rank replayed (-1: every rank), '
                                                                                           'launch-bound dispatch and the host time '
@@ -118,14 +117,7 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                                                                           'gives back at most; a figure beside the '
                                                                                           'causes, not one of them (traceprobe.'
                                                                                           'analysis.causal.what_if_windows)',
-                                                                           'items': {'type': 'object',
-                                                                                     'properties': {'rank': {'type': 'integer'},
-                                                                                                    'cause': {'type': 'string'},
-                                                                                                    'top': {'type': 'string'},
-                                                                                                    'removed_ns': {'$ref': '#/$defs/ns'},
-                                                                                                    'gain_ns': {'type': 'integer'},
-                                                                                                    'per_step_ns': {'type': 'integer'},
-                                                                                                    'steps_with': {'type': 'integer'}}}},
+                                                                           'items': _WHAT_IF_ROW},
                                                          'causes_by_step': {'type': 'array',
                                                                             'description': 'each cause step by step: how much '
                                                                                            'earlier the step\'s last work ends, less '

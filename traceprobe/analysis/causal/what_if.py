@@ -330,7 +330,6 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         add(ranks, "sync", [int(waits[i].sum()) for i in ranks], sync_top(graphs[most], waits[most]),
             h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0),
             [steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
-    plain = len(rows)
     for name, classes in (groups or {}).items():  # (several host classes at once: what a CUDA graph of the step removes)
         idx = [HOST_CLASSES.index(c) for c in classes]
         held_ns = [g.class_ns[idx].sum(axis=0) for g in graphs]
@@ -342,7 +341,6 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             add(ranks, name, [int(held_ns[i].sum()) for i in ranks], holder.class_top[most],
                 h0 - np.where(on, cls_all[idx].sum(axis=0), 0), job.d, no_sync, [steps_with(graphs[i], held_ns[i], floor) for i in ranks],
                 sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
-    grouped, rows = rows[plain:], rows[:plain]
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
     holding = [i for i, n in enumerate(copies) if n > floor]
     for ranks in _replays(holding, only):
@@ -353,11 +351,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
         for i, top, removed, d in excess_device_work(graphs, job.k_rank, job.d, floor, s_code, s_names, only, segment):
             add([i], "imbalance", [removed], top, h0, d, no_sync, [-1])
-    n_plain = len(rows)
-    rows += grouped
     out = pd.DataFrame([r[:-1] for r in rows], columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with", "first_ns",
                                                         "removed_first_ns"])
-    out["_group"] = np.arange(len(out)) >= n_plain
     out["_steps"] = [r[-1] for r in rows]
     single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
     best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
@@ -375,7 +370,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     steps = pd.DataFrame({"rank": np.repeat(out["rank"].to_numpy(np.int64), labels.size),
                           "cause": np.repeat(out["cause"].to_numpy(dtype=object), labels.size),
                           "step": np.tile(labels, len(out)), "gain_ns": gains.reshape(-1).astype(np.int64)}, columns=STEP_COLUMNS)
-    group = out["_group"].to_numpy(bool)
+    group = out["cause"].isin(list(groups or {})).to_numpy()
     table = ordered(pd.DataFrame(out[~group]), graphs, max(min_ns, 0))
     if group.any():
         table = pd.DataFrame(pd.concat([table, pd.DataFrame(out[group]).sort_values("gain_ns", ascending=False, kind="stable")[COLUMNS]],

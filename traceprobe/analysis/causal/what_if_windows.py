@@ -198,8 +198,12 @@ class WindowWhatIf:
             return ""
         cause = self.named_cause(t)
         who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if self.ranked else ""
-        per, unit = (t["per_step_ns"], "/step") if self.steps else (t["gain_ns"], "")
-        return f"{who}{self.cause_label(cause)} -{per / 1e6:,.1f} ms{unit}"
+        return f"{who}{self.cause_label(cause)} {self._figure(t)}"
+
+    def _figure(self, row) -> str:
+        """A row's gain for a sentence: per step where the window has steps, else in all, e.g. ``-17.5 ms/step``."""
+        per, unit = (row["per_step_ns"], "/step") if self.steps else (row["gain_ns"], "")
+        return f"-{per / 1e6:,.1f} ms{unit}"
 
     def path_line(self) -> str:
         """Where the window's critical path ran, in words: its parts (:func:`.critical_path.path_shares`) of at least
@@ -225,7 +229,6 @@ class WindowWhatIf:
             return ""
         who = "every rank: " if t["rank"] < 0 else f"rank {t['rank']}: " if self.ranked else ""
         per = t["per_step_ns"] if self.steps else t["gain_ns"]
-        unit = "/step" if self.steps else ""
         step = max(self.step_ns, self.window_ns // max(self.steps, 1))
         share = f" ({per / step:.0%} of a step)" if self.steps and step > 0 else \
             f" ({t['gain_ns'] / max(self.window_ns, 1):.0%} of the window)"
@@ -235,7 +238,7 @@ class WindowWhatIf:
         if self.id_density < SAMPLED_DENSITY:
             partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
                        "what follows is of the events it kept; ")
-        return (f"{partial}{who}{self.cause_label(cause)}: -{per / 1e6:,.1f} ms{unit}{share} if removed; "
+        return (f"{partial}{who}{self.cause_label(cause)}: {self._figure(t)}{share} if removed; "
                 f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays, self.unrecorded_host)}"
                 f"{self._exposed(t)}{self._around(t)}{self._stacks(cause)}")
 
@@ -258,8 +261,8 @@ class WindowWhatIf:
     def _around(self, t: dict) -> str:
         """For launch-bound dispatch: the other host time of its rank that a CUDA graph of the step (or a compiled,
         graph-replayed region) removes with the launches, each cause of :data:`AROUND_LAUNCHES` whose own what-if gives
-        back at least the window's noise floor, in a clause; ``""`` where none. Each figure is that cause removed alone
-        (the what-ifs never add up time twice); a graph of the step gives back about the sum."""
+        back at least the window's noise floor, removed alone, then all of it with the launches at once
+        (:attr:`graph_of_step`), in a clause; ``""`` where none."""
         if t["cause"] != "dispatch":
             return ""
         tb = self.table
@@ -267,13 +270,10 @@ class WindowWhatIf:
                   & (tb["gain_ns"] >= max(self.floor_ns, 1)).to_numpy()]
         if rows.empty:
             return ""
-        unit = "/step" if self.steps else ""
-        parts = [f"{self.cause_label(str(r['cause']))} -{(r['per_step_ns'] if self.steps else r['gain_ns']) / 1e6:,.1f} ms{unit}"
-                 for _, r in rows.iterrows()]
+        parts = [f"{self.cause_label(str(r['cause']))} {self._figure(r)}" for _, r in rows.iterrows()]
         g = self.graph_of_step
         whole = g[(g["rank"] == t["rank"]).to_numpy()]
-        at_once = (f"; all of it at once, -{(whole.iloc[0]['per_step_ns'] if self.steps else whole.iloc[0]['gain_ns']) / 1e6:,.1f} "
-                   f"ms{unit}") if len(whole) else ""
+        at_once = f"; all of it at once, {self._figure(whole.iloc[0])}" if len(whole) else ""
         return (f"; a graph of the step also takes the host time around the launches off the path ({', '.join(parts)}, each "
                 f"alone{at_once})")
 
@@ -291,7 +291,7 @@ class WindowWhatIf:
         if rows.empty:
             return ""
         r = rows.iloc[0]
-        figure = f"-{(r['per_step_ns'] if self.steps else r['gain_ns']) / 1e6:,.1f} ms{'/step' if self.steps else ''}"
+        figure = self._figure(r)
         if host_work:
             return (f"; it runs after a sync ({_short(str(r['top']))}) that drained the device's queue: without the sync it "
                     f"would run under queued work, {figure}")

@@ -195,7 +195,7 @@ def program_calls(trace: Trace) -> np.ndarray:
     return out
 
 
-def sync_top(trace: Trace, rows: np.ndarray, span: iv.Intervals) -> str:
+def program_call_top(trace: Trace, rows: np.ndarray, span: iv.Intervals) -> str:
     """Name of the op the program called (:func:`program_calls`) whose synchronizing time inside ``span`` adds up to the
     most, of the host events ``rows``: what a sync's finding names (``aten::is_nonzero`` for ``if not
     torch.isfinite(norm)``, ``aten::item`` for ``loss.item()``)."""

@@ -81,7 +81,7 @@ from ..causal.dependency_graph import waited_for_rows
 from ..device.busy import host_thread_codes, occupied_intervals, runtime_calls
 from ..memo import device_column, host_column, per_trace
 from .graph_capture import captures, graph_calls
-from .host_classes import CAUSES, EVENT_CAUSES, HOST_CAUSES, class_spans, dispatching, host_classes, sync_top, top_name
+from .host_classes import CAUSES, EVENT_CAUSES, HOST_CAUSES, class_spans, dispatching, host_classes, program_call_top, top_name
 from .launch_links import launch_rows
 from .python_frames import frame_holding, thread_labels
 from .warmup import compile_holders
@@ -228,7 +228,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 # launch-bound time is named by its innermost-looking op: a cpu_op, not the runtime call inside it
                 m = threads_on & ((cls == k) if k < _LAUNCH else (dispatch if k == _LAUNCH else (cls == _LAUNCH) & ~dispatch) & ~runtime)
                 m &= ~compile_holders(trace) if k == _COMPILE else True  # (a compile named by its phase, not its holder)
-                top[cause] = (sync_top if k == _SYNC else top_name)(trace, np.flatnonzero(m), spans[cause])
+                top[cause] = (program_call_top if k == _SYNC else top_name)(trace, np.flatnonzero(m), spans[cause])
             if spans["graph_capture"][0].size:  # the capture's begin call, else the graph call that held the most
                 c = captures(trace)
                 top["graph_capture"] = str(c["begin"].iloc[0]) if len(c) else top_name(
