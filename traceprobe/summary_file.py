@@ -39,6 +39,8 @@ folder is read (:func:`traceprobe.analysis.job.summaries.foreign_jobs`).
 from __future__ import annotations
 
 import gzip
+import inspect
+import json
 import os
 import zlib
 from pathlib import Path
@@ -316,7 +318,25 @@ def check_files(paths: list[Any]) -> tuple[list[Any], list[Failure]]:
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of a summary, generated from :class:`SummaryDoc`."""
-    schema = msgspec.json.schema(SummaryDoc)
+    """The JSON Schema (draft 2020-12) of a summary, generated from :class:`SummaryDoc`.
+
+    The schema is the same whatever version of msgspec or Python generates it: every ``description`` (a struct's
+    docstring) goes through :func:`inspect.cleandoc` (msgspec before 0.23 copies a docstring as written, 0.23 and
+    Python 3.13's compiler strip its indentation first; cleandoc gives the same text from either), and the branches
+    of every ``anyOf`` are sorted (their order means nothing, and msgspec 0.18 puts ``null`` last, 0.23 first)."""
+    schema = _canonical(msgspec.json.schema(SummaryDoc))
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "traceprobe summary",
             "description": (__doc__ or "").split("\n\n")[1].replace("\n", " "), **schema}
+
+
+def _canonical(node: Any) -> Any:
+    """``node`` with, at any depth, every ``description`` string passed through inspect.cleandoc and every ``anyOf``
+    list sorted by its branches' JSON text."""
+    if isinstance(node, dict):
+        out = {k: inspect.cleandoc(v) if k == "description" and isinstance(v, str) else _canonical(v) for k, v in node.items()}
+        if isinstance(out.get("anyOf"), list):
+            out["anyOf"] = sorted(out["anyOf"], key=lambda b: json.dumps(b, sort_keys=True))
+        return out
+    if isinstance(node, list):
+        return [_canonical(v) for v in node]
+    return node
