@@ -91,7 +91,7 @@ _STRICT = msgspec.json.Decoder(list[reduce(or_, [*_KEPT.values(), *_SKIPPED.valu
 _AnyEvent = msgspec.defstruct("_AnyEvent", [("ph", Any, ""), *[(f, Any, d) for f, _, d in _EVENT], *_TIMES, ("args", _AnyArgs | None, None)],
                               gc=False)
 """The tolerant struct of any event: types checked later, column by column."""
-_TOLERANT = msgspec.json.Decoder(list[_AnyEvent])
+_TOLERANT = msgspec.json.Decoder(list[_AnyEvent])  # type: ignore[valid-type]  (a struct made at run time)
 
 
 @dataclass

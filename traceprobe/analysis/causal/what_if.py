@@ -1,9 +1,9 @@
 """What removing a cause would give back: the job's dependency graph (:mod:`.dependency_graph`) replayed.
 
 Definitions (quoted by the README). Replaying the graph with the trace's durations gives the trace's own times
-exactly (int64 ns): each chain's times are a running maximum (:func:`replay`), rounds carry time across host, device
-and rank edges until nothing changes. A *what-if* replays it with one cause's time removed and gives the *gain*: how
-much earlier the window's last work (anchor or device op, on any rank) ends; per step, the gain over the number of
+exactly (int64 ns): each chain's times are a running maximum (:func:`replay`), and one sweep over the graph in a
+topological order carries time across host, device and rank edges (:mod:`.sweep`). A *what-if* replays it with one
+cause's time removed and gives the *gain*: how much earlier the window's last work (anchor or device op, on any rank) ends; per step, the gain over the number of
 steps. Causes: each host class of :data:`.dependency_graph.HOST_CLASSES` (its host time set to zero), ``sync`` (the
 syncs wait for nothing and their own host time is gone), ``pageable_copy`` (those copies take no time), per rank and
 on every rank at once; and, across ranks, ``imbalance``: a rank's device time, per kernel name, beyond the median of
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ... import intervals as iv
 from .contention import charged_wait, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_device_work, kernel_codes, segment_codes
+from .sweep import Sweep
 from .sync_names import sync_top
 from .what_if_order import COLUMNS, ordered
 from .what_if_steps import first_calls_merged, first_step, step_ends, steps_with
@@ -37,23 +37,6 @@ EVERY_RANK_FACTOR = 1.2
 FIRST_STEP_SHARE = 0.5
 """A cause's gain after the window's first step stands for its gain per step only where the first step held at least
 this share of an even split of the time the cause removes (it was there alike, its effect came a step later)."""
-
-MAX_ROUNDS = 2_000
-"""Rounds of the replay (each carries time across one host-device or cross-rank edge) before it stops."""
-
-
-def _grouped_cummax(key: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Running maximum of ``v`` within runs of equal ``key`` (``key`` sorted); values at or below NEG / 2 (no edge)
-    are lifted to just under the least other value first, so that the running maximum works on a small range."""
-    if v.size == 0:
-        return v
-    none = v <= NEG // 2
-    if none.all():
-        return v
-    low = int(v[~none].min()) - 1
-    out = iv.grouped_running_max(key, np.where(none, low, v))
-    return np.where(out == low, NEG, out)
-
 
 @dataclass
 class _Job:
@@ -79,6 +62,8 @@ class _Job:
     collective: np.ndarray
     """(K,) bool: the op is a member of a collective instance every member of which runs the same program (not a
     point-to-point transfer, whose sides do different work)."""
+    sweep: Sweep | None = None
+    """The graph in topological order (:class:`.sweep.Sweep`), built at the first replay."""
 
 
 def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
@@ -134,27 +119,6 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
     return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op, collective)
 
 
-def _segments(key: np.ndarray) -> list[tuple[int, int]] | None:
-    """The runs of equal ``key`` (sorted) as slices, where there are few enough to loop over (None: too many)."""
-    if key.size == 0:
-        return []
-    cut = np.flatnonzero(key[1:] != key[:-1]) + 1
-    if cut.size > 256:
-        return None
-    bounds = [0, *cut.tolist(), key.size]
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
-def _running_max(key: np.ndarray, v: np.ndarray, runs: list[tuple[int, int]] | None) -> np.ndarray:
-    """Running maximum of ``v`` within each run of ``key``: a slice at a time where ``runs`` lists them."""
-    if runs is None:
-        return _grouped_cummax(key, v)
-    out = np.empty_like(v)
-    for lo, hi in runs:
-        np.maximum.accumulate(v[lo:hi], out=out[lo:hi])
-    return out
-
-
 def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`replay_arrivals` without the arrivals: ``(t, end)``."""
     t, end, _ = replay_arrivals(job, h, d, no_sync)
@@ -166,61 +130,17 @@ def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray
     of the anchors in ``no_sync`` (bool) dropped (module docstring). Returns ``(t, end, arrival)`` (int64 ns; arrival:
     when each device op could start, before any cross-rank instance holds it).
 
-    Each chain is a running maximum: a device op ends at ``P_k + max_{j<=k}(E_j + d_j - P_j)`` where ``P`` sums its
-    stream's lags and durations and ``E`` is its latest other edge, the host at ``H_i + max_{j<=i}(X_j - H_j)``.
-    A round computes every chain from the other chains' times of the round before; rounds end when nothing moves."""
-    cat = np.concatenate
-    graphs = job.graphs
-    t0 = cat([g.t for g in graphs])
-    g_lag, l_lag, fixed = cat([g.g for g in graphs]), cat([g.l for g in graphs]), cat([g.fixed for g in graphs])
-    ret, dep_lag, pre_dur = cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs]), cat([g.pre_dur for g in graphs])
-    first_a = np.ones(t0.size, bool)
-    first_a[1:] = job.a_rank[1:] != job.a_rank[:-1]
-    H = np.cumsum(h)
-    P = np.cumsum(g_lag + d)
-    t, end = t0.copy(), cat([g.end for g in graphs])
-    arrival = cat([g.start for g in graphs])
-    if end.size == 0 or t.size == 0:
-        return t, end, arrival
-    a_idx, has_a = np.maximum(job.anchor, 0), job.anchor >= 0
-    lag_a = np.where(has_a, l_lag, NEG)  # (an op without a launch: no launch edge)
-    d_idx, has_d = np.maximum(job.dep, 0), job.dep >= 0
-    any_dep = bool(has_d.any())
-    sync = (job.target >= 0) & ~no_sync
-    s_idx, ret_s = np.maximum(job.target, 0), np.where(sync, ret, NEG)
-    x_first = np.where(first_a, t0, NEG)
-    keep = sync[job.also_anchor] if job.also_anchor.size else np.zeros(0, bool)
-    also, also_op = job.also_anchor[keep], job.also_op[keep]
-    n_groups = int(job.mem_group.max(initial=-1)) + 1
-    m = np.zeros(end.size, bool)
-    m[job.mem_op] = True
-    not_first = ~job.first
-    lanes, ranks = _segments(job.lane), _segments(job.a_rank)
-    for _ in range(MAX_ROUNDS):
-        issue = np.empty_like(t)
-        issue[1:] = t[:-1] + h[1:]
-        issue[first_a] = t[first_a]
-        issue -= pre_dur  # each launch call's start
-        own = np.maximum(issue[a_idx] + lag_a, np.where(has_d, end[d_idx] + dep_lag, fixed) if any_dep else fixed)
-        ext = own
-        if n_groups:
-            last = np.full(n_groups, NEG, np.int64)
-            np.maximum.at(last, job.mem_group, arrival[job.mem_op])
-            bound = np.full(end.size, NEG, np.int64)
-            np.maximum.at(bound, job.mem_op, last[job.mem_group])
-            ext = np.where(m, np.maximum(own, bound), own)
-        new_end = P + _running_max(job.lane, np.maximum(ext + d - P, NEG), lanes)
-        prev = np.empty_like(new_end)
-        prev[1:] = new_end[:-1] + g_lag[1:]
-        new_arrival = np.where(not_first, np.maximum(prev, own), own)
-        x = np.maximum(x_first, new_end[s_idx] + ret_s)
-        if also.size:  # (a device-wide sync also waits for every other stream's work)
-            np.maximum.at(x, also, new_end[also_op] + ret[also])
-        new_t = H + _running_max(job.a_rank, np.maximum(x - H, NEG), ranks)
-        if np.array_equal(new_t, t) and np.array_equal(new_end, end) and np.array_equal(new_arrival, arrival):
-            break
-        t, end, arrival = new_t, new_end, new_arrival
-    return t, end, arrival
+    One sweep over the window's graph in a topological order (:mod:`.sweep`, built once per window): each chain's
+    times are a running maximum (a device op ends at ``P_k + max_{j<=k}(E_j + d_j - P_j)`` where ``P`` sums its
+    stream's lags and durations and ``E`` is its latest other edge, the host at ``H_i + max_{j<=i}(X_j - H_j)``),
+    every node computed once from its predecessors' replayed times. O(nodes + edges) per replay."""
+    if job.sweep is None:
+        cat, graphs = np.concatenate, job.graphs
+        job.sweep = Sweep(job.a_rank, cat([g.t for g in graphs]), job.anchor, job.dep, job.lane, job.target, job.also_anchor,
+                          job.also_op, job.mem_op, job.mem_group, cat([g.start for g in graphs]), cat([g.end for g in graphs]),
+                          cat([g.g for g in graphs]), cat([g.l for g in graphs]), cat([g.fixed for g in graphs]),
+                          cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs]), cat([g.pre_dur for g in graphs]))
+    return job.sweep.replay(h, d, (job.target >= 0) & ~no_sync)
 
 
 WHAT_IF_COLUMNS = COLUMNS

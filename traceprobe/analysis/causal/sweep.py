@@ -1,0 +1,136 @@
+"""The replay of the job's dependency graph as one sweep in a topological order (Daydream's replay, Zhu et al., USENIX
+ATC 2020; Lumos's): every node's replayed time from its predecessors', each node visited once.
+
+The graph (:mod:`.dependency_graph`, :mod:`.what_if`) has four kinds of node:
+
+- *anchor* ``i`` (a host chain's call): ``t_i = H_i + max(t_{i-1} - H_{i-1}, max(x_i - H_i, NEG))``, the first of its
+  rank ``t_i = H_i + max(x_i - H_i, NEG)``; ``x_i`` is the latest of its rank's first recorded time (first anchor only),
+  its sync edge ``end[target_i] + ret_i`` and a device-wide sync's other edges ``end[also_op] + ret_i``. ``H`` is the
+  running sum of the host times ``h``.
+- *arrival* of device op ``k`` (when it could start before any cross-rank instance holds it):
+  ``own_k = max(issue(anchor_k) + l_k, end[dep_k] + dep_lag_k | fixed_k)`` where ``issue(a)`` is the launching call's
+  start, ``t_{a-1} + h_a - pre_dur_a`` (``t_a - pre_dur_a`` for the first anchor of a rank); ``arrival_k =
+  max(end_{k-1} + g_k, own_k)`` after the previous op of its stream, else ``own_k``.
+- *instance* ``c`` (a collective or point-to-point transfer matched across ranks): the latest arrival of its members.
+- *end* of device op ``k``: ``end_k = P_k + max(end_{k-1} - P_{k-1}, max(max(own_k, last_c) + d_k - P_k, NEG))``
+  (``last_c`` the latest of the instances ``k`` is a member of; ``P`` the running sum of ``g + d``): the same as
+  ``max(arrival_k, last_c) + d_k``, written so that it equals the chain's running maximum to the ns.
+
+Edges go from each term's node to the node it defines. Terms that cannot bind (an op without a launch call: its launch
+term is minus infinity) have no edge. The graph's nodes are put in a topological order once per window (Kahn's
+algorithm: a node comes after all of its predecessors; ties, nodes ready at once, go in node order: anchors by rank
+and time, then arrivals, ends and instances by index), and each replay visits them in that order once: O(nodes +
+edges). A graph with a cycle (possible only where the trace's clocks disagree, e.g. a sync whose work was launched
+by a later call) keeps the nodes of the cycle and all after them at the end of the order, and the sweep repeats over
+them until nothing changes, starting from the recorded times: that is the greatest solution at or below the trace's
+times, as the round-based fixed point found.
+
+Compiled with numba (cached on disk after a process's first call).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NEG = -(2**60)
+"""Minus infinity for int64 times (as :data:`.dependency_graph.NEG`)."""
+
+MAX_SWEEPS = 2_000
+"""Sweeps over the cyclic part of a graph (never reached on a graph without cycles) before the replay stops."""
+
+_kernels = None
+
+
+def _compiled():
+    """The numba kernels, compiled on first use (and cached on disk): numba is imported only where a replay runs."""
+    global _kernels
+    if _kernels is None:
+        from . import _sweep_kernels
+
+        _kernels = _sweep_kernels
+    return _kernels
+
+
+def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Compressed rows of the edges ``src -> dst`` by ``src``: ``(offsets (n + 1,), targets)``."""
+    o = np.argsort(src, kind="stable")
+    counts = np.bincount(src, minlength=n)
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=off[1:])
+    return off, dst[o].astype(np.int64)
+
+
+class Sweep:
+    """One window's graph in topological order (module docstring); :meth:`replay` replays it.
+
+    Args:
+        a_rank: (A,) each anchor's rank index (sorted). ``t0``: (A,) the anchors' recorded times.
+        anchor: (K,) each op's launching anchor (-1 none). ``dep``: (K,) the op it waited for (-1 none).
+        lane: (K,) each op's device chain (sorted). ``target``: (A,) each sync anchor's op (-1 none).
+        also_anchor, also_op: (E,) a device-wide sync's other edges. ``mem_op``, ``mem_group``: (M,) memberships of
+        ops in cross-rank instances.
+        start, end: (K,) the ops' recorded times (the start point of a cyclic part's repeated sweeps).
+        g_lag, l_lag, fixed, dep_lag: (K,), ret, pre_dur: (A,): the lags of the edges, as in
+        :class:`.dependency_graph.RankGraph` (``g``, ``l``, ...).
+    """
+
+    def __init__(self, a_rank: np.ndarray, t0: np.ndarray, anchor: np.ndarray, dep: np.ndarray, lane: np.ndarray,
+                 target: np.ndarray, also_anchor: np.ndarray, also_op: np.ndarray, mem_op: np.ndarray, mem_group: np.ndarray,
+                 start: np.ndarray, end: np.ndarray, g_lag: np.ndarray, l_lag: np.ndarray, fixed: np.ndarray, ret: np.ndarray,
+                 dep_lag: np.ndarray, pre_dur: np.ndarray) -> None:
+        a, k = t0.size, lane.size
+        self.n_anchors, self.n_ops = a, k
+        self.n_groups = int(mem_group.max(initial=-1)) + 1
+        self.first_a = np.ones(a, bool)
+        self.first_a[1:] = a_rank[1:] != a_rank[:-1]
+        self.first_k = np.ones(k, bool)
+        self.first_k[1:] = lane[1:] != lane[:-1]
+        self.t0, self.start0, self.end0 = t0.astype(np.int64), start.astype(np.int64), end.astype(np.int64)
+        self.g_lag, self.l_lag, self.fixed = g_lag.astype(np.int64), l_lag.astype(np.int64), fixed.astype(np.int64)
+        self.ret, self.dep_lag, self.pre_dur = ret.astype(np.int64), dep_lag.astype(np.int64), pre_dur.astype(np.int64)
+        self.anchor, self.dep, self.target = anchor.astype(np.int64), dep.astype(np.int64), target.astype(np.int64)
+        o = np.argsort(also_anchor, kind="stable")  # (a sync's other edges, by anchor)
+        self.also_off = np.zeros(a + 1, np.int64)
+        np.cumsum(np.bincount(also_anchor, minlength=a), out=self.also_off[1:])
+        self.also_op = also_op[o].astype(np.int64)
+        self.grp_off, self.grp_of_op = _csr(mem_op.astype(np.int64), mem_group.astype(np.int64), k)  # (an op's instances)
+        self.mem_off, self.mem_of_grp = _csr(mem_group.astype(np.int64), mem_op.astype(np.int64), self.n_groups)  # (members)
+        n = a + 2 * k + self.n_groups
+        # nodes: anchors [0, a), arrivals [a, a + k), ends [a + k, a + 2k), instances [a + 2k, n)
+        ar, en, gr = a, a + k, a + 2 * k
+        ks, ai = np.arange(k, dtype=np.int64), np.arange(a, dtype=np.int64)
+        has_a = self.anchor >= 0
+        # a rank's first anchor keeps its recorded time (x_i holds it; its sync edges give at most that: the replay
+        # removes time, it never adds): it needs no edge, and its own launches are no cycle through it
+        sync_in = (self.target >= 0) & ~self.first_a
+        also_in = ~self.first_a[also_anchor] if also_anchor.size else np.zeros(0, bool)
+        issuer = np.where(self.first_a[np.maximum(self.anchor, 0)], self.anchor, self.anchor - 1)  # (issue reads t_{a-1})
+        parts = [
+            (ai[~self.first_a] - 1, ai[~self.first_a]),                              # host chain
+            (en + self.target[sync_in], ai[sync_in]),                               # sync
+            (en + also_op.astype(np.int64)[also_in], also_anchor.astype(np.int64)[also_in]),  # device-wide sync's others
+            (issuer[has_a], ar + ks[has_a]),                                         # launch
+            (en + self.dep[self.dep >= 0], ar + ks[self.dep >= 0]),                  # dependency (event wait)
+            (en + ks[~self.first_k] - 1, ar + ks[~self.first_k]),                   # stream order
+            (ar + ks, en + ks),                                                      # an op's end after its arrival
+            (ar + mem_op.astype(np.int64), gr + mem_group.astype(np.int64)),         # an instance after its members ...
+            (gr + mem_group.astype(np.int64), en + mem_op.astype(np.int64)),         # ... and their ends after it
+        ]
+        src = np.concatenate([p[0] for p in parts]).astype(np.int64)
+        dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
+        off, succ = _csr(src, dst, n)
+        self.order, self.n_acyclic = _compiled().topological_order(off, succ, np.bincount(dst, minlength=n).astype(np.int64))
+
+    def replay(self, h: np.ndarray, d: np.ndarray, sync: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Anchor times, op ends and op arrivals (int64 ns) with host times ``h`` (A,), durations ``d`` (K,) and the sync
+        edges of the anchors in ``sync`` (bool, A) kept (module docstring)."""
+        h, d = h.astype(np.int64), d.astype(np.int64)
+        t, end, arrival = self.t0.copy(), self.end0.copy(), self.start0.copy()
+        if self.n_ops == 0 or self.n_anchors == 0:
+            return t, end, arrival
+        _compiled().sweep(self.order, self.n_acyclic, MAX_SWEEPS, self.n_anchors, self.n_ops, self.first_a, self.first_k,
+                          self.t0, np.cumsum(h), h, np.cumsum(self.g_lag + d), d, self.g_lag, self.l_lag, self.fixed, self.ret,
+                          self.dep_lag, self.pre_dur, sync.astype(np.bool_), self.anchor, self.dep, self.target, self.also_off,
+                          self.also_op, self.grp_off, self.grp_of_op, self.mem_off, self.mem_of_grp, t, end, arrival,
+                          np.zeros(self.n_ops, np.int64), np.full(self.n_groups, NEG, np.int64))
+        return t, end, arrival
