@@ -60,6 +60,17 @@ def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarr
     return off, dst[o].astype(np.int64)
 
 
+def _check(a: int, k: int, **arrays: tuple[np.ndarray, tuple[int, int] | None]) -> None:
+    """Raise ValueError unless each array has one entry per anchor (``a``) or op (``k``), by its name, and its values lie
+    in its range where given: the compiled sweep reads them unchecked."""
+    per_anchor = {"a_rank", "target", "ret", "pre_dur"}
+    for name, (x, bounds) in arrays.items():
+        if x.ndim != 1 or x.size != (a if name in per_anchor else k):
+            raise ValueError(f"dependency graph: {name} has {x.size} entries, not {a if name in per_anchor else k}")
+        if bounds is not None and x.size and (int(x.min()) < bounds[0] or int(x.max()) >= bounds[1]):
+            raise ValueError(f"dependency graph: {name} out of range")
+
+
 class Sweep:
     """One window's graph in topological order (module docstring); :meth:`replay` replays it.
 
@@ -79,6 +90,14 @@ class Sweep:
                  start: np.ndarray, end: np.ndarray, g_lag: np.ndarray, l_lag: np.ndarray, fixed: np.ndarray, ret: np.ndarray,
                  dep_lag: np.ndarray, pre_dur: np.ndarray) -> None:
         a, k = t0.size, lane.size
+        _check(a, k, a_rank=(a_rank, None), anchor=(anchor, (-1, a)), dep=(dep, (-1, k)), lane=(lane, None),
+               target=(target, (-1, k)), start=(start, None), end=(end, None), g_lag=(g_lag, None), l_lag=(l_lag, None),
+               fixed=(fixed, None), ret=(ret, None), dep_lag=(dep_lag, None), pre_dur=(pre_dur, None))
+        for name, x, hi in (("also_anchor", also_anchor, a), ("also_op", also_op, k), ("mem_op", mem_op, k)):
+            if x.size and (int(x.min()) < 0 or int(x.max()) >= hi):
+                raise ValueError(f"dependency graph: {name} out of range")
+        if also_anchor.size != also_op.size or mem_op.size != mem_group.size or (mem_group.size and int(mem_group.min()) < 0):
+            raise ValueError("dependency graph: edge lists of different lengths")
         self.n_anchors, self.n_ops = a, k
         self.n_groups = int(mem_group.max(initial=-1)) + 1
         self.first_a = np.ones(a, bool)
@@ -120,17 +139,27 @@ class Sweep:
         dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
         off, succ = _csr(src, dst, n)
         self.order, self.n_acyclic = _compiled().topological_order(off, succ, np.bincount(dst, minlength=n).astype(np.int64))
+        rest = self.order[self.n_acyclic:]  # (a cyclic part: anchors, arrivals, instances, then ends, each read fresh)
+        kind = np.select([rest < ar, rest < en, rest < gr], [0, 1, 3], 2)
+        self.order[self.n_acyclic:] = rest[np.lexsort((rest, kind))]
 
     def replay(self, h: np.ndarray, d: np.ndarray, sync: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Anchor times, op ends and op arrivals (int64 ns) with host times ``h`` (A,), durations ``d`` (K,) and the sync
         edges of the anchors in ``sync`` (bool, A) kept (module docstring)."""
         h, d = h.astype(np.int64), d.astype(np.int64)
+        if h.size != self.n_anchors or d.size != self.n_ops or sync.size != self.n_anchors:
+            raise ValueError("replay: host times, durations or syncs do not match the graph")
         t, end, arrival = self.t0.copy(), self.end0.copy(), self.start0.copy()
         if self.n_ops == 0 or self.n_anchors == 0:
             return t, end, arrival
-        _compiled().sweep(self.order, self.n_acyclic, MAX_SWEEPS, self.n_anchors, self.n_ops, self.first_a, self.first_k,
-                          self.t0, np.cumsum(h), h, np.cumsum(self.g_lag + d), d, self.g_lag, self.l_lag, self.fixed, self.ret,
-                          self.dep_lag, self.pre_dur, sync.astype(np.bool_), self.anchor, self.dep, self.target, self.also_off,
-                          self.also_op, self.grp_off, self.grp_of_op, self.mem_off, self.mem_of_grp, t, end, arrival,
-                          np.zeros(self.n_ops, np.int64), np.full(self.n_groups, NEG, np.int64))
+        args = (self.n_anchors, self.n_ops, self.first_a, self.first_k, self.t0, np.cumsum(h), h, np.cumsum(self.g_lag + d), d,
+                self.g_lag, self.l_lag, self.fixed, self.ret, self.dep_lag, self.pre_dur, sync.astype(np.bool_), self.anchor,
+                self.dep, self.target, self.also_off, self.also_op, self.grp_off, self.grp_of_op, self.mem_off,
+                self.mem_of_grp, t, end, arrival, np.zeros(self.n_ops, np.int64), np.full(self.n_groups, NEG, np.int64))
+        visit = _compiled().visit
+        visit(self.order, 0, self.n_acyclic, *args)
+        n = self.order.size
+        for _ in range(MAX_SWEEPS if n > self.n_acyclic else 0):  # (a cyclic part, from the recorded times)
+            if not visit(self.order, self.n_acyclic, n, *args):
+                break
         return t, end, arrival
