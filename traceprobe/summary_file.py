@@ -238,7 +238,7 @@ def table_problem(t: Table, where: str) -> str:
             allowed = {int, type(None)} if nullable else {int}
             if not kinds <= allowed:
                 return f"{key}: {dtype} column holds {', '.join(sorted(k.__name__ if k is not type(None) else 'null' for k in kinds - allowed))}"
-            ints = [v for v in values if isinstance(v, int)]
+            ints = values if type(None) not in kinds else [v for v in values if v is not None]  # (min and max in C)
             lo, hi = _int_range(dtype)
             if ints and (min(ints) < lo or max(ints) > hi):
                 return f"{key}: {dtype} column holds a value outside {lo}..{hi}"

@@ -372,8 +372,9 @@ def _coll_arrays(v: _JobView) -> dict[str, np.ndarray]:
         vals = _col(t, c)
         if len(vals) != n:  # (a column that summaries of older versions do not carry)
             vals = [-1 if c == "group_size" else ""] * n
-        if c == "pg_ranks" and v.tables.pg_members is not None and n:  # (rows of the group members' table)
-            vals = members_of(vals, _col(v.tables.pg_members, "pg_ranks")).tolist()
+        if c == "pg_ranks" and v.tables.pg_members is not None and n:  # (rows of the group members' table, each list
+            listed = [str(m) for m in _col(v.tables.pg_members, "pg_ranks")]  # interned once: the rows share one string)
+            vals = members_of(vals, list(map(_INTERN.setdefault, listed, listed))).tolist()
         out[c] = np.array(vals, dtype=np.int64) if c in ("start_ns", "end_ns", "bytes", "group_size") else \
             np.array(list(map(_INTERN.setdefault, vals, vals)), dtype=object)
     return out
@@ -383,7 +384,8 @@ def _coll_frame(keep: list) -> pd.DataFrame:
     """The collectives of a window's ranks (``keep``: in increasing rank order) as :func:`.collectives.match_rows` reads them."""
     n = [len(x[3]["start_ns"]) for x in keep]
     out = {"rank": np.repeat(np.array([x[0] for x in keep], dtype=np.int64), n)}
-    return pd.DataFrame({**out, **{c: np.concatenate([x[3][c] for x in keep]) for c in _COLL}})
+    cols = {c: np.concatenate([x[3][c] for x in keep]) for c in _COLL}  # (object columns stay object: shared strings)
+    return pd.DataFrame({**out, **{c: pd.Series(v, dtype=object) if v.dtype == object else v for c, v in cols.items()}})
 
 
 _INTERN: dict = {}

@@ -15,7 +15,16 @@ import pandas as pd
 def member_codes(pg_ranks: pd.Series) -> tuple[np.ndarray, dict[int, str]]:
     """A number (int64) per row of ``pg_ranks`` (str, ``""`` none) for its member list, numbered in the lists' sorted
     order (grouping by number orders groups as by the lists), and the list of each number."""
-    codes, lists = pd.factorize(pg_ranks.fillna("").astype(object), sort=False)
+    # (a list of 4,096 ranks is 20 KB of text: pandas' factorize hashes every row's text again, so an object column,
+    # whose equal lists the job's tables share as one string, goes through a dict (Python caches a string's hash and
+    # compares the same string by identity): linear in rows; a string column is factorized as it is)
+    if pg_ranks.dtype == object:
+        vals = pg_ranks.fillna("").to_numpy(dtype=object)
+        lists = list(dict.fromkeys(vals))
+        pos = {x: i for i, x in enumerate(lists)}
+        codes = np.fromiter(map(pos.__getitem__, vals), np.int64, vals.size)
+    else:
+        codes, lists = pd.factorize(pg_ranks.fillna(""), sort=False)
     names = [str(x) for x in lists]
     order = np.argsort(np.asarray(names, dtype=object), kind="stable") if names else np.zeros(0, np.int64)
     number = np.empty(len(names), np.int64)
