@@ -38,6 +38,7 @@ folder is read (:func:`traceprobe.analysis.job.summaries.foreign_jobs`).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import inspect
 import json
@@ -210,6 +211,7 @@ DTYPES = frozenset({*_INT_DTYPES, *_TEXT_DTYPES, "float32", "float64", "Float64"
 """The pandas dtypes a summary's table columns may have (others, ``U1000000000`` say, are refused)."""
 
 
+@functools.cache
 def _int_range(dtype: str) -> tuple[int, int]:
     bits = int("".join(c for c in dtype if c.isdigit()))
     return (0, (1 << bits) - 1) if dtype.lower().startswith("uint") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
@@ -238,7 +240,7 @@ def table_problem(t: Table, where: str) -> str:
             allowed = {int, type(None)} if nullable else {int}
             if not kinds <= allowed:
                 return f"{key}: {dtype} column holds {', '.join(sorted(k.__name__ if k is not type(None) else 'null' for k in kinds - allowed))}"
-            ints = values if type(None) not in kinds else [v for v in values if v is not None]  # (min and max in C)
+            ints: list[int] = values if type(None) not in kinds else [v for v in values if v is not None]  # type: ignore[assignment]  (ints: kinds says so; min and max in C)
             lo, hi = _int_range(dtype)
             if ints and (min(ints) < lo or max(ints) > hi):
                 return f"{key}: {dtype} column holds a value outside {lo}..{hi}"

@@ -127,5 +127,7 @@ def job_text(job: JobReport, top: int = 5) -> str:
             lines.append(f"  {k.describe()}")
         for wi in what_ifs.get((run, window), []):  # (the window replayed: its top what-if and where its critical path ran)
             lines += [f"  {x}" for x in (wi.finding(), wi.path_line()) if x]
+        if (run, window) in job.notes:
+            lines.append(f"  {job.notes[(run, window)]}")
     return "\n".join(lines) + ("\n" if lines else "no window of two or more ranks (one rank's trace: traceprobe overlap-report PATH)\n")
 

@@ -30,7 +30,7 @@ Both give the same figures, outliers, stragglers, causes and clocks (tests/test_
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ import pandas as pd
 
 from ...errors import Failure, TraceFormatError
 from ...summary_file import FORMAT, VERSION, read_summary
+from ..causal.dependency_graph import RankGraph
 from ..causal.what_if_windows import WindowWhatIf, window_instances, window_what_if
 from ..summary import Summary
 from .cause_tables import RankColumns, rank_columns, rank_tables
@@ -81,6 +82,7 @@ class JobReport:
         clocks: the Summary's :class:`.clocks.ClockEstimate`, one per such window.
         what_ifs: per such window whose ranks carry their graph, its what-ifs and critical path
             (:class:`~traceprobe.analysis.causal.what_if_windows.WindowWhatIf`).
+        notes: per window, what could not be done there (``notes`` below).
     """
 
     figures: pd.DataFrame
@@ -89,6 +91,8 @@ class JobReport:
     causes: tuple[WindowCauses, ...]
     clocks: tuple[ClockEstimate, ...]
     what_ifs: tuple[WindowWhatIf, ...] = ()
+    notes: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Per window (``run``, ``window``), what the report could not do there, in words (a window too large to replay)."""
 
 
 def rank_figures(reports: list, ranks: list[int]) -> pd.DataFrame:
@@ -228,6 +232,7 @@ class _JobView(msgspec.Struct):
     job: str = ""
     rank: int | None = None
     window_ns: tuple[int, int] = (0, 0)
+    event_count: int = 0
     info: dict = msgspec.field(default_factory=dict)
     headline: dict = msgspec.field(default_factory=dict)
     tables: _Tables = msgspec.field(default_factory=_Tables)
@@ -269,7 +274,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
 
     decoder = msgspec.json.Decoder(_JobView)
     failures: list[Failure] = []
-    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns]]] = defaultdict(list)
+    windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, int]]] = defaultdict(list)
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for path in paths:
         try:
@@ -298,19 +303,20 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
             failures.append(Failure(str(path), f"traceprobe summary that does not fit its format ({e})"))
             continue
         windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), coll,
-                                       rank_columns(int(v.rank), v.window_ns, tables)))
+                                       rank_columns(int(v.rank), v.window_ns, tables), max(int(v.event_count), 0)))
         jobs[str(Path(path).parent)][v.job] += 1
     # another job than its folder's
     major = {folder: max(c, key=lambda j: c[j]) for folder, c in jobs.items()}
     dist, outl, stragglers, causes, clocks, what_ifs = [], [], [], [], [], []
+    notes: dict[tuple[str, str], str] = {}
     for (run, window), items in sorted(windows.items()):
         keep = []
-        for rank, path, job, fig, coll, cols in items:
+        for rank, path, job, fig, coll, cols, events in items:
             if job != major[str(Path(path).parent)]:
                 failures.append(Failure(path, f"traceprobe summary of another job ({job!r}; the other summaries of this folder are of "
                                               f"{major[str(Path(path).parent)]!r}): left out"))
             else:
-                keep.append((rank, path, fig, coll, cols))
+                keep.append((rank, path, fig, coll, cols, events))
         keep.sort(key=lambda x: (x[0], x[1]))
         if len({x[0] for x in keep}) < 2:
             continue
@@ -327,26 +333,37 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         stragglers.append(wc)
         steps = (lambda s: int(s[1]) - int(s[0]) + 1)(window.split(" ")[1].split("-")) if window.startswith("steps ") else 1
         replayed = None
-        if len(last) <= MAX_REPLAY_RANKS:  # (the ranks' graphs, read again: the window replayed as from traces)
+        graphs: list[RankGraph | None] = []
+        events = sum(x[5] for x in last)
+        if events > MAX_REPLAY_EVENTS:  # (the ranks' graphs, read again: the window replayed, every rank, within the budget)
+            notes[(run, window)] = (f"not replayed: its {len(last)} ranks' traces hold {events:,} events, more than the "
+                                    f"{MAX_REPLAY_EVENTS:,} a replay from summaries takes (about {NODE_BYTES * MAX_REPLAY_EVENTS >> 30} GB "
+                                    "of memory): no what-if or critical path; replay the ranks that matter from their summaries")
+        else:
             try:
                 graphs = [graph_of_file(x[1]) for x in last]
             except (TraceFormatError, OSError, msgspec.DecodeError) as e:
                 graphs = [None]
                 failures.append(Failure(getattr(e, "path", run), f"not replayed: {getattr(e, 'reason', e)}"))
-            if all(g is not None for g in graphs):
-                replayed = window_what_if(run, window, "", [g for g in graphs if g is not None], window_instances(wc))
-                what_ifs.append(replayed)
+        if graphs and all(g is not None for g in graphs):
+            replayed = window_what_if(run, window, "", [g for g in graphs if g is not None], window_instances(wc))
+            what_ifs.append(replayed)
         causes.append(window_causes(wc, rank_tables([x[4] for x in last]), steps, replayed))
         items.clear()
     figures = pd.DataFrame(dist, columns=DIST_COLUMNS).astype({"ranks": np.int64})
     outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
     st = _stragglers_of(stragglers)
-    return JobReport(figures, outliers, st, tuple(causes), tuple(clocks), tuple(what_ifs)), sorted(failures, key=lambda f: f.path)
+    return JobReport(figures, outliers, st, tuple(causes), tuple(clocks), tuple(what_ifs), notes), sorted(failures, key=lambda f: f.path)
 
 
-MAX_REPLAY_RANKS = 256
-"""Windows of up to this many ranks are replayed from summaries (what-ifs, critical path); a larger one gives its
-figures, stragglers, causes and clocks, as before: replay the ranks that matter from their traces or summaries."""
+MAX_REPLAY_EVENTS = 24_000_000
+"""A window is replayed from summaries (what-ifs, critical path), whatever its number of ranks, where its ranks' traces
+held at most this many events together (each summary's ``event_count``): the replay holds each rank's graph, the
+window's, its order and each what-if's times, about :data:`NODE_BYTES` per event (measured: 1,024 SYNTHETIC ranks of
+20,000 events, 20.5 million events, peaked at 4.1 GB)."""
+
+NODE_BYTES = 200
+"""Peak memory of a replay from summaries per event of the window's traces (bytes; :data:`MAX_REPLAY_EVENTS`)."""
 
 
 class _Named:
