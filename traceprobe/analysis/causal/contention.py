@@ -25,7 +25,6 @@ Definitions (quoted by the README):
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ... import intervals as iv
 
@@ -70,30 +69,43 @@ def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarra
     compute = ~comm
     w_rank = k_rank[op]
     n_codes = int(code.max(initial=0)) + 1
-    for i in np.unique(charged).tolist():  # (one pass per rank others waited for)
-        mine = np.flatnonzero(compute & (k_rank == i))
-        mine = mine[np.lexsort((d[mine], code[mine]))]  # (by name, shortest first)
-        first = np.searchsorted(code[mine], np.arange(n_codes))  # (where each name's kernels begin)
-        for r in np.unique(w_rank[charged == i]).tolist():
-            sel = (charged == i) & (w_rank == r)
-            ops = np.flatnonzero(compute & (k_rank == r))
-            # per name, the median of rank i's shortest kernels, as many as rank r ran (all of them where fewer)
-            take = np.bincount(code[ops], minlength=n_codes)
-            kept = mine[np.arange(mine.size) - first[code[mine]] < take[code[mine]]]
-            grouped = pd.Series(d[kept]).groupby(code[kept])
-            med, size = grouped.median(), grouped.size()
-            keep = size.to_numpy() >= MIN_REFERENCE
-            ref = np.full(n_codes, np.nan)  # per kernel name code, its reference on rank i
-            ref[med.index.to_numpy(np.int64)[keep]] = med.to_numpy(np.float64)[keep]
-            base = ref[code[ops]]
-            dd = d[ops].astype(np.float64)
-            extra = np.where(np.isfinite(base) & (dd <= MAX_SLOWDOWN * base), np.maximum(dd - base, 0), 0)
-            if not extra.any():
-                continue
-            ov = iv.measure(iv.union(lo[sel], hi[sel]), start[ops], end[ops])
-            part = (extra * ov / np.maximum(end[ops] - start[ops], 1)).astype(np.int64)
-            if part.any():
-                out.setdefault(int(i), np.zeros(start.size, np.int64))[ops] += part
+    by_rank = np.argsort(k_rank, kind="stable")  # (each rank's ops, in their order)
+    k_bounds = np.searchsorted(k_rank[by_rank], np.arange(int(k_rank.max(initial=-1)) + 2))
+
+    def compute_ops(r: int) -> np.ndarray:
+        ops = by_rank[k_bounds[r]:k_bounds[r + 1]]
+        return ops[compute[ops]]
+
+    pair = np.lexsort((w_rank, charged))  # (the waits grouped by the rank charged, then the rank that waited)
+    pc, pr = charged[pair], w_rank[pair]
+    cut = np.flatnonzero(np.r_[True, (pc[1:] != pc[:-1]) | (pr[1:] != pr[:-1]), True])
+    for a, b in zip(cut[:-1].tolist(), cut[1:].tolist()):  # (one pass per pair of ranks: a rank and one that waited for it)
+        i, r = int(pc[a]), int(pr[a])
+        if a == 0 or int(pc[a - 1]) != i:
+            mine = compute_ops(i)
+            mine = mine[np.lexsort((d[mine], code[mine]))]  # (by name, shortest first)
+            first = np.searchsorted(code[mine], np.arange(n_codes))  # (where each name's kernels begin)
+            avail = np.diff(np.r_[first, mine.size])
+        sel = pair[a:b]
+        ops = compute_ops(r)
+        # per name, the median of rank i's shortest kernels, as many as rank r ran (all of them where fewer)
+        n = np.minimum(np.bincount(code[ops], minlength=n_codes), avail)
+        keep = n >= MIN_REFERENCE
+        ref = np.full(n_codes, np.nan)  # per kernel name code, its reference on rank i
+        if keep.any():
+            at = first[keep]
+            lo_d = d[mine[at + (n[keep] - 1) // 2]].astype(np.float64)
+            hi_d = d[mine[at + n[keep] // 2]].astype(np.float64)
+            ref[keep] = (lo_d + hi_d) / 2  # (the median: the middle one, or the mean of the middle two)
+        base = ref[code[ops]]
+        dd = d[ops].astype(np.float64)
+        extra = np.where(np.isfinite(base) & (dd <= MAX_SLOWDOWN * base), np.maximum(dd - base, 0), 0)
+        if not extra.any():
+            continue
+        ov = iv.measure(iv.union(lo[sel], hi[sel]), start[ops], end[ops])
+        part = (extra * ov / np.maximum(end[ops] - start[ops], 1)).astype(np.int64)
+        if part.any():
+            out.setdefault(i, np.zeros(start.size, np.int64))[ops] += part
     return out
 
 
