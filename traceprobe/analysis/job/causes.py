@@ -244,14 +244,31 @@ def window_causes(wc: WindowCollectives, reports: Mapping[int, OverlapReport] | 
     if exposed.empty:
         return out
     by_late = exposed.groupby("late_rank")["exposed_wait_ns"].max()
-    late_rank = int(by_late.idxmax())
-    caused = int(by_late.max())
     window_ns = int(t.window_ns.max(initial=0))
-    if caused < NOISE_SHARE * window_ns or caused < NOISE_MIN_NS * steps:
+    above = by_late[(by_late >= NOISE_SHARE * window_ns) & (by_late >= NOISE_MIN_NS * steps)]
+    if above.empty:
         return out
-    out = _straggler(out, t, late_rank, caused)
-    top = what_if.rank_top(late_rank) if what_if is not None else None
-    return _replayed(out, top, what_if.steps if what_if is not None else 0) if top is not None else out
+    late_rank, top = straggler_of(above, what_if)
+    out = _straggler(out, t, late_rank, int(by_late[late_rank]))
+    return _replayed(out, top, what_if.steps if what_if is not None else 0) if top is not None and what_if is not None else out
+
+
+def straggler_of(caused: pd.Series, what_if: WindowWhatIf | None) -> tuple[int, dict | None]:
+    """The window's straggler among the ranks others waited for (``caused``: per late rank, the most exposed wait it
+    caused on one rank, ns, each above the noise floor) and its own top what-if (None without one).
+
+    Where the window was replayed, the straggler is the late rank whose own cause gives back most when removed (its
+    :meth:`.WindowWhatIf.rank_top`): the replay's answer, the same rank its what-ifs and critical path name; a rank that
+    arrived last only because another made it late (waiting for it at an earlier collective) gives back little on its
+    own. Ties, and windows without a replay or where no late rank has a cause above the noise floor, go to the rank that
+    caused the most exposed wait (the measured blame)."""
+    ranks = [int(r) for r in caused.sort_values(ascending=False, kind="stable").index]
+    if what_if is not None:
+        tops = [(r, what_if.rank_top(r)) for r in ranks]
+        named = [(r, x) for r, x in tops if x is not None]
+        if named:
+            return max(named, key=lambda rx: int(rx[1]["gain_ns"]))  # (max keeps the first of equals: most wait caused)
+    return ranks[0], None
 
 
 def _replayed(out: WindowCauses, top: dict, steps: int) -> WindowCauses:
