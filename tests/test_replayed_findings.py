@@ -20,7 +20,7 @@ SYNC_LOG = Path(__file__).resolve().parent.parent / "sample_traces" / "sync-log"
 
 
 def _window(rows: list[tuple], floor: int) -> WindowWhatIf:
-    table = pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame([(*r, -1) if len(r) == len(COLUMNS) - 1 else r for r in rows], columns=COLUMNS)  # (beyond: none)
     return WindowWhatIf("run", "steps 2-4", "", (0, 1), 3, 300, table, None, 100, floor_ns=floor)
 
 

@@ -9,7 +9,8 @@ from typing import Any
 _WHAT_IF_ROW: dict[str, Any] = {'type': 'object',
                                 'properties': {'rank': {'type': 'integer'}, 'cause': {'type': 'string'}, 'top': {'type': 'string'},
                                                'removed_ns': {'$ref': '#/$defs/ns'}, 'gain_ns': {'type': 'integer'},
-                                               'per_step_ns': {'type': 'integer'}, 'steps_with': {'type': 'integer'}}}
+                                               'per_step_ns': {'type': 'integer'}, 'steps_with': {'type': 'integer'},
+                                               'beyond': {'type': 'integer', 'description': 'For a row of every rank (rank -1) whose cause one rank holds most of, that rank: the gains are what removing it on every rank adds beyond removing it there alone; -1 otherwise.'}}}
 """A row of a window's what-if table (:func:`traceprobe.analysis.causal.what_if.what_ifs`): its ``causes`` and its
 ``graph_of_step``."""
 

@@ -2,7 +2,8 @@
 event waits the trace recorded), its critical path, what removing each cause would give back (what-ifs, replayed), the compute slowed beside waiting
 collectives, and each window's top cause in words.
 
-Modules (each public): ``dependency_graph``, ``event_waits``, ``what_if``, ``contention``, ``imbalance``, ``what_if_order``,
-``what_if_steps``, ``sync_names``, ``critical_path``, ``what_if_windows``.
+Modules (each public but one): ``dependency_graph``, ``event_waits``, ``what_if``, ``sweep`` (the replay as one sweep in a
+topological order), ``contention``, ``imbalance``, ``what_if_order``, ``what_if_steps``, ``sync_names``, ``critical_path``,
+``what_if_windows``; ``_sweep_kernels``, the sweep's compiled loops (numba), imported by ``sweep`` alone.
 Nothing is imported here: import the module.
 """

@@ -34,6 +34,12 @@ from .what_if_steps import first_calls_merged, first_step, step_ends, steps_with
 EVERY_RANK_FACTOR = 1.2
 """A cause removed on every rank is listed when it gains more than this times its best single rank's removal."""
 
+LEAD_SHARE = 0.5
+"""A cause on every rank is told beyond one rank's own row where that rank holds at least this share of its time ..."""
+
+LEAD_FACTOR = 2.0
+"""... and at least this many times the median of the other ranks holding it (:func:`_beyond_the_lead`)."""
+
 FIRST_STEP_SHARE = 0.5
 """A cause's gain after the window's first step stands for its gain per step only where the first step held at least
 this share of an even split of the time the cause removes (it was there alike, its effect came a step later)."""
@@ -183,7 +189,10 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         where the first step held at least :data:`FIRST_STEP_SHARE` of an even split of the removed time, so the
         cause was there alike; not for ``imbalance``, whose excess is taken from the window as a whole),
         ``steps_with`` (int64: the steps
-        whose own time the cause held, on the rank holding it most; -1 without steps).
+        whose own time the cause held, on the rank holding it most; -1 without steps), ``beyond`` (int64: for a row of
+        every rank whose cause one rank holds most of, that rank: the row's gains are what removing it on every rank
+        gives beyond removing it on that rank alone (:func:`_beyond_the_lead`); -1 otherwise). Ordered by ``per_step_ns``,
+        the figure every view shows first (:func:`.what_if_order.ordered`).
 
         And its gain step by step: ``rank``, ``cause`` (as in the table), ``step`` (int64, the step's number, of the
         first rank with every step), ``gain_ns`` (int64: how much earlier the step's last work ends, on any rank, less
@@ -227,7 +236,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
                 t, end = replay(job, h, np.maximum(d - (slow[ranks[0]] * min(share, 1.0)).astype(np.int64), 0), drop)
         earlier = np.where(base_steps > NEG, base_steps - ends_of(t, end), 0)  # (how much earlier each step's last work ends)
         rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held), int(earlier[0]) if earlier.size else 0,
-                     first, np.diff(earlier, prepend=0)))
+                     first, {graphs[i].rank: n for i, n in zip(ranks, removed)}, np.diff(earlier, prepend=0)))
 
     sync = HOST_CLASSES.index("sync")
     for c, cause in enumerate(HOST_CLASSES):
@@ -271,8 +280,9 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
         for i, top, removed, d in excess_device_work(graphs, job.k_rank, job.d, floor, s_code, s_names, only, segment):
             add([i], "imbalance", [removed], top, h0, d, no_sync, [-1])
-    out = pd.DataFrame([r[:-1] for r in rows], columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with", "first_ns",
+    out = pd.DataFrame([r[:-2] for r in rows], columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with", "first_ns",
                                                         "removed_first_ns"])
+    out["_by"] = [r[-2] for r in rows]
     out["_steps"] = [r[-1] for r in rows]
     single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
     best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
@@ -283,8 +293,10 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         alike = (np.asarray(out["cause"]) != "imbalance") & (first_held >= FIRST_STEP_SHARE * np.asarray(out["removed_ns"], dtype=np.int64))
         after = np.where(alike, (out["gain_ns"] - out["first_ns"]) // (n_steps - 1), 0)
         out["per_step_ns"] = np.maximum(out["per_step_ns"], after)
+    out = _beyond_the_lead(pd.DataFrame(out), set(groups or {}), floor)
     out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
-    out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64})
+    out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64,
+                      "beyond": np.int64})
     labels = next((g.steps["step"].to_numpy(np.int64) for g in graphs if len(g.steps) == n_steps and n_steps), np.zeros(0, np.int64))
     gains = np.stack(out["_steps"].tolist()) if len(out) and n_steps else np.zeros((len(out), 0), np.int64)
     steps = pd.DataFrame({"rank": np.repeat(out["rank"].to_numpy(np.int64), labels.size),
@@ -296,6 +308,32 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         table = pd.DataFrame(pd.concat([table, pd.DataFrame(out[group]).sort_values("gain_ns", ascending=False, kind="stable")[COLUMNS]],
                                        ignore_index=True))
     return table, steps
+
+
+def _beyond_the_lead(out: pd.DataFrame, groups: set[str], floor: int) -> pd.DataFrame:
+    """``out`` with each every-rank row (``rank`` -1) whose cause one rank holds most of (:data:`LEAD_SHARE` of the
+    time removed, and :data:`LEAD_FACTOR` times the median of the other ranks holding it) told as what it adds beyond
+    that rank's own row: its gains less that row's, ``beyond`` that rank; dropped where it adds at most the noise floor
+    (``floor``, in the window). The others wait for that rank: its own row is the finding, the every-rank row the rest."""
+    out = out.assign(beyond=-1)
+    drop = []
+    for idx in out.index[(out["rank"] < 0).to_numpy() & ~out["cause"].isin([*groups, "imbalance"]).to_numpy()]:
+        by: dict = out.at[idx, "_by"]
+        lead = max(by, key=lambda r: by[r])
+        others = [n for r, n in by.items() if r != lead]
+        if not others or by[lead] < LEAD_SHARE * sum(by.values()) or by[lead] < LEAD_FACTOR * float(np.median(others)):
+            continue
+        own = out[(out["rank"] == lead).to_numpy() & (out["cause"] == out.at[idx, "cause"]).to_numpy()]
+        if own.empty:
+            continue
+        o = own.index[0]
+        for col in ("gain_ns", "per_step_ns"):
+            out.at[idx, col] = max(int(out.at[idx, col]) - int(out.at[o, col]), 0)
+        out.at[idx, "_steps"] = out.at[idx, "_steps"] - out.at[o, "_steps"]
+        out.at[idx, "beyond"] = lead
+        if int(out.at[idx, "gain_ns"]) <= floor:
+            drop.append(idx)
+    return pd.DataFrame(out.drop(index=drop))
 
 
 def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0, only: set[int] | None = None) -> pd.DataFrame:

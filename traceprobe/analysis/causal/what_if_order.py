@@ -8,7 +8,7 @@ import pandas as pd
 
 from .dependency_graph import HOST_CLASSES, RankGraph
 
-COLUMNS = ["rank", "cause", "top", "removed_ns", "gain_ns", "per_step_ns", "steps_with"]
+COLUMNS = ["rank", "cause", "top", "removed_ns", "gain_ns", "per_step_ns", "steps_with", "beyond"]
 """The what-if table's columns (:func:`.what_if.what_if`)."""
 
 EXPOSING_SHARE = 0.5
@@ -27,15 +27,17 @@ loading, the optimizer, CPU ops) keeps its name: its remedy takes it off the hos
 
 
 def ordered(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataFrame:
-    """The what-if table largest gain first, with the syncs placed as :func:`.what_if.what_if` says: a sync within the floor of
+    """The what-if table largest gain per step first (``per_step_ns``, the figure shown; ``floor``, the window's noise
+    floor, taken per step), with the syncs placed as :func:`.what_if.what_if` says: a sync within the floor of
     another cause of its rank comes after it (that cause made it wait: empty_cache syncs the device before it frees; a
     pageable copy's call waits for its copy); but before the rank's top unnamed host work (:data:`EXPOSED_WORK`) where it gives back at least
     :data:`EXPOSING_SHARE` of it and that work is not the rank's own (the other ranks do as much of it): that work cost
     time because the sync had drained the queue."""
     is_sync = (out["cause"] == "sync").to_numpy()
-    gain = out["gain_ns"].to_numpy(np.int64)
-    others = pd.DataFrame(out[~is_sync]).sort_values("gain_ns", ascending=False, kind="stable").drop_duplicates("rank").set_index("rank")
-    rival = out["rank"].map(others["gain_ns"]).fillna(-1).to_numpy(np.int64)
+    gain = out["per_step_ns"].to_numpy(np.int64)  # (the figure every view shows first: per step)
+    floor //= max(max((len(g.steps) for g in graphs), default=1), 1)
+    others = pd.DataFrame(out[~is_sync]).sort_values("per_step_ns", ascending=False, kind="stable").drop_duplicates("rank").set_index("rank")
+    rival = out["rank"].map(others["per_step_ns"]).fillna(-1).to_numpy(np.int64)
     rival_cause = out["rank"].map(others["cause"])
     exposes = is_sync & rival_cause.isin(EXPOSED_WORK).to_numpy() & (gain >= EXPOSING_SHARE * rival)
     own = np.array([_own_work(graphs, int(r), str(c)) if e else 0 for r, c, e in zip(out["rank"], rival_cause, exposes)], np.int64)

@@ -197,13 +197,21 @@ class WindowWhatIf:
         if t is None:
             return ""
         cause = self.named_cause(t)
-        who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if self.ranked else ""
-        return f"{who}{self.cause_label(cause)} {self._figure(t)}"
+        return f"{self._who(t)} {self.cause_label(cause)} {self._figure(t)}".lstrip()
+
+    def _who(self, row) -> str:
+        """Whose cause a row is, in words: ``rank 3``, ``every rank``, or ``every rank beyond rank 2`` (a row that tells
+        what removing the cause on every rank adds beyond one rank's own row: ``beyond``); ``""`` for an unranked trace."""
+        if row["rank"] >= 0:
+            return f"rank {row['rank']}" if self.ranked else ""
+        beyond = int(row.get("beyond", -1)) if hasattr(row, "get") else -1
+        return f"every rank beyond rank {beyond}" if beyond >= 0 else "every rank"
 
     def _figure(self, row) -> str:
         """A row's gain for a sentence: per step where the window has steps, else in all, e.g. ``-17.5 ms/step``."""
         per, unit = (row["per_step_ns"], "/step") if self.steps else (row["gain_ns"], "")
-        return f"-{per / 1e6:,.1f} ms{unit}"
+        more = " more" if hasattr(row, "get") and int(row.get("beyond", -1)) >= 0 else ""
+        return f"-{per / 1e6:,.1f} ms{unit}{more}"
 
     def path_line(self) -> str:
         """Where the window's critical path ran, in words: its parts (:func:`.critical_path.path_shares`) of at least
@@ -227,7 +235,7 @@ class WindowWhatIf:
         t = self.top if row is None else row
         if t is None:
             return ""
-        who = "every rank: " if t["rank"] < 0 else f"rank {t['rank']}: " if self.ranked else ""
+        who = f"{self._who(t)}: " if self._who(t) else ""
         per = t["per_step_ns"] if self.steps else t["gain_ns"]
         step = max(self.step_ns, self.window_ns // max(self.steps, 1))
         share = f" ({per / step:.0%} of a step)" if self.steps and step > 0 else \
@@ -267,7 +275,7 @@ class WindowWhatIf:
             return ""
         tb = self.table
         rows = tb[(tb["rank"] == t["rank"]).to_numpy() & tb["cause"].isin(AROUND_LAUNCHES).to_numpy()
-                  & (tb["gain_ns"] >= max(self.floor_ns, 1)).to_numpy()]
+                  & (tb["gain_ns"] >= max(self.floor_ns, 1)).to_numpy() & _whole(tb)]
         if rows.empty:
             return ""
         parts = [f"{self.cause_label(str(r['cause']))} {self._figure(r)}" for _, r in rows.iterrows()]
@@ -287,7 +295,8 @@ class WindowWhatIf:
             return ""
         tb = self.table
         other = (tb["cause"] == "sync") if host_work else tb["cause"].isin(HOST_WORK)
-        rows = tb[(tb["rank"] == t["rank"]).to_numpy() & other.to_numpy() & (tb["gain_ns"] >= EXPOSING_SHARE * t["gain_ns"]).to_numpy()]
+        rows = tb[(tb["rank"] == t["rank"]).to_numpy() & other.to_numpy() & (tb["gain_ns"] >= EXPOSING_SHARE * t["gain_ns"]).to_numpy()
+                  & _whole(tb)]
         if rows.empty:
             return ""
         r = rows.iloc[0]
@@ -370,3 +379,9 @@ def window_what_ifs(runs, collectives) -> list[WindowWhatIf]:
                 continue
             out += [window_what_if(run.name, w.label, rep.path, [rep.graph], None) for rep in w.reports if rep.graph is not None]
     return out
+
+
+def _whole(table: pd.DataFrame) -> np.ndarray:
+    """Per row of a what-if table: whether its gains are its cause's whole (not what it adds beyond one rank's own row,
+    ``beyond``): the rows another row's clause may quote."""
+    return (table["beyond"] < 0).to_numpy() if "beyond" in table.columns else np.ones(len(table), bool)

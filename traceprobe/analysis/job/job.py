@@ -40,14 +40,13 @@ import pandas as pd
 
 from ...errors import Failure, TraceFormatError
 from ...summary_file import FORMAT, VERSION, read_summary
-from ..causal.dependency_graph import RankGraph
 from ..causal.what_if_windows import WindowWhatIf, window_instances, window_what_if
 from ..summary import Summary
 from .cause_tables import RankColumns, rank_columns, rank_tables
 from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
 from .collectives import match_rows
-from .summaries import TableView, graph_of_file, members_of
+from .summaries import TableView, members_of, window_graphs
 
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
 """Parts of the GPU time breakdown given per step."""
@@ -333,18 +332,10 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         stragglers.append(wc)
         steps = (lambda s: int(s[1]) - int(s[0]) + 1)(window.split(" ")[1].split("-")) if window.startswith("steps ") else 1
         replayed = None
-        graphs: list[RankGraph | None] = []
-        events = sum(x[5] for x in last)
-        if events > MAX_REPLAY_EVENTS:  # (the ranks' graphs, read again: the window replayed, every rank, within the budget)
-            notes[(run, window)] = (f"not replayed: its {len(last)} ranks' traces hold {events:,} events, more than the "
-                                    f"{MAX_REPLAY_EVENTS:,} a replay from summaries takes (about {NODE_BYTES * MAX_REPLAY_EVENTS >> 30} GB "
-                                    "of memory): no what-if or critical path; replay the ranks that matter from their summaries")
-        else:
-            try:
-                graphs = [graph_of_file(x[1]) for x in last]
-            except (TraceFormatError, OSError, msgspec.DecodeError) as e:
-                graphs = [None]
-                failures.append(Failure(getattr(e, "path", run), f"not replayed: {getattr(e, 'reason', e)}"))
+        graphs, note, failed = window_graphs([x[1] for x in last], sum(x[5] for x in last))
+        if note:
+            notes[(run, window)] = note
+        failures += [Failure(getattr(e, "path", run), f"not replayed: {getattr(e, 'reason', e)}") for e in failed]
         if graphs and all(g is not None for g in graphs):
             replayed = window_what_if(run, window, "", [g for g in graphs if g is not None], window_instances(wc))
             what_ifs.append(replayed)
@@ -354,16 +345,6 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
     outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
     st = _stragglers_of(stragglers)
     return JobReport(figures, outliers, st, tuple(causes), tuple(clocks), tuple(what_ifs), notes), sorted(failures, key=lambda f: f.path)
-
-
-MAX_REPLAY_EVENTS = 24_000_000
-"""A window is replayed from summaries (what-ifs, critical path), whatever its number of ranks, where its ranks' traces
-held at most this many events together (each summary's ``event_count``): the replay holds each rank's graph, the
-window's, its order and each what-if's times, about :data:`NODE_BYTES` per event (measured: 1,024 SYNTHETIC ranks of
-20,000 events, 20.5 million events, peaked at 4.1 GB)."""
-
-NODE_BYTES = 200
-"""Peak memory of a replay from summaries per event of the window's traces (bytes; :data:`MAX_REPLAY_EVENTS`)."""
 
 
 class _Named:

@@ -288,3 +288,25 @@ def graph_of_file(path: str | Path) -> RankGraph | None:
         return _graph(msgspec.json.decode(raw, type=_GraphSummary).tables.graph)
     except ValueError as e:
         raise TraceFormatError(path, f"traceprobe summary whose graph does not fit its format ({e})") from None
+
+
+MAX_REPLAY_EVENTS = 24_000_000
+"""A window is replayed from summaries (what-ifs, critical path), whatever its ranks, where their traces held at most
+this many events (each summary's ``event_count``): a replay takes about :data:`NODE_BYTES` of memory an event
+(measured: 1,024 SYNTHETIC ranks of 20,000 events peaked at 4.1 GB)."""
+NODE_BYTES = 200
+
+
+def window_graphs(paths: list[str], events: int) -> tuple[list[RankGraph | None], str, list[Exception]]:
+    """The graphs of a window's rank summaries (``paths``, one a rank), to replay it: ``(graphs, note, errors)``; no
+    graph and a note in words where the ranks' traces held more than :data:`MAX_REPLAY_EVENTS` events together
+    (``events``), no graph and the error where a summary's graph cannot be read (:class:`TraceFormatError`, OSError,
+    msgspec.DecodeError); a None among the graphs where a summary carries none."""
+    if events > MAX_REPLAY_EVENTS:
+        return [], (f"not replayed: its {len(paths)} ranks' traces hold {events:,} events, more than the {MAX_REPLAY_EVENTS:,} a "
+                    f"replay from summaries takes (about {NODE_BYTES * MAX_REPLAY_EVENTS >> 30} GB of memory): no what-if or "
+                    "critical path; replay the ranks that matter from their summaries"), []
+    try:
+        return [graph_of_file(p) for p in paths], "", []
+    except (TraceFormatError, OSError, msgspec.DecodeError) as e:
+        return [], "", [e]
