@@ -122,11 +122,13 @@ def test_plot_draws_a_ranks_waits_and_the_top_finding():
     # the window's critical path: a band on each rank it runs through, its segments those of the path on that rank
     (what,) = [w for w in summary.what_ifs if not w.path]
     path = what.critical_path
+    assert set(path["rank"]) == {1}  # (from the window's last measured work, rank 1's: its extra compute holds the path)
     for rank, it in by_rank.items():
         mine = path[path["rank"] == rank]
-        assert it.critical is not None and len(it.critical) == len(mine)
-        assert (it.critical["start_ns"].to_numpy() == mine["start_ns"].to_numpy()).all()
-    assert labels.count("critical path") == len(items)  # (the path runs through both ranks)
+        assert (it.critical is None and mine.empty) or (it.critical is not None and len(it.critical) == len(mine))
+        if it.critical is not None:
+            assert (it.critical["start_ns"].to_numpy() == mine["start_ns"].to_numpy()).all()
+    assert labels.count("critical path") == path["rank"].nunique()
 
 
 def test_capture_report_prints_the_summary(tmp_path):

@@ -112,3 +112,54 @@ def test_a_cause_every_rank_shares_alike_stays_whole():
     every = got[(got["cause"] == "cpu_op") & (got["rank"] == -1)]
     assert every["beyond"].tolist() == [3] and every["gain_ns"].tolist() == [30] and every["per_step_ns"].tolist() == [10]
     assert ((got["cause"] == "data_loading") & (got["rank"] == -1)).sum() == 0  # (2 ns beyond rank 3's: under the floor)
+
+
+def test_host_time_after_the_last_device_work_is_the_windows_tail(tmp_path):
+    """SYNTHETIC trace, no steps: a 1 ms kernel, a sync that waits for it, then 4 ms outside any op, a CPU op and a sync
+    that waits for nothing (a benchmark's own code after what it measured). Before: host outside ops -4.0 ms (the tail
+    ended the window). Now the window's measured work ends with the sync that waited: the tail gives nothing back, and
+    the critical path ends there too."""
+    from synthetic import TraceBuilder
+
+    from traceprobe import load_trace
+    from traceprobe.analysis.causal.critical_path import critical_path
+    from traceprobe.analysis.causal.dependency_graph import rank_graph
+    from traceprobe.analysis.causal.what_if import what_if
+
+    b = TraceBuilder("SYNTHETIC: a tail after the last kernel")
+    b.cpu_op(0, 30_000, "aten::mm")
+    b.launch(5_000, "kernel", 0, 7, 10_000, 1_000_000)            # kernel [10, 1010] µs
+    b.runtime(40_000, 975_000, "cudaDeviceSynchronize")            # returns at 1015 µs, 5 µs after the kernel
+    b.cpu_op(5_015_000, 100_000, "aten::randn")                    # (4 ms outside any op before it)
+    b.runtime(5_200_000, 2_000, "cudaDeviceSynchronize")           # waits for nothing
+    g = rank_graph(load_trace(b.write(tmp_path / "tail.pt.trace.json")))
+    table = what_if([g])
+    assert (table.loc[table["cause"].isin(["host", "cpu_op"]), "gain_ns"] == 0).all(), table
+    assert int(table.loc[table["cause"] == "sync", "gain_ns"].max()) <= 5_000  # (the first sync's return latency)
+    cp = critical_path([g], None)
+    assert int(cp["end_ns"].max()) < int(g.t.max()) - 4_000_000  # (from the sync that waited, not the tail)
+
+
+def test_a_sync_that_waits_for_work_before_the_trace_gives_nothing(tmp_path):
+    """SYNTHETIC trace (the shape of TraceLens's vllm piecewise capture trace): a 100 ms cudaDeviceSynchronize at the
+    start waits for work launched before the trace began (no device work of the trace ends inside it), then a loop of
+    launches. Before: syncs -100 ms, more than the window. Now the sync what-if keeps that call: what it waited for the
+    trace does not show."""
+    from synthetic import TraceBuilder
+
+    from traceprobe import load_trace
+    from traceprobe.analysis.causal.dependency_graph import rank_graph
+    from traceprobe.analysis.causal.what_if import before_the_work, what_if
+
+    b = TraceBuilder("SYNTHETIC: a sync on work launched before the trace")
+    b.step(1, 0, 106_100_000)
+    b.runtime(1_000, 100_000_000, "cudaDeviceSynchronize")
+    now = 100_010_000
+    for _ in range(20):
+        b.cpu_op(now, 60_000, "aten::mm")
+        b.launch(now + 10_000, "kernel", 0, 7, now + 20_000, 200_000)
+        now += 300_000
+    g = rank_graph(load_trace(b.write(tmp_path / "pre.pt.trace.json")))
+    assert before_the_work(g).sum() == 1
+    table = what_if([g])
+    assert int(table.loc[table["cause"] == "sync", "gain_ns"].sum()) < 1_000_000, table

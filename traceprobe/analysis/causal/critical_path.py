@@ -1,7 +1,8 @@
 """The critical path of a window: the chain of work that ended last, walked back through the job's dependency graph.
 
 Definitions (quoted by the README). From the window's last work (the latest device op end or host anchor on any
-rank, :mod:`.dependency_graph`), each step back follows the edge that bound the work in the trace:
+rank that ends the measured work, :func:`.what_if.measured_anchors`: not the host's tail after its last device work and
+step), each step back follows the edge that bound the work in the trace:
 
 - a device op: its own time is on the path (``compute``, ``copy`` for memcpys and memsets, ``comm`` for
   communication kernels); a run of ops each bound by the previous one on its stream is taken at once, the gaps
@@ -30,7 +31,7 @@ import pandas as pd
 
 from .contention import last_arrivals
 from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
-from .what_if import _job
+from .what_if import _job, measured_anchors
 
 COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns", "step"]
 GAPS = "(gaps between queued work)"
@@ -121,7 +122,8 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
 
     state: tuple[str, int] | None
     k_last = int(np.argmax(ends)) if ends.size else -1
-    i_last = int(np.argmax(t_all)) if t_all.size else -1
+    counted = measured_anchors(graphs)  # (host time after the last device work and step is the window's tail: not walked)
+    i_last = int(np.flatnonzero(counted)[np.argmax(t_all[counted])]) if counted.any() else -1
     state = ("dev", k_last) if k_last >= 0 and (i_last < 0 or ends[k_last] >= t_all[i_last]) else ("host", i_last)
     seen = 0
     while state is not None and seen <= 4 * (bind.size + t_all.size):

@@ -209,7 +209,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     h0 = np.concatenate([g.h for g in graphs])
     no_sync = np.zeros(h0.size, bool)
     t_all, end_all = np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs])
-    base = _finish(t_all, end_all)  # (the replay is exact)
+    counted = measured_anchors(graphs)
+    base = _finish(t_all, end_all, counted)  # (the replay is exact)
     fa, fk = first_step(graphs)
     ends_of = step_ends(graphs, job.a_rank, job.lane)
     base_steps = ends_of(t_all, end_all)
@@ -235,7 +236,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             if share > 0:
                 t, end = replay(job, h, np.maximum(d - (slow[ranks[0]] * min(share, 1.0)).astype(np.int64), 0), drop)
         earlier = np.where(base_steps > NEG, base_steps - ends_of(t, end), 0)  # (how much earlier each step's last work ends)
-        rows.append((rank, cause, top, sum(removed), base - _finish(t, end), max(held), int(earlier[0]) if earlier.size else 0,
+        rows.append((rank, cause, top, sum(removed), base - _finish(t, end, counted), max(held), int(earlier[0]) if earlier.size else 0,
                      first, {graphs[i].rank: n for i, n in zip(ranks, removed)}, np.diff(earlier, prepend=0)))
 
     sync = HOST_CLASSES.index("sync")
@@ -251,13 +252,15 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             add(ranks, cause, [int(held_ns[i].sum()) for i in ranks], graphs[top].class_top[c],
                 h0 - np.where(on, cls_all[c], 0), job.d, drop, [steps_with(graphs[i], held_ns[i], floor) for i in ranks],
                 sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
-    waits = [np.where(f >= 0, 0, w) + g.class_ns[sync] for w, f, g in zip(waits, freeing, graphs)]  # a sync's wait and its host time
+    unseen = [before_the_work(g) for g in graphs]  # (syncs that waited for work launched before the trace: kept)
+    waits = [np.where(f >= 0, 0, w) + np.where(u, 0, g.class_ns[sync]) for w, f, g, u in zip(waits, freeing, graphs, unseen)]
+    sync_ns = cls_all[sync] * ~np.concatenate(unseen) if unseen else cls_all[sync]  # (a sync's wait and its host time)
     holding = [i for i, w in enumerate(waits) if w.sum() > floor]
     for ranks in _replays(holding, only):
         on = np.isin(job.a_rank, ranks)
         most = max(ranks, key=lambda i: waits[i].sum())
         add(ranks, "sync", [int(waits[i].sum()) for i in ranks], sync_top(graphs[most], waits[most]),
-            h0 - np.where(on, cls_all[sync], 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0),
+            h0 - np.where(on, sync_ns, 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0),
             [steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
     for name, classes in (groups or {}).items():  # (several host classes at once: what a CUDA graph of the step removes)
         idx = [HOST_CLASSES.index(c) for c in classes]
@@ -347,6 +350,37 @@ def _replays(holding: list[int], only: set[int] | None) -> list[list[int]]:
     return [[i] for i in holding if only is None or i in only] + ([holding] if len(holding) > 1 else [])
 
 
-def _finish(t: np.ndarray, end: np.ndarray) -> int:
-    """When the window's last work ends: its last anchor or device op."""
-    return int(max(t.max(initial=NEG), end.max(initial=NEG)))
+def _finish(t: np.ndarray, end: np.ndarray, counted: np.ndarray | None = None) -> int:
+    """When the window's last work ends: its last device op, or its last anchor of ``counted`` (bool per anchor; every
+    anchor where None): :func:`measured_anchors`."""
+    last_t = t[counted].max(initial=NEG) if counted is not None else t.max(initial=NEG)
+    return int(max(last_t, end.max(initial=NEG)))
+
+
+def before_the_work(g: RankGraph) -> np.ndarray:
+    """Per anchor of ``g``: a sync call (host time of class ``sync``) that waited for no device work of the trace and
+    returned before the rank's first device work began: it waited for work launched before the trace began (a warm-up's
+    or capture's queue, the profiler started mid-run), which the trace does not show. Its time is not the loop's sync:
+    removing it gives nothing the trace can show (the ``sync`` what-if keeps it)."""
+    if g.start.size == 0:
+        return np.zeros(g.t.size, bool)
+    return (g.class_ns[HOST_CLASSES.index("sync")] > 0) & (g.target < 0) & (g.t <= g.start.min())
+
+
+def measured_anchors(graphs: list[RankGraph]) -> np.ndarray:
+    """Per anchor of the window (the ranks' anchors concatenated): whether its time can end the measured work. Where its
+    rank ran device work, its step boundaries and the syncs that waited (they return after the work they waited for): host time
+    after a rank's last device work and last step is the window's tail (the program's own code after what the steps
+    measure: a benchmark's report, a shutdown), not a loss of the measured work, and its removal gives nothing back. A
+    sync counts where it waited in the trace (it returned when its work ended); one that waited for nothing is host
+    work like any other. A rank without device work: every anchor."""
+    out = []
+    for g in graphs:
+        if g.start.size == 0:
+            out.append(np.ones(g.t.size, bool))
+            continue
+        bounds = np.concatenate([g.steps["start_ns"].to_numpy(np.int64), g.steps["end_ns"].to_numpy(np.int64)]) if len(g.steps) else np.zeros(0, np.int64)
+        tgt = np.maximum(g.target, 0)
+        waited = (g.target >= 0) & (g.end[tgt] + g.ret >= g.t)  # (a sync that returned when its work ended)
+        out.append(np.isin(g.t, bounds) | waited)
+    return np.concatenate(out) if out else np.zeros(0, bool)

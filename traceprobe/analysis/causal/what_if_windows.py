@@ -13,7 +13,7 @@ from ..host.python_frames import short_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .sync_names import sync_kind
-from .what_if import STEP_COLUMNS, _finish, what_ifs
+from .what_if import STEP_COLUMNS, _finish, measured_anchors, what_ifs
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
 from .what_if_steps import first_calls_merged
 
@@ -327,7 +327,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     steps = max((len(g.steps) for g in graphs), default=0)
     # (from the first device work: a trace's host events can start long before, at 0 ns in some)
     lo = min((int(g.start.min() if g.start.size else g.t.min(initial=0)) for g in graphs), default=0)
-    hi = max((_finish(g.t, g.end) for g in graphs), default=0)
+    hi = max((_finish(g.t, g.end, measured_anchors([g])) for g in graphs), default=0)
     span = max(hi - lo, 0)
     stepped = max((int(g.steps["end_ns"].max() - g.steps["start_ns"].min()) for g in graphs if len(g.steps)), default=0)
     floor = max(int(NOISE_SHARE * max(span, stepped)), NOISE_PER_STEP_NS * max(steps, 1))
