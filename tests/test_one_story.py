@@ -163,3 +163,21 @@ def test_a_sync_that_waits_for_work_before_the_trace_gives_nothing(tmp_path):
     assert before_the_work(g).sum() == 1
     table = what_if([g])
     assert int(table.loc[table["cause"] == "sync", "gain_ns"].sum()) < 1_000_000, table
+
+
+PUBLIC = Path(__file__).resolve().parent / "data" / "public"
+
+
+def test_a_queued_stall_larger_than_the_top_what_if_leads():
+    """HTA's negative_queue_length_values_check rank 0 (real, 5 steps): each step's CUDA graph starts 63-65 ms after the
+    device went idle, though it was launched long before (577 ms in all: a queued wait the replay cannot model). Before:
+    the first screen read launch-bound dispatch -2.7 ms/step; now the largest loss leads."""
+    from traceprobe.analysis.summary import summarize
+    from traceprobe.collect import analyze_paths
+    from traceprobe.report.actions import top_findings
+
+    s = analyze_paths([str(PUBLIC / "hta_negative_queue_rank0.json.gz")], jobs=1)
+    summary = summarize(list(s.reports)) if not s.runs else s
+    (top,) = top_findings(summary).values()
+    assert top.label.startswith("queued wait 115.4 ms/step"), top
+    assert "producer" in top.do and not top.what_if

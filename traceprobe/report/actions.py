@@ -169,8 +169,23 @@ def finding_top(r: OverlapReport) -> Top | None:
     return Top(f"{head}{sep}{per_step(per, total, steps)}", action, False)
 
 
+UNMODELLED = ("queued_wait",)
+"""Span findings of lost device time the replay cannot model (work launched long before it ran, the device idle in
+between, waiting for something the trace does not show): where one is the report's top finding and larger than its
+window's top what-if gain, it is the first screen's finding."""
+
+
+def _unmodelled_stall(r: OverlapReport) -> int:
+    """The headroom (ns) of ``r``'s top span finding where it is of :data:`UNMODELLED`, else 0."""
+    f = getattr(r, "findings", None)
+    if f is None or len(f) == 0 or str(f.iloc[0]["kind"]) not in UNMODELLED:
+        return 0
+    return int(f.iloc[0]["headroom_ns"])
+
+
 def top_findings(summary: Summary) -> dict[int, Top]:
-    """Each report's top finding (module doc), by ``id(report)``: its window's top what-if, else its own top finding."""
+    """Each report's top finding (module doc), by ``id(report)``: its window's top what-if, else its own top finding;
+    its own where that is a stall the replay cannot model (:data:`UNMODELLED`) larger than the what-if's gain."""
     out: dict[int, Top] = {}
     by_path = {w.path: w for w in summary.what_ifs if w.path}
     by_window = {(w.run, w.window): w for w in summary.what_ifs if not w.path}
@@ -179,6 +194,8 @@ def top_findings(summary: Summary) -> dict[int, Top]:
             for rep in win.reports:
                 w = by_path.get(rep.path) or by_window.get((run.name, win.label))
                 top = what_if_top(w) if w is not None else None
+                if top is not None and w is not None and _unmodelled_stall(rep) > int(w.top["gain_ns"]):  # type: ignore[index]
+                    top = None  # (a queued stall the replay cannot model, larger than its top: the largest loss leads)
                 top = top or finding_top(rep)
                 if top is not None:
                     out[id(rep)] = top
