@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
-from .columns import CAT_CODE, COLLECTIVE_ARGS, DMA_DIRECTIONS, KINDS, NO_ID, copy_parts, mtia_kind, thread_ids
+from .columns import CAT_CODE, COLLECTIVE_ARGS, DMA_DIRECTIONS, KINDS, NO_ID, STEP_NAME, copy_parts, is_step_name, mtia_kind, thread_ids
 from .comm_kernels import COMM_KERNEL_RE
 from .decode import Decoded, read_events
 from .files import is_url
@@ -27,7 +27,6 @@ from .splitter import HEAD_FIELDS
 
 __all__ = ["MAX_STREAMS", "Trace", "backend_of", "load_trace"]
 
-_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 MAX_STEP = 2**62
 """Step numbers at or beyond this are not steps: their annotations are ignored, with a warning."""
 MAX_RANK = 1 << 28
@@ -69,7 +68,8 @@ class Trace:
               multimem all-reduce; ...), or that carries Kineto's ``Collective name`` arg. Every other kernel
               is compute.
         host_events: one row per host activity (``cpu_op``, ``cuda_runtime``, ``cuda_driver``,
-            ``user_annotation``), sorted by ``start_ns``. Columns ``pid`` and ``tid`` (str: Kineto may write
+            ``user_annotation``; a ``ProfilerStep#N`` is always a ``user_annotation``, though torch 1.8/1.9 wrote it
+            as an ``Operator``: :data:`.columns.STEP_NAME`), sorted by ``start_ns``. Columns ``pid`` and ``tid`` (str: Kineto may write
             either numbers or labels), ``cat`` (category), ``name`` (category), ``start_ns``, ``end_ns`` (int64
             ns), ``correlation`` and ``external_id`` (int64, -1 if absent).
         devices: ``deviceProperties`` as a DataFrame (one row per GPU, Kineto's keys as columns: ``id``,
@@ -303,12 +303,16 @@ def host_frame(dec: Decoded) -> pd.DataFrame:
     """``Trace.host_events`` (columns in its docstring)."""
     c = dec.tables["host"]
     order = np.argsort(c["ts"], kind="stable")  # rows by start: every column taken in this order once
+    name = categorical(c["name"][order], dec.names)
+    # a step annotation is a user_annotation whatever its category (torch 1.8/1.9 wrote 'Operator': columns.STEP_NAME)
+    step = np.array([*(is_step_name(n) for n in name.categories), False], dtype=bool)[np.asarray(name.codes)]
+    cat = np.where(step, CAT_CODE["user_annotation"], c["cat"].astype(np.int64)[order])
     return pd.DataFrame(
         {
             "pid": categorical(c["pid"][order], dec.threads),
             "tid": categorical(c["tid"][order], dec.threads),
-            "cat": categorical(c["cat"].astype(np.int64)[order], list(KINDS)),
-            "name": categorical(c["name"][order], dec.names),
+            "cat": categorical(cat, list(KINDS)),
+            "name": name,
             "start_ns": c["ts"][order],
             "end_ns": c["end"][order],
             "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"])[order],
@@ -350,7 +354,7 @@ def _rank(info: Any) -> int | None:
 
 def _step_numbers(names: pd.Index) -> list[int]:
     """The step number of each name (``ProfilerStep#N``), -1 for any other name; once per distinct name."""
-    return [int(m.group(1)) if (m := _STEP_RE.match(str(name))) is not None else -1 for name in names]
+    return [int(m.group(1)) if (m := STEP_NAME.match(str(name))) is not None else -1 for name in names]
 
 
 def _steps(host: pd.DataFrame) -> pd.DataFrame:
