@@ -94,7 +94,7 @@ MEMCPY_WEIGHTS = [0.30, 0.10, 0.20, 0.10, 0.25, 0.05]
 MEMSET = "Memset (Device)"
 CPU_OPS_LAUNCHING = ["aten::mm", "aten::addmm", "aten::add", "aten::mul", "aten::copy_", "aten::native_layer_norm",
                      "aten::_softmax", "aten::gelu", "aten::sum", "aten::_foreach_add_", "aten::index",
-                     "aten::_flash_attention_forward", "aten::fill_", "aten::zero_", "c10d::allreduce_"]
+                     "aten::_flash_attention_forward", "aten::fill_", "aten::zero_", "aten::_to_copy"]
 CPU_OPS_PURE = ["aten::empty", "aten::view", "aten::t", "aten::transpose", "aten::as_strided", "aten::reshape",
                 "aten::detach", "aten::empty_strided", "aten::resolve_conj", "aten::result_type", "aten::expand",
                 "aten::to", "aten::slice", "aten::select", "aten::unsqueeze"]

@@ -676,3 +676,71 @@ def test_program_calls_are_the_outermost_op_holding_each_event(tmp_path_factory,
         holders = [(a, -z, j) for j, (t, cat, a, z) in enumerate(rows) if t == tid and cat == "cpu_op" and a <= s and z >= e]
         want.append(min(holders)[2] if holders else i)
     assert program_calls(tr).tolist() == want
+
+
+def _launch_bound_steps(old: bool) -> TraceBuilder:
+    """SYNTHETIC, µs: 4 steps of 1,000 µs; in each, 10 ``aten::add`` ops of 20 µs, 95 µs apart, each launching a 3 µs
+    kernel; the device idles ~97% and the host is outside any op 80% of each step. ``old``: written in the torch
+    1.8/1.9 layout (categories ``Operator``, ``Runtime``, ``Kernel``; ``ProfilerStep#N`` an ``Operator``), else in
+    Kineto's (``cpu_op``, ``cuda_runtime``, ``kernel``; the step a ``user_annotation``)."""
+    us = 1_000
+    b = TraceBuilder("2021 layout" if old else "Kineto layout")
+    for n in range(4):
+        s0 = n * 1_000 * us
+        step = b.step(n + 1, s0, 1_000 * us)
+        for i in range(10):
+            t = s0 + 10 * us + i * 95 * us
+            b.cpu_op(t, 20 * us, "aten::add")
+            b.launch(t + 10 * us, "kernel", 0, 7, t + 13 * us, 3 * us, name="add_kernel")
+        if old:
+            step["cat"] = "Operator"
+    if old:
+        for e in b.events:
+            e["cat"] = {"cpu_op": "Operator", "cuda_runtime": "Runtime", "kernel": "Kernel"}.get(e["cat"], e["cat"])
+    return b
+
+
+def test_a_step_annotation_never_names_the_op_in_the_2021_layout(tmp_path):
+    """SYNTHETIC (:func:`_launch_bound_steps`): torch 1.8/1.9 wrote ``ProfilerStep#N`` as an ``Operator`` holding every
+    op of its step. It is filed as a ``user_annotation`` (as Kineto writes it), so it neither makes the host "in an op"
+    (the time between the ops is host outside ops, not launch-bound) nor names the op that launched the step's work:
+    the 2021 layout reads as Kineto's does, ``aten::add`` named."""
+    reps = {}
+    for old in (True, False):
+        tr = load(_launch_bound_steps(old), tmp_path, f"t{old}.pt.trace.json")
+        steps = tr.host_events[tr.host_events["name"].astype(str).str.startswith("ProfilerStep#")]
+        assert len(steps) == 4 and set(steps["cat"].astype(str)) == {"user_annotation"}
+        assert set(tr.host_events["cat"].astype(str)) == {"cpu_op", "cuda_runtime", "user_annotation"}
+        reps[old] = overlap_report(tr)
+    old, new = reps[True], reps[False]
+    for r in (old, new):
+        text = " ".join(r.findings["text"].astype(str)) + " ".join(r.idle_causes["top"].astype(str))
+        assert "ProfilerStep" not in text and "aten::add" in text
+        assert r.findings.iloc[0]["kind"] == "idle_host"
+    cols = ["device", "step", "cause", "ns", "top"]
+    pd.testing.assert_frame_equal(old.idle_causes[cols], new.idle_causes[cols])
+    assert old.findings[["kind", "label", "headroom_ns"]].equals(new.findings[["kind", "label", "headroom_ns"]])
+
+
+def test_a_step_written_as_an_op_is_never_the_named_op():
+    """SYNTHETIC, ns (a Trace built by hand, not through the reader): a ``ProfilerStep#1`` filed as a ``cpu_op``
+    holding an ``aten::item`` (a sync) and an ``aten::add`` (a launch). The step is no op: the sync is named by
+    ``aten::item``, the launch-bound time by ``aten::add``, never by the step, though it holds the most time."""
+    from traceprobe.analysis.host.host_classes import host_classes, program_call_top, program_calls, top_name
+
+    tr = make_trace([(0, 7, "compute", 0, 10, 1), (0, 7, "compute", 60, 70, 2), (0, 7, "compute", 200, 210, 3)],
+                    [("cpu_op", "ProfilerStep#1", 0, 300, -1), ("cuda_runtime", "cudaLaunchKernel", 0, 1, 1),
+                     ("cpu_op", "aten::item", 20, 50, -1), ("cuda_runtime", "cudaMemcpy", 22, 48, -1),
+                     ("cpu_op", "aten::add", 52, 58, -1), ("cuda_runtime", "cudaLaunchKernel", 53, 55, 2),
+                     ("cuda_runtime", "cudaLaunchKernel", 150, 152, 3)])
+    names = tr.host_events["name"].astype(str).to_numpy()
+    step = int(np.flatnonzero(names == "ProfilerStep#1")[0])
+    assert host_classes(tr)[step] == -1
+    assert names[program_calls(tr)[int(np.flatnonzero(names == "cudaMemcpy")[0])]] == "aten::item"
+    everything = np.arange(len(names))
+    assert top_name(tr, everything, (np.array([0]), np.array([300]))) == "aten::item"
+    assert top_name(tr, np.array([step]), (np.array([0]), np.array([300]))) == ""
+    assert program_call_top(tr, np.flatnonzero(names == "cudaMemcpy"), (np.array([20]), np.array([50]))) == "aten::item"
+    got = idle_cause_table(tr).set_index("cause")
+    assert "ProfilerStep" not in " ".join(got["top"].astype(str))
+    assert got.loc["sync", "top"] == "aten::item"

@@ -252,6 +252,83 @@ def test_the_documented_families_are_the_reading_codes():
         assert family_of(compute) is None and not COMM_KERNEL_RE.search(compute)
 
 
+DEEPEP_DISPATCH = "void dpsk::ep::internode::dispatch<8, 768, 16>(void*, float*, int*, long*, int, int, int, void**, int)"
+DEEPEP_COMBINE = "void dpsk::ep::internode::combine<__nv_bfloat16, 8, 768, 16>(int4*, float*, int*, int4 const*, int, int)"
+RING = "void my_lib::ring_reduce_kernel<float>(float*, float const*, int)"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int, float*)"
+
+
+def test_deepep_and_a_kernel_launched_inside_a_c10d_op_are_communication(tmp_path):
+    """SYNTHETIC, µs, one step on cuda:0: a GEMM [10, 100) on stream 7 beside DeepEP's expert all-to-all on stream 20
+    (DeepSeek-V3's build: ``dpsk::ep::internode::dispatch`` [20, 60), ``combine`` [60, 90), launched from Python, no
+    op around them); a kernel of no known library launched by ``c10d::allreduce_`` [100, 150) on stream 21 beside a
+    GEMM [110, 140); and an add launched by ``aten::copy_`` inside ``c10d::allgather_`` [150, 160), the inner op's:
+    compute. Communication is 40 + 30 + 50 = 120 µs, 40 + 30 + 30 = 100 µs of it under compute."""
+    from traceprobe.analysis.job.collectives import collective_table
+    from traceprobe.analysis.job.comm_types import comm_types
+
+    us = 1_000
+    b = TraceBuilder("DeepEP and a kernel launched inside a c10d op", base_ns=BASE)
+    b.step(1, 0, 200 * us)
+    b.cpu_op(1 * us, 4 * us, "aten::mm")
+    b.launch(2 * us, "kernel", 0, 7, 10 * us, 90 * us)
+    b.launch(6 * us, "kernel", 0, 20, 20 * us, 40 * us, name=DEEPEP_DISPATCH)
+    b.launch(8 * us, "kernel", 0, 20, 60 * us, 30 * us, name=DEEPEP_COMBINE)
+    b.cpu_op(12 * us, 6 * us, "c10d::allreduce_")
+    b.launch(14 * us, "kernel", 0, 21, 100 * us, 50 * us, name=RING)
+    b.cpu_op(20 * us, 4 * us, "aten::mm")
+    b.launch(21 * us, "kernel", 0, 7, 110 * us, 30 * us)
+    b.cpu_op(26 * us, 8 * us, "c10d::allgather_")
+    b.cpu_op(27 * us, 5 * us, "aten::copy_")
+    b.launch(28 * us, "kernel", 0, 7, 150 * us, 10 * us, name=ADD)
+    t = load(b, tmp_path)
+    ev = t.device_events
+    assert dict(zip(ev["name"].astype(str), ev["is_comm"])) == {
+        "sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_execute_kernel__5x_cublas": False,
+        DEEPEP_DISPATCH: True, DEEPEP_COMBINE: True, RING: True, ADD: False}
+    assert dict(zip(ev["name"].astype(str), comm_types(t))) == {
+        "sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_execute_kernel__5x_cublas": "",
+        DEEPEP_DISPATCH: "alltoall", DEEPEP_COMBINE: "alltoall", RING: "allreduce", ADD: ""}
+    r = overlap_report(t)
+    assert rows_of(r.comm_overlap) == [(0, 3, 120 * us, 100 * us)]
+    assert r.breakdown["exposed_comm_ns"].tolist() == [20 * us]  # [140, 150): the c10d kernel alone
+    assert sorted(collective_table(t)["collective"]) == ["allreduce", "alltoall", "alltoall"]
+    (v,) = [v for v in r.verdicts if v.figure == "comm_overlap"]
+    assert v.level == "confirmed"
+
+
+@pytest.mark.parametrize(("op", "comm"), [("record_param_comms", True), ("nccl:all_to_all", True), ("c10d::allreduce_", True),
+                                          ("rccl:all_reduce", True), ("aten::mm", False), ("ProfilerStep#1", False),
+                                          ("c10d_extension_helper", False)])
+def test_a_kernel_is_communication_by_its_launching_op(tmp_path, op, comm):
+    """SYNTHETIC: a kernel of no known library, launched inside ``op`` (a cpu_op, as torch's ops are), is communication
+    when ``op`` is a communication op; the launch link is Kineto's correlation id, the op the innermost one around the
+    launch call on its thread, never a step annotation."""
+    b = TraceBuilder("launching op", base_ns=BASE)
+    b.cpu_op(0, 10_000, op)
+    b.launch(2_000, "kernel", 0, 7, 20_000, 5_000, name=RING)
+    b.launch(20_000, "kernel", 0, 7, 30_000, 5_000, name=RING)  # (launched outside any op: compute)
+    assert load(b, tmp_path).device_events["is_comm"].tolist() == [comm, False]
+
+
+def test_communication_libraries_are_known_by_name():
+    """The communication libraries a kernel's name tells, whatever launched it: NCCL (``ncclKernel``,
+    ``ncclDevKernel``), RCCL, DeepEP (``deep_ep``, DeepSeek's ``dpsk::ep::``), NVSHMEM; not a name that merely holds
+    the words."""
+    from traceprobe.reading.comm_kernels import COMM_KERNEL_RE, family_of
+
+    for name, family in (("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "NCCL/RCCL"),
+                         ("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", "NCCL/RCCL"),
+                         ("void rcclGenericKernel<1, false>(ncclDevComm*)", "NCCL/RCCL"),
+                         ("void deep_ep::intranode::dispatch<8, 768>(int4*, float*)", "DeepEP all-to-all"),
+                         ("void deep_ep::internode_ll::combine<8, 768, 7168>(void*)", "DeepEP all-to-all"),
+                         (DEEPEP_DISPATCH, "DeepEP all-to-all"), (DEEPEP_COMBINE, "DeepEP all-to-all"),
+                         ("void nvshmemi_alltoall_allpush_kernel<int>(nvshmem_team_t, int*, int const*, unsigned long)", "NVSHMEM")):
+        assert COMM_KERNEL_RE.search(name) and family_of(name).name == family  # type: ignore[union-attr]
+    for compute in ("cutlass_deep_epilogue_kernel", "void at::native::dispatch_kernel<float>(float*)", RING, ADD):
+        assert family_of(compute) is None and not COMM_KERNEL_RE.search(compute)
+
+
 def test_detail_names_rocm_devices(tmp_path):
     from traceprobe.analysis.summary import summarize
     from traceprobe.report.panels import DetailRenderer

@@ -442,6 +442,55 @@ def test_host_only_traces_say_so_and_skip_the_stopwatch(summary):
     assert "only host-thread" not in TableRenderer().render(summary)
 
 
+def _launched_not_recorded(tmp_path: Path, *, drop: bool = True) -> Path:
+    """SYNTHETIC: a trace on one GPU (in ``deviceProperties``) whose 2 steps launch 3 kernels and a copy each
+    (``cudaLaunchKernel``, ``cudaMemcpyAsync``, cat ``cuda_runtime``, with their ``ac2g`` flows); ``drop``: its
+    kernel and memcpy records left out, as a profiler without its device activity writes it."""
+    from synthetic import TraceBuilder
+
+    b = TraceBuilder("launches recorded, device activity not")
+    for n in range(2):
+        t0 = n * 1_000_000
+        b.step(n + 1, t0, 1_000_000)
+        for i in range(3):
+            b.cpu_op(t0 + i * 100_000, 50_000, "aten::mm")
+            b.launch(t0 + i * 100_000 + 10_000, "kernel", 0, 7, t0 + i * 100_000 + 20_000, 60_000)
+        b.cpu_op(t0 + 500_000, 50_000, "aten::copy_")
+        b.launch(t0 + 510_000, "memcpy", 0, 7, t0 + 520_000, 30_000)
+    for e in [e for e in b.events if e["cat"] == "cuda_runtime"]:
+        b.raw({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": e["args"]["correlation"], "pid": e["pid"], "tid": e["tid"],
+               "ts": e["ts"]})
+    if drop:
+        b.events = [e for e in b.events if e["cat"] not in ("kernel", "gpu_memcpy", "gpu_memset")]
+    return b.write(tmp_path / f"{'no-device' if drop else 'device'}.pt.trace.json")
+
+
+def test_launches_without_device_activity_say_it_was_not_recorded(tmp_path):
+    """SYNTHETIC (:func:`_launched_not_recorded`): a trace whose host launched device work (launch calls, ac2g flows,
+    a GPU in deviceProperties) but holds no kernel or copy was not recorded without a GPU: the profiler left out its
+    device activity. The first screen and the trace's note say so and what to add; a CPU-only recording (no launch
+    call) keeps its words; the same trace with its device activity has no such note."""
+    from traceprobe import load_trace, overlap_report
+    from traceprobe.analysis.summary import summarize
+
+    r = overlap_report(load_trace(_launched_not_recorded(tmp_path)))
+    assert r.streams.empty
+    assert r.notes[0] == ("device activity not recorded: add ProfilerActivity.CUDA (8 launch calls, no kernel, copy or set; "
+                          "1 GPU in deviceProperties)")
+    text = TableRenderer().render(summarize([r]))
+    assert ("device activity not recorded: add ProfilerActivity.CUDA: only host-thread concurrency is judged, the device "
+            "figures read '-'") in text
+    assert "recorded without a GPU" not in text
+    assert "device activity not recorded: add ProfilerActivity.CUDA (8 launch calls" in DetailRenderer(width=200).render(summarize([r]))
+    cpu = overlap_report(load_trace(SAMPLES / "small-ops.cpu-serial.pt.trace.json.gz"))
+    assert not any(n.startswith("device activity") for n in cpu.notes)
+    cpu_text = TableRenderer().render(summarize([cpu]))
+    assert "no device work in these traces (recorded without a GPU?)" in cpu_text and "not recorded" not in cpu_text
+    assert "device activity not recorded in 1 of 2 traces: add ProfilerActivity.CUDA" in TableRenderer().render(summarize([r, cpu]))
+    full = overlap_report(load_trace(_launched_not_recorded(tmp_path, drop=False)))
+    assert not full.streams.empty and not any(n.startswith("device activity") for n in full.notes)
+
+
 def test_ddp_bucket_copies_read_the_same_in_the_table_and_the_detail(summary):
     """The real DDP pair: its DtoD copies are the wrapper's bucket copies; the table cell and the --detail verdict
     both say n/a (not judged, no failure colour); the figure itself is kept."""

@@ -28,7 +28,7 @@ from .device.busy import comm_mask, compute_mask, copy_directions, copy_mask, fr
 from .device.concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .device.kernels import kernel_table, queue_times
 from .device.overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
-from .device.profiled import Launches, keep_device_events, launches, set_aside, set_aside_notes, unlinked_notes
+from .device.profiled import Launches, keep_device_events, launches, not_recorded_notes, set_aside, set_aside_notes, unlinked_notes
 from .device.steps import device_steps, throughput
 from .host.graph_capture import capture_notes
 from .host.host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
@@ -83,7 +83,8 @@ class OverlapReport:
             :func:`.collectives.collective_table` (matched across ranks in the Summary).
         set_aside: device work left out of the figures, see :func:`.profiled.set_aside`.
         notes: sentences for a person on what has no figure or verdict and why:
-            work set aside, graph captures (:func:`.graph_capture.capture_notes`), warm-up
+            device activity the trace launched but did not record
+            (:func:`.profiled.not_recorded_notes`), work set aside, graph captures (:func:`.graph_capture.capture_notes`), warm-up
             (:func:`.host.warmup_notes.warmup_notes`), copies or
             communication under the verdict cut-off.
         all_device_work: whether the figures keep every device event (``set_aside``
@@ -348,7 +349,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         + vd.cpu_gpu_verdict(cpu)
         + host_thread_verdict(threads, not trace.device_events.empty)
     )
-    notes = set_aside_notes(aside, backend) + unlinked_notes(trace, la)
+    notes = not_recorded_notes(trace) + set_aside_notes(aside, backend) + unlinked_notes(trace, la)
     if all_device_work and notes:
         notes = [n.replace(": left out", ": kept (--all-device-work)") for n in notes]
     if not la.linked and not trace.device_events.empty:

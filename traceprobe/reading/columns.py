@@ -149,7 +149,18 @@ is decided by name (:func:`mtia_kind`)."""
 
 HOST_CATEGORIES = {"cpu_op": "cpu_op", "operator": "cpu_op", "cuda_runtime": "cuda_runtime", "runtime": "cuda_runtime",
                    "cuda_driver": "cuda_driver", "user_annotation": "user_annotation", "mtia_runtime": "cuda_runtime"}
-"""Kineto ``cat`` (lower-cased) of host activity -> traceprobe ``cat``."""
+"""Kineto ``cat`` (lower-cased) of host activity -> traceprobe ``cat``. A step annotation (:data:`STEP_NAME`) is filed
+under ``user_annotation`` whatever category it was written with (:func:`is_step_name`)."""
+
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+"""The name of ``torch.profiler``'s step annotation, ``ProfilerStep#N`` (N its step number). Kineto writes it as a
+``user_annotation``; torch 1.8 and 1.9 wrote it as an ``Operator`` (their ``cpu_op``), as it wrote every op: it
+marks a step, it is no op, and is filed under ``user_annotation`` whatever its category."""
+
+
+def is_step_name(name: object) -> bool:
+    """Whether ``name`` is a step annotation's (:data:`STEP_NAME`, ``ProfilerStep#N``)."""
+    return STEP_NAME.match(str(name)) is not None
 
 PYTHON_CATEGORIES = {"python_function": "python_function"}
 """Kineto ``cat`` of the Python stack frames a trace recorded with ``with_stack=True`` holds (one event per call):

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
-from .columns import CAT_CODE, COLLECTIVE_ARGS, DMA_DIRECTIONS, KINDS, NO_ID, copy_parts, mtia_kind, thread_ids
-from .comm_kernels import COMM_KERNEL_RE
+from .columns import CAT_CODE, COLLECTIVE_ARGS, DMA_DIRECTIONS, KINDS, NO_ID, STEP_NAME, copy_parts, is_step_name, mtia_kind, thread_ids
+from .comm_kernels import COMM_KERNEL_RE, comm_op_launches
 from .decode import Decoded, read_events
 from .files import is_url
 from .side_tables import categorical, no_python_events, no_sync_events, python_frame, sync_frame
@@ -27,7 +27,6 @@ from .splitter import HEAD_FIELDS
 
 __all__ = ["MAX_STREAMS", "Trace", "backend_of", "load_trace"]
 
-_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 MAX_STEP = 2**62
 """Step numbers at or beyond this are not steps: their annotations are ignored, with a warning."""
 MAX_RANK = 1 << 28
@@ -64,12 +63,14 @@ class Trace:
               kernels and memsets.
             - ``src_kind``, ``dst_kind`` (category): memory kinds from the memcpy name (Pageable, Pinned,
               Device, ...); NaN where not a memcpy.
-            - ``is_comm`` (bool): a communication kernel: a ``kernel`` whose name is one of the documented
-              families of :mod:`.comm_kernels` (NCCL/RCCL, by HTA's convention; custom, quick, symmetric-memory,
-              multimem all-reduce; ...), or that carries Kineto's ``Collective name`` arg. Every other kernel
-              is compute.
+            - ``is_comm`` (bool): a communication kernel, by what the trace says (:mod:`.comm_kernels`): a
+              ``kernel`` launched by a communication host op (``record_param_comms``, ``nccl:*``, ``c10d::*``: the
+              innermost op around its launch call), or that carries Kineto's ``Collective name`` arg, or whose
+              name is of a known communication library (NCCL/RCCL, DeepEP, NVSHMEM; custom, quick,
+              symmetric-memory, multimem all-reduce; ...). Every other kernel is compute.
         host_events: one row per host activity (``cpu_op``, ``cuda_runtime``, ``cuda_driver``,
-            ``user_annotation``), sorted by ``start_ns``. Columns ``pid`` and ``tid`` (str: Kineto may write
+            ``user_annotation``; a ``ProfilerStep#N`` is always a ``user_annotation``, though torch 1.8/1.9 wrote it
+            as an ``Operator``: :data:`.columns.STEP_NAME`), sorted by ``start_ns``. Columns ``pid`` and ``tid`` (str: Kineto may write
             either numbers or labels), ``cat`` (category), ``name`` (category), ``start_ns``, ``end_ns`` (int64
             ns), ``correlation`` and ``external_id`` (int64, -1 if absent).
         devices: ``deviceProperties`` as a DataFrame (one row per GPU, Kineto's keys as columns: ``id``,
@@ -184,6 +185,9 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
     warnings = dec.warnings
     device_events = device_frame(dec, warnings)
     host_events = host_frame(dec)
+    by_op = comm_op_launches(device_events, host_events)  # (a kernel a communication op launched: .comm_kernels)
+    if by_op.any():
+        device_events["is_comm"] = device_events["is_comm"].to_numpy(bool) | by_op
     n_streams = device_events.groupby(["device", "stream"]).ngroups
     if n_streams > MAX_STREAMS:
         raise TraceFormatError(p, f"absurd trace: {n_streams:,} distinct (device, stream) pairs (limit {MAX_STREAMS:,})")
@@ -282,7 +286,8 @@ def device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
         use = is_copy & (dma > 0) & pd.isna(named)
         named[use] = np.array(DMA_DIRECTIONS, dtype=object)[dma[use]]
         cols["direction"] = pd.Categorical(named)
-    # communication: a kernel of a documented family (.comm_kernels), or one Kineto wrote a 'Collective name' on
+    # communication: a kernel of a documented family (.comm_kernels), or one Kineto wrote a 'Collective name' on (and,
+    # once the host events are read, one a communication op launched: _build)
     comm_names = np.array([COMM_KERNEL_RE.search(n) is not None for n in names], dtype=bool)
     named = comm_names[codes] if len(names) else np.zeros(0, bool)
     cols["is_comm"] = (kind == KIND_NAMES.index("kernel")) & (named | (c["comm"][order] >= 0))
@@ -303,12 +308,16 @@ def host_frame(dec: Decoded) -> pd.DataFrame:
     """``Trace.host_events`` (columns in its docstring)."""
     c = dec.tables["host"]
     order = np.argsort(c["ts"], kind="stable")  # rows by start: every column taken in this order once
+    name = categorical(c["name"][order], dec.names)
+    # a step annotation is a user_annotation whatever its category (torch 1.8/1.9 wrote 'Operator': columns.STEP_NAME)
+    step = np.array([*(is_step_name(n) for n in name.categories), False], dtype=bool)[np.asarray(name.codes)]
+    cat = np.where(step, CAT_CODE["user_annotation"], c["cat"].astype(np.int64)[order])
     return pd.DataFrame(
         {
             "pid": categorical(c["pid"][order], dec.threads),
             "tid": categorical(c["tid"][order], dec.threads),
-            "cat": categorical(c["cat"].astype(np.int64)[order], list(KINDS)),
-            "name": categorical(c["name"][order], dec.names),
+            "cat": categorical(cat, list(KINDS)),
+            "name": name,
             "start_ns": c["ts"][order],
             "end_ns": c["end"][order],
             "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"])[order],
@@ -350,7 +359,7 @@ def _rank(info: Any) -> int | None:
 
 def _step_numbers(names: pd.Index) -> list[int]:
     """The step number of each name (``ProfilerStep#N``), -1 for any other name; once per distinct name."""
-    return [int(m.group(1)) if (m := _STEP_RE.match(str(name))) is not None else -1 for name in names]
+    return [int(m.group(1)) if (m := STEP_NAME.match(str(name))) is not None else -1 for name in names]
 
 
 def _steps(host: pd.DataFrame) -> pd.DataFrame:

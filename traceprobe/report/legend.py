@@ -23,4 +23,18 @@ RANK_LEGEND = ("most work: the rank with the most device work outside collective
 
 HOST_ONLY = ("no device work in these traces (recorded without a GPU?): only host-thread concurrency is judged, "
              "the device figures read '-'")
-"""The note of a summary whose traces hold host threads only."""
+"""The note of a summary whose traces hold host threads only, none of them launching device work."""
+HOST_ONLY_JUDGED = "only host-thread concurrency is judged, the device figures read '-'"
+"""What a summary whose traces hold host threads only is judged by: said after why they do (:func:`host_only_line`)."""
+
+
+def host_only_line(notes: list[str], traces: int) -> str:
+    """The note of a summary of ``traces`` traces that hold host threads only, given the notes of those that launched
+    device work but recorded none (:func:`traceprobe.analysis.device.profiled.not_recorded_notes`, one each): without
+    any, :data:`HOST_ONLY`; else how to record it, e.g. ``device activity not recorded: add ProfilerActivity.CUDA: only
+    host-thread concurrency is judged, ...`` (``in 1 of 2 traces`` where not all are so)."""
+    if not notes:
+        return HOST_ONLY
+    head, _, advice = notes[0].partition(" (")[0].partition(": ")
+    some = f" in {len(notes)} of {traces} traces" if len(notes) < traces else ""
+    return f"{head}{some}: {advice}: {HOST_ONLY_JUDGED}"

@@ -22,6 +22,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..analysis.device.profiled import NOT_RECORDED
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from .actions import per_step
@@ -79,7 +80,8 @@ def render_report(r: OverlapReport, skip: frozenset[str] = frozenset()) -> Panel
         head.append(f"   rank: {r.rank}")
     parts.append(head)
     if r.streams.empty:
-        parts.append(Text("no device activity in this trace (CPU-only, or the profiler recorded no device activity)", style="dim"))
+        if not any(n.startswith(NOT_RECORDED) for n in r.notes):  # (else its note says why, and what to do)
+            parts.append(Text("no device activity in this trace (CPU-only, or the profiler recorded no device activity)", style="dim"))
     else:
         parts.append(_table("busy time per stream (times over the whole trace window)", r.streams, [("device", "device", "int"), ("stream", "stream", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("kernels", "kernels", "int"), ("memcpys", "memcpys", "int"), ("memsets", "memsets", "int")]))
         parts.append(_table("devices (times over the whole trace window)", r.devices.devices, [("device", "device", "int"), ("busy_ns", "busy ms", "ms"), ("utilization", "utilization", "pct"), ("idle_ns", "idle ms", "ms"), ("concurrent_ns", "with another device ms", "ms"), ("concurrency", "concurrency", "pct")]))

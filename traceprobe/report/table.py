@@ -43,13 +43,14 @@ import pandas as pd
 from rich.text import Text
 
 from ..analysis.advice.verdicts import NOT_JUDGED
+from ..analysis.device.profiled import NOT_RECORDED
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from . import units
 from .actions import fit, top_findings
 from .clock_notes import clock_line, reported
 from .grid import Column, cell, lines, natural_width, wrap
-from .legend import DO_LEGEND, HOST_ONLY, LEGEND, NOT_JUDGED_LEGEND, RANK_LEGEND, SHORT_LEGEND, SHORT_RANK_LEGEND, STOPWATCH
+from .legend import DO_LEGEND, LEGEND, NOT_JUDGED_LEGEND, RANK_LEGEND, SHORT_LEGEND, SHORT_RANK_LEGEND, STOPWATCH, host_only_line
 from .places import _places, base_folder, relative
 from .what_if_lines import what_if_lines
 
@@ -303,8 +304,9 @@ def note_lines(summary: Summary, short: bool = False, short_ranks: bool = False)
     out = []
     v = summary.variants
     host_only = bool(summary.reports) and all(r.streams.empty for r in summary.reports)
-    if host_only:
-        out.append(Text(HOST_ONLY, style="yellow"))
+    if host_only:  # (a trace that launched device work and recorded none says how to record it)
+        unrecorded = [n for r in summary.reports for n in r.notes if n.startswith(NOT_RECORDED)]
+        out.append(Text(host_only_line(unrecorded, len(summary.reports)), style="yellow"))
     if len(v) and not host_only:  # (GPU variants run on the CPU: their stopwatch says nothing about GPUs)
         judged = v[v["agreement"].isin(["agrees", "disagrees"])]
         off = judged[judged["agreement"] == "disagrees"]

@@ -5,7 +5,8 @@ window, or a step's window), with
 
 - C = union of d's compute kernels (every kernel that is not a collective, as in
   :func:`.busy.compute_mask`),
-- M = union of d's communication kernels (NCCL/RCCL, :func:`.busy.comm_mask`),
+- M = union of d's communication kernels (launched by a communication op or named by a communication library,
+  :func:`.busy.comm_mask`),
 - P = union of d's memcpys,
 - B = union of all of d's device work (kernels, memcpys, memsets),
 - A = union of d's work *set aside* from the figures (:mod:`.profiled`:

@@ -142,8 +142,10 @@ def copy_mask(trace: Trace) -> np.ndarray:
 
 @per_trace
 def comm_mask(trace: Trace) -> np.ndarray:
-    """Rows of ``device_events`` that are communication kernels (``is_comm``: a documented family of
-    :mod:`traceprobe.reading.comm_kernels`, NCCL/RCCL by HTA's convention, or a ``Collective name`` arg)."""
+    """Rows of ``device_events`` that are communication kernels (bool array), by what the trace says (``is_comm``,
+    :mod:`traceprobe.reading.comm_kernels`): launched by a communication host op (``record_param_comms``, ``nccl:*``,
+    ``c10d::*``), or carrying a ``Collective name`` arg, or named by a communication library (NCCL/RCCL by HTA's
+    convention, DeepEP, NVSHMEM, the documented families)."""
     ev = trace.device_events
     return ((ev["kind"] == "kernel") & ev["is_comm"]).to_numpy()
 

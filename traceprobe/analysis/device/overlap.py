@@ -5,14 +5,16 @@ Definitions (quoted by the README):
 - *copy/compute overlap* of device d and memcpy direction x:
   |union(memcpy on d, direction x) ∩ union(compute kernels on d, any stream)|
   / |union(memcpy on d, direction x)|. An ``all`` row does the same for every
-  memcpy of the device. Compute kernels are kernels whose name has neither
-  ``nccl`` nor ``rccl`` (HTA's convention).
+  memcpy of the device. Compute kernels are the kernels that are not
+  communication (``is_comm``, below).
 - *communication/compute overlap* of device d:
   |union(comm kernels on d) ∩ union(compute kernels on d)| / |union(comm kernels on d)|,
   the definition of HTA's ``get_comm_comp_overlap``
   (``hta/analyzers/communication_analysis.py``), where communication kernels
-  are those of ``is_comm`` (NCCL/RCCL and the other documented families of
-  :mod:`traceprobe.reading.comm_kernels`).
+  are those of ``is_comm`` (:mod:`traceprobe.reading.comm_kernels`: launched by a
+  communication host op, ``record_param_comms``, ``nccl:*``, ``c10d::*``; or carrying
+  a ``Collective name`` arg; or named by a communication library, NCCL/RCCL as in
+  HTA, DeepEP, NVSHMEM and the other documented families).
 - *CPU/GPU overlap*: host compute time during which any device is busy, given
   two ways: as a fraction of host compute time (``fraction``) and as a fraction
   of the shorter side, min(host compute, device busy) (``fraction_of_shorter``,

@@ -42,6 +42,7 @@ applies with a single step (HTA filters only with two or more).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -51,7 +52,7 @@ from ... import intervals as iv
 from ...reading import Trace
 from ..host.launch_links import launch_start_ns
 from ..memo import device_column
-from .busy import ASIDE_KEY, device_intervals, per_value
+from .busy import ASIDE_KEY, device_intervals, per_value, runtime_calls
 
 STEPS, NO_LAUNCH, BEFORE, AFTER = 0, 1, 2, 3
 CLASSES = ("steps", "no launch", "before steps", "after steps")
@@ -203,3 +204,34 @@ def unlinked_notes(trace: Trace, la: Launches) -> list[str]:
         notes.append(f"{busy / 1e6:.1f} ms of {work} on {trace.device_label(int(device))} ({events:,} {unit}): {UNLINKED}: "
                      "kept, placed in the steps by their start")
     return notes
+
+
+NOT_RECORDED = "device activity not recorded"
+"""How the note of a trace that launched device work but recorded none starts (:func:`not_recorded_notes`)."""
+
+_LAUNCH_CALL = re.compile(r"Launch|MemcpyAsync|MemsetAsync")
+"""Runtime and driver calls that put work on a device: ``cudaLaunchKernel``, ``cuLaunchKernelEx``,
+``hipExtModuleLaunchKernel``, ``cudaGraphLaunch``, ``cudaMemcpyAsync``, ``cudaMemsetAsync`` (and their ``hip``/``cu``
+forms)."""
+
+
+def not_recorded_notes(trace: Trace) -> list[str]:
+    """One sentence where ``trace`` launched device work but holds no device activity: its host called the runtime to
+    launch kernels or copies (:data:`_LAUNCH_CALL`, ``cuda_runtime``/``cuda_driver`` events; Kineto links each to its
+    device event by correlation id and draws an ``ac2g`` flow) yet no kernel, memcpy or memset was recorded, as when
+    the profiler ran without its device activity (``activities=[ProfilerActivity.CPU]``). Such a trace is no CPU-only
+    run: its device work happened, unseen, so it is told how to record it, e.g. ``device activity not recorded: add
+    ProfilerActivity.CUDA (4,002 launch calls, no kernel, copy or set; 2 GPUs in deviceProperties)``. Empty for a trace
+    with device activity or without launch calls (a CPU-only run)."""
+    host = trace.host_events
+    if not trace.device_events.empty or host.empty:
+        return []
+    launch = runtime_calls(trace) & per_value(host["name"], lambda n: _LAUNCH_CALL.search(str(n)) is not None, False, bool)
+    n = int(launch.sum())
+    if n == 0:
+        return []
+    gpus = len(trace.devices)
+    activity = "MTIA" if trace.backend == "mtia" else "CUDA"  # (ROCm's is ProfilerActivity.CUDA too)
+    where = f"; {gpus} GPU{'s' if gpus != 1 else ''} in deviceProperties" if gpus else ""
+    return [f"{NOT_RECORDED}: add ProfilerActivity.{activity} ({n:,} launch call{'s' if n != 1 else ''}, no kernel, copy "
+            f"or set{where})"]

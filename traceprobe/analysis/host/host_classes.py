@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import intervals as iv
 from ...reading import Trace
+from ...reading.columns import is_step_name
 from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals, per_value, runtime_calls
 from ..memo import host_column, per_trace
 from .graph_capture import graph_intervals
@@ -87,19 +88,28 @@ def _host_class(name: object) -> int:
 
 
 @per_trace
+def step_annotations(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events``: the step annotations (``ProfilerStep#N``,
+    :data:`traceprobe.reading.columns.STEP_NAME`), by name once per distinct name, whatever their category (the reader
+    files them under ``user_annotation``; a trace built by hand may not). A step is no op: it holds every op of its
+    step, so it never makes the host "in an op" (:func:`host_classes`) nor names one (:func:`top_name`)."""
+    return per_value(trace.host_events["name"], is_step_name, False, bool)
+
+
+@per_trace
 def host_classes(trace: Trace) -> np.ndarray:
     """Class of every row of ``trace.host_events`` (int8 index into :data:`EVENT_CAUSES`, computed once per distinct
     name), unless it synchronizes: a compile phase or an op holding one (:func:`.warmup.compile_phases`,
     :func:`.warmup.compile_holders`) is ``compile``, else a slow call (:func:`.warmup.slow_calls`: a new shape's plan)
     ``slow_call``, else a first call holding warm-up (:func:`.warmup.first_calls`) ``warmup``; rows that are none of
-    these nor a ``cpu_op``/runtime/driver call (user annotations such as ``ProfilerStep#N``) are -1: they do not make
-    the host "in an op". A device free (:data:`FREE_CALLS`) that spent at least half its time with its device's work
+    these nor a ``cpu_op``/runtime/driver call (user annotations) are -1: they do not make the host "in an op"; so are the
+    step annotations (``ProfilerStep#N``, :func:`step_annotations`) whatever their category. A device free (:data:`FREE_CALLS`) that spent at least half its time with its device's work
     running waited for it, as a sync does: it keeps ``device_alloc``."""
     host = trace.host_events
     if host.empty:
         return np.zeros(0, np.int8)
     cls = per_value(host["name"], _host_class, _LAUNCH, np.int8)
-    in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool)
+    in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool) & ~step_annotations(trace)
     cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
     own = (cls != _SYNC) & ~_waiting_frees(trace)
     cls = np.where(first_calls(trace) & own, _WARMUP, cls)
@@ -154,7 +164,12 @@ def dispatching(trace: Trace) -> np.ndarray:
 
 
 def top_name(trace: Trace, rows: np.ndarray, span: iv.Intervals) -> str:
-    """Name of the host events (among ``rows``) whose time inside ``span`` adds up to the most."""
+    """Name of the host events (among ``rows``, int64 row numbers of ``trace.host_events``) whose time inside ``span``
+    (a normalised int64 ns interval set) adds up to the most; ``""`` where none is inside it. A step annotation
+    (``ProfilerStep#N``, :func:`step_annotations`) is never named, whatever its category: it holds its step's ops, it
+    does not launch their work."""
+    if rows.size:
+        rows = rows[~step_annotations(trace)[rows]]
     if rows.size == 0 or span[0].size == 0:
         return ""
     over = iv.measure(span, host_column(trace, "start_ns")[rows], host_column(trace, "end_ns")[rows])
@@ -175,14 +190,15 @@ def program_calls(trace: Trace) -> np.ndarray:
     """Per row of ``trace.host_events``: the row of the outermost ``cpu_op`` on its thread that holds it (starts at or
     before it and ends at or after it): the op the program called (``aten::is_nonzero`` around ``aten::item`` around
     ``aten::_local_scalar_dense`` and its copy and stream sync), else the row itself. Ops are nested by Kineto's
-    intervals; an op that overlaps another without being inside it starts a new outermost op (int64)."""
+    intervals; an op that overlaps another without being inside it starts a new outermost op (int64). A step annotation
+    (``ProfilerStep#N``, :func:`step_annotations`) is no op, whatever its category: it is never the op called."""
     host = trace.host_events
     out = np.arange(len(host), dtype=np.int64)
     if host.empty:
         return out
     start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
     thread = host_thread_codes(trace)
-    op = per_value(host["cat"], "cpu_op".__eq__, False, bool)
+    op = per_value(host["cat"], "cpu_op".__eq__, False, bool) & ~step_annotations(trace)  # (a step holds calls, makes none)
     for t in iv.distinct(thread[op]).tolist():  # (one pass per host thread)
         ops = np.flatnonzero(op & (thread == t))
         ops = ops[np.lexsort((-end[ops], start[ops]))]  # (by start, the longer first)

@@ -8,7 +8,8 @@ one profiler window.
 Definitions (quoted by the README; NCCL's ``doc/PERFORMANCE.md`` and TraceLens's
 NCCL analyser are the anchors):
 
-- *collective kernel*: a communication kernel (NCCL/RCCL, :func:`.busy.comm_mask`).
+- *collective kernel*: a communication kernel (launched by a communication op, or of NCCL/RCCL, DeepEP, ...:
+  :func:`.busy.comm_mask`).
   Its type, message size, dtype and process group come from Kineto's args
   (``Collective name``, ``In msg nelems``/``Out msg nelems``, ``dtype``,
   ``Group size``, ``Process Group Name``) on the kernel, else on the host op
