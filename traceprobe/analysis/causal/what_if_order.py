@@ -28,7 +28,7 @@ loading, the optimizer, CPU ops) keeps its name: its remedy takes it off the hos
 
 def ordered(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataFrame:
     """The what-if table largest gain per step first (``per_step_ns``, the figure shown; ``floor``, the window's noise
-    floor, taken per step), with the syncs placed as :func:`.what_if.what_if` says: a sync within the floor of
+    floor, taken per step; equal gains per step: the larger gain in the window first, then the higher rank), with the syncs placed as :func:`.what_if.what_if` says: a sync within the floor of
     another cause of its rank comes after it (that cause made it wait: empty_cache syncs the device before it frees; a
     pageable copy's call waits for its copy); but before the rank's top unnamed host work (:data:`EXPOSED_WORK`) where it gives back at least
     :data:`EXPOSING_SHARE` of it and that work is not the rank's own (the other ranks do as much of it): that work cost
@@ -44,7 +44,7 @@ def ordered(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataFr
     exposes &= own < EXPOSING_SHARE * rival  # (work the other ranks do as well: it costs time here because of the sync)
     tie = is_sync & (np.abs(rival - gain) <= floor)
     out = out.assign(_key=np.where(tie | exposes, rival, gain), _first=~exposes, _last=is_sync)
-    return pd.DataFrame(out.sort_values(["_key", "_first", "_last", "rank"], ascending=[False, True, True, False],
+    return pd.DataFrame(out.sort_values(["_key", "_first", "_last", "gain_ns", "rank"], ascending=[False, True, True, False, False],
                                         kind="stable").reset_index(drop=True)[COLUMNS])
 
 
