@@ -242,3 +242,73 @@ def test_a_collective_naming_no_group_members_row_is_one_line(good: Path, tmp_pa
     assert e.value.path == str(bad) and "members" in str(e.value)
     res = CliRunner().invoke(app, ["job", str(tmp_path)])
     assert res.exit_code == 2 and len([ln for ln in res.stderr.splitlines() if "rank0.summary.json" in ln]) == 1, res.stderr
+
+
+def _declare(doc: dict, table: str, col: str, value: object, dtype: str) -> None:
+    """Set the first value of a column and the dtype the column declares (a file whose values fit its own dtypes)."""
+    t = doc["tables"][table]
+    i = t["columns"].index(col)
+    t["data"][i][0] = value
+    t["dtypes"][i] = dtype
+
+
+COLUMN_CASES = {  # name -> how the good document is spoiled: a value of another kind than its column's meaning, its dtype to match
+    "exposed_start_str": lambda d: _declare(d, "exposed_comm", "start_ns", "abc", "str"),
+    "coll_start_null": lambda d: _declare(d, "collectives", "start_ns", None, "Int64"),
+    "step_float": lambda d: _declare(d, "steps", "step", 1.5, "float64"),
+    "members_not_ranks": lambda d: _setcol(d, "pg_members", "pg_ranks", "a,b"),
+}
+
+
+def _beside(good: Path, folder: Path, name: str, spoil) -> Path:
+    """``folder`` holding the two good summaries and ``<name>.summary.json``: rank 0's summary as rank 2, spoiled."""
+    folder.mkdir(exist_ok=True)
+    for f in good.iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    doc = json.loads((good / "rank0.summary.json").read_text())
+    doc["rank"] = 2
+    spoil(doc)
+    bad = folder / f"{name}.summary.json"
+    bad.write_text(json.dumps(doc))
+    return bad
+
+
+def _one_line_and_the_good_ones(res, bad: Path, command: str, ranks: int = 2) -> str:
+    """Exit code 2, one stderr line in all, naming ``bad``, and the two good summaries reported; the line."""
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len([ln for ln in lines if bad.name in ln]) == 1 and len(lines) == 1, lines
+    doc = json.loads(res.stdout)
+    if command == "overlap-report":
+        assert sorted(Path(t["path"]).name for t in doc["traces"]) == ["rank0.summary.json", "rank1.summary.json"]
+    elif command == "job":
+        assert {f["ranks"] for f in doc["figures"]} == {ranks}
+    else:
+        assert sorted(Path(p["b"]).name for p in doc["pairs"]) == ["rank0.summary.json", "rank1.summary.json"]
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["overlap-report", "job", "diff"])
+@pytest.mark.parametrize("name", sorted(COLUMN_CASES))
+def test_a_column_of_another_kind_than_its_meaning_is_one_line(good: Path, tmp_path: Path, name: str, command: str) -> None:
+    """A summary whose known column holds values of another kind than the column's meaning (a string among times,
+    a null among collective starts, a fractional step, members that are not ranks), its dtype declared to match
+    them: one line naming the file and the column, every other summary reported (``overlap-report``, ``job`` and
+    ``diff`` stopped on a ValueError or a TypeError, or took the file as it was). The good summaries: SYNTHETIC."""
+    bad = _beside(good, tmp_path / "b", name, COLUMN_CASES[name])
+    args = [str(tmp_path / "b")] if command != "diff" else [str(good), str(tmp_path / "b")]
+    res = CliRunner().invoke(app, [command, *args, "--format", "json", "-j", "1"])
+    line = _one_line_and_the_good_ones(res, bad, command)
+    assert "does not fit its format" in line and ("pg_ranks" if name == "members_not_ranks" else "_ns" if "start" in name else ".step") in line, line
+
+
+@pytest.mark.parametrize("name", sorted(COLUMN_CASES))
+def test_the_job_of_summaries_checks_the_columns_it_reads(good: Path, tmp_path: Path, name: str) -> None:
+    """``job_report_from_summaries`` called from Python (no file checked before) leaves the file out with a failure
+    naming it and reports the others (it stopped on a ValueError or a TypeError)."""
+    from traceprobe.analysis.job.job import job_report_from_summaries
+
+    bad = _beside(good, tmp_path, name, COLUMN_CASES[name])
+    job, failures = job_report_from_summaries(sorted(tmp_path.glob("*.summary.json")))
+    assert [f.path for f in failures] == [str(bad)] and "does not fit its format" in failures[0].error, failures
+    assert set(job.figures["ranks"]) == {2}
