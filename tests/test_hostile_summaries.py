@@ -1,7 +1,7 @@
-"""Hostile summaries (*.summary.json): a value that does not fit its format, a missing key, a FIFO, a device or an
-oversized file named as a summary is one error line naming the file, in ``overlap-report`` and ``job``, and every
-other summary beside it is still reported. The two good summaries are a SYNTHETIC job (scripts/synth_job.py:
-made up, not recorded)."""
+"""Hostile summaries (*.summary.json): a value that does not fit its format or its column's meaning, a missing key,
+a packed graph whose arrays disagree, a FIFO, a device or an oversized file named as a summary is one error line
+naming the file, in ``overlap-report``, ``job`` and ``diff``, and every other summary beside it is still reported.
+The two good summaries are a SYNTHETIC job (scripts/synth_job.py: made up, not recorded)."""
 
 from __future__ import annotations
 
@@ -312,3 +312,79 @@ def test_the_job_of_summaries_checks_the_columns_it_reads(good: Path, tmp_path: 
     job, failures = job_report_from_summaries(sorted(tmp_path.glob("*.summary.json")))
     assert [f.path for f in failures] == [str(bad)] and "does not fit its format" in failures[0].error, failures
     assert set(job.figures["ranks"]) == {2}
+
+
+def _respool(change):
+    """A spoiler of a packed graph: its arrays read, ``change``d (a dict by name) and packed again."""
+    import base64
+    import io
+
+    import numpy as np
+
+    def spoil(blob: str) -> str:
+        raw = np.load(io.BytesIO(base64.b64decode(blob)), allow_pickle=False)
+        arrays = {k: raw[k] for k in raw.files}
+        change(arrays)
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)  # pyright: ignore[reportArgumentType]
+        return base64.b64encode(buf.getvalue()).decode()
+    return spoil
+
+
+def _huge_header(blob: str) -> str:
+    """The blob with ``dep``'s ``.npy`` header claiming 2^40 int64 (8 TiB), its member 64 bytes of data."""
+    import base64
+    import io
+    import zipfile
+
+    import numpy as np
+
+    src = zipfile.ZipFile(io.BytesIO(base64.b64decode(blob)))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "dep.npy":
+                head = io.BytesIO()
+                np.lib.format.write_array_header_1_0(head, {"descr": "<i8", "fortran_order": False, "shape": (1 << 40,)})
+                data = head.getvalue() + data[-64:]
+            z.writestr(info.filename, data)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _renamed_step_column(a: dict) -> None:
+    import numpy as np
+
+    names = a["steps_columns"].tolist()
+    names[names.index("start_ns")] = "begin_ns"
+    a["steps_columns"] = np.array(names)
+
+
+GRAPH_ARRAY_CASES = {  # name -> how the packed graph's arrays are spoiled (each aborted the whole command)
+    "lane_half": _respool(lambda a: a.update(lane=a["lane"][: a["lane"].size // 2])),  # ValueError: operands could not be broadcast
+    "class_ns_2_rows": _respool(lambda a: a.update(class_ns=a["class_ns"][:2])),  # IndexError
+    "anchor_float": _respool(lambda a: a.update(anchor=a["anchor"].astype("float64"))),  # IndexError: arrays used as indices
+    "steps_renamed": _respool(_renamed_step_column),  # KeyError: 'start_ns'
+    "npy_2_40": _huge_header,  # MemoryError: 8 TiB
+}
+
+
+@pytest.mark.parametrize("command", ["overlap-report", "job"])
+@pytest.mark.parametrize("name", sorted(GRAPH_ARRAY_CASES))
+def test_a_graph_whose_arrays_disagree_is_one_line(good: Path, tmp_path: Path, name: str, command: str) -> None:
+    """A summary whose packed graph's arrays disagree in length, shape or dtype, or whose ``.npy`` header claims
+    more than the blob holds: one line naming the file, checked before any array is used or allocated; every other
+    summary still reported (``job`` keeps the file's figures, the window not replayed). The good summaries: SYNTHETIC."""
+    from traceprobe.analysis.job.summaries import load_summary
+
+    def spoil(doc: dict) -> None:
+        t = doc["tables"]["graph"]
+        t["data"][0][0] = GRAPH_ARRAY_CASES[name](t["data"][0][0])
+
+    bad = _beside(good, tmp_path / "b", name, spoil)
+    res = CliRunner().invoke(app, [command, str(tmp_path / "b"), "--format", "json", "-j", "1"])
+    line = _one_line_and_the_good_ones(res, bad, command, ranks=3)
+    assert "graph" in line, line
+    with pytest.raises(TraceFormatError) as e:
+        load_summary(bad)
+    assert e.value.path == str(bad) and "graph" in e.value.reason and "\n" not in str(e.value)
