@@ -388,3 +388,29 @@ def test_a_graph_whose_arrays_disagree_is_one_line(good: Path, tmp_path: Path, n
     with pytest.raises(TraceFormatError) as e:
         load_summary(bad)
     assert e.value.path == str(bad) and "graph" in e.value.reason and "\n" not in str(e.value)
+
+
+def test_negative_steps_are_counted_from_their_numbers(good: Path, tmp_path: Path) -> None:
+    """Two ranks whose steps are numbered -19..-10 (SYNTHETIC: the good summaries' steps moved down by 20): ``job``
+    reports their window as ``steps -19--10``, with the figures of the same ranks numbered 1..10, its causes over its
+    10 steps (it split the label on "-" and stopped on int('')); a third summary whose steps are fractional is one line."""
+    for f in good.iterdir():
+        doc = json.loads(f.read_text())
+        t = doc["tables"]["steps"]
+        i = t["columns"].index("step")
+        t["data"][i] = [s - 20 for s in t["data"][i]]
+        (tmp_path / f.name).write_text(json.dumps(doc))
+    bad = tmp_path / "fractional.summary.json"
+    doc["rank"] = 2
+    _declare(doc, "steps", "step", -18.5, "float64")
+    bad.write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["job", str(tmp_path), "--format", "json"])
+    _one_line_and_the_good_ones(res, bad, "job")
+    moved = json.loads(res.stdout)
+    same = json.loads(CliRunner().invoke(app, ["job", str(good), "--format", "json"]).stdout)
+    assert {f["window"] for f in moved["figures"]} == {"steps -19--10"} and {f["window"] for f in same["figures"]} == {"steps 1-10"}
+    assert [{**f, "run": "", "window": ""} for f in moved["figures"]] == [{**f, "run": "", "window": ""} for f in same["figures"]]
+    from traceprobe.analysis.job.job import job_report_from_summaries
+
+    job, failures = job_report_from_summaries(sorted(tmp_path.glob("rank*.summary.json")))
+    assert not failures and [(c.window, c.steps) for c in job.causes] == [("steps -19--10", 10)]

@@ -277,6 +277,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
     decoder = msgspec.json.Decoder(_JobView)
     failures: list[Failure] = []
     windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, int]]] = defaultdict(list)
+    step_counts: dict[tuple[str, str], int] = {}
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for path in paths:
         try:
@@ -312,6 +313,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
             failures.append(Failure(str(path), f"traceprobe summary that does not fit its format ({type(e).__name__}: {e})"))
             continue
         windows[(run, window)].append(item)
+        step_counts[(run, window)] = int(max(steps)) - int(min(steps)) + 1 if steps else 1  # (the same for every rank of the window)
         jobs[str(Path(path).parent)][v.job] += 1
     # another job than its folder's
     major = {folder: max(c, key=lambda j: c[j]) for folder, c in jobs.items()}
@@ -339,7 +341,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         est = estimate_clocks(wc.per_rank, wc.ranks, run, window)
         clocks.append(est)
         stragglers.append(wc)
-        steps = (lambda s: int(s[1]) - int(s[0]) + 1)(window.split(" ")[1].split("-")) if window.startswith("steps ") else 1
+        steps = step_counts[(run, window)]
         replayed = None
         graphs, note, failed = window_graphs([x[1] for x in last], sum(x[5] for x in last))
         if note:
