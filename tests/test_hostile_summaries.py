@@ -1,7 +1,7 @@
-"""Hostile summaries (*.summary.json): a value that does not fit its format, a missing key, a FIFO, a device or an
-oversized file named as a summary is one error line naming the file, in ``overlap-report`` and ``job``, and every
-other summary beside it is still reported. The two good summaries are a SYNTHETIC job (scripts/synth_job.py:
-made up, not recorded)."""
+"""Hostile summaries (*.summary.json): a value that does not fit its format or its column's meaning, a missing key,
+a packed graph whose arrays disagree, a FIFO, a device or an oversized file named as a summary is one error line
+naming the file, in ``overlap-report``, ``job`` and ``diff``, and every other summary beside it is still reported.
+The two good summaries are a SYNTHETIC job (scripts/synth_job.py: made up, not recorded)."""
 
 from __future__ import annotations
 
@@ -242,3 +242,175 @@ def test_a_collective_naming_no_group_members_row_is_one_line(good: Path, tmp_pa
     assert e.value.path == str(bad) and "members" in str(e.value)
     res = CliRunner().invoke(app, ["job", str(tmp_path)])
     assert res.exit_code == 2 and len([ln for ln in res.stderr.splitlines() if "rank0.summary.json" in ln]) == 1, res.stderr
+
+
+def _declare(doc: dict, table: str, col: str, value: object, dtype: str) -> None:
+    """Set the first value of a column and the dtype the column declares (a file whose values fit its own dtypes)."""
+    t = doc["tables"][table]
+    i = t["columns"].index(col)
+    t["data"][i][0] = value
+    t["dtypes"][i] = dtype
+
+
+COLUMN_CASES = {  # name -> how the good document is spoiled: a value of another kind than its column's meaning, its dtype to match
+    "exposed_start_str": lambda d: _declare(d, "exposed_comm", "start_ns", "abc", "str"),
+    "coll_start_null": lambda d: _declare(d, "collectives", "start_ns", None, "Int64"),
+    "step_float": lambda d: _declare(d, "steps", "step", 1.5, "float64"),
+    "members_not_ranks": lambda d: _setcol(d, "pg_members", "pg_ranks", "a,b"),
+}
+
+
+def _beside(good: Path, folder: Path, name: str, spoil) -> Path:
+    """``folder`` holding the two good summaries and ``<name>.summary.json``: rank 0's summary as rank 2, spoiled."""
+    folder.mkdir(exist_ok=True)
+    for f in good.iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    doc = json.loads((good / "rank0.summary.json").read_text())
+    doc["rank"] = 2
+    spoil(doc)
+    bad = folder / f"{name}.summary.json"
+    bad.write_text(json.dumps(doc))
+    return bad
+
+
+def _one_line_and_the_good_ones(res, bad: Path, command: str, ranks: int = 2) -> str:
+    """Exit code 2, one stderr line in all, naming ``bad``, and the two good summaries reported; the line."""
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len([ln for ln in lines if bad.name in ln]) == 1 and len(lines) == 1, lines
+    doc = json.loads(res.stdout)
+    if command == "overlap-report":
+        assert sorted(Path(t["path"]).name for t in doc["traces"]) == ["rank0.summary.json", "rank1.summary.json"]
+    elif command == "job":
+        assert {f["ranks"] for f in doc["figures"]} == {ranks}
+    else:
+        assert sorted(Path(p["b"]).name for p in doc["pairs"]) == ["rank0.summary.json", "rank1.summary.json"]
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["overlap-report", "job", "diff"])
+@pytest.mark.parametrize("name", sorted(COLUMN_CASES))
+def test_a_column_of_another_kind_than_its_meaning_is_one_line(good: Path, tmp_path: Path, name: str, command: str) -> None:
+    """A summary whose known column holds values of another kind than the column's meaning (a string among times,
+    a null among collective starts, a fractional step, members that are not ranks), its dtype declared to match
+    them: one line naming the file and the column, every other summary reported (``overlap-report``, ``job`` and
+    ``diff`` stopped on a ValueError or a TypeError, or took the file as it was). The good summaries: SYNTHETIC."""
+    bad = _beside(good, tmp_path / "b", name, COLUMN_CASES[name])
+    args = [str(tmp_path / "b")] if command != "diff" else [str(good), str(tmp_path / "b")]
+    res = CliRunner().invoke(app, [command, *args, "--format", "json", "-j", "1"])
+    line = _one_line_and_the_good_ones(res, bad, command)
+    assert "does not fit its format" in line and ("pg_ranks" if name == "members_not_ranks" else "_ns" if "start" in name else ".step") in line, line
+
+
+@pytest.mark.parametrize("name", sorted(COLUMN_CASES))
+def test_the_job_of_summaries_checks_the_columns_it_reads(good: Path, tmp_path: Path, name: str) -> None:
+    """``job_report_from_summaries`` called from Python (no file checked before) leaves the file out with a failure
+    naming it and reports the others (it stopped on a ValueError or a TypeError)."""
+    from traceprobe.analysis.job.job import job_report_from_summaries
+
+    bad = _beside(good, tmp_path, name, COLUMN_CASES[name])
+    job, failures = job_report_from_summaries(sorted(tmp_path.glob("*.summary.json")))
+    assert [f.path for f in failures] == [str(bad)] and "does not fit its format" in failures[0].error, failures
+    assert set(job.figures["ranks"]) == {2}
+
+
+def _respool(change):
+    """A spoiler of a packed graph: its arrays read, ``change``d (a dict by name) and packed again."""
+    import base64
+    import io
+
+    import numpy as np
+
+    def spoil(blob: str) -> str:
+        raw = np.load(io.BytesIO(base64.b64decode(blob)), allow_pickle=False)
+        arrays = {k: raw[k] for k in raw.files}
+        change(arrays)
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)  # pyright: ignore[reportArgumentType]
+        return base64.b64encode(buf.getvalue()).decode()
+    return spoil
+
+
+def _huge_header(blob: str) -> str:
+    """The blob with ``dep``'s ``.npy`` header claiming 2^40 int64 (8 TiB), its member 64 bytes of data."""
+    import base64
+    import io
+    import zipfile
+
+    import numpy as np
+
+    src = zipfile.ZipFile(io.BytesIO(base64.b64decode(blob)))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "dep.npy":
+                head = io.BytesIO()
+                np.lib.format.write_array_header_1_0(head, {"descr": "<i8", "fortran_order": False, "shape": (1 << 40,)})
+                data = head.getvalue() + data[-64:]
+            z.writestr(info.filename, data)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _renamed_step_column(a: dict) -> None:
+    import numpy as np
+
+    names = a["steps_columns"].tolist()
+    names[names.index("start_ns")] = "begin_ns"
+    a["steps_columns"] = np.array(names)
+
+
+GRAPH_ARRAY_CASES = {  # name -> how the packed graph's arrays are spoiled (each aborted the whole command)
+    "lane_half": _respool(lambda a: a.update(lane=a["lane"][: a["lane"].size // 2])),  # ValueError: operands could not be broadcast
+    "class_ns_2_rows": _respool(lambda a: a.update(class_ns=a["class_ns"][:2])),  # IndexError
+    "anchor_float": _respool(lambda a: a.update(anchor=a["anchor"].astype("float64"))),  # IndexError: arrays used as indices
+    "steps_renamed": _respool(_renamed_step_column),  # KeyError: 'start_ns'
+    "npy_2_40": _huge_header,  # MemoryError: 8 TiB
+}
+
+
+@pytest.mark.parametrize("command", ["overlap-report", "job"])
+@pytest.mark.parametrize("name", sorted(GRAPH_ARRAY_CASES))
+def test_a_graph_whose_arrays_disagree_is_one_line(good: Path, tmp_path: Path, name: str, command: str) -> None:
+    """A summary whose packed graph's arrays disagree in length, shape or dtype, or whose ``.npy`` header claims
+    more than the blob holds: one line naming the file, checked before any array is used or allocated; every other
+    summary still reported (``job`` keeps the file's figures, the window not replayed). The good summaries: SYNTHETIC."""
+    from traceprobe.analysis.job.summaries import load_summary
+
+    def spoil(doc: dict) -> None:
+        t = doc["tables"]["graph"]
+        t["data"][0][0] = GRAPH_ARRAY_CASES[name](t["data"][0][0])
+
+    bad = _beside(good, tmp_path / "b", name, spoil)
+    res = CliRunner().invoke(app, [command, str(tmp_path / "b"), "--format", "json", "-j", "1"])
+    line = _one_line_and_the_good_ones(res, bad, command, ranks=3)
+    assert "graph" in line, line
+    with pytest.raises(TraceFormatError) as e:
+        load_summary(bad)
+    assert e.value.path == str(bad) and "graph" in e.value.reason and "\n" not in str(e.value)
+
+
+def test_negative_steps_are_counted_from_their_numbers(good: Path, tmp_path: Path) -> None:
+    """Two ranks whose steps are numbered -19..-10 (SYNTHETIC: the good summaries' steps moved down by 20): ``job``
+    reports their window as ``steps -19--10``, with the figures of the same ranks numbered 1..10, its causes over its
+    10 steps (it split the label on "-" and stopped on int('')); a third summary whose steps are fractional is one line."""
+    for f in good.iterdir():
+        doc = json.loads(f.read_text())
+        t = doc["tables"]["steps"]
+        i = t["columns"].index("step")
+        t["data"][i] = [s - 20 for s in t["data"][i]]
+        (tmp_path / f.name).write_text(json.dumps(doc))
+    bad = tmp_path / "fractional.summary.json"
+    doc["rank"] = 2
+    _declare(doc, "steps", "step", -18.5, "float64")
+    bad.write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["job", str(tmp_path), "--format", "json"])
+    _one_line_and_the_good_ones(res, bad, "job")
+    moved = json.loads(res.stdout)
+    same = json.loads(CliRunner().invoke(app, ["job", str(good), "--format", "json"]).stdout)
+    assert {f["window"] for f in moved["figures"]} == {"steps -19--10"} and {f["window"] for f in same["figures"]} == {"steps 1-10"}
+    assert [{**f, "run": "", "window": ""} for f in moved["figures"]] == [{**f, "run": "", "window": ""} for f in same["figures"]]
+    from traceprobe.analysis.job.job import job_report_from_summaries
+
+    job, failures = job_report_from_summaries(sorted(tmp_path.glob("rank*.summary.json")))
+    assert not failures and [(c.window, c.steps) for c in job.causes] == [("steps -19--10", 10)]

@@ -31,14 +31,15 @@ Format (``format`` = :data:`FORMAT`, ``version`` = :data:`VERSION`):
   distributes across ranks without building the tables); ``device_concurrency``, ``cpu_gpu``, ``host_threads``:
   the report's scalar figures; ``verdicts``: its verdicts.
 
-Errors: a file that is truncated or not JSON, of another format or version, is a
-:class:`~traceprobe.errors.TraceFormatError` naming it (one line); one from another job is named when a
-folder is read (:func:`traceprobe.analysis.job.summaries.foreign_jobs`).
+Errors: a file that is truncated or not JSON, of another format or version, or whose values do not fit their
+fields (a known table's column, :data:`traceprobe.summary_tables.COLUMNS`, of another kind than its meaning: a string among times, a ``null``
+among steps, a process group's members that are not ranks) is a :class:`~traceprobe.errors.TraceFormatError` naming
+it (one line); one from another job is named when a folder is read
+(:func:`traceprobe.analysis.job.summaries.foreign_jobs`).
 """
 
 from __future__ import annotations
 
-import functools
 import gzip
 import inspect
 import json
@@ -50,6 +51,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from .errors import Failure, TraceFormatError
+from .summary_tables import COLUMNS as COLUMNS  # (the tables' checks: summary_tables; their names kept here)
+from .summary_tables import DTYPES as DTYPES
+from .summary_tables import table_problem as table_problem
+from .summary_tables import tables_problem
 
 FORMAT = "traceprobe-summary"
 """The ``format`` field of every summary."""
@@ -178,7 +183,8 @@ def decode(raw: bytes, path: str | Path) -> SummaryDoc:
     """Check and decode the bytes of a summary (module docstring).
 
     Raises:
-        TraceFormatError: truncated or not JSON, not a summary, another format version, or fields that do not fit.
+        TraceFormatError: truncated or not JSON, not a summary, another format version, or fields that do not fit
+            (:func:`tables_problem`: a table's columns of its dtypes, a known table's of their meaning).
     """
     try:
         head = msgspec.json.decode(raw, type=_Head)
@@ -199,59 +205,10 @@ def decode(raw: bytes, path: str | Path) -> SummaryDoc:
         raise TraceFormatError(path, f"traceprobe summary version {VERSION} that does not fit its format ({e})") from None
     except RecursionError:
         raise TraceFormatError(path, f"traceprobe summary nested too deep (more than {MAX_DEPTH} levels): does not fit its format") from None
-    problem = _depth_problem(doc.info, "$.info") or next(filter(None, (table_problem(t, f"$.tables.{name}") for name, t in doc.tables.items())), "")
+    problem = _depth_problem(doc.info, "$.info") or tables_problem(doc.tables)
     if problem:
         raise TraceFormatError(path, f"traceprobe summary version {VERSION} that does not fit its format ({problem})")
     return doc
-
-
-_INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32"}
-_TEXT_DTYPES = {"str", "string", "object", "category"}
-DTYPES = frozenset({*_INT_DTYPES, *_TEXT_DTYPES, "float32", "float64", "Float64", "bool", "boolean"})
-"""The pandas dtypes a summary's table columns may have (others, ``U1000000000`` say, are refused)."""
-
-
-@functools.cache
-def _int_range(dtype: str) -> tuple[int, int]:
-    bits = int("".join(c for c in dtype if c.isdigit()))
-    return (0, (1 << bits) - 1) if dtype.lower().startswith("uint") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-
-
-def table_problem(t: Table, where: str) -> str:
-    """What in ``t`` does not fit its own dtypes, in words naming the key (``where``: the table's JSON path), or "".
-
-    Checked: as many dtypes and value lists as columns, every list as long as the first, every dtype one of
-    :data:`DTYPES`, and each column's values of its dtype: integers within its range (no ``null`` in a numpy
-    integer column), numbers or ``null`` in a float column, booleans in a bool one. A column's types are read
-    with one ``set(map(type, ...))``, not value by value in Python.
-    """
-    if not (len(t.columns) == len(t.dtypes) == len(t.data)):
-        return f"{where}: {len(t.columns)} columns, {len(t.dtypes)} dtypes and {len(t.data)} value lists"
-    rows = len(t.data[0]) if t.data else 0
-    for name, dtype, values in zip(t.columns, t.dtypes, t.data):
-        key = f"{where}.{name}"
-        if len(values) != rows:
-            return f"{key}: {len(values)} values where the table's first column has {rows} (a ragged table)"
-        if dtype not in DTYPES:
-            return f"{key}: dtype {dtype[:40]!r} is none of a summary's"
-        kinds = set(map(type, values))
-        nullable = dtype[0].isupper() or dtype in ("boolean",)
-        if dtype in _INT_DTYPES:
-            allowed = {int, type(None)} if nullable else {int}
-            if not kinds <= allowed:
-                return f"{key}: {dtype} column holds {', '.join(sorted(k.__name__ if k is not type(None) else 'null' for k in kinds - allowed))}"
-            ints: list[int] = values if type(None) not in kinds else [v for v in values if v is not None]  # type: ignore[assignment]  (ints: kinds says so; min and max in C)
-            lo, hi = _int_range(dtype)
-            if ints and (min(ints) < lo or max(ints) > hi):
-                return f"{key}: {dtype} column holds a value outside {lo}..{hi}"
-        elif dtype in ("float32", "float64", "Float64"):
-            if not kinds <= {int, float, type(None)}:
-                return f"{key}: {dtype} column holds {', '.join(sorted(k.__name__ for k in kinds - {int, float, type(None)}))}"
-        elif dtype in ("bool", "boolean"):
-            allowed = {bool, type(None)} if nullable else {bool}
-            if not kinds <= allowed:
-                return f"{key}: {dtype} column holds {', '.join(sorted(k.__name__ if k is not type(None) else 'null' for k in kinds - allowed))}"
-    return ""
 
 
 def _depth_problem(value: Any, where: str) -> str:

@@ -164,7 +164,8 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
     Raises:
         TraceFormatError: whatever the cause (unreadable, not a regular file, too large, not JSON, truncated,
             corrupt gzip, nested too deep, not a Chrome trace, an empty ``traceEvents``, events whose
-            ``ts``/``dur`` are missing, non-numeric, negative or absurd, absurdly many streams).
+            ``ts``/``dur`` are missing, non-numeric, negative or absurd, absurdly many streams, a
+            ``distributedInfo.pg_config`` entry that is no process group (:func:`pg_config_problem`)).
     """
     p = path if is_url(path) else Path(path)
     try:
@@ -199,6 +200,9 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
     rank = (dec.head.distributedInfo or {}).get("rank") if isinstance(dec.head.distributedInfo, dict) else None
     if rank is not None and _rank(dec.head.distributedInfo) is None:
         warnings.append(f"distributedInfo.rank {str(rank)[:40]!r} is not a rank: ignored")
+    problem = pg_config_problem(dec.head.distributedInfo)
+    if problem:  # (every reader of the process groups may then take each entry for an object, each rank for an int64)
+        raise TraceFormatError(p, problem)
     too_big = sum(n >= MAX_STEP for n in _step_numbers(host_events["name"].cat.categories))
     if too_big:
         warnings.append(f"ProfilerStep annotation(s) numbered beyond 2^62 ignored: {too_big} name(s)")
@@ -347,6 +351,28 @@ def backend_of(dec: Decoded, devices: pd.DataFrame) -> str:
     if any(str(dec.names[i]).startswith("hip") for i in runtime.tolist()):  # once per distinct name
         return "hip"
     return "cuda"
+
+
+def is_rank(r: Any) -> bool:
+    """Whether ``r`` (a JSON value) is a rank: an integer (not a bool) below :data:`MAX_RANK` in magnitude."""
+    return isinstance(r, int) and not isinstance(r, bool) and abs(r) < MAX_RANK
+
+
+def pg_config_problem(info: Any) -> str:
+    """What in a trace's ``distributedInfo.pg_config`` (``info``: the ``distributedInfo`` object) is no process
+    group, in words naming the entry, or "": an entry that is not an object, or whose ``ranks`` list holds a value
+    that is not a rank (:func:`is_rank`: a rank at or past 2^63 among them). torch writes neither; a ``pg_config``
+    that is not a list, or an entry without ``pg_name`` or ``ranks``, is no process group's and is passed over, as
+    before."""
+    cfg = info.get("pg_config") if isinstance(info, dict) else None
+    for i, c in enumerate(cfg if isinstance(cfg, list) else []):
+        if not isinstance(c, dict):
+            return f"distributedInfo.pg_config[{i}] is {type(c).__name__} {str(c)[:40]!r}, not a process group (an object)"
+        ranks = c.get("ranks")
+        bad = next((r for r in ranks if not is_rank(r)), None) if isinstance(ranks, list) else None
+        if bad is not None:
+            return f"distributedInfo.pg_config[{i}].ranks holds {str(bad)[:40]!r}, not a rank (an integer below 2^28 in magnitude)"
+    return ""
 
 
 def _rank(info: Any) -> int | None:

@@ -64,6 +64,7 @@ import numpy as np
 import pandas as pd
 
 from ...reading import Trace
+from ...reading.trace import is_rank
 from ..causal.contention import last_arrivals, wait_spans
 from ..device.busy import comm_mask, per_value
 from ..host.launch_links import launch_rows
@@ -189,21 +190,26 @@ def collective_table(trace: Trace) -> pd.DataFrame:
 
 def _pg_members(trace: Trace) -> dict[str, str]:
     """``{pg_name: "r0,r1,..."}``: each group's member ranks from ``distributedInfo.pg_config`` (Kineto), increasing."""
-    cfg = (trace.metadata.get("distributedInfo") or {}).get("pg_config")
+    cfg = _pg_config(trace)
     out: dict[str, str] = {}
-    for c in cfg if isinstance(cfg, list) else []:
-        ranks = c.get("ranks") if isinstance(c, dict) else None
-        if "pg_name" in c and isinstance(ranks, list) and ranks and all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+    for c in cfg:
+        ranks = c.get("ranks")
+        if "pg_name" in c and isinstance(ranks, list) and ranks and all(map(is_rank, ranks)):
             out[str(c["pg_name"])] = ",".join(map(str, sorted(set(ranks))))
     return out
 
 
+def _pg_config(trace: Trace) -> list[dict]:
+    """The entries of ``distributedInfo.pg_config`` that are objects (a trace loaded by :func:`~traceprobe.reading.load_trace`
+    holds no other: :func:`~traceprobe.reading.trace.checked_distributed_info`); [] where there is no such list."""
+    info = trace.metadata.get("distributedInfo")
+    cfg = info.get("pg_config") if isinstance(info, dict) else None
+    return [c for c in cfg if isinstance(c, dict)] if isinstance(cfg, list) else []
+
+
 def _pg_descriptions(trace: Trace) -> dict[str, str]:
     """``{pg_name: pg_desc}`` from ``distributedInfo.pg_config`` (Kineto), empty where absent."""
-    cfg = (trace.metadata.get("distributedInfo") or {}).get("pg_config")
-    if not isinstance(cfg, list):
-        return {}
-    return {str(c.get("pg_name")): str(c.get("pg_desc", "")) for c in cfg if isinstance(c, dict) and "pg_name" in c}
+    return {str(c.get("pg_name")): str(c.get("pg_desc", "")) for c in _pg_config(trace) if "pg_name" in c}
 
 
 @dataclass(frozen=True)

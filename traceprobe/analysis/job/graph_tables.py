@@ -14,12 +14,15 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import math
+import re
 import zipfile
+import zlib
 
 import numpy as np
 import pandas as pd
 
-from ..causal.dependency_graph import RankGraph
+from ..causal.dependency_graph import HOST_CLASSES, RankGraph
 
 TABLE = "graph"
 """The summary table that holds the blob (column ``npz``)."""
@@ -50,39 +53,154 @@ def graph_blob(g: RankGraph) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+PER_ANCHOR = ("t", "h", "target", "ret", "pre_dur", "blocking")
+"""The packed arrays of shape (A,), one value per anchor (:class:`RankGraph`; ``freeing`` too where it is packed)."""
+PER_OP = ("lane", "start", "d", "g", "l", "anchor", "fixed", "name", "dep", "dep_lag", "pageable", "comm", "bind")
+"""The packed arrays of shape (K,), one value per device op."""
+_MASKS = ("pageable", "blocking", "comm")
+"""Arrays of booleans; every other array of the graph's own (all but the names, ``id_density``) holds integers."""
+_TEXTS = ("names", "lane_names", "class_top", "steps_columns", "backend")
+STEP_COLUMNS = ("step", "start_ns", "end_ns")
+"""The columns of a graph's steps that its replay reads (int64)."""
+
+
 def graph_from_blob(blob: str) -> RankGraph:
     """The graph :func:`graph_blob` packed.
 
+    Every array is checked before it is read and before the graph is built: each ``.npy`` member's header (its
+    shape times its dtype's size) against the bytes the member holds, so that no header makes numpy allocate more
+    than the blob holds (:func:`_member`); then each array's dtype and shape against the others (:func:`graph_problem`).
+
     Raises:
         ValueError: a blob that is not base64, not an ``.npz`` of the graph's arrays, inflates past
-            :data:`MAX_INFLATED`, or holds indices beyond its arrays (the caller names the file).
+            :data:`MAX_INFLATED`, holds an array whose header claims more or fewer bytes than it holds, arrays whose
+            dtypes or lengths disagree (:func:`graph_problem`), or indices beyond its arrays (the caller names the
+            file).
     """
     try:
         raw = base64.b64decode(blob, validate=True)
         with zipfile.ZipFile(io.BytesIO(raw)) as z:
             if sum(i.file_size for i in z.infolist()) > MAX_INFLATED:
                 raise ValueError(f"a graph that inflates past {MAX_INFLATED:,} bytes")
-        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
-            a = {k: npz[k] for k in npz.files}
-    except (binascii.Error, zipfile.BadZipFile, OSError, EOFError) as e:
+            a = {info.filename.removesuffix(".npy"): _member(z, info) for info in z.infolist()}
+    except (binascii.Error, zipfile.BadZipFile, zlib.error, OSError, EOFError) as e:
         raise ValueError(f"a graph that is not a packed graph ({type(e).__name__})") from None
-    missing = [k for k in (*(x for x in _ARRAYS if x != "end"), "names", "lane_names", "class_top", "meta", "id_density", "steps_columns") if k not in a]
-    if missing:
-        raise ValueError(f"a graph without {missing[0]!r}")
+    except MemoryError:  # (each array's size was checked against the blob's bytes: not expected)
+        raise ValueError("a graph too large for the memory available") from None
+    problem = graph_problem(a)
+    if problem:
+        raise ValueError(problem)
     names, lanes = tuple(str(x) for x in a["names"]), tuple(str(x) for x in a["lane_names"])
     n_a, n_k = a["t"].size, a["start"].size
     for key, size in (("anchor", n_a), ("dep", n_k), ("target", n_k), ("also_anchor", n_a), ("also_op", n_k), ("name", len(names)),
-                      ("lane", len(lanes))):
-        v = a[key]
+                      ("lane", len(lanes)), ("freeing", len(HOST_CLASSES))):
+        v = a.get(key, np.zeros(0, np.int64))
         if v.size and (int(v.max()) >= size or int(v.min()) < -1):
             raise ValueError(f"a graph index ({key}) beyond its arrays")
     a["t"], a["start"] = np.cumsum(a["t"]), np.cumsum(a["start"])
     a["end"] = a["start"] + a["d"]
-    steps = pd.DataFrame({str(c): a[f"steps_{i}"] for i, c in enumerate(a["steps_columns"])})
+    steps = pd.DataFrame({str(c): a[f"steps_{i}"] for i, c in enumerate(a["steps_columns"])}, columns=[str(c) for c in a["steps_columns"]])
     meta = a["meta"]
     return RankGraph(rank=int(meta[0]), names=names, lane_names=lanes, class_top=tuple(str(x) for x in a["class_top"]),
                      steps=steps, id_density=float(a["id_density"][0]), ranked=bool(meta[1]),
                      stack_frames=int(meta[2]) if meta.size > 2 else 0, replays=bool(meta[3]) if meta.size > 3 else False,
                      host_ops=bool(meta[4]) if meta.size > 4 else True,
                      backend=str(a["backend"][0]) if "backend" in a and a["backend"].size else "cuda", **{k: a[k] for k in _ARRAYS},
-                     freeing=a["freeing"].astype(np.int8) if "freeing" in a and a["freeing"].size == n_a else np.full(n_a, -1, np.int8))
+                     freeing=a["freeing"].astype(np.int8) if "freeing" in a else np.full(n_a, -1, np.int8))
+
+
+_HEADER = re.compile(r"\{'descr': '([<>|=][a-zA-Z][0-9]{0,9})', 'fortran_order': (False|True), 'shape': \(((?:[0-9]{1,19}, ?)*[0-9]{0,19})\), \} *\n?")
+"""An ``.npy`` header as numpy writes it (keys in order, a plain dtype): read without ``ast``."""
+MAX_HEADER = 10_000
+"""Longest ``.npy`` header read (bytes; numpy's own default limit)."""
+
+
+def _member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    """The array of one ``.npy`` member of a packed graph, its header checked before its data is read or any memory
+    is taken for it: the bytes it claims (its shape's product times its dtype's size) must be the bytes the member
+    holds after it (so no header makes numpy allocate more than the blob holds). Each header is parsed once
+    (numpy's ``np.load`` parses it with ``ast``, a tenth of a millisecond an array).
+
+    Raises:
+        ValueError: not an ``.npy`` array of format 1.0, 2.0 or 3.0 with a plain dtype (as ``np.savez`` writes a
+            graph's), an array of objects, or a size that disagrees with the member's.
+    """
+    name = info.filename.removesuffix(".npy")[:40]
+    with z.open(info) as f:
+        magic = f.read(8)
+        if len(magic) < 8 or magic[:6] != b"\x93NUMPY" or magic[6] not in (1, 2, 3):
+            raise ValueError(f"a graph member ({name!r}) that is not a numpy array")
+        size = 2 if magic[6] == 1 else 4
+        length = int.from_bytes(f.read(size), "little")
+        if length > MAX_HEADER:
+            raise ValueError(f"a graph array ({name!r}) whose header is {length:,} bytes long")
+        header = f.read(length).decode("utf-8" if magic[6] == 3 else "latin-1", errors="replace")
+        m = _HEADER.fullmatch(header)
+        if m is None:
+            raise ValueError(f"a graph array ({name!r}) whose header is not a plain array's: {header.strip()[:60]!r}")
+        try:
+            dtype = np.dtype(m.group(1))
+        except TypeError:
+            raise ValueError(f"a graph array ({name!r}) of dtype {m.group(1)!r}") from None
+        if dtype.hasobject or dtype.itemsize == 0:
+            raise ValueError(f"a graph array ({name!r}) of dtype {m.group(1)!r}")
+        shape = tuple(int(x) for x in m.group(3).replace(" ", "").split(",") if x)
+        claimed, held = math.prod(shape) * dtype.itemsize, info.file_size - 8 - size - length
+        if claimed != held:
+            raise ValueError(f"a graph array ({name!r}) whose header claims {claimed:,} bytes ({'x'.join(map(str, shape)) or 'scalar'} "
+                             f"{dtype.str}) where its member holds {held:,}")
+        data = f.read(claimed)
+    if len(data) != claimed:
+        raise ValueError(f"a graph array ({name!r}) cut short")
+    return np.frombuffer(bytearray(data), dtype).reshape(shape, order="F" if m.group(2) == "True" else "C")
+
+
+def graph_problem(a: dict[str, np.ndarray]) -> str:
+    """What in the arrays of a packed graph (``a``, by name, as :func:`graph_blob` writes them) does not fit a
+    :class:`RankGraph`, in words, or "".
+
+    Checked, before any is used: every array the graph reads there (others, of a later version, are let be); A = ``t``'s length (anchors), K = ``start``'s (device ops);
+    each of :data:`PER_ANCHOR` (and ``freeing`` where packed) one-dimensional of length A, each of :data:`PER_OP` of
+    length K, ``class_ns`` of shape (len(HOST_CLASSES), A), ``class_top`` one name per host class, ``also_anchor``
+    and ``also_op`` of one length; masks (``pageable``, ``blocking``, ``comm``) of booleans, the other arrays of
+    integers (never floats), the names of strings, ``meta`` at least 2 integers, ``id_density`` one number; the steps
+    as many arrays as ``steps_columns`` names, of integers and one length, among them :data:`STEP_COLUMNS`.
+    """
+    missing = [k for k in (*(x for x in _ARRAYS if x != "end"), "names", "lane_names", "class_top", "meta", "id_density", "steps_columns") if k not in a]
+    if missing:
+        return f"a graph without {missing[0]!r}"
+    for k in (*_ARRAYS, *_OPTIONAL, *_TEXTS, "meta", "id_density"):  # (arrays of a later version, not read here, are let be)
+        v = a.get(k)
+        if v is None:
+            continue
+        if v.ndim != (2 if k == "class_ns" else 1):
+            return f"a graph whose {k[:40]!r} is of {v.ndim} dimensions"
+        kind = "U" if k in _TEXTS else "b" if k in _MASKS else "f" if k == "id_density" else "i"
+        if v.dtype.kind != kind and not (kind == "f" and v.dtype.kind == "i"):
+            return f"a graph whose {k[:40]!r} holds {v.dtype.name} values, not {_KIND_WORDS[kind]}"
+    n_a, n_k = a["t"].size, a["start"].size
+    for keys, n, what in ((PER_ANCHOR + (("freeing",) if "freeing" in a else ()), n_a, "anchors (t)"), (PER_OP, n_k, "device ops (start)")):
+        for k in keys:
+            if a[k].size != n:
+                return f"a graph whose {k!r} has {a[k].size:,} values for its {n:,} {what}"
+    if a["class_ns"].shape != (len(HOST_CLASSES), n_a):
+        return f"a graph whose 'class_ns' is {'x'.join(map(str, a['class_ns'].shape))} where its host classes and anchors make {len(HOST_CLASSES)}x{n_a}"
+    if a["class_top"].size != len(HOST_CLASSES):
+        return f"a graph whose 'class_top' names {a['class_top'].size} host classes of {len(HOST_CLASSES)}"
+    if a["also_anchor"].size != a["also_op"].size:
+        return f"a graph whose 'also_anchor' ({a['also_anchor'].size:,}) and 'also_op' ({a['also_op'].size:,}) differ in length"
+    if a["meta"].size < 2 or a["id_density"].size < 1:
+        return "a graph whose 'meta' or 'id_density' is short"
+    columns = [str(c) for c in a["steps_columns"]]
+    steps = [a.get(f"steps_{i}") for i in range(len(columns))]
+    if any(v is None for v in steps) or len(set(columns)) != len(columns):
+        return f"a graph whose steps ({', '.join(c[:40] for c in columns[:8])}) are not one array per column"
+    if any(v.dtype.kind != "i" for v in steps if v is not None) or len({v.size for v in steps if v is not None}) > 1:
+        return "a graph whose steps are not integers of one length"
+    lost = [c for c in STEP_COLUMNS if c not in columns]
+    if lost:
+        return f"a graph whose steps lack {lost[0]!r}"
+    return ""
+
+
+_KIND_WORDS = {"U": "strings", "b": "booleans", "f": "numbers", "i": "integers"}

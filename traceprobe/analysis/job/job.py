@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import Failure, TraceFormatError
-from ...summary_file import FORMAT, VERSION, read_summary
+from ...summary_file import FORMAT, VERSION, Int64, Rank, read_summary
+from ...summary_tables import tables_problem
 from ..causal.what_if_windows import WindowWhatIf, window_instances, window_what_if
 from ..summary import Summary
 from .cause_tables import RankColumns, rank_columns, rank_tables
@@ -215,11 +216,13 @@ def job_json(job: JobReport) -> str:
     return json.dumps(doc, indent=1) + "\n"
 
 
+_VIEW_TABLES = ("collectives", "breakdown", "steps", "breakdown_steps", "exposed_comm", "idle_causes", "kernels", "pg_members")
+"""The tables of a summary the whole-job report reads (:class:`_JobView`)."""
+
 if TYPE_CHECKING:
     _Tables = Any
 else:
-    _Tables = msgspec.defstruct("_Tables", [(n, TableView | None, None) for n in ("collectives", "breakdown", "steps", "breakdown_steps",
-                                                                                    "exposed_comm", "idle_causes", "kernels", "pg_members")])
+    _Tables = msgspec.defstruct("_Tables", [(n, TableView | None, None) for n in _VIEW_TABLES])
 
 
 class _JobView(msgspec.Struct):
@@ -229,11 +232,11 @@ class _JobView(msgspec.Struct):
     format: str = ""
     version: int = -1
     job: str = ""
-    rank: int | None = None
-    window_ns: tuple[int, int] = (0, 0)
-    event_count: int = 0
+    rank: Rank | None = None
+    window_ns: tuple[Int64, Int64] = (0, 0)
+    event_count: Int64 = 0
     info: dict = msgspec.field(default_factory=dict)
-    headline: dict = msgspec.field(default_factory=dict)
+    headline: dict[str, float | None] = msgspec.field(default_factory=dict)
     tables: _Tables = msgspec.field(default_factory=_Tables)
 
 
@@ -264,8 +267,8 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         paths: summary files (``*.summary.json[.gz]``).
 
     Returns:
-        ``(report, failures)``: a file that cannot be read (or of another version, or another job than its
-        folder's) is a :class:`~traceprobe.errors.Failure`.
+        ``(report, failures)``: a file that cannot be read, of another version, another job than its folder's, or
+        whose tables do not fit (:func:`~traceprobe.summary_tables.tables_problem`) is a :class:`~traceprobe.errors.Failure`.
     """
     from collections import defaultdict
 
@@ -274,15 +277,22 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
     decoder = msgspec.json.Decoder(_JobView)
     failures: list[Failure] = []
     windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, int]]] = defaultdict(list)
+    step_counts: dict[tuple[str, str], int] = {}
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for path in paths:
         try:
             raw = Path(path).read_bytes() if not str(path).endswith(".gz") else None
-            v = decoder.decode(raw) if raw is not None else None
+            try:
+                v = decoder.decode(raw) if raw is not None else None
+            except msgspec.ValidationError:  # (a field that does not fit: the full decode says which, one line)
+                v = None
             if v is None or v.format != FORMAT or v.version != VERSION:
                 read_summary(path)  # says what is wrong, one line (or decodes a gzipped one)
             if v is None:
                 v = msgspec.json.decode(msgspec.json.encode(read_summary(path)), type=_JobView)
+            problem = tables_problem({name: getattr(v.tables, name) for name in _VIEW_TABLES})
+            if problem:  # (the tables read here checked as the full decode checks them, for callers that did not decode)
+                raise TraceFormatError(path, f"traceprobe summary version {VERSION} that does not fit its format ({problem})")
         except TraceFormatError as e:
             failures.append(Failure(str(path), e.reason))
             continue
@@ -291,18 +301,19 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
             continue
         if v.rank is None:
             continue
-        steps = _col(v.tables.steps, "step")
-        window = f"steps {min(steps)}-{max(steps)}" if steps else "trace"
-        run = _run_of(_Named(str(path), v.info))  # type: ignore[arg-type]
-        # kept per rank: its figures and its collectives as arrays (the decoded lists go at once)
-        tables = {name: _table(getattr(v.tables, name)) for name in _CAUSE_TABLES}
-        try:
+        try:  # (checked above: a value that still does not fit is this file's failure, never the whole report's)
+            steps = _col(v.tables.steps, "step")
+            window = f"steps {min(steps)}-{max(steps)}" if steps else "trace"
+            run = _run_of(_Named(str(path), v.info))  # type: ignore[arg-type]
+            # kept per rank: its figures and its collectives as arrays (the decoded lists go at once)
+            tables = {name: _table(getattr(v.tables, name)) for name in _CAUSE_TABLES}
             coll = _coll_arrays(v)
-        except ValueError as e:  # (a process group's members beyond the summary's table)
-            failures.append(Failure(str(path), f"traceprobe summary that does not fit its format ({e})"))
+            item = (int(v.rank), str(path), v.job, _view_figures(v), coll, rank_columns(int(v.rank), v.window_ns, tables), max(int(v.event_count), 0))
+        except (ValueError, TypeError, OverflowError, IndexError, KeyError) as e:
+            failures.append(Failure(str(path), f"traceprobe summary that does not fit its format ({type(e).__name__}: {e})"))
             continue
-        windows[(run, window)].append((int(v.rank), str(path), v.job, _view_figures(v), coll,
-                                       rank_columns(int(v.rank), v.window_ns, tables), max(int(v.event_count), 0)))
+        windows[(run, window)].append(item)
+        step_counts[(run, window)] = int(max(steps)) - int(min(steps)) + 1 if steps else 1  # (the same for every rank of the window)
         jobs[str(Path(path).parent)][v.job] += 1
     # another job than its folder's
     major = {folder: max(c, key=lambda j: c[j]) for folder, c in jobs.items()}
@@ -330,7 +341,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         est = estimate_clocks(wc.per_rank, wc.ranks, run, window)
         clocks.append(est)
         stragglers.append(wc)
-        steps = (lambda s: int(s[1]) - int(s[0]) + 1)(window.split(" ")[1].split("-")) if window.startswith("steps ") else 1
+        steps = step_counts[(run, window)]
         replayed = None
         graphs, note, failed = window_graphs([x[1] for x in last], sum(x[5] for x in last))
         if note:

@@ -262,10 +262,12 @@ def _graph(t: Any) -> RankGraph | None:
 
 
 class TableView(msgspec.Struct):
-    """A summary's table as a decoder reads it without building a DataFrame: ``columns`` and one list per column."""
+    """A summary's table as a decoder reads it without building a DataFrame: ``columns``, their ``dtypes`` and one
+    list per column (checked as the full decode checks them: :func:`traceprobe.summary_file.tables_problem`)."""
 
     columns: list[str]
     data: list[list]
+    dtypes: list[str] = msgspec.field(default_factory=list)
 
 
 class _GraphTables(msgspec.Struct):
