@@ -359,11 +359,9 @@ def is_rank(r: Any) -> bool:
 
 
 def pg_config_problem(info: Any) -> str:
-    """What in a trace's ``distributedInfo.pg_config`` (``info``: the ``distributedInfo`` object) is no process
-    group, in words naming the entry, or "": an entry that is not an object, or whose ``ranks`` list holds a value
-    that is not a rank (:func:`is_rank`: a rank at or past 2^63 among them). torch writes neither; a ``pg_config``
-    that is not a list, or an entry without ``pg_name`` or ``ranks``, is no process group's and is passed over, as
-    before."""
+    """What in ``info``'s (``distributedInfo``) ``pg_config`` is no process group, in words naming the entry, or "":
+    an entry that is not an object, or whose ``ranks`` hold a value that is not a rank (:func:`is_rank`). A
+    ``pg_config`` that is not a list, or an entry without ``pg_name`` or ``ranks``, is passed over."""
     cfg = info.get("pg_config") if isinstance(info, dict) else None
     for i, c in enumerate(cfg if isinstance(cfg, list) else []):
         if not isinstance(c, dict):

@@ -367,13 +367,18 @@ def before_the_work(g: RankGraph) -> np.ndarray:
     return (g.class_ns[HOST_CLASSES.index("sync")] > 0) & (g.target < 0) & (g.t <= g.start.min())
 
 
+PROGRAM_WORK = ("graph_capture", "compile", "data_loading", "optimizer", "dispatch", "cpu_op")
+"""Host classes that are the program's own work (ops, launches, loading, compiling): an anchor after such time ends
+measured work (:func:`measured_anchors`); syncs, allocator calls and time outside ops after the last of them do not."""
+
+
 def measured_anchors(graphs: list[RankGraph]) -> np.ndarray:
     """Per anchor of the window (the ranks' anchors concatenated): whether its time can end the measured work. Where its
-    rank ran device work, its step boundaries and the syncs that waited (they return after the work they waited for): host time
-    after a rank's last device work and last step is the window's tail (the program's own code after what the steps
-    measure: a benchmark's report, a shutdown), not a loss of the measured work, and its removal gives nothing back. A
-    sync counts where it waited in the trace (it returned when its work ended); one that waited for nothing is host
-    work like any other. A rank without device work: every anchor."""
+    rank ran device work, every anchor up to its last step boundary, sync that waited (it returned when its work ended)
+    or anchor after the program's own work (:data:`PROGRAM_WORK`: CPU ops, launches, loading): the host's time after that,
+    past the rank's last device work and step, is the window's tail (the program's own code after what it measured: a
+    benchmark's report, a shutdown), not a loss of the measured work, and its removal gives nothing back. A rank without
+    device work: every anchor."""
     out = []
     for g in graphs:
         if g.start.size == 0:
@@ -382,5 +387,7 @@ def measured_anchors(graphs: list[RankGraph]) -> np.ndarray:
         bounds = np.concatenate([g.steps["start_ns"].to_numpy(np.int64), g.steps["end_ns"].to_numpy(np.int64)]) if len(g.steps) else np.zeros(0, np.int64)
         tgt = np.maximum(g.target, 0)
         waited = (g.target >= 0) & (g.end[tgt] + g.ret >= g.t)  # (a sync that returned when its work ended)
-        out.append(np.isin(g.t, bounds) | waited)
+        worked = g.class_ns[[HOST_CLASSES.index(c) for c in PROGRAM_WORK]].sum(axis=0) > 0  # (the program's work before it)
+        last = int(np.flatnonzero(worked | waited | np.isin(g.t, bounds)).max(initial=-1))
+        out.append(np.arange(g.t.size) <= last)
     return np.concatenate(out) if out else np.zeros(0, bool)
