@@ -357,7 +357,6 @@ def is_rank(r: Any) -> bool:
     """Whether ``r`` (a JSON value) is a rank: an integer (not a bool) below :data:`MAX_RANK` in magnitude."""
     return isinstance(r, int) and not isinstance(r, bool) and abs(r) < MAX_RANK
 
-
 def pg_config_problem(info: Any) -> str:
     """What in ``info``'s (``distributedInfo``) ``pg_config`` is no process group, in words naming the entry, or "":
     an entry that is not an object, or whose ``ranks`` hold a value that is not a rank (:func:`is_rank`). A
