@@ -18,8 +18,9 @@ The graph (:mod:`.dependency_graph`, :mod:`.what_if`) has four kinds of node:
 
 Edges go from each term's node to the node it defines. Terms that cannot bind (an op without a launch call: its launch
 term is minus infinity) have no edge. The graph's nodes are put in a topological order once per window (Kahn's
-algorithm: a node comes after all of its predecessors; ties, nodes ready at once, go in node order: anchors by rank
-and time, then arrivals, ends and instances by index), and each replay visits them in that order once: O(nodes +
+algorithm: a node comes after all of its predecessors; of the nodes ready at once, the one made ready last goes first,
+so the order follows one chain as far as it can; the first ready are taken in node order: anchors by rank and time,
+then arrivals, ends and instances by index), and each replay visits them in that order once: O(nodes +
 edges). A graph with a cycle (possible only where the trace's clocks disagree, e.g. a sync whose work was launched
 by a later call) keeps the nodes of the cycle and all after them at the end of the order, and the sweep repeats over
 them until nothing changes, starting from the recorded times: that is the greatest solution at or below the trace's
@@ -108,12 +109,11 @@ class Sweep:
         self.g_lag, self.l_lag, self.fixed = g_lag.astype(np.int64), l_lag.astype(np.int64), fixed.astype(np.int64)
         self.ret, self.dep_lag, self.pre_dur = ret.astype(np.int64), dep_lag.astype(np.int64), pre_dur.astype(np.int64)
         self.anchor, self.dep, self.target = anchor.astype(np.int64), dep.astype(np.int64), target.astype(np.int64)
-        o = np.argsort(also_anchor, kind="stable")  # (a sync's other edges, by anchor)
-        self.also_off = np.zeros(a + 1, np.int64)
-        np.cumsum(np.bincount(also_anchor, minlength=a), out=self.also_off[1:])
-        self.also_op = also_op[o].astype(np.int64)
-        self.grp_off, self.grp_of_op = _csr(mem_op.astype(np.int64), mem_group.astype(np.int64), k)  # (an op's instances)
-        self.mem_off, self.mem_of_grp = _csr(mem_group.astype(np.int64), mem_op.astype(np.int64), self.n_groups)  # (members)
+        also_anchor, also_op = also_anchor.astype(np.int64), also_op.astype(np.int64)
+        mem_op, mem_group = mem_op.astype(np.int64), mem_group.astype(np.int64)
+        self.also_off, self.also_op = _csr(also_anchor, also_op, a)  # (a sync's other edges, by anchor)
+        self.grp_off, self.grp_of_op = _csr(mem_op, mem_group, k)  # (an op's instances)
+        self.mem_off, self.mem_of_grp = _csr(mem_group, mem_op, self.n_groups)  # (an instance's members)
         n = a + 2 * k + self.n_groups
         # nodes: anchors [0, a), arrivals [a, a + k), ends [a + k, a + 2k), instances [a + 2k, n)
         ar, en, gr = a, a + k, a + 2 * k
@@ -127,13 +127,13 @@ class Sweep:
         parts = [
             (ai[~self.first_a] - 1, ai[~self.first_a]),                              # host chain
             (en + self.target[sync_in], ai[sync_in]),                               # sync
-            (en + also_op.astype(np.int64)[also_in], also_anchor.astype(np.int64)[also_in]),  # device-wide sync's others
+            (en + also_op[also_in], also_anchor[also_in]),                          # device-wide sync's others
             (issuer[has_a], ar + ks[has_a]),                                         # launch
             (en + self.dep[self.dep >= 0], ar + ks[self.dep >= 0]),                  # dependency (event wait)
             (en + ks[~self.first_k] - 1, ar + ks[~self.first_k]),                   # stream order
             (ar + ks, en + ks),                                                      # an op's end after its arrival
-            (ar + mem_op.astype(np.int64), gr + mem_group.astype(np.int64)),         # an instance after its members ...
-            (gr + mem_group.astype(np.int64), en + mem_op.astype(np.int64)),         # ... and their ends after it
+            (ar + mem_op, gr + mem_group),                                           # an instance after its members ...
+            (gr + mem_group, en + mem_op),                                           # ... and their ends after it
         ]
         src = np.concatenate([p[0] for p in parts]).astype(np.int64)
         dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
