@@ -33,7 +33,7 @@ from .device.steps import device_steps, throughput
 from .host.graph_capture import capture_notes
 from .host.host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
 from .host.idle_causes import idle_cause_table
-from .host.training import training_evidence
+from .host.training import data_parallel_wrapper, training_evidence
 from .host.warmup_notes import warmup_notes
 from .job.collectives import collective_table
 from .job.comm_types import collective_type
@@ -96,7 +96,8 @@ class OverlapReport:
             ``<backend>:<id>`` in every verdict, note and diff subject.
         training: the host event that shows the trace trains
             (:func:`.training.training_evidence`); ``""`` for a trace without such
-            evidence (inference, serving), whose hints use serving words.
+            evidence (inference, serving), whose hints use serving words; ``wrapper``
+            ``"nn.DataParallel"`` where its host ops show it (:func:`.training.data_parallel_wrapper`).
         extra: the figures computed by a function of their own, declared in
             :data:`.registry.COMPUTED`: each one's table by its key (empty in reports
             built by hand).
@@ -138,6 +139,7 @@ class OverlapReport:
     idle_causes: pd.DataFrame = field(default_factory=pd.DataFrame)
     backend: str = "cuda"
     training: str = ""
+    wrapper: str = ""
     extra: dict[str, pd.DataFrame] = field(default_factory=dict)
     graph: RankGraph | None = None
 
@@ -386,6 +388,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         idle_causes=t["idle_causes"],
         backend=backend,
         training=training,
+        wrapper=data_parallel_wrapper(trace),
         extra=t["extra"],
         graph=rank_graph(trace),
     )

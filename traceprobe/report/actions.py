@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..analysis.advice.idle_advice import COMPILED_OPS
+from ..analysis.advice.idle_advice import COMPILED_OPS, loader_kind
 from ..analysis.causal.sync_names import sync_kind
 from ..analysis.causal.what_if_windows import WindowWhatIf
 from ..analysis.host.python_frames import short_frame
@@ -36,11 +36,14 @@ DO_CAUSE = {
     "device_alloc": "keep tensor sizes steady; no empty_cache() in the loop",
     "other_rank": "see why the rank it waits for is late",
     "data_loading": "load in DataLoader workers (num_workers>0, pin_memory=True)",
+    "data_loading_workers": "more DataLoader workers, or cheaper samples (augment on the GPU)",
     "optimizer": "use a fused or foreach optimizer (fused=True)",
     "dispatch": "fewer, larger kernels: torch.compile or CUDA graphs",
     "dispatch_compiled": 'replay it as graphs: torch.compile(mode="reduce-overhead")',
     "dispatch_replayed": "bring more of the step into its graphs, or larger batches",
     "cpu_op": "move the CPU work to the device or to a DataLoader worker",
+    "sync_cpu_op": "drop the sync before the CPU work, or move that work to the device",
+    "data_parallel": "use DistributedDataParallel, not nn.DataParallel",
     "host": "find the host time with record --with-stack or py-spy",
     "host_unrecorded": "record host ops too (the CPU activity) to see what held the host",
     "host_sampled": "record a whole window, not sampled, to see what held the host",
@@ -54,7 +57,10 @@ trace without steps for the latter; ``sync_htod``, ``sync_condition``,
 device tensor, or for an op to size its output (:func:`traceprobe.analysis.causal.sync_names.sync_kind`); ``dispatch_compiled``, ``dispatch_replayed``: launch-bound inside compiled code,
 without and with graph replays in the trace (:func:`traceprobe.analysis.advice.idle_advice.launch_fix`); ``host_unrecorded``:
 host time in a trace that recorded no host ops (:data:`traceprobe.analysis.causal.what_if_windows.UNRECORDED_HOST`);
-``host_sampled``: the same in a sampled trace."""
+``host_sampled``: the same in a sampled trace; ``data_parallel``: host-side causes (:data:`DATA_PARALLEL_CAUSES`) of a step under ``nn.DataParallel``
+(:func:`traceprobe.analysis.host.training.data_parallel_wrapper`); ``sync_cpu_op``: a sync and the CPU work it exposes, one story whichever of the two is on top (:func:`_sync_pair`);
+``data_loading_workers``: a loader that has worker processes already
+(:func:`traceprobe.analysis.advice.idle_advice.loader_kind`)."""
 
 DO_KIND = {
     "exposed_copy": "issue the copies on a side stream (ordered by events) under compute",
@@ -145,10 +151,39 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
         do = DO_CAUSE["host_unrecorded" if w.unrecorded_host == "none" else "host_sampled"]
     if cause == "sync" and sync_kind(str(t.get("top", ""))):  # (copies from pageable memory, a condition, a data-sized op)
         do = DO_CAUSE[f"sync_{sync_kind(str(t.get('top', '')))}"]
+    if cause == "data_loading" and loader_kind(str(t.get("top", ""))) == "workers":  # (it has workers: they cannot keep up)
+        do = DO_CAUSE["data_loading_workers"]
     if cause == "dispatch" and COMPILED_OPS.search(str(t.get("top", ""))):  # (compiled already: not "torch.compile it")
         do = DO_CAUSE["dispatch_replayed" if w.replays else "dispatch_compiled"]
+    if _sync_pair(w, t):
+        do = DO_CAUSE["sync_cpu_op"]
     part = w.partial()  # (a sampled or cut-short trace says so beside its figure)
     return Top(f"{who}{w.cause_label(cause)} {figure}" + (f" ({part})" if part else ""), do, True)
+
+
+DATA_PARALLEL_CAUSES = ("dispatch", "host", "optimizer", "idle_launch", "idle_host", "idle_optimizer")
+"""What-if causes and finding kinds of host time that ``nn.DataParallel``'s one process causes (its threads launch for
+every GPU under one interpreter lock): their action is DDP (:data:`DO_CAUSE` ``data_parallel``)."""
+
+PAIR_SHARE = 0.5
+"""A sync and CPU work of one rank are one story where the lesser of the two what-ifs gives back at least this share of
+the greater (:func:`_sync_pair`)."""
+
+
+def _sync_pair(w: WindowWhatIf, t: dict) -> bool:
+    """Whether the top what-if ``t`` is a plain sync (not one for a copy, a condition or a data-sized op) or CPU work
+    that launches nothing, and the same rank's other one gives back at least :data:`PAIR_SHARE` of its gain: the sync
+    drained the device's queue, so the CPU work after it ran with the device idle (the what-if advice says so). Which
+    of the two comes first then turns on a few per cent of the window (two recordings of one program differ), and
+    either fix gives most of it back: one action names both, so the same program gets the same ``do`` line."""
+    cause = str(t.get("cause", ""))
+    if cause not in ("sync", "cpu_op") or (cause == "sync" and sync_kind(str(t.get("top", "")))):
+        return False
+    other = "cpu_op" if cause == "sync" else "sync"
+    rows = w.table[(w.table["rank"] == t["rank"]).to_numpy() & (w.table["cause"] == other).to_numpy()]
+    if other == "sync":
+        rows = rows[[not sync_kind(str(x)) for x in rows["top"]]]
+    return bool(len(rows)) and int(rows["gain_ns"].max()) >= PAIR_SHARE * int(t["gain_ns"])
 
 
 def finding_top(r: OverlapReport) -> Top | None:
@@ -197,9 +232,19 @@ def top_findings(summary: Summary) -> dict[int, Top]:
                 if top is not None and w is not None and _unmodelled_stall(rep) > int(w.top["gain_ns"]):  # type: ignore[index]
                     top = None  # (a queued stall the replay cannot model, larger than its top: the largest loss leads)
                 top = top or finding_top(rep)
+                if top is not None and getattr(rep, "wrapper", "") == "nn.DataParallel" and _cause_of(top, w) in DATA_PARALLEL_CAUSES:
+                    top = Top(top.label, DO_CAUSE["data_parallel"], top.what_if)
                 if top is not None:
                     out[id(rep)] = top
     return out
+
+
+def _cause_of(top: Top, w: WindowWhatIf | None) -> str:
+    """The what-if cause of a first-screen finding taken from ``w``'s top, else the kind of the report's own finding
+    (read back from its action: :data:`DO_KIND`)."""
+    if top.what_if and w is not None and w.top is not None:
+        return str(w.top.get("cause", ""))
+    return next((k for k, v in DO_KIND.items() if v == top.do and k.startswith("idle_")), "")
 
 
 def tops_by_path(summary: Summary) -> dict[str, Top]:

@@ -34,6 +34,26 @@ class Backend:
         return {"cuda": "CUDA events", "hip": "HIP events"}.get(self.name, "events")
 
 
+LOADER_ITERATORS = {"_MultiProcessingDataLoaderIter": "workers", "_SingleProcessDataLoaderIter": "main"}
+"""The DataLoader iterator classes torch names in its ``enumerate(DataLoader)#<iterator>.__next__`` op, and how each
+loads: in worker processes (``num_workers > 0``) or in the main process (``num_workers=0``)."""
+
+
+def loader_kind(top: str) -> str:
+    """How the DataLoader named by op ``top`` loads: ``"workers"``, ``"main"`` (:data:`LOADER_ITERATORS`), or ``""``
+    where the op does not say (another loader, or no op recorded). Advice for a slow input pipeline depends on it: a
+    loader that already has workers needs more of them or cheaper samples, not ``num_workers>0``."""
+    return next((kind for name, kind in LOADER_ITERATORS.items() if name in top), "")
+
+
+def loader_fix(top: str) -> str:
+    """The remedy of a step waiting for its input, by :func:`loader_kind` of ``top``."""
+    return {"workers": "its DataLoader workers cannot keep up: more workers (num_workers), cheaper samples (decode or "
+                       "augment on the GPU) or a larger prefetch_factor",
+            "main": "it loads in the main process (num_workers=0): DataLoader(num_workers>0, pin_memory=True)"}.get(
+        loader_kind(top), "DataLoader(num_workers>0, pin_memory=True, prefetch)")
+
+
 def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int = -1, replays: bool = False,
                 unseen: bool = False) -> str:
     """The advice for a device (``dev``, e.g. ``cuda:0``) idle for ``cause`` (one of
@@ -63,8 +83,9 @@ def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int =
         "device_alloc": f"{dev} was idle while the host allocated or freed device memory{held}: keep allocations at steady sizes "
                         "so the caching allocator reuses blocks (no empty_cache in the loop; expandable segments)",
         "other_rank": f"{dev} was idle while the host waited for other ranks{held}: see which rank was late and why",
-        "data_loading": f"{dev} was idle while the host waited for the input pipeline{held}: load in DataLoader workers "
-                        "(num_workers > 0, pin_memory=True, prefetch_factor) and copy the next batch ahead on a side stream",
+        "data_loading": f"{dev} was idle while the host waited for the input pipeline{held}: " + (
+            f"{loader_fix(top)}" if loader_kind(top) else "load in DataLoader workers (num_workers > 0, pin_memory=True, "
+            "prefetch_factor) and copy the next batch ahead on a side stream"),
         "optimizer": f"{dev} was idle while the host ran the optimizer{held}: use a fused or foreach optimizer (fused=True), "
                      "or capture the step",
         "launch": f"{dev} was idle while the host was busy launching work{held}: the loop is launch-bound; {launch_fix(top, b, replays)}",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..advice.idle_advice import COMPILED_OPS, Backend, launch_fix
+from ..advice.idle_advice import COMPILED_OPS, Backend, launch_fix, loader_fix
 from ..host.python_frames import short_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
@@ -86,7 +86,7 @@ def advice(cause: str, top: str, steps_with: int, steps: int, backend: str = "cu
         "pinned_alloc": f"pinned host memory allocated in the step{where}: allocate it once and reuse it",
         "device_alloc": f"cudaMalloc/cudaFree in the step{where}: drop empty_cache() and keep tensor sizes steady",
         "other_rank": f"the host waits for other ranks{where}: see the rank it waits for",
-        "data_loading": f"the step waits for its input{where}: DataLoader(num_workers>0, pin_memory=True, prefetch)",
+        "data_loading": f"the step waits for its input{where}: {loader_fix(full_top)}",
         "optimizer": f"the optimizer runs on the host{where}: foreach=True or fused=True",
         "dispatch": f"the host launches slower than the device runs{where}: " + (launch_fix(full_top, Backend(backend), replays)
                     if COMPILED_OPS.search(full_top) else f"fewer, larger kernels (torch.compile) or {Backend(backend).graphs}"),

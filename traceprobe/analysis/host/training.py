@@ -15,6 +15,10 @@ whose name is one of:
   ``FullyShardedDataParallel.*``, ``FSDP::*``.
 
 Names are matched once per distinct name, not per event.
+
+:func:`data_parallel_wrapper` reads, the same way, whether the step runs under ``nn.DataParallel``: its replicas are
+made by the autograd functions ``Broadcast`` (forward) and ``ReduceAddCoalesced`` (backward), its outputs joined by
+``Gather`` (``torch/nn/parallel/_functions.py``), each recorded as a host op of that exact name.
 """
 
 from __future__ import annotations
@@ -43,3 +47,23 @@ def training_evidence(trace: Trace) -> str:
     name = host["name"]
     labels = [str(v) for v in name.cat.categories] if hasattr(name, "cat") else sorted({str(v) for v in name.tolist()})
     return next((n for n in sorted(labels) if TRAINING_RE.search(n)), "")
+
+
+DATA_PARALLEL_OPS = ("Broadcast", "Gather")
+"""Host op names that, together, show ``nn.DataParallel`` (module doc); ``ReduceAddCoalesced`` stands for ``Broadcast``
+in a trace of the backward alone."""
+
+
+@per_trace
+def data_parallel_wrapper(trace: Trace) -> str:
+    """``"nn.DataParallel"`` where the trace's host ops show it (:data:`DATA_PARALLEL_OPS`, module doc), else ``""``.
+
+    One process drives every GPU from Python threads there, so the host launches for all of them and is the usual
+    bound; PyTorch's docs recommend ``DistributedDataParallel`` (a process per GPU) in its place."""
+    host = trace.host_events
+    if host.empty:
+        return ""
+    name = host["name"]
+    labels = {str(v) for v in name.cat.categories} if hasattr(name, "cat") else {str(v) for v in name.tolist()}
+    shown = "Gather" in labels and ("Broadcast" in labels or "ReduceAddCoalesced" in labels)
+    return "nn.DataParallel" if shown else ""

@@ -1,0 +1,75 @@
+"""Advice that fits the trace: the action read from what the trace records (the DataLoader's iterator, ``nn.DataParallel``'s
+replicas, a sync and the host work it exposes), on recorded samples (sample_traces/: causes/ and efficiency/ on one H100,
+what each scenario built in is in its folder's README and fixes.jsonl)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from traceprobe.analysis.advice.idle_advice import loader_fix, loader_kind
+from traceprobe.cli import app
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def _first_screen(path: Path) -> list[str]:
+    res = CliRunner().invoke(app, ["overlap-report", str(path), "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    return res.stdout.splitlines()
+
+
+def test_loader_kind_reads_the_iterator_torch_names():
+    assert loader_kind("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__") == "workers"
+    assert loader_kind("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__") == "main"
+    assert loader_kind("my_loader.next") == ""
+    assert "num_workers=0" in loader_fix("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+    assert "cannot keep up" in loader_fix("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")
+
+
+def test_a_loader_with_workers_is_not_told_to_add_workers_from_zero():
+    """efficiency/loader/slow: a DataLoader of 2 workers that cannot keep up (8 workers ran 39.5 ms/step faster). Its
+    do line asks for more workers or cheaper samples; causes/slow-input loads in the main process (num_workers=0) and
+    is told to use workers."""
+    lines = _first_screen(SAMPLES / "efficiency" / "loader" / "slow")
+    top, do = lines[1], lines[2]
+    assert "data loading" in top, lines
+    assert "more DataLoader workers" in do and "num_workers>0" not in do, do
+    lines = _first_screen(SAMPLES / "causes" / "slow-input")
+    assert "data loading" in lines[1] and "num_workers>0" in lines[2], lines
+
+
+def test_one_program_recorded_twice_gets_one_action():
+    """cpu-gpu.sequential recorded on 2x H200, on 4x H200 and on one H100: a sync drains the queue, then CPU matmuls
+    run with the device idle. The two what-ifs are within a few per cent of each other on the H200s (the top flips
+    between them) and apart on the H100; every recording gets the same do line, naming both."""
+    dos = {p: _first_screen(SAMPLES / p)[2] for p in ("cpu-gpu.sequential.pt.trace.json.gz", "h200-4gpu/cpu-gpu.sequential.pt.trace.json.gz",
+                                                     "h100-1gpu/cpu-gpu.sequential.pt.trace.json.gz")}
+    assert len(set(dos.values())) == 1, dos
+    assert "sync" in next(iter(dos.values())) and "CPU work" in next(iter(dos.values()))
+
+
+def test_data_parallel_is_told_to_use_ddp():
+    """data-parallel.dataparallel (2x H200 and 4x H200): nn.DataParallel's replica threads launch for every GPU from
+    one process; the launch-bound finding's action is DDP. The DDP recording of the same model is not told so."""
+    for p in ("data-parallel.dataparallel.pt.trace.json.gz", "h200-4gpu/data-parallel.dataparallel.pt.trace.json.gz"):
+        lines = _first_screen(SAMPLES / p)
+        assert "DistributedDataParallel" in lines[2], lines
+    res = CliRunner().invoke(app, ["overlap-report", str(SAMPLES / "h200-4gpu"), "--jobs", "1"])
+    ddp = [ln for ln in res.stdout.splitlines() if "DistributedDataParallel" in ln]
+    assert len(ddp) == 1, ddp  # (the dataparallel trace's do line alone)
+
+
+def test_data_parallel_wrapper_needs_its_own_ops():
+    """SYNTHETIC host ops: Gather alone (a user's op of that name) is not nn.DataParallel; Gather with Broadcast is."""
+    import pandas as pd
+
+    from traceprobe.analysis.host.training import data_parallel_wrapper
+
+    class _T:  # (the one attribute the function reads)
+        def __init__(self, names):
+            self.host_events = pd.DataFrame({"name": pd.Categorical(names)})
+
+    assert data_parallel_wrapper.__wrapped__(_T(["Gather", "aten::mm"])) == ""  # type: ignore[attr-defined]
+    assert data_parallel_wrapper.__wrapped__(_T(["Gather", "Broadcast"])) == "nn.DataParallel"  # type: ignore[attr-defined]
