@@ -90,6 +90,10 @@ DO_KIND = {
 }
 """The action of each finding kind (:mod:`traceprobe.analysis.advice.findings`), shortened from its advice."""
 
+ONE_TIME = ("warmup", "compile_once")
+"""Actions of one-time costs: where such a cause is in some of a window's steps only, its figure is the window's total,
+``once``, never a share per step (:func:`what_if_top`)."""
+
 _TRAILING = re.compile(r"\s*\(?[-+]?[\d,.]+ (?:ns|µs|ms|s)\)?$")
 
 
@@ -144,6 +148,8 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
     cause, action = _what_if_causes(w)
     who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if w.ranked else ""
     figure = per_step(t["per_step_ns"], t["gain_ns"], w.steps, sign="-")
+    if action in ONE_TIME and w.steps >= 2 and 0 < int(t.get("steps_with", 0)) < w.steps:  # (not a cost of every step)
+        figure = f"-{_ms(t['gain_ns'])} once ({int(t['steps_with'])} of {w.steps} steps)"
     do = DO_CAUSE.get(action, "")
     if cause == "host" and t.get("top"):  # (the trace's stacks name the Python function)
         do = f"speed up {short_frame(str(t['top']), brief=True)} or move it off the step"

@@ -15,7 +15,7 @@ from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals
 from ..memo import host_column, per_trace
 from .graph_capture import graph_intervals
 from .launch_links import launch_rows
-from .warmup import compile_holders, compile_phases, first_calls, setup_span, slow_calls
+from .warmup import compile_holders, compile_phases, first_calls, first_launches, setup_span, slow_calls
 
 CAUSES = ("graph_capture", "sync", "compile", "slow_call", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading",
           "optimizer", "launch", "cpu_op", "host", "dependency", "queued", "unattributed")
@@ -101,7 +101,8 @@ def host_classes(trace: Trace) -> np.ndarray:
     """Class of every row of ``trace.host_events`` (int8 index into :data:`EVENT_CAUSES`, computed once per distinct
     name), unless it synchronizes: a compile phase or an op holding one (:func:`.warmup.compile_phases`,
     :func:`.warmup.compile_holders`) is ``compile``, else a slow call (:func:`.warmup.slow_calls`: a new shape's plan)
-    ``slow_call``, else a first call holding warm-up (:func:`.warmup.first_calls`) ``warmup``; rows that are none of
+    ``slow_call``, else a first call holding warm-up (:func:`.warmup.first_calls`) or a kernel's slow first launch
+(:func:`.warmup.first_launches`) ``warmup``; rows that are none of
     these nor a ``cpu_op``/runtime/driver call (user annotations) are -1: they do not make the host "in an op"; so are the
     step annotations (``ProfilerStep#N``, :func:`step_annotations`) whatever their category. A device free (:data:`FREE_CALLS`) that spent at least half its time with its device's work
     running waited for it, as a sync does: it keeps ``device_alloc``."""
@@ -112,7 +113,7 @@ def host_classes(trace: Trace) -> np.ndarray:
     in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool) & ~step_annotations(trace)
     cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
     own = (cls != _SYNC) & ~_waiting_frees(trace)
-    cls = np.where(first_calls(trace) & own, _WARMUP, cls)
+    cls = np.where((first_calls(trace) | first_launches(trace)) & own, _WARMUP, cls)
     cls = np.where(slow_calls(trace) & own, _SLOW, cls)
     return np.where((compile_phases(trace) | compile_holders(trace)) & own, _COMPILE, cls).astype(np.int8)
 

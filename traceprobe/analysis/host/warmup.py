@@ -17,6 +17,11 @@ Two kinds of host events hold warm-up (:func:`warmup_calls`):
   and the first call lasted at least :data:`MIN_FIRST_NS` and at least :data:`FACTOR` times the
   median of the later ones (:func:`first_calls`). A name called once (``ProfilerStep#N``, a
   script's one ``forward``) says nothing about warm-up: it has no later calls to compare with;
+- a *first launch*: the launch call (runtime or driver) of a kernel name's first launch in the trace, where it
+  lasted at least :data:`LAUNCH_FACTOR` times the median of its call name's launches (:func:`first_launches`): the
+  runtime loads a kernel's module at its first launch (CUDA's lazy loading; HIP loads code objects the same way), a
+  one-time cost of a kind no fixed floor catches (HTA's ``mi250_minitoy`` trace: one ``hipLaunchKernel`` of 6.5 ms
+  among launches of 6 µs);
 - a phase of ``torch.compile``'s compilation: an op named ``<phase> (dynamo_timed)``, which
   ``torch._dynamo.utils.dynamo_timed`` records for every compile phase while a profiler runs
   (``_compile.compile_inner``, ``compile_fx_inner``, ``backward._backward_impl``, ...; PyTorch's
@@ -36,6 +41,7 @@ and Inductor: 3.2 s outside any op in ``sample_traces/causes/compile-startup``).
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
@@ -49,6 +55,10 @@ MIN_FIRST_NS = 10_000_000
 """Shortest first call taken as warm-up (10 ms): steady calls that run longer on their own (a large copy) are rarer."""
 FACTOR = 10
 """How many times the median of its later calls a first call must last to be warm-up."""
+LAUNCH_FACTOR = 100
+"""How many times the median of its call name's launches a kernel's first launch must last to be warm-up (module
+docstring): a launch that waits for a slot in a full queue lasts about one kernel, and is no first launch of its
+kernel in a steady loop."""
 COMPILE_SUFFIX = " (dynamo_timed)"
 """The end of the name of every phase of ``torch.compile``'s compilation in a trace (module docstring)."""
 
@@ -57,7 +67,41 @@ COMPILE_SUFFIX = " (dynamo_timed)"
 def warmup_calls(trace: Trace) -> np.ndarray:
     """Boolean mask over the rows of ``trace.host_events``: first calls, compile phases and the ops holding them (module
     docstring)."""
-    return first_calls(trace) | compile_phases(trace) | compile_holders(trace)
+    return first_calls(trace) | first_launches(trace) | compile_phases(trace) | compile_holders(trace)
+
+
+@per_trace
+def first_launches(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events``: the launch calls of a kernel name's first launch in the
+    trace that lasted at least :data:`LAUNCH_FACTOR` times the median launch of their call name, which is called at
+    least :data:`MIN_LATER_CALLS` more times (module docstring)."""
+    host, ev = trace.host_events, trace.device_events
+    out = np.zeros(len(host), dtype=bool)
+    if host.empty or ev.empty:
+        return out
+    rows = launch_rows(trace)
+    linked = np.flatnonzero(rows >= 0)
+    if linked.size == 0:
+        return out
+    kernel = pd.factorize(ev["name"].astype(str))[0][linked] if not isinstance(ev["name"].dtype, pd.CategoricalDtype) else \
+        ev["name"].cat.codes.to_numpy(np.int64)[linked]
+    call = rows[linked]
+    start = host_column(trace, "start_ns")
+    order = np.lexsort((start[call], kernel))
+    _, at = np.unique(kernel[order], return_index=True)
+    firsts = np.unique(call[order][at])  # (the call of each kernel name's earliest launch)
+    code = host_name_codes(trace)[0]
+    dur = host_column(trace, "end_ns") - start
+    calls = np.unique(call)
+    c, d = code[calls], dur[calls]
+    o = np.lexsort((d, c))
+    names, first, count = np.unique(c[o], return_index=True, return_counts=True)
+    sd = d[o]
+    median = (sd[first + (count - 1) // 2] + sd[first + count // 2]) / 2
+    pos = np.searchsorted(names, code[firsts])
+    hit = (count[pos] > MIN_LATER_CALLS) & (dur[firsts] >= LAUNCH_FACTOR * median[pos])
+    out[firsts[hit]] = True
+    return out
 
 
 @per_trace
