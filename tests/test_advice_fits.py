@@ -89,3 +89,21 @@ def test_a_slow_first_launch_is_warm_up_by_what_it_is():
     lines = _first_screen(path)
     assert "one-time first calls -6.5 ms once (1 of 2 steps)" in lines[1], lines
     assert "nothing to fix" in lines[2], lines
+
+
+GLOO = Path(__file__).resolve().parent / "data" / "gloo-ddp"
+
+
+def test_a_cpu_only_job_reads_its_host_collectives():
+    """tests/data/gloo-ddp: tests/data/train_small.py under torchrun on a CPU machine (2 ranks, DDP over gloo, steps
+    2-4; recorded with `torchrun --nproc-per-node 2 -m traceprobe record --script tests/data/train_small.py -- --ddp
+    --device cpu --steps 10`). Each step's all-reduce runs on gloo's own thread while the main thread waits outside any
+    op. Before: the critical path read 100% host outside ops, and `job` printed a table of device zeros."""
+    res = CliRunner().invoke(app, ["job", str(GLOO), "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "no device work on any rank (a CPU-only job)" in out, out
+    assert "exposed communication" not in out and "device busy" not in out, out
+    path = next(ln for ln in out.splitlines() if ln.strip().startswith("critical path:"))
+    share = int(path.split("critical path: ")[1].split("%")[0])
+    assert "host waits for other ranks" in path.split(",")[0] and share >= 40, path

@@ -37,6 +37,9 @@ FIGURES = (
 """(figure key of :data:`traceprobe.analysis.job.job.FIGURES`, its name, its kind): ``step`` per step (ms/step), ``share``
 a 0..1 fraction (%), ``total`` over the window (ms, labelled ``in the window``); in the order shown."""
 
+HOST_FIGURES = ("mean_step_ns",)
+"""The figures of :data:`FIGURES` a window without device work has (the others read zero there by definition)."""
+
 PART_WORDS = {"compute": "compute", "other_busy": "other device work", "launch": "launch-bound dispatch",
               "dependency": "waiting for other streams' work", "queued": "queued work waiting", "unattributed": "unattributed idle",
               **{k: v for k, v in LABELS.items() if k not in ("dependency", "queued")}}
@@ -97,6 +100,11 @@ def job_text(job: JobReport, top: int = 5) -> str:
         run, window = key  # type: ignore[misc]
         lines.append(f"{run} {window}: {int(g['ranks'].max())} ranks")
         g = g.assign(_order=g["figure"].map(lambda f: order.get(f, len(order)))).sort_values("_order", kind="stable")
+        host_only = bool((g["figure"] == "gpu_busy_ns").any()) and not (g.loc[g["figure"] == "gpu_busy_ns", "max"] > 0).any()
+        if host_only:  # (a CPU-only window: every device figure is zero by definition; the host's figures are what it has)
+            g = g[g["figure"].isin(HOST_FIGURES)]
+            lines.append("  no device work on any rank (a CPU-only job): its collectives run on the host (gloo), and its "
+                         "critical path reads the host's time (its host collectives are no cross-rank edges of the replay: no what-if)")
         named = [(figure_label(str(f)), lo, med, p95, hi) for f, lo, med, p95, hi in
                  zip(g["figure"], g["min"], g["median"], g["p95"], g["max"])]
         w = max([len("figure"), *(len(n) for (n, _), *_ in named)])

@@ -12,7 +12,8 @@ rank, and Daydream's, Zhu et al., USENIX ATC 2020, for what-if replays), replaye
   any launching thread (``dispatch``: inside an op that launched device work, or a runtime call; ``cpu_op``: inside
   an op that launched none; ``host``: outside every op: Python, sleeps, I/O). Launching threads are one chain: the
   main thread and autograd's take turns; threads that launch at the same time are serialised (a what-if there is
-  an upper bound).
+  an upper bound). A trace without device work (a CPU-only job) has no launching thread: its threads that ran ops
+  take their place, and its anchors are its steps' starts and end.
 - *device chains* (one per stream): each kernel, memcpy or memset starts at the latest of the previous work on its
   stream, its launch call's start (plus the trace's launch lag) and, where it started more than
   :data:`DEPENDENCY_SLACK_NS` after both, the work of another stream that ended last before it (a *dependency*:
@@ -287,7 +288,7 @@ def rank_graph(trace: Trace) -> RankGraph:
     h = np.maximum(pre - prev_t, 0)
     h[:1] = 0
     pre_dur = prev_t + h - h_start  # (the launch call's time before the point it waits from, or its whole time)
-    threads = iv.distinct(host_thread_codes(trace)[real]) if real.size else np.zeros(0, np.int64)
+    threads = iv.distinct(host_thread_codes(trace)[real]) if real.size else _op_threads(trace, k)
     spans = class_spans(trace, tuple(threads.tolist())) if a else [iv.empty()] * (len(HOST_CLASSES) - 1)
     class_ns = np.zeros((len(HOST_CLASSES), a), np.int64)
     for c, s in enumerate(spans):
@@ -313,6 +314,18 @@ def rank_graph(trace: Trace) -> RankGraph:
                      len(trace.python_events), trace.backend, replays_graphs(trace), o.astype(np.int64) if k else np.zeros(0, np.int64),
                      _free_classes(anchor_rows, frees, cls) if len(host) else np.full(a, -1, np.int8),
                      bool(len(host)) and bool((host["cat"] == "cpu_op").any()))
+
+
+def _op_threads(trace: Trace, device_ops: int) -> np.ndarray:
+    """The host threads whose time is the rank's where none launched device work: in a trace without device work (a
+    CPU-only job), the threads that ran ops (``cpu_op``: the main thread and autograd's; not a communication library's
+    own threads, which hold annotations only), so the host time of its steps is told by the ops holding it. Empty
+    where the trace has device work (its launching threads are then the ones) or no host ops."""
+    host = trace.host_events
+    if device_ops or host.empty:
+        return np.zeros(0, np.int64)
+    op = per_value(host["cat"], lambda c: c == "cpu_op", False, bool)
+    return iv.distinct(host_thread_codes(trace)[op])
 
 
 def _free_classes(anchor_rows: np.ndarray, frees: np.ndarray, cls: np.ndarray) -> np.ndarray:

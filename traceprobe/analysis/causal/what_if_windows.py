@@ -326,7 +326,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     step) neither replayed nor its top."""
     steps = max((len(g.steps) for g in graphs), default=0)
     # (from the first device work: a trace's host events can start long before, at 0 ns in some)
-    lo = min((int(g.start.min() if g.start.size else g.t.min(initial=0)) for g in graphs), default=0)
+    lo = min((int(g.start.min() if g.start.size else g.t.min()) for g in graphs if g.start.size or g.t.size), default=0)
     hi = max((_finish(g.t, g.end, measured_anchors([g])) for g in graphs), default=0)
     span = max(hi - lo, 0)
     stepped = max((int(g.steps["end_ns"].max() - g.steps["start_ns"].min()) for g in graphs if len(g.steps)), default=0)

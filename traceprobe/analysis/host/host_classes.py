@@ -69,6 +69,11 @@ FREE_CALLS = frozenset({"cudaFree", "cuMemFree", "cuMemFree_v2", "hipFree"})
 work waited for it (a drain): a sync's wait, never a first call's warm-up or a slow call (:func:`host_classes`)."""
 
 _OTHER_RANK_RE = re.compile(r"barrier|wait_tensor|c10d::wait|ProcessGroup.*::wait|^gloo:", re.IGNORECASE)
+_HOST_COLLECTIVE_RE = re.compile(r"^c10d::|^gloo:|^record_param_comms$")
+"""Collective ops (``c10d::allreduce_``, ``gloo:all_reduce``, ``record_param_comms``) of a trace without device work:
+a CPU-only job's communication runs on the host (gloo), so its time there is the host waiting for (and exchanging
+with) the other ranks: class ``other_rank`` (:func:`host_classes`)."""
+_OTHER_RANK = EVENT_CAUSES.index("other_rank")
 _DATA_RE = re.compile(r"^enumerate\(DataLoader\)")
 _OPT_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
 _OP_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
@@ -103,13 +108,16 @@ def host_classes(trace: Trace) -> np.ndarray:
     :func:`.warmup.compile_holders`) is ``compile``, else a slow call (:func:`.warmup.slow_calls`: a new shape's plan)
     ``slow_call``, else a first call holding warm-up (:func:`.warmup.first_calls`) or a kernel's slow first launch
 (:func:`.warmup.first_launches`) ``warmup``; rows that are none of
-    these nor a ``cpu_op``/runtime/driver call (user annotations) are -1: they do not make the host "in an op"; so are the
+    these nor a ``cpu_op``/runtime/driver call (user annotations) are -1 (but a collective of a trace without device work,
+:data:`_HOST_COLLECTIVE_RE`, is ``other_rank``): they do not make the host "in an op"; so are the
     step annotations (``ProfilerStep#N``, :func:`step_annotations`) whatever their category. A device free (:data:`FREE_CALLS`) that spent at least half its time with its device's work
     running waited for it, as a sync does: it keeps ``device_alloc``."""
     host = trace.host_events
     if host.empty:
         return np.zeros(0, np.int8)
     cls = per_value(host["name"], _host_class, _LAUNCH, np.int8)
+    if trace.device_events.empty:  # (a CPU-only job: its collectives run on the host, and wait there for the other ranks)
+        cls = np.where(per_value(host["name"], lambda n: _HOST_COLLECTIVE_RE.search(str(n)) is not None, False, bool), _OTHER_RANK, cls)
     in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool) & ~step_annotations(trace)
     cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
     own = (cls != _SYNC) & ~_waiting_frees(trace)
@@ -231,7 +239,8 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
     span outside the events in it that dispatch device work: an optimizer on the device spends its host time launching
     its kernels, which is ``launch``, and what is left is its Python and CPU work); ``launch`` (inside an event that
     dispatches device work, :func:`dispatching`); ``cpu_op`` (inside any other op). Of several threads, each
-    nanosecond is the first class any of them is in. ``host`` is what none holds: it is left to the caller, who knows
+    nanosecond is the first class any of them is in; in a trace without device work, ``other_rank`` also holds the
+    collectives that ran on any thread (gloo runs them on its own: :data:`_HOST_COLLECTIVE_RE`). ``host`` is what none holds: it is left to the caller, who knows
     the interval asked about.
 
     Returns:
@@ -255,6 +264,8 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
     raw += [span(cls == k) for k in range(_LAUNCH)]
     raw[1 + _OPTIMIZER] = iv.coverage_at_least([iv.subtract(span(cls == _OPTIMIZER, thread == t), span(launching, thread == t))
                                                 for t in threads], 1)  # (an optimizer's launches are dispatch, thread by thread)
+    if trace.device_events.empty:  # (a CPU-only job: its threads wait, outside any op, for a collective on the library's own thread)
+        raw[1 + _OTHER_RANK] = iv.coverage_at_least([raw[1 + _OTHER_RANK], span(cls == _OTHER_RANK, np.ones(len(host), bool))], 1)
     raw += [span(launching), span(cls >= 0)]  # (cpu_op: any op left)
     setup = setup_span(trace)  # (a thread outside any op, before a first compile: set-up, warm-up)
     if setup[0].size:
