@@ -28,6 +28,7 @@ from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_device_work, kernel_codes, segment_codes
 from .sweep import Sweep
 from .sync_names import sync_top
+from .unseen_peers import pinned_fixed
 from .what_if_order import COLUMNS, ordered
 from .what_if_steps import first_calls_merged, first_step, step_ends, steps_with
 
@@ -144,7 +145,8 @@ def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray
         cat, graphs = np.concatenate, job.graphs
         job.sweep = Sweep(job.a_rank, cat([g.t for g in graphs]), job.anchor, job.dep, job.lane, job.target, job.also_anchor,
                           job.also_op, job.mem_op, job.mem_group, cat([g.start for g in graphs]), cat([g.end for g in graphs]),
-                          cat([g.g for g in graphs]), cat([g.l for g in graphs]), cat([g.fixed for g in graphs]),
+                          cat([g.g for g in graphs]), cat([g.l for g in graphs]), pinned_fixed(
+                              cat([g.fixed for g in graphs]), cat([g.start for g in graphs]), cat([g.comm & g.ranked for g in graphs]), job.dep, job.mem_op),
                           cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs]), cat([g.pre_dur for g in graphs]))
     return job.sweep.replay(h, d, (job.target >= 0) & ~no_sync)
 
