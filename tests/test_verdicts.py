@@ -161,6 +161,16 @@ def test_allreduce_gets_bucketing_advice(tmp_path):
     assert v.level == "none" and "bucket gradients" in v.text
 
 
+def test_fsdp_all_gather_gets_prefetch_advice_not_buckets(tmp_path):
+    """SYNTHETIC: FSDP's all-gather before the layer's compute, exposed: shards are prefetched, not gradients bucketed."""
+    b = TraceBuilder("FSDP: all-gather before compute")
+    b.cpu_op(0, 10_000, BACKWARD)
+    b.nccl(0, 20, 0, 100_000, name="ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
+    b.kernel(0, 7, 100_000, 500_000)
+    (v,) = [v for v in overlap_report(load(b, tmp_path)).verdicts if v.figure == "comm_overlap"]
+    assert v.level == "none" and "bucket" not in v.text and "prefetch" in v.text
+
+
 def test_ddp_bucket_copies_are_not_told_to_move(tmp_path):
     b = TraceBuilder("DDP: DtoD bucket copies on the compute stream beside all-reduce")
     b.cpu_op(0, 10_000, BACKWARD)

@@ -206,7 +206,8 @@ def _collective_kinds(trace: Trace) -> dict[int, set[str]]:
 def _comm_hints(colls: dict[int, set[str]], training: bool = True) -> dict[int, str]:
     """The ``none`` hint of each device's communication verdict, by the collectives it ran (:func:`_collective_kinds`).
 
-    Training words (gradient buckets, backward, DataParallel) only when ``training``
+    Training words (gradient buckets, shard prefetch, backward, DataParallel) only when ``training``; all-gathers and
+    reduce-scatters (FSDP, ZeRO) are shards, not gradient buckets
     (the trace shows it, :func:`.training.training_evidence`); otherwise serving
     words: the per-layer collectives of tensor parallelism in inference.
     """
@@ -216,6 +217,9 @@ def _comm_hints(colls: dict[int, set[str]], training: bool = True) -> dict[int, 
             hints[d] = ("the per-layer collectives of tensor-parallel inference sit between layers and overlap little by design; "
                         "use a faster or fused all-reduce (custom one-shot/two-shot or multimem all-reduce, fused with the norm), "
                         "or asynchronous tensor parallelism that overlaps it with the next matmul")
+        elif kinds & {"allgather", "reducescatter"}:  # (FSDP, ZeRO: shards gathered before use, gradients scattered after)
+            hints[d] = ("communication ran while compute waited; prefetch the next layer's all-gather (FSDP's forward and "
+                        "backward prefetch) so it runs under the current layer's compute, and the reduce-scatter under the next's")
         elif kinds & BUCKETED:
             hints[d] = "communication ran while compute waited; bucket gradients so all-reduce starts during backward"
         elif kinds and kinds <= {"broadcast", "reduce"} and training:
