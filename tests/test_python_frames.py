@@ -64,6 +64,11 @@ def test_a_builtin_is_named_with_the_function_that_called_it():
     assert short_frame(frame_holding(t, span)) == "sleep in prepare_batch (train.py:20)"
     # over the caller's own stretches only, the caller
     assert frame_holding(t, (np.array([0], np.int64), np.array([20], np.int64))) == "train.py(10): step"
+    # a frame of torch's own modules: named with the program's function that called into torch (SYNTHETIC frames)
+    t3 = _trace_of([(1, 0, 100, "train.py(80): train_step"), (1, 10, 90, "/usr/lib/python3/site-packages/torch/nn/modules/module.py(1750): _call_impl"),
+                    (1, 20, 85, "torch/optim/adam.py(210): step")])
+    assert frame_holding(t3, span) == "torch/optim/adam.py(210): step in train.py(80): train_step"
+    assert short_frame(frame_holding(t3, span)) == "step in train_step (train.py:80)"
     # frames of another thread are left out when the host threads are named
     t2 = _trace_of([(1, 0, 100, "train.py(10): step"), (2, 0, 100, "worker.py(5): load")])
     assert frame_holding(t2, span, {"1"}) == "train.py(10): step"

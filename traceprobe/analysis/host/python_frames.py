@@ -5,7 +5,9 @@ built-in: ``<built-in function sleep>``), nested on its thread (:attr:`traceprob
 Each nanosecond of a thread inside a frame belongs to its *innermost* frame: the deepest frame open on that thread
 then. The frame holding a span of host time (:func:`frame_holding`) is the frame name whose innermost time inside
 the span adds up to the most, across threads; a built-in is named with the Python function it was called from
-(``<built-in function sleep> in train.py(47): prepare_batch``). py-spy's and pyinstrument's self time is the same
+(``<built-in function sleep> in train.py(47): prepare_batch``), and so is a frame of torch's own modules (:data:`TORCH_FILE`:
+``torch/nn/modules/module.py(1750): _call_impl in train.py(80): train_step``): the first frame outside them, going
+out, is the program's code that called into torch, where a reader can act. py-spy's and pyinstrument's self time is the same
 attribution, sampled; here it is exact to the trace's ns.
 """
 
@@ -24,6 +26,9 @@ from ..memo import per_trace
 BUILTIN = "<built-in"
 """How Kineto's name of a call into C begins (``<built-in function sleep>``, ``<built-in method ...>``)."""
 
+TORCH_FILE = re.compile(r"(?:^|/)torch/")
+"""A frame of torch's own modules: its file is under a ``torch/`` folder (installed or a source checkout)."""
+
 _FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.+)$")
 _BUILTIN = re.compile(r"^<built-in (?:function|method) (?P<name>[^ >]+)")
 
@@ -40,8 +45,8 @@ def short_frame(name: str, brief: bool = False) -> str:
         where = m.group("func") if brief else f"{m.group('func')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')})"
     if not outer:
         return where
-    b = _BUILTIN.match(inner)
-    return f"{b.group('name') if b else inner} in {where}"
+    b, f = _BUILTIN.match(inner), _FRAME.match(inner)
+    return f"{b.group('name') if b else f.group('func') if f else inner} in {where}"
 
 
 def _innermost(start: np.ndarray, end: np.ndarray, thread: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -85,16 +90,19 @@ def thread_labels(trace: Trace, threads: np.ndarray) -> set[str]:
 
 @per_trace
 def _frames(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
-    """The trace's frames: start, end, thread code, name code, names, and whether each name is a built-in's."""
+    """The trace's frames: start, end, thread code, name code, names, and whether each name is a built-in's or a frame
+    of torch's own modules (:data:`TORCH_FILE`): not the program's code."""
     py = trace.python_events
     names = [str(x) for x in py["name"].cat.categories]
     return (py["start_ns"].to_numpy(np.int64), py["end_ns"].to_numpy(np.int64), py["tid"].cat.codes.to_numpy().astype(np.int64),
-            py["name"].cat.codes.to_numpy().astype(np.int64), names, np.array([n.startswith(BUILTIN) for n in names], bool))
+            py["name"].cat.codes.to_numpy().astype(np.int64), names,
+            np.array([n.startswith(BUILTIN) or bool((m := _FRAME.match(n)) and TORCH_FILE.search(m.group("file"))) for n in names], bool))
 
 
 @per_trace
 def _segments(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_innermost` of every frame, and of the frames that are no built-in's (rows of the trace's frames), once."""
+    """:func:`_innermost` of every frame, and of the program's frames (no built-in's, none of torch's: rows of the trace's
+    frames), once."""
     start, end, thread, code, _, builtin = _frames(trace)
     lo, hi, frame = _innermost(start, end, thread)
     py = np.flatnonzero(~builtin[code])
@@ -122,7 +130,7 @@ def frame_holding(trace: Trace, span: iv.Intervals, threads: set[str] | None = N
     top = int(np.argmax(total))
     if not builtin[top]:
         return names[top]
-    # a built-in: the Python function it was called from, over the stretches where it was innermost
+    # a built-in or torch's own: the program's function it was called from, over the stretches where it was innermost
     mine = frame[code[frame] == top]
     over2 = iv.measure(iv.intersect(span, iv.union(start[mine], end[mine])), lo2, hi2)
     if not (over2 > 0).any():
