@@ -87,13 +87,17 @@ def _tmp_trace(folder: Path) -> Path:
 
 
 def test_summary_that_cannot_be_written_keeps_the_trace(tmp_path, monkeypatch) -> None:
-    from traceprobe.analysis.job import summaries
+    from traceprobe import fileio
     from traceprobe.fileio import WriteError
 
-    def full(*a, **k):
-        raise WriteError(tmp_path / "x", OSError(28, "No space left on device"))
+    write = fileio.atomic_write
 
-    monkeypatch.setattr(summaries, "write_summary", full)
+    def full(path, *a, **k):  # (a disk with room for the trace, not for the summary)
+        if str(path).endswith(".summary.json"):
+            raise WriteError(path, OSError(28, "No space left on device"))
+        return write(path, *a, **k)
+
+    monkeypatch.setattr(fileio, "atomic_write", full)
     out = summarize_window(str(_tmp_trace(tmp_path)), str(tmp_path), 1, 1, "j", keep_trace=True)
     assert out["summary"] is None and "No space left" in out["error"]
     assert Path(out["trace"]).name == "rank1.steps2-4.pt.trace.json.gz" and Path(out["trace"]).stat().st_size > 1000

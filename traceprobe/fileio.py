@@ -30,7 +30,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -209,6 +209,50 @@ def atomic_write(path: str | Path, data: bytes | str, *, compress: bool | None =
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """``atomic_write(path, data, compress=False)``: bytes as given, whatever the name."""
     atomic_write(path, data, compress=False)
+
+
+MAX_CLAIMS = 10_000
+"""Most suffixes :func:`claim_stem` tries (``stem``, ``stem-2``, ... ``stem-10000``) before it gives up."""
+
+
+def claim_stem(folder: str | Path, stem: str, files: Sequence[tuple[str, Callable[[str], bytes]]],
+               free: Sequence[str] = ()) -> str:
+    """Write a set of files under the first stem nobody holds (``stem``, ``stem-2``, ``stem-3``...), each claimed
+    exclusively: never by checking and then renaming over a name, so that writers racing into one folder (two profiler
+    loops of one rank, three processes) each get their own stem and nothing is overwritten.
+
+    For each candidate, every ``(suffix, data)`` of ``files`` is written in order to ``<candidate><suffix>``
+    (:func:`atomic_write`, ``exclusive=True``: a hard link that fails where the name exists), ``data(candidate)`` giving
+    its bytes as written (a summary names its trace); then each suffix of ``free`` must be absent. A name taken (or
+    a ``free`` name present) removes the files this call wrote for that candidate, and the next candidate is tried:
+    two writers of one protocol can both move on, never both keep one stem.
+
+    Returns:
+        the stem claimed.
+
+    Raises:
+        FileExistsError: :data:`MAX_CLAIMS` candidates taken.
+        WriteError: a file cannot be written (none of this call's files is left).
+    """
+    base = Path(folder)
+    for k in range(1, MAX_CLAIMS + 1):
+        cand = stem if k == 1 else f"{stem}-{k}"
+        mine: list[Path] = []
+        try:
+            for suffix, data in files:
+                atomic_write(base / f"{cand}{suffix}", data(cand), compress=False, exclusive=True)
+                mine.append(base / f"{cand}{suffix}")
+            if not any(os.path.lexists(base / f"{cand}{suffix}") for suffix in free):
+                return cand
+        except FileExistsError:
+            pass
+        except BaseException:
+            for f in mine:
+                f.unlink(missing_ok=True)
+            raise
+        for f in mine:
+            f.unlink(missing_ok=True)
+    raise FileExistsError(17, f"{MAX_CLAIMS:,} names taken", str(base / stem))
 
 
 def remove_stale_temps(folder: str | Path, older_than_s: float = 0.0) -> list[Path]:
