@@ -41,6 +41,8 @@ def job_cmd(
     else:
         summary = analyze_paths(paths, jobs=jobs, align_clocks=align_clocks)
         job, failures = job_report(summary), list(summary.failures)
+        for note in (n for run in summary.runs for n in run.notes):  # a trace the manifest lacked, joined by its own rank
+            say(f"warning: {note}", "yellow")
         for w in summary.warnings:  # a window counting a rank twice (summaries beside traces of another run) is said
             if " traces in window " in w:
                 say(f"warning: {w}: its ranks are counted from every file of the window (traces of another run beside "
