@@ -282,16 +282,20 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
     capturing = graph_intervals(trace)
 
     def span(m: np.ndarray, where: np.ndarray = on) -> iv.Intervals:
-        return iv.union(start[m & where], end[m & where])
+        m = m & where
+        return iv.union(start[m], end[m]) if m.any() else iv.empty()  # (a class the threads were never in: nothing)
 
     captured = [capturing[t] for t in threads if t in capturing]
     raw = [iv.coverage_at_least(captured, 1) if captured else iv.empty()]
     launching = dispatching(trace)[rows]
     raw += [span(cls == k) for k in range(_LAUNCH)]
-    raw[1 + _OPTIMIZER] = iv.coverage_at_least([iv.subtract(span(cls == _OPTIMIZER, thread == t), span(launching, thread == t))
-                                                for t in threads], 1)  # (an optimizer's launches are dispatch, thread by thread)
+    if raw[1 + _OPTIMIZER][0].size:  # (an optimizer's launches are dispatch, thread by thread)
+        raw[1 + _OPTIMIZER] = iv.coverage_at_least([iv.subtract(span(cls == _OPTIMIZER, thread == t), span(launching, thread == t))
+                                                    for t in threads], 1)
     if trace.device_events.empty:  # (a CPU-only job: its threads wait, outside any op, for a collective on the library's own thread)
-        raw[1 + _OTHER_RANK] = iv.coverage_at_least([raw[1 + _OTHER_RANK], span(cls == _OTHER_RANK, np.ones(len(host), bool))], 1)
+        every = host_classes(trace) == _OTHER_RANK  # (on any thread, not only ``threads``)
+        raw[1 + _OTHER_RANK] = iv.coverage_at_least([raw[1 + _OTHER_RANK], iv.union(host_column(trace, "start_ns")[every],
+                                                                                     host_column(trace, "end_ns")[every])], 1)
     raw += [span(launching), span(cls >= 0)]  # (cpu_op: any op left)
     setup = setup_span(trace)  # (a thread outside any op, before a first compile: set-up, warm-up)
     if setup[0].size:
@@ -299,6 +303,9 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
         raw[1 + _WARMUP] = iv.coverage_at_least([raw[1 + _WARMUP], *idle], 1)
     out, taken = [], iv.empty()
     for s in raw:
-        out.append(iv.subtract(s, taken))
-        taken = iv.coverage_at_least([taken, s], 1)
+        if s[0].size == 0:  # (nothing of this class: nothing to take or give)
+            out.append(s)
+            continue
+        out.append(iv.subtract(s, taken) if taken[0].size else s)
+        taken = iv.coverage_at_least([taken, s], 1) if taken[0].size else s
     return tuple(out)

@@ -219,6 +219,8 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
             for sel in np.split(by_thread, cuts) if by_thread.size else []:  # (each ns by the first class its thread was in)
                 remaining = iv.union(host_part_s[sel], host_part_e[sel])
                 for cause, held in zip(HOST_CAUSES, class_spans(trace, (int(host_thread[sel[0]]),))):
+                    if remaining[0].size == 0 or held[0].size == 0:  # (nothing left, or a class the thread was never in)
+                        continue
                     part = iv.intersect(remaining, held)
                     remaining = iv.subtract(remaining, part)
                     parts[cause].append(part)
