@@ -131,3 +131,15 @@ def test_a_p2p_column_of_27_million_transfers(good, tmp_path):
     rc, peak, took, err = _peak(["overlap-report", str(folder)])
     assert rc == 2 and len(err.splitlines()) == 1 and "point-to-point transfers take about" in err, err
     assert peak < 2 << 30, f"peak {peak / 2**20:.0f} MiB in {took:.1f} s"
+
+
+def test_job_from_summaries_counts_transfers_against_its_limit(good, tmp_path):
+    """``job`` on summaries alone (its collectives decoded without the rest): the same 200,000 transfers under a 64 MiB
+    ``--max-bytes`` are one line; the window of the three other ranks is reported."""
+    folder = _folder(good, tmp_path, _set_p2p(";".join(["send:1"] * 200_000)))
+    res = CliRunner().invoke(app, ["job", str(folder), "--max-bytes", str(64 << 20)])
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [f"{folder / 'rank0.summary.json'}: too large: its 200,000 point-to-point transfers take "
+                                       "about 98 MiB of memory while the other files read at once held 0 MiB of the command's 64 MiB "
+                                       "(the max_bytes limit (--max-bytes), shared by every file read at once; --max-bytes sets it)"]
+    assert res.stdout.splitlines()[0] == f"{folder} steps 1-10: 3 ranks"

@@ -286,11 +286,30 @@ def check_memory(doc: SummaryDoc, path: str | Path) -> int:
             raise TraceFormatError(path, f"traceprobe summary whose graph inflates to {inflated:,} bytes, more than {GRAPH_RATIO}x "
                                          f"its file's {size:,} (a real summary's graph: at most about 12x): refused")
     coll = t.get("collectives")
-    p2p = coll.data[coll.columns.index("p2p")] if coll is not None and "p2p" in coll.columns else []
-    transfers = sum(v.count(";") + 1 for v in p2p if isinstance(v, str) and v)
+    transfers = count_transfers(coll.data[coll.columns.index("p2p")] if coll is not None and "p2p" in coll.columns else [])
     reserve(path, inflated + TRANSFER_BYTES * transfers,
             f"its graph ({inflated:,} bytes inflated) and {transfers:,} point-to-point transfers")
     return max(inflated, 1)
+
+
+def count_transfers(p2p: list) -> int:
+    """How many point-to-point transfers a summary's ``p2p`` column names (``send:1;recv:0``: one per ``;``-separated
+    item of each non-empty string)."""
+    return sum(v.count(";") + 1 for v in p2p if isinstance(v, str) and v)
+
+
+def check_transfers(path: str | Path, p2p: list) -> None:
+    """Count a summary's transfers (its ``p2p`` column, :func:`count_transfers`) at :data:`TRANSFER_BYTES` each against
+    the command's memory limit, as :func:`check_memory` does, for a reader that decodes the collectives alone (the
+    whole-job report from summaries).
+
+    Raises:
+        TraceFormatError: past the limit (one line naming the file).
+    """
+    from ...reading.files import reserve
+
+    n = count_transfers(p2p)
+    reserve(path, TRANSFER_BYTES * n, f"its {n:,} point-to-point transfers")
 
 
 def _graph(t: Any, limit: int = MAX_INFLATED) -> RankGraph | None:
