@@ -68,12 +68,15 @@ def test_sigterm_unwinds_a_write_in_this_process(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["overlap-report", "export"])
+@pytest.mark.parametrize("command", ["overlap-report", "export", "export-workers"])
 def test_sigterm_during_a_write_leaves_no_temporary_file(tmp_path, command):
+    """``export-workers``: two worker processes writing, with more traces queued behind them; each unwinds its write
+    and starts none of those queued."""
     out = tmp_path / "out"
     out.mkdir()
-    args = (["overlap-report", str(TRACE), "--output", str(out / "report.txt")] if command == "overlap-report"
-            else ["export", str(TRACE), "--json", "-j", "1", "--out-dir", str(out)])
+    args = {"overlap-report": ["overlap-report", str(TRACE), "--output", str(out / "report.txt")],
+            "export": ["export", str(TRACE), "--json", "-j", "1", "--out-dir", str(out)],
+            "export-workers": ["export", str(ROOT / "sample_traces"), "--json", "-j", "2", "--out-dir", str(out)]}[command]
     rc, left, took = _terminated(tmp_path, args, out)
     assert (rc, left) == (143, [])
     assert took < 30
