@@ -33,7 +33,7 @@ def test_failure_in_block_keeps_old_file(tmp_path):
     p.write_text("old")
     with pytest.raises(ZeroDivisionError), fileio.atomic_open(p, text=True) as f:
         f.write("new, half")
-        1 / 0  # noqa: B018
+        1 / 0  # noqa: B018  # pyright: ignore[reportUnusedExpression]
     assert p.read_text() == "old" and _hidden(tmp_path) == []
 
 

@@ -21,8 +21,8 @@ from traceprobe.summary_file import MAX_BYTES, read_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-import synth_job  # noqa: E402
-import synth_trace as st  # noqa: E402
+import synth_job  # noqa: E402  # pyright: ignore[reportMissingImports]
+import synth_trace as st  # noqa: E402  # pyright: ignore[reportMissingImports]
 
 
 def _setcol(doc: dict, table: str, col: str, value: object) -> None:
