@@ -87,13 +87,17 @@ def _tmp_trace(folder: Path) -> Path:
 
 
 def test_summary_that_cannot_be_written_keeps_the_trace(tmp_path, monkeypatch) -> None:
-    from traceprobe.analysis.job import summaries
+    from traceprobe import fileio
     from traceprobe.fileio import WriteError
 
-    def full(*a, **k):
-        raise WriteError(tmp_path / "x", OSError(28, "No space left on device"))
+    write = fileio.atomic_write
 
-    monkeypatch.setattr(summaries, "write_summary", full)
+    def full(path, *a, **k):  # (a disk with room for the trace, not for the summary)
+        if str(path).endswith(".summary.json"):
+            raise WriteError(path, OSError(28, "No space left on device"))
+        return write(path, *a, **k)
+
+    monkeypatch.setattr(fileio, "atomic_write", full)
     out = summarize_window(str(_tmp_trace(tmp_path)), str(tmp_path), 1, 1, "j", keep_trace=True)
     assert out["summary"] is None and "No space left" in out["error"]
     assert Path(out["trace"]).name == "rank1.steps2-4.pt.trace.json.gz" and Path(out["trace"]).stat().st_size > 1000
@@ -146,3 +150,23 @@ def test_events_written_by_a_forked_child_by_default(tmp_path) -> None:
     assert max(calls) < 0.25 and h.wait(120) and not h.errors, h.errors
     assert len(h.fork_pauses_s) == 1  # (the events went through a forked child: the fork was timed)
     assert sorted(p.name for p in (tmp_path / "job").iterdir()) == ["rank0.steps2-3.pt.trace.json.gz", "rank0.steps2-3.summary.json"]
+
+
+def test_a_lost_window_leaves_none_of_the_exporters_files(tmp_path) -> None:
+    """SYNTHETIC exporter that fails as torch's does on a full disk: its ``<name>.tmp`` half-written, then an error.
+    Neither it nor the scratch name is left, nor what a killed process of the rank left before; the error is one line."""
+    from traceprobe.recording.handler import TraceReady
+
+    class Full:
+        def export_chrome_trace(self, path: str) -> None:
+            Path(path + ".tmp").write_text('{"traceEvents": [')
+            raise OSError(28, "No space left on device")
+
+    import os
+
+    left = tmp_path / ".rank0.pt.trace.json.traceprobe-abcd1234.tmp.tmp"  # (a window of a killed process of rank 0)
+    left.write_text('{"traceEvents": [')
+    os.utime(left, (time.time() - 3600, time.time() - 3600))
+    h = TraceReady(tmp_path, save="thread")
+    assert h._export(Full(), 0, 1) is None
+    assert list(tmp_path.iterdir()) == [] and "No space left" in h.errors[0]

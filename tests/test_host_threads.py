@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,3 +76,94 @@ def test_real_cpu_threads_sample():
     serial = host_thread_concurrency(load_trace(SAMPLES / "small-ops.cpu-serial.pt.trace.json.gz"))
     assert serial.threads == 1 and serial.multi_thread_ns == 0
     assert host_thread_verdict(serial, has_device_work=False) == []
+
+
+def _threads_doc(n: int, launch: bool) -> dict:
+    """SYNTHETIC: ``n`` host threads of one ``aten::add`` each (with ``launch``, a launch call inside it and the kernel
+    it launched), under one ``ProfilerStep#3`` on the first thread; the shape of issue 56's hostile trace."""
+    ev: list[dict] = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 900,
+                       "dur": 3 * n + 1000, "args": {}}]
+    for t in range(n):
+        ts = 1000 + 3 * t
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": t + 1, "ts": ts, "dur": 3, "args": {}})
+        if launch:
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": t + 1, "ts": ts + 1,
+                       "dur": 1, "args": {"correlation": t + 1}})
+            ev.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ts + 2, "dur": 2,
+                       "args": {"device": 0, "stream": 7, "correlation": t + 1}})
+    return {"schemaVersion": 1, "traceEvents": ev}
+
+
+def test_keyed_count_matches_brute_force():
+    """SYNTHETIC: counts of points of the same group inside each query, every side, against a loop per query."""
+    from traceprobe import keyed
+
+    rng = np.random.default_rng(56)
+    for _ in range(20):
+        n, q = int(rng.integers(0, 40)), int(rng.integers(1, 40))
+        group, at = rng.integers(0, 4, n), rng.integers(-5, 20, n) * 10**15
+        qg, lo = rng.integers(0, 5, q), rng.integers(-5, 20, q) * 10**15
+        hi = lo + rng.integers(0, 6, q) * 10**15
+        for lo_side in ("left", "right"):
+            for hi_side in ("left", "right"):
+                got = keyed.count_between(group, at, qg, lo, hi, lo_side, hi_side)
+                want = [int(np.sum((group == g) & ((at >= a) if lo_side == "left" else (at > a))
+                                   & ((at <= b) if hi_side == "right" else (at < b)))) for g, a, b in zip(qg, lo, hi)]
+                assert got.tolist() == want
+
+
+def test_too_many_host_threads_refused_in_one_line(tmp_path, monkeypatch):
+    """SYNTHETIC: one thread past the bound is refused by name and count (the bound lowered to keep the test small)."""
+    import json
+
+    import pytest
+
+    from traceprobe import TraceFormatError
+    from traceprobe.reading import limits
+
+    monkeypatch.setattr(limits, "MAX_HOST_THREADS", 40)
+    p = tmp_path / "threads.json"
+    p.write_text(json.dumps(_threads_doc(41, launch=False)))
+    with pytest.raises(TraceFormatError, match=r"41 distinct host threads \(pid, tid\) \(limit 40\)"):
+        load_trace(p)
+    p.write_text(json.dumps(_threads_doc(40, launch=False)))
+    assert load_trace(p).host_events["tid"].nunique() == 40
+
+
+def _cli_seconds(path: Path) -> tuple[float, int, str]:
+    import subprocess
+    import sys
+    import time
+
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "traceprobe", "overlap-report", str(path)], capture_output=True, text=True,
+                          check=False, timeout=600)
+    return time.perf_counter() - t, done.returncode, done.stderr.strip()
+
+
+@pytest.mark.slow
+def test_1e5_host_threads_refused_in_seconds(tmp_path):
+    """SYNTHETIC: 10^5 host threads of one op each (1.9 MB; 190 s before the bound) are refused in one line."""
+    import json
+
+    p = tmp_path / "threads.json"
+    p.write_text(json.dumps(_threads_doc(100_000, launch=False)))
+    took, rc, err = _cli_seconds(p)
+    assert rc == 2 and err.splitlines() == [f"{p}: absurd trace: 100,000 distinct host threads (pid, tid) (limit 16,384)"]
+    assert took < 30
+
+
+@pytest.mark.slow
+def test_host_threads_below_the_bound_linear(tmp_path):
+    """SYNTHETIC: host threads that each launch a kernel, 2,048 and 16,384 (the bound): 8x the threads costs at most
+    16x the time (quadratic would be 64x; before the per-thread masks went, 16,384 took minutes)."""
+    import json
+
+    took = []
+    for n in (2048, 16384):
+        p = tmp_path / f"threads{n}.json"
+        p.write_text(json.dumps(_threads_doc(n, launch=True)))
+        t, rc, err = _cli_seconds(p)
+        assert rc == 0, err
+        took.append(t)
+    assert took[1] < 16 * took[0]

@@ -21,8 +21,8 @@ from traceprobe.summary_file import MAX_BYTES, read_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-import synth_job  # noqa: E402
-import synth_trace as st  # noqa: E402
+import synth_job  # noqa: E402  # pyright: ignore[reportMissingImports]
+import synth_trace as st  # noqa: E402  # pyright: ignore[reportMissingImports]
 
 
 def _setcol(doc: dict, table: str, col: str, value: object) -> None:
@@ -222,7 +222,7 @@ def test_a_graph_that_inflates_past_its_limit_is_refused(good: Path, tmp_path: P
     p.write_bytes((good / "rank0.summary.json").read_bytes())
     with pytest.raises(TraceFormatError) as e:
         load_summary(p)
-    assert "inflates past 1,000 bytes" in str(e.value)
+    assert "inflates to" in str(e.value) and "bytes, past 1,000" in str(e.value)
 
 
 def test_a_collective_naming_no_group_members_row_is_one_line(good: Path, tmp_path: Path) -> None:
@@ -414,3 +414,17 @@ def test_negative_steps_are_counted_from_their_numbers(good: Path, tmp_path: Pat
 
     job, failures = job_report_from_summaries(sorted(tmp_path.glob("rank*.summary.json")))
     assert not failures and [(c.window, c.steps) for c in job.causes] == [("steps -19--10", 10)]
+
+
+def test_negative_step_numbers_make_one_window(good: Path, tmp_path: Path) -> None:
+    """Two ranks' summaries whose steps are numbered -9..0: one window of both ranks, labelled and counted from the
+    step numbers (a label such as ``steps -9-0`` is never parsed back)."""
+    for p in good.iterdir():
+        doc = json.loads(p.read_text())
+        t = doc["tables"]["steps"]
+        c = t["columns"].index("step")
+        t["data"][c] = [v - 10 for v in t["data"][c]]
+        (tmp_path / p.name).write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["job", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[0] == f"{tmp_path} steps -9-0: 2 ranks"

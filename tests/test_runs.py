@@ -139,3 +139,24 @@ def test_two_jobs_in_one_folder_are_two_windows(tmp_path):
     tops = {w.window: (w.top or {}).get("cause") for w in s.what_ifs}
     assert tops == {"steps 2-4": "sync", "steps 2-4 #2": "imbalance"}
     assert not any("has 2 traces in window" in x for x in s.warnings)
+
+
+def test_a_trace_the_manifest_lacks_joins_its_window_by_its_rank_and_steps(tmp_path):
+    """A rank killed after writing its trace, before its manifest entry (the recorded two-rank ``record --script`` run
+    of sample_traces/script-ddp, rank 1's entry taken out): both ranks are one window of one run, and a line says the
+    manifest lacked rank 1's trace (before, two runs: "no window of two or more ranks")."""
+    import json
+    import shutil
+
+    src = Path(__file__).resolve().parent.parent / "sample_traces" / "script-ddp"
+    folder = tmp_path / "script-ddp"
+    shutil.copytree(src, folder)
+    doc = json.loads((folder / "manifest.json").read_text())
+    doc["variants"] = [e for e in doc["variants"] if e.get("rank") != 1]
+    (folder / "manifest.json").write_text(json.dumps(doc))
+    summary = analyze_paths([folder], jobs=1)
+    assert [(r.name, [(w.label, w.ranks) for w in r.windows]) for r in summary.runs] == [
+        (f"{folder}/train_small", [("steps 2-4", (0, 1))])]
+    lacked = [w for w in summary.warnings if "manifest.json" in w]
+    assert lacked == [f"{folder}/train_small.steps2-4.rank1.pt.trace.json.gz: not in {folder}/manifest.json (its rank "
+                      "stopped before its entry?): joined window steps 2-4 by its own rank 1 and steps"]

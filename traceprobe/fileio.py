@@ -13,8 +13,10 @@ A reader therefore sees the old file or the new one, never a mix. If anything
 fails (full disk, read-only folder, an exception in the caller's block), the
 temporary file is removed, the old file is left as it was, and a
 :class:`WriteError` (an ``OSError``) says why in one line. A process killed
-mid-write leaves only a temporary file; :func:`remove_stale_temps` removes those
-by their exact name pattern and nothing else (a user's ``.env.tmpl`` stays).
+mid-write leaves only a temporary file (SIGINT and SIGTERM remove it on the way out: the command line turns SIGTERM
+into the same unwinding as Ctrl-C); the next write of the same name removes those older than its process
+(:data:`STARTED`), and :func:`remove_stale_temps` removes a folder's, both by their exact name pattern and nothing
+else (a user's ``.env.tmpl`` stays).
 
 Tools that insist on writing a file by name themselves (``torch.profiler``'s
 ``export_chrome_trace``) get a scratch name with the same pattern from
@@ -30,7 +32,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -40,6 +42,10 @@ TEMP_PATTERN = re.compile(r"^\..+\.traceprobe-[a-z0-9_]{8}\.tmp(\.json)?(\.tmp)?
 plus ``.json`` for a profiler's scratch export (:func:`scratch_path`), plus ``.tmp`` for the file
 torch's exporter writes beside that scratch name before renaming it (left behind when the
 process is killed while torch writes)."""
+STARTED = time.time()
+"""When this process started writing (the import of this module), s since the epoch: a temporary file of one of its
+final names older than this is a leftover of an earlier, killed writer (:func:`atomic_open` removes it)."""
+_SWEPT: set[tuple[str, str]] = set()
 GZIP_LEVEL = 6
 """zlib's default: about the size of level 9 (torch's choice) in a fraction of the time."""
 
@@ -169,6 +175,7 @@ def atomic_open(
     """
     p = Path(path)
     gz = p.name.endswith(".gz") if compress is None else compress
+    remove_leftovers_of(p)
     try:
         tmp = scratch_path(p.parent, p.name)
     except OSError as e:
@@ -209,6 +216,74 @@ def atomic_write(path: str | Path, data: bytes | str, *, compress: bool | None =
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """``atomic_write(path, data, compress=False)``: bytes as given, whatever the name."""
     atomic_write(path, data, compress=False)
+
+
+MAX_CLAIMS = 10_000
+"""Most suffixes :func:`claim_stem` tries (``stem``, ``stem-2``, ... ``stem-10000``) before it gives up."""
+
+
+def claim_stem(folder: str | Path, stem: str, files: Sequence[tuple[str, Callable[[str], bytes]]],
+               free: Sequence[str] = ()) -> str:
+    """Write a set of files under the first stem nobody holds (``stem``, ``stem-2``, ``stem-3``...), each claimed
+    exclusively: never by checking and then renaming over a name, so that writers racing into one folder (two profiler
+    loops of one rank, three processes) each get their own stem and nothing is overwritten.
+
+    For each candidate, every ``(suffix, data)`` of ``files`` is written in order to ``<candidate><suffix>``
+    (:func:`atomic_write`, ``exclusive=True``: a hard link that fails where the name exists), ``data(candidate)`` giving
+    its bytes as written (a summary names its trace); then each suffix of ``free`` must be absent. A name taken (or
+    a ``free`` name present) removes the files this call wrote for that candidate, and the next candidate is tried:
+    two writers of one protocol can both move on, never both keep one stem.
+
+    Returns:
+        the stem claimed.
+
+    Raises:
+        FileExistsError: :data:`MAX_CLAIMS` candidates taken.
+        WriteError: a file cannot be written (none of this call's files is left).
+    """
+    base = Path(folder)
+    for k in range(1, MAX_CLAIMS + 1):
+        cand = stem if k == 1 else f"{stem}-{k}"
+        mine: list[Path] = []
+        try:
+            for suffix, data in files:
+                atomic_write(base / f"{cand}{suffix}", data(cand), compress=False, exclusive=True)
+                mine.append(base / f"{cand}{suffix}")
+            if not any(os.path.lexists(base / f"{cand}{suffix}") for suffix in free):
+                return cand
+        except FileExistsError:
+            pass
+        except BaseException:
+            for f in mine:
+                f.unlink(missing_ok=True)
+            raise
+        for f in mine:
+            f.unlink(missing_ok=True)
+    raise FileExistsError(17, f"{MAX_CLAIMS:,} names taken", str(base / stem))
+
+
+def remove_leftovers_of(p: Path) -> None:
+    """Remove the temporary files of ``p``'s name (``.<name>.traceprobe-*.tmp``, :data:`TEMP_PATTERN`) last modified
+    before this process started (:data:`STARTED`): what an earlier writer of the same file left when it was killed
+    (SIGKILL, a lost node). Once per folder and name per process; a writer still busy in another process touches its
+    file as it writes, and a file of another name is never touched."""
+    key = (str(p.parent), p.name)
+    if key in _SWEPT:
+        return
+    _SWEPT.add(key)
+    lead = f".{_fitting(p.parent, p.name, '')}{TEMP_MARK}" if p.parent.is_dir() else None
+    if lead is None:
+        return
+    try:
+        entries = [e for e in os.scandir(p.parent) if e.name.startswith(lead) and TEMP_PATTERN.match(e.name)]
+    except OSError:
+        return
+    for e in entries:
+        try:
+            if e.is_file(follow_symlinks=False) and e.stat(follow_symlinks=False).st_mtime < STARTED:
+                os.unlink(e.path)
+        except OSError:
+            pass
 
 
 def remove_stale_temps(folder: str | Path, older_than_s: float = 0.0) -> list[Path]:

@@ -24,6 +24,10 @@ per-trace report carries (no file is read here):
   in time order), where that gives each rank once.
 - *rank*: ``distributedInfo.rank``; else the manifest's ``rank``; else a
   ``rank<N>`` in the file name; else none.
+
+A trace the folder's manifest lacks (its rank killed after writing the trace, before its manifest entry) while it
+names others of the folder joins the run whose window has its steps and lacks its rank, by its own rank and steps
+(read from the trace), where exactly one does; :attr:`Run.notes` says the manifest lacked it.
 """
 
 from __future__ import annotations
@@ -136,6 +140,8 @@ class Run:
     name: str
     folder: str
     windows: tuple[RunWindow, ...]
+    notes: tuple[str, ...] = ()
+    """One line per trace the folder's manifest lacked that joined this run by its own rank and steps."""
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -184,8 +190,8 @@ def build_runs(reports: list[OverlapReport] | tuple[OverlapReport, ...]) -> list
         the runs sorted by name; every report is in exactly one window of one run.
     """
     by_run: dict[tuple[str, str], dict[str, list[tuple[TraceKey, OverlapReport]]]] = defaultdict(lambda: defaultdict(list))
-    for r in reports:
-        k = trace_key(r)
+    keyed, notes = _unlisted_joined([(trace_key(r), r) for r in reports])
+    for k, r in keyed:
         by_run[(k.run, _folder(r.path))][k.window].append((k, r))
     runs = []
     for (name, folder), windows in sorted(by_run.items()):
@@ -209,5 +215,27 @@ def build_runs(reports: list[OverlapReport] | tuple[OverlapReport, ...]) -> list
                 lbl = "trace" if len(numbered) == 1 else f"trace {n + 1}"
                 out.append(RunWindow(lbl, None, tuple(r for _, r in group), tuple(k.rank for k, _ in group)))
         out.sort(key=lambda w: (w.steps is None, w.steps or (0, 0), w.label))
-        runs.append(Run(name, folder, tuple(out)))
+        runs.append(Run(name, folder, tuple(out), tuple(notes.get(name, ()))))
     return runs
+
+
+def _unlisted_joined(keyed: list[tuple[TraceKey, OverlapReport]]) -> tuple[list[tuple[TraceKey, OverlapReport]], dict[str, list[str]]]:
+    """The keys with each trace the folder's manifest lacks moved into the manifest's run whose window has its steps and
+    lacks its rank, where exactly one does (module docstring); the note of each, by run."""
+    listed: dict[tuple[str, str, str], set[int | None]] = defaultdict(set)  # (folder, run, window) -> ranks the manifest names
+    for k, r in keyed:
+        if r.info.get("workload"):
+            listed[(_folder(r.path), k.run, k.window)].add(k.rank)
+    if not listed:
+        return keyed, {}
+    out, notes = [], defaultdict(list)
+    for k, r in keyed:
+        folder = _folder(r.path)
+        if not r.info.get("workload") and k.steps is not None and k.rank is not None and k.run == folder:
+            runs = [run for (f, run, w), ranks in listed.items() if f == folder and w == k.window and k.rank not in ranks]
+            if len(runs) == 1:
+                k = TraceKey(runs[0], k.window, k.steps, k.rank)
+                notes[runs[0]].append(f"{r.path}: not in {folder}/manifest.json (its rank stopped before its entry?): "
+                                      f"joined window {k.window} by its own rank {k.rank} and steps")
+        out.append((k, r))
+    return out, notes

@@ -65,6 +65,7 @@ class Summary:
 def _run_warnings(runs: list[Run]) -> list[str]:
     out = []
     for run in runs:
+        out.extend(run.notes)  # (traces the manifest lacked, joined by their own rank and steps)
         ranks = set(run.ranks)
         for w in run.windows:
             for rank, n in sorted(Counter(r for r in w.ranks if r is not None).items()):

@@ -7,7 +7,8 @@ no figure. ``record`` is in :mod:`traceprobe.cli.record`; ``plot``, ``export`` a
 
 Exit codes: 0 all good; 1 a ``--min-*`` gate was not met (``overlap-report``) or a
 recorded variant failed (``record``); 2 an error: a file could not be read (the
-others are still reported), a file could not be written, bad usage; 130 interrupted.
+others are still reported), a file could not be written, bad usage; 130 interrupted (Ctrl-C); 143 ended by SIGTERM
+(temporary files removed, as on Ctrl-C).
 """
 
 from __future__ import annotations
@@ -283,7 +284,7 @@ job.register(app)
 
 
 def main() -> None:
-    """Console-script entry point: exit 0, 1 (a gate not met), 2 (an error), 130 (interrupted).
+    """Console-script entry point: exit 0, 1 (a gate not met), 2 (an error), 130 (interrupted), 143 (SIGTERM).
 
     An exception nothing else caught is a bug, but it still ends in one line and
     exit code 2, never in a traceback and exit code 1 (which means "gate not met").
@@ -293,10 +294,36 @@ def main() -> None:
     which took 0.2 s of the 1.3 s a report of HTA's 216k-event trace takes on one CPU.
     Objects are still freed by reference counting; files are closed by their ``with``.
     """
+    _sigterm_as_ctrl_c()
     try:
         app()
+    except SystemExit:
+        if _TERMINATED:  # (unwound as Ctrl-C: temporary files removed; the status says SIGTERM)
+            sys.exit(TERMINATED_EXIT)
+        raise
     except Exception as e:  # noqa: BLE001 - the last guard
         say(f"error: {type(e).__name__}: {e}", "red")
         sys.exit(2)
     finally:
         gc.freeze()
+
+
+TERMINATED_EXIT = 143
+"""The exit status after SIGTERM: 128 + 15, as a shell reports a process SIGTERM ended."""
+_TERMINATED: list[int] = []
+
+
+def _sigterm_as_ctrl_c() -> None:
+    """SIGTERM (``kill``, torchrun stopping the surviving ranks, a scheduler's limit) unwinds as Ctrl-C does: every
+    ``with`` block closes, so no write leaves its temporary file (:mod:`traceprobe.fileio`); then exit
+    :data:`TERMINATED_EXIT`."""
+    import signal
+
+    def on_term(signum: int, frame: Any) -> None:
+        _TERMINATED.append(signum)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (an embedding program): its signals are its own
+        pass

@@ -23,6 +23,9 @@ def job_cmd(
     align_clocks: bool = typer.Option(False, "--align-clocks", help="Where the ranks' clocks differ beyond the uncertainty of their estimate "
                                       "from collectives, compare skew and waits on one clock."),
     top: int = typer.Option(5, "--top", help="Ranks named per list (stragglers, outliers x2)."),
+    max_bytes: float | None = typer.Option(None, "--max-bytes", metavar="BYTES",
+                                           help="Limit on the memory the files read take (a trace's JSON, a summary's transfers), "
+                                                "shared by the workers, e.g. 2e9 (default: the smaller of half the available memory and 4 GiB)."),
 ) -> None:
     """Per window: every figure's min, median, p95 and max across ranks, the outlier ranks and why, the ranks that
     arrived last at collectives per process group and the wait they caused, the straggler's cause, the clocks."""
@@ -35,12 +38,20 @@ def job_cmd(
 
     files, failures = discover(paths)
     if files and all(is_summary(f) for f in files) and not align_clocks:  # thousands of ranks: no report built
+        from ..reading.files import share_limit, unshare_limit
+
         good, bad = check_files(files)  # checked as overlap-report checks them: every file left out is one line
-        job, more = job_report_from_summaries(good)
+        share_limit(None if max_bytes is None else int(max_bytes))  # (every rank's transfers are held at once: counted together)
+        try:
+            job, more = job_report_from_summaries(good)
+        finally:
+            unshare_limit()
         failures += bad + more
     else:
-        summary = analyze_paths(paths, jobs=jobs, align_clocks=align_clocks)
+        summary = analyze_paths(paths, jobs=jobs, align_clocks=align_clocks, max_bytes=None if max_bytes is None else int(max_bytes))
         job, failures = job_report(summary), list(summary.failures)
+        for note in (n for run in summary.runs for n in run.notes):  # a trace the manifest lacked, joined by its own rank
+            say(f"warning: {note}", "yellow")
         for w in summary.warnings:  # a window counting a rank twice (summaries beside traces of another run) is said
             if " traces in window " in w:
                 say(f"warning: {w}: its ranks are counted from every file of the window (traces of another run beside "

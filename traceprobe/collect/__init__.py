@@ -234,10 +234,14 @@ def analyze_file(
 
         if then is not None:
             return Failure(str(p), "a traceprobe summary holds no events: pictures and exports need its trace")
+        from ..reading.files import release
+
         try:
             return load_summary(p)
         except TraceFormatError as e:
             return Failure(str(p), e.reason)
+        finally:
+            release()  # (what its graph and transfers held of the command's shared limit: read)
     from ..reading.files import release
 
     try:

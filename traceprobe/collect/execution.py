@@ -160,15 +160,22 @@ def _serve(conn: Connection, fn: Callable[[Any], Any], parent: int) -> None:
         if job is None:
             return
         (item,) = job
+        stop = False
         try:
             msg: tuple[str, Any] = ("ok", fn(item))
         except BaseException as exc:  # noqa: BLE001 - handed to the parent, which re-raises it
             _note_traceback(exc)
             msg = ("raise", exc)
+            stop = isinstance(exc, KeyboardInterrupt)  # (SIGTERM, unwound: start none of the items queued behind it)
         try:
             conn.send(msg)
-        except Exception as exc:  # an unpicklable result or exception
-            conn.send(("raise", RuntimeError(f"{type(exc).__name__}: {exc}")))
+        except Exception as exc:  # an unpicklable result or exception, or a parent gone
+            try:
+                conn.send(("raise", RuntimeError(f"{type(exc).__name__}: {exc}")))
+            except OSError:
+                return
+        if stop:
+            return
 
 
 def _note_traceback(exc: BaseException) -> None:
@@ -278,8 +285,11 @@ def _on_local_workers(
             except OSError:
                 pass
             w.conn.close()
+        for w in workers:  # (a worker still busy, the command interrupted: SIGTERM first, so that its writes unwind and
+            if w.queue and w.process.is_alive():  # remove their temporary files, as the command line's handler makes them)
+                w.process.terminate()
         for w in workers:
-            w.process.join(timeout=1)
+            w.process.join(timeout=1 if not w.queue else 5)
             if w.process.is_alive():
                 w.process.kill()
                 w.process.join()

@@ -3,7 +3,8 @@
 In the order the bytes go through them: :mod:`.files` (local paths and fsspec URLs, within a size limit,
 gzip inflated as read), :mod:`.splitter` (the JSON cut into its head and pieces of its event list),
 :mod:`.decode` (each piece into columns, with :mod:`.columns`), :mod:`.trace` (the columns as a
-:class:`Trace`'s DataFrames, its Python frames and CUDA sync events by :mod:`.side_tables`); :mod:`.comm_kernels` lists the communication kernel families. ``Trace`` and
+:class:`Trace`'s DataFrames, its Python frames and CUDA sync events by :mod:`.side_tables`, within the bounds of
+:mod:`.limits`); :mod:`.comm_kernels` lists the communication kernel families. ``Trace`` and
 ``load_trace`` are loaded on first use, so that ``traceprobe.reading.files`` imports without pandas.
 """
 

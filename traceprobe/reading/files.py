@@ -231,6 +231,28 @@ def _reserve(path: str | Path, n: int, total: int) -> None:
                                      "it, --jobs 1 reads one trace at a time)")
 
 
+def reserve(path: str | Path, n: int, what: str) -> None:
+    """Count ``n`` bytes of memory that a file will take beyond its JSON (``what``, in words: a summary's inflated
+    graph and its transfers) against the command's limit: the one its readers share (:func:`share_limit`, given back
+    with the rest by :func:`release`), else :func:`default_max_bytes` for this file alone.
+
+    Raises:
+        TraceFormatError: ``n`` passes what is left of the limit (one line naming the file and the limit).
+    """
+    shared = _SHARED[0]
+    if shared is None:
+        limit = default_max_bytes()
+        if n > limit:
+            raise TraceFormatError(path, f"too large: {what} take about {n / 2**20:,.0f} MiB of memory, more than "
+                                         f"{limit / 2**20:,.0f} MiB ({_limit_words(False)}; --max-bytes sets it)")
+        return
+    others = shared.take(n)
+    if others >= 0:
+        raise TraceFormatError(path, f"too large: {what} take about {n / 2**20:,.0f} MiB of memory while the other files read "
+                                     f"at once held {others / 2**20:,.0f} MiB of the command's {shared.limit / 2**20:,.0f} MiB "
+                                     f"({_limit_words(shared.explicit)}, shared by every file read at once; --max-bytes sets it)")
+
+
 def read_trace_chunks(path: str | Path, max_bytes: int | None = None) -> Generator[bytes, None, None]:
     """The trace's JSON bytes in chunks of at most :data:`CHUNK_BYTES`, gunzipped if the
     file starts with gzip's magic bytes.

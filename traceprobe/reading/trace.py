@@ -22,6 +22,7 @@ from .columns import CAT_CODE, COLLECTIVE_ARGS, DMA_DIRECTIONS, KINDS, NO_ID, ST
 from .comm_kernels import COMM_KERNEL_RE, comm_op_launches
 from .decode import Decoded, read_events
 from .files import is_url
+from .limits import MAX_STREAMS, too_many
 from .side_tables import categorical, no_python_events, no_sync_events, python_frame, sync_frame
 from .splitter import HEAD_FIELDS
 
@@ -31,8 +32,6 @@ MAX_STEP = 2**62
 """Step numbers at or beyond this are not steps: their annotations are ignored, with a warning."""
 MAX_RANK = 1 << 28
 """``distributedInfo.rank`` must be an integer below this in magnitude, else the trace has no rank (with a warning)."""
-MAX_STREAMS = 65536
-"""Most distinct (device, stream) pairs accepted in one trace."""
 
 KIND_NAMES = ("kernel", "memcpy", "memset")
 """Device event kinds, by code."""
@@ -164,7 +163,7 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
     Raises:
         TraceFormatError: whatever the cause (unreadable, not a regular file, too large, not JSON, truncated,
             corrupt gzip, nested too deep, not a Chrome trace, an empty ``traceEvents``, events whose
-            ``ts``/``dur`` are missing, non-numeric, negative or absurd, absurdly many streams, a
+            ``ts``/``dur`` are missing, non-numeric, negative or absurd, absurdly many streams or host threads (:mod:`.limits`), a
             ``distributedInfo.pg_config`` entry that is no process group (:func:`pg_config_problem`)).
     """
     p = path if is_url(path) else Path(path)
@@ -189,9 +188,9 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
     by_op = comm_op_launches(device_events, host_events)  # (a kernel a communication op launched: .comm_kernels)
     if by_op.any():
         device_events["is_comm"] = device_events["is_comm"].to_numpy(bool) | by_op
-    n_streams = device_events.groupby(["device", "stream"]).ngroups
-    if n_streams > MAX_STREAMS:
-        raise TraceFormatError(p, f"absurd trace: {n_streams:,} distinct (device, stream) pairs (limit {MAX_STREAMS:,})")
+    absurd = too_many(device_events, host_events)  # (streams and host threads: .limits)
+    if absurd:
+        raise TraceFormatError(p, absurd)
     if device_events.empty and host_events.empty:
         warnings.append("no device or host activity: only metadata, flows, counters or unknown categories")
     metadata = {k: getattr(dec.head, k) for k in HEAD_FIELDS if getattr(dec.head, k) is not None}

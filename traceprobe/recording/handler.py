@@ -56,11 +56,11 @@ import queue
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..fileio import remove_leftovers_of, scratch_path
 from .summary_process import remove_quietly
 
 EXIT_WAIT_S = 600.0
@@ -183,14 +183,19 @@ class TraceReady:
         except OSError as e:
             self._error(f"cannot create {self.folder}: {e.strerror or e}")
             return None
-        tmp = self.folder / f".rank{rank}.{uuid.uuid4().hex[:12]}.pt.trace.json.tmp"
+        try:  # (named by fileio's pattern; what a killed process of this rank left before this one started goes)
+            remove_leftovers_of(self.folder / f"rank{rank}.pt.trace.json")
+            tmp = scratch_path(self.folder, f"rank{rank}.pt.trace.json")
+        except OSError as e:
+            self._error(f"cannot write the trace of window {n} of rank {rank}: {_with_cause(str(e), self.folder)}")
+            return None
         try:
             if self.save == "fork":
                 self.fork_pauses_s.append(_forked_export(inner, tmp))
             else:
                 inner.export_chrome_trace(str(tmp))
         except Exception as e:  # noqa: BLE001 - a full disk, a read-only folder, ...
-            remove_quietly(tmp)
+            _remove_export(tmp)
             self._error(f"cannot write the trace of window {n} of rank {rank}: {_with_cause(str(e), self.folder)}")
             return None
         try:
@@ -198,7 +203,7 @@ class TraceReady:
         except OSError:
             size = 0
         if size == 0:  # torch's exporter says nothing where the disk filled up under it: name the cause, not the empty file
-            remove_quietly(tmp)
+            _remove_export(tmp)
             self._error(f"cannot write the trace of window {n} of rank {rank}: "
                         f"{_with_cause('the profiler exported an empty file', self.folder)}")
             return None
@@ -234,6 +239,13 @@ class TraceReady:
                 self.log(out["line"])
             except Exception as e:  # noqa: BLE001
                 self._error(f"the log callback raised {type(e).__name__}: {e}")
+
+
+def _remove_export(tmp: Path) -> None:
+    """Remove a lost window's files: the scratch name and the file torch's exporter writes beside it (``<name>.tmp``,
+    renamed over the scratch name only when the export ends well: a full disk leaves it)."""
+    remove_quietly(tmp)
+    remove_quietly(tmp.with_name(tmp.name + ".tmp"))
 
 
 FULL_BELOW = 1 << 20

@@ -59,11 +59,13 @@ def window_line(report: Any, rank: int) -> str:
 
 
 def summarize_window(tmp: str, folder: str, rank: int, n: int, job: str, keep_trace: bool) -> dict[str, Any]:
-    """What the summary's process does with one window's temporary trace: analyse it, write the summary, move the
-    trace into place gzipped (or remove it); the result as a dict (``summary``, ``trace``, ``line``, ``error``).
-    The trace is kept whatever befalls the summary; the temporary file never outlives this call."""
+    """What the summary's process does with one window's temporary trace: analyse it, write the summary and the trace
+    (gzipped, or none) under a stem claimed exclusively (:func:`traceprobe.fileio.claim_stem`: ``rank<R>.steps<A>-<B>``,
+    else ``-2``, ``-3``..., never a name another writer holds); the result as a dict (``summary``, ``trace``, ``line``,
+    ``error``). The trace is kept whatever befalls the summary; the temporary file never outlives this call."""
+    from ..analysis.job.summaries import summary_bytes
     from ..analysis.per_trace import overlap_report
-    from ..fileio import atomic_write_bytes
+    from ..fileio import claim_stem
     from ..reading import load_trace
 
     out: dict[str, Any] = {"summary": None, "trace": None, "line": "", "error": None}
@@ -77,22 +79,41 @@ def summarize_window(tmp: str, folder: str, rank: int, n: int, job: str, keep_tr
             stem = f"rank{rank}.steps{int(report.steps['step'].min())}-{int(report.steps['step'].max())}"
     except Exception as e:  # noqa: BLE001 - the trace is still kept
         out["error"] = f"cannot analyse window {n} of rank {rank}: {type(e).__name__}: {e}"
-    stem = _free(base, stem)
-    name = f"{stem}.pt.trace.json.gz"
+    gz = b""
     try:
         if keep_trace:
             import gzip
 
-            raw = Path(tmp).read_bytes()
-            atomic_write_bytes(base / name, gzip.compress(raw, compresslevel=1, mtime=0))
-            out["trace"] = str(base / name)
+            gz = gzip.compress(Path(tmp).read_bytes(), compresslevel=1, mtime=0)
     except Exception as e:  # noqa: BLE001
         out["error"] = out["error"] or f"cannot write the trace of window {n} of rank {rank}: {e}"
+        keep_trace = False
     finally:
         remove_quietly(Path(tmp))
-    if report is not None:
-        _write(report, base / f"{stem}.summary.json", job, name if keep_trace and out["trace"] else "", rank, f"window {n} of rank {rank}", out)
+    trace_file: tuple[str, Any] = (_TRACE, lambda _: gz)
+    summary_file: tuple[str, Any] = (_SUMMARY, lambda c: summary_bytes(report, job, f"{c}{_TRACE}" if keep_trace else ""))  # pyright: ignore[reportArgumentType]
+    # both under one stem; else (a full disk) the trace alone, else the summary alone: a summary lost costs no trace
+    tries = [[summary_file, trace_file]] if keep_trace and report is not None else []
+    tries += ([[trace_file]] if keep_trace else []) + ([[summary_file]] if report is not None else [])
+    for files in tries:
+        try:
+            claimed = claim_stem(base, stem, files, free=[x for x in (_SUMMARY, _TRACE) if x not in {f[0] for f in files}])
+        except Exception as e:  # noqa: BLE001 - the next try keeps what it can
+            out["error"] = out["error"] or f"cannot write the files of window {n} of rank {rank}: {e}"
+            continue
+        if trace_file in files:
+            out["trace"] = str(base / f"{claimed}{_TRACE}")
+        if summary_file in files:
+            out["summary"] = str(base / f"{claimed}{_SUMMARY}")
+            try:
+                out["line"] = window_line(report, rank)
+            except Exception as e:  # noqa: BLE001
+                out["error"] = out["error"] or f"cannot write the log line of window {n} of rank {rank}: {e}"
+        break
     return out
+
+
+_TRACE, _SUMMARY = ".pt.trace.json.gz", ".summary.json"
 
 
 def summarize_trace(trace: str, job: str) -> dict[str, Any]:
@@ -128,15 +149,6 @@ def _write(report: Any, path: Path, job: str, source: str, rank: int, what: str,
         out["line"] = window_line(report, rank)
     except Exception as e:  # noqa: BLE001 - a full disk costs the summary
         out["error"] = f"cannot write the summary of {what}: {e}"
-
-
-def _free(folder: Path, stem: str) -> str:
-    """``stem``, or ``stem-2``, ``stem-3``... where a summary or trace of that name exists: nothing is overwritten."""
-    k, s = 1, stem
-    while (folder / f"{s}.summary.json").exists() or (folder / f"{s}.pt.trace.json.gz").exists():
-        k += 1
-        s = f"{stem}-{k}"
-    return s
 
 
 def _main(argv: list[str]) -> int:

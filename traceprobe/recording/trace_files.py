@@ -31,7 +31,8 @@ def default_out(label: str, root: str | Path = "runs") -> Path:
 
     In a process started by torchrun the time is the launcher's (the parent
     process's start), so the ranks of one node agree on the folder; otherwise
-    it is now, and a folder that exists already gets ``-2``, ``-3``...
+    it is now, and a folder that exists already gets ``-2``, ``-3``...: the folder is created here, exclusively
+    (``mkdir`` fails where it exists), so that two recordings started in one second never share one.
     """
     rank, _, _ = dist_env()
     when = None
@@ -45,11 +46,15 @@ def default_out(label: str, root: str | Path = "runs") -> Path:
     base = Path(root) / f"{label}-{(when or _dt.datetime.now()).strftime('%Y%m%d-%H%M%S')}"
     if rank is not None:
         return base
-    out, n = base, 1
-    while out.exists():
-        n += 1
-        out = base.with_name(f"{base.name}-{n}")
-    return out
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_001):
+        out = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            out.mkdir()  # (claimed: a second process gets FileExistsError and the next name)
+            return out
+        except FileExistsError:
+            continue
+    raise FileExistsError(17, "10,000 folders of that name taken", str(base))
 
 
 def default_name() -> str:

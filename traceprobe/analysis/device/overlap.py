@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
+from ... import keyed
 from ...reading import Trace
 from ..memo import device_column, host_column
 from .busy import (
@@ -163,21 +164,13 @@ def host_compute_intervals(trace: Trace) -> iv.Intervals:
     if not is_op.any():
         return iv.empty()
     # a runtime call belongs to an op when it starts inside the op on the same
-    # thread; one searchsorted per thread (threads are few, events many)
+    # thread; every thread in one sort (:mod:`traceprobe.keyed`)
     thread = host_thread_codes(trace)
     start = host_column(trace, "start_ns")
     end = host_column(trace, "end_ns")
-    pure = np.ones(int(is_op.sum()), dtype=bool)
     op_idx = np.flatnonzero(is_op)
-    op_thread = thread[op_idx]
-    for t in iv.distinct(op_thread):
-        rt = np.sort(start[is_rt & (thread == t)])
-        if rt.size == 0:
-            continue
-        sel = op_thread == t
-        ops = op_idx[sel]
-        inside = np.searchsorted(rt, end[ops], side="left") - np.searchsorted(rt, start[ops], side="left")
-        pure[sel] = inside == 0
+    inside = keyed.count_between(thread[is_rt], start[is_rt], thread[op_idx], start[op_idx], end[op_idx], hi_side="left")
+    pure = inside == 0
     op_s, op_e = start[op_idx], end[op_idx]
     return iv.union(op_s[pure], op_e[pure])
 

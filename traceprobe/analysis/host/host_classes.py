@@ -9,6 +9,7 @@ import re
 import numpy as np
 
 from ... import intervals as iv
+from ... import keyed
 from ...reading import Trace
 from ...reading.columns import is_step_name
 from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals, per_value, runtime_calls
@@ -165,10 +166,8 @@ def dispatching(trace: Trace) -> np.ndarray:
     launching[rows[rows >= 0]] = True
     op = (cls == _LAUNCH) & ~runtime
     out = (cls == _LAUNCH) & runtime
-    for t in iv.distinct(thread[op]).tolist():  # (one pass per host thread)
-        calls = np.sort(start[launching & (thread == t)])
-        sel = np.flatnonzero(op & (thread == t))
-        out[sel] = np.searchsorted(calls, end[sel], "right") > np.searchsorted(calls, start[sel], "left")
+    sel = np.flatnonzero(op)  # (a launch call inside the op on its thread: every thread in one sort, :mod:`traceprobe.keyed`)
+    out[sel] = keyed.count_between(thread[launching], start[launching], thread[sel], start[sel], end[sel]) > 0
     return out
 
 
@@ -208,15 +207,22 @@ def program_calls(trace: Trace) -> np.ndarray:
     start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
     thread = host_thread_codes(trace)
     op = per_value(host["cat"], "cpu_op".__eq__, False, bool) & ~step_annotations(trace)  # (a step holds calls, makes none)
-    for t in iv.distinct(thread[op]).tolist():  # (one pass per host thread)
-        ops = np.flatnonzero(op & (thread == t))
-        ops = ops[np.lexsort((-end[ops], start[ops]))]  # (by start, the longer first)
-        before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], end[ops][:-1]]))
-        outer = ops[end[ops] > before]  # (not inside an op before it)
-        rows = np.flatnonzero(thread == t)
-        k = np.searchsorted(start[outer], start[rows], "right") - 1
-        held = (k >= 0) & (end[outer[np.maximum(k, 0)]] >= end[rows])
-        out[rows[held]] = outer[k[held]]
+    ops = np.flatnonzero(op)
+    if ops.size == 0:
+        return out
+    ops = ops[np.lexsort((-end[ops], start[ops], thread[ops]))]  # (by thread, then by start, the longer first)
+    # every thread at once (:mod:`traceprobe.keyed`): keys of one thread are contiguous, so a running maximum of the
+    # end keys is each thread's running maximum of ends once past its first op
+    k_end, k_start, k_row = keyed.keys((thread[ops], end[ops]), (thread[ops], start[ops]), (thread, start))
+    run = np.maximum.accumulate(k_end)
+    before = np.concatenate([[-1], run[:-1]])
+    first = np.concatenate([[True], thread[ops][1:] != thread[ops][:-1]])
+    keep = first | (k_end > before)  # (not inside an op before it on its thread)
+    outer, k_outer = ops[keep], k_start[keep]
+    k = np.searchsorted(k_outer, k_row, "right") - 1
+    at = outer[np.maximum(k, 0)]
+    held = (k >= 0) & (thread[at] == thread) & (end[at] >= end)
+    out[held] = at[held]
     return out
 
 
@@ -225,6 +231,25 @@ def program_call_top(trace: Trace, rows: np.ndarray, span: iv.Intervals) -> str:
     most, of the host events ``rows``: what a sync's finding names (``aten::is_nonzero`` for ``if not
     torch.isfinite(norm)``, ``aten::item`` for ``loss.item()``)."""
     return top_name(trace, np.unique(program_calls(trace)[rows]), span)
+
+
+@per_trace
+def _by_thread(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of ``trace.host_events`` by host thread (one stable sort): the rows, the distinct thread codes, and where
+    each one's rows begin in them (one more entry than the codes: the end)."""
+    thread = host_thread_codes(trace)
+    order = np.argsort(thread, kind="stable")
+    codes = iv.distinct(thread)
+    return order, codes, np.searchsorted(thread[order], codes).tolist() + [order.size]
+
+
+def thread_rows(trace: Trace, threads: tuple[int, ...]) -> np.ndarray:
+    """The rows of ``trace.host_events`` on the host threads ``threads`` (codes of :func:`.busy.host_thread_codes`),
+    increasing (int64); O(their rows), whatever the trace's size."""
+    order, codes, bounds = _by_thread(trace)
+    at = np.searchsorted(codes, np.asarray(threads, np.int64))
+    parts = [order[bounds[i]:bounds[i + 1]] for i, t in zip(at.tolist(), threads) if i < codes.size and codes[i] == t]
+    return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 
 @per_trace
@@ -249,23 +274,28 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
     host = trace.host_events
     if host.empty or not threads:
         return tuple(iv.empty() for _ in HOST_CAUSES[:-1])
-    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
-    thread = host_thread_codes(trace)
-    on = np.isin(thread, np.asarray(threads, np.int64))
-    cls = host_classes(trace)
+    rows = thread_rows(trace, threads)  # (the threads' rows alone: a thread's spans cost its own events, not the trace's)
+    start, end = host_column(trace, "start_ns")[rows], host_column(trace, "end_ns")[rows]
+    thread = host_thread_codes(trace)[rows]
+    on = np.ones(rows.size, bool)
+    cls = host_classes(trace)[rows]
     capturing = graph_intervals(trace)
 
     def span(m: np.ndarray, where: np.ndarray = on) -> iv.Intervals:
-        return iv.union(start[m & where], end[m & where])
+        m = m & where
+        return iv.union(start[m], end[m]) if m.any() else iv.empty()  # (a class the threads were never in: nothing)
 
     captured = [capturing[t] for t in threads if t in capturing]
     raw = [iv.coverage_at_least(captured, 1) if captured else iv.empty()]
-    launching = dispatching(trace)
+    launching = dispatching(trace)[rows]
     raw += [span(cls == k) for k in range(_LAUNCH)]
-    raw[1 + _OPTIMIZER] = iv.coverage_at_least([iv.subtract(span(cls == _OPTIMIZER, thread == t), span(launching, thread == t))
-                                                for t in threads], 1)  # (an optimizer's launches are dispatch, thread by thread)
+    if raw[1 + _OPTIMIZER][0].size:  # (an optimizer's launches are dispatch, thread by thread)
+        raw[1 + _OPTIMIZER] = iv.coverage_at_least([iv.subtract(span(cls == _OPTIMIZER, thread == t), span(launching, thread == t))
+                                                    for t in threads], 1)
     if trace.device_events.empty:  # (a CPU-only job: its threads wait, outside any op, for a collective on the library's own thread)
-        raw[1 + _OTHER_RANK] = iv.coverage_at_least([raw[1 + _OTHER_RANK], span(cls == _OTHER_RANK, np.ones(len(host), bool))], 1)
+        every = host_classes(trace) == _OTHER_RANK  # (on any thread, not only ``threads``)
+        raw[1 + _OTHER_RANK] = iv.coverage_at_least([raw[1 + _OTHER_RANK], iv.union(host_column(trace, "start_ns")[every],
+                                                                                     host_column(trace, "end_ns")[every])], 1)
     raw += [span(launching), span(cls >= 0)]  # (cpu_op: any op left)
     setup = setup_span(trace)  # (a thread outside any op, before a first compile: set-up, warm-up)
     if setup[0].size:
@@ -273,6 +303,9 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
         raw[1 + _WARMUP] = iv.coverage_at_least([raw[1 + _WARMUP], *idle], 1)
     out, taken = [], iv.empty()
     for s in raw:
-        out.append(iv.subtract(s, taken))
-        taken = iv.coverage_at_least([taken, s], 1)
+        if s[0].size == 0:  # (nothing of this class: nothing to take or give)
+            out.append(s)
+            continue
+        out.append(iv.subtract(s, taken) if taken[0].size else s)
+        taken = iv.coverage_at_least([taken, s], 1) if taken[0].size else s
     return tuple(out)

@@ -213,14 +213,20 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 qlen = np.where(has, ge - split, 0)
                 q_stream = int(stream[nxt[int(np.argmax(qlen))]]) if qlen.max() > 0 else -1
             host_part_s, host_part_e, host_thread = gs[has], call_end[has], thread[lrow[has]] if thread.size else np.zeros(0, np.int64)
-            for t in iv.distinct(host_thread).tolist():  # (each nanosecond by the first class its launching thread was in)
-                sel = host_thread == t
+            parts: dict[str, list[iv.Intervals]] = {c: [spans[c]] for c in HOST_CAUSES}
+            by_thread = np.argsort(host_thread, kind="stable")  # (each thread's gaps by one sort, not a mask per thread)
+            cuts = np.flatnonzero(np.diff(host_thread[by_thread])) + 1
+            for sel in np.split(by_thread, cuts) if by_thread.size else []:  # (each ns by the first class its thread was in)
                 remaining = iv.union(host_part_s[sel], host_part_e[sel])
-                for cause, held in zip(HOST_CAUSES, class_spans(trace, (int(t),))):
+                for cause, held in zip(HOST_CAUSES, class_spans(trace, (int(host_thread[sel[0]]),))):
+                    if remaining[0].size == 0 or held[0].size == 0:  # (nothing left, or a class the thread was never in)
+                        continue
                     part = iv.intersect(remaining, held)
                     remaining = iv.subtract(remaining, part)
-                    spans[cause] = iv.coverage_at_least([spans[cause], part], 1)
-                spans["host"] = iv.coverage_at_least([spans["host"], remaining], 1)
+                    parts[cause].append(part)
+                parts["host"].append(remaining)
+            for cause, sets in parts.items():  # (one union per cause, not one per thread)
+                spans[cause] = iv.coverage_at_least(sets, 1)
             spans["launch"] = iv.coverage_at_least([spans["launch"], launching], 1)
             launched_by = iv.distinct(host_thread)
             threads_on = np.isin(thread, launched_by) if thread.size else np.zeros(0, bool)

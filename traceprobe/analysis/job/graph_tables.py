@@ -64,24 +64,40 @@ STEP_COLUMNS = ("step", "start_ns", "end_ns")
 """The columns of a graph's steps that its replay reads (int64)."""
 
 
-def graph_from_blob(blob: str) -> RankGraph:
+def inflated_size(blob: str) -> int:
+    """The bytes a packed graph's arrays inflate to (the sum of its ``.npz`` members' sizes, as its zip directory says;
+    nothing is inflated), to count against a limit before :func:`graph_from_blob` reads them.
+
+    Raises:
+        ValueError: a blob that is not base64 or not a zip.
+    """
+    try:
+        with zipfile.ZipFile(io.BytesIO(base64.b64decode(blob, validate=True))) as z:
+            return sum(i.file_size for i in z.infolist())
+    except (binascii.Error, zipfile.BadZipFile, OSError, EOFError) as e:
+        raise ValueError(f"a graph that is not a packed graph ({type(e).__name__})") from None
+
+
+def graph_from_blob(blob: str, max_inflated: int = MAX_INFLATED) -> RankGraph:
     """The graph :func:`graph_blob` packed.
 
-    Every array is checked before it is read and before the graph is built: each ``.npy`` member's header (its
+    ``max_inflated``: the most its arrays may inflate to (bytes; at most :data:`MAX_INFLATED`), checked from the zip's
+    directory before any is read. Every array is checked before it is read and before the graph is built: each ``.npy`` member's header (its
     shape times its dtype's size) against the bytes the member holds, so that no header makes numpy allocate more
     than the blob holds (:func:`_member`); then each array's dtype and shape against the others (:func:`graph_problem`).
 
     Raises:
         ValueError: a blob that is not base64, not an ``.npz`` of the graph's arrays, inflates past
-            :data:`MAX_INFLATED`, holds an array whose header claims more or fewer bytes than it holds, arrays whose
+            ``max_inflated`` or :data:`MAX_INFLATED`, holds an array whose header claims more or fewer bytes than it holds, arrays whose
             dtypes or lengths disagree (:func:`graph_problem`), or indices beyond its arrays (the caller names the
             file).
     """
     try:
         raw = base64.b64decode(blob, validate=True)
         with zipfile.ZipFile(io.BytesIO(raw)) as z:
-            if sum(i.file_size for i in z.infolist()) > MAX_INFLATED:
-                raise ValueError(f"a graph that inflates past {MAX_INFLATED:,} bytes")
+            inflated, limit = sum(i.file_size for i in z.infolist()), min(max_inflated, MAX_INFLATED)
+            if inflated > limit:
+                raise ValueError(f"a graph that inflates to {inflated:,} bytes, past {limit:,}")
             a = {info.filename.removesuffix(".npy"): _member(z, info) for info in z.infolist()}
     except (binascii.Error, zipfile.BadZipFile, zlib.error, OSError, EOFError) as e:
         raise ValueError(f"a graph that is not a packed graph ({type(e).__name__})") from None

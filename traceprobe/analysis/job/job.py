@@ -47,7 +47,7 @@ from .cause_tables import RankColumns, rank_columns, rank_tables
 from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
 from .collectives import match_rows
-from .summaries import TableView, members_of, window_graphs
+from .summaries import TableView, check_transfers, members_of, window_graphs
 
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
 """Parts of the GPU time breakdown given per step."""
@@ -293,6 +293,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
             problem = tables_problem({name: getattr(v.tables, name) for name in _VIEW_TABLES})
             if problem:  # (the tables read here checked as the full decode checks them, for callers that did not decode)
                 raise TraceFormatError(path, f"traceprobe summary version {VERSION} that does not fit its format ({problem})")
+            check_transfers(path, _col(v.tables.collectives, "p2p"))  # (their pairing's memory, within the command's limit)
         except TraceFormatError as e:
             failures.append(Failure(str(path), e.reason))
             continue
@@ -375,8 +376,7 @@ def _table(t: TableView | None) -> dict[str, list] | None:
 def _coll_arrays(v: _JobView) -> dict[str, np.ndarray]:
     """One rank's collectives as arrays (:data:`_COLL`); repeated names share one string."""
     t = v.tables.collectives
-    out = {}
-    n = len(_col(t, "start_ns"))
+    out, n = {}, len(_col(t, "start_ns"))
     for c in _COLL:
         vals = _col(t, c)
         if len(vals) != n:  # (a column that summaries of older versions do not carry)

@@ -39,8 +39,8 @@ from ..device.overlap import CpuGpuOverlap
 from ..host.host_threads import HostThreadConcurrency
 from ..per_trace import OverlapReport
 from ..registry import COMPUTED
+from .graph_tables import MAX_INFLATED, graph_blob, graph_from_blob, inflated_size
 from .graph_tables import TABLE as GRAPH_TABLE
-from .graph_tables import graph_blob, graph_from_blob
 
 TABLES = ("streams", "copy_overlap", "stream_concurrency", "comm_overlap", "steps", "breakdown", "breakdown_steps", "findings",
           "kernels", "queue", "collectives", "set_aside", "exposed_comm", "idle_causes")
@@ -143,9 +143,9 @@ def to_summary(report: OverlapReport, job: str = "", source: str | None = None) 
     )
 
 
-def from_summary(doc: SummaryDoc, path: str | Path) -> OverlapReport:
+def from_summary(doc: SummaryDoc, path: str | Path, graph_limit: int = MAX_INFLATED) -> OverlapReport:
     """The report a summary was written from; ``path`` (the summary's) becomes its ``path``, and ``info`` gains
-    ``job`` and ``summary_of`` (the trace summarised)."""
+    ``job`` and ``summary_of`` (the trace summarised); its graph may inflate to ``graph_limit`` bytes."""
     t = doc.tables
     frame = {name: table_frame(t[name]) if name in t else pd.DataFrame() for name in (*TABLES, "devices")}
     if PG_MEMBERS in t and "pg_ranks" in frame["collectives"].columns:
@@ -170,7 +170,7 @@ def from_summary(doc: SummaryDoc, path: str | Path) -> OverlapReport:
                                                                    th.busiest_thread_ns, _unnum(th.concurrency), _unnum(th.fair_concurrency)),
         exposed_comm=frame["exposed_comm"], idle_causes=frame["idle_causes"], backend=doc.backend, training=doc.training,
         extra={f.key: table_frame(t[f.key]) if f.key in t else pd.DataFrame() for f in COMPUTED},
-        graph=_graph(t.get(GRAPH_TABLE)),
+        graph=_graph(t.get(GRAPH_TABLE), graph_limit),
     )
     report.headline  # noqa: B018 - computed where the summary is read, as overlap_report does
     return report
@@ -218,8 +218,9 @@ def load_summary(path: str | Path) -> OverlapReport:
             that no table can hold (one line naming the file).
     """
     doc = read_summary(path)
+    graph_limit = check_memory(doc, path)
     try:
-        return from_summary(doc, path)
+        return from_summary(doc, path, graph_limit)
     except (ValueError, TypeError, OverflowError, IndexError, KeyError, RecursionError, MemoryError) as e:  # (the decode checks what it can)
         raise TraceFormatError(path, f"traceprobe summary that does not fit its format ({type(e).__name__}: {e})") from None
 
@@ -248,7 +249,70 @@ def foreign_jobs(reports: list[OverlapReport]) -> tuple[list[OverlapReport], lis
     return [r for r in reports if id(r) not in bad], sorted(failures, key=lambda f: f.path)
 
 
-def _graph(t: Any) -> RankGraph | None:
+GRAPH_RATIO = 64
+"""A summary's graph may inflate to at most this many times the summary's size on disk (gzipped where the file is;
+its blob's length where the file's size is unknown): real summaries' graphs inflate to 0.4-8x their file (1.7-12x a
+gzipped one; 62 summaries of sample_traces), a blob of zeros to 1,000x."""
+TRANSFER_BYTES = 512
+"""Memory counted per point-to-point transfer a summary's ``p2p`` column names (pairing them took 453 bytes a transfer,
+measured on one column of 10^6 ``send:1``)."""
+
+
+def check_memory(doc: SummaryDoc, path: str | Path) -> int:
+    """Count what a summary will take beyond its JSON against the command's memory limit (the one ``--max-bytes`` sets
+    and the workers share, :func:`traceprobe.reading.files.reserve`): its graph inflated and its transfers at
+    :data:`TRANSFER_BYTES` each; the graph must also inflate to at most :data:`GRAPH_RATIO` times the file's size.
+
+    Returns:
+        the most the summary's graph may inflate to (bytes), for :func:`from_summary`.
+
+    Raises:
+        TraceFormatError: the graph inflates past its share of the file, or the whole passes the limit (one line
+            naming the file).
+    """
+    from ...reading.files import is_url, reserve
+
+    t = doc.tables
+    graph = t.get(GRAPH_TABLE)
+    blob = graph.data[0][0] if graph is not None and len(graph.data) == 1 and len(graph.data[0]) == 1 else None
+    inflated = 0
+    if isinstance(blob, str):
+        try:
+            inflated = inflated_size(blob)
+        except ValueError as e:
+            raise TraceFormatError(path, f"traceprobe summary whose graph does not fit its format ({e})") from None
+        size = len(blob) if is_url(path) else max(Path(path).stat().st_size, 1)
+        if inflated > GRAPH_RATIO * size:
+            raise TraceFormatError(path, f"traceprobe summary whose graph inflates to {inflated:,} bytes, more than {GRAPH_RATIO}x "
+                                         f"its file's {size:,} (a real summary's graph: at most about 12x): refused")
+    coll = t.get("collectives")
+    transfers = count_transfers(coll.data[coll.columns.index("p2p")] if coll is not None and "p2p" in coll.columns else [])
+    reserve(path, inflated + TRANSFER_BYTES * transfers,
+            f"its graph ({inflated:,} bytes inflated) and {transfers:,} point-to-point transfers")
+    return max(inflated, 1)
+
+
+def count_transfers(p2p: list) -> int:
+    """How many point-to-point transfers a summary's ``p2p`` column names (``send:1;recv:0``: one per ``;``-separated
+    item of each non-empty string)."""
+    return sum(v.count(";") + 1 for v in p2p if isinstance(v, str) and v)
+
+
+def check_transfers(path: str | Path, p2p: list) -> None:
+    """Count a summary's transfers (its ``p2p`` column, :func:`count_transfers`) at :data:`TRANSFER_BYTES` each against
+    the command's memory limit, as :func:`check_memory` does, for a reader that decodes the collectives alone (the
+    whole-job report from summaries).
+
+    Raises:
+        TraceFormatError: past the limit (one line naming the file).
+    """
+    from ...reading.files import reserve
+
+    n = count_transfers(p2p)
+    reserve(path, TRANSFER_BYTES * n, f"its {n:,} point-to-point transfers")
+
+
+def _graph(t: Any, limit: int = MAX_INFLATED) -> RankGraph | None:
     """The graph of a summary's ``graph`` table (a :class:`Table` or a decoded view of one), None without one.
 
     Raises:
@@ -258,7 +322,7 @@ def _graph(t: Any) -> RankGraph | None:
         return None
     if list(t.columns) != ["npz"] or len(t.data) != 1 or len(t.data[0]) != 1 or not isinstance(t.data[0][0], str):
         raise ValueError("a graph table that is not one packed graph")
-    return graph_from_blob(t.data[0][0])
+    return graph_from_blob(t.data[0][0], limit)
 
 
 class TableView(msgspec.Struct):
@@ -282,12 +346,14 @@ def graph_of_file(path: str | Path) -> RankGraph | None:
     """The rank's graph of the summary file at ``path`` (its graph table alone decoded), None where it carries none.
 
     Raises:
-        TraceFormatError: as :func:`~traceprobe.summary_file.read_summary` says, or a graph table that holds no graph.
+        TraceFormatError: as :func:`~traceprobe.summary_file.read_summary` says, a graph table that holds no graph,
+            or a graph that inflates past :data:`GRAPH_RATIO` times the file's size.
         OSError, msgspec.DecodeError: the file cannot be read or is not JSON.
     """
     raw = Path(path).read_bytes() if not str(path).endswith(".gz") else msgspec.json.encode(read_summary(path))
     try:
-        return _graph(msgspec.json.decode(raw, type=_GraphSummary).tables.graph)
+        limit = GRAPH_RATIO * max(Path(path).stat().st_size, 1)  # (as check_memory's: a multiple of the file's size)
+        return _graph(msgspec.json.decode(raw, type=_GraphSummary).tables.graph, limit)
     except ValueError as e:
         raise TraceFormatError(path, f"traceprobe summary whose graph does not fit its format ({e})") from None
 

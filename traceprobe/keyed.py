@@ -1,0 +1,54 @@
+"""Searches within groups (host threads, streams) in one sort: composite int64 keys, group then time.
+
+A question asked once per host thread ("which launch calls of this op's thread fall inside it?") costs a
+pass over every event per thread when each thread is picked out with a mask, which is quadratic in the
+threads (100,000 threads of one op each took 26 s, 99% of it in those masks). Here every (group, time)
+pair becomes one int64 key, ``group_code * M + time_rank``, with ``time_rank`` the rank of the time among
+every time given (so equal times give equal keys, and the order of times is kept exactly) and ``M`` one
+more than the number of distinct times: keys of one group are contiguous and ordered by time, so one
+``np.searchsorted`` over sorted keys answers the question for every thread at once, in O(n log n).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+I64 = npt.NDArray[np.int64]
+"""A one-dimensional int64 array."""
+
+
+def keys(*pairs: tuple[npt.ArrayLike, npt.ArrayLike]) -> list[I64]:
+    """One int64 key array per ``(group, time)`` pair of arrays (of equal length within a pair; groups any
+    integers, times int64 ns), all on one scale: for any two keys, ``a < b`` exactly where ``a``'s group is
+    smaller, or the groups are equal and ``a``'s time is smaller; ``a == b`` where both are equal.
+
+    Raises:
+        ValueError: a pair's arrays differ in length.
+    """
+    gs = [np.asarray(g, np.int64).ravel() for g, _ in pairs]
+    ts = [np.asarray(t, np.int64).ravel() for _, t in pairs]
+    if any(g.size != t.size for g, t in zip(gs, ts, strict=True)):
+        raise ValueError("a group array and its time array differ in length")
+    if not gs or sum(g.size for g in gs) == 0:
+        return [np.zeros(0, np.int64) for _ in pairs]
+    times = np.sort(np.concatenate(ts))
+    groups = np.sort(np.concatenate(gs))
+    width = np.int64(times.size + 1)  # (ranks are below the count of times, whatever their duplicates)
+    return [np.searchsorted(groups, g).astype(np.int64) * width + np.searchsorted(times, t).astype(np.int64)
+            for g, t in zip(gs, ts, strict=True)]
+
+
+def count_between(group: npt.ArrayLike, at: npt.ArrayLike, q_group: npt.ArrayLike, lo: npt.ArrayLike, hi: npt.ArrayLike,
+                  lo_side: str = "left", hi_side: str = "right") -> I64:
+    """Per query ``i``: how many points ``j`` of the same group (``group[j] == q_group[i]``) have ``at[j]`` between
+    ``lo[i]`` and ``hi[i]``: ``lo <= at`` (``lo_side="left"``) or ``lo < at`` (``"right"``), and ``at <= hi``
+    (``hi_side="right"``) or ``at < hi`` (``"left"``); numpy's ``searchsorted`` sides, applied within each group
+    (int64, one per query).
+    """
+    k_at, k_lo, k_hi = keys((group, at), (q_group, lo), (q_group, hi))
+    k_at.sort()
+    side_lo = "left" if lo_side == "left" else "right"
+    side_hi = "right" if hi_side == "right" else "left"
+    count = np.searchsorted(k_at, k_hi, side=side_hi) - np.searchsorted(k_at, k_lo, side=side_lo)
+    return np.maximum(count, 0).astype(np.int64)  # (an empty range, such as ``lo < at < hi`` with lo == hi: none)
