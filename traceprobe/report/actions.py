@@ -84,18 +84,24 @@ DO_KIND = {
 }
 """The action of each finding kind (:mod:`traceprobe.analysis.advice.findings`), shortened from its advice."""
 
-_TRAILING = re.compile(r"\s*\(?[-+]?[\d,.]+ (?:ns|µs|ms|s)\)?$")
+_TRAILING = re.compile(r"\s*\(?[-+]?[\d,.]+ ?(?:ns|µs|ms|s|%)\)?$")
 
 
 @dataclass(frozen=True)
 class Top:
     """A trace's top finding on the first screen: ``label`` with its figure (module doc), ``do`` its action
     (``""`` where none is known), ``what_if`` whether it is a what-if (its full advice is under *what would give
-    time back*; else in ``--detail``)."""
+    time back*; else in ``--detail``); ``cause`` its cause in words (``data loading``, ``exposed HtoD copy``),
+    ``figure`` its figure per step alone (``-20.9 ms/step``, ``-1.9 ms in the trace``), ``gain_ns`` what it would give
+    back in the window (ns) and ``share`` that as a share of the window (0..1): how the first screen ranks windows."""
 
     label: str
     do: str
     what_if: bool
+    cause: str = ""
+    figure: str = ""
+    gain_ns: float = 0.0
+    share: float = 0.0
 
 
 def per_step(per_ns: float, total_ns: float, steps: int, sign: str = "") -> str:
@@ -148,7 +154,8 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
     if cause == "dispatch" and COMPILED_OPS.search(str(t.get("top", ""))):  # (compiled already: not "torch.compile it")
         do = DO_CAUSE["dispatch_replayed" if w.replays else "dispatch_compiled"]
     part = w.partial()  # (a sampled or cut-short trace says so beside its figure)
-    return Top(f"{who}{w.cause_label(cause)} {figure}" + (f" ({part})" if part else ""), do, True)
+    return Top(f"{who}{w.cause_label(cause)} {figure}" + (f" ({part})" if part else ""), do, True, w.cause_label(cause),
+               figure.split(" (")[0], float(t["gain_ns"]), float(t["gain_ns"]) / max(w.window_ns, 1))
 
 
 def finding_top(r: OverlapReport) -> Top | None:
@@ -159,14 +166,16 @@ def finding_top(r: OverlapReport) -> Top | None:
     top = f.iloc[0]
     kind = str(top["kind"])
     label = top["label"] if "label" in f.columns and isinstance(top["label"], str) and top["label"] else kind.replace("_", " ")
-    if label.endswith("%"):  # (a bubble: a share of the window)
-        return Top(label, DO_KIND.get(kind, ""), False)
     head = _TRAILING.sub("", label)
+    if kind == "bubble" and not head.startswith("pipeline"):
+        head = f"pipeline {head}"
     total, per = float(top["headroom_ns"]), float(top["per_step_ns"])
     steps = round(total / per) if per > 0 else 0
     action = DO_CAUSE["warmup"] if kind == "idle_warmup" and steps else DO_KIND.get(kind, "")
     sep = "; " if re.search(r"\d", head) else " "
-    return Top(f"{head}{sep}{per_step(per, total, steps)}", action, False)
+    figure = per_step(per, total, steps, sign="-")  # (what fixing it could give back: signed as the what-ifs are)
+    window = r.window_ns[1] - r.window_ns[0]
+    return Top(f"{head}{sep}{figure}", action, False, head, figure.split(" (")[0], total, total / window if window > 0 else 0.0)
 
 
 UNMODELLED = ("queued_wait",)
