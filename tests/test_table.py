@@ -221,13 +221,15 @@ def test_columns_show_declared_figures(summary):
 
     assert {c.figure for c in COLUMNS} <= {f.key for f in TRACE}
     head = renderer("tsv").render(summary).splitlines()[0].split("\t")
-    assert head[4:] == [c.header for c in COLUMNS]
+    assert head[4:] == [*(c.header for c in COLUMNS), "do"]
 
 
 def test_tsv_is_one_line_per_trace(summary):
     out = renderer("tsv").render(summary).splitlines()
     assert len(out) == 1 + len(summary.reports)
     assert all(len(x.split("\t")) == len(out[0].split("\t")) for x in out)
+    dos = [x.split("\t")[-1] for x in out[1:]]  # (the do column: the action of each row's top finding)
+    assert "load in DataLoader workers (num_workers>0, pin_memory=True)" in dos and sum(bool(d) for d in dos) > 20
 
 
 def test_no_legend_when_nothing_was_read(tmp_path):

@@ -1,0 +1,66 @@
+"""Edges a user meets in the first hour: before/after on one GPU, files that are not torch.profiler traces, a mistyped
+command, usage lines, internal names on screen (real sample traces where a trace is read)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from traceprobe.cli import app
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def test_diff_of_two_single_trace_folders_with_different_names():
+    """``tensorboard_trace_handler`` names each file by worker and time: two folders of one trace each are a pair; the
+    findings are named in words, and no heading ends in a comma."""
+    res = CliRunner().invoke(app, ["diff", str(SAMPLES / "causes" / "prefetch-off"), str(SAMPLES / "causes" / "prefetch-on"),
+                                   "-j", "1"], env={"COLUMNS": "140"})
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "  A " in out and "prefetch-off/trace.1795637961261000413" in out and "prefetch-on/trace.1795637976555108816" in out
+    assert "copy overlap" in out and "+80.4 pt" in out  # (the prefetch's copies now run under compute)
+    assert "finding            │ exposed copy cuda:0 HtoD" in out and "finding            │ syncs" in out
+    assert "idle_" not in out and "exposed_copy" not in out
+    assert not any(line.rstrip().endswith(",") for line in out.splitlines())
+
+
+def test_diff_subjects_in_words():
+    from traceprobe.report.diff_output import subject_words
+
+    assert subject_words("headroom_ns", "idle_cpu_op cuda:0") == "CPU ops that launch nothing cuda:0"
+    assert subject_words("headroom_ns", "idle_launch cuda:0") == "launch-bound dispatch cuda:0"
+    assert subject_words("headroom_ns", "exposed_copy cuda:0 HtoD") == "exposed copy cuda:0 HtoD"
+    assert subject_words("copy_ns", "cuda:0 HtoD") == "cuda:0 HtoD"
+
+
+def test_a_profile_of_another_tool_says_what_it_is_and_what_to_do(tmp_path):
+    """An Nsight Systems report and a Perfetto protobuf given as traces: one line each, naming the file's kind and what
+    to run, never ``not valid JSON``. SYNTHETIC: the files' first bytes only."""
+    nsys = tmp_path / "run.nsys-rep"
+    nsys.write_bytes(b"\x00\x01NSYS\x02" * 8)
+    pf = tmp_path / "run.pftrace"
+    pf.write_bytes(b"\x0a\x05\x08\x01\x10\x02\x00" * 8)
+    res = CliRunner().invoke(app, ["overlap-report", str(nsys), str(pf), "-j", "1"])
+    assert res.exit_code == 2
+    lines = [x for x in res.stderr.splitlines() if x.strip()]
+    assert len(lines) == 2 and "not valid JSON" not in res.stderr
+    assert "an Nsight Systems report" in lines[0] and "nsys export --type sqlite" in lines[0] and "record --script" in lines[0]
+    assert "a Perfetto trace (protobuf)" in lines[1] and "traceprobe view PATH" in lines[1]
+
+
+def test_a_mistyped_command_suggests_the_command_holding_it_and_usage_names_paths():
+    res = CliRunner().invoke(app, ["report", "x"])
+    assert res.exit_code == 2 and "Did you mean 'overlap-report'?" in res.output
+    for command in ("overlap-report", "job", "plot", "export"):
+        res = CliRunner().invoke(app, [command])
+        assert res.exit_code == 2 and f"{command} [OPTIONS] PATHS..." in res.output and "{" not in res.output, res.output
+    assert "diff [OPTIONS] A B" in CliRunner().invoke(app, ["diff"]).output
+
+
+def test_a_gate_line_says_what_is_above_which_limit():
+    res = CliRunner().invoke(app, ["overlap-report", str(SAMPLES / "small-ops.one-stream.pt.trace.json.gz"), "--max-idle", "5%",
+                                   "-j", "1"])
+    assert res.exit_code == 1
+    assert "gate not met: " in res.stderr and "cuda:0 idle time: 90.2% of the window is above the 5.0% limit" in res.stderr
