@@ -64,3 +64,22 @@ def test_a_gate_line_says_what_is_above_which_limit():
                                    "-j", "1"])
     assert res.exit_code == 1
     assert "gate not met: " in res.stderr and "cuda:0 idle time: 90.2% of the window is above the 5.0% limit" in res.stderr
+
+
+def test_export_of_a_ddp_rank_reports_its_comm_overlap(tmp_path):
+    """A data-parallel rank's export line gives the communication under compute it shows (its copies are DDP's bucket
+    copies, not meant to overlap), not a copy overlap of 0.000 ms."""
+    res = CliRunner().invoke(app, ["export", str(SAMPLES / "data-parallel.ddp.rank0.pt.trace.json.gz"), "--perfetto",
+                                   "-o", str(tmp_path), "-j", "1"])
+    assert res.exit_code == 0, res.output
+    assert "comm under compute cuda:0 5.7 ms of 6.9 ms" in res.output and "0.000 ms" not in res.output
+
+
+def test_detail_names_the_figures_across_ranks_in_words():
+    res = CliRunner().invoke(app, ["overlap-report", str(SAMPLES / "causes" / "ddp-compute"), "--detail", "-j", "1"],
+                             env={"COLUMNS": "120"})
+    assert res.exit_code == 0, res.output
+    part = res.stdout[res.stdout.index("across 2 ranks"):]
+    assert "two or more streams busy" in part and "CPU work beside the GPU" in part and "step time" in part
+    for key in ("mean_step", "gpu_busy", "stream_concurrency", "cpu_gpu_overlap"):
+        assert key not in part, key

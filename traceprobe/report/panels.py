@@ -27,6 +27,7 @@ from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from .actions import per_step
 from .grid import cell
+from .job_text import figure_label
 from .sections import trace_notes
 from .table import WORD
 
@@ -151,7 +152,7 @@ def render(console: Console, summary: Summary) -> None:
             for rec in g.to_dict(orient="records"):
                 is_time = rec["figure"].endswith("_ns")
                 fmt = (lambda v: f"{_ms(v)} ms") if is_time else _pct
-                label = rec["figure"][:-3] if is_time else rec["figure"]
+                label = figure_label(str(rec["figure"]))[0]  # (the names job gives them: no key on screen)
                 t.add_row(*map(Text, (label, fmt(rec["min"]), fmt(rec["median"]), fmt(rec["max"]))))
             console.print(t)
     for c in summary.collectives:
