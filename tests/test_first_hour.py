@@ -83,3 +83,20 @@ def test_detail_names_the_figures_across_ranks_in_words():
     assert "two or more streams busy" in part and "CPU work beside the GPU" in part and "step time" in part
     for key in ("mean_step", "gpu_busy", "stream_concurrency", "cpu_gpu_overlap"):
         assert key not in part, key
+
+
+def test_capture_without_torch_says_so_in_one_line(tmp_path, monkeypatch):
+    """Starting a capture where torch cannot be imported: one ImportError saying what to install, no chained traceback.
+    SYNTHETIC: torch hidden from the import system."""
+    import sys
+
+    import pytest
+
+    import traceprobe
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ImportError) as e:
+        with traceprobe.capture(tmp_path / "out"):
+            pass
+    assert str(e.value).startswith("traceprobe.capture() records with torch.profiler") and "pip install torch" in str(e.value)
+    assert "\n" not in str(e.value) and e.value.__cause__ is None and e.value.__suppress_context__
