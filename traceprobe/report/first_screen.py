@@ -5,8 +5,9 @@ nothing is computed here.
 
 - A *block* per window: its run and steps, its ranks collapsed (``2 ranks, busy 96-99%`` and the judged figures'
   ranges; one trace: its figures with their level as a word, ``copy/compute 98% yes``), its top claim (the window's
-  top what-if, else its largest finding, per step first), the ``do:`` line of the one action it calls for, and the
-  ranks the analysis names (the straggler, the most device work, the most time in collectives, a rank far less busy).
+  top what-if, else its largest finding, per step first), the ``do:`` line of the one action it calls for, the
+  ranks the analysis names (the straggler, the most device work, the most time in collectives, a rank far less busy),
+  and where its critical path ran.
   With ``ranks``, every rank's row under it (the figures of :data:`.table.COLUMNS`).
 - How much is shown depends on how many traces there are (:func:`mode`): up to :data:`BLOCKS` traces, every window's
   block; up to :data:`LINES`, one line per window, then the blocks of the :data:`WORST` windows whose claims give
@@ -52,7 +53,7 @@ NAMES = (("copy_overlap", "copy/compute"), ("device_concurrency", "cross-device"
 LEGEND = ("busy: mean GPU utilization, min-max across a window's ranks; the figures: the highest verdict of each "
           "(yes >= 50%, some >= 5%, no < 5%); a claim: what removing its cause would give back (the dependency graph "
           "replayed) or the time a finding lost, per step first, the window's total in brackets; do: the one action "
-          "it calls for (its full advice: --detail)")
+          "it calls for (its full advice: --detail, under 'what would give time back')")
 
 
 def mode(traces: int, every: bool = False) -> str:
@@ -131,6 +132,8 @@ def block(v: WindowView, width: int, ranks: bool = False) -> list[Text]:
         out += _para("no claim: no cause gives back more than its noise floor", width, 2, "green")
     if v.named:
         out += _para("ranks: " + ", ".join(v.named), width, 2, "dim")
+    if v.path and v.top is not None:
+        out += _para(v.path, width, 2, "dim")
     return out
 
 

@@ -30,6 +30,7 @@ from .grid import cell
 from .job_text import figure_label
 from .sections import trace_notes
 from .table import WORD
+from .what_if_lines import what_if_lines
 
 TOP_FINDINGS = 3
 """Findings shown per trace in the table (JSON, CSV and Markdown list them all)."""
@@ -215,4 +216,6 @@ class DetailRenderer:
         console = Console(file=buf, width=self.width or DETAIL_WIDTH, force_terminal=self.color, no_color=not self.color,
                           color_system="standard" if self.color else None, legacy_windows=False)
         render(console, summary)
+        for line in what_if_lines(summary, self.width or DETAIL_WIDTH):  # (each window's top what-if, its advice in full)
+            console.print(line, soft_wrap=True, highlight=False)
         return buf.getvalue()

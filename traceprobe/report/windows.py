@@ -40,6 +40,8 @@ class WindowView:
         busy: the min and max of its traces' busy (0..1; NaN where no trace has a device).
         top: its top claim, None without one.
         named: the ranks it names, in words (``straggler rank 1 (extra device work)``, ``rank 1 busy 76%``).
+        path: where its critical path ran, in words
+            (:meth:`traceprobe.analysis.causal.what_if_windows.WindowWhatIf.path_line`; ``""`` without one).
     """
 
     run: str
@@ -50,6 +52,7 @@ class WindowView:
     busy: tuple[float, float]
     top: Top | None
     named: tuple[str, ...] = ()
+    path: str = ""
 
     @property
     def rank_count(self) -> int:
@@ -114,6 +117,8 @@ def _named(summary: Summary, run: str, window: str, ranks: tuple[int | None, ...
 def window_views(summary: Summary, base: str) -> list[WindowView]:
     """Every window of ``summary`` (module doc), names relative to ``base`` (the folder every trace shares)."""
     tops = top_findings(summary)
+    joint = {(w.run, w.window): w for w in summary.what_ifs if not w.path}
+    alone_ = {w.path: w for w in summary.what_ifs if w.path}
     out = []
     for run in display_order(summary.runs, base):
         alone = len(run.windows) == 1 and len(run.windows[0].reports) == 1 and Path(run.name) != Path(base)
@@ -132,8 +137,10 @@ def window_views(summary: Summary, base: str) -> list[WindowView]:
                 found = [tops[id(r)] for r in reports if id(r) in tops]
                 shared = [t for t in found if t.what_if]
                 top = shared[0] if shared else max(found, key=lambda t: t.gain_ns) if found else None
+                wi = joint.get((run.name, w.label)) if ranked else alone_.get(first.path)
                 out.append(WindowView(label, group, _window(w.label), reports, ranks, span, top,
-                                      _named(summary, run.name, w.label, ranks, busy) if ranked else ()))
+                                      _named(summary, run.name, w.label, ranks, busy) if ranked else (),
+                                      wi.path_line() if wi is not None else ""))
     return out
 
 
