@@ -45,7 +45,7 @@ def test_a_window_is_one_block_with_its_ranks_collapsed(few):
     assert one[0].startswith("compute-copy.nonblocking: busy 100%, copy/compute 0% no")
     assert one[1] == "  exposed DtoH copy -58.0 ms in the trace"  # (a span finding signed as the what-ifs are)
     assert text.count("script-ddp/train_small 2-4: 2 ranks") == 1
-    assert "trace.17" not in text and "busy: mean GPU utilization" in text.splitlines()[-5]
+    assert "trace.17" not in text and "busy: mean GPU utilization" in "\n".join(text.splitlines()[-8:])
 
 
 def test_ranks_gives_every_ranks_row():
@@ -66,7 +66,7 @@ def test_every_line_fits_and_names_are_whole_where_they_fit(few, width):
     text = "\n".join(lines)
     for name in ("causes/ddp-compute 2-4", "causes/slow-input 2-4", "script-ddp/train_small 2-4", "compute-copy.nonblocking"):
         assert name in text, name
-    assert "…" not in text
+    assert "…" not in re.sub(r"critical path: .*?(?=\n\S|\n\n|$)", "", text, flags=re.S)  # (kernel names: the path's own)
     joined = " ".join(text.split())
     for claim in ("rank 1 extra device work -19.8 ms/step (-59.3 ms in 3 steps)", "data loading -20.9 ms/step (-62.8 ms in 3 steps)"):
         assert claim in joined, claim
@@ -117,7 +117,7 @@ def test_piped_lines_come_as_each_run_is_analysed():
     assert writes[0][1].startswith("ddp-compute 2-4: 2 ranks") and writes[1][1].startswith("slow-input 2-4: busy 61%")
     assert writes[2][1].startswith("startup: busy 3%")
     end = writes[3][1]
-    assert "4 traces: 3 runs, 3 windows (1 of 2 or more ranks)" in end and end.rstrip().endswith("(its full advice: --detail)")
+    assert "4 traces: 3 runs, 3 windows (1 of 2 or more ranks)" in end and end.rstrip().endswith("under 'what would give time\n  back')")
     whole = FirstScreenRenderer(width=80).render(summary).splitlines()
     assert sorted(x for x in "".join(d for _, d in writes).splitlines() if x) == sorted(x for x in whole if x)
 

@@ -294,8 +294,9 @@ class FirstScreen:
             out += [Text(""), *_para(f"the {len(worst)} windows whose claims give back the most:", self.width, 0, "bold")]
             for v in worst:
                 out += [Text(""), *block(v, self.width)]
-        return [*out, Text(""), *_para("every window's block: --all; every rank's row: --ranks; every table: --detail",
-                                       self.width, 0, "dim")]
+        return [*out, Text(""), *_para("every window's block: --all; every rank's row: --ranks; every table: --detail"
+                                       + ("; each figure across ranks, outliers, stragglers: traceprobe job PATHS"
+                                          if any(v.rank_count >= 2 for v in self.views) else ""), self.width, 0, "dim")]
 
     def folder(self, summary: Summary) -> list[Text]:
         """The folder summary, where there are two windows or more (the causes where there are many)."""
