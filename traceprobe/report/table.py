@@ -1,6 +1,7 @@
-"""``overlap-report``'s default output: a summary a person reads in ten seconds.
+"""The per-trace table: one row per trace, its runs across ranks, each window's what-if (the rows ``--ranks`` shows).
 
-Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is computed here.
+The first screen (:mod:`.first_screen`) lays out each window's ranks with this module's :data:`COLUMNS` and notes
+(:func:`note_lines`); :class:`TableRenderer` gives the whole table, one row per trace. Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is computed here.
 
 1. One row per trace: its run (relative to the folder all traces share), rank,
    profiler window (``2-4`` for steps 2 to 4, ``#n`` for the n-th trace of a rank),
