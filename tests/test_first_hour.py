@@ -100,3 +100,29 @@ def test_capture_without_torch_says_so_in_one_line(tmp_path, monkeypatch):
             pass
     assert str(e.value).startswith("traceprobe.capture() records with torch.profiler") and "pip install torch" in str(e.value)
     assert "\n" not in str(e.value) and e.value.__cause__ is None and e.value.__suppress_context__
+
+
+def test_a_bubble_reads_in_the_unit_rule():
+    """A pipeline bubble as a first-screen finding (the real 2-stage pipeline's rank 0): signed, per step first, the
+    window's total labelled, as every other finding; not a bare share (``bubble 17.2%``)."""
+    from traceprobe import load_trace, overlap_report
+    from traceprobe.report.actions import finding_top
+
+    r = overlap_report(load_trace(next((SAMPLES / "causes" / "pipeline").glob("rank0.*.pt.trace.json.gz"))))
+    assert str(r.findings.iloc[0]["kind"]) == "bubble"
+    top = finding_top(r)
+    assert top is not None and top.label == "pipeline bubble -7.9 ms/step (-23.6 ms in 3 steps)", top
+    assert top.do == "use more microbatches or an interleaved schedule"
+
+
+def test_diff_of_two_jobs_keeps_each_pair_apart_from_its_kernels():
+    """Two 2-rank folders paired by rank: each pair's heading starts with it (no trailing comma), and the kernel table
+    gives the pair in a column of its own, never shortened into the kernel's name."""
+    res = CliRunner().invoke(app, ["diff", str(SAMPLES / "causes" / "ddp-balanced"), str(SAMPLES / "causes" / "ddp-compute"),
+                                   "-j", "1"], env={"COLUMNS": "120"})
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "rank 0, steps 2-4: figures: A, B and the change" in out and "rank 1, steps 2-4: figures:" in out
+    rows = [x for x in out.splitlines() if "│ cuda:" in x and "ms │" in x]
+    assert rows and all(x.lstrip().startswith(("rank 0, steps 2-4 │", "rank 1, steps 2-4 │")) for x in rows)
+    assert not any(line.rstrip().endswith(",") for line in out.splitlines())
