@@ -155,10 +155,10 @@ def overlap_report(
         from .stream import Stream
 
         console = None
-        if color:
+        if sys.stdout.isatty():  # (a live region under the lines; colours unless NO_COLOR)
             from rich.console import Console
 
-            console = Console(width=width, force_terminal=True, highlight=False)
+            console = Console(width=width, force_terminal=True, highlight=False, no_color=not color)
         stream = Stream(width or PIPE_WIDTH, console, ranks=ranks, every=every)
     try:
         if stream is not None and stream.console is not None:

@@ -83,5 +83,6 @@ class Stream:
     def _repaint(self) -> None:
         if self.live is None or self.screen is None:
             return
-        head = Text(f"{self.done}/{self.total} traces analysed, {len(self.screen.views)} windows so far", style="dim")
+        n = len(self.screen.views)
+        head = Text(f"{self.done}/{self.total} traces analysed, {n} window{'' if n == 1 else 's'} so far", style="dim")
         self.live.update(Group(head, *claims_lines(self.screen.views, self.width)), refresh=True)
