@@ -225,7 +225,9 @@ def test_columns_show_declared_figures(summary):
 
 
 def test_tsv_is_one_line_per_trace(summary):
-    out = renderer("tsv").render(summary).splitlines()
+    text = renderer("tsv").render(summary)
+    assert isinstance(text, str)
+    out = text.splitlines()
     assert len(out) == 1 + len(summary.reports)
     assert all(len(x.split("\t")) == len(out[0].split("\t")) for x in out)
     dos = [x.split("\t")[-1] for x in out[1:]]  # (the do column: the action of each row's top finding)
