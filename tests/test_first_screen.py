@@ -21,8 +21,8 @@ def test_print_report_prints_the_commands_text():
     """``print(report)`` prints what ``overlap-report`` prints for the trace, not the dataclass; ``summary()`` returns it."""
     r = traceprobe.overlap_report(traceprobe.load_trace(SAMPLES / "compute-copy.nonblocking.pt.trace.json.gz"))
     text = str(r)
-    assert text == r.summary() and text.startswith("run ")
-    assert "exposed DtoH copy 58.0 ms in the trace" in text and "\n  do: issue the copies on a side stream" in text
+    assert text == r.summary() and text.startswith("compute-copy.nonblocking: busy 100%, copy/compute 0% no\n")
+    assert "\n  exposed DtoH copy -58.0 ms in the trace\n" in text and "\n  do: issue the copies on a side stream" in text
     assert "OverlapReport(" not in text and "nan" not in text and len(text) < 2000
     assert max(len(x) for x in r.summary(width=80).splitlines()) <= 80
 

@@ -19,12 +19,12 @@ def test_exposed_comm_gate_names_the_failing_rank_only():
     reports = [overlap_report(load_trace(p)) for p in DDP]
     # exposed communication in the profiled steps: rank 0 1.17 of 21.25 ms (5.5%), rank 1 1.22 of 21.33 ms (5.7%)
     short = shortfalls(reports, max_exposed_comm=0.056)
-    assert len(short) == 1 and "rank 1 cuda:1 exposed communication 5.7% of the window > 5.6%" in short[0]
+    assert len(short) == 1 and "rank 1 cuda:1 exposed communication: 5.7% of the window is above the 5.6% limit" in short[0]
     assert shortfalls(reports, max_exposed_comm=0.10) == []
     # counting the NCCL kernels launched before the trace (rank 1 spin-waits in them): 15.7%
     everything = [overlap_report(load_trace(p), all_device_work=True) for p in DDP]
     short = shortfalls(everything, max_exposed_comm=0.10)
-    assert len(short) == 1 and "rank 1 cuda:1 exposed communication 15.7% of the window > 10.0%" in short[0]
+    assert len(short) == 1 and "rank 1 cuda:1 exposed communication: 15.7% of the window is above the 10.0% limit" in short[0]
 
 
 def test_copy_gate_leaves_bucket_copies_unjudged_like_their_verdict():
@@ -41,7 +41,7 @@ def test_copy_gate_leaves_bucket_copies_unjudged_like_their_verdict():
 
 def test_idle_gate():
     r = overlap_report(load_trace(SAMPLES / "small-ops.one-stream.pt.trace.json.gz"))
-    assert [s.split(": ", 1)[1] for s in shortfalls([r], max_idle=0.5)] == ["cuda:0 idle time 90.2% of the window > 50.0%"]
+    assert [s.split(": ", 1)[1] for s in shortfalls([r], max_idle=0.5)] == ["cuda:0 idle time: 90.2% of the window is above the 50.0% limit"]
 
 
 @pytest.mark.slow  # the real command in subprocesses

@@ -185,7 +185,7 @@ def test_a_queued_stall_larger_than_the_top_what_if_leads():
     s = analyze_paths([str(PUBLIC / "hta_negative_queue_rank0.json.gz")], jobs=1)
     summary = summarize(list(s.reports)) if not s.runs else s
     (top,) = top_findings(summary).values()
-    assert top.label.startswith("queued wait 115.4 ms/step"), top
+    assert top.label.startswith("queued wait -115.4 ms/step"), top
     assert "producer" in top.do and not top.what_if
 
 

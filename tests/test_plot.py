@@ -214,3 +214,38 @@ def test_what_a_picture_draws_is_small_and_drawn_outside_the_worker(tmp_path):
     (it,) = items([b.write(tmp_path / "many.json")])
     assert len(it.lanes.slices) <= 4 * 1400 + 1 and len(pickle.dumps(it.lanes)) < 300_000
     assert png_size(plot.timeline(it))[0] == int(plot.WIDTH_IN * plot.DPI)
+
+
+def test_compare_of_a_four_rank_window_overprints_no_text():
+    """``plot --compare`` of the 4-rank DDP window (real, H200): every legend entry inside the figure, the legend over no
+    title, no two texts of the figure drawn over each other (their extents, drawn); each rank's critical-path band in
+    pieces. Before: the legend's second row lay over the first title and its last entry was cut."""
+    from traceprobe.analysis.device.picture import shared_clock_groups
+    from traceprobe.collect import analyze_paths, timeline_lanes
+    from traceprobe.report import plot as pl
+
+    drawn: dict = {}
+    paths = [SAMPLES / "h200-4gpu" / f"data-parallel.ddp.rank{r}.pt.trace.json.gz" for r in range(4)]
+    s = analyze_paths(paths, jobs=1, then=timeline_lanes, on_then=lambda r, lanes: drawn.__setitem__(r.path, lanes))
+    groups = [pl.with_findings([pl.item_of(r, lanes) for r, lanes in g], s) for g in shared_clock_groups(s, drawn)]
+    assert [len(g) for g in groups] == [4]
+    fig = pl.compare_figure(groups)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # pyright: ignore[reportAttributeAccessIssue]
+    texts = [t.get_window_extent(renderer) for t in fig.texts if t.get_text().strip()]
+    (legend,) = fig.legends
+    entries = [t.get_window_extent(renderer) for t in legend.get_texts()]
+    assert len(entries) >= 7 and all(0 <= b.x0 and b.x1 <= fig.bbox.width for b in entries)
+    box = legend.get_window_extent(renderer)
+    assert not [t for t in texts if box.overlaps(t)]
+    assert not [(a, b) for i, a in enumerate(texts) for b in texts[i + 1:] if a.overlaps(b)]
+    assert sum(it.critical is not None for g in groups for it in g) >= 2
+
+
+def test_a_rank_is_titled_by_its_folder_and_rank():
+    from traceprobe.report.plot import title_of
+
+    assert title_of("/x/ddp-compute/rank0.1795633968194565341.pt.trace.json.gz", {}, 0) == "ddp-compute rank 0"
+    assert title_of("/x/a/data-parallel.ddp.rank1.pt.trace.json.gz", {"workload": "data-parallel", "variant": "ddp"}, 1) == \
+        "data-parallel.ddp.rank1"
+    assert title_of("/x/a/trace.123.pt.trace.json.gz", {}, None) == "trace.123"

@@ -213,7 +213,7 @@ def test_too_large_is_refused_while_streaming(name, tmp_path, monkeypatch):
     chunks = decode.read_trace_chunks
     monkeypatch.setattr(decode, "read_trace_chunks", lambda path, max_bytes: (seen.append(len(c)) or c for c in chunks(path, max_bytes)))
     monkeypatch.setattr(files, "CHUNK_BYTES", 1000)
-    with pytest.raises(TraceFormatError, match=r"too large: more than 0 MiB of JSON \(the max_bytes limit"):
+    with pytest.raises(TraceFormatError, match=r"too large: more than 49 KiB of JSON \(the max_bytes limit"):
         decode.read_events(p, max_bytes=50_000)
     assert sum(seen) <= 50_000 and (sum(seen) > 40_000 if name.endswith(".gz") else seen == [])  # a plain file: refused by its size
 

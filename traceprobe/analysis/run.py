@@ -84,14 +84,26 @@ TRACES_WITHOUT_JOB = "traces without a job id"
 """The job of traces read beside summaries (which carry theirs): a run of their own, never a window of the summaries'."""
 
 
-def _run_of(r: OverlapReport) -> str:
-    folder = _folder(r.path)
-    if r.info.get("job") == TRACES_WITHOUT_JOB and "summary_of" not in r.info:
+def run_name(path: str, info: dict) -> str:
+    """The run label of a trace at ``path`` whose report carries ``info`` (its manifest facts): the rule of the module
+    docstring, known before the trace is analysed (:func:`traceprobe.collect.analyze_paths` orders its work by it)."""
+    folder = _folder(path)
+    if info.get("job") == TRACES_WITHOUT_JOB and "summary_of" not in info:
         folder = f"{folder} ({TRACES_WITHOUT_JOB})"
-    w, v = r.info.get("workload"), r.info.get("variant")
+    w, v = info.get("workload"), info.get("variant")
     if not w:
         return folder
-    return f"{folder}/{w}" if r.info.get("steps") is not None or not v else f"{folder}/{w}.{v}"
+    return f"{folder}/{w}" if info.get("steps") is not None or not v else f"{folder}/{w}.{v}"
+
+
+def run_group(name: str, folder: str) -> str:
+    """The folder a run is shown under on the first screen: its own folder where a manifest names its runs (the runs of
+    one recording side by side), else the folder above it (``causes/ddp-compute`` under ``causes``)."""
+    return folder if name != folder else _folder(folder)
+
+
+def _run_of(r: OverlapReport) -> str:
+    return run_name(r.path, r.info)
 
 
 def trace_key(r: OverlapReport) -> TraceKey:

@@ -19,7 +19,7 @@ from .job.clocks import ClockEstimate, aligned_tables, estimate_clocks, shift_ti
 from .job.collectives import WindowCollectives, match_window
 from .job.ranks import rank_summary
 from .per_trace import OverlapReport
-from .run import Run, build_runs
+from .run import Run, build_runs, run_group
 from .variants import variant_summary
 
 
@@ -118,6 +118,48 @@ def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures
         clocks=tuple(clocks),
         what_ifs=tuple(what_ifs),
     )
+
+
+def merge(parts: list[Summary] | tuple[Summary, ...], order: list[str], failures: list[Failure] | tuple[Failure, ...] = ()) -> Summary:
+    """One :class:`Summary` of ``parts``, each :func:`summarize` of the traces of whole runs (no run in two parts): what
+    :func:`summarize` of all their reports gives (every table is per run, or per folder for the stopwatch), without
+    replaying any window again. ``order``: the reports' paths in the order of the sorted file list (reports keep it);
+    ``failures``: every file that did not load. Runs are sorted as :func:`.run.build_runs` sorts them (by name, then
+    folder), and every per-window table follows them."""
+    where = {p: i for i, p in enumerate(order)}
+    reports = tuple(sorted((r for s in parts for r in s.reports), key=lambda r: where.get(r.path, len(where))))
+    runs = sorted((r for s in parts for r in s.runs), key=lambda r: (r.name, r.folder))
+    rank = {r.name: i for i, r in enumerate(runs)}
+
+    def ordered(items: list) -> tuple:
+        return tuple(sorted(items, key=lambda x: rank.get(x.run, len(rank))))  # (stable: windows keep their order)
+
+    tables = [s.rank_summary for s in parts if not s.rank_summary.empty]
+    ranks = pd.concat(tables, ignore_index=True) if tables else (parts[0].rank_summary if parts else rank_summary(runs=[]))
+    if len(ranks):
+        ranks = ranks.iloc[ranks["run"].map(lambda n: rank.get(n, len(rank))).argsort(kind="stable")].reset_index(drop=True)
+    warnings = [f"{r.path}: {w}" for r in reports for w in r.warnings] + _run_warnings(runs)
+    return Summary(reports=reports, runs=tuple(runs), rank_summary=ranks, variants=variant_summary(runs=runs),
+                   failures=tuple(failures), warnings=tuple(warnings),
+                   collectives=ordered([c for s in parts for c in s.collectives]),
+                   causes=ordered([c for s in parts for c in s.causes]),
+                   clocks=ordered([c for s in parts for c in s.clocks]),
+                   what_ifs=ordered([w for s in parts for w in s.what_ifs]))
+
+
+def display_key(name: str, folder: str, base: str) -> tuple[bool, str, str, str]:
+    """Where a run (its ``name`` and ``folder``) comes on the first screen of traces under ``base`` (the folder they
+    share): by the folder it is shown under (:func:`.run.run_group`), those of ``base`` itself after its sub-folders'
+    (a folder's few loose traces do not hold back the lines of every sub-folder), then as :func:`.run.build_runs`
+    sorts them."""
+    group = run_group(name, folder)
+    return group == base, group, name, folder
+
+
+def display_order(runs: list[Run] | tuple[Run, ...], base: str) -> list[Run]:
+    """``runs`` in the first screen's order (:func:`display_key`): the order :func:`traceprobe.collect.analyze_paths`
+    hands out its parts in."""
+    return sorted(runs, key=lambda r: display_key(r.name, r.folder, base))
 
 
 def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False) -> tuple[

@@ -3,7 +3,8 @@
 It parses options, calls :mod:`traceprobe.collect` and the renderers in
 :mod:`traceprobe.report`, and prints (through :mod:`traceprobe.console`). It computes
 no figure. ``record`` is in :mod:`traceprobe.cli.record`; ``plot``, ``export`` and
-``view`` are in :mod:`traceprobe.cli.views`.
+``view`` are in :mod:`traceprobe.cli.views`; ``overlap-report``'s first screen, printed as each run is analysed,
+in :mod:`traceprobe.cli.stream`.
 
 Exit codes: 0 all good; 1 a ``--min-*`` gate was not met (``overlap-report``) or a
 recorded variant failed (``record``); 2 an error: a file could not be read (the
@@ -23,7 +24,7 @@ import typer
 
 from ..console import err, one_line, say
 from ..console import fail as _fail
-from .help import FirstSentenceGroup
+from .help import FirstSentenceGroup, PlainUsage
 
 app = typer.Typer(
     cls=FirstSentenceGroup,  # each command's first sentence whole in -h
@@ -93,9 +94,9 @@ from . import record  # noqa: E402  - registers record on app, first in the help
 record.register(app)
 
 
-@app.command("overlap-report")
+@app.command("overlap-report", cls=PlainUsage)
 def overlap_report(
-    paths: list[str] = typer.Argument(..., help="Trace files (.json, .json.gz) or folders of them."),
+    paths: list[str] = typer.Argument(..., metavar="PATHS...", help="Trace files (.json, .json.gz) or folders of them."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     detail: bool = typer.Option(False, "--detail", "-v", help="Table: a panel per trace (busy time per stream, devices, copy/compute, stream and comm/compute overlap, "
@@ -127,8 +128,12 @@ def overlap_report(
     all_device_work: bool = typer.Option(False, "--all-device-work", help="Count every device event, also work launched before or after the profiled steps (set aside by default)."),
     align_clocks: bool = typer.Option(False, "--align-clocks", help="Where the ranks' clocks differ beyond the uncertainty of their estimate "
                                       "from collectives, compare skew and waits on one clock."),
+    ranks: bool = typer.Option(False, "--ranks", help="Table: every rank's row under its window (its figures and verdicts)."),
+    every: bool = typer.Option(False, "--all", help="Table: every window's block, also for a large folder (by default one line "
+                               "per window, or per folder, and the blocks of the worst windows)."),
 ) -> None:
-    """Per-trace summary of busy time and copy/compute, cross-device, stream, comm and CPU/GPU overlap, with verdicts."""
+    """Per window of each run: its ranks collapsed, its top claim (what fixing the cause would give back) and the one
+    action it calls for; then the folder's summary. --detail: every table of every trace."""
     if engine is Engine.perfetto:
         _sql_report(paths, trace_processor, debug)
     from ..console import check_outputs, emit, layout, library_warnings, progress_counter, write_files
@@ -144,11 +149,34 @@ def overlap_report(
 
     def on_then(r: Any, lanes: Any) -> None:
         drawn.append((r, lanes))
+    width, color = layout(output)
+    stream = None
+    if fmt is Format.table and not detail and output is None:  # the first screen, as each run is analysed
+        from ..report.first_screen import PIPE_WIDTH
+        from .stream import Stream
+
+        console = None
+        if sys.stdout.isatty():  # (a live region under the lines; colours unless NO_COLOR)
+            from rich.console import Console
+
+            console = Console(width=width, force_terminal=True, highlight=False, no_color=not color)
+        stream = Stream(width or PIPE_WIDTH, console, ranks=ranks, every=every)
     try:
-        with progress_counter() as count:
-            summary = analyze_paths(paths, jobs=jobs, on_done=count.done, on_files=count.start,
-                                    then=then, on_then=on_then, max_bytes=limit,
-                                    all_device_work=all_device_work, scheduler=scheduler, align_clocks=align_clocks)
+        if stream is not None and stream.console is not None:
+            with stream:
+                summary = analyze_paths(paths, jobs=jobs, on_done=stream.one_done, on_files=stream.files, on_part=stream.part,
+                                        then=then, on_then=on_then, max_bytes=limit,
+                                        all_device_work=all_device_work, scheduler=scheduler, align_clocks=align_clocks)
+        else:
+            with progress_counter() as count:
+                def on_files(files: list[str]) -> None:
+                    count.start(files)
+                    if stream is not None:
+                        stream.files(files)
+                summary = analyze_paths(paths, jobs=jobs, on_done=count.done, on_files=on_files,
+                                        on_part=None if stream is None else stream.part,
+                                        then=then, on_then=on_then, max_bytes=limit,
+                                        all_device_work=all_device_work, scheduler=scheduler, align_clocks=align_clocks)
     except Exception as e:  # noqa: BLE001 - last-resort guard, one line unless --debug
         if debug:
             raise
@@ -157,8 +185,11 @@ def overlap_report(
     errors = [f"{f.path}: {f.error}" for f in summary.failures]
     from ..report.renderers import renderer
 
-    width, color = layout(output)
-    errors += emit(renderer(fmt.value, width=width, color=color, detail=detail).render(summary), output, _KINDS[fmt])
+    if stream is not None:
+        stream.end(summary)
+    else:
+        errors += emit(renderer(fmt.value, width=width, color=color, detail=detail, ranks=ranks, every=every).render(summary),
+                       output, _KINDS[fmt])
     if plot is not None:
         from ..report import image_format
         from ..report import plot as pl
@@ -170,10 +201,10 @@ def overlap_report(
     _finish(errors, list(summary.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
 
 
-@app.command("diff")
+@app.command("diff", cls=PlainUsage)
 def diff_cmd(
-    a: Path = typer.Argument(..., help="Before: a trace file or a folder of traces."),
-    b: Path = typer.Argument(..., help="After: a trace file or a folder of traces."),
+    a: Path = typer.Argument(..., metavar="A", help="Before: a trace file or a folder of traces."),
+    b: Path = typer.Argument(..., metavar="B", help="After: a trace file or a folder of traces."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the diff to this file instead of stdout."),
     min_copy_overlap: float | None = typer.Option(None, parser=fraction, metavar="FRACTION",
@@ -227,7 +258,7 @@ def _finish(errors: list[str], reports: list, min_copy: float | None, min_device
         say(e, "red")
     short = shortfalls(reports, min_copy_overlap=min_copy, min_device_concurrency=min_devices, max_exposed_comm=max_comm, max_idle=max_idle)
     for s in short:
-        say(f"below threshold: {s}", "yellow")
+        say(f"gate not met: {s}", "yellow")
     if errors:
         raise typer.Exit(2)
     if short:

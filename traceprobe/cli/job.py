@@ -16,7 +16,7 @@ class JobFormat(str, Enum):
 
 
 def job_cmd(
-    paths: list[str] = typer.Argument(..., help="Summaries (*.summary.json) or traces, or folders of them."),
+    paths: list[str] = typer.Argument(..., metavar="PATHS...", help="Summaries (*.summary.json) or traces, or folders of them."),
     fmt: JobFormat = typer.Option(JobFormat.text, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
@@ -66,4 +66,6 @@ def job_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add ``job`` to ``app``."""
-    app.command("job")(job_cmd)
+    from .help import PlainUsage
+
+    app.command("job", cls=PlainUsage)(job_cmd)

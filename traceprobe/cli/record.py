@@ -38,7 +38,7 @@ def _need_torch() -> None:
 
 
 def record(
-    workloads: list[str] | None = typer.Argument(None, help="Workloads to run (default: all). See --list. With --script/--module: the target's arguments, after --."),
+    workloads: list[str] | None = typer.Argument(None, metavar="[WORKLOADS]...", help="Workloads to run (default: all). See --list. With --script/--module: the target's arguments, after --."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Output folder (default: runs/<date-time>; with --script/--module: runs/<target>-<date-time>)."),
     device: str = typer.Option("auto", help="auto (CUDA if available), cuda or cpu."),
     size: int | None = typer.Option(None, help="Matrix size override (elements per side)."),

@@ -20,7 +20,7 @@ PATHS_HELP = "Trace files (.json, .json.gz) or folders of them."
 
 
 def plot_cmd(
-    paths: list[str] = typer.Argument(..., help=PATHS_HELP),
+    paths: list[str] = typer.Argument(..., metavar="PATHS...", help=PATHS_HELP),
     output: Path = typer.Option(..., "--output", "-o", metavar="PNG", help="Picture to write (several traces without --compare: <stem>.<trace>.png)."),
     compare: bool = typer.Option(False, "--compare", help="Stack the traces on one time axis: the ranks of a window on their shared clock "
                                  "(clock offsets applied where estimated), from the window's first device event; other traces each from its own."),
@@ -148,7 +148,7 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
 
 
 def export(
-    paths: list[str] = typer.Argument(..., help=PATHS_HELP),
+    paths: list[str] = typer.Argument(..., metavar="PATHS...", help=PATHS_HELP),
     perfetto: bool = typer.Option(False, "--perfetto", help="Write a native Perfetto trace <name>.pftrace with overlap tracks, counters, flows and verdicts."),
     json_: bool = typer.Option(False, "--json", help="Write Chrome JSON <name>.perfetto.json.gz whose slices nest on every track, so Perfetto draws all of them."),
     merge_ranks: bool = typer.Option(False, "--merge-ranks", help="With --perfetto: one .pftrace per window of a multi-rank run, a process per rank."),
@@ -215,6 +215,8 @@ def view(
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to ``app``."""
-    app.command("plot")(plot_cmd)
-    app.command("export")(export)
+    from .help import PlainUsage
+
+    app.command("plot", cls=PlainUsage)(plot_cmd)
+    app.command("export", cls=PlainUsage)(export)
     app.command("view")(view)

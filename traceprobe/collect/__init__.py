@@ -5,7 +5,8 @@ folders into trace files, attaches what a ``manifest.json`` beside them says
 (workload, variant, wall time), and analyses each file, in worker processes when
 ``jobs > 1``, then groups them into runs (:func:`~traceprobe.analysis.summary.summarize`).
 A file that fails to load becomes a :class:`~traceprobe.errors.Failure`; the others
-are still reported.
+are still reported. Where the per-trace work runs is :mod:`.execution`'s; :mod:`.parts` summarises each run as soon
+as its traces are in (``analyze_paths(on_part=...)``: the first screen printed as it comes).
 """
 
 from __future__ import annotations
@@ -293,6 +294,7 @@ def analyze_paths(
     scheduler: str | None = None,
     on_files: Callable[[list[str]], None] | None = None,
     align_clocks: bool = False,
+    on_part: Callable[[Summary], None] | None = None,
 ) -> Summary:
     """Analyse every trace under ``paths`` and summarise them.
 
@@ -318,6 +320,12 @@ def analyze_paths(
             (a progress display's total).
         align_clocks: compare ranks on one clock where their clocks differ
             (:func:`~traceprobe.analysis.summary.summarize`).
+        on_part: called in this process with the summary of each run as soon as its traces are analysed, the runs
+            in the first screen's order (:func:`~traceprobe.analysis.summary.display_order`), which is also the order
+            the traces are handed to the workers in; the summary returned is then these parts merged
+            (:func:`~traceprobe.analysis.summary.merge`: the same as one summary of every report, no window replayed
+            twice). Where a summary file is among the inputs (its run is known only once read), the whole summary is
+            its one part, at the end.
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
@@ -336,10 +344,18 @@ def analyze_paths(
 
     if scheduler is None:  # one limit for the whole command, shared by its local workers (reading.files.SharedLimit)
         share_limit(max_bytes)
+    from ..summary_file import is_summary
+    from .parts import Parts
+
+    stream = Parts(files, on_part, align_clocks) if on_part is not None and not any(is_summary(f) for f in files) else None
+    work = files if stream is None else stream.work
     try:
-        results = map_items(fn, files, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure)  # one file: here
+        results = map_items(fn, work, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,  # one file: here
+                            on_index=None if stream is None else stream.add)
     finally:
         unshare_limit()
+    if stream is not None:
+        results = stream.in_file_order(results)
     for r in results:
         if isinstance(r, tuple) and on_then:
             on_then(*r)
@@ -358,4 +374,11 @@ def analyze_paths(
         for r in reports:
             if "summary_of" not in r.info and str(Path(str(r.path)).parent) in with_summaries:
                 r.info.setdefault("job", TRACES_WITHOUT_JOB)
-    return summarize(reports, failures, align_clocks=align_clocks)
+    if stream is not None:
+        from ..analysis.summary import merge
+
+        return merge(stream.parts, [r.path for r in reports], failures)
+    summary = summarize(reports, failures, align_clocks=align_clocks)
+    if on_part is not None:
+        on_part(summary)
+    return summary

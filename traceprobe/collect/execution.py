@@ -75,6 +75,7 @@ def map_items(
     jobs: int | None = None,
     scheduler: str | None = None,
     on_done: Callable[[R], None] | None = None,
+    on_index: Callable[[int, R], None] | None = None,
 ) -> list[R]:
     """``[fn(x) for x in items]``, run as the module docstring says.
 
@@ -90,6 +91,8 @@ def map_items(
             or None for local execution.
         on_done: called in this process with each result as it arrives (for
             progress bars), in completion order.
+        on_index: called in this process with each item's index and result as it arrives, in completion order
+            (after ``on_done``): for work on the results of a group of items as soon as all of them are in.
 
     Returns:
         the results, in the order of ``items``.
@@ -101,18 +104,21 @@ def map_items(
     """
     if not items:
         return []
+    counted = on_index
     if scheduler:
-        return _on_dask(fn, items, scheduler, on_crash, on_done)
+        return _on_dask(fn, items, scheduler, on_crash, on_done, counted)
     n = default_jobs(len(items), jobs)
     if n == 1:
         out = []
-        for x in items:
+        for i, x in enumerate(items):
             r = fn(x)
             if on_done:
                 on_done(r)
+            if counted:
+                counted(i, r)
             out.append(r)
         return out
-    return _on_local_workers(fn, items, n, on_crash, on_done)
+    return _on_local_workers(fn, items, n, on_crash, on_done, counted)
 
 
 # --- local worker processes ----------------------------------------------------------------
@@ -233,7 +239,8 @@ def forget_process(pid: int) -> None:
 
 
 def _on_local_workers(
-    fn: Callable[[T], R], items: Sequence[T], n: int, on_crash: Callable[[T, str], R], on_done: Callable[[R], None] | None
+    fn: Callable[[T], R], items: Sequence[T], n: int, on_crash: Callable[[T, str], R], on_done: Callable[[R], None] | None,
+    on_index: Callable[[int, R], None] | None = None,
 ) -> list[R]:
     results: list[Any] = [None] * len(items)
     pending = deque(range(len(items)))
@@ -278,6 +285,8 @@ def _on_local_workers(
                 left -= 1
                 if on_done:
                     on_done(value)
+                if on_index:
+                    on_index(i, value)
     finally:
         for w in workers:
             try:
@@ -300,7 +309,8 @@ def _on_local_workers(
 
 
 def _on_dask(
-    fn: Callable[[T], R], items: Sequence[T], address: str, on_crash: Callable[[T, str], R], on_done: Callable[[R], None] | None
+    fn: Callable[[T], R], items: Sequence[T], address: str, on_crash: Callable[[T, str], R], on_done: Callable[[R], None] | None,
+    on_index: Callable[[int, R], None] | None = None,
 ) -> list[R]:
     try:
         from distributed import Client, KilledWorker, as_completed
@@ -320,4 +330,6 @@ def _on_dask(
             results[i] = value
             if on_done:
                 on_done(value)
+            if on_index:
+                on_index(i, value)
     return results

@@ -313,10 +313,16 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
 def not_json(path: str | Path, head: bytes, error: str) -> str:
     """Why a file whose first bytes ``head`` are not JSON is not a trace: a Perfetto protobuf is named (by its
     suffix, or as a ``Trace`` message: field 1, ``packet``, length-delimited, so byte 0x0a, a varint length, and
-    bytes no JSON text holds), anything else is ``not valid JSON (error)``."""
+    bytes no JSON text holds) and an Nsight Systems report (by its suffix, ``.nsys-rep``, ``.qdrep``), each with what
+    to do; anything else is ``not valid JSON (error)``."""
     protobuf = head[:1] == b"\x0a" and any(b < 0x20 and b not in b"\t\n\r" for b in head[1:64])
+    if str(path).endswith((".nsys-rep", ".qdrep", ".qdstrm")):
+        return ("an Nsight Systems report, not a torch.profiler trace: traceprobe reads torch.profiler (Kineto) JSON; "
+                "record the run with torch.profiler (traceprobe record --script SCRIPT), or read this report with nsys "
+                "(nsys stats, nsys export --type sqlite)")
     if str(path).endswith((".pftrace", ".perfetto-trace")) or protobuf:
-        return "a Perfetto trace (protobuf): traceprobe reads torch.profiler JSON"
+        return ("a Perfetto trace (protobuf), not a torch.profiler trace: open it with traceprobe view PATH (the Perfetto "
+                "UI); traceprobe's figures need the torch.profiler JSON it was made from")
     return f"not valid JSON ({error})"
 
 

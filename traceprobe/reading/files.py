@@ -105,8 +105,17 @@ def _limit_words(explicit: bool) -> str:
         f"the default limit, the smaller of {MEMORY_SHARE:.0%} of the memory available and {DEFAULT_CAP >> 30} GiB"
 
 
+def size_words(n: float) -> str:
+    """A size in bytes for a person, in the unit that keeps it short: ``98 KiB``, ``1.5 MiB``, ``512 MiB``, ``4.0 GiB``."""
+    if n < 2**20:
+        return f"{n / 2**10:,.0f} KiB"
+    if n < 2**30:
+        return f"{n / 2**20:,.1f} MiB" if n < 10 * 2**20 else f"{n / 2**20:,.0f} MiB"
+    return f"{n / 2**30:,.1f} GiB"
+
+
 def _too_big(path: str | Path, limit: int, explicit: bool) -> TraceFormatError:
-    return TraceFormatError(path, f"too large: more than {limit / 2**20:,.0f} MiB of JSON ({_limit_words(explicit)}; "
+    return TraceFormatError(path, f"too large: more than {size_words(limit)} of JSON ({_limit_words(explicit)}; "
                                   "--max-bytes sets it)")
 
 
@@ -225,8 +234,8 @@ def _reserve(path: str | Path, n: int, total: int) -> None:
         return
     others = shared.take(n)
     if others >= 0:
-        raise TraceFormatError(path, f"too large: more than {total / 2**20:,.0f} MiB of JSON while the other traces read at once "
-                                     f"held {others / 2**20:,.0f} MiB of the command's {shared.limit / 2**20:,.0f} MiB "
+        raise TraceFormatError(path, f"too large: more than {size_words(total)} of JSON while the other traces read at once "
+                                     f"held {size_words(others)} of the command's {size_words(shared.limit)} "
                                      f"({_limit_words(shared.explicit)}, shared by every trace read at once; --max-bytes sets "
                                      "it, --jobs 1 reads one trace at a time)")
 

@@ -14,6 +14,26 @@ import subprocess
 import uuid
 from typing import Any
 
+CAPTURE_NEEDS_TORCH = ("traceprobe.capture() records with torch.profiler, and torch is not installed in this Python: "
+                       "pip install torch (reading and reporting traces needs no torch)")
+"""What starting a capture says where torch cannot be imported (:func:`import_torch`)."""
+
+
+def import_torch() -> Any:
+    """``torch`` with ``torch.profiler`` imported.
+
+    Raises:
+        ImportError: torch cannot be imported: :data:`CAPTURE_NEEDS_TORCH`, one line, without torch's own error
+            chained to it.
+    """
+    try:
+        import torch
+        import torch.profiler  # noqa: F401 - (its ProfilerActivity and profile)
+    except ImportError:
+        raise ImportError(CAPTURE_NEEDS_TORCH) from None
+    return torch
+
+
 DEVICES = ("auto", "cuda", "cpu")
 """The values of ``--device``."""
 

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import manifest as mf
-from .environment import dist_env, process_record
+from .environment import dist_env, import_torch, process_record
 from .folder_lock import FolderLock
 from .quiet import KinetoFilter
 from .teardown import hold_gloo_group
@@ -168,7 +168,7 @@ class Capture(contextlib.ContextDecorator):
         """Start profiling (whole-run mode until the first :meth:`step`).
 
         Raises:
-            RuntimeError: another capture is running in this process, or this one is.
+            RuntimeError: another capture is running in this process, or this one is; ImportError: no torch.
             ValueError: ``cuda=True`` and torch sees no CUDA device.
             OSError: the output folder cannot be created or written.
         """
@@ -178,8 +178,8 @@ class Capture(contextlib.ContextDecorator):
                 "a traceprobe capture is already running in this process (torch.profiler allows one at a time); "
                 "a script run by 'traceprobe record' should call traceprobe.step(), not start its own capture"
             )
-        import torch
-        from torch.profiler import ProfilerActivity
+        torch = import_torch()  # (without it: one line that says what to do)
+        ProfilerActivity = torch.profiler.ProfilerActivity  # noqa: N806 - torch's class
 
         has_cuda = torch.cuda.is_available()
         if self.cuda and not has_cuda:

@@ -11,7 +11,7 @@ few words (:data:`DO_CAUSE`, :data:`DO_KIND`); the full advice is under *what wo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..analysis.advice.idle_advice import COMPILED_OPS, loader_kind
 from ..analysis.causal.sync_names import sync_kind
@@ -94,18 +94,24 @@ ONE_TIME = ("warmup", "compile_once")
 """Actions of one-time costs: where such a cause is in some of a window's steps only, its figure is the window's total,
 ``once``, never a share per step (:func:`what_if_top`)."""
 
-_TRAILING = re.compile(r"\s*\(?[-+]?[\d,.]+ (?:ns|µs|ms|s)\)?$")
+_TRAILING = re.compile(r"\s*\(?[-+]?[\d,.]+ ?(?:ns|µs|ms|s|%)\)?$")
 
 
 @dataclass(frozen=True)
 class Top:
     """A trace's top finding on the first screen: ``label`` with its figure (module doc), ``do`` its action
     (``""`` where none is known), ``what_if`` whether it is a what-if (its full advice is under *what would give
-    time back*; else in ``--detail``)."""
+    time back*; else in ``--detail``); ``cause`` its cause in words (``data loading``, ``exposed HtoD copy``),
+    ``figure`` its figure per step alone (``-20.9 ms/step``, ``-1.9 ms in the trace``), ``gain_ns`` what it would give
+    back in the window (ns) and ``share`` that as a share of the window (0..1): how the first screen ranks windows."""
 
     label: str
     do: str
     what_if: bool
+    cause: str = ""
+    figure: str = ""
+    gain_ns: float = 0.0
+    share: float = 0.0
 
 
 def per_step(per_ns: float, total_ns: float, steps: int, sign: str = "") -> str:
@@ -164,7 +170,8 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
     if _sync_pair(w, t):
         do = DO_CAUSE["sync_cpu_op"]
     part = w.partial()  # (a sampled or cut-short trace says so beside its figure)
-    return Top(f"{who}{w.cause_label(cause)} {figure}" + (f" ({part})" if part else ""), do, True)
+    return Top(f"{who}{w.cause_label(cause)} {figure}" + (f" ({part})" if part else ""), do, True, w.cause_label(cause),
+               figure.split(" (")[0], float(t["gain_ns"]), float(t["gain_ns"]) / max(w.window_ns, 1))
 
 
 DATA_PARALLEL_CAUSES = ("dispatch", "host", "optimizer", "idle_launch", "idle_host", "idle_optimizer")
@@ -200,14 +207,16 @@ def finding_top(r: OverlapReport) -> Top | None:
     top = f.iloc[0]
     kind = str(top["kind"])
     label = top["label"] if "label" in f.columns and isinstance(top["label"], str) and top["label"] else kind.replace("_", " ")
-    if label.endswith("%"):  # (a bubble: a share of the window)
-        return Top(label, DO_KIND.get(kind, ""), False)
     head = _TRAILING.sub("", label)
+    if kind == "bubble" and not head.startswith("pipeline"):
+        head = f"pipeline {head}"
     total, per = float(top["headroom_ns"]), float(top["per_step_ns"])
     steps = round(total / per) if per > 0 else 0
     action = DO_CAUSE["warmup"] if kind == "idle_warmup" and steps else DO_KIND.get(kind, "")
     sep = "; " if re.search(r"\d", head) else " "
-    return Top(f"{head}{sep}{per_step(per, total, steps)}", action, False)
+    figure = per_step(per, total, steps, sign="-")  # (what fixing it could give back: signed as the what-ifs are)
+    window = r.window_ns[1] - r.window_ns[0]
+    return Top(f"{head}{sep}{figure}", action, False, head, figure.split(" (")[0], total, total / window if window > 0 else 0.0)
 
 
 UNMODELLED = ("queued_wait",)
@@ -239,7 +248,7 @@ def top_findings(summary: Summary) -> dict[int, Top]:
                     top = None  # (a queued stall the replay cannot model, larger than its top: the largest loss leads)
                 top = top or finding_top(rep)
                 if top is not None and getattr(rep, "wrapper", "") == "nn.DataParallel" and _cause_of(top, w) in DATA_PARALLEL_CAUSES:
-                    top = Top(top.label, DO_CAUSE["data_parallel"], top.what_if)
+                    top = replace(top, do=DO_CAUSE["data_parallel"])
                 if top is not None:
                     out[id(rep)] = top
     return out

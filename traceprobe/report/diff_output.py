@@ -25,7 +25,8 @@ FIGURE_NAMES = {"duration_ns": "trace window", "mean_step_ns": "mean step", "thr
 
 def unrelated(d: Diff, a: str, b: str, a_paths: list[str], b_paths: list[str]) -> str:
     """Why two folders ``a`` and ``b`` have nothing to compare, or ``""``: no file name (relative to its folder) is in
-    both and no pair was made by rank; the message names both folders' traces (the first five of each)."""
+    both and no pair was made by rank; the message names both folders' traces (the first five of each). Two folders of
+    one trace each are a pair whatever their names (``tensorboard_trace_handler`` names each file by worker and time)."""
     from pathlib import Path
 
     def names(root: str, paths: list[str]) -> list[str]:
@@ -38,6 +39,8 @@ def unrelated(d: Diff, a: str, b: str, a_paths: list[str], b_paths: list[str]) -
         return sorted(out)
 
     na, nb = names(a, a_paths), names(b, b_paths)
+    if len(na) == 1 and len(nb) == 1:  # (one trace each, before and after: a pair whatever their names)
+        return ""
     if not na or not nb or set(na) & set(nb) or any(label.startswith("rank ") for label, _, _ in d.pairs):
         return ""
 
@@ -46,6 +49,32 @@ def unrelated(d: Diff, a: str, b: str, a_paths: list[str], b_paths: list[str]) -
 
     return (f"nothing to compare: no trace name of {a} ({listed(na)}) is in {b} ({listed(nb)}), and they name no ranks "
             "to pair by; give two files to compare them whatever their names")
+
+
+def subject_words(figure: str, subject: str) -> str:
+    """A row's subject for a person: a finding's kind in words (``idle_cpu_op cuda:0`` -> ``CPU ops that launch nothing
+    cuda:0``, ``exposed_copy cuda:0 HtoD`` -> ``exposed copy cuda:0 HtoD``; the what-ifs' names,
+    :data:`traceprobe.analysis.causal.what_if_windows.LABELS`), any other subject as it is."""
+    if figure != "headroom_ns" or not subject:
+        return subject
+    from ..analysis.causal.what_if_windows import LABELS
+
+    kind, _, rest = subject.partition(" ")
+    cause = kind[5:] if kind.startswith("idle_") else ""
+    words = {"launch": "launch-bound dispatch", "host": "host outside ops"}.get(cause) or LABELS.get(cause) or kind.replace("_", " ")
+    return f"{words} {rest}".strip()
+
+
+def _kernel_rows(d: Diff) -> list[tuple[str, str, dict]]:
+    """Each kernel change as (its pair's label, the kernel's name, the row): the pair's label (a trace file of a folder)
+    apart from the kernel's name, so that neither is shortened into the other."""
+    labels = sorted({label for label, _, _ in d.pairs if label}, key=len, reverse=True)
+    out = []
+    for rec in d.kernels.to_dict(orient="records"):
+        name = str(rec["name"])
+        label = next((x for x in labels if name.startswith(x + ": ")), "")
+        out.append((label, name[len(label) + 2:] if label else name, rec))
+    return out
 
 
 def figure_name(figure: str) -> str:
@@ -115,22 +144,24 @@ def render(console: Console, d: Diff) -> None:
         console.print(cell(f"  A {a}"), soft_wrap=True)
         console.print(cell(f"  B {b}"), soft_wrap=True)
     for label, g in _groups(d):
-        title = ("figures: A, B and the change (B - A; pt: percentage points; the step first, then times over each "
-                 "trace's whole window)" + (f", {label}" if label else ""))
+        title = ((f"{label}: " if label else "") + "figures: A, B and the change (B - A; pt: percentage points; the step "
+                 "first, then times over each trace's whole window)")
         t = Table(title=cell(title), title_justify="left", show_edge=False)
         for h in ("figure", "subject", "A", "B", "change"):
             t.add_column(h, justify="left" if h in ("figure", "subject") else "right")
         for f, subject, a, b, delta in zip(g["figure"], g["subject"], g["a"], g["b"], g["delta"]):
-            t.add_row(figure_name(f), cell(subject), value(f, a), value(f, b), value(f, delta, signed=True))
+            t.add_row(figure_name(f), cell(subject_words(f, subject)), value(f, a), value(f, b), value(f, delta, signed=True))
         console.print(t)
     if not d.kernels.empty:
+        rows = _kernel_rows(d)
+        traces = any(label for label, _, _ in rows)
         k = Table(title="kernels whose total time changed most", title_justify="left", show_edge=False)
-        for h in ("device", "kernel", "A", "B", "change"):
-            k.add_column(h, justify="left" if h == "kernel" else "right", no_wrap=True)
-        room = max(console.width - 45, 20)  # (device, three times and the gaps around them)
-        for rec in d.kernels.to_dict(orient="records"):
-            k.add_row(rec["device_label"], cell(shorten(str(rec["name"]), room)), units.duration(rec["a_ns"]), units.duration(rec["b_ns"]),
-                      value("delta_ns", rec["delta_ns"], signed=True))
+        for h in ("trace", "device", "kernel", "A", "B", "change") if traces else ("device", "kernel", "A", "B", "change"):
+            k.add_column(h, justify="left" if h in ("kernel", "trace") else "right", no_wrap=True)
+        room = max(console.width - 45 - (24 if traces else 0), 20)  # (device, three times and the gaps around them)
+        for label, name, rec in rows:
+            k.add_row(*([cell(shorten(label, 22))] if traces else []), rec["device_label"], cell(shorten(name, room)),
+                      units.duration(rec["a_ns"]), units.duration(rec["b_ns"]), value("delta_ns", rec["delta_ns"], signed=True))
         console.print(k)
     for side, paths in (("A", d.only_a), ("B", d.only_b)):
         for p in paths:
@@ -186,7 +217,8 @@ def to_markdown(d: Diff) -> str:
     (JSON and CSV keep integer ns and 0..1 fractions)."""
     parts = []
     for label, g in _groups(d):
-        t = pd.DataFrame({"figure": [figure_name(f) for f in g["figure"]], "subject": g["subject"].to_numpy(),
+        t = pd.DataFrame({"figure": [figure_name(f) for f in g["figure"]],
+                          "subject": [subject_words(f, x) for f, x in zip(g["figure"], g["subject"])],
                           "A": [value(f, v) for f, v in zip(g["figure"], g["a"])], "B": [value(f, v) for f, v in zip(g["figure"], g["b"])],
                           "change": [value(f, v, signed=True) for f, v in zip(g["figure"], g["delta"])]})
         parts.append(f"## Figures{': ' + label if label else ''}\n\n" + t.to_markdown(index=False, colalign=("left", "left", "right", "right", "right")))

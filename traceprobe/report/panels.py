@@ -27,8 +27,10 @@ from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from .actions import per_step
 from .grid import cell
+from .job_text import figure_label
 from .sections import trace_notes
 from .table import WORD
+from .what_if_lines import what_if_lines
 
 TOP_FINDINGS = 3
 """Findings shown per trace in the table (JSON, CSV and Markdown list them all)."""
@@ -151,7 +153,7 @@ def render(console: Console, summary: Summary) -> None:
             for rec in g.to_dict(orient="records"):
                 is_time = rec["figure"].endswith("_ns")
                 fmt = (lambda v: f"{_ms(v)} ms") if is_time else _pct
-                label = rec["figure"][:-3] if is_time else rec["figure"]
+                label = figure_label(str(rec["figure"]))[0]  # (the names job gives them: no key on screen)
                 t.add_row(*map(Text, (label, fmt(rec["min"]), fmt(rec["median"]), fmt(rec["max"]))))
             console.print(t)
     for c in summary.collectives:
@@ -214,4 +216,6 @@ class DetailRenderer:
         console = Console(file=buf, width=self.width or DETAIL_WIDTH, force_terminal=self.color, no_color=not self.color,
                           color_system="standard" if self.color else None, legacy_windows=False)
         render(console, summary)
+        for line in what_if_lines(summary, self.width or DETAIL_WIDTH):  # (each window's top what-if, its advice in full)
+            console.print(line, soft_wrap=True, highlight=False)
         return buf.getvalue()

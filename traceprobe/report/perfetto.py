@@ -19,7 +19,7 @@ one sequence in timestamp order, with event and annotation names interned.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -60,13 +60,24 @@ class PerfettoExport:
     flows: int
     split: int
     backend: str = "cuda"
+    comm_ns: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def describe(self) -> str:
-        """One line for a person."""
-        ov = ", ".join(f"{self.backend}:{d} {ns / 1e6:,.3f} ms" for d, ns in self.overlap_ns.items()) or "none"
+        """One line for a person: what was written, and the overlap the trace shows: communication under compute
+        where the trace communicates (``comm_ns``: per device, overlapped and total collective time, from the report),
+        copies under compute where it copies."""
+        def ms(ns: float) -> str:
+            return f"{ns / 1e6:,.1f} ms"
+
+        parts = []
+        if self.comm_ns:
+            parts.append("comm under compute " + ", ".join(f"{self.backend}:{d} {ms(o)} of {ms(t)}" for d, (o, t) in self.comm_ns.items()))
+        if any(self.overlap_ns.values()) or not self.comm_ns:
+            ov = ", ".join(f"{self.backend}:{d} {ms(ns)}" for d, ns in self.overlap_ns.items()) or "none"
+            parts.append(f"copies under compute {ov}")
         lanes = f"; {self.split:,} crossing slice(s) on extra lanes" if self.split else ""
         return (f"wrote {self.path}: {self.device_slices:,} device and {self.host_slices:,} host slices, "
-                f"{self.flows:,} launch flows, copy-under-compute overlap {ov}{lanes}")
+                f"{self.flows:,} launch flows, {'; '.join(parts)}{lanes}")
 
 
 def _layout(trace: Trace, report: OverlapReport | None):
@@ -326,4 +337,7 @@ def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None,
         path=str(path), packets=packets, device_slices=int((src_a == _DEVICE).sum()), host_slices=int((src_a == _HOST).sum()),
         overlap_slices=int((src_a == _OVERLAP).sum()), overlap_ns={d: iv.length(x) for d, x in overlap.items()},
         counter_points=len(cnt), flows=nflows, split=split, backend=trace.backend,
+        comm_ns={} if report is None or report.comm_overlap.empty else
+        {int(d): (int(o), int(t)) for d, o, t in zip(report.comm_overlap["device"], report.comm_overlap["overlapped_ns"],
+                                                     report.comm_overlap["comm_ns"])},
     )

@@ -19,8 +19,10 @@ no interval and writes no file (the caller writes them, through :mod:`traceprobe
   the window (so rank 1's work lies where its timestamps put it against rank 0's);
   any other trace from its own first device event (e.g. the three compute-copy variants).
 - a rank of a job (:func:`with_findings`) gets a band of its own, ``waiting``, where its collective kernels
-  waited for the last rank to arrive, and one, ``critical path``, where its window's critical path ran on it; each
-  trace its window's top finding and action under its title.
+  waited for the last rank to arrive, and one, ``critical path``, where its window's critical path ran on it (a trace
+  on its own: ``host on the path``, where the host held it); each trace its window's top finding and action under its
+  title (a rank's folder and rank where no manifest names it, :func:`title_of`). The legend gives every entry whole,
+  in rows of :data:`LEGEND_COLUMNS`, above the first title.
 
 Slices less than a quarter pixel apart were merged by the analysis; every slice is drawn at
 least a fraction of a pixel wide, so short kernels stay visible.
@@ -54,11 +56,14 @@ SHADE = "#2ca02c"
 MULTI = "#17becf"
 WAIT = "#cf222e"
 CRITICAL = "#6f42c1"
+CRITICAL_HOST = "#c5a8f5"
 STEP = "#555555"
 LEVEL_COLORS = {"confirmed": "#1a7f37", "partial": "#9a6700", "none": "#cf222e", "n/a": "#555555"}
 WIDTH_IN, DPI = 14.0, 110
 LEFT_IN, RIGHT_IN = 1.25, 0.25
 FONT = 8.5
+LEGEND_COLUMNS = 4
+"""Legend entries per row: the longest entries side by side fit the figure's width."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +82,11 @@ class Item:
     waits: pd.DataFrame | None = None
     finding: str = ""
     critical: pd.DataFrame | None = None
-    """``start_ns``, ``end_ns`` (int64) of the window's critical path on this rank
-    (:func:`traceprobe.analysis.causal.critical_path.critical_path`), drawn as a band of their own; None: no such band."""
+    """``start_ns``, ``end_ns`` (int64) and ``host`` (bool: held by the host, not a device) of the pieces of the
+    window's critical path on this rank (:func:`traceprobe.analysis.causal.critical_path.critical_path`), drawn as a
+    band of their own, each piece apart; None: no such band. For a trace on its own (the path always on it), only
+    where the host held the path (``host_path``)."""
+    host_path: bool = False
 
 
 def label_of(path: str | Path, info: dict | None = None, rank: int | None = None) -> str:
@@ -88,6 +96,15 @@ def label_of(path: str | Path, info: dict | None = None, rank: int | None = None
         label = ".".join(x for x in (info.get("workload"), info.get("variant")) if x)
         return label if rank is None else f"{label}.rank{rank}"
     return trace_stem(path)
+
+
+def title_of(path: str | Path, info: dict | None = None, rank: int | None = None) -> str:
+    """A picture's title of one trace: :func:`label_of` where a manifest names it; else a rank's folder and rank
+    (``ddp-compute rank 1``: ``tensorboard_trace_handler`` names its files by worker and time); else the file's stem."""
+    if (info or {}).get("workload") or rank is None:
+        return label_of(path, info, rank)
+    folder = Path(str(path)).parent.name
+    return f"{folder} rank {rank}" if folder else f"rank {rank}"
 
 
 def _rects(x0, x1, y0, y1) -> np.ndarray:
@@ -146,8 +163,11 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
     if item.critical is not None and len(item.critical):
         c = item.critical
         cs, ce = c["start_ns"].to_numpy(np.int64), c["end_ns"].to_numpy(np.int64)
+        host = c["host"].to_numpy(bool) if "host" in c.columns else np.zeros(len(c), bool)
+        # (each piece of the path apart, a white edge between them; where the host held it, lighter)
         ax.add_collection(PolyCollection(_rects(_x(cs, t0), _x(np.maximum(ce, cs + int(px_ns * 0.6)), t0), np.full(len(c), top - 1.4),  # pyright: ignore  (pandas/matplotlib stubs)
-                                         np.full(len(c), top - 0.6)), facecolors=CRITICAL, edgecolors="none", zorder=2))
+                                         np.full(len(c), top - 0.6)), facecolors=np.where(host, CRITICAL_HOST, CRITICAL).tolist(),
+                                         edgecolors="white", linewidths=0.5, zorder=2))
     two = tl.multi_device
     if multi and len(two):
         ax.add_collection(PolyCollection(_rects(_x(two["start_ns"], t0), _x(two["end_ns"], t0), np.full(len(two), -0.4), np.full(len(two), 0.4)),  # pyright: ignore  (pandas/matplotlib stubs)
@@ -160,7 +180,8 @@ def _draw(ax, item: Item, t0: int, span_ns: int, px_ns: float) -> None:
             ax.axvline(t, color=STEP, linewidth=0.8, linestyle=":", zorder=4, label=name)
             if len(st) <= 40 and name.startswith("step"):
                 ax.text(t, 1.0, f" {name}", transform=ax.get_xaxis_transform(), fontsize=FONT - 2, color=STEP, va="bottom", ha="left")
-    labels = (["2+ devices busy"] if multi else []) + (["waiting"] if waits else []) + (["critical path"] if crit else []) + \
+    labels = (["2+ devices busy"] if multi else []) + (["waiting"] if waits else []) + \
+        (["host on the path" if item.host_path else "critical path"] if crit else []) + \
         lanes["label"].tolist()
     fs = float(np.clip(300 / max(n + top, 1), 5.5, FONT))
     ax.set_yticks(np.arange(n + top), labels, fontsize=fs)
@@ -213,7 +234,8 @@ def _figure(items: Sequence[tuple[Item, int]], span_ns: int, title: str | None, 
     title_in = 0.45 if title else 0.0
     legend_in = 0.35
     axis_in = 0.45  # x tick labels under each axes
-    height = title_in + legend_in + sum(len(h) * line_in + 0.12 + a + axis_in for _, _, h, a in sections) + 0.25
+    legend_rows = -(-(len(CLASSES) + 6) // LEGEND_COLUMNS)  # (at most this many entries: room for every row)
+    height = title_in + legend_in + (legend_rows - 1) * line_in * 1.25 + sum(len(h) * line_in + 0.12 + a + axis_in for _, _, h, a in sections) + 0.25
     fig = Figure(figsize=(WIDTH_IN, height), dpi=DPI)
     FigureCanvasAgg(fig)
     y = height - 0.15  # inches from the bottom, moving down
@@ -227,12 +249,16 @@ def _figure(items: Sequence[tuple[Item, int]], span_ns: int, title: str | None, 
         handles.append(Patch(color=MULTI, label="2+ devices busy"))
     if any(it.waits is not None for it in shown):
         handles.append(Patch(color=WAIT, label="waiting for the last rank at a collective"))
-    if any(it.critical is not None for it in shown):
+    if any(it.critical is not None and not it.host_path for it in shown):
         handles.append(Patch(color=CRITICAL, label="the window's critical path on this rank"))
+    if any(it.critical is not None and bool(it.critical["host"].any()) for it in shown):
+        handles.append(Patch(color=CRITICAL_HOST, label="the critical path held by the host"))
     if any(len(it.lanes.steps) for it in shown):
         handles.append(Line2D([], [], color=STEP, linewidth=0.8, linestyle=":", label="step start (GPU)"))
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(LEFT_IN / WIDTH_IN, y / height), ncol=6, fontsize=FONT, frameon=False, borderaxespad=0)
-    y -= legend_in
+    rows = -(-len(handles) // LEGEND_COLUMNS)  # (every entry whole, in rows of its own: nothing drawn over the titles)
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.4 / WIDTH_IN, y / height), ncol=LEGEND_COLUMNS, fontsize=FONT,
+               frameon=False, borderaxespad=0)
+    y -= legend_in + (rows - 1) * line_in * 1.25
     px_ns = span_ns / ((WIDTH_IN - LEFT_IN - RIGHT_IN) * DPI) if span_ns else 1.0
     axes = []
     for it, t0, lines, ax_in in sections:
@@ -297,7 +323,7 @@ def item_of(report: OverlapReport, lanes: TimelineLanes) -> Item:
     (:func:`traceprobe.console.one_line`: no control byte, bidi override or non-UTF-8 byte drawn raw)."""
     from ..console import one_line
 
-    return Item(one_line(label_of(report.path, report.info, report.rank)), report, lanes)
+    return Item(one_line(title_of(report.path, report.info, report.rank)), report, lanes)
 
 
 def with_findings(items: Sequence[Item], summary: Summary) -> list[Item]:
@@ -329,13 +355,16 @@ def with_findings(items: Sequence[Item], summary: Summary) -> list[Item]:
             finding += ("; " if finding else "") + (f"waited {total / 1e6:,.1f} ms in the window for the last rank at collectives"
                                                      if total else "never waited for another rank at a collective")
         critical = None
+        alone = r.path in paths_of
         cp = paths_of.get(r.path, paths.get(where.get(r.path, ("", ""))))
         if cp is not None and len(cp) and not it.lanes.clock:
-            on = np.ones(len(cp), bool) if r.path in paths_of else np.asarray(cp["rank"]) == (r.rank if r.rank is not None else -1)
+            # (a trace on its own: the path is always on it, so only where the host, not its device, held it)
+            on = (np.asarray(cp["lane"]) == "host") if alone else np.asarray(cp["rank"]) == (r.rank if r.rank is not None else -1)
             if on.any():
                 critical = pd.DataFrame({"start_ns": np.asarray(cp["start_ns"], dtype=np.int64)[on],
-                                         "end_ns": np.asarray(cp["end_ns"], dtype=np.int64)[on]})
-        out.append(replace(it, waits=waits, finding=finding, critical=critical))
+                                         "end_ns": np.asarray(cp["end_ns"], dtype=np.int64)[on],
+                                         "host": (np.asarray(cp["lane"]) == "host")[on]})
+        out.append(replace(it, waits=waits, finding=finding, critical=critical, host_path=alone))
     return out
 
 

@@ -47,14 +47,17 @@ class _Function:
         return self._fn(summary)
 
 
-def renderer(name: str, *, width: int | None = None, color: bool = False, detail: bool = False) -> Renderer:
+def renderer(name: str, *, width: int | None = None, color: bool = False, detail: bool = False, ranks: bool = False,
+             every: bool = False) -> Renderer:
     """The renderer of format ``name`` (one of :data:`FORMATS`).
 
     Args:
         name: the format.
         width: columns a human format fits (``table``; None: natural width, as for a pipe or a file).
         color: ANSI colours (``table``, for a terminal).
-        detail: ``table`` only: every table of every trace (:mod:`.panels`) instead of the summary.
+        detail: ``table`` only: every table of every trace (:mod:`.panels`) instead of the first screen
+            (:mod:`.first_screen`).
+        ranks, every: ``table`` only: every rank's row, every window's block (:mod:`.first_screen`).
 
     Raises:
         ValueError: an unknown format.
@@ -64,9 +67,9 @@ def renderer(name: str, *, width: int | None = None, color: bool = False, detail
             from .panels import DetailRenderer
 
             return DetailRenderer(width=width, color=color)
-        from .table import TableRenderer
+        from .first_screen import FirstScreenRenderer
 
-        return TableRenderer(width=width, color=color)
+        return FirstScreenRenderer(width=width, color=color, ranks=ranks, every=every)
     if name == "tsv":
         from .tsv import TsvRenderer
 

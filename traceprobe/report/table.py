@@ -1,6 +1,7 @@
-"""``overlap-report``'s default output: a summary a person reads in ten seconds.
+"""The per-trace table: one row per trace, its runs across ranks, each window's what-if (the rows ``--ranks`` shows).
 
-Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is computed here.
+The first screen (:mod:`.first_screen`) lays out each window's ranks with this module's :data:`COLUMNS` and notes
+(:func:`note_lines`); :class:`TableRenderer` gives the whole table, one row per trace. Rendered from a :class:`~traceprobe.analysis.summary.Summary`; nothing is computed here.
 
 1. One row per trace: its run (relative to the folder all traces share), rank,
    profiler window (``2-4`` for steps 2 to 4, ``#n`` for the n-th trace of a rank),
@@ -299,8 +300,8 @@ def rank_lines(summary: Summary, width: int | None = None) -> list[Text]:
     return title + merged
 
 
-def note_lines(summary: Summary, short: bool = False, short_ranks: bool = False) -> list[Text]:
-    """Part 4 of the module doc: the stopwatch, warnings and the legend, one text each."""
+def note_lines(summary: Summary, short: bool = False, short_ranks: bool = False, legend: bool = True) -> list[Text]:
+    """Part 4 of the module doc: the stopwatch, warnings and (``legend``) the legend, one text each."""
     out = []
     v = summary.variants
     host_only = bool(summary.reports) and all(r.streams.empty for r in summary.reports)
@@ -320,6 +321,8 @@ def note_lines(summary: Summary, short: bool = False, short_ranks: bool = False)
         out.append(Text(f"{len(summary.warnings)} warning(s) about the traces' data: see --detail", style="yellow"))
     for c in reported(summary):  # (only where there is an offset to report, or none could be estimated)
         out.append(cell(clock_line(c, relative(c.run, base_folder(summary))), style="yellow" if c.differ else "dim"))
+    if not legend:
+        return out
     if summary.reports:
         out.append(Text(SHORT_LEGEND if short else LEGEND, style="dim"))
     if top_findings(summary):

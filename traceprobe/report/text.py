@@ -2,7 +2,7 @@
 
 :func:`overlap_report` (``traceprobe.overlap_report``) and ``Capture.report()`` return a :class:`TextReport`: the
 :class:`~traceprobe.analysis.per_trace.OverlapReport` itself (every field, table and cached figure), whose ``str()``
-(``print(report)``) and :meth:`TextReport.summary` give the text the command prints for that trace (:mod:`.table`),
+(``print(report)``) and :meth:`TextReport.summary` give the text the command prints for that trace (:mod:`.first_screen`),
 instead of the dataclass's repr. Nothing is computed here beyond the analysis the report already holds.
 """
 
@@ -18,12 +18,12 @@ class TextReport(OverlapReport):
     """An :class:`~traceprobe.analysis.per_trace.OverlapReport` whose ``str()`` is ``overlap-report``'s text."""
 
     def summary(self, width: int | None = None) -> str:
-        """The text ``traceprobe overlap-report`` prints for this trace (its table row, top finding and action, what
-        would give time back, the legend), fitted to ``width`` columns (None: never shortened), without colours."""
+        """The text ``traceprobe overlap-report`` prints for this trace (its window's block: figures, top claim and
+        action; the legend), fitted to ``width`` columns (None: :data:`.first_screen.PIPE_WIDTH`), without colours."""
         from ..analysis.summary import summarize
-        from .table import TableRenderer
+        from .first_screen import FirstScreenRenderer
 
-        return TableRenderer(width=width).render(summarize([self]))
+        return FirstScreenRenderer(width=width).render(summarize([self]))
 
     def __str__(self) -> str:
         """:meth:`summary`: ``print(report)`` prints what the command prints."""

@@ -19,13 +19,14 @@ from .table import COLUMNS, _window
 
 def to_tsv(summary: Summary) -> str:
     """The trace table as TSV (module doc): ``path, run, rank, steps``, then every column of
-    :data:`.table.COLUMNS` (``busy, <figures...>, top finding``: the table's, per step first)."""
-    head = ["path", "run", "rank", "steps", *(c.header for c in COLUMNS)]
+    :data:`.table.COLUMNS` (``busy, <figures...>, top finding``: the table's, per step first), then ``do``: the one
+    action the top finding calls for (:mod:`.actions`; empty where none is known)."""
+    head = ["path", "run", "rank", "steps", *(c.header for c in COLUMNS), "do"]
     out = ["\t".join(head)]
     tops = top_findings(summary)  # (the top finding as the table gives it: its window's what-if, else its own)
     for r, run, window, rank in _places(summary):
         cells = [r.path, run, "-" if rank is None else str(rank), _window(window), *(c.read(r, False).plain for c in COLUMNS[:-1]),
-                 tops[id(r)].label if id(r) in tops else ""]
+                 tops[id(r)].label if id(r) in tops else "", tops[id(r)].do if id(r) in tops else ""]
         out.append("\t".join(one_line(c) for c in cells))
     return "\n".join(out) + "\n"
 
