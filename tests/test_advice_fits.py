@@ -16,10 +16,15 @@ from traceprobe.cli import app
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 
 
-def _first_screen(path: Path) -> list[str]:
-    res = CliRunner().invoke(app, ["overlap-report", str(path), "--jobs", "1"])
+def _first_screen(path: Path, *more: str) -> list[str]:
+    """The first screen of one trace or folder, as ``[header, claim, do line, ...]``: the claim is the line before the
+    first ``do:`` line."""
+    res = CliRunner().invoke(app, ["overlap-report", str(path), "--jobs", "1", *more])
     assert res.exit_code == 0, res.output
-    return res.stdout.splitlines()
+    lines = res.stdout.splitlines()
+    i = next((k for k, ln in enumerate(lines) if ln.strip().startswith("do:")), None)
+    assert i is not None and i >= 1, lines
+    return [lines[0], lines[i - 1], lines[i], *lines[i + 1:]]
 
 
 def test_loader_kind_reads_the_iterator_torch_names():
@@ -58,7 +63,7 @@ def test_data_parallel_is_told_to_use_ddp():
     for p in ("data-parallel.dataparallel.pt.trace.json.gz", "h200-4gpu/data-parallel.dataparallel.pt.trace.json.gz"):
         lines = _first_screen(SAMPLES / p)
         assert "DistributedDataParallel" in lines[2], lines
-    res = CliRunner().invoke(app, ["overlap-report", str(SAMPLES / "h200-4gpu"), "--jobs", "1"])
+    res = CliRunner().invoke(app, ["overlap-report", str(SAMPLES / "h200-4gpu"), "--jobs", "1", "--all"])
     ddp = [ln for ln in res.stdout.splitlines() if "DistributedDataParallel" in ln]
     assert len(ddp) == 1, ddp  # (the dataparallel trace's do line alone)
 
