@@ -145,3 +145,12 @@ def test_one_rank_of_eight_gains_no_more_than_its_idle_time():
     lines = _first_screen(HTA_CONTROL)
     m = re.search(r"-([\d.]+) ms in 6 steps", lines[1])
     assert m and float(m.group(1)) < 76.0, lines[1]
+
+
+def test_the_pipeline_bubble_is_on_the_first_screen():
+    """causes/pipeline (2 stages x 8 microbatches, rank 1 with more work): the bubble (17.2% of the window, 11.1% ideal
+    for the schedule) is on the first screen beside the top claim, which names the stage with more work."""
+    res = CliRunner().invoke(app, ["overlap-report", str(SAMPLES / "causes" / "pipeline"), "--jobs", "1"])
+    text = " ".join(res.stdout.split())
+    assert "rank 1 extra device work" in text, text
+    assert "pipeline bubble 17.2% of the window on rank 0 cuda:0, ideal 11.1% for 2 stages x 8 microbatches" in text, text

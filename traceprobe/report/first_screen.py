@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 from rich.text import Text
@@ -119,6 +120,29 @@ def _rank_rows(v: WindowView, width: int) -> list[Text]:
     return [Text("    ") + t for t in lines(cols)]
 
 
+_IDEAL = re.compile(r"ideal for (\d+) stages x (\d+) microbatches: ([\d.]+%)")
+
+
+def bubble_line(v: WindowView) -> str:
+    """The window's largest pipeline bubble as a claim beside its top (``pipeline bubble 17.2% of the window on rank 0,
+    ideal 11.1% for 2 stages x 8 microbatches``): the share of the window its stage waited for the neighbouring one
+    (:mod:`traceprobe.analysis.advice.findings`, ``bubble``), and the ideal share of its schedule where the trace tells
+    it; ``""`` where no trace of the window holds a bubble. A bubble beyond the ideal is the stages' imbalance (the top
+    claim names the stage with more work); the ideal part goes only with more microbatches or an interleaved schedule."""
+    best: tuple[int, str, str] | None = None
+    for r in v.reports:
+        f = getattr(r, "findings", None)
+        if f is None or len(f) == 0:
+            continue
+        b = f[f["kind"] == "bubble"]
+        for label, text, ns, subject in zip(b["label"], b["text"], b["headroom_ns"], b["subject"]):
+            if best is None or int(ns) > best[0]:
+                m = _IDEAL.search(str(text))
+                ideal = f", ideal {m.group(3)} for {m.group(1)} stages x {m.group(2)} microbatches" if m else ""
+                best = (int(ns), f"pipeline {label} of the window on {subject}{ideal}", str(text))
+    return best[1] if best else ""
+
+
 def block(v: WindowView, width: int, ranks: bool = False) -> list[Text]:
     """A window's block (module doc)."""
     out = _para(head(v), width, 0, "bold")
@@ -130,6 +154,9 @@ def block(v: WindowView, width: int, ranks: bool = False) -> list[Text]:
             out += _para(f"do: {v.top.do}", width, 2, "cyan")
     elif v.reports and any(not r.streams.empty for r in v.reports):
         out += _para("no claim: no cause gives back more than its noise floor", width, 2, "green")
+    bubble = bubble_line(v)
+    if bubble and not (v.top is not None and v.top.cause.startswith("pipeline bubble")):
+        out += _para(bubble, width, 2)
     if v.named:
         out += _para("ranks: " + ", ".join(v.named), width, 2, "dim")
     if v.path and v.top is not None:
