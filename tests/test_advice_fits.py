@@ -154,3 +154,20 @@ def test_the_pipeline_bubble_is_on_the_first_screen():
     text = " ".join(res.stdout.split())
     assert "rank 1 extra device work" in text, text
     assert "pipeline bubble 17.2% of the window on rank 0 cuda:0, ideal 11.1% for 2 stages x 8 microbatches" in text, text
+
+
+def test_every_view_names_the_same_top_claim():
+    """causes/ddp-compute and the efficiency/loader runs: the first screen's claim and action, the JSON document's
+    top_claims, the Markdown and the TSV name the same claim, word for word."""
+    import json
+
+    for folder in (SAMPLES / "causes" / "ddp-compute", SAMPLES / "efficiency" / "loader"):
+        text = CliRunner().invoke(app, ["overlap-report", str(folder), "--jobs", "1", "--all"]).stdout
+        doc = json.loads(CliRunner().invoke(app, ["overlap-report", str(folder), "--jobs", "1", "--format", "json"]).stdout)
+        md = CliRunner().invoke(app, ["overlap-report", str(folder), "--jobs", "1", "--format", "markdown"]).stdout
+        tsv = CliRunner().invoke(app, ["overlap-report", str(folder), "--jobs", "1", "--format", "tsv"]).stdout
+        flat = " ".join(text.split())
+        assert doc["top_claims"], doc.keys()
+        for c in doc["top_claims"]:
+            assert c["claim"] in flat and f"do: {c['do']}" in flat, (c, text)
+            assert c["claim"] in md and c["claim"] in tsv, c

@@ -133,6 +133,19 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                  'items': {'type': 'object',
                                            'properties': {'path': {'type': 'string'}, 'error': {'type': 'string'}},
                                            'required': ['error', 'path']}},
+                    'top_claims': {'type': 'array',
+                                   'description': "Each trace's first-screen claim, the one every view shows first "
+                                                  '(traceprobe.report.actions.top_findings): its window\'s top what-if, else its own top '
+                                                  'finding; traces without one are left out.',
+                                   'items': {'type': 'object',
+                                             'properties': {'path': {'type': 'string'},
+                                                            'claim': {'type': 'string', 'description': 'the claim with its figure, as printed'},
+                                                            'cause': {'type': 'string'},
+                                                            'do': {'type': 'string', 'description': 'the one action it calls for ("" where none)'},
+                                                            'what_if': {'type': 'boolean', 'description': 'a replayed gain (else a span of lost time)'},
+                                                            'gain_ns': {'type': 'integer'},
+                                                            'share': {'type': 'number', 'description': 'gain_ns over the window, 0..1'}},
+                                             'required': ['path', 'claim', 'do', 'what_if']}},
                     'causes': {'type': 'array',
                                'description': 'per window of two or more ranks with matched collectives: waits, exposed waits, '
                                               'exposed transfer, straggler and its cause (traceprobe.analysis.job.causes)',

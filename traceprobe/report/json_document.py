@@ -17,6 +17,7 @@ from ..analysis.job.collectives import WindowCollectives
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from ..version import __version__
+from .actions import tops_by_path
 from .figures import trace_object
 from .json_values import clean as _clean
 from .json_values import rows
@@ -96,7 +97,8 @@ def what_if_dict(w: WindowWhatIf) -> dict[str, Any]:
 
 def document(summary: Summary) -> dict[str, Any]:
     """The whole JSON document: ``schema``, ``traceprobe``, ``traces``, ``rank_summary``, ``variants``, ``collectives``,
-    ``causes``, ``clocks``, ``what_if``, ``failures``."""
+    ``causes``, ``clocks``, ``what_if``, ``failures``, ``top_claims`` (each trace's first-screen claim: the same list,
+    in the same words, as the text, Markdown and TSV views, :func:`.actions.tops_by_path`)."""
     return {
         "schema": SCHEMA_VERSION,
         "traceprobe": __version__,
@@ -108,6 +110,8 @@ def document(summary: Summary) -> dict[str, Any]:
         "clocks": [clocks_dict(c) for c in summary.clocks],
         "what_if": [what_if_dict(w) for w in summary.what_ifs],
         "failures": [{"path": f.path, "error": f.error} for f in summary.failures],
+        "top_claims": [{"path": p, "claim": t.label, "cause": t.cause, "do": t.do, "what_if": t.what_if, "gain_ns": int(t.gain_ns),
+                        "share": float(t.share)} for p, t in tops_by_path(summary).items()],
     }
 
 
