@@ -205,7 +205,22 @@ def stopwatch(summary) -> list[str]:
             f"keeps two GPUs busy {busy:.0%} of the time but gains nothing ({dp['speedup']:.2f}x) over one GPU."]
 
 
-FIGURES: dict[str, Callable[..., list[str]]] = {"samples": samples_table, "causes": causes_table, "stopwatch": stopwatch}
+def four_gpus(summary) -> list[str]:
+    """What ``h200-4gpu/`` shows on four GPUs: the tiled variant's GPUs busy at once and its wall clock against one
+    GPU's, and the DDP ranks' all-reduce under backward compute."""
+    tiled, single = (_report(summary, f"h200-4gpu/tile-parallel.{v}.pt.trace.json.gz") for v in ("tiled", "single"))
+    busy = _verdict(tiled, "device_concurrency")
+    ddp = [_verdict(r, "comm_overlap") for r in summary.reports
+           if Path(r.path).parent.name == "h200-4gpu" and Path(r.path).name.startswith("data-parallel.ddp.")]
+    assert busy is not None and len(ddp) == 4 and all(v is not None for v in ddp)
+    low, high = min(v.value for v in ddp if v), max(v.value for v in ddp if v)
+    return [f"`tile-parallel.tiled` runs its strips on the four GPUs ({busy.value:.0%} of the time two or more busy at once;",
+            f"{tiled.info['wall_s'] * 1e3:.1f} ms against {single.info['wall_s'] * 1e3:.1f} ms on one), DDP runs four ranks "
+            f"(all-reduce under backward compute {low:.0%}-{high:.0%})."]
+
+
+FIGURES: dict[str, Callable[..., list[str]]] = {"samples": samples_table, "causes": causes_table, "stopwatch": stopwatch,
+                                                 "four-gpus": four_gpus}
 """Each ``figures`` part's lines, by NAME, from the samples' summary."""
 
 
