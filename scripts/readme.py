@@ -4,7 +4,8 @@ draw the pictures under docs/ with the commands the README gives for them.
 A quoted part sits between two markers in the Markdown:
 
 - ``<!-- figures: NAME -->`` ... ``<!-- end -->``: a table or sentence of figures read off the reports of the samples
-  (:data:`FIGURES`, NAME -> a function of :func:`samples_summary`);
+  (:data:`FIGURES`, NAME -> a function of :func:`samples_summary`); ``table FOLDER``: scripts/matrix_table.py's table
+  of a folder of recorded scenarios (``matrix``, ``heldout/w4-late2``...);
 - ``<!-- output: ARGS -->`` ... ``<!-- end -->``: a fenced block holding what ``traceprobe ARGS`` prints on an
   80-column terminal (``COLUMNS=80``, no colours); ``ARGS; lines 1-12,20-24`` quotes those lines only and
   ``ARGS; match REGEX`` the lines that match, with ``...`` where lines are left out.
@@ -224,6 +225,24 @@ FIGURES: dict[str, Callable[..., list[str]]] = {"samples": samples_table, "cause
 """Each ``figures`` part's lines, by NAME, from the samples' summary."""
 
 
+def folder_table(folder: str) -> list[str]:
+    """``python scripts/matrix_table.py sample_traces/FOLDER``'s table: each recorded scenario's built-in cause (its
+    ``injected.jsonl``), the top what-if and the gain against what was built in and what was measured (a slow one:
+    each scenario's ranks analysed)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import matrix_table  # (scripts/matrix_table.py)
+
+    return matrix_table.table(SAMPLES / folder)
+
+
+def figures(spec: str, summary) -> str:
+    """The text of the ``figures`` part ``spec``: ``table FOLDER`` (:func:`folder_table`) or a name of :data:`FIGURES`
+    (``summary``: the samples' summary, a function returning it, called only where it is needed)."""
+    if spec.startswith("table "):
+        return "\n".join(folder_table(spec.removeprefix("table ").strip())) + "\n"
+    return "\n".join(FIGURES[spec](summary() if callable(summary) else summary)) + "\n"
+
+
 # --- command outputs -----------------------------------------------------------------------------------------------
 
 def _lines(spec: str) -> list[tuple[int, int]]:
@@ -297,16 +316,19 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=None, help="worker processes for the samples' analysis")
     ap.add_argument("--only", metavar="REGEX", help="only the parts whose NAME or arguments match (and no pictures)")
     opts = ap.parse_args()
-    summary = None
     outputs: dict[str, str] = {}
+    summaries: list = []
+
+    def the_summary():
+        if not summaries:  # (once, and only where a figure of the samples is asked for)
+            summaries.append(samples_summary(opts.jobs))
+        return summaries[0]
 
     def want(p: Part) -> str:
         if opts.only and not re.search(opts.only, p.spec):
             return p.text
         if p.kind == "figures":
-            nonlocal summary
-            summary = summary or samples_summary(opts.jobs)  # (once, and only where a figure is asked for)
-            return "\n".join(FIGURES[p.spec](summary)) + "\n"
+            return figures(p.spec, the_summary)
         if p.spec not in outputs:
             outputs[p.spec] = command_output(p.spec)
         return outputs[p.spec]

@@ -118,3 +118,19 @@ def test_command_without_the_sdk_says_what_to_install():
     res = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and res.stdout == ""
     assert "pip install 'traceprobe[mcp]'" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_each_windows_first_claim_is_the_first_screens():
+    """Over every scenario of sample_traces/causes/, each window's first claim is the finding the first screen gives
+    its first rank (one ranked list, not a second model)."""
+    from traceprobe.agent import answers
+    from traceprobe.report.actions import top_findings
+
+    summary = analyze_paths([str(SAMPLES / "causes")], jobs=1)
+    tops = top_findings(summary)
+    wins = answers.windows(summary)
+    assert len(wins) == 14
+    for win in wins:
+        first = answers.claims(win)[0]
+        assert first["label"] == tops[id(win.reports[0])].label, win.run

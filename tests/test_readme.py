@@ -2,7 +2,8 @@
 ``<!-- output: ARGS -->`` and ``<!-- end -->`` is what ``traceprobe ARGS`` prints now on an 80-column terminal, written
 by scripts/readme.py (``TRACEPROBE_UPDATE_GOLDEN=1`` rewrites a stale one here too); the README stays short, its links
 lead to files and anchors that exist, and docs/compute-copy.png is what the command quoted beside it draws.
-The quoted figures are checked by tests/test_table.py (``test_readme_figures_are_the_tools``)."""
+The tables of scenario folders are checked here (slow), the other quoted figures by tests/test_table.py
+(``test_readme_figures_are_the_tools``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,21 @@ sample folder) under slow."""
 OUTPUTS = [pytest.param(path, part.spec, id=f"{path.parent.name}/{path.name}: {part.spec.split(';')[0]}",
                         marks=() if part.spec in FAST else pytest.mark.slow)
            for path in readme.DOCS for part in readme.parts(path.read_text()) if part.kind == "output"]
+
+
+TABLES = [pytest.param(path, part.spec, id=f"{path.parent.name}/{path.name}: {part.spec}", marks=pytest.mark.slow)
+          for path in readme.DOCS for part in readme.parts(path.read_text()) if part.spec.startswith("table ")]
+
+
+@pytest.mark.parametrize("path, spec", TABLES)
+def test_scenario_tables_are_the_tools(path: Path, spec: str):
+    """Each table of a folder of recorded scenarios (matrix/, heldout/...) is scripts/matrix_table.py's now."""
+    want = readme.figures(spec, None)
+    text, stale = readme.rewrite(path, lambda p: want if p.spec == spec else p.text)
+    if os.environ.get("TRACEPROBE_UPDATE_GOLDEN") and stale:
+        path.write_text(text)
+        stale = []
+    assert not stale, f"{stale}: run python scripts/readme.py"
 
 
 def test_the_first_screen_is_quoted():
