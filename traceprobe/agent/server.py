@@ -140,7 +140,7 @@ def build_server(jobs: int | None = None) -> MCPServer:
 
     @server.tool()
     def top_kernels(path: str, trace: str | None = None, rank: int | None = None, device: int | None = None,
-                    top: int = 10) -> dict[str, Any]:
+                    top: int = 5) -> dict[str, Any]:
         """The kernels, copies and memsets with the most device time on each device of one trace: count, total, mean,
         longest and share of the device's time.
 
