@@ -256,7 +256,11 @@ def _lines(spec: str) -> list[tuple[int, int]]:
 
 def command_output(spec: str) -> str:
     """The fenced block of ``output`` part ``spec`` (module doc): the command run in this process, as on an 80-column
-    terminal, from the repository's root (its paths are relative to it); shell globs expanded there."""
+    terminal, from the repository's root (its paths are relative to it); shell globs expanded there.
+
+    Raises:
+        RuntimeError: the command ended in an error (exit 2 or more), its stderr's end in the message.
+    """
     from typer.testing import CliRunner
 
     from traceprobe.cli import app
@@ -271,6 +275,8 @@ def command_output(spec: str) -> str:
         res = CliRunner().invoke(app, argv, env={"COLUMNS": str(WIDTH), "NO_COLOR": "1"}, catch_exceptions=False)
     finally:
         os.chdir(here)
+    if res.exit_code not in (0, 1):  # (1: a gate not met, still an output to quote)
+        raise RuntimeError(f"traceprobe {args.strip()} exited {res.exit_code}: {res.stderr.strip()[-500:]}")
     lines = res.stdout.rstrip("\n").splitlines()
     chosen = chosen.strip()
     if chosen:
