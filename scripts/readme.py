@@ -5,7 +5,7 @@ A quoted part sits between two markers in the Markdown:
 
 - ``<!-- figures: NAME -->`` ... ``<!-- end -->``: a table or sentence of figures read off the reports of the samples
   (:data:`FIGURES`, NAME -> a function of :func:`samples_summary`); ``table FOLDER``: scripts/matrix_table.py's table
-  of a folder of recorded scenarios (``matrix``, ``heldout/w4-late2``...);
+  of a folder of recorded scenarios (``matrix``, ``heldout/w4-late2``...); ``fixes FOLDER``: scripts/fix_table.py's;
 - ``<!-- output: ARGS -->`` ... ``<!-- end -->``: a fenced block holding what ``traceprobe ARGS`` prints on an
   80-column terminal (``COLUMNS=80``, no colours); ``ARGS; lines 1-12,20-24`` quotes those lines only and
   ``ARGS; match REGEX`` the lines that match, with ``...`` where lines are left out.
@@ -235,11 +235,23 @@ def folder_table(folder: str) -> list[str]:
     return matrix_table.table(SAMPLES / folder)
 
 
+def fixes_table(folder: str) -> list[str]:
+    """``python scripts/fix_table.py sample_traces/FOLDER``'s table: each loop's top what-if, and each fix's gain against
+    the what-if of the cause it removes (a slow one)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fix_table  # (scripts/fix_table.py)
+
+    return fix_table.table(SAMPLES / folder)
+
+
 def figures(spec: str, summary) -> str:
-    """The text of the ``figures`` part ``spec``: ``table FOLDER`` (:func:`folder_table`) or a name of :data:`FIGURES`
-    (``summary``: the samples' summary, a function returning it, called only where it is needed)."""
+    """The text of the ``figures`` part ``spec``: ``table FOLDER`` (:func:`folder_table`), ``fixes FOLDER``
+    (:func:`fixes_table`) or a name of :data:`FIGURES` (``summary``: the samples' summary, a function returning it,
+    called only where it is needed)."""
     if spec.startswith("table "):
         return "\n".join(folder_table(spec.removeprefix("table ").strip())) + "\n"
+    if spec.startswith("fixes "):
+        return "\n".join(fixes_table(spec.removeprefix("fixes ").strip())) + "\n"
     return "\n".join(FIGURES[spec](summary() if callable(summary) else summary)) + "\n"
 
 

@@ -28,12 +28,13 @@ OUTPUTS = [pytest.param(path, part.spec, id=f"{path.parent.name}/{path.name}: {p
 
 
 TABLES = [pytest.param(path, part.spec, id=f"{path.parent.name}/{path.name}: {part.spec}", marks=pytest.mark.slow)
-          for path in readme.DOCS for part in readme.parts(path.read_text()) if part.spec.startswith("table ")]
+          for path in readme.DOCS for part in readme.parts(path.read_text()) if part.spec.startswith(("table ", "fixes "))]
 
 
 @pytest.mark.parametrize("path, spec", TABLES)
 def test_scenario_tables_are_the_tools(path: Path, spec: str):
-    """Each table of a folder of recorded scenarios (matrix/, heldout/...) is scripts/matrix_table.py's now."""
+    """Each table of a folder of recorded scenarios (matrix/, heldout/...) is scripts/matrix_table.py's (or
+    fix_table.py's) now."""
     want = readme.figures(spec, None)
     text, stale = readme.rewrite(path, lambda p: want if p.spec == spec else p.text)
     if os.environ.get("TRACEPROBE_UPDATE_GOLDEN") and stale:

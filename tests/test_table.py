@@ -305,7 +305,7 @@ def test_readme_figures_are_the_tools(summary):
     scenarios, the stopwatch) is written from the tool's own reports by scripts/readme.py, between
     ``<!-- figures: NAME -->`` and ``<!-- end -->`` (``TRACEPROBE_UPDATE_GOLDEN=1`` rewrites them, as it rewrites the
     golden outputs); each verdict's words are checked against its level there. The scenario folders' tables (``table
-    FOLDER``) are tests/test_readme.py's, slow."""
+    FOLDER``, ``fixes FOLDER``) are tests/test_readme.py's, slow."""
     for path in readme.DOCS:
         text, stale = readme.rewrite(path, lambda p: readme.figures(p.spec, summary) if p.spec in readme.FIGURES else p.text)
         if os.environ.get("TRACEPROBE_UPDATE_GOLDEN") and stale:
