@@ -225,14 +225,23 @@ FIGURES: dict[str, Callable[..., list[str]]] = {"samples": samples_table, "cause
 """Each ``figures`` part's lines, by NAME, from the samples' summary."""
 
 
-def folder_table(folder: str) -> list[str]:
+def folder_table(folders: str) -> list[str]:
     """``python scripts/matrix_table.py sample_traces/FOLDER``'s table: each recorded scenario's built-in cause (its
     ``injected.jsonl``), the top what-if and the gain against what was built in and what was measured (a slow one:
-    each scenario's ranks analysed)."""
+    each scenario's ranks analysed). Several folders (``heldout/w1-logged heldout/w1-short``) make one table, each
+    scenario named by its folder's last part and its own (```w1-short/ddp-sleep```)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import matrix_table  # (scripts/matrix_table.py)
 
-    return matrix_table.table(SAMPLES / folder)
+    names = folders.split()
+    if len(names) == 1:
+        return matrix_table.table(SAMPLES / names[0])
+    out: list[str] = []
+    for name in names:
+        lines = matrix_table.table(SAMPLES / name)
+        out = out or lines[:2]
+        out += [line.replace("| `", f"| `{Path(name).name}/", 1) for line in lines[2:]]
+    return out
 
 
 def fixes_table(folder: str) -> list[str]:
