@@ -3,7 +3,7 @@ draw the pictures under docs/ with the commands the README gives for them.
 
 A quoted part sits between two markers in the Markdown:
 
-- ``<!-- figures: NAME -->`` ... ``<!-- end -->``: a table or sentence of figures read off the reports of the samples
+- ``<!-- figures: NAME -->`` ... ``<!-- end -->`` (each marker a line of its own): a table or sentence of figures read off the reports of the samples
   (:data:`FIGURES`, NAME -> a function of :func:`samples_summary`); ``table FOLDER``: scripts/matrix_table.py's table
   of a folder of recorded scenarios (``matrix``, ``heldout/w4-late2``...); ``fixes FOLDER``: scripts/fix_table.py's;
 - ``<!-- output: ARGS -->`` ... ``<!-- end -->``: a fenced block holding what ``traceprobe ARGS`` prints on an
@@ -43,7 +43,8 @@ WIDTH = 80
 PICTURES = {"docs/compute-copy.png": "plot sample_traces/compute-copy.*.pt.trace.json.gz --compare --output docs/compute-copy.png"}
 """Each picture under docs/ and the ``traceprobe`` arguments that draw it (as the README quotes them)."""
 
-MARK = re.compile(r"<!-- (figures|output): (.+?) -->\n(.*?)<!-- end -->", re.S)
+MARK = re.compile(r"^<!-- (figures|output): ([^\n]+?) -->\n(.*?)^<!-- end -->$", re.S | re.M)
+"""A quoted part: its markers each a line of their own (a marker quoted inside a sentence is no part)."""
 
 
 @dataclass(frozen=True)
