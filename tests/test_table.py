@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,11 @@ from traceprobe.report.grid import shorten, wrap
 from traceprobe.report.panels import DetailRenderer
 from traceprobe.report.renderers import FORMATS, Renderer, renderer
 from traceprobe.report.table import TableRenderer
-from traceprobe.report.units import duration
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 REPO = SAMPLES.parent
-
+sys.path.insert(0, str(REPO / "scripts"))
+import readme  # noqa: E402  # pyright: ignore[reportMissingImports]  - scripts/readme.py: the README's quoted figures, written from the tool
 
 WHOLE = ("matrix", "heldout")
 """Folders of sample_traces/ with tests of their own (test_what_if.py, test_heldout.py), left out of the table's
@@ -250,135 +251,20 @@ def test_shorten_keeps_the_end_and_wrap_keeps_units():
     assert wrap("exposed copy 1,916.6 ms", 12) == ["exposed copy", "1,916.6 ms"]
 
 
-def _sample(summary, rel: str):
-    """The report of ``sample_traces/<rel>`` (``rank`` for one rank of a pair)."""
-    return next(r for r in summary.reports if Path(r.path) == SAMPLES / rel)
-
-
-def _verdict(r, figure: str):
-    """The verdict the table shows for ``figure``: the highest value among those judged."""
-    vs = [v for v in r.verdicts if v.figure == figure and v.level != "n/a"]
-    return max(vs, key=lambda v: v.value)
-
-
-def _copy(r) -> str:
-    row = r.copy_overlap[r.copy_overlap["direction"] == "DtoH"].iloc[0]
-    return f"{row['fraction']:.1%} of {duration(row['copy_ns'])}"
-
-
-README_SAMPLES = (  # (trace, figure, traces, figure key, the levels the words say)
-    ("`compute-copy.overlapped`", "DtoH copies under compute", ["compute-copy.overlapped"], "copy", ["confirmed"], "parallelism confirmed"),
-    ("`compute-copy.nonblocking`", "DtoH copies under compute", ["compute-copy.nonblocking"], "copy", ["none"],
-     "no overlap: the copies queue on the compute stream"),
-    ("`compute-copy.sequential`", "DtoH copies under compute", ["compute-copy.sequential"], "copy", ["none"], "no overlap (pageable, blocking)"),
-    ("`multi-gpu.concurrent` / `sequential`", "two GPUs busy at once", ["multi-gpu.concurrent", "multi-gpu.sequential"],
-     "device_concurrency", ["confirmed", "none"], "confirmed / no overlap"),
-    ("`cpu-gpu.concurrent` / `sequential`", "host compute under GPU work", ["cpu-gpu.concurrent", "cpu-gpu.sequential"], "cpu_gpu",
-     ["confirmed", "none"], "confirmed / no overlap"),
-    ("`streams.multi-stream`", "two or more of 4 streams busy", ["streams.multi-stream"], "stream_concurrency", ["confirmed"], "confirmed"),
-    ("`small-ops.multi-stream`", "two or more of 4 streams busy", ["small-ops.multi-stream"], "stream_concurrency", ["none"],
-     "no overlap: launch-bound"),
-    ("`data-parallel.ddp` (2 ranks)", "NCCL all-reduce under backward compute, in the profiled steps",
-     ["data-parallel.ddp.rank0", "data-parallel.ddp.rank1"], "comm_overlap", ["confirmed", "confirmed"], "confirmed"),
-    ("`model-parallel.naive` / `pipelined`", "two GPUs busy at once", ["model-parallel.naive", "model-parallel.pipelined"],
-     "device_concurrency", ["none", "partial"], "no overlap / partial"),
-    ("`tile-parallel.tiled`", "two GPUs busy at once", ["tile-parallel.tiled"], "device_concurrency", ["confirmed"], "confirmed"),
-)
-"""The README's table of what the sample traces show: each value is read off the report, each verdict's words checked
-against its level."""
-
-README_RUNS = (  # (trace, figure, folder, the levels of rank 0 and rank 1 (both windows), words)
-    ("`training/tb-ddp` (GPT, 2 ranks x 2 windows)", "all-reduce under compute, steps 2-4 / 7-9", "training/tb-ddp", {"partial"}, "partial"),
-    ("`training/tb-fsdp` (2 ranks x 2 windows)", "all-gather/reduce-scatter under compute, steps 2-4 / 7-9", "training/tb-fsdp",
-     {"partial", "none"}, "partial / none"),
-)
-
-
-def _samples_table(summary) -> list[str]:
-    out = ["| trace | figure | value | verdict |", "| --- | --- | --- | --- |"]
-    for trace, figure, names, key, levels, words in README_SAMPLES:
-        reports = [_sample(summary, f"{n}.pt.trace.json.gz") for n in names]
-        if key == "copy":
-            (r,) = reports
-            assert [_verdict(r, "copy_overlap").level] == levels, trace
-            value = _copy(r)
-        else:
-            vs = [_verdict(r, key) for r in reports]
-            assert [v.level for v in vs] == levels, (trace, [v.level for v in vs])
-            value = " / ".join(f"{v.value:.1%}" for v in vs)
-        out.append(f"| {trace} | {figure} | {value} | {words} |")
-        if names == ["data-parallel.ddp.rank0", "data-parallel.ddp.rank1"]:
-            for trace_, figure_, folder, levels_, words_ in README_RUNS:
-                per_rank = []
-                for rank in (0, 1):
-                    rs = sorted((r for r in summary.reports if Path(r.path).parent == SAMPLES / folder and r.rank == rank),
-                                key=lambda r: r.path)
-                    vs = [_verdict(r, "comm_overlap") for r in rs]
-                    assert {v.level for v in vs} <= levels_, (trace_, [v.level for v in vs])
-                    per_rank.append(f"rank {rank}: " + " / ".join(f"{v.value:.1%}" for v in vs))
-                out.append(f"| {trace_} | {figure_} | {', '.join(per_rank)} | {words_} |")
-    return out
-
-
-def _causes_table(summary) -> list[str]:
-    """Each scenario of ``sample_traces/causes/``: what was built in (``injected.csv``) and the first screen's top
-    finding and action for its first rank."""
-    import csv
-
-    tops = top_findings(summary)
-    out = ["| scenario | built in | the first screen's top finding | do |", "| --- | --- | --- | --- |"]
-    for row in csv.DictReader(open(SAMPLES / "causes" / "injected.csv")):
-        name = row["scenario"]
-        rs = sorted((r for r in summary.reports if Path(r.path).parent == SAMPLES / "causes" / name), key=lambda r: (r.rank or 0, r.path))
-        top = tops.get(id(rs[0])) if rs else None
-        per = row["injected_ms_per_step"] or ""
-        built = row["cause"] or ("a pipeline of 2 stages x 8 microbatches" if row["stages"] else
-                                 ("input copies " + ("prefetched on a side stream" if row["prefetch"] == "True" else "not prefetched"))
-                                 if row["prefetch"] else "nothing (a baseline)")
-        if per:
-            built += f": {float(per):,.1f} ms/step"
-        elif row["injected_ms"]:
-            built += f": {float(row['injected_ms']):,.0f} ms"
-        if row["late_rank"] and f"rank {row['late_rank']}" not in built:
-            built += f" on rank {row['late_rank']}"
-        out.append(f"| `{name}` | {built} | {top.label if top else '-'} | {top.do if top else '-'} |")
-    return out
-
-
-def _stopwatch(summary) -> list[str]:
-    v = summary.variants
-    here = v[v["run"] == str(SAMPLES)]
-
-    def row(workload: str, variant: str):
-        return here[(here["workload"] == workload) & (here["variant"] == variant)].iloc[0]
-
-    nb, dp = row("compute-copy", "nonblocking"), row("data-parallel", "dataparallel")
-    assert nb["agreement"] == "disagrees" and dp["agreement"] == "disagrees"
-    busy = _verdict(_sample(summary, "data-parallel.dataparallel.pt.trace.json.gz"), "device_concurrency").value
-    return [f"On the H200s `compute-copy.nonblocking` is {nb['speedup']:.1f}x faster than `sequential` yet *disagrees*: its",
-            "copies overlap nothing, they are faster because they land in pinned memory; `data-parallel.dataparallel`",
-            f"keeps two GPUs busy {busy:.0%} of the time but gains nothing ({dp['speedup']:.2f}x) over one GPU."]
-
-
-README_REGIONS = {"samples": _samples_table, "causes": _causes_table, "stopwatch": _stopwatch}
-"""The README's generated regions, each between ``<!-- figures: NAME -->`` and ``<!-- end -->``."""
 
 
 def test_readme_figures_are_the_tools(summary):
-    """Every figure the README quotes of the sample traces (what they show, the causes' scenarios, the stopwatch) is
-    written from the tool's own reports, between ``<!-- figures: NAME -->`` and ``<!-- end -->``
-    (``TRACEPROBE_UPDATE_GOLDEN=1`` rewrites them, as it rewrites the golden outputs)."""
-    path = REPO / "README.md"
-    readme = path.read_text()
-    for name, make in README_REGIONS.items():
-        start = readme.index(f"<!-- figures: {name} -->\n") + len(f"<!-- figures: {name} -->\n")
-        end = readme.index("<!-- end -->", start)
-        want = "\n".join(make(summary)) + "\n"
-        if os.environ.get("TRACEPROBE_UPDATE_GOLDEN") and readme[start:end] != want:
-            readme = readme[:start] + want + readme[end:]
-            path.write_text(readme)
-            end = start + len(want)
-        assert readme[start:end] == want, name
+    """Every figure README.md and sample_traces/README.md quote of the sample traces (what they show, the causes'
+    scenarios, the stopwatch) is written from the tool's own reports by scripts/readme.py, between
+    ``<!-- figures: NAME -->`` and ``<!-- end -->`` (``TRACEPROBE_UPDATE_GOLDEN=1`` rewrites them, as it rewrites the
+    golden outputs); each verdict's words are checked against its level there. The scenario folders' tables (``table
+    FOLDER``, ``fixes FOLDER``) are tests/test_readme.py's, slow."""
+    for path in readme.DOCS:
+        text, stale = readme.rewrite(path, lambda p: readme.figures(p.spec, summary) if p.spec in readme.FIGURES else p.text)
+        if os.environ.get("TRACEPROBE_UPDATE_GOLDEN") and stale:
+            path.write_text(text)
+            stale = []
+        assert not stale and any(p.kind == "figures" for p in readme.parts(text)), stale
 
 
 def test_host_only_traces_say_so_and_skip_the_stopwatch(summary):

@@ -313,6 +313,10 @@ from . import job  # noqa: E402  - registers job on app
 
 job.register(app)
 
+from . import agent  # noqa: E402  - registers mcp on app
+
+agent.register(app)
+
 
 def main() -> None:
     """Console-script entry point: exit 0, 1 (a gate not met), 2 (an error), 130 (interrupted), 143 (SIGTERM).

@@ -1,6 +1,6 @@
 """Ranked findings: the cause of each span of lost device time, how much fixing it could give back, and how.
 
-Definitions (quoted by the README). A *finding* names a span of device time that
+Definitions (quoted by docs/measures.md). A *finding* names a span of device time that
 the trace shows was lost, its *cause*, and its *headroom*: the wall time it
 covers, the most that fixing it could save. The kinds, each per device (subject
 ``cuda:d``, ``hip:d``, ``mtia:d``; ``rank r cuda:d`` in a ranked trace), built

@@ -1,6 +1,6 @@
 """Findings from the replay: a trace's findings where its window was replayed, each host-side one the gain of its what-if.
 
-Definitions (quoted by the README). :mod:`.findings` gives each span of a device's idle time a cause by what the host
+Definitions (quoted by docs/measures.md). :mod:`.findings` gives each span of a device's idle time a cause by what the host
 was doing then (:mod:`.idle_causes`), and its *headroom* is that span: the most that fixing it could save. Where the
 trace's window was replayed (:func:`.what_if_windows.window_what_ifs`: every trace with a dependency graph, ranks of a
 window together), the replay answers the same question with the job's dependencies in it, and it is the one answer:

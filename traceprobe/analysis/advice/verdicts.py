@@ -1,6 +1,6 @@
 """Plain-English verdicts on each figure.
 
-Thresholds (quoted by the README), applied to a fraction f of the figure:
+Thresholds (quoted by docs/measures.md), applied to a fraction f of the figure:
 
 - f >= 0.5: ``confirmed`` ("parallelism confirmed");
 - 0.05 <= f < 0.5: ``partial`` ("partial overlap");

@@ -6,7 +6,7 @@ for a rank given 13 ms of extra products a step ran their GEMMs 24% slower than 
 2,004 against 1,615 µs; 1,606 µs on every rank of the balanced run). Removing the late rank's cause removes the waits
 and that slowdown with them; the replay (:mod:`.what_if`) keeps each kernel's recorded duration, so it would miss it.
 
-Definitions (quoted by the README):
+Definitions (quoted by docs/measures.md):
 
 - a *wait*: a member kernel of a cross-rank instance (collective or point-to-point transfer) from its start to the
   last member's arrival (or its own end, if sooner), *charged* to the rank of that last member.

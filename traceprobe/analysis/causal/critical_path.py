@@ -1,6 +1,6 @@
 """The critical path of a window: the chain of work that ended last, walked back through the job's dependency graph.
 
-Definitions (quoted by the README). From the window's last work (the latest device op end or host anchor on any
+Definitions (quoted by docs/measures.md). From the window's last work (the latest device op end or host anchor on any
 rank that ends the measured work, :func:`.what_if.measured_anchors`: not the host's tail after its last device work and
 step), each step back follows the edge that bound the work in the trace:
 

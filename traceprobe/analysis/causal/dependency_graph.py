@@ -1,6 +1,6 @@
 """The job's dependency graph: which work waited for which, per rank, read from one trace.
 
-Definitions (quoted by the README). The graph (the kinds of edges HTA's ``critical_path_analysis`` builds for one
+Definitions (quoted by docs/measures.md). The graph (the kinds of edges HTA's ``critical_path_analysis`` builds for one
 rank, and Daydream's, Zhu et al., USENIX ATC 2020, for what-if replays), replayed by :mod:`.what_if`:
 
 - *host chain* (one per rank): the *anchors* of its launching threads, in time order: every call that launched

@@ -1,6 +1,6 @@
 """Event waits the trace recorded: which device work each stream wait and each event sync waited for.
 
-Definitions (quoted by the README). A trace recorded with Kineto's ``enable_cuda_sync_events`` holds a ``cuda_sync``
+Definitions (quoted by docs/measures.md). A trace recorded with Kineto's ``enable_cuda_sync_events`` holds a ``cuda_sync``
 event per ``cudaStreamWaitEvent`` (``Stream Wait Event``: its ``stream`` waits) and per event sync (``Event Sync``),
 naming the ``cudaEventRecord`` call waited for (``wait_on_cuda_event_record_corr_id``) and its stream
 (``wait_on_stream``) where Kineto resolved them (:attr:`traceprobe.reading.Trace.sync_events`). As in HTA's critical

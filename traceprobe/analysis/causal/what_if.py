@@ -1,6 +1,6 @@
 """What removing a cause would give back: the job's dependency graph (:mod:`.dependency_graph`) replayed.
 
-Definitions (quoted by the README). Replaying the graph with the trace's durations gives the trace's own times
+Definitions (quoted by docs/measures.md). Replaying the graph with the trace's durations gives the trace's own times
 exactly (int64 ns): each chain's times are a running maximum (:func:`replay`), and one sweep over the graph in a
 topological order carries time across host, device and rank edges (:mod:`.sweep`). A *what-if* replays it with one
 cause's time removed and gives the *gain*: how much earlier the window's last work (anchor or device op, on any rank) ends; per step, the gain over the number of

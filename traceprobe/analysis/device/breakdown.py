@@ -1,6 +1,6 @@
 """GPU time breakdown: where each device's time went, and why it was idle.
 
-Definitions (quoted by the README). Over a window W of a device d (the trace
+Definitions (quoted by docs/measures.md). Over a window W of a device d (the trace
 window, or a step's window), with
 
 - C = union of d's compute kernels (every kernel that is not a collective, as in

@@ -1,6 +1,6 @@
 """Busy intervals: per (device, stream), per device, and the trace window.
 
-Definitions (quoted by the README):
+Definitions (quoted by docs/measures.md):
 
 - *busy intervals* of a (device, stream): the union of the [start, end) intervals
   of its kernels, memcpys and memsets; *busy time* is their total length.

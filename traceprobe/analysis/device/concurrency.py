@@ -1,6 +1,6 @@
 """Concurrency figures: across devices, across the streams of one device, and idle time.
 
-Definitions (quoted by the README):
+Definitions (quoted by docs/measures.md):
 
 - *cross-device concurrency*: time during which two or more devices are busy /
   time during which at least one device is busy. Per device, ``concurrent_ns`` is

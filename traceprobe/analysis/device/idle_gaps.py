@@ -1,6 +1,6 @@
 """Idle gaps per device: how a device's idle time is broken up, and its longest stretch without work.
 
-Definition (quoted by the README):
+Definition (quoted by docs/measures.md):
 
 - an *idle gap* of a device is a maximal interval of the trace window (first start to
   last end of the device work counted, all devices: :mod:`.busy`) in which the device

@@ -1,6 +1,6 @@
 """Top kernels and launch queue time per device (HolisticTraceAnalysis-style tables).
 
-Definitions (quoted by the README):
+Definitions (quoted by docs/measures.md):
 
 - *kernel table* of device d: its device events grouped by ``kind`` and ``name``:
   ``count``, ``total_ns`` (sum of durations, overlaps counted twice, as HTA's

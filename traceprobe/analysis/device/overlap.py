@@ -1,6 +1,6 @@
 """Overlap figures: copy/compute, communication/compute, and CPU/GPU.
 
-Definitions (quoted by the README):
+Definitions (quoted by docs/measures.md):
 
 - *copy/compute overlap* of device d and memcpy direction x:
   |union(memcpy on d, direction x) ∩ union(compute kernels on d, any stream)|

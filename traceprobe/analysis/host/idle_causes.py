@@ -1,6 +1,6 @@
 """Why each device was idle: the cause of every idle nanosecond, read from what the host was doing.
 
-Definitions (quoted by the README). For a device d and a window W, the idle time
+Definitions (quoted by docs/measures.md). For a device d and a window W, the idle time
 is W minus the union of all of d's device work, *including* work set aside from
 the figures (:mod:`.profiled`: work launched outside the profiled steps still
 occupies the device). Each idle *gap* ends where the next device work starts;

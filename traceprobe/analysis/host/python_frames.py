@@ -1,6 +1,6 @@
 """Python stack frames: which Python function the host was in, read from a trace recorded with ``with_stack=True``.
 
-Definitions (quoted by the README). Kineto writes one ``python_function`` event per Python call (and per call of a
+Definitions (quoted by docs/measures.md). Kineto writes one ``python_function`` event per Python call (and per call of a
 built-in: ``<built-in function sleep>``), nested on its thread (:attr:`traceprobe.reading.Trace.python_events`).
 Each nanosecond of a thread inside a frame belongs to its *innermost* frame: the deepest frame open on that thread
 then. The frame holding a span of host time (:func:`frame_holding`) is the frame name whose innermost time inside

@@ -1,6 +1,6 @@
 """Causes across ranks: who waited for whom in collectives, for how long, and why the late rank was late.
 
-Definitions (quoted by the README). Within one profiler window of a run, with
+Definitions (quoted by docs/measures.md). Within one profiler window of a run, with
 the collectives matched across ranks (:func:`.collectives.match_window`):
 
 - *wait* of a rank in a collective: from its kernel's start to the last rank's

@@ -5,7 +5,7 @@ compare those stamps as they are (:mod:`.collectives`). This module estimates ho
 is from the reference rank's (the lowest rank of the window), with an uncertainty, and says when the data
 cannot support an estimate.
 
-Definitions (quoted by the README):
+Definitions (quoted by docs/measures.md):
 
 - *evidence*: the matched collectives of a window (:func:`.collectives.match_window`) in which every rank
   sends and receives (all-reduce, all-gather, reduce-scatter, all-to-all): their kernels end nearly

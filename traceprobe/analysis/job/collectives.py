@@ -5,7 +5,7 @@ turns one trace into a small table of its collective kernels (no ``Trace`` is
 needed after it), and :func:`match_window` matches the tables of the ranks of
 one profiler window.
 
-Definitions (quoted by the README; NCCL's ``doc/PERFORMANCE.md`` and TraceLens's
+Definitions (quoted by docs/measures.md; NCCL's ``doc/PERFORMANCE.md`` and TraceLens's
 NCCL analyser are the anchors):
 
 - *collective kernel*: a communication kernel (launched by a communication op, or of NCCL/RCCL, DeepEP, ...:

@@ -3,7 +3,7 @@
 Built from a :class:`.summary.Summary` (of traces or of summaries, :mod:`.summaries`): nothing here reads a
 file, and nothing needs more than the per-rank reports and the matched collectives.
 
-Definitions (quoted by the README), per window of a run (:mod:`.run`):
+Definitions (quoted by docs/measures.md), per window of a run (:mod:`.run`):
 
 - *figures* (:data:`FIGURES`): the report's headline figures (:attr:`.per_trace.OverlapReport.headline`) and,
   from the GPU time breakdown (:mod:`.breakdown`), each part summed over the rank's devices and divided by its

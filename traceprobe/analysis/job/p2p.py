@@ -7,7 +7,7 @@ run several transfers, and its name says neither the peer nor the direction. The
 (a send's ``Dst Rank``, a receive's ``Src Rank``: the peer's rank in the process group, mapped to its global rank
 through the group's ``pg_config`` members, in increasing order as ``new_group`` numbers them).
 
-Definitions (quoted by the README):
+Definitions (quoted by docs/measures.md):
 
 - a kernel's *transfers*: the point-to-point host ops of its launching thread that started after the launch of
   the thread's previous point-to-point kernel and at or before its own launch (torch records each call's op, then
