@@ -26,7 +26,7 @@ import pandas as pd
 
 from .contention import charged_wait, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
-from .imbalance import excess_device_work, kernel_codes, segment_codes
+from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
 from .sweep import Sweep
 from .sync_names import sync_top
 from .unseen_peers import pinned_fixed
@@ -80,21 +80,23 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
     mem_op, mem_group = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if per_rank is not None and not per_rank.empty:
         ranks = {g.rank: i for i, g in enumerate(graphs)}
-        gid = pd.MultiIndex.from_arrays([per_rank["pg"], per_rank["seq"]]).factorize()[0]
+        gid = per_rank.groupby(["pg", "seq"], sort=False, dropna=False).ngroup().to_numpy(np.int64)  # (in order of first row)
         start = cat([g.start for g in graphs])
         ops, grp = [], []
         p2p = per_rank["pg"].astype(str).str.contains("->", regex=False).to_numpy()  # (.p2p.pair_rows's groups)
+        row_rank, row_start = per_rank["rank"].to_numpy(), per_rank["start_ns"].to_numpy(np.int64)
+        by_rank = np.argsort(row_rank, kind="stable")  # (each rank's rows, in their order: a slice per rank)
         for r, i in ranks.items():  # (one pass per rank)
-            sel = (per_rank["rank"] == r).to_numpy()
-            if not sel.any():
+            sel = by_rank[np.searchsorted(row_rank[by_rank], r, "left"):np.searchsorted(row_rank[by_rank], r, "right")]
+            if not sel.size:
                 continue
             ks = np.arange(k_off[i], k_off[i + 1])[graphs[i].comm]  # (members are communication kernels)
             if ks.size == 0:
                 continue
             key = start[ks]
             o = np.argsort(key, kind="stable")
-            p = np.searchsorted(key[o], per_rank["start_ns"].to_numpy(np.int64)[sel])
-            hit = (p < key.size) & (key[o][np.minimum(p, key.size - 1)] == per_rank["start_ns"].to_numpy(np.int64)[sel])
+            p = np.searchsorted(key[o], row_start[sel])
+            hit = (p < key.size) & (key[o][np.minimum(p, key.size - 1)] == row_start[sel])
             ops.append(ks[o[p[hit]]])
             grp.append(gid[sel][hit])
         if ops:
@@ -280,8 +282,11 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             sum(int(graphs[i].d[graphs[i].pageable & fk[i]].sum()) for i in ranks))
     if len(graphs) > 1:
         s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
-        for i, top, removed, d in excess_device_work(graphs, job.k_rank, job.d, floor, s_code, s_names, only, segment):
-            add([i], "imbalance", [removed], top, lambda ia, ik, isx, d=d: (h0[ia], d[ik], no_sync[isx]), [-1])
+        rows, inside = excesses(graphs, job.k_rank, job.d, floor, s_code, s_names, only, segment)
+        for i, top, removed, excess, whole in rows:  # (its durations built where it is replayed)
+            d_of = without_excess(i, excess, whole, job.k_rank, job.d, s_code, inside)
+            add([i], "imbalance", [removed], top, lambda ia, ik, isx, d_of=d_of: (h0[ia], d_of(ik), no_sync[isx]), [-1])
+            cands[-1].cap = excess_cap(i, excess, job.k_rank, job.d, s_code, inside)
     done = _replayed(cands, run, job, (h0, t_all, end_all, counted, la, lk, ids, base, base_steps), slow, floor, n_steps,
                      groups or {}, graphs)
     return assemble([done[i] for i in sorted(done)], graphs, n_steps, set(groups or {}), floor)[1:]

@@ -58,6 +58,9 @@ class Candidate:
     held: list[int]
     first: int = 0
     relief: int = -1
+    cap: Callable[[np.ndarray, np.ndarray, int], np.ndarray] | None = None
+    """Where ``make``'s durations are costly to build (``imbalance``): per path, a bound of the duration it removes from
+    the path's ops, from the ops (indices) and each one's path (``make``'s durations then go unread)."""
     bound: tuple[int, int] = field(default=(INF, INF))
     """(window bound, the largest step bound): ns."""
 
@@ -79,11 +82,15 @@ class Bounds:
         """``(window bound, largest step bound)`` of ``c``'s gain (ns; :data:`INF` where a path runs through an edge it
         drops)."""
         h, d, drop = c.make(self.ia, self.ik, self.isx)
+        if c.cap is not None:  # (what it removes, then the relief from what is left at most)
+            d = self.d0
         if c.relief in self.slow:
             d = np.maximum(d - self.slow[c.relief], 0)
         b = np.zeros(self.n, np.float64)  # (a bincount of nothing is int64)
         b += np.bincount(self.pa, weights=(self.h0 - h).astype(np.float64), minlength=self.n)
         b += np.bincount(self.pk, weights=(self.d0 - d).astype(np.float64), minlength=self.n)
+        if c.cap is not None:
+            b += c.cap(self.ik, self.pk, self.n)
         b = np.ceil(b).astype(np.int64)
         b[np.unique(self.ps[drop])] = INF
         return int(b[0]), int(b[1:].max(initial=0))
