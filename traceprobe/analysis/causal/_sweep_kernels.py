@@ -141,13 +141,16 @@ def critical_walk(v, n_a, n_k, first_a, first_k, t, end, arrival, h, d, g_lag, l
     then a sync's edges; an op's stream, then its launch, then what it waited for; an end's arrival, then its
     instances). Writes the anchors whose host time lies on the path (``out_h``: the host chain's edge into the anchor,
     or a launch edge out of the anchor before it), the ops whose duration does (``out_d``) and the anchors whose sync
-    edge does (``out_s``); returns their counts."""
+    edge does (``out_s``); returns their counts, and whether the walk reached a source (where no term gave a node's time,
+    which a graph whose times are its longest paths never has, the path is cut short: no bound)."""
     ar, en, gr = n_a, n_a + n_k, n_a + 2 * n_k
     nh, nd, ns = 0, 0, 0
+    source = False
     for _ in range(n_a + 2 * n_k + mem_off.size + 1):  # (each step goes to an earlier node of a topological order)
         if v < ar:  # an anchor: t_i = max(t_{i-1} + h_i, its sync edges)
             i = v
             if first_a[i]:
+                source = True
                 break
             if t[i - 1] + h[i] == t[i]:
                 out_h[nh] = i
@@ -176,6 +179,7 @@ def critical_walk(v, n_a, n_k, first_a, first_k, t, end, arrival, h, d, g_lag, l
             if a >= 0:
                 if first_a[a]:
                     if t[a] - pre_dur[a] + l_lag[k] == arrival[k]:
+                        source = True
                         break
                 elif t[a - 1] + h[a] - pre_dur[a] + l_lag[k] == arrival[k]:
                     out_h[nh] = a
@@ -186,7 +190,8 @@ def critical_walk(v, n_a, n_k, first_a, first_k, t, end, arrival, h, d, g_lag, l
             if q >= 0 and end[q] + dep_lag[k] == arrival[k]:
                 v = en + q
                 continue
-            break  # (a fixed start: a source)
+            source = q < 0 and fixed[k] == arrival[k]  # (a fixed start)
+            break
         elif v < gr:  # an op's end: max(arrival, its instances) + d
             k = v - en
             out_d[nd] = k
@@ -216,4 +221,4 @@ def critical_walk(v, n_a, n_k, first_a, first_k, t, end, arrival, h, d, g_lag, l
             if best < 0:
                 break
             v = ar + best
-    return nh, nd, ns
+    return nh, nd, ns, source

@@ -308,7 +308,7 @@ def _replayed(cands: list[Candidate], run, job: _Job, recorded: tuple, slow: dic
     if PRUNE and floor > 0 and cands:
         times = replay_arrivals(job, h0, job.d, np.zeros(h0.size, bool))
         exact = _finish(times[0], times[1], counted) == base and np.array_equal(step_ends(graphs, job.a_rank, job.lane)(*times[:2]), base_steps)
-        sink, step_sinks = sinks(h0.size, job.d.size, t_all, end_all, counted, la, lk, ids, n_steps)
+        sink, step_sinks = sinks(h0.size, job.d.size, times[0], times[1], counted, la, lk, ids, n_steps)
         bounds = critical_bounds(job.sweep, h0, job.d, times, sink, [s for s in step_sinks if s >= 0], slow) if exact else None
         if bounds is not None:
             for c in cands:
