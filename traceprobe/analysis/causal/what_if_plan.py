@@ -24,8 +24,9 @@ step's top (a step's gain at least the floor per step) only where its window bou
 or a step bound at least the floor per step: the others are not replayed and have no row. The rows that are replayed
 are the rows they would be had every cause been replayed: where another row's figures or order read a cause not
 replayed (an every-rank row told beyond its lead rank's own row, an every-rank row kept where it gains more than its
-best single rank, a rank's syncs placed beside its best other cause), that cause is replayed as well
-(:func:`wanted`), until none is missing.
+best single rank, a rank's syncs placed beside its best other cause), that cause is replayed as well, and a group
+(``graph_of_step``) beside its first class's row (:func:`wanted`), until none is missing. Where the graph has a cycle or
+its replay does not give the trace's own finish and step ends, every cause is replayed.
 """
 
 from __future__ import annotations
