@@ -130,3 +130,95 @@ def visit(order, lo, hi, n_a, n_k, first_a, first_k, t0, H, h, P, d, g_lag, l_la
                 last[c] = x
                 changed = True
     return changed
+
+
+@numba.njit(cache=True)
+def critical_walk(v, n_a, n_k, first_a, first_k, t, end, arrival, h, d, g_lag, l_lag, fixed, ret, dep_lag, pre_dur, sync,
+                  anchor, dep, target, also_off, also_op, grp_off, grp_of_op, mem_off, mem_of_grp, out_h, out_d,
+                  out_s):  # pragma: no cover - compiled
+    """One critical path of a replay, walked back from node ``v`` to a source (a rank's first anchor, a fixed start):
+    at each node the predecessor whose term gave its replayed time (:mod:`.sweep`'s formulas, the host chain first,
+    then a sync's edges; an op's stream, then its launch, then what it waited for; an end's arrival, then its
+    instances). Writes the anchors whose host time lies on the path (``out_h``: the host chain's edge into the anchor,
+    or a launch edge out of the anchor before it), the ops whose duration does (``out_d``) and the anchors whose sync
+    edge does (``out_s``); returns their counts, and whether the walk reached a source (where no term gave a node's time,
+    which a graph whose times are its longest paths never has, the path is cut short: no bound)."""
+    ar, en, gr = n_a, n_a + n_k, n_a + 2 * n_k
+    nh, nd, ns = 0, 0, 0
+    source = False
+    for _ in range(n_a + 2 * n_k + mem_off.size + 1):  # (each step goes to an earlier node of a topological order)
+        if v < ar:  # an anchor: t_i = max(t_{i-1} + h_i, its sync edges)
+            i = v
+            if first_a[i]:
+                source = True
+                break
+            if t[i - 1] + h[i] == t[i]:
+                out_h[nh] = i
+                nh += 1
+                v = i - 1
+                continue
+            nxt = -1
+            if sync[i]:
+                tg = target[i]
+                if tg >= 0 and end[tg] + ret[i] == t[i]:
+                    nxt = tg
+                for e in range(also_off[i], also_off[i + 1]):
+                    if nxt < 0 and end[also_op[e]] + ret[i] == t[i]:
+                        nxt = also_op[e]
+            if nxt < 0:
+                break
+            out_s[ns] = i
+            ns += 1
+            v = en + nxt
+        elif v < en:  # an op's arrival: its stream, its launch, what it waited for
+            k = v - ar
+            if not first_k[k] and end[k - 1] + g_lag[k] == arrival[k]:
+                v = en + k - 1
+                continue
+            a = anchor[k]
+            if a >= 0:
+                if first_a[a]:
+                    if t[a] - pre_dur[a] + l_lag[k] == arrival[k]:
+                        source = True
+                        break
+                elif t[a - 1] + h[a] - pre_dur[a] + l_lag[k] == arrival[k]:
+                    out_h[nh] = a
+                    nh += 1
+                    v = a - 1
+                    continue
+            q = dep[k]
+            if q >= 0 and end[q] + dep_lag[k] == arrival[k]:
+                v = en + q
+                continue
+            source = q < 0 and fixed[k] == arrival[k]  # (a fixed start)
+            break
+        elif v < gr:  # an op's end: max(arrival, its instances) + d
+            k = v - en
+            out_d[nd] = k
+            nd += 1
+            x = end[k] - d[k]
+            if arrival[k] == x:
+                v = ar + k
+                continue
+            nxt = -1
+            for e in range(grp_off[k], grp_off[k + 1]):
+                c = grp_of_op[e]
+                m = NEG
+                for f in range(mem_off[c], mem_off[c + 1]):
+                    if arrival[mem_of_grp[f]] > m:
+                        m = arrival[mem_of_grp[f]]
+                if nxt < 0 and m == x:
+                    nxt = c
+            if nxt < 0:
+                break
+            v = gr + nxt
+        else:  # a cross-rank instance: its latest arrival
+            c = v - gr
+            best, m = -1, NEG
+            for f in range(mem_off[c], mem_off[c + 1]):
+                if arrival[mem_of_grp[f]] > m:
+                    m, best = arrival[mem_of_grp[f]], mem_of_grp[f]
+            if best < 0:
+                break
+            v = ar + best
+    return nh, nd, ns, source

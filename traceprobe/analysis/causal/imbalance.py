@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -66,17 +68,17 @@ def in_steps(g: RankGraph) -> np.ndarray:
     return (at >= lo) & (at <= hi)
 
 
-def excess_device_work(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndarray, min_ns: int, code: np.ndarray, uniq: list[str],
-                       only: set[int] | None = None, segment: np.ndarray | None = None) -> list[tuple[int, str, int, np.ndarray]]:
+def excesses(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndarray, min_ns: int, code: np.ndarray, uniq: list[str],
+             only: set[int] | None = None, segment: np.ndarray | None = None
+             ) -> tuple[list[tuple[int, str, int, np.ndarray, np.ndarray]], np.ndarray]:
     """Per rank, its device time per kernel name beyond the median of the other ranks' (or, if more, beyond their
     median count of kernels of the name at its own median duration for it), both over the ops launched inside its
-    steps, removed from its ops of that name launched inside its steps: first whole kernels, its longest, as many as it
-    ran beyond the others' median count (extra kernels: extra products, another shape under the name), then the rest
-    from every other kernel of the name in proportion to its duration (longer kernels: more tokens on an expert, a
-    bigger batch, each step alike). Within a segment, the others' time under names the rank ran none of offsets its
+    steps. Within a segment, the others' time under names the rank ran none of offsets its
     excess (the same work under another kernel name: cuBLAS's tile for another shape), each name's excess scaled
     down alike:
-    ``(rank index, top kernel, removed ns, the durations without it)`` for each rank with more than ``min_ns``; ``code``
+    ``(rank index, top kernel, removed ns, excess per code (int64 ns), kernels beyond the others' median count per
+    code)`` for each rank with more than ``min_ns``, and whether each op was launched inside its rank's steps (bool);
+    ``code``
     and ``uniq`` are :func:`segment_codes` (or :func:`kernel_codes`) of ``graphs``: "name" above is the kernel name within
     its segment, where the ranks' segments align, and the top kernel the name of the most excess over all segments;
     ``segment`` each code's segment (None: one); ``k_rank`` and ``dur`` each op's graph (index) and duration (int64 ns,
@@ -114,22 +116,72 @@ def excess_device_work(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndar
         removed = int(excess.sum())
         if removed <= max(min_ns, 0):
             continue
-        d = dur.copy()
-        n_others = np.round(np.median(np.delete(count, i, axis=0), axis=0)).astype(np.int64)
-        for c in np.flatnonzero(excess > 0).tolist():
-            ops = np.flatnonzero((k_rank == i) & (code == c) & inside)  # (of the ops it was counted over)
-            ops = ops[np.argsort(-d[ops], kind="stable")]
-            whole = ops[:max(int(count[i, c] - n_others[c]), 0)]  # extra kernels: the longest go first, the last in part
-            before = np.concatenate([[0], np.cumsum(d[whole])[:-1]])
-            cut = np.clip(int(excess[c]) - before, 0, d[whole])
-            d[whole] -= cut
-            rest, left = ops[whole.size:], int(excess[c]) - int(cut.sum())
-            if left > 0 and rest.size:  # longer kernels: each in proportion to its duration (int64, summing exactly)
-                cum = np.cumsum(d[rest])
-                upto = np.minimum((cum * (min(left, int(cum[-1])) / max(int(cum[-1]), 1))).astype(np.int64), cum)
-                upto[-1] = min(left, int(cum[-1]))  # (float64 in between: an int64 product could overflow)
-                share = np.diff(upto, prepend=0)
-                d[rest] -= np.minimum(share, d[rest])
+        whole = np.maximum(count[i] - np.round(np.median(np.delete(count, i, axis=0), axis=0)).astype(np.int64), 0)
         by_name, at = np.unique(np.asarray(uniq, dtype=object), return_inverse=True)  # (the most excess over all segments)
-        rows.append((i, str(by_name[int(np.argmax(np.bincount(at, weights=excess.astype(np.float64))))]), removed, d))
-    return rows
+        rows.append((i, str(by_name[int(np.argmax(np.bincount(at, weights=excess.astype(np.float64))))]), removed, excess, whole))
+    return rows, inside
+
+
+def without_excess(i: int, excess: np.ndarray, whole: np.ndarray, k_rank: np.ndarray, dur: np.ndarray, code: np.ndarray,
+                   inside: np.ndarray) -> Callable[[np.ndarray | slice], np.ndarray]:
+    """A function of op indices (a slice: all) giving ``dur`` there with graph ``i``'s ``excess`` (per code,
+    :func:`excesses`) taken from its ops launched inside its steps (``inside``): per code, first its longest
+    ``whole[code]`` kernels (extra kernels), then the rest of the excess from every other kernel of the code in
+    proportion to its duration (:func:`excess_device_work`). The durations are built once, at the first call for all of
+    them; a call for some ops before that reads ``dur`` (a bound reads :func:`excess_cap` instead)."""
+    built: list[np.ndarray] = []
+
+    def at(ik: np.ndarray | slice) -> np.ndarray:
+        if not isinstance(ik, slice) and not built:
+            return dur[ik]
+        if not built:
+            built.append(_without(i, excess, whole, k_rank, dur, code, inside))
+        return built[0][ik]
+    return at
+
+
+def excess_cap(i: int, excess: np.ndarray, k_rank: np.ndarray, dur: np.ndarray, code: np.ndarray, inside: np.ndarray
+               ) -> Callable[[np.ndarray, np.ndarray, int], np.ndarray]:
+    """Per path (ops ``ik``, each one's path ``pk``, ``n`` paths), the duration graph ``i``'s excess (:func:`without_excess`)
+    takes from the path's ops at most: per code, its excess or the path's ops of the code, whichever is less."""
+    def cap(ik: np.ndarray, pk: np.ndarray, n: int) -> np.ndarray:
+        sel = (k_rank[ik] == i) & inside[ik] & (excess[code[ik]] > 0)
+        codes, at = np.unique(code[ik[sel]], return_inverse=True)
+        held = np.zeros((n, codes.size), np.float64)
+        np.add.at(held, (pk[sel], at), dur[ik[sel]].astype(np.float64))
+        return np.minimum(held, excess[codes].astype(np.float64)).sum(axis=1)
+    return cap
+
+
+def _without(i: int, excess: np.ndarray, whole: np.ndarray, k_rank: np.ndarray, dur: np.ndarray, code: np.ndarray,
+             inside: np.ndarray) -> np.ndarray:
+    d = dur.copy()
+    mine = np.flatnonzero((k_rank == i) & inside & (excess[code] > 0))
+    mine = mine[np.lexsort((-d[mine], code[mine]))]  # (by code, longest first, each code's ops in their order)
+    bounds = np.searchsorted(code[mine], np.flatnonzero(excess > 0), "left").tolist() + [mine.size]
+    for j, c in enumerate(np.flatnonzero(excess > 0).tolist()):
+        ops = mine[bounds[j]:bounds[j + 1]]
+        whole_ops = ops[:int(whole[c])]  # extra kernels: the longest go first, the last in part
+        before = np.concatenate([[0], np.cumsum(d[whole_ops])[:-1]])
+        cut = np.clip(int(excess[c]) - before, 0, d[whole_ops])
+        d[whole_ops] -= cut
+        rest, left = ops[whole_ops.size:], int(excess[c]) - int(cut.sum())
+        if left > 0 and rest.size:  # longer kernels: each in proportion to its duration (int64, summing exactly)
+            cum = np.cumsum(d[rest])
+            upto = np.minimum((cum * (min(left, int(cum[-1])) / max(int(cum[-1]), 1))).astype(np.int64), cum)
+            upto[-1] = min(left, int(cum[-1]))  # (float64 in between: an int64 product could overflow)
+            share = np.diff(upto, prepend=0)
+            d[rest] -= np.minimum(share, d[rest])
+    return d
+
+
+def excess_device_work(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndarray, min_ns: int, code: np.ndarray, uniq: list[str],
+                       only: set[int] | None = None, segment: np.ndarray | None = None) -> list[tuple[int, str, int, np.ndarray]]:
+    """Per rank, its device time per kernel name beyond the median of the other ranks' (:func:`excesses`), removed from
+    its ops of that name launched inside its steps (:func:`without_excess`): first whole kernels, its longest, as many
+    as it ran beyond the others' median count (extra kernels: extra products, another shape under the name), then the
+    rest from every other kernel of the name in proportion to its duration (longer kernels: more tokens on an expert,
+    a bigger batch, each step alike): ``(rank index, top kernel, removed ns, the durations without it)`` for each rank
+    with more than ``min_ns``; arguments as :func:`excesses`'."""
+    rows, inside = excesses(graphs, k_rank, dur, min_ns, code, uniq, only, segment)
+    return [(i, top, removed, _without(i, excess, whole, k_rank, dur, code, inside)) for i, top, removed, excess, whole in rows]

@@ -163,3 +163,27 @@ class Sweep:
             if not visit(self.order, self.n_acyclic, n, *args):
                 break
         return t, end, arrival
+
+    def critical_paths(self, h: np.ndarray, d: np.ndarray, sync: np.ndarray, times: tuple[np.ndarray, np.ndarray, np.ndarray],
+                       sinks: list[int]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+        """One critical path of the replay ``times`` (:meth:`replay`'s ``(t, end, arrival)`` with host times ``h``, durations
+        ``d`` and the sync edges of ``sync``) into each node of ``sinks`` (an anchor ``i``, or ``n_anchors + n_ops + k`` for op
+        ``k``'s end), walked back to a source: per sink, the anchors whose host time lies on it, the ops whose duration
+        does and the anchors whose sync edge does (int64 indices). None where the graph has a cycle (its times are no
+        longest paths) or a walk finds a node whose time no term gave."""
+        if self.order.size > self.n_acyclic:
+            return None
+        t, end, arrival = times
+        h, d = h.astype(np.int64), d.astype(np.int64)
+        buf_h, buf_d, buf_s = np.empty(self.n_anchors, np.int64), np.empty(self.n_ops, np.int64), np.empty(self.n_anchors, np.int64)
+        out = []
+        for v in sinks:
+            nh, nd, ns, source = _compiled().critical_walk(
+                v, self.n_anchors, self.n_ops, self.first_a, self.first_k, t, end, arrival, h, d, self.g_lag, self.l_lag,
+                self.fixed, self.ret, self.dep_lag, self.pre_dur, sync.astype(np.bool_), self.anchor, self.dep,
+                self.target, self.also_off, self.also_op, self.grp_off, self.grp_of_op, self.mem_off, self.mem_of_grp,
+                buf_h, buf_d, buf_s)
+            if not source:
+                return None
+            out.append((buf_h[:nh].copy(), buf_d[:nd].copy(), buf_s[:ns].copy()))
+        return out

@@ -8,7 +8,8 @@ steps. Causes: each host class of :data:`.dependency_graph.HOST_CLASSES` (its ho
 syncs wait for nothing and their own host time is gone), ``pageable_copy`` (those copies take no time), per rank and
 on every rank at once; and, across ranks, ``imbalance``: a rank's device time, per kernel name, beyond the median of
 the other ranks' (taken from its longest ops of that name first: extra work is whole kernels, or longer ones). Each what-if is replayed alone: gains of two causes are not added (removing both may give less
-than their sum, never more).
+than their sum, never more). A cause is replayed only where its bound from the critical paths may clear the window's
+noise floor (:mod:`.what_if_plan`): a rank off the path gives nothing back, and is not replayed.
 
 Where we differ from HTA: HTA's critical path is one rank's longest path through the same kinds of edges and
 attributes its time to what lies on it; the gain of removing a cause is not the time it holds on the path (other
@@ -25,25 +26,16 @@ import pandas as pd
 
 from .contention import charged_wait, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
-from .imbalance import excess_device_work, kernel_codes, segment_codes
+from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
 from .sweep import Sweep
 from .sync_names import sync_top
 from .unseen_peers import pinned_fixed
-from .what_if_order import COLUMNS, ordered
-from .what_if_steps import first_calls_merged, first_step, step_ends, steps_with
+from .what_if_order import COLUMNS, EXPOSING_SHARE
+from .what_if_plan import Candidate, Make, chosen, critical_bounds, sinks, wanted
+from .what_if_steps import first_calls_merged, first_step, step_ends, step_last, steps_with
+from .what_if_table import EVERY_RANK_FACTOR, STEP_COLUMNS, assemble, lead
+from .what_if_table import _beyond_the_lead as _beyond_the_lead
 
-EVERY_RANK_FACTOR = 1.2
-"""A cause removed on every rank is listed when it gains more than this times its best single rank's removal."""
-
-LEAD_SHARE = 0.5
-"""A cause on every rank is told beyond one rank's own row where that rank holds at least this share of its time ..."""
-
-LEAD_FACTOR = 2.0
-"""... and at least this many times the median of the other ranks holding it (:func:`_beyond_the_lead`)."""
-
-FIRST_STEP_SHARE = 0.5
-"""A cause's gain after the window's first step stands for its gain per step only where the first step held at least
-this share of an even split of the time the cause removes (it was there alike, its effect came a step later)."""
 
 @dataclass
 class _Job:
@@ -88,21 +80,23 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
     mem_op, mem_group = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if per_rank is not None and not per_rank.empty:
         ranks = {g.rank: i for i, g in enumerate(graphs)}
-        gid = pd.MultiIndex.from_arrays([per_rank["pg"], per_rank["seq"]]).factorize()[0]
+        gid = per_rank.groupby(["pg", "seq"], sort=False, dropna=False).ngroup().to_numpy(np.int64)  # (in order of first row)
         start = cat([g.start for g in graphs])
         ops, grp = [], []
         p2p = per_rank["pg"].astype(str).str.contains("->", regex=False).to_numpy()  # (.p2p.pair_rows's groups)
+        row_rank, row_start = per_rank["rank"].to_numpy(), per_rank["start_ns"].to_numpy(np.int64)
+        by_rank = np.argsort(row_rank, kind="stable")  # (each rank's rows, in their order: a slice per rank)
         for r, i in ranks.items():  # (one pass per rank)
-            sel = (per_rank["rank"] == r).to_numpy()
-            if not sel.any():
+            sel = by_rank[np.searchsorted(row_rank[by_rank], r, "left"):np.searchsorted(row_rank[by_rank], r, "right")]
+            if not sel.size:
                 continue
             ks = np.arange(k_off[i], k_off[i + 1])[graphs[i].comm]  # (members are communication kernels)
             if ks.size == 0:
                 continue
             key = start[ks]
             o = np.argsort(key, kind="stable")
-            p = np.searchsorted(key[o], per_rank["start_ns"].to_numpy(np.int64)[sel])
-            hit = (p < key.size) & (key[o][np.minimum(p, key.size - 1)] == per_rank["start_ns"].to_numpy(np.int64)[sel])
+            p = np.searchsorted(key[o], row_start[sel])
+            hit = (p < key.size) & (key[o][np.minimum(p, key.size - 1)] == row_start[sel])
             ops.append(ks[o[p[hit]]])
             grp.append(gid[sel][hit])
         if ops:
@@ -153,9 +147,6 @@ def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray
 
 WHAT_IF_COLUMNS = COLUMNS
 
-STEP_COLUMNS = ["rank", "cause", "step", "gain_ns"]
-"""The what-ifs step by step (:func:`what_ifs`)."""
-
 
 def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0,
              only: set[int] | None = None, groups: Mapping[str, tuple[str, ...]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -175,7 +166,9 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     Args:
         graphs: the ranks of one window (:func:`rank_graph` of each trace), in any order.
         per_rank: the window's matched collectives (:attr:`.collectives.WindowCollectives.per_rank`), None for one rank.
-        min_ns: causes whose removed time is at most this are not replayed.
+        min_ns: the window's noise floor: causes whose removed time is at most this are not replayed, nor those whose
+            gain is bounded (by the time they hold on the window's and its steps' critical paths) under what any finding
+            can show (:mod:`.what_if_plan`; :data:`PRUNE`): they have no row.
         only: the graphs (indices) whose causes are replayed one rank at a time (None: every graph); the causes on every
             rank at once are replayed all the same. Time removed from work off the critical path gives nothing back (the
             path keeps its length), so the ranks the window's critical path visits are enough: a job of thousands of
@@ -214,6 +207,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     counted = measured_anchors(graphs)
     base = _finish(t_all, end_all, counted)  # (the replay is exact)
     fa, fk = first_step(graphs)
+    la, lk, ids = step_last(graphs, job.a_rank, job.lane)
     ends_of = step_ends(graphs, job.a_rank, job.lane)
     base_steps = ends_of(t_all, end_all)
     floor = max(min_ns, 0)
@@ -222,24 +216,33 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     freeing = [g.freeing for g in graphs]
     free_cls = np.concatenate(freeing)  # (device frees: their waits go with their host class, not the syncs')
     pageable = np.concatenate([g.pageable for g in graphs])
-    rows: list[tuple] = []
     start0, end0 = np.concatenate([g.start for g in graphs]), np.concatenate([g.end for g in graphs])
     w = wait_spans(start0, end0, job.k_rank, job.mem_op, job.mem_group)
     code, names = kernel_codes(graphs)
     slow = slowdowns(start0, end0, job.d, code, job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}
     charged = {i: charged_wait(start0, end0, w, job.mem_op, job.mem_group, i) for i in slow}  # (each rank's waits, as recorded)
+    cands: list[Candidate] = []
 
-    def add(ranks: list[int], cause: str, removed: list[int], top: str, h: np.ndarray, d: np.ndarray, drop: np.ndarray,
-            held: list[int], first: int = 0) -> None:
+    def host_cut(ranks: list[int], cut: np.ndarray, drop: np.ndarray | None) -> Make:
+        """A what-if that removes ``cut`` (per anchor) of the host time of ``ranks`` and the sync edges of ``drop``."""
+        return lambda ia, ik, isx: (h0[ia] - np.where(np.isin(job.a_rank[ia], ranks), cut[ia], 0), job.d[ik],
+                                    np.isin(job.a_rank[isx], ranks) & drop[isx] if drop is not None else no_sync[isx])
+
+    def add(ranks: list[int], cause: str, removed: list[int], top: str, make: Make, held: list[int], first: int = 0) -> None:
+        cands.append(Candidate(ranks, cause, removed, top, make, held, first, ranks[0] if len(ranks) == 1 and ranks[0] in slow else -1))
+
+    def run(c: Candidate) -> tuple:
+        ranks = c.ranks
         rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
+        h, d, drop = c.make(_ALL, _ALL, _ALL)
         t, end, arrival = replay_arrivals(job, h, d, drop)
-        if len(ranks) == 1 and ranks[0] in slow:  # the others' compute, slowed beside waits for this rank (.contention)
-            share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, ranks[0]) / max(charged[ranks[0]], 1)
+        if c.relief >= 0:  # the others' compute, slowed beside waits for this rank (.contention)
+            share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, c.relief) / max(charged[c.relief], 1)
             if share > 0:
-                t, end = replay(job, h, np.maximum(d - (slow[ranks[0]] * min(share, 1.0)).astype(np.int64), 0), drop)
+                t, end = replay(job, h, np.maximum(d - (slow[c.relief] * min(share, 1.0)).astype(np.int64), 0), drop)
         earlier = np.where(base_steps > NEG, base_steps - ends_of(t, end), 0)  # (how much earlier each step's last work ends)
-        rows.append((rank, cause, top, sum(removed), base - _finish(t, end, counted), max(held), int(earlier[0]) if earlier.size else 0,
-                     first, {graphs[i].rank: n for i, n in zip(ranks, removed)}, np.diff(earlier, prepend=0)))
+        return (rank, c.cause, c.top, sum(c.removed), base - _finish(t, end, counted), max(c.held), int(earlier[0]) if earlier.size else 0,
+                c.first, {graphs[i].rank: n for i, n in zip(ranks, c.removed)}, np.diff(earlier, prepend=0))
 
     sync = HOST_CLASSES.index("sync")
     for c, cause in enumerate(HOST_CLASSES):
@@ -247,98 +250,88 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             continue  # (told with the syncs' waits, below)
         held_ns = [g.class_ns[c] + np.where(f == c, w, 0) for g, f, w in zip(graphs, freeing, waits)]
         holding = [i for i, x in enumerate(held_ns) if x.sum() > floor]
+        drop = (free_cls == c) & (job.target >= 0) if holding else None  # (a free's wait goes with it)
         for ranks in _replays(holding, only):
-            on = np.isin(job.a_rank, ranks)
             top = max(ranks, key=lambda i: held_ns[i].sum())
-            drop = on & (free_cls == c) & (job.target >= 0)  # (a free's wait goes with it)
-            add(ranks, cause, [int(held_ns[i].sum()) for i in ranks], graphs[top].class_top[c],
-                h0 - np.where(on, cls_all[c], 0), job.d, drop, [steps_with(graphs[i], held_ns[i], floor) for i in ranks],
-                sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
+            add(ranks, cause, [int(held_ns[i].sum()) for i in ranks], graphs[top].class_top[c], host_cut(ranks, cls_all[c], drop),
+                [steps_with(graphs[i], held_ns[i], floor) for i in ranks], sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
     unseen = [before_the_work(g) for g in graphs]  # (syncs that waited for work launched before the trace: kept)
     waits = [np.where(f >= 0, 0, w) + np.where(u, 0, g.class_ns[sync]) for w, f, g, u in zip(waits, freeing, graphs, unseen)]
     sync_ns = cls_all[sync] * ~np.concatenate(unseen) if unseen else cls_all[sync]  # (a sync's wait and its host time)
     holding = [i for i, w in enumerate(waits) if w.sum() > floor]
+    sync_drop = (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0)
     for ranks in _replays(holding, only):
-        on = np.isin(job.a_rank, ranks)
         most = max(ranks, key=lambda i: waits[i].sum())
-        add(ranks, "sync", [int(waits[i].sum()) for i in ranks], sync_top(graphs[most], waits[most]),
-            h0 - np.where(on, sync_ns, 0), job.d, on & (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0),
+        add(ranks, "sync", [int(waits[i].sum()) for i in ranks], sync_top(graphs[most], waits[most]), host_cut(ranks, sync_ns, sync_drop),
             [steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
     for name, classes in (groups or {}).items():  # (several host classes at once: what a CUDA graph of the step removes)
         idx = [HOST_CLASSES.index(c) for c in classes]
         held_ns = [g.class_ns[idx].sum(axis=0) for g in graphs]
         holding = [i for i, g in enumerate(graphs) if g.class_ns[idx[0]].sum() > floor]  # (where its first class alone counts)
+        cut = cls_all[idx].sum(axis=0)
         for ranks in _replays(holding, only):
-            on = np.isin(job.a_rank, ranks)
             holder = graphs[max(ranks, key=lambda i: held_ns[i].sum())]
             most = max(idx, key=lambda k: int(holder.class_ns[k].sum()))
-            add(ranks, name, [int(held_ns[i].sum()) for i in ranks], holder.class_top[most],
-                h0 - np.where(on, cls_all[idx].sum(axis=0), 0), job.d, no_sync, [steps_with(graphs[i], held_ns[i], floor) for i in ranks],
-                sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
+            add(ranks, name, [int(held_ns[i].sum()) for i in ranks], holder.class_top[most], host_cut(ranks, cut, None),
+                [steps_with(graphs[i], held_ns[i], floor) for i in ranks], sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
     holding = [i for i, n in enumerate(copies) if n > floor]
     for ranks in _replays(holding, only):
-        sel = pageable & np.isin(job.k_rank, ranks)
-        add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)", h0, np.where(sel, 0, job.d), no_sync, [-1],
+        add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)",
+            lambda ia, ik, isx, r=ranks: (h0[ia], np.where(pageable[ik] & np.isin(job.k_rank[ik], r), 0, job.d[ik]), no_sync[isx]), [-1],
             sum(int(graphs[i].d[graphs[i].pageable & fk[i]].sum()) for i in ranks))
     if len(graphs) > 1:
         s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
-        for i, top, removed, d in excess_device_work(graphs, job.k_rank, job.d, floor, s_code, s_names, only, segment):
-            add([i], "imbalance", [removed], top, h0, d, no_sync, [-1])
-    out = pd.DataFrame([r[:-2] for r in rows], columns=["rank", "cause", "top", "removed_ns", "gain_ns", "steps_with", "first_ns",
-                                                        "removed_first_ns"])
-    out["_by"] = [r[-2] for r in rows]
-    out["_steps"] = [r[-1] for r in rows]
-    single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
-    best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
-    out = out[(out["rank"] >= 0).to_numpy() | (out["gain_ns"].to_numpy() > EVERY_RANK_FACTOR * best)]  # (one rank says it all)
-    out["per_step_ns"] = out["gain_ns"] // max(n_steps, 1)
-    if n_steps >= 2:  # (a cause that delays the step after it gives nothing back in the window's first step)
-        first_held = np.asarray(out["removed_first_ns"], dtype=np.int64) * n_steps
-        alike = (np.asarray(out["cause"]) != "imbalance") & (first_held >= FIRST_STEP_SHARE * np.asarray(out["removed_ns"], dtype=np.int64))
-        after = np.where(alike, (out["gain_ns"] - out["first_ns"]) // (n_steps - 1), 0)
-        out["per_step_ns"] = np.maximum(out["per_step_ns"], after)
-    out = _beyond_the_lead(pd.DataFrame(out), set(groups or {}), floor)
-    out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
-    out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64,
-                      "beyond": np.int64})
-    labels = next((g.steps["step"].to_numpy(np.int64) for g in graphs if len(g.steps) == n_steps and n_steps), np.zeros(0, np.int64))
-    gains = np.stack(out["_steps"].tolist()) if len(out) and n_steps else np.zeros((len(out), 0), np.int64)
-    steps = pd.DataFrame({"rank": np.repeat(out["rank"].to_numpy(np.int64), labels.size),
-                          "cause": np.repeat(out["cause"].to_numpy(dtype=object), labels.size),
-                          "step": np.tile(labels, len(out)), "gain_ns": gains.reshape(-1).astype(np.int64)}, columns=STEP_COLUMNS)
-    group = out["cause"].isin(list(groups or {})).to_numpy()
-    table = ordered(pd.DataFrame(out[~group]), graphs, max(min_ns, 0))
-    if group.any():
-        table = pd.DataFrame(pd.concat([table, pd.DataFrame(out[group]).sort_values("gain_ns", ascending=False, kind="stable")[COLUMNS]],
-                                       ignore_index=True))
-    return table, steps
+        rows, inside = excesses(graphs, job.k_rank, job.d, floor, s_code, s_names, only, segment)
+        for i, top, removed, excess, whole in rows:  # (its durations built where it is replayed)
+            d_of = without_excess(i, excess, whole, job.k_rank, job.d, s_code, inside)
+            add([i], "imbalance", [removed], top, lambda ia, ik, isx, d_of=d_of: (h0[ia], d_of(ik), no_sync[isx]), [-1])
+            cands[-1].cap = excess_cap(i, excess, job.k_rank, job.d, s_code, inside)
+    done = _replayed(cands, run, job, (h0, t_all, end_all, counted, la, lk, ids, base, base_steps), slow, floor, n_steps,
+                     groups or {}, graphs)
+    return assemble([done[i] for i in sorted(done)], graphs, n_steps, set(groups or {}), floor)[1:]
 
 
-def _beyond_the_lead(out: pd.DataFrame, groups: set[str], floor: int) -> pd.DataFrame:
-    """``out`` with each every-rank row (``rank`` -1) whose cause one rank holds most of (:data:`LEAD_SHARE` of the
-    time removed, and :data:`LEAD_FACTOR` times the median of the other ranks holding it) told as what it adds beyond
-    that rank's own row: its gains less that row's, ``beyond`` that rank; dropped where it adds at most the noise floor
-    (``floor``, in the window). The others wait for that rank: its own row is the finding, the every-rank row the rest."""
-    out = out.assign(beyond=-1)
-    drop = []
-    for idx in out.index[(out["rank"] < 0).to_numpy() & ~out["cause"].isin([*groups, "imbalance"]).to_numpy()]:
-        by: dict = out.at[idx, "_by"]
-        lead = max(by, key=lambda r: by[r])
-        others = [n for r, n in by.items() if r != lead]
-        if not others or by[lead] < LEAD_SHARE * sum(by.values()) or by[lead] < LEAD_FACTOR * float(np.median(others)):
-            continue
-        own = out[(out["rank"] == lead).to_numpy() & (out["cause"] == out.at[idx, "cause"]).to_numpy()]
-        if own.empty:
-            continue
-        o = own.index[0]
-        for col in ("gain_ns", "per_step_ns"):
-            out.at[idx, col] = max(int(out.at[idx, col]) - int(out.at[o, col]), 0)
-        out.at[idx, "_steps"] = out.at[idx, "_steps"] - out.at[o, "_steps"]
-        out.at[idx, "beyond"] = lead
-        if int(out.at[idx, "gain_ns"]) <= floor:
-            drop.append(idx)
-    return pd.DataFrame(out.drop(index=drop))
+_ALL = slice(None)
+
+PRUNE = True
+"""Replay only the what-ifs whose bound on the critical paths may clear the noise floor (:mod:`.what_if_plan`); False
+replays every one (the reference of the tests)."""
+
+
+def _replayed(cands: list[Candidate], run, job: _Job, recorded: tuple, slow: dict, floor: int, n_steps: int,
+              groups: Mapping[str, tuple[str, ...]], graphs: list[RankGraph]) -> dict[int, tuple]:
+    """The rows (:data:`.what_if_table.ROW`) of the candidates replayed (:mod:`.what_if_plan`), by their index: those whose
+    bound may clear the floor, best bound first, then those the replayed rows' figures or order read."""
+    h0, t_all, end_all, counted, la, lk, ids, base, base_steps = recorded
+    chosen_ = set(range(len(cands)))
+    if PRUNE and floor > 0 and cands:
+        times = replay_arrivals(job, h0, job.d, np.zeros(h0.size, bool))
+        exact = _finish(times[0], times[1], counted) == base and np.array_equal(step_ends(graphs, job.a_rank, job.lane)(*times[:2]), base_steps)
+        sink, step_sinks = sinks(h0.size, job.d.size, times[0], times[1], counted, la, lk, ids, n_steps)
+        bounds = critical_bounds(job.sweep, h0, job.d, times, sink, [s for s in step_sinks if s >= 0], slow) if exact else None
+        if bounds is not None:
+            for c in cands:
+                c.bound = bounds.of(c)
+            chosen_ = chosen(cands, floor, EXPOSING_SHARE, n_steps)
+    done: dict[int, tuple] = {}
+    gains: dict[int, int] = {}
+    while chosen_:
+        for i in sorted(chosen_, key=lambda i: -cands[i].bound[0]):
+            done[i] = run(cands[i])
+            gains[i] = int(done[i][4])
+        kept = assemble([done[i] for i in sorted(done)], graphs, n_steps, set(groups), floor)[0]
+        chosen_ = wanted(cands, gains, kept, lambda c: graphs[c.ranks[0]].rank if len(c.ranks) == 1 else -1, EVERY_RANK_FACTOR,
+                         lambda c: _lead_graph(c, graphs), groups)
+    return done
+
+
+def _lead_graph(c: Candidate, graphs: list[RankGraph]) -> int | None:
+    """The graph (index) whose own row ``c``'s every-rank row is told beyond (:func:`.what_if_table.lead`), None where none."""
+    if c.cause == "imbalance":
+        return None
+    top = lead({graphs[i].rank: n for i, n in zip(c.ranks, c.removed)})
+    return next((i for i in c.ranks if graphs[i].rank == top), None)
 
 
 def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0, only: set[int] | None = None) -> pd.DataFrame:

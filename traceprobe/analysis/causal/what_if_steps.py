@@ -14,8 +14,21 @@ from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 def step_ends(graphs: list[RankGraph], a_rank: np.ndarray, lane: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """A function of replayed times ``(t, end)`` (every anchor and device op of the graphs) giving, per step position, the
     latest end of the step's work, NEG where none: a host anchor's by its time in the trace, a device op's by its
-    launch (its own end without one), each in the first of its rank's steps that ends at or after it. Anchor times rise
-    along each rank's host chain and op ends along each device chain, in a replay as in the trace, and so do their
+    launch (its own end without one), each in the first of its rank's steps that ends at or after it (:func:`step_last`)."""
+    n = max((len(g.steps) for g in graphs), default=0)
+    la, lk, ids = step_last(graphs, a_rank, lane)
+
+    def ends(t: np.ndarray, end: np.ndarray) -> np.ndarray:
+        out = np.full(n, NEG, np.int64)
+        np.maximum.at(out, ids, np.concatenate([t[la], end[lk]]))
+        return out
+    return ends
+
+
+def step_last(graphs: list[RankGraph], a_rank: np.ndarray, lane: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The work whose times can end a step (:func:`step_ends`): anchors ``la`` and device ops ``lk`` (int64 indices over the
+    graphs' anchors and ops concatenated), and the step position of each (``ids``, ``la``'s then ``lk``'s). Anchor times
+    rise along each rank's host chain and op ends along each device chain, in a replay as in the trace, and so do their
     steps, so the latest of a run of one step is its last: only those are kept."""
     n = max((len(g.steps) for g in graphs), default=0)
     sid_a, sid_k = [], []
@@ -34,13 +47,7 @@ def step_ends(graphs: list[RankGraph], a_rank: np.ndarray, lane: np.ndarray) -> 
         return np.flatnonzero(edge & (sid < n))
 
     la, lk = last(a_rank, a), last(lane, k)
-    ids = np.concatenate([a[la], k[lk]])
-
-    def ends(t: np.ndarray, end: np.ndarray) -> np.ndarray:
-        out = np.full(n, NEG, np.int64)
-        np.maximum.at(out, ids, np.concatenate([t[la], end[lk]]))
-        return out
-    return ends
+    return la, lk, np.concatenate([a[la], k[lk]])
 
 
 def first_step(graphs: list[RankGraph]) -> tuple[list[np.ndarray], list[np.ndarray]]:
