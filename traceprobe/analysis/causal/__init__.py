@@ -4,6 +4,6 @@ collectives, and each window's top cause in words.
 
 Modules (each public but one): ``dependency_graph``, ``event_waits``, ``what_if``, ``sweep`` (the replay as one sweep in a
 topological order), ``contention``, ``imbalance``, ``what_if_order``, ``what_if_steps``, ``sync_names``, ``critical_path``,
-``what_if_windows``; ``_sweep_kernels``, the sweep's compiled loops (numba), imported by ``sweep`` alone.
+``what_if_windows``, ``what_if_kernels`` (faster kernels and fused chains as device-time causes); ``_sweep_kernels``, the sweep's compiled loops (numba), imported by ``sweep`` alone.
 Nothing is imported here: import the module.
 """
