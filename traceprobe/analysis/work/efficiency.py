@@ -19,7 +19,7 @@ from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import all_device_intervals
 from ..device.steps import step_windows
-from ..memo import device_column
+from ..memo import device_column, per_trace
 from .kernel_classes import CLASSES, kernel_classes
 from .op_work import has_shapes, op_work
 from .roofline import Roofline, device_name, device_roofline
@@ -42,14 +42,15 @@ class Efficiency:
             (float, ``time_ns`` over the device's busy time; classes on concurrent streams may sum past 1), ``events``
             (int64), ``modelled_ns`` (int64, the time of its events whose op's work is known), ``flops``, ``bytes``
             (int64, of those ops), ``tflops``, ``tbps`` (float, achieved: FLOPs and bytes over ``modelled_ns``; NaN
-            where none), ``roofline_ns`` (int64, the sum of the ops' roofline times; -1 without a roofline),
+            where none), ``roofline_ns`` (Int64, the sum of the ops' roofline times; NA without a roofline),
             ``efficiency`` (float, ``roofline_ns / modelled_ns``: the fraction of its roofline it reaches; NaN where
             unknown), ``bound`` (str, ``compute`` or ``memory`` by the larger term summed over its ops; ``""`` where
-            unknown), ``lost_ns`` (int64, ``modelled_ns - roofline_ns``; 0 where unknown).
+            unknown), ``lost_ns`` (Int64, ``modelled_ns - roofline_ns``, at least 0; NA where unknown).
         ops: the ops losing most time against their roofline, one row per (device, op name, recorded args), most
             lost first: ``device``, ``name``, ``klass``, ``dtype``, ``shape`` (str: ``M x N x K`` (``B x`` where
             batched) for a GEMM, else ``""``), ``count``, ``time_ns``, ``flops``, ``bytes`` (int64, totals),
-            ``tflops``, ``tbps``, ``efficiency`` (float), ``bound`` (str), ``roofline_ns``, ``lost_ns`` (int64).
+            ``tflops``, ``tbps``, ``efficiency`` (float), ``bound`` (str), ``roofline_ns``, ``lost_ns`` (Int64, NA
+            without a roofline).
         mfu: model FLOPs utilisation, one row per (device, step) and a row ``step`` -1 for the whole window:
             ``device``, ``step`` (int64), ``window_ns`` (int64: the step's host window, or the trace's device window),
             ``flops`` (int64, of the matrix ops (:data:`MATRIX_CLASSES`) launched in it), ``dtype`` (str, the one
@@ -137,9 +138,12 @@ def _classes(trace: Trace, ops: pd.DataFrame) -> pd.DataFrame:
         out["tbps"] = np.where(t > 0, out["bytes"] / t / 1e3, np.nan)
         out["efficiency"] = np.where(t > 0, out["roofline"] / t, np.nan)
     has = out["roofline"].notna().to_numpy(bool)
-    out["roofline_ns"] = np.where(has, out["roofline"].fillna(0).round(), -1).astype(np.int64)
+    roof = out["roofline"].fillna(0).round().astype(np.int64)
+    out["roofline_ns"] = pd.array(np.where(has, roof, 0), dtype="Int64")
+    out.loc[~has, "roofline_ns"] = pd.NA
     out["bound"] = np.where(~has, "", np.where(out["compute"].fillna(0) >= out["memory"].fillna(0), "compute", "memory"))
-    out["lost_ns"] = np.where(has, np.maximum(out["modelled_ns"] - out["roofline_ns"], 0), 0).astype(np.int64)
+    out["lost_ns"] = pd.array(np.maximum(out["modelled_ns"].to_numpy(np.int64) - roof.to_numpy(np.int64), 0), dtype="Int64")
+    out.loc[~has, "lost_ns"] = pd.NA
     order = {c: i for i, c in enumerate(CLASSES)}
     out = out.sort_values(["device", "klass"], key=lambda s: s.map(order) if s.name == "klass" else s, kind="stable")
     return out.loc[:, ["device", "klass", "time_ns", "share", "events", "modelled_ns", "flops", "bytes", "tflops", "tbps",
@@ -166,9 +170,12 @@ def _top_ops(ops: pd.DataFrame, top: int) -> pd.DataFrame:
     has = known.groupby(["device", "name", "args"], sort=False)["roofline_ns"].apply(lambda s: s.notna().all()).to_numpy(bool)
     out["efficiency"] = np.where(has, out["roofline"] / t, np.nan)
     out["bound"] = np.where(~has, "", np.where(out["compute"] >= out["memory"], "compute", "memory"))
-    out["roofline_ns"] = np.where(has, out["roofline"].round(), -1).astype(np.int64)
-    out["lost_ns"] = np.where(has, np.maximum(out["time_ns"] - out["roofline_ns"], 0), 0).astype(np.int64)
-    out = out.sort_values(["lost_ns", "time_ns"], ascending=False, kind="stable").head(top)
+    roof = out["roofline"].fillna(0).round().to_numpy(np.int64)
+    lost = np.where(has, np.maximum(out["time_ns"].to_numpy(np.int64) - roof, 0), -1)
+    out["roofline_ns"] = pd.array(np.where(has, roof, 0), dtype="Int64")
+    out["lost_ns"] = pd.array(np.maximum(lost, 0), dtype="Int64")
+    out.loc[~has, ["roofline_ns", "lost_ns"]] = pd.NA
+    out = out.assign(_lost=lost).sort_values(["_lost", "time_ns"], ascending=False, kind="stable").head(top)
     return out.loc[:, cols].reset_index(drop=True)
 
 
@@ -201,3 +208,10 @@ def _mfu(trace: Trace, ops: pd.DataFrame, roofs: dict[int, Roofline | None]) -> 
     with np.errstate(divide="ignore", invalid="ignore"):
         out["mfu"] = np.where(out["peak_tflops"] > 0, out["flops"] / out["window_ns"] / (out["peak_tflops"] * 1e3), np.nan)
     return out.loc[:, list(cols)].astype({c: t for c, t in cols.items() if t is not object}).reset_index(drop=True)
+
+
+@per_trace
+def trace_efficiency(trace: Trace) -> Efficiency:
+    """:func:`kernel_efficiency` of ``trace`` with the datasheets' (or ``--roofline``'s) peaks, once per trace: what the
+    report's figures ``kernel_classes``, ``kernel_ops`` and ``mfu`` show."""
+    return kernel_efficiency(trace)

@@ -25,6 +25,7 @@ Sources (each model's datasheet, the figures of its SXM/OAM board unless named):
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -116,6 +117,21 @@ def parse_roofline(text: str) -> Roofline:
     return Roofline("given", tflops, tbps, "--roofline")
 
 
+ROOFLINE_ENV = "TRACEPROBE_ROOFLINE"
+"""The environment variable ``overlap-report --roofline`` sets (read by every worker process): the user's peaks, as
+:func:`parse_roofline` takes them."""
+
+
+def given_roofline() -> Roofline | None:
+    """The user's peaks from :data:`ROOFLINE_ENV` (``--roofline``), None where unset.
+
+    Raises:
+        ValueError: its value is not as :func:`parse_roofline` takes it.
+    """
+    text = os.environ.get(ROOFLINE_ENV, "").strip()
+    return parse_roofline(text) if text else None
+
+
 def device_name(devices: pd.DataFrame, device: int) -> str:
     """The ``deviceProperties`` name of device ``device`` (the row whose ``id`` it is, else the first row), ``""``
     where the trace has none."""
@@ -128,8 +144,9 @@ def device_name(devices: pd.DataFrame, device: int) -> str:
 
 def device_roofline(devices: pd.DataFrame, device: int, given: Roofline | None = None) -> Roofline | None:
     """The roofline of device ``device`` of a trace (its ``deviceProperties`` row ``id``; the first row where no id
-    matches): ``given`` where the user gave one (its missing figures taken from the datasheet's), else the
-    datasheet's of its model, else None (an unknown device, or a trace without ``deviceProperties``)."""
+    matches): ``given`` where the user gave one (else :func:`given_roofline`; its missing figures taken from the
+    datasheet's), else the datasheet's of its model, else None (an unknown device, or no ``deviceProperties``)."""
+    given = given if given is not None else given_roofline()
     name = device_name(devices, device)
     known = device_model(name) if name else None
     if given is None:
