@@ -151,3 +151,25 @@ def test_roofline_table_and_given_peaks() -> None:
     h100 = pd.DataFrame({"id": [0], "name": ["NVIDIA H100 80GB HBM3"]})
     mixed = device_roofline(h100, 0, parse_roofline("tbps=3"))
     assert mixed is not None and mixed.tbps == 3 and mixed.tflops["bf16"] == 989.5
+
+
+@pytest.mark.slow
+def test_cli_roofline_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--roofline`` replaces the datasheet's peaks (Falconsai's GEMMs at 500 TFLOP/s bf16); a bad value is refused."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from traceprobe.analysis.work.roofline import ROOFLINE_ENV
+    from traceprobe.cli import app
+
+    monkeypatch.delenv(ROOFLINE_ENV, raising=False)
+    path = str(DATA / "Falconsai_nsfw_image_detection__1016002.json.gz")
+    runner = CliRunner()
+    bad = runner.invoke(app, ["overlap-report", path, "--roofline", "bf16=fast"])
+    assert bad.exit_code == 2 and "--roofline" in bad.output
+    given = runner.invoke(app, ["overlap-report", path, "-f", "json", "--roofline", "bf16=500,tbps=2"])
+    monkeypatch.delenv(ROOFLINE_ENV, raising=False)  # (the option hands the peaks on through the environment)
+    assert given.exit_code == 0, given.output
+    mfu = json.loads(given.stdout)["traces"][0]["mfu"]
+    assert {m["peak_tflops"] for m in mfu} == {500.0}
