@@ -79,7 +79,7 @@ OP_ARGS = ("input_dims", "input_type", "input_strides", "concrete", "flops")
 """The args of a host op that say what work it did: ``Input Dims``, ``Input type``, ``Input Strides``, ``Concrete Inputs``
 (``record_shapes=True``) and ``flops`` (``with_flops=True``), each as its JSON text (``b""`` where absent)."""
 _OP_ARGS_OF = attrgetter(*OP_ARGS)
-_SHAPE_MARKS = (b'"Input Dims"', b'"flops"')
+_MARKS = attrgetter("input_dims", "flops")
 _EVENT = [("cat", str, ""), ("name", str, ""), ("pid", int | str, -1), ("tid", int | str, -1)]
 
 
@@ -153,7 +153,6 @@ class _Builder:
         self.n_comm = 0
         self.carry: Piece | None = None  # a piece that ended inside a string, joined to the next
         self.op_args: Codes = Codes()
-        self.with_args = False  # whether the piece being read holds op args (a search of its bytes, no decode)
 
     def add_piece(self, path: str | Path, piece: Piece, last: bool) -> None:
         """Decode one piece of the event list and add its columns: strict structs, else tolerant ones.
@@ -185,7 +184,6 @@ class _Builder:
                 raise TraceFormatError(path, f"truncated JSON ({msg})") from None
             msg = re.sub(r"\(byte (\d+)\)", lambda m: f"(byte {piece[1] - 1 + int(m.group(1)):,})", msg)
             raise TraceFormatError(path, f"not valid JSON ({msg})") from None
-        self.with_args = any(mark in piece[0] for mark in _SHAPE_MARKS)
         self.parts.append(self._columns(events))
 
     def _columns(self, events: list[Any]) -> dict[str, np.ndarray]:
@@ -215,7 +213,7 @@ class _Builder:
             cols["wait_correlation"][sync] = id_column(args[sync], "wait_correlation")
             cols["wait_stream"][sync] = id_column(args[sync], "wait_stream")
         cols["args"] = np.full(n, -1, np.int32)
-        if self.with_args and (ops := np.flatnonzero(cat[keep] == CAT_CODE["cpu_op"])).size:
+        if (ops := np.flatnonzero(cat[keep] == CAT_CODE["cpu_op"])).size and any(map(_recorded, map(_MARKS, args[ops]))):
             cols["args"][ops] = np.fromiter(map(self.op_args.__getitem__, map(_op_args_key, args[ops])), np.int32, ops.size)
         if (mtia := np.flatnonzero(cat[keep] == CAT_CODE["mtia_ccp_events"])).size:
             cols["dma"][mtia] = self.dma.column(list(args[mtia]), "direction")
@@ -328,6 +326,11 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
     tables = builder.tables(path, warnings)
     return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings,
                    builder.op_args.values)
+
+
+def _recorded(values: tuple[Any, Any]) -> bool:
+    """Whether a host op's ``Input Dims`` or ``flops`` (as decoded: JSON text, or a tolerant decode's value) was recorded."""
+    return any(v is not None and (not isinstance(v, msgspec.Raw) or len(v) > 0) for v in values)
 
 
 def _op_args_key(args: Any) -> tuple[bytes, ...]:

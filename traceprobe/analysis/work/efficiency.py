@@ -76,8 +76,14 @@ def op_rooflines(ops: pd.DataFrame, rooflines: dict[int, Roofline | None]) -> pd
     out = ops.copy()
     dev = out["device"].to_numpy(np.int64)
     dtypes = out["dtype"].to_numpy(object)
-    peak = np.array([r.peak_flops(str(d)) if (r := rooflines.get(int(v))) else 0.0 for v, d in zip(dev.tolist(), dtypes.tolist())])
-    bw = np.array([r.tbps * 1e12 if (r := rooflines.get(int(v))) else 0.0 for v in dev.tolist()])
+    peak, bw = np.zeros(len(out)), np.zeros(len(out))
+    for v in np.unique(dev).tolist():  # (once per device and dtype)
+        if (r := rooflines.get(int(v))) is None:
+            continue
+        on = dev == v
+        bw[on] = r.tbps * 1e12
+        for d in set(dtypes[on].tolist()):
+            peak[on & (dtypes == d)] = r.peak_flops(str(d))
     flops, moved = out["flops"].to_numpy(np.float64), out["bytes"].to_numpy(np.float64)
     known = (flops >= 0) & (moved >= 0) & (peak > 0) & (bw > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -101,7 +107,7 @@ def kernel_efficiency(trace: Trace, roofline: Roofline | None = None, top: int =
         an :class:`Efficiency` (its columns in its docstring).
     """
     ev = trace.device_events
-    devices = sorted({int(d) for d in device_column(trace, "device")}) if len(ev) else []
+    devices = np.unique(device_column(trace, "device")).tolist() if len(ev) else []
     roofs = {d: device_roofline(trace.devices, d, roofline) for d in devices}
     shapes = has_shapes(trace)
     notes = [] if shapes else [SHAPES_NOTE]
@@ -167,7 +173,7 @@ def _top_ops(ops: pd.DataFrame, top: int) -> pd.DataFrame:
     out["shape"] = [_shape(*v) for v in zip(out["b"].tolist(), out["m"].tolist(), out["n"].tolist(), out["k"].tolist())]
     t = out["time_ns"].to_numpy(np.float64)
     out["tflops"], out["tbps"] = out["flops"] / t / 1e3, out["bytes"] / t / 1e3
-    has = known.groupby(["device", "name", "args"], sort=False)["roofline_ns"].apply(lambda s: s.notna().all()).to_numpy(bool)
+    has = (g["roofline_ns"].count().to_numpy(np.int64) == out["count"].to_numpy(np.int64))  # (every op of it has a roofline)
     out["efficiency"] = np.where(has, out["roofline"] / t, np.nan)
     out["bound"] = np.where(~has, "", np.where(out["compute"] >= out["memory"], "compute", "memory"))
     roof = out["roofline"].fillna(0).round().to_numpy(np.int64)

@@ -85,33 +85,35 @@ def op_work(trace: Trace) -> pd.DataFrame:
     if has.size == 0:
         return pd.DataFrame({c: pd.Series([], dtype=object if c in ("name", "family", "klass", "dtype", "kernel_name")
                                           else np.int64) for c in OP_COLUMNS})
-    dur = (device_column(trace, "end_ns") - device_column(trace, "start_ns"))[has]
-    ev = pd.DataFrame({"op_row": owner[has], "dur": dur, "device": device_column(trace, "device")[has], "ev": has})
-    longest = ev.sort_values("dur", kind="stable").groupby("op_row").tail(1).set_index("op_row")["ev"]
-    g = ev.groupby("op_row", sort=True)
-    ops = pd.DataFrame({"time_ns": g["dur"].sum(), "kernels": g["dur"].size(), "device": g["device"].first()})
-    rows = ops.index.to_numpy(np.int64)
-    host = trace.host_events
-    names = host["name"].to_numpy()[rows].astype(str)
+    dur = device_column(trace, "end_ns") - device_column(trace, "start_ns")
+    order = has[np.lexsort((has, dur[has], owner[has]))]  # (events by op, the longest last)
+    op = owner[order]
+    starts = np.flatnonzero(np.r_[True, op[1:] != op[:-1]])
+    rows = op[starts]
+    longest = order[np.r_[starts[1:], order.size] - 1]
+    host, dev = trace.host_events, trace.device_events
+    name_code = host["name"].cat.codes.to_numpy(np.int64)[rows]
+    op_names = np.asarray(host["name"].cat.categories, dtype=object)
     args = host_column(trace, "args")[rows].astype(np.int64)
-    kname = trace.device_events["name"].to_numpy()[longest.reindex(rows).to_numpy(np.int64)].astype(str)
-    pairs = pd.DataFrame({"name": names, "args": args})
-    uniq = pairs.drop_duplicates().reset_index(drop=True)
-    oa = trace.op_args.iloc[uniq["args"].to_numpy()]
-    params = op_parameters(uniq["name"], pd.Series(oa["dims"].to_numpy()), pd.Series(oa["types"].to_numpy()),
+    key = name_code * (len(trace.op_args) + 1) + args
+    uniq, inv = np.unique(key, return_inverse=True)  # (each distinct (op, args) pair read once)
+    u_name, u_args = uniq // (len(trace.op_args) + 1), uniq % (len(trace.op_args) + 1)
+    oa = trace.op_args.iloc[u_args]
+    params = op_parameters(pd.Series(op_names[u_name]), pd.Series(oa["dims"].to_numpy()), pd.Series(oa["types"].to_numpy()),
                            pd.Series(oa["concrete"].to_numpy()))
-    params["name"], params["args"] = uniq["name"], uniq["args"]
-    out = pairs.merge(params, on=["name", "args"], how="left")
-    tf32 = (out["dtype"].to_numpy(object) == "fp32") & pd.Series(kname).str.contains("tf32", case=False).to_numpy(bool)
-    out.loc[tf32, "dtype"] = "tf32"
+    k_code = dev["name"].cat.codes.to_numpy(np.int64)[longest]
+    k_names = np.asarray(dev["name"].cat.categories, dtype=object)
+    tf32_name = np.array([*("tf32" in str(n).lower() for n in k_names), False], dtype=bool)  # (once per kernel name)
+    dtype = params["dtype"].to_numpy(object)[inv]
+    dtype = np.where((dtype == "fp32") & tf32_name[k_code], "tf32", dtype)
+    flops = params["flops"].to_numpy(np.int64)[inv]
     kineto = trace.op_args["flops"].to_numpy(np.int64)[args]  # (Kineto's own count, with_flops=True, where no model)
-    use = (out["flops"].to_numpy(np.int64) < 0) & (kineto >= 0)
-    out.loc[use, "flops"] = kineto[use]
+    flops = np.where((flops < 0) & (kineto >= 0), kineto, flops)
+    klass = np.array([op_class(str(n)) for n in op_names], dtype=object)[name_code]  # (once per op name)
     return pd.DataFrame({
-        "op_row": rows, "name": names, "args": args, "family": out["family"].to_numpy(object),
-        "klass": np.array([op_class(n) for n in names.tolist()], dtype=object),
-        "dtype": out["dtype"].to_numpy(object), "device": ops["device"].to_numpy(np.int64),
-        "start_ns": host_column(trace, "start_ns")[rows], "time_ns": ops["time_ns"].to_numpy(np.int64),
-        "kernels": ops["kernels"].to_numpy(np.int64), "kernel_name": kname,
-        **{c: out[c].to_numpy(np.int64) for c in ("flops", "bytes", "b", "m", "n", "k")},
+        "op_row": rows, "name": op_names[name_code], "args": args, "family": params["family"].to_numpy(object)[inv],
+        "klass": klass, "dtype": dtype, "device": device_column(trace, "device")[order[starts]],
+        "start_ns": host_column(trace, "start_ns")[rows], "time_ns": np.add.reduceat(dur[order], starts),
+        "kernels": np.diff(np.r_[starts, order.size]), "kernel_name": k_names[k_code], "flops": flops,
+        **{c: params[c].to_numpy(np.int64)[inv] for c in ("bytes", "b", "m", "n", "k")},
     })
