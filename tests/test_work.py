@@ -173,3 +173,16 @@ def test_cli_roofline_option(monkeypatch: pytest.MonkeyPatch) -> None:
     assert given.exit_code == 0, given.output
     mfu = json.loads(given.stdout)["traces"][0]["mfu"]
     assert {m["peak_tflops"] for m in mfu} == {500.0}
+
+
+def test_job_figures_carry_each_rank_mfu() -> None:
+    """``traceprobe job``'s per-rank figures take a report's MFU over its window (Falconsai: its mfu figure's step -1 row)."""
+    from traceprobe.analysis.job.job import rank_figures
+    from traceprobe.analysis.per_trace import overlap_report
+    from traceprobe.analysis.work.efficiency import window_mfu
+
+    rep = overlap_report(load_trace(DATA / "Falconsai_nsfw_image_detection__1016002.json.gz"))
+    m = rep.extra["mfu"]
+    whole = float(m.loc[m["step"] == -1, "mfu"].iloc[0])
+    assert 0 < whole < 1 and window_mfu(rep.extra) == {"mfu": whole}
+    assert rank_figures([rep], [0]).loc[0, "mfu"] == whole

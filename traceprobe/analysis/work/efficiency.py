@@ -221,3 +221,11 @@ def trace_efficiency(trace: Trace) -> Efficiency:
     """:func:`kernel_efficiency` of ``trace`` with the datasheets' (or ``--roofline``'s) peaks, once per trace: what the
     report's figures ``kernel_classes``, ``kernel_ops`` and ``mfu`` show."""
     return kernel_efficiency(trace)
+
+
+def window_mfu(extra: dict[str, pd.DataFrame]) -> dict[str, float]:
+    """``{"mfu": ...}``: a report's MFU over its trace window (its ``mfu`` figure's step -1 row, the first device's;
+    NaN where it has none: no shapes, no matrix work or no roofline). What ``traceprobe job`` distributes across ranks."""
+    m = extra.get("mfu")
+    rows = m.loc[(m["step"] < 0).to_numpy(bool), "mfu"].dropna() if m is not None and len(m) else pd.Series([], dtype=float)
+    return {"mfu": float(rows.iloc[0]) if len(rows) else float("nan")}
