@@ -45,6 +45,17 @@ LABELS = {**{f"kernels_{c}": f"{c} kernels below their roofline" for c in CLASS_
 """Short names of the causes (as :data:`.what_if_windows.LABELS`)."""
 
 
+ACTIONS = {"kernels_gemm": "see the GEMMs in --detail: multiples of 64, bf16, larger batches",
+           "kernels_attention": "F.scaled_dot_product_attention with the flash backend",
+           "kernels_convolution": "channels_last and torch.backends.cudnn.benchmark = True",
+           "kernels_elementwise": "fuse the elementwise kernels: torch.compile",
+           "kernels_reduction": "fused norms and reductions: torch.compile",
+           "kernels_copy": "drop the casts and layout copies in the step",
+           "fp32_gemm": "torch.backends.cuda.matmul.allow_tf32 = True, or autocast to bf16",
+           "unfused": "fuse the elementwise chains: torch.compile"}
+"""The first screen's one action of each cause (as :data:`traceprobe.report.actions.DO_CAUSE`), shortened from :func:`advice`."""
+
+
 def advice(cause: str, top: str) -> str:
     """The action each cause calls for, in PyTorch's words (``top``: the op and shape holding most of it)."""
     where = f" ({top})" if top else ""
