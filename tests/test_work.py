@@ -186,3 +186,33 @@ def test_job_figures_carry_each_rank_mfu() -> None:
     whole = float(m.loc[m["step"] == -1, "mfu"].iloc[0])
     assert 0 < whole < 1 and window_mfu(rep.extra) == {"mfu": whole}
     assert rank_figures([rep], [0]).loc[0, "mfu"] == whole
+
+
+def test_odd_shapes_and_kineto_flops(tmp_path: Path) -> None:
+    """SYNTHETIC: an op whose recorded args are not shapes has no model (and the trace loads); an unmodelled op with
+    Kineto's ``flops`` (with_flops=True) takes them; the args of ops that launched nothing are kept but never used."""
+    import json
+
+    ev = []
+    ops = [("aten::mm", {"Input Dims": "garbage", "Input type": 5}), ("my::op", {"Input Dims": [[4, 4]], "flops": 1234}),
+           ("aten::mm", {"Input Dims": [[8, 16], [16, 32]], "Input type": ["c10::BFloat16", "c10::BFloat16"]})]
+    for i, (name, args) in enumerate(ops):
+        t = 10 + 100 * i
+        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": t, "dur": 50, "args": {"External id": i, **args}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 5, "dur": 10,
+                   "args": {"correlation": 10 + i}})
+        ev.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": t + 20, "dur": 30,
+                   "args": {"device": 0, "stream": 7, "correlation": 10 + i}})
+    ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::view", "pid": 1, "tid": 1, "ts": 400, "dur": 5,
+               "args": {"Input Dims": [[2]], "Input type": ["float"]}})
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    t = load_trace(path)
+    w = op_work(t).set_index("kernel_name")
+    assert w.loc["k0", "flops"] == -1 and w.loc["k0", "family"] == ""
+    assert w.loc["k1", "flops"] == 1234 and w.loc["k1", "bytes"] == -1
+    assert w.loc["k2", "flops"] == 2 * 8 * 16 * 32 and w.loc["k2", "bytes"] == (8 * 16 + 16 * 32 + 8 * 32) * 2
+    assert len(t.op_args) == 4 and "aten::view" not in set(w["name"])
+    e = kernel_efficiency(t)
+    assert any("no roofline known" in n for n in e.notes)  # (no deviceProperties: achieved figures only)
+    assert e.classes["roofline_ns"].isna().all() and e.classes["tflops"].notna().any()

@@ -2,7 +2,7 @@
 
 Where the trace recorded shapes, a kernel takes its op's class (:func:`.op_work.op_of_event`, :func:`.op_models.op_class`):
 an ``aten::convolution``'s memsets and layout transposes are convolution time. Every other device event is classed by
-what the trace says of it, in this order (:data:`NAME_RULES`, searched in the kernel's name, case ignored):
+what the trace says of it, in this order (:data:`.op_models.NAME_RULES`, searched in the kernel's name, case ignored):
 
 1. communication: ``Trace.device_events.is_comm`` (:mod:`traceprobe.reading.comm_kernels`);
 2. copy: a memcpy or memset event, or a kernel named ``memcpy``, ``memset``, ``CatArrayBatchedCopy``;
@@ -19,34 +19,16 @@ what the trace says of it, in this order (:data:`NAME_RULES`, searched in the ke
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ...reading import Trace
 from ..device.busy import per_value
 from ..memo import device_column, per_trace
-from .op_models import op_class
+from .op_models import class_of_name, op_class
 from .op_work import op_of_event
 
 CLASSES = ("gemm", "attention", "convolution", "elementwise", "reduction", "copy", "communication", "other")
 """The kernel classes, in the order tables list them."""
-
-NAME_RULES = [
-    ("copy", re.compile(r"memcpy|memset|CatArrayBatchedCopy", re.I)),
-    ("attention", re.compile(r"flash|fmha|attention|attn|mha_|sdpa", re.I)),
-    ("convolution", re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|cudnn", re.I)),
-    ("gemm", re.compile(r"gemm|cutlass|cublas|xmma|wgmma|nvjet|matmul|Cijk_|rocblas|hipblaslt|splitKreduce|triton_tem", re.I)),
-    ("reduction", re.compile(r"reduce|norm|softmax|welford|argmax|topk|sort|scan|triton_red|triton_per", re.I)),
-    ("elementwise", re.compile(r"elementwise|vectorized|unrolled|functor|fill|where|index|gather|scatter|triton_poi", re.I)),
-]
-"""(class, pattern) searched in order in a kernel's name (module docstring)."""
-
-
-def class_of_name(name: str) -> str:
-    """The class of a kernel from its name alone (:data:`NAME_RULES`), ``other`` where no rule matches."""
-    return next((c for c, pattern in NAME_RULES if pattern.search(name)), "other")
-
 
 @per_trace
 def kernel_classes(trace: Trace) -> np.ndarray:

@@ -11,6 +11,7 @@ and a softmax.
 
 from __future__ import annotations
 
+import re
 from math import prod
 from typing import Any
 
@@ -221,3 +222,19 @@ def op_class(name: str) -> str:
     if short in ("copy_", "to", "_to_copy") or short in _STREAMED_CLASS:
         return _STREAMED_CLASS.get(short, "copy")
     return FAMILY_CLASS.get(family, "")
+
+
+NAME_RULES = [
+    ("copy", re.compile(r"memcpy|memset|CatArrayBatchedCopy", re.I)),
+    ("attention", re.compile(r"flash|fmha|attention|attn|mha_|sdpa", re.I)),
+    ("convolution", re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|cudnn", re.I)),
+    ("gemm", re.compile(r"gemm|cutlass|cublas|xmma|wgmma|nvjet|matmul|Cijk_|rocblas|hipblaslt|splitKreduce|triton_tem", re.I)),
+    ("reduction", re.compile(r"reduce|norm|softmax|welford|argmax|topk|sort|scan|triton_red|triton_per", re.I)),
+    ("elementwise", re.compile(r"elementwise|vectorized|unrolled|functor|fill|where|index|gather|scatter|triton_poi", re.I)),
+]
+"""(class, pattern) searched in order in a kernel's name (module docstring)."""
+
+
+def class_of_name(name: str) -> str:
+    """The class of a kernel from its name alone (:data:`NAME_RULES`), ``other`` where no rule matches."""
+    return next((c for c, pattern in NAME_RULES if pattern.search(name)), "other")

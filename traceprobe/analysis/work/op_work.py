@@ -17,7 +17,7 @@ from ...reading import Trace
 from ..device.busy import host_thread_codes, per_value
 from ..host.launch_links import launch_rows
 from ..memo import device_column, host_column, per_trace
-from .op_models import OP_FAMILY, op_class, op_parameters
+from .op_models import OP_FAMILY, class_of_name, op_class, op_parameters
 
 OP_COLUMNS = ("op_row", "name", "args", "family", "klass", "dtype", "device", "start_ns", "time_ns", "kernels",
               "kernel_name", "flops", "bytes", "b", "m", "n", "k")
@@ -38,7 +38,9 @@ def op_of_event(trace: Trace) -> np.ndarray:
     if not has_shapes(trace):
         return out
     host = trace.host_events
-    known = per_value(host["name"], lambda v: str(v) in OP_FAMILY, False, bool) & (host_column(trace, "args") >= 0)
+    args = host_column(trace, "args")
+    kineto = np.r_[trace.op_args["flops"].to_numpy(np.int64), -1][args] >= 0  # (an op Kineto counted, with_flops=True)
+    known = (per_value(host["name"], lambda v: str(v) in OP_FAMILY, False, bool) | kineto) & (args >= 0)
     call = launch_rows(trace)
     if not known.any() or not (call >= 0).any():
         return out
@@ -110,6 +112,8 @@ def op_work(trace: Trace) -> pd.DataFrame:
     kineto = trace.op_args["flops"].to_numpy(np.int64)[args]  # (Kineto's own count, with_flops=True, where no model)
     flops = np.where((flops < 0) & (kineto >= 0), kineto, flops)
     klass = np.array([op_class(str(n)) for n in op_names], dtype=object)[name_code]  # (once per op name)
+    by_kernel = np.array([class_of_name(str(n)) for n in k_names], dtype=object)  # (an unmodelled op: its kernel's name says)
+    klass = np.where(klass == "", by_kernel[k_code], klass)
     return pd.DataFrame({
         "op_row": rows, "name": op_names[name_code], "args": args, "family": params["family"].to_numpy(object)[inv],
         "klass": klass, "dtype": dtype, "device": device_column(trace, "device")[order[starts]],
