@@ -5,7 +5,7 @@ launched it (:func:`traceprobe.analysis.host.launch_links.launch_rows`) on that 
 ``aten::convolution`` owns its cuDNN kernels, memsets and layout transposes, an ``aten::addmm`` its GEMM (as
 TraceLens's op tree gives an op its subtree's kernels). The op's FLOPs and bytes come from its recorded shapes
 (:func:`.op_models.op_parameters`, once per distinct (op, args) pair), never from a guess: a trace recorded without
-``record_shapes=True`` has no modelled op.
+``record_shapes=True`` has no modelled op. An op Kineto counted (``with_flops=True``) is modelled by that count.
 """
 
 from __future__ import annotations
