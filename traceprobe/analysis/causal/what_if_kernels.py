@@ -65,6 +65,9 @@ def advice(cause: str, top: str) -> str:
     if cause == "kernels_gemm" and "memory-bound" in top:
         return (f"memory-bound GEMMs{where}: their time is the weights' bytes over the bandwidth; a larger batch (more tokens "
                 "per weight read) or weight quantisation, not kernel tuning, gives it back")
+    if cause == "kernels_attention" and top.startswith("aten::_scaled_dot_product_attention_math"):
+        return (f"attention in SDPA's math backend{where}: it writes the scores to memory, in fp32; the flash backend "
+                "never does (bf16/fp16 inputs, no sdpa_kernel(SDPBackend.MATH), a mask flash supports)")
     if cause == "kernels_attention" and top.startswith("aten::_scaled_dot_product_"):
         return (f"attention in SDPA's own kernel below its roofline{where}: short sequences or few heads leave the device "
                 "part idle; a larger batch or packed sequences fill it")

@@ -27,11 +27,13 @@ _GEMMS = {"aten::mm": (0, 1, False, False), "aten::addmm": (1, 2, True, False), 
 _ATTENTION = {"aten::_scaled_dot_product_flash_attention": (0, 4, False, True),
               "aten::_scaled_dot_product_efficient_attention": (0, 6, False, False),
               "aten::_scaled_dot_product_cudnn_attention": (0, 6, False, False),
+              "aten::_scaled_dot_product_attention_math": (0, 5, False, False),
               "aten::_scaled_dot_product_flash_attention_backward": (1, 11, True, True),
               "aten::_scaled_dot_product_efficient_attention_backward": (1, 11, True, False),
               "aten::_scaled_dot_product_cudnn_attention_backward": (1, 14, True, False)}
 """Attention op -> (index of Q; K and V follow), index of ``is_causal`` in ``Concrete Inputs``, backward, recomputes
-QKᵀ (flash)): the ops' schemas in ``aten/src/ATen/native/native_functions.yaml``."""
+QKᵀ (flash)): the ops' schemas in ``aten/src/ATen/native/native_functions.yaml``. The math backend's op is modelled as
+the attention it computes (its GEMMs, softmax and casts are its kernels): what flash attention would do of it."""
 _UNARY = ("copy_", "silu", "gelu", "relu", "sigmoid", "tanh", "neg", "rsqrt", "sqrt", "exp", "log", "pow", "abs",
           "clamp", "clamp_min", "clamp_max", "fill_", "zero_", "cos", "sin", "reciprocal", "erf",
           "silu_backward", "gelu_backward", "threshold_backward", "sigmoid_backward", "tanh_backward")
