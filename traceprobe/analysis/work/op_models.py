@@ -23,7 +23,7 @@ from . import formulas
 
 _GEMMS = {"aten::mm": (0, 1, False, False), "aten::addmm": (1, 2, True, False), "aten::bmm": (0, 1, False, True),
           "aten::baddbmm": (1, 2, True, True), "aten::_scaled_mm": (0, 1, None, False)}
-"""GEMM op -> (index of A, index of B, bias (None: a third tensor), batched), as TraceLens's ``aten_*`` GEMM classes."""
+"""GEMM op -> (index of A, index of B, bias (None: three args recorded), batched), as TraceLens's ``aten_*`` GEMM classes."""
 _ATTENTION = {"aten::_scaled_dot_product_flash_attention": (0, 4, False, True),
               "aten::_scaled_dot_product_efficient_attention": (0, 6, False, False),
               "aten::_scaled_dot_product_cudnn_attention": (0, 6, False, False),
@@ -107,7 +107,7 @@ def _parse(family: str, name: str, dims: list[Any], types: list[Any], concrete: 
         bpe = _bpe(types[ia])
         bpe_out = (2 if bpe == 1 else bpe) if name == "aten::_scaled_mm" else bpe
         return {"b": a[0] if batched else 1, "m": a[-2], "k": a[-1], "n": bm[-1], "bpe": bpe, "bpe_out": bpe_out,
-                "bias": len(dims) >= 3 and bool(dims[2]) if bias is None else bias}
+                "bias": len(dims) == 3 if bias is None else bias}  # (_scaled_mm: as TraceLens reads it)
     if family in ("attention", "attention_backward"):
         iq, ic, _, recompute = _ATTENTION[name]
         q, k, v = dims[iq:iq + 3]
