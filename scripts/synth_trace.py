@@ -135,6 +135,9 @@ class Config:
     """distributedInfo.rank; None writes no distributedInfo."""
     world_size: int = 1
     seed: int = 0
+    shapes: bool = False
+    """Give each cpu_op the args of ``record_shapes=True`` (``Input Dims``, ``Input type``, ``Input Strides``,
+    ``Concrete Inputs``), one of :data:`SHAPES` by its index."""
 
 
 @dataclass(frozen=True)
@@ -413,6 +416,17 @@ _CPU_OP = (
     '  {\n    "ph": "X", "cat": "cpu_op", "name": "%s", "pid": %d, "tid": %d,\n    "ts": %d.%03d, "dur": %d.%03d,\n'
     '    "args": {\n      "External id": %d,"Record function id": 0, "Sequence number": %d, "Fwd thread id": 0, "Ev Idx": %d\n    }\n  }'
 )
+SHAPES = [
+    f'"Input Dims": [[{m}, 1024], [1024, 4096]], "Input type": ["c10::BFloat16", "c10::BFloat16"], '
+    '"Input Strides": [[1024, 1], [4096, 1]], "Concrete Inputs": ["", ""]' for m in (1, 8, 32, 128, 512, 2048, 4096)
+] + [
+    f'"Input Dims": [[{m}, 4096], [{m}, 4096], []], "Input type": ["float", "float", "Scalar"], '
+    '"Input Strides": [[4096, 1], [4096, 1], []], "Concrete Inputs": ["", "", "1"]' for m in (64, 256, 1024)
+]
+"""The recorded args a ``--shapes`` trace gives its cpu_ops (record_shapes=True's keys; the same few shapes repeat, as
+a model's layers do)."""
+_SHAPED_OP = _CPU_OP.replace('"Ev Idx": %d\n', '"Ev Idx": %d, %s\n')
+
 _STEP = (
     '  {\n    "ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": %d, "tid": %d,\n'
     '    "ts": %d.%03d, "dur": %d.%03d,\n    "args": {\n      "External id": %d,"Record function id": 0, "Ev Idx": %d\n    }\n  }'
@@ -476,6 +490,8 @@ class _Writer:
         tid = thread_id(tl.op_thread[i]).tolist()
         cols = (self.op_names[tl.op_name[i]].tolist(), [HOST_PID] * len(i), tid, ts, tf, dw, df,
                 (i + 1).tolist(), (i % 9973).tolist(), i.tolist())
+        if self.cfg.shapes:
+            return [_SHAPED_OP % t for t in zip(*cols, (SHAPES[k % len(SHAPES)] for k in i.tolist()))]
         return [_CPU_OP % t for t in zip(*cols)]
 
     def steps(self, i: np.ndarray) -> list[str]:
@@ -726,6 +742,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rank", type=int, default=d.rank, help="distributedInfo.rank (-1: no distributedInfo)")
     ap.add_argument("--world-size", type=int, default=d.world_size, help="distributedInfo.world_size")
     ap.add_argument("--seed", type=int, default=d.seed, help="random seed (same seed, same bytes)")
+    ap.add_argument("--shapes", action="store_true", help="give each cpu_op record_shapes=True's args (Input Dims, ...)")
     ap.add_argument("--chunk", type=int, default=50_000, help="events formatted per chunk of output")
     ap.add_argument("--gzip-level", type=int, default=1, help="gzip compression level for .gz output")
     ap.add_argument("-q", "--quiet", action="store_true", help="print nothing")
@@ -739,7 +756,7 @@ def main(argv: list[str] | None = None) -> int:
         events=a.events, devices=a.devices, streams=a.streams, threads=a.threads, device_share=a.device_share,
         memcpy_share=a.memcpy_share, memset_share=a.memset_share, nccl_share=a.nccl_share, cpu_share=a.cpu_share,
         flow_share=a.flow_share, steps=a.steps, rank=None if a.rank is not None and a.rank < 0 else a.rank,
-        world_size=a.world_size, seed=a.seed,
+        world_size=a.world_size, seed=a.seed, shapes=a.shapes,
     )
     t = time.perf_counter()
     if a.ranks:

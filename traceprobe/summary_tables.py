@@ -52,6 +52,11 @@ COLUMNS: dict[str, dict[str, Column]] = {
     "pg_members": _columns(texts="pg_ranks"),
     "devices": _columns("device busy_ns idle_ns concurrent_ns", "utilization concurrency"),
     "idle_gaps": _columns("device gaps longest_gap_ns longest_gap_start_ns"),
+    "kernel_classes": _columns("device time_ns events modelled_ns flops bytes", "share tflops tbps efficiency", "klass bound",
+                               "roofline_ns lost_ns"),
+    "kernel_ops": _columns("device count time_ns flops bytes", "tflops tbps efficiency", "name klass dtype shape bound",
+                           "roofline_ns lost_ns"),
+    "mfu": _columns("device step window_ns flops", "peak_tflops mfu", "dtype"),
 }
 """Every known table of a summary (``tables``) and its known columns (:data:`Column`), declared once: what the
 writer (:func:`traceprobe.analysis.job.summaries.to_summary`) gives them and every reader (the report rebuilt from a

@@ -13,6 +13,8 @@ where a side lacks the figure):
   ``utilization``, ``stream_concurrency``, ``comm_overlap``;
 - per device and memcpy direction: ``copy_overlap`` and ``copy_ns``;
 - ``device_concurrency``, ``cpu_gpu_overlap``;
+- per device and kernel class: ``kernel_time_ns``; per device: ``mfu`` over the trace window (:mod:`.work.efficiency`,
+  where the trace recorded shapes);
 - per finding (kind and subject): ``headroom_ns`` (:mod:`.findings`);
 - per window of a run: each rank's collective ``wait_ns`` and each collective
   type's ``busbw_gbps`` (:mod:`.collectives`).
@@ -85,6 +87,11 @@ def report_figures(r: OverlapReport) -> list[tuple[str, str, float]]:
     for c in r.comm_overlap.to_dict(orient="records"):
         out.append(("comm_overlap", f"{be}:{c['device']}", float(c["fraction"])))
     out.append(("cpu_gpu_overlap", "", r.cpu_gpu.fraction))
+    for k in r.extra.get("kernel_classes", pd.DataFrame()).to_dict(orient="records"):
+        out.append(("kernel_time_ns", f"{be}:{k['device']} {k['klass']}", float(k["time_ns"])))
+    for m in r.extra.get("mfu", pd.DataFrame()).to_dict(orient="records"):
+        if m["step"] < 0:
+            out.append(("mfu", f"{be}:{m['device']}", float(m["mfu"])))
     for f in r.findings.to_dict(orient="records"):
         out.append(("headroom_ns", f"{f['kind']} {f['subject']}", float(f["headroom_ns"])))
     return out

@@ -23,6 +23,7 @@ from ..reading import Trace
 from .advice import verdicts as vd
 from .advice.findings import exposed_collective_spans, findings
 from .causal.dependency_graph import RankGraph, rank_graph
+from .causal.what_if_kernels import with_kernel_causes
 from .device.breakdown import gpu_breakdown, step_breakdown
 from .device.busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
 from .device.concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
@@ -394,5 +395,5 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         training=training,
         wrapper=data_parallel_wrapper(trace),
         extra=t["extra"],
-        graph=rank_graph(trace),
+        graph=with_kernel_causes(rank_graph(trace), trace),
     )

@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..reading import Trace
 from .device.idle_gaps import idle_gaps
+from .work.efficiency import trace_efficiency
 
 R = TypeVar("R")
 """What a figure's ``get`` reads its value off: one trace's report (:class:`.per_trace.OverlapReport`, which runs
@@ -86,6 +87,40 @@ COMPUTED: tuple[Figure[Any], ...] = (
                                   "longest_gap_ns": {"$ref": "#/$defs/ns"},
                                   "longest_gap_start_ns": {"type": "integer", "description": "-1 without a gap"}},
                    "required": ["device", "gaps", "longest_gap_ns", "longest_gap_start_ns"]},
+           required=True),
+    Figure("kernel_classes", compute=lambda x: trace_efficiency(x.kept).classes,
+           schema={"type": "object",
+                   "description": "per device and kernel class, its time, work and fraction of the device's roofline "
+                                  "(traceprobe.analysis.work.efficiency; FLOPs and bytes only where shapes were recorded)",
+                   "properties": {"device": {"type": "integer"}, "klass": {"type": "string"}, "time_ns": {"$ref": "#/$defs/ns"},
+                                  "share": {"type": ["number", "null"]}, "events": {"type": "integer"},
+                                  "modelled_ns": {"$ref": "#/$defs/ns"}, "flops": {"type": "integer"}, "bytes": {"type": "integer"},
+                                  "tflops": {"type": ["number", "null"]}, "tbps": {"type": ["number", "null"]},
+                                  "roofline_ns": {"$ref": "#/$defs/ns_or_null"},
+                                  "efficiency": {"type": ["number", "null"]}, "bound": {"type": "string"},
+                                  "lost_ns": {"$ref": "#/$defs/ns_or_null"}},
+                   "required": ["device", "klass", "time_ns", "share", "flops", "bytes", "efficiency", "bound", "lost_ns"]},
+           required=True),
+    Figure("kernel_ops", compute=lambda x: trace_efficiency(x.kept).ops,
+           schema={"type": "object",
+                   "description": "the ops losing most time against their roofline, per (device, op, recorded shapes) "
+                                  "(traceprobe.analysis.work.efficiency); none without shapes",
+                   "properties": {"device": {"type": "integer"}, "name": {"type": "string"}, "klass": {"type": "string"},
+                                  "dtype": {"type": "string"}, "shape": {"type": "string"}, "count": {"type": "integer"},
+                                  "time_ns": {"$ref": "#/$defs/ns"}, "flops": {"type": "integer"}, "bytes": {"type": "integer"},
+                                  "tflops": {"type": ["number", "null"]}, "tbps": {"type": ["number", "null"]},
+                                  "efficiency": {"type": ["number", "null"]}, "bound": {"type": "string"},
+                                  "roofline_ns": {"$ref": "#/$defs/ns_or_null"}, "lost_ns": {"$ref": "#/$defs/ns_or_null"}},
+                   "required": ["device", "name", "klass", "time_ns", "flops", "bytes", "lost_ns"]},
+           required=True),
+    Figure("mfu", compute=lambda x: trace_efficiency(x.kept).mfu,
+           schema={"type": "object",
+                   "description": "model FLOPs utilisation per device and step (step -1: the trace window): the matrix ops' "
+                                  "FLOPs over the window over the peak of their main dtype (traceprobe.analysis.work.efficiency)",
+                   "properties": {"device": {"type": "integer"}, "step": {"type": "integer"}, "window_ns": {"$ref": "#/$defs/ns"},
+                                  "flops": {"type": "integer"}, "dtype": {"type": "string"},
+                                  "peak_tflops": {"type": ["number", "null"]}, "mfu": {"type": ["number", "null"]}},
+                   "required": ["device", "step", "window_ns", "flops", "dtype", "mfu"]},
            required=True),
 )
 """The figures computed by a function of their own, in the document's order (after the report's own figures)."""

@@ -131,9 +131,14 @@ def overlap_report(
     ranks: bool = typer.Option(False, "--ranks", help="Table: every rank's row under its window (its figures and verdicts)."),
     every: bool = typer.Option(False, "--all", help="Table: every window's block, also for a large folder (by default one line "
                                "per window, or per folder, and the blocks of the worst windows)."),
+    roofline: str | None = typer.Option(None, "--roofline", metavar="PEAKS",
+                                        help="Your device's peaks, e.g. bf16=989,fp32=67,tbps=3.35 (dense TFLOP/s per dtype of fp32, tf32, "
+                                             "bf16, fp16, fp8; TB/s), in place of the datasheet's matched from deviceProperties."),
 ) -> None:
     """Per window of each run: its ranks collapsed, its top claim (what fixing the cause would give back) and the one
     action it calls for; then the folder's summary. --detail: every table of every trace."""
+    if roofline is not None:
+        _given_roofline(roofline)
     if engine is Engine.perfetto:
         _sql_report(paths, trace_processor, debug)
     from ..console import check_outputs, emit, layout, library_warnings, progress_counter, write_files
@@ -199,6 +204,19 @@ def overlap_report(
             items = pl.with_findings([pl.item_of(r, lanes) for r, lanes in drawn], summary)  # (waits, top finding and action)
             errors += write_files(zip(names, (pl.timeline(item, image_format(plot)) for item in items)))
     _finish(errors, list(summary.reports), min_copy_overlap, min_device_concurrency, max_exposed_comm, max_idle)
+
+
+def _given_roofline(text: str) -> None:
+    """Check ``--roofline`` and hand it to the analysis (and its worker processes) through :data:`ROOFLINE_ENV`."""
+    import os
+
+    from ..analysis.work.roofline import ROOFLINE_ENV, parse_roofline
+
+    try:
+        parse_roofline(text)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--roofline") from None
+    os.environ[ROOFLINE_ENV] = text
 
 
 @app.command("diff", cls=PlainUsage)

@@ -69,7 +69,17 @@ _ARGS = [  # (field, JSON key, strict type, default): the args traceprobe reads
     ("direction", "direction", Any, None),  # MTIA's dma_request: HOST_TO_DEVICE, DEVICE_TO_HOST, ...
     # cuda_sync: the cudaEventRecord call an event wait or sync waited for, and its stream (-1 where Kineto did not know)
     ("wait_correlation", "wait_on_cuda_event_record_corr_id", int | str, NO_ID), ("wait_stream", "wait_on_stream", int | str, NO_ID),
+    # a host op's recorded shapes (record_shapes=True) and Kineto's FLOPs (with_flops=True): kept as JSON text, read once per
+    # distinct tuple (:data:`OP_ARGS`), and only in pieces that hold them
+    ("input_dims", "Input Dims", msgspec.Raw, _EMPTY_RAW), ("input_type", "Input type", msgspec.Raw, _EMPTY_RAW),
+    ("input_strides", "Input Strides", msgspec.Raw, _EMPTY_RAW), ("concrete", "Concrete Inputs", msgspec.Raw, _EMPTY_RAW),
+    ("flops", "flops", msgspec.Raw, _EMPTY_RAW),
 ]
+OP_ARGS = ("input_dims", "input_type", "input_strides", "concrete", "flops")
+"""The args of a host op that say what work it did: ``Input Dims``, ``Input type``, ``Input Strides``, ``Concrete Inputs``
+(``record_shapes=True``) and ``flops`` (``with_flops=True``), each as its JSON text (``b""`` where absent)."""
+_OP_ARGS_OF = attrgetter(*OP_ARGS)
+_MARKS = attrgetter("input_dims", "flops")
 _EVENT = [("cat", str, ""), ("name", str, ""), ("pid", int | str, -1), ("tid", int | str, -1)]
 
 
@@ -112,6 +122,8 @@ class Decoded:
         threads: ``pid``/``tid`` value (int or str as written) per code.
         collectives: the :data:`~.columns.COLLECTIVE_ARGS` of events whose args name a collective (Kineto's
             ``Collective name``), one row per such event.
+        op_args: the distinct :data:`OP_ARGS` tuples of host ops (bytes of JSON text each), coded by the tables' int32
+            ``args`` column (-1: none; that column is all -1 in a trace recorded without shapes or FLOPs).
         warnings: what was dropped or guessed, one line each.
     """
 
@@ -122,6 +134,7 @@ class Decoded:
     threads: list[Any]
     collectives: dict[str, np.ndarray]
     warnings: list[str] = field(default_factory=list)
+    op_args: list[tuple[bytes, ...]] = field(default_factory=list)
 
 
 _NO_ARGS = _Args()
@@ -139,6 +152,7 @@ class _Builder:
         self.count = 0
         self.n_comm = 0
         self.carry: Piece | None = None  # a piece that ended inside a string, joined to the next
+        self.op_args: Codes = Codes()
 
     def add_piece(self, path: str | Path, piece: Piece, last: bool) -> None:
         """Decode one piece of the event list and add its columns: strict structs, else tolerant ones.
@@ -198,6 +212,9 @@ class _Builder:
         if (sync := np.flatnonzero(cat[keep] == CAT_CODE["cuda_sync"])).size:
             cols["wait_correlation"][sync] = id_column(args[sync], "wait_correlation")
             cols["wait_stream"][sync] = id_column(args[sync], "wait_stream")
+        cols["args"] = np.full(n, -1, np.int32)
+        if (ops := np.flatnonzero(cat[keep] == CAT_CODE["cpu_op"])).size and any(map(_recorded, map(_MARKS, args[ops]))):
+            cols["args"][ops] = np.fromiter(map(self.op_args.__getitem__, map(_op_args_key, args[ops])), np.int32, ops.size)
         if (mtia := np.flatnonzero(cat[keep] == CAT_CODE["mtia_ccp_events"])).size:
             cols["dma"][mtia] = self.dma.column(list(args[mtia]), "direction")
         cols |= {
@@ -307,7 +324,18 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
         raise TraceFormatError(path, "truncated JSON (the last event does not end)")
     warnings: list[str] = []
     tables = builder.tables(path, warnings)
-    return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings)
+    return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings,
+                   builder.op_args.values)
+
+
+def _recorded(values: tuple[Any, Any]) -> bool:
+    """Whether a host op's ``Input Dims`` or ``flops`` (as decoded: JSON text, or a tolerant decode's value) was recorded."""
+    return any(v is not None and (not isinstance(v, msgspec.Raw) or len(v) > 0) for v in values)
+
+
+def _op_args_key(args: Any) -> tuple[bytes, ...]:
+    """A host op's :data:`OP_ARGS` as a hashable tuple of JSON texts (a tolerant decode's values encoded back)."""
+    return tuple(bytes(v) if isinstance(v, msgspec.Raw) else msgspec.json.encode(v) for v in _OP_ARGS_OF(args))
 
 
 def not_json(path: str | Path, head: bytes, error: str) -> str:

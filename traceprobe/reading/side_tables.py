@@ -1,4 +1,4 @@
-"""Tables beside a trace's events: its Python stack frames and its CUDA synchronization events, as DataFrames.
+"""Tables beside a trace's events: its Python stack frames, CUDA synchronization events, collective args and host ops' recorded args, as DataFrames.
 
 Both are kept apart from the host ops (:attr:`.trace.Trace.host_events`), whose analyses they would disturb: a frame
 is no op, and a sync event repeats what its runtime call did, with what it waited for.
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .columns import NO_ID
+from .columns import COLLECTIVE_ARGS, NO_ID
 from .decode import Decoded
 
 
@@ -58,3 +58,33 @@ def sync_frame(dec: Decoded) -> pd.DataFrame:
     o = np.argsort(c["ts"], kind="stable")
     return pd.DataFrame({"kind": categorical(c["name"][o], dec.names), "start_ns": c["ts"][o], "end_ns": c["end"][o],
                          **{k: np.where(c[k] == NO_ID, -1, c[k])[o] for k in SYNC_COLUMNS}})
+
+
+def op_args_frame(values: list[tuple[bytes, ...]]) -> pd.DataFrame:
+    """``Trace.op_args``: the distinct recorded args of host ops (a trace recorded with ``record_shapes=True`` or
+    ``with_flops=True``), one row per tuple of :attr:`.decode.Decoded.op_args`, indexed by ``host_events["args"]``:
+    ``dims``, ``types``, ``strides``, ``concrete`` (str: the JSON text of Kineto's ``Input Dims``, ``Input type``,
+    ``Input Strides``, ``Concrete Inputs``; ``""`` where absent) and ``flops`` (int64: Kineto's ``flops``, -1 where
+    absent). No rows (those columns) for a trace without them."""
+    cols = list(zip(*values)) if values else [(), (), (), (), ()]
+    text = {k: np.array([v.decode("utf-8", "replace") for v in col], dtype=object)
+            for k, col in zip(("dims", "types", "strides", "concrete"), cols[:4])}
+    flops = np.array([int(v) if v.strip().isdigit() else -1 for v in cols[4]], dtype=np.int64)
+    return pd.DataFrame({**text, "flops": flops})
+
+
+def collective_args(dec: Decoded) -> pd.DataFrame:
+    """``Trace.collective_args`` (columns in its docstring): device rows, then host rows, each in the order of their
+    table's columns."""
+    rows = {side: np.flatnonzero(dec.tables[side]["comm"] >= 0) for side in ("device", "host")}
+
+    def pick(col: str) -> np.ndarray:
+        return np.concatenate([dec.tables[side][col][r] for side, r in rows.items()])
+
+    names, k = np.array(dec.names, dtype=object)[pick("name")], pick("comm")
+    return pd.DataFrame({  # (one DataFrame, not one per side and a concat)
+        "side": np.concatenate([np.full(r.size, side, dtype=object) for side, r in rows.items()]),
+        "name": np.array([v if isinstance(v, str) else str(v) for v in names], dtype=object),
+        "start_ns": pick("ts"),
+        **{a: dec.collectives[a][k] for a in COLLECTIVE_ARGS},
+    })

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
-from .columns import CAT_CODE, COLLECTIVE_ARGS, DMA_DIRECTIONS, KINDS, NO_ID, STEP_NAME, copy_parts, is_step_name, mtia_kind, thread_ids
+from .columns import CAT_CODE, DMA_DIRECTIONS, KINDS, NO_ID, STEP_NAME, copy_parts, is_step_name, mtia_kind, thread_ids
 from .comm_kernels import COMM_KERNEL_RE, comm_op_launches
 from .decode import Decoded, read_events
 from .files import is_url
 from .limits import MAX_STREAMS, too_many
-from .side_tables import categorical, no_python_events, no_sync_events, python_frame, sync_frame
+from .side_tables import categorical, collective_args, no_python_events, no_sync_events, op_args_frame, python_frame, sync_frame
 from .splitter import HEAD_FIELDS
 
 __all__ = ["MAX_STREAMS", "Trace", "backend_of", "load_trace"]
@@ -71,7 +71,9 @@ class Trace:
             ``user_annotation``; a ``ProfilerStep#N`` is always a ``user_annotation``, though torch 1.8/1.9 wrote it
             as an ``Operator``: :data:`.columns.STEP_NAME`), sorted by ``start_ns``. Columns ``pid`` and ``tid`` (str: Kineto may write
             either numbers or labels), ``cat`` (category), ``name`` (category), ``start_ns``, ``end_ns`` (int64
-            ns), ``correlation`` and ``external_id`` (int64, -1 if absent).
+            ns), ``correlation`` and ``external_id`` (int64, -1 if absent); ``args`` (int32, a row of ``op_args``, -1: none)
+            where shapes or FLOPs were recorded.
+        op_args: the host ops' recorded shapes and FLOPs, one row per distinct tuple (:func:`.side_tables.op_args_frame`).
         devices: ``deviceProperties`` as a DataFrame (one row per GPU, Kineto's keys as columns: ``id``,
             ``name``, ``totalGlobalMem`` in bytes, ...); empty if the trace has none.
         metadata: other top-level fields (``distributedInfo``, ``schemaVersion``, ``cuda_runtime_version``,
@@ -110,6 +112,7 @@ class Trace:
     backend: str = "cuda"
     python_events: pd.DataFrame = field(default_factory=lambda: no_python_events())
     sync_events: pd.DataFrame = field(default_factory=lambda: no_sync_events())
+    op_args: pd.DataFrame = field(default_factory=lambda: op_args_frame([]))
     derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Tables and arrays derived from the events, computed once per trace (see
     :func:`traceprobe.analysis.memo.per_trace`); a copy made with
@@ -216,24 +219,8 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
         backend=backend_of(dec, devices),
         python_events=python_frame(dec),
         sync_events=sync_frame(dec),
+        op_args=op_args_frame(dec.op_args),
     )
-
-
-def collective_args(dec: Decoded) -> pd.DataFrame:
-    """``Trace.collective_args`` (columns in its docstring): device rows, then host rows, each in the order of their
-    table's columns."""
-    rows = {side: np.flatnonzero(dec.tables[side]["comm"] >= 0) for side in ("device", "host")}
-
-    def pick(col: str) -> np.ndarray:
-        return np.concatenate([dec.tables[side][col][r] for side, r in rows.items()])
-
-    names, k = np.array(dec.names, dtype=object)[pick("name")], pick("comm")
-    return pd.DataFrame({  # (one DataFrame, not one per side and a concat)
-        "side": np.concatenate([np.full(r.size, side, dtype=object) for side, r in rows.items()]),
-        "name": np.array([v if isinstance(v, str) else str(v) for v in names], dtype=object),
-        "start_ns": pick("ts"),
-        **{a: dec.collectives[a][k] for a in COLLECTIVE_ARGS},
-    })
 
 
 def _device_kinds(dec: Decoded) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -325,6 +312,7 @@ def host_frame(dec: Decoded) -> pd.DataFrame:
             "end_ns": c["end"][order],
             "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"])[order],
             "external_id": np.where(c["external_id"] == NO_ID, -1, c["external_id"])[order],
+            **({"args": c["args"][order]} if dec.op_args else {}),  # (only where recorded: a trace without costs nothing)
         }
     )
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from ..analysis.advice.idle_advice import COMPILED_OPS, loader_kind
 from ..analysis.causal.sync_names import sync_kind
+from ..analysis.causal.what_if_kernels import ACTIONS as KERNEL_ACTIONS
 from ..analysis.causal.what_if_windows import WindowWhatIf
 from ..analysis.host.python_frames import short_frame
 from ..analysis.per_trace import OverlapReport
@@ -49,6 +50,7 @@ DO_CAUSE = {
     "host_sampled": "record a whole window, not sampled, to see what held the host",
     "pageable_copy": "pin the buffer and copy with non_blocking=True",
     "imbalance": "balance the work across ranks (data, experts or stages)",
+    **KERNEL_ACTIONS,
 }
 """The action of each what-if cause (:data:`traceprobe.analysis.causal.what_if_windows.LABELS`), shortened from
 :func:`traceprobe.analysis.causal.what_if_windows.advice`; ``compile_once``, ``warmup_unscheduled``: a one-time cost, in a
@@ -87,6 +89,7 @@ DO_KIND = {
     "stream_wait": "start the work it waits for earlier, or break the dependency",
     "queued_wait": "find what the queued work waits for: record its producer too",
     "cross_device": "balance the work across devices, or run them at once",
+    **KERNEL_ACTIONS,
 }
 """The action of each finding kind (:mod:`traceprobe.analysis.advice.findings`), shortened from its advice."""
 

@@ -29,6 +29,7 @@ FIGURES = (
     ("copy_overlap", "copies under compute", "share"),
     ("stream_concurrency", "two or more streams busy", "share"),
     ("cpu_gpu_overlap", "CPU work beside the GPU", "share"),
+    ("mfu", "MFU (model FLOPs / window / peak)", "share"),
     ("duration_ns", "trace window", "total"),
     ("gpu_busy_ns", "device busy", "total"),
     ("work_ns", "device work outside collectives", "total"),

@@ -28,6 +28,7 @@ from ..analysis.summary import Summary
 from .actions import per_step
 from .grid import cell
 from .job_text import figure_label
+from .roofline_text import roofline_parts
 from .sections import trace_notes
 from .table import WORD
 from .what_if_lines import what_if_lines
@@ -94,6 +95,7 @@ def render_report(r: OverlapReport, skip: frozenset[str] = frozenset()) -> Panel
         parts.append(_table("stream concurrency (times over the whole trace window)", multi, [("device", "device", "int"), ("streams", "streams", "int"), ("busy_ns", "busy ms", "ms"), ("multi_stream_ns", "2+ streams ms", "ms"), ("concurrency", "concurrency", "pct"), ("kernel_concurrency", "kernels only", "pct")]))  # pyright: ignore  (pandas/matplotlib stubs)
     if not r.comm_overlap.empty:
         parts.append(_table("communication/compute overlap (times over the whole trace window)", r.comm_overlap, [("device", "device", "int"), ("comm_kernels", "comm kernels", "int"), ("comm_ns", "comm ms", "ms"), ("overlapped_ns", "under compute ms", "ms"), ("fraction", "overlap", "pct")]))
+    parts += [_table(*x) if isinstance(x, tuple) else Text(x, style="dim") for x in roofline_parts(r)]
     c = r.cpu_gpu
     parts.append(Text(f"CPU/GPU: host compute {_ms(c.host_compute_ns)} ms, device busy {_ms(c.device_busy_ns)} ms, both at once {_ms(c.overlapped_ns)} ms ({_pct(c.fraction)} of host compute, {_pct(c.fraction_of_shorter)} of the shorter side)"))
     if not r.steps.empty:

@@ -110,6 +110,8 @@ class RankGraph:
             :data:`HOST_CLASSES`); -1 for every other anchor.
         host_ops: whether the trace recorded host ops (``cpu_op`` events): where it did not, the ``host`` class is the
             host's time between the runtime calls it recorded, not known to be outside ops.
+        device_causes: ``(cause, top, (K,) durations)`` of each device-time cause (:mod:`.what_if_kernels`: kernels at
+            their roofline, elementwise chains fused), the ops' durations with it removed; empty where none is known.
     """
 
     rank: int
@@ -148,6 +150,7 @@ class RankGraph:
     event_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     freeing: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
     host_ops: bool = True
+    device_causes: tuple[tuple[str, str, np.ndarray], ...] = ()
 
 
 def _id_density(trace: Trace) -> float:

@@ -280,6 +280,12 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)",
             lambda ia, ik, isx, r=ranks: (h0[ia], np.where(pageable[ik] & np.isin(job.k_rank[ik], r), 0, job.d[ik]), no_sync[isx]), [-1],
             sum(int(graphs[i].d[graphs[i].pageable & fk[i]].sum()) for i in ranks))
+    for i, g in enumerate(graphs):  # device causes (.what_if_kernels): kernels at their roofline, elementwise chains fused
+        for cause, top, dur in g.device_causes if only is None or i in only else ():
+            d = job.d.copy()
+            d[job.k_rank == i] = np.minimum(dur, d[job.k_rank == i])
+            if int((job.d - d).sum()) > floor:
+                add([i], cause, [int((job.d - d).sum())], top, lambda ia, ik, isx, d=d: (h0[ia], d[ik], no_sync[isx]), [-1])
     if len(graphs) > 1:
         s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
         rows, inside = excesses(graphs, job.k_rank, job.d, floor, s_code, s_names, only, segment)

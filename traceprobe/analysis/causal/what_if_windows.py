@@ -14,6 +14,8 @@ from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .sync_names import sync_kind
 from .what_if import STEP_COLUMNS, _finish, measured_anchors, what_ifs
+from .what_if_kernels import LABELS as KERNEL_LABELS
+from .what_if_kernels import advice as kernel_advice
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
 from .what_if_steps import first_calls_merged
 
@@ -27,7 +29,7 @@ LABELS = {
     "warmup": "one-time first calls", "pinned_alloc": "pinned allocation", "device_alloc": "device allocation",
     "other_rank": "host waits for other ranks", "data_loading": "data loading", "optimizer": "optimizer on the host",
     "dispatch": "launch-bound dispatch", "cpu_op": "CPU ops that launch nothing", "host": "host outside ops",
-    "pageable_copy": "pageable copies", "imbalance": "extra device work",
+    "pageable_copy": "pageable copies", "imbalance": "extra device work", **KERNEL_LABELS,
 }
 """Short names of the what-if causes."""
 
@@ -96,7 +98,7 @@ def advice(cause: str, top: str, steps_with: int, steps: int, backend: str = "cu
                 "host time outside any op (Python, sleeps, I/O): find it with stacks (record --with-stack) or py-spy",
         "pageable_copy": "copies from pageable memory block the host: pin the buffer and copy with non_blocking=True",
         "imbalance": f"this rank runs more device work than the median rank{where}: balance data, experts or stages",
-    }.get(cause, "")
+    }.get(cause, "") or kernel_advice(cause, full_top)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import math
 import re
 import zipfile
 import zlib
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -117,11 +118,12 @@ def graph_from_blob(blob: str, max_inflated: int = MAX_INFLATED) -> RankGraph:
     a["end"] = a["start"] + a["d"]
     steps = pd.DataFrame({str(c): a[f"steps_{i}"] for i, c in enumerate(a["steps_columns"])}, columns=[str(c) for c in a["steps_columns"]])
     meta = a["meta"]
+    arrays: dict[str, Any] = {k: a[k] for k in _ARRAYS}
     return RankGraph(rank=int(meta[0]), names=names, lane_names=lanes, class_top=tuple(str(x) for x in a["class_top"]),
                      steps=steps, id_density=float(a["id_density"][0]), ranked=bool(meta[1]),
                      stack_frames=int(meta[2]) if meta.size > 2 else 0, replays=bool(meta[3]) if meta.size > 3 else False,
                      host_ops=bool(meta[4]) if meta.size > 4 else True,
-                     backend=str(a["backend"][0]) if "backend" in a and a["backend"].size else "cuda", **{k: a[k] for k in _ARRAYS},
+                     backend=str(a["backend"][0]) if "backend" in a and a["backend"].size else "cuda", **arrays,
                      freeing=a["freeing"].astype(np.int8) if "freeing" in a else np.full(n_a, -1, np.int8))
 
 

@@ -5,9 +5,9 @@ file, and nothing needs more than the per-rank reports and the matched collectiv
 
 Definitions (quoted by docs/measures.md), per window of a run (:mod:`.run`):
 
-- *figures* (:data:`FIGURES`): the report's headline figures (:attr:`.per_trace.OverlapReport.headline`) and,
-  from the GPU time breakdown (:mod:`.breakdown`), each part summed over the rank's devices and divided by its
-  steps (``*_per_step_ns``; the window counts as one step without steps).
+- *figures* (:data:`FIGURES`): the report's headline figures (:attr:`.per_trace.OverlapReport.headline`), its MFU
+  (:func:`..work.efficiency.window_mfu`; reports only, not summaries) and, from the GPU time breakdown (:mod:`.breakdown`),
+  each part summed over the rank's devices and divided by its steps (``*_per_step_ns``; one step without steps).
 - *distribution*: over the window's ranks, min, median, p95 (linear interpolation, numpy's default) and max of
   each figure; NaN figures are left out (``ranks`` counts the others).
 - *outlier*: a rank whose figure lies more than :data:`OUTLIER_Z` robust deviations (1.4826 x the median
@@ -15,8 +15,7 @@ Definitions (quoted by docs/measures.md), per window of a run (:mod:`.run`):
   :data:`OUTLIER_MIN_FRACTION` (fractions); *why*: the figure, the rank's value and the median.
 - *stragglers*, per process group: for each rank, how many of the group's matched collectives it arrived at
   last (``last``: its kernel started last, and later than another rank's, :func:`.collectives.match_window`),
-  their share, and the wait it
-  caused (``caused_wait_ns``: the other ranks' kernel time before its arrival, summed over those collectives).
+  their share, and the wait it caused (``caused_wait_ns``: the other ranks' kernel time before its arrival, summed over those collectives).
 - *causes*: the window's waits, straggler and blame (:func:`.causes.window_causes`) as the Summary holds them.
 
 Two ways in, one result: :func:`job_report` takes a :class:`.summary.Summary` (of traces or summaries, every
@@ -43,6 +42,7 @@ from ...summary_file import FORMAT, VERSION, Int64, Rank, read_summary
 from ...summary_tables import tables_problem
 from ..causal.what_if_windows import WindowWhatIf, window_instances, window_what_if
 from ..summary import Summary
+from ..work.efficiency import window_mfu
 from .cause_tables import RankColumns, rank_columns, rank_tables
 from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
@@ -52,9 +52,9 @@ from .summaries import TableView, check_transfers, members_of, window_graphs
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
 """Parts of the GPU time breakdown given per step."""
 FIGURES = ("mean_step_ns", "duration_ns", "utilization", "gpu_busy_ns", "work_ns", "comm_ns", "comm_overlap", "copy_overlap",
-           "stream_concurrency", "cpu_gpu_overlap", *(p.replace("_ns", "_per_step_ns") for p in BREAKDOWN_PARTS))
+           "stream_concurrency", "cpu_gpu_overlap", "mfu", *(p.replace("_ns", "_per_step_ns") for p in BREAKDOWN_PARTS))
 """The figures distributed across ranks."""
-FRACTIONS = {"utilization", "comm_overlap", "copy_overlap", "stream_concurrency", "cpu_gpu_overlap"}
+FRACTIONS = {"utilization", "comm_overlap", "copy_overlap", "stream_concurrency", "cpu_gpu_overlap", "mfu"}
 OUTLIER_Z = 3.5
 """How many robust deviations from the median make an outlier..."""
 OUTLIER_MIN = 0.05
@@ -99,7 +99,7 @@ def rank_figures(reports: list, ranks: list[int]) -> pd.DataFrame:
     """One row per rank (index ``rank``), one float64 column per figure of :data:`FIGURES` (module docstring)."""
     rows = []
     for rep in reports:
-        h = dict(rep.headline)
+        h = dict(rep.headline) | window_mfu(getattr(rep, "extra", {}))  # (MFU, where the rank recorded shapes)
         steps = max(len(rep.steps), 1) if rep.steps is not None else 1
         b = rep.breakdown
         for p in BREAKDOWN_PARTS:

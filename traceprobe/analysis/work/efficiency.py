@@ -1,0 +1,231 @@
+"""The busy time explained: each kernel class against its device's roofline, the ops losing most time, and MFU.
+
+:func:`kernel_efficiency` is the one call: a loaded :class:`~traceprobe.reading.Trace` in, an :class:`Efficiency`
+out. Time and share come from every device event (classes from names where the trace has no shapes); FLOPs, bytes,
+achieved TFLOP/s and TB/s, the roofline and MFU only from ops whose recorded shapes give their work
+(:mod:`.op_work`), never from a guessed shape. An op's roofline time is ``max(FLOPs / peak FLOP/s of its dtype,
+bytes / peak bandwidth)`` (Williams, Waterman, Patterson, "Roofline", CACM 2009); it is compute-bound where the first
+term is the larger, memory-bound otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ... import intervals as iv
+from ...reading import Trace
+from ..device.busy import all_device_intervals
+from ..device.steps import step_windows
+from ..memo import device_column, per_trace
+from .kernel_classes import CLASSES, kernel_classes
+from .op_work import has_shapes, op_work
+from .roofline import Roofline, device_name, device_roofline
+
+SHAPES_NOTE = ("no shapes recorded: classes and times from kernel names only; record with "
+               "torch.profiler.profile(record_shapes=True) or `traceprobe record --record-shapes` for FLOPs, bytes and MFU")
+"""What a trace without shapes is told."""
+
+MATRIX_CLASSES = ("gemm", "attention", "convolution")
+"""The classes whose FLOPs count as model FLOPs in MFU (the matrix work; an elementwise op's FLOPs are left out)."""
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The kernels of one trace against their devices' rooflines.
+
+    Attributes:
+        classes: one row per (device, class) with device time: ``device`` (int64), ``klass`` (str, of
+            :data:`.kernel_classes.CLASSES`), ``time_ns`` (int64, the sum of its device events' durations), ``share``
+            (float, ``time_ns`` over the device's busy time; classes on concurrent streams may sum past 1), ``events``
+            (int64), ``modelled_ns`` (int64, the time of its events whose op's work is known), ``flops``, ``bytes``
+            (int64, of those ops), ``tflops``, ``tbps`` (float, achieved: FLOPs and bytes over ``modelled_ns``; NaN
+            where none), ``roofline_ns`` (Int64, the sum of the ops' roofline times; NA without a roofline),
+            ``efficiency`` (float, ``roofline_ns / modelled_ns``: the fraction of its roofline it reaches; NaN where
+            unknown), ``bound`` (str, ``compute`` or ``memory`` by the larger term summed over its ops; ``""`` where
+            unknown), ``lost_ns`` (Int64, ``modelled_ns - roofline_ns``, at least 0; NA where unknown).
+        ops: the ops losing most time against their roofline, one row per (device, op name, recorded args), most
+            lost first: ``device``, ``name``, ``klass``, ``dtype``, ``shape`` (str: ``M x N x K`` (``B x`` where
+            batched) for a GEMM, else ``""``), ``count``, ``time_ns``, ``flops``, ``bytes`` (int64, totals),
+            ``tflops``, ``tbps``, ``efficiency`` (float), ``bound`` (str), ``roofline_ns``, ``lost_ns`` (Int64, NA
+            without a roofline).
+        mfu: model FLOPs utilisation, one row per (device, step) and a row ``step`` -1 for the whole window:
+            ``device``, ``step`` (int64), ``window_ns`` (int64: the step's host window, or the trace's device window),
+            ``flops`` (int64, of the matrix ops (:data:`MATRIX_CLASSES`) launched in it), ``dtype`` (str, the one
+            with most of those FLOPs), ``peak_tflops`` (float), ``mfu`` (float, ``flops / window / peak``; NaN
+            without a roofline).
+        rooflines: each device's :class:`.roofline.Roofline`, None where unknown.
+        shapes: whether the trace recorded shapes.
+        notes: what the figures could not say, one sentence each (no shapes, an unknown device).
+    """
+
+    classes: pd.DataFrame
+    ops: pd.DataFrame
+    mfu: pd.DataFrame
+    rooflines: dict[int, Roofline | None] = field(default_factory=dict)
+    shapes: bool = False
+    notes: tuple[str, ...] = ()
+
+
+def op_rooflines(ops: pd.DataFrame, rooflines: dict[int, Roofline | None]) -> pd.DataFrame:
+    """``ops`` (:func:`.op_work.op_work`'s columns) with ``compute_ns``, ``memory_ns`` (float: FLOPs over the peak of
+    the op's dtype, bytes over the bandwidth, in ns; NaN where the op's work or its device's roofline is unknown) and
+    ``roofline_ns`` (float, the larger)."""
+    out = ops.copy()
+    dev = out["device"].to_numpy(np.int64)
+    dtypes = out["dtype"].to_numpy(object)
+    peak, bw = np.zeros(len(out)), np.zeros(len(out))
+    for v in np.unique(dev).tolist():  # (once per device and dtype)
+        if (r := rooflines.get(int(v))) is None:
+            continue
+        on = dev == v
+        bw[on] = r.tbps * 1e12
+        for d in set(dtypes[on].tolist()):
+            peak[on & (dtypes == d)] = r.peak_flops(str(d))
+    flops, moved = out["flops"].to_numpy(np.float64), out["bytes"].to_numpy(np.float64)
+    known = (flops >= 0) & (moved >= 0) & (peak > 0) & (bw > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["compute_ns"] = np.where(known, flops / peak * 1e9, np.nan)
+        out["memory_ns"] = np.where(known, moved / bw * 1e9, np.nan)
+    out["roofline_ns"] = np.fmax(out["compute_ns"], out["memory_ns"])
+    return out
+
+
+def kernel_efficiency(trace: Trace, roofline: Roofline | None = None, top: int = 10) -> Efficiency:
+    """Each kernel class of each device against its roofline, the ``top`` ops losing most time, and MFU per step.
+
+    Args:
+        trace: a loaded trace (:func:`traceprobe.reading.load_trace`); shapes (``record_shapes=True``) give FLOPs,
+            bytes, the roofline and MFU, a trace without them classes and times only.
+        roofline: the user's own peaks (:func:`.roofline.parse_roofline`), else each device's datasheet figures
+            matched from ``deviceProperties`` (:func:`.roofline.device_roofline`).
+        top: how many ops the ``ops`` table keeps.
+
+    Returns:
+        an :class:`Efficiency` (its columns in its docstring).
+    """
+    ev = trace.device_events
+    devices = np.unique(device_column(trace, "device")).tolist() if len(ev) else []
+    roofs = {d: device_roofline(trace.devices, d, roofline) for d in devices}
+    shapes = has_shapes(trace)
+    notes = [] if shapes else [SHAPES_NOTE]
+    for d, r in roofs.items():
+        if r is None and shapes:
+            name = device_name(trace.devices, d)
+            notes.append(f"{trace.device_label(d)}: no roofline known for {name or 'this device'}: achieved TFLOP/s and "
+                         "TB/s only (give peaks with --roofline bf16=...,tbps=...)")
+    ops = op_rooflines(op_work(trace), roofs)
+    return Efficiency(_classes(trace, ops), _top_ops(ops, top), _mfu(trace, ops, roofs), roofs, shapes, tuple(notes))
+
+
+def _classes(trace: Trace, ops: pd.DataFrame) -> pd.DataFrame:
+    ev = trace.device_events
+    klass = kernel_classes(trace)
+    dur = device_column(trace, "end_ns") - device_column(trace, "start_ns")
+    frame = pd.DataFrame({"device": device_column(trace, "device"), "klass": klass, "dur": dur})
+    g = frame.groupby(["device", "klass"], sort=True)["dur"]
+    out = pd.DataFrame({"time_ns": g.sum(), "events": g.size()}).reset_index()
+    out["klass"] = np.array(CLASSES, dtype=object)[out["klass"].to_numpy(np.int64)] if len(out) else out["klass"].astype(object)
+    busy = {d: iv.length(s) for d, s in all_device_intervals(trace).items()} if len(ev) else {}
+    out["share"] = out["time_ns"] / out["device"].map(busy).clip(lower=1)
+    known = ops[(ops["flops"] >= 0) & (ops["bytes"] >= 0)]
+    kg = known.groupby(["device", "klass"])
+    sums = pd.DataFrame({"modelled_ns": kg["time_ns"].sum(), "flops": kg["flops"].sum(), "bytes": kg["bytes"].sum(),
+                         "roofline": kg["roofline_ns"].sum(min_count=1), "compute": kg["compute_ns"].sum(min_count=1),
+                         "memory": kg["memory_ns"].sum(min_count=1)}).reset_index()
+    out = out.merge(sums, on=["device", "klass"], how="left")
+    for c in ("modelled_ns", "flops", "bytes"):
+        out[c] = out[c].fillna(0).astype(np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = out["modelled_ns"].to_numpy(np.float64)
+        out["tflops"] = np.where(t > 0, out["flops"] / t / 1e3, np.nan)
+        out["tbps"] = np.where(t > 0, out["bytes"] / t / 1e3, np.nan)
+        out["efficiency"] = np.where(t > 0, out["roofline"] / t, np.nan)
+    has = out["roofline"].notna().to_numpy(bool)
+    roof = out["roofline"].fillna(0).round().astype(np.int64)
+    out["roofline_ns"] = pd.array(np.where(has, roof, 0), dtype="Int64")
+    out.loc[~has, "roofline_ns"] = pd.NA
+    out["bound"] = np.where(~has, "", np.where(out["compute"].fillna(0) >= out["memory"].fillna(0), "compute", "memory"))
+    out["lost_ns"] = pd.array(np.maximum(out["modelled_ns"].to_numpy(np.int64) - roof.to_numpy(np.int64), 0), dtype="Int64")
+    out.loc[~has, "lost_ns"] = pd.NA
+    order = {c: i for i, c in enumerate(CLASSES)}
+    out = out.sort_values(["device", "klass"], key=lambda s: s.map(order) if s.name == "klass" else s, kind="stable")
+    return out.loc[:, ["device", "klass", "time_ns", "share", "events", "modelled_ns", "flops", "bytes", "tflops", "tbps",
+                       "roofline_ns", "efficiency", "bound", "lost_ns"]].reset_index(drop=True)
+
+
+def _shape(b: int, m: int, n: int, k: int) -> str:
+    return "" if m <= 0 else (f"{b} x " if b > 1 else "") + f"{m} x {n} x {k}"
+
+
+def _top_ops(ops: pd.DataFrame, top: int) -> pd.DataFrame:
+    cols = ["device", "name", "klass", "dtype", "shape", "count", "time_ns", "flops", "bytes", "tflops", "tbps",
+            "efficiency", "bound", "roofline_ns", "lost_ns"]
+    known = ops[ops["roofline_ns"].notna() | (ops["flops"] >= 0)]
+    if known.empty:
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+    g = known.groupby(["device", "name", "args"], sort=False)
+    out = pd.DataFrame(g.agg(klass=("klass", "first"), dtype=("dtype", "first"), count=("time_ns", "size"), time_ns=("time_ns", "sum"),
+                flops=("flops", "sum"), bytes=("bytes", "sum"), roofline=("roofline_ns", "sum"), compute=("compute_ns", "sum"),
+                memory=("memory_ns", "sum"), b=("b", "first"), m=("m", "first"), n=("n", "first"), k=("k", "first"))).reset_index()
+    out["shape"] = [_shape(*v) for v in zip(out["b"].tolist(), out["m"].tolist(), out["n"].tolist(), out["k"].tolist())]
+    t = out["time_ns"].to_numpy(np.float64)
+    out["tflops"], out["tbps"] = out["flops"] / t / 1e3, out["bytes"] / t / 1e3
+    has = (g["roofline_ns"].count().to_numpy(np.int64) == out["count"].to_numpy(np.int64))  # (every op of it has a roofline)
+    out["efficiency"] = np.where(has, out["roofline"] / t, np.nan)
+    out["bound"] = np.where(~has, "", np.where(out["compute"] >= out["memory"], "compute", "memory"))
+    roof = out["roofline"].fillna(0).round().to_numpy(np.int64)
+    lost = np.where(has, np.maximum(out["time_ns"].to_numpy(np.int64) - roof, 0), -1)
+    out["roofline_ns"] = pd.array(np.where(has, roof, 0), dtype="Int64")
+    out["lost_ns"] = pd.array(np.maximum(lost, 0), dtype="Int64")
+    out.loc[~has, ["roofline_ns", "lost_ns"]] = pd.NA
+    out = out.assign(_lost=lost).sort_values(["_lost", "time_ns"], ascending=False, kind="stable").head(top)
+    return out.loc[:, cols].reset_index(drop=True)
+
+
+def _mfu(trace: Trace, ops: pd.DataFrame, roofs: dict[int, Roofline | None]) -> pd.DataFrame:
+    cols = {"device": np.int64, "step": np.int64, "window_ns": np.int64, "flops": np.int64, "dtype": object,
+            "peak_tflops": np.float64, "mfu": np.float64}
+    mat = ops.loc[(ops["klass"].isin(MATRIX_CLASSES) & (ops["flops"] > 0)).to_numpy(bool)]
+    if mat.empty:
+        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
+    w = step_windows(trace)
+    start = mat["start_ns"].to_numpy(np.int64)
+    ws, we = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
+    k = np.searchsorted(ws, start, "right") - 1  # (the step whose host window holds the op's start)
+    inside = (k >= 0) & (start < we[np.maximum(k, 0)]) if len(ws) else np.zeros(len(start), bool)
+    lo, hi = trace.window_ns
+    steps = w["step"].to_numpy(np.int64)
+    per = pd.DataFrame({"device": mat["device"].to_numpy(np.int64), "dtype": mat["dtype"].to_numpy(object),
+                        "flops": mat["flops"].to_numpy(np.int64)})
+    whole = per.assign(step=-1, window_ns=max(hi - lo, 1))
+    stepped = per[inside].assign(step=steps[k[inside]], window_ns=(we - ws)[k[inside]])
+    both = pd.concat([whole, stepped], ignore_index=True)
+    by = pd.DataFrame(both.groupby(["device", "step", "window_ns", "dtype"], sort=True)["flops"].sum()).reset_index()
+    top = by.sort_values("flops", ascending=False, kind="stable").drop_duplicates(["device", "step"])
+    total = pd.DataFrame(by.groupby(["device", "step", "window_ns"])["flops"].sum()).reset_index().rename(columns={"flops": "total"})
+    out = total.merge(top.loc[:, ["device", "step", "dtype"]], on=["device", "step"]).sort_values(["device", "step"])
+    peak = [r.peak_flops(str(d)) / 1e12 if (r := roofs.get(int(v))) is not None else np.nan
+            for v, d in zip(out["device"].tolist(), out["dtype"].tolist())]
+    out["peak_tflops"] = np.array(peak, dtype=np.float64)
+    out["flops"] = out["total"].astype(np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["mfu"] = np.where(out["peak_tflops"] > 0, out["flops"] / out["window_ns"] / (out["peak_tflops"] * 1e3), np.nan)
+    return out.loc[:, list(cols)].astype({c: t for c, t in cols.items() if t is not object}).reset_index(drop=True)
+
+
+@per_trace
+def trace_efficiency(trace: Trace) -> Efficiency:
+    """:func:`kernel_efficiency` of ``trace`` with the datasheets' (or ``--roofline``'s) peaks, once per trace: what the
+    report's figures ``kernel_classes``, ``kernel_ops`` and ``mfu`` show."""
+    return kernel_efficiency(trace)
+
+
+def window_mfu(extra: dict[str, pd.DataFrame]) -> dict[str, float]:
+    """``{"mfu": ...}``: a report's MFU over its trace window (its ``mfu`` figure's step -1 row, the first device's;
+    NaN where it has none: no shapes, no matrix work or no roofline). What ``traceprobe job`` distributes across ranks."""
+    m = extra.get("mfu")
+    rows = m.loc[(m["step"] < 0).to_numpy(bool), "mfu"].dropna() if m is not None and len(m) else pd.Series([], dtype=float)
+    return {"mfu": float(rows.iloc[0]) if len(rows) else float("nan")}
