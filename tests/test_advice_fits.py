@@ -171,3 +171,17 @@ def test_every_view_names_the_same_top_claim():
         for c in doc["top_claims"]:
             assert c["claim"] in flat and f"do: {c['do']}" in flat, (c, text)
             assert c["claim"] in md and c["claim"] in tsv, c
+
+
+def test_mfu_per_step_is_over_the_device_work_of_the_step():
+    """efficiency/gemm-control (one H100, bf16 GEMMs of 8192, 11 GEMMs of 2 x 8192^3 FLOPs a step: the first layer's
+    input gradient is not computed): MFU over the window and per step agree, each step's FLOPs over the span of the
+    device work it launched (before: over its host window, which the host runs ahead of: 347-494%)."""
+    from traceprobe.analysis.work.efficiency import kernel_efficiency
+    from traceprobe.reading import load_trace
+
+    (path,) = (SAMPLES / "efficiency" / "gemm-control" / "slow").glob("*.pt.trace.json.gz")
+    m = kernel_efficiency(load_trace(str(path))).mfu
+    steps = m.loc[m["step"] >= 0]
+    assert (steps["flops"] == 11 * 2 * 8192**3).all(), m
+    assert ((steps["mfu"] > 0.6) & (steps["mfu"] < 0.8)).all() and steps["mfu"].max() - steps["mfu"].min() < 0.02, m

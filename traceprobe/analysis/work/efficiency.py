@@ -52,7 +52,8 @@ class Efficiency:
             ``tflops``, ``tbps``, ``efficiency`` (float), ``bound`` (str), ``roofline_ns``, ``lost_ns`` (Int64, NA
             without a roofline).
         mfu: model FLOPs utilisation, one row per (device, step) and a row ``step`` -1 for the whole window:
-            ``device``, ``step`` (int64), ``window_ns`` (int64: the step's host window, or the trace's device window),
+            ``device``, ``step`` (int64), ``window_ns`` (int64: the span of the device work the step launched, its host window
+            where it launched none, or the trace's device window for step -1),
             ``flops`` (int64, of the matrix ops (:data:`MATRIX_CLASSES`) launched in it), ``dtype`` (str, the one
             with most of those FLOPs), ``peak_tflops`` (float), ``mfu`` (float, ``flops / window / peak``; NaN
             without a roofline).
@@ -185,6 +186,18 @@ def _top_ops(ops: pd.DataFrame, top: int) -> pd.DataFrame:
     return out.loc[:, cols].reset_index(drop=True)
 
 
+def _device_spans(trace: Trace, steps: np.ndarray, host_ns: np.ndarray) -> np.ndarray:
+    """Per step of :func:`..device.steps.step_windows` (its numbers ``steps``), the span of the device work it launched
+    (:func:`..device.steps.device_steps`' GPU interval, int64 ns), else its host window (``host_ns``)."""
+    from ..device.profiled import launches
+    from ..device.steps import device_steps
+
+    ds = device_steps(trace, launches(trace))
+    gpu = pd.Series((ds["gpu_end_ns"] - ds["gpu_start_ns"]).to_numpy(np.int64), index=ds["step"].to_numpy(np.int64))
+    got = gpu.reindex(steps).to_numpy(np.float64)
+    return np.where(np.isfinite(got) & (got > 0), got, host_ns).astype(np.int64)
+
+
 def _mfu(trace: Trace, ops: pd.DataFrame, roofs: dict[int, Roofline | None]) -> pd.DataFrame:
     cols = {"device": np.int64, "step": np.int64, "window_ns": np.int64, "flops": np.int64, "dtype": object,
             "peak_tflops": np.float64, "mfu": np.float64}
@@ -201,7 +214,8 @@ def _mfu(trace: Trace, ops: pd.DataFrame, roofs: dict[int, Roofline | None]) -> 
     per = pd.DataFrame({"device": mat["device"].to_numpy(np.int64), "dtype": mat["dtype"].to_numpy(object),
                         "flops": mat["flops"].to_numpy(np.int64)})
     whole = per.assign(step=-1, window_ns=max(hi - lo, 1))
-    stepped = per[inside].assign(step=steps[k[inside]], window_ns=(we - ws)[k[inside]])
+    span = _device_spans(trace, steps, we - ws)  # (a step's device span: the host runs ahead, so its own window is short)
+    stepped = per[inside].assign(step=steps[k[inside]], window_ns=span[k[inside]])
     both = pd.concat([whole, stepped], ignore_index=True)
     by = pd.DataFrame(both.groupby(["device", "step", "window_ns", "dtype"], sort=True)["flops"].sum()).reset_index()
     top = by.sort_values("flops", ascending=False, kind="stable").drop_duplicates(["device", "step"])
