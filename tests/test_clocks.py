@@ -253,6 +253,11 @@ def _shifted_summary(offset_ns: int):
     return plain, summarize([replace(r, collectives=_skew(r.collectives, offset_ns, 0.0, t0)) if r.rank == 1 else r for r in plain.reports])
 
 
+def _unwrapped(text: str) -> str:
+    """The first screen's paragraphs each on one line (a wrapped paragraph continues on lines indented by two)."""
+    return re.sub(r"\n  (?=\S)", " ", text)
+
+
 def test_table_and_markdown_say_the_offsets_only_where_clocks_differ() -> None:
     """Rank 1 shifted 5 ms ahead: one line under the table and a Markdown section give its offset with the
     uncertainty, each in its unit; the recording as it is (one host, clocks agree) shows neither."""
@@ -263,7 +268,7 @@ def test_table_and_markdown_say_the_offsets_only_where_clocks_differ() -> None:
     assert est.differ
     row = est.ranks.set_index("rank").loc[1]
     assert abs(int(row["offset_ns"]) - 5_000_000) <= int(row["uncertainty_ns"]) < 1_000_000
-    table = renderer("table").render(shifted)
+    table = _unwrapped(renderer("table").render(shifted))
     (line,) = [x for x in table.splitlines() if x.startswith("clocks of ")]
     assert re.search(r"clocks of \S*ddp-compute steps 2-4 differ \(offsets from rank 0's clock, .*\): rank 1 \+5\.0 ms ± \d+\.\d µs;", line), line
     md = renderer("markdown").render(shifted)
@@ -272,7 +277,7 @@ def test_table_and_markdown_say_the_offsets_only_where_clocks_differ() -> None:
         out = renderer(fmt).render(plain)
         assert "clocks of " not in out and "## Clocks" not in out  # nothing to report: the ranks share a clock
     behind = _shifted_summary(-250_000)[1]  # a quarter of a ms behind: µs, with the sign
-    assert re.search(r"rank 1 -2\d\d\.\d µs ± \d+\.\d µs;", renderer("table").render(behind))
+    assert re.search(r"rank 1 -2\d\d\.\d µs ± \d+\.\d µs;", _unwrapped(renderer("table").render(behind)))
 
 
 def _listed(line: str) -> list[list[int]]:
@@ -297,7 +302,7 @@ def test_clock_notes_cannot_estimate_and_many_ranks() -> None:
     more, _, _ = _synthetic_window(128, 8, "world", collectives=400, window_s=20.0, seed=1)
     ests = tuple(estimate_clocks(w, run=f"synthetic/{n}", window="steps 1-9") for n, w in (("few", few), ("many", many), ("more", more)))
     s = replace(plain, clocks=ests)
-    table = renderer("table").render(s)
+    table = _unwrapped(renderer("table").render(s))
     assert re.search(r"clocks of \S*synthetic/few steps 1-9: cannot estimate the offsets between ranks \(too few collectives", table)
     (line,) = [x for x in table.splitlines() if "synthetic/many" in x]
     groups = _listed(line)
