@@ -8,7 +8,6 @@ import numpy as np
 
 from traceprobe import intervals as iv
 from traceprobe.analysis.causal.dependency_graph import NEG
-from traceprobe.analysis.causal.unseen_peers import pinned_fixed
 
 MAX_ROUNDS = 2_000
 
@@ -59,7 +58,7 @@ def replay_rounds(job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tup
     graphs = job.graphs
     t0 = cat([g.t for g in graphs])
     g_lag, l_lag = cat([g.g for g in graphs]), cat([g.l for g in graphs])
-    fixed = pinned_fixed(cat([g.fixed for g in graphs]), cat([g.start for g in graphs]), cat([g.comm & g.ranked for g in graphs]), job.dep, job.mem_op)
+    fixed = job.fixed  # (each op's earliest start, raised where its peers are not in the window: .unseen_peers)
     ret, dep_lag, pre_dur = cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs]), cat([g.pre_dur for g in graphs])
     first_a = np.ones(t0.size, bool)
     first_a[1:] = job.a_rank[1:] != job.a_rank[:-1]

@@ -116,21 +116,25 @@ def test_a_cpu_only_job_reads_its_host_collectives():
     assert "host waits for other ranks" in path.split(",")[0] and share >= 40, path
 
 
-def test_a_kernel_whose_peers_are_not_in_the_window_starts_no_earlier():
-    """SYNTHETIC arrays: of four ops, a communication kernel without a dependency and outside every cross-rank
-    instance is pinned to its recorded start; a member of an instance, a compute kernel and a kernel bound by another
-    stream keep their own."""
+def test_a_kernel_whose_peers_are_not_in_the_window_keeps_their_arrival():
+    """SYNTHETIC arrays: of five ops, the communication kernels of one name outside every cross-rank instance and
+    without a dependency take the shortest of them as their transfer (2 ns): each starts no earlier than its recorded
+    end less that (its peers' arrival), and ends at its recorded end where nothing moves; a member of an instance, a
+    compute kernel and a kernel bound by another stream keep their own."""
     import numpy as np
 
-    from traceprobe.analysis.causal.unseen_peers import pinned_fixed
+    from traceprobe.analysis.causal.unseen_peers import alone, pinned_fixed, transfers
 
-    fixed = np.array([-(2**60)] * 4, np.int64)
-    start = np.array([10, 20, 30, 40], np.int64)
-    comm = np.array([True, True, False, True])
-    dep = np.array([-1, -1, -1, 1])
-    out = pinned_fixed(fixed, start, comm, dep, np.array([1]))
-    assert out.tolist() == [10, -(2**60), -(2**60), -(2**60)]
-    assert fixed[0] == -(2**60)  # (a new array)
+    neg = -(2**60)
+    start, end = np.array([10, 20, 30, 40, 50], np.int64), np.array([15, 22, 35, 45, 60], np.int64)
+    comm = np.array([True, True, False, True, True])
+    dep = np.array([-1, -1, -1, 1, -1])
+    lone = alone(comm, dep, np.array([1]))
+    assert lone.tolist() == [True, False, False, False, True]
+    d = transfers(end - start, lone, np.zeros(5, np.int64))
+    assert d.tolist() == [5, 2, 5, 5, 5]  # (the shortest lone kernel of the name: 5 ns)
+    fixed = pinned_fixed(np.full(5, neg, np.int64), end, d, lone)
+    assert fixed.tolist() == [10, neg, neg, neg, 55]  # (op 4 waited 5 ns for its peers: they arrived at 55)
 
 
 HTA_CONTROL = Path("/work/pub/hta/tests/data/trace_diff/control")

@@ -29,7 +29,7 @@ from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
 from .sweep import Sweep
 from .sync_names import sync_top
-from .unseen_peers import pinned_fixed
+from .unseen_peers import alone, pinned_fixed, transfers
 from .what_if_order import COLUMNS, EXPOSING_SHARE
 from .what_if_plan import Candidate, Make, chosen, critical_bounds, sinks, wanted
 from .what_if_steps import first_calls_merged, first_step, step_ends, step_last, steps_with
@@ -61,6 +61,9 @@ class _Job:
     collective: np.ndarray
     """(K,) bool: the op is a member of a collective instance every member of which runs the same program (not a
     point-to-point transfer, whose sides do different work)."""
+    fixed: np.ndarray
+    """(K,) each op's earliest start (:attr:`.dependency_graph.RankGraph.fixed`; raised where its peers are not in the
+    window, :mod:`.unseen_peers`)."""
     sweep: Sweep | None = None
     """The graph in topological order (:class:`.sweep.Sweep`), built at the first replay."""
 
@@ -108,6 +111,8 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
         m = bound > NEG
         end = cat([g.end for g in graphs])
         d[m] = np.maximum(end[m] - bound[m], 0)  # a collective's transfer after its last member arrived
+    lone = alone(cat([g.comm & g.ranked for g in graphs]), dep, mem_op)  # (peers not in the window: .unseen_peers)
+    d = transfers(d, lone, k_rank * (max((len(g.names) for g in graphs), default=0) + 1) + cat([g.name for g in graphs]))
     first = np.ones(lane.size, bool)
     first[1:] = lane[1:] != lane[:-1]
     also_anchor = cat([g.also_anchor + a_off[i] for i, g in enumerate(graphs)])
@@ -117,7 +122,8 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
         p2p_instance = np.zeros(int(gid.max()) + 1, bool)  # per instance (its (pg, seq) code): a point-to-point transfer
         p2p_instance[gid[p2p]] = True
         collective[mem_op[~p2p_instance[mem_group]]] = True
-    return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op, collective)
+    fixed = pinned_fixed(cat([g.fixed for g in graphs]), cat([g.end for g in graphs]), d, lone)
+    return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op, collective, fixed)
 
 
 def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -139,8 +145,7 @@ def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray
         cat, graphs = np.concatenate, job.graphs
         job.sweep = Sweep(job.a_rank, cat([g.t for g in graphs]), job.anchor, job.dep, job.lane, job.target, job.also_anchor,
                           job.also_op, job.mem_op, job.mem_group, cat([g.start for g in graphs]), cat([g.end for g in graphs]),
-                          cat([g.g for g in graphs]), cat([g.l for g in graphs]), pinned_fixed(
-                              cat([g.fixed for g in graphs]), cat([g.start for g in graphs]), cat([g.comm & g.ranked for g in graphs]), job.dep, job.mem_op),
+                          cat([g.g for g in graphs]), cat([g.l for g in graphs]), job.fixed,
                           cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs]), cat([g.pre_dur for g in graphs]))
     return job.sweep.replay(h, d, (job.target >= 0) & ~no_sync)
 
