@@ -71,6 +71,11 @@ def _same(a, b, where: str) -> None:
             for g in dataclasses.fields(x):
                 if g.name == "event_rows":  # (the trace's rows: a summary carries no trace, and the graph none)
                     continue
+                if g.name == "device_causes":  # (the kernel what-ifs: each cause, its top, its durations)
+                    u, v = getattr(x, g.name), getattr(y, g.name)
+                    assert [(c, t) for c, t, _ in u] == [(c, t) for c, t, _ in v], f"{where}: graph.device_causes"
+                    assert all(np.array_equal(a_, b_) for (_, _, a_), (_, _, b_) in zip(u, v)), f"{where}: graph.device_causes"
+                    continue
                 u, v = getattr(x, g.name), getattr(y, g.name)
                 if isinstance(u, np.ndarray):
                     assert u.dtype == v.dtype and np.array_equal(u, v), f"{where}: graph.{g.name}"

@@ -17,8 +17,9 @@ Format (``format`` = :data:`FORMAT`, ``version`` = :data:`VERSION`):
 - ``job``: the job the summary belongs to (``on_trace_ready``'s ``job``, else ``TORCHELASTIC_RUN_ID``, else
   ``SLURM_JOB_ID``, else the folder's name); the summaries of one folder must share it.
 - ``traceprobe``: the version that wrote it; ``source``: the trace it summarises (file name, "" if none was kept).
-- ``rank``, ``window_ns``, ``event_count``, ``throughput``, ``work_ns``, ``backend``, ``training``,
-  ``all_device_work``, ``warnings``, ``notes``, ``info`` (the manifest's facts): as in the report.
+- ``rank``, ``window_ns``, ``event_count``, ``throughput``, ``work_ns``, ``backend``, ``training``, ``wrapper`` (absent
+  from summaries written before it: ``""``), ``all_device_work``, ``warnings``, ``notes``, ``info`` (the manifest's
+  facts): as in the report.
 - ``tables``: the report's tables by name (``streams``, ``copy_overlap``, ``devices``, ``stream_concurrency``,
   ``comm_overlap``, ``steps``, ``breakdown``, ``breakdown_steps``, ``findings``, ``kernels``, ``queue``,
   ``collectives``, ``set_aside``, ``exposed_comm``, ``idle_causes``; ``pg_members``, each process group's member list
@@ -151,6 +152,7 @@ class SummaryDoc(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     host_threads: HostThreadFigures | None
     verdicts: list[VerdictDoc]
     tables: dict[str, Table]
+    wrapper: str = ""
 
 
 class _Head(msgspec.Struct):

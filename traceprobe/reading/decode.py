@@ -214,6 +214,7 @@ class _Builder:
             cols["wait_stream"][sync] = id_column(args[sync], "wait_stream")
         cols["args"] = np.full(n, -1, np.int32)
         if (ops := np.flatnonzero(cat[keep] == CAT_CODE["cpu_op"])).size and any(map(_recorded, map(_MARKS, args[ops]))):
+            ops = ops[np.fromiter(map(_recorded, map(_MARKS, args[ops])), bool, ops.size)]  # (an op without them: -1, in any piece)
             cols["args"][ops] = np.fromiter(map(self.op_args.__getitem__, map(_op_args_key, args[ops])), np.int32, ops.size)
         if (mtia := np.flatnonzero(cat[keep] == CAT_CODE["mtia_ccp_events"])).size:
             cols["dma"][mtia] = self.dma.column(list(args[mtia]), "direction")

@@ -7,6 +7,8 @@ list of numbers per array would make a summary several times larger and slower t
 which skips this one string; :func:`graph_from_blob` gives the graph back, equal in every array and name. Names
 (kernels, lanes, each host class's top op) are stored as fixed-width unicode arrays, the steps as one array per
 column, anchor and op times as their differences (an op's end as its duration): nothing is pickled, and a blob is read with ``allow_pickle=False``.
+The kernel what-ifs (:attr:`RankGraph.device_causes`, where the trace recorded shapes) are three more arrays:
+``dc_causes`` and ``dc_tops`` (one name each) and ``dc_d`` (one row of op durations each).
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ def graph_blob(g: RankGraph) -> str:
                "backend": np.array([g.backend], dtype=str), "id_density": np.array([g.id_density], dtype=np.float64),
                "steps_columns": np.array(list(map(str, g.steps.columns)), dtype=str)}
     arrays |= {f"steps_{i}": g.steps[c].to_numpy() for i, c in enumerate(g.steps.columns)}
+    if g.device_causes:  # (the kernel what-ifs: each cause, what holds it, the device ops' durations with it removed)
+        arrays |= {"dc_causes": np.array([c for c, _, _ in g.device_causes], dtype=str),
+                   "dc_tops": np.array([t for _, t, _ in g.device_causes], dtype=str),
+                   "dc_d": np.stack([np.asarray(d, np.int64) for _, _, d in g.device_causes])}
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)  # pyright: ignore[reportArgumentType]
     return base64.b64encode(buf.getvalue()).decode("ascii")
@@ -124,7 +130,9 @@ def graph_from_blob(blob: str, max_inflated: int = MAX_INFLATED) -> RankGraph:
                      stack_frames=int(meta[2]) if meta.size > 2 else 0, replays=bool(meta[3]) if meta.size > 3 else False,
                      host_ops=bool(meta[4]) if meta.size > 4 else True,
                      backend=str(a["backend"][0]) if "backend" in a and a["backend"].size else "cuda", **arrays,
-                     freeing=a["freeing"].astype(np.int8) if "freeing" in a else np.full(n_a, -1, np.int8))
+                     freeing=a["freeing"].astype(np.int8) if "freeing" in a else np.full(n_a, -1, np.int8),
+                     device_causes=tuple((str(c), str(t), d.astype(np.int64)) for c, t, d in zip(a["dc_causes"], a["dc_tops"], a["dc_d"]))
+                     if "dc_d" in a else ())
 
 
 _HEADER = re.compile(r"\{'descr': '([<>|=][a-zA-Z][0-9]{0,9})', 'fortran_order': (False|True), 'shape': \(((?:[0-9]{1,19}, ?)*[0-9]{0,19})\), \} *\n?")
@@ -218,6 +226,12 @@ def graph_problem(a: dict[str, np.ndarray]) -> str:
     lost = [c for c in STEP_COLUMNS if c not in columns]
     if lost:
         return f"a graph whose steps lack {lost[0]!r}"
+    dc = [a.get(k) for k in ("dc_causes", "dc_tops", "dc_d")]
+    if any(v is not None for v in dc):
+        names, tops, d = dc
+        if names is None or tops is None or d is None or names.dtype.kind != "U" or tops.dtype.kind != "U" or d.dtype.kind != "i" \
+                or d.ndim != 2 or not names.size == tops.size == d.shape[0] or d.shape[1] != n_k:
+            return "a graph whose device causes (dc_causes, dc_tops, dc_d) do not fit one another and its device ops"
     return ""
 
 
