@@ -36,10 +36,10 @@ def test_loader_kind_reads_the_iterator_torch_names():
 
 
 def test_a_loader_with_workers_is_not_told_to_add_workers_from_zero():
-    """efficiency/loader/slow: a DataLoader of 2 workers that cannot keep up (8 workers ran 39.5 ms/step faster). Its
+    """efficiency/loader-slow: a DataLoader of 2 workers that cannot keep up (8 workers ran 39.5 ms/step faster). Its
     do line asks for more workers or cheaper samples; causes/slow-input loads in the main process (num_workers=0) and
     is told to use workers."""
-    lines = _first_screen(SAMPLES / "efficiency" / "loader" / "slow")
+    lines = _first_screen(SAMPLES / "efficiency" / "loader-slow")
     top, do = lines[1], lines[2]
     assert "data loading" in top, lines
     assert "more DataLoader workers" in do and "num_workers>0" not in do, do
@@ -161,11 +161,11 @@ def test_the_pipeline_bubble_is_on_the_first_screen():
 
 
 def test_every_view_names_the_same_top_claim():
-    """causes/ddp-compute and the efficiency/loader runs: the first screen's claim and action, the JSON document's
+    """causes/ddp-compute and the efficiency/loader-* runs: the first screen's claim and action, the JSON document's
     top_claims, the Markdown and the TSV name the same claim, word for word."""
     import json
 
-    for folder in (SAMPLES / "causes" / "ddp-compute", SAMPLES / "efficiency" / "loader"):
+    for folder in (SAMPLES / "causes" / "ddp-compute", SAMPLES / "efficiency" / "loader-slow", SAMPLES / "efficiency" / "loader-workers8"):
         text = CliRunner().invoke(app, ["overlap-report", str(folder), "--jobs", "1", "--all"]).stdout
         doc = json.loads(CliRunner().invoke(app, ["overlap-report", str(folder), "--jobs", "1", "--format", "json"]).stdout)
         md = CliRunner().invoke(app, ["overlap-report", str(folder), "--jobs", "1", "--format", "markdown"]).stdout
@@ -178,13 +178,13 @@ def test_every_view_names_the_same_top_claim():
 
 
 def test_mfu_per_step_is_over_the_device_work_of_the_step():
-    """efficiency/gemm-control (one H100, bf16 GEMMs of 8192, 11 GEMMs of 2 x 8192^3 FLOPs a step: the first layer's
+    """efficiency/gemm-control-slow (one H100, bf16 GEMMs of 8192, 11 GEMMs of 2 x 8192^3 FLOPs a step: the first layer's
     input gradient is not computed): MFU over the window and per step agree, each step's FLOPs over the span of the
     device work it launched (before: over its host window, which the host runs ahead of: 347-494%)."""
     from traceprobe.analysis.work.efficiency import kernel_efficiency
     from traceprobe.reading import load_trace
 
-    (path,) = (SAMPLES / "efficiency" / "gemm-control" / "slow").glob("*.pt.trace.json.gz")
+    (path,) = (SAMPLES / "efficiency" / "gemm-control-slow").glob("*.pt.trace.json.gz")
     m = kernel_efficiency(load_trace(str(path))).mfu
     steps = m.loc[m["step"] >= 0]
     assert (steps["flops"] == 11 * 2 * 8192**3).all(), m

@@ -142,7 +142,7 @@ def test_on_a_terminal_the_summary_is_repainted_in_place():
 @pytest.mark.slow  # every sample trace, through the real command
 @pytest.mark.parametrize("columns", ["80", "120"])
 def test_the_whole_sample_folder_fits_a_screen(columns):
-    """``overlap-report sample_traces/`` (518 traces) at 80 columns: at most 150 lines, none wider; at 120, none wider."""
+    """``overlap-report sample_traces/`` (every sample) at 80 columns: at most 150 lines, none wider; at 120, none wider."""
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"COLUMNS": columns}
     res = subprocess.run([sys.executable, "-m", "traceprobe", "overlap-report", "sample_traces/", "-j", "2"], capture_output=True,
                          text=True, cwd=REPO, env=env, timeout=900)
@@ -152,7 +152,7 @@ def test_the_whole_sample_folder_fits_a_screen(columns):
     if columns == "80":
         assert len(lines) <= 150, len(lines)
         _readme_quotes(lines)
-    assert "--all" in res.stdout and re.search(r"518 traces: \d+ runs, \d+ windows", res.stdout)
+    assert "--all" in res.stdout and re.search(r"\d{3,} traces: \d+ runs, \d+ windows", res.stdout)
 
 
 def _readme_quotes(lines: list[str]) -> None:
