@@ -96,7 +96,7 @@ def _threads_doc(n: int, launch: bool) -> dict:
 
 def test_keyed_count_matches_brute_force():
     """SYNTHETIC: counts of points of the same group inside each query, every side, against a loop per query."""
-    from traceprobe import keyed
+    from traceprobe.analysis.device import keyed
 
     rng = np.random.default_rng(56)
     for _ in range(20):
