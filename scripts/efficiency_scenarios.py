@@ -41,9 +41,9 @@ Example::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,62 +52,22 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_loops  # noqa: E402
+from gpu_loops import CUDA, DEV, STEPS, activities, scaled, sync, timed  # noqa: E402
+
 SCENARIOS = ["fp32-gemm", "unfused", "attention", "gemm-control", "decode-gemm", "loader", "timm-resnet", "hf-gpt2", "pre-sync"]
-SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
-STEPS = 6
 BLOCK, ROUNDS = int(os.environ.get("EFF_BLOCK", "10")), int(os.environ.get("EFF_ROUNDS", "3"))
 SCALE = float(os.environ.get("EFF_SCALE", "1"))
-DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-CUDA = DEV.type == "cuda"
 
 
 def _scaled(n: int, multiple: int = 64) -> int:
-    return max(multiple, int(round(n * SCALE / multiple)) * multiple)
-
-
-def _sync() -> None:
-    if CUDA:
-        torch.cuda.synchronize()
-
-
-def _activities():
-    from torch.profiler import ProfilerActivity
-
-    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
-
-
-def _profiled(out: Path, step: Callable[[], object]) -> None:
-    """``step()`` :data:`STEPS` times under the profiler (shapes recorded), one profiler step each."""
-    from torch.profiler import profile, schedule, tensorboard_trace_handler
-
-    with profile(activities=_activities(), schedule=schedule(**SCHEDULE), record_shapes=True,
-                 on_trace_ready=tensorboard_trace_handler(str(out), worker_name="rank0", use_gzip=True)) as prof:
-        for _ in range(STEPS):
-            step()
-            prof.step()
-    _sync()
+    return scaled(n, SCALE, multiple)
 
 
 def _timed(variants: dict[str, Callable[[], object]], mode: str) -> dict[str, float]:
-    """Mean ms per step of each variant: :data:`ROUNDS` rounds of a block of :data:`BLOCK` steps of each, taken in
-    turn; ``mode`` is ``bare`` (no profiler), ``profiled`` (CPU + CUDA activities) or ``shapes`` (and
-    ``record_shapes=True``); the profiler's events are kept in memory and dropped."""
-    from torch.profiler import profile
-
-    ms: dict[str, list[float]] = {k: [] for k in variants}
-    ctx = contextlib.nullcontext() if mode == "bare" else profile(activities=_activities(), record_shapes=mode == "shapes")
-    with ctx:
-        for _ in range(ROUNDS):
-            for name, step in variants.items():
-                for _ in range(DRAIN.get(name, 0)):
-                    step()
-                _sync()
-                t0 = time.perf_counter()
-                for _ in range(BLOCK):
-                    step()
-                _sync()
-                ms[name].append((time.perf_counter() - t0) * 1e3 / BLOCK)
-    return {k: sum(v) / len(v) for k, v in ms.items()}
+    """The variants' mean ms per step in ``mode`` (:func:`gpu_loops.timed`), loaders drained (:data:`DRAIN`)."""
+    return timed(variants, mode, BLOCK, ROUNDS, DRAIN)
 
 
 def _mlp(width: int, depth: int, dtype=torch.float32) -> nn.Sequential:
@@ -307,21 +267,21 @@ def pre_sync(out: Path) -> None:
     a = torch.randn(_scaled(8192), _scaled(8192), device=DEV, dtype=torch.bfloat16)
     for _ in range(3):
         a @ a
-    _sync()
+    sync()
     t0 = time.perf_counter()
     a @ a
-    _sync()
+    sync()
     one = time.perf_counter() - t0
     for _ in range(max(1, int(0.1 / max(one, 1e-6)))):  # about 100 ms of work queued before the trace begins
         a @ a
     out.mkdir(parents=True, exist_ok=True)
-    with profile(activities=_activities(), record_shapes=True) as prof:
-        _sync()
+    with profile(activities=activities(), record_shapes=True) as prof:
+        sync()
         for i in range(STEPS):
             with torch.profiler.record_function(f"ProfilerStep#{i}"):
                 for _ in range(4):
                     a @ a
-        _sync()
+        sync()
     prof.export_chrome_trace(str(out / "rank0.pt.trace.json"))
 
 
@@ -352,9 +312,9 @@ def main() -> None:
     for step in variants.values():  # warm-up outside the profiler: compilation, cuBLAS and cuDNN plans, the allocator
         for _ in range(3):
             step()
-    _sync()
+    sync()
     for name, step in variants.items():
-        _profiled(a.out / name, step)
+        gpu_loops.profiled(a.out / name, step, record_shapes=True)
     bare, profiled, shapes = (_timed(variants, m) for m in ("bare", "profiled", "shapes"))
     facts = {"scenario": a.scenario, "fix": FIX[a.scenario],
              "variants": {k: {"ms_per_step": round(bare[k], 3), "profiled_ms_per_step": round(profiled[k], 3),

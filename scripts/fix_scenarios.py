@@ -43,11 +43,10 @@ Example::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
 import os
-import time
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,64 +54,27 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_loops  # noqa: E402
+from gpu_loops import CUDA, DEV, scaled, sync, timed  # noqa: E402
+
 SCENARIOS = ["launch-bound", "log-every-step", "cpu-augment", "grad-check", "decode"]
-SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
-STEPS = 6
 DECODE_TOKENS = int(os.environ.get("FIX_TOKENS", "16"))
 """Tokens a profiler step of ``decode`` generates."""
 BLOCK, ROUNDS = 10, 3
 SCALE = float(os.environ.get("FIX_SCALE", "1"))
 HOST = float(os.environ.get("FIX_HOST", "1"))
-DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-CUDA = DEV.type == "cuda"
 
 
 def _scaled(n: int, multiple: int = 8) -> int:
-    return max(multiple, int(round(n * SCALE / multiple)) * multiple)
-
-
-def _sync() -> None:
-    if CUDA:
-        torch.cuda.synchronize()
-
-
-def _profile(out: Path):
-    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
-    return profile(activities=activities, schedule=schedule(**SCHEDULE),
-                   on_trace_ready=tensorboard_trace_handler(str(out), worker_name="rank0", use_gzip=True))
-
-
-def _profiled(out: Path, step: Callable[[], object]) -> None:
-    """``step()`` :data:`STEPS` times under the profiler, one profiler step each."""
-    with _profile(out) as prof:
-        for _ in range(STEPS):
-            step()
-            prof.step()
-    _sync()
+    return scaled(n, SCALE, multiple)
 
 
 def _timed(variants: dict[str, Callable[[], object]], profiled: bool) -> dict[str, float]:
-    """Mean ms per step of each variant: :data:`ROUNDS` rounds of a block of :data:`BLOCK` steps of each, unprofiled or
-    inside ``torch.profiler.profile`` (CPU and CUDA activities, the events kept in memory and dropped: the overhead a
-    profiled trace carries, without writing one)."""
-    from torch.profiler import ProfilerActivity, profile
-
+    """The variants' mean ms per step (:func:`gpu_loops.timed`), each stepped once first."""
     for step in variants.values():
         step()
-    ms: dict[str, list[float]] = {k: [] for k in variants}
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else [])
-    with profile(activities=activities) if profiled else contextlib.nullcontext():
-        for _ in range(ROUNDS):
-            for name, step in variants.items():
-                _sync()
-                t0 = time.perf_counter()
-                for _ in range(BLOCK):
-                    step()
-                _sync()
-                ms[name].append((time.perf_counter() - t0) * 1e3 / BLOCK)
-    return {k: sum(v) / len(v) for k, v in ms.items()}
+    return timed(variants, "profiled" if profiled else "bare", BLOCK, ROUNDS)
 
 
 def _pin(t: torch.Tensor) -> torch.Tensor:
@@ -377,8 +339,8 @@ def main() -> None:
             continue
         for _ in range(2):  # warm-up outside the profiler: first calls, cuDNN plans, the allocator
             step()
-        _sync()
-        _profiled(a.out / name, step)
+        sync()
+        gpu_loops.profiled(a.out / name, step, record_shapes=False)
     bare, profiled = _timed(variants, False), _timed(variants, True)
     habit, fix, removed = HABIT[a.scenario]
     removes = {"fixed": removed, **OTHER_FIXES}
