@@ -8,7 +8,8 @@ A quoted part sits between two markers in the Markdown:
   of a folder of recorded scenarios (``matrix``, ``heldout/w4-late2``...); ``fixes FOLDER``: scripts/fix_table.py's;
 - ``<!-- output: ARGS -->`` ... ``<!-- end -->``: a fenced block holding what ``traceprobe ARGS`` prints on an
   80-column terminal (``COLUMNS=80``, no colours); ``ARGS; lines 1-12,20-24`` quotes those lines only and
-  ``ARGS; match REGEX`` the lines that match, with ``...`` where lines are left out.
+  ``ARGS; match REGEX`` the lines that match (an indented one with the lines under it: its sentence wrapped under its
+  label), with ``...`` where lines are left out.
 
 The pictures (:data:`PICTURES`) are drawn by the command quoted beside them. tests/test_table.py
 (``test_readme_figures_are_the_tools``) and tests/test_readme.py check every part against what the tool gives now;
@@ -276,6 +277,25 @@ def _lines(spec: str) -> list[tuple[int, int]]:
     return out
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def under(keep: list[int], lines: list[str]) -> list[int]:
+    """``keep`` (1-based line numbers) with the lines under each indented one: those after it indented deeper, up to the
+    next line at its indent or less (a sentence wrapped under its label, a name's values under it, a list's items)."""
+    out: list[int] = []
+    for i in keep:
+        out.append(i)
+        if _indent(lines[i - 1]) == 0:
+            continue
+        j = i
+        while j < len(lines) and lines[j].strip() and _indent(lines[j]) > _indent(lines[i - 1]):
+            j += 1
+            out.append(j)
+    return sorted(set(out))
+
+
 def command_output(spec: str) -> str:
     """The fenced block of ``output`` part ``spec`` (module doc): the command run in this process, as on an 80-column
     terminal, from the repository's root (its paths are relative to it); shell globs expanded there.
@@ -303,7 +323,7 @@ def command_output(spec: str) -> str:
     chosen = chosen.strip()
     if chosen:
         if chosen.startswith("match "):
-            keep = [i + 1 for i, x in enumerate(lines) if re.search(chosen.removeprefix("match "), x)]
+            keep = under([i + 1 for i, x in enumerate(lines) if re.search(chosen.removeprefix("match "), x)], lines)
         else:
             keep = [i for a, b in _lines(chosen.removeprefix("lines").strip()) for i in range(a, min(b, len(lines)) + 1)]
         picked, last = [], 0
