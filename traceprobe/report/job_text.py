@@ -117,10 +117,10 @@ def job_text(job: JobReport, top: int = 5, width: int | None = None) -> str:
     """The job report as text (module doc); ``top`` ranks named per list; every line at most ``width`` columns (None:
     each paragraph on one line): text wrapped under its label (:func:`.grid.para`), a name cut in the middle only where
     longer than its line."""
-    lines_: list[str] = []
+    out: list[str] = []
 
     def add(text: str, indent: int = 0) -> None:
-        lines_.extend(t.plain for t in para(text, width, indent))
+        out.extend(t.plain for t in para(text, width, indent))
 
     causes = {(c.run, c.window): c for c in job.causes}
     clocks = {(c.run, c.window): c for c in job.clocks}
@@ -142,7 +142,7 @@ def job_text(job: JobReport, top: int = 5, width: int | None = None) -> str:
                 "reads the host's time (its host collectives are no cross-rank edges of the replay: no what-if)", 2)
         named = [(figure_label(str(f)), lo, med, p95, hi) for f, lo, med, p95, hi in
                  zip(g["figure"], g["min"], g["median"], g["p95"], g["max"])]
-        lines_ += figure_lines(named, width, value_width)
+        out += figure_lines(named, width, value_width)
         o = job.outliers[(job.outliers["run"] == run) & (job.outliers["window"] == window)]
         if len(o):
             add(f"outliers ({len(o)}" + (f", the first {top * 2}" if len(o) > top * 2 else "") + "):", 2)
@@ -171,6 +171,6 @@ def job_text(job: JobReport, top: int = 5, width: int | None = None) -> str:
                     add(x, 2)
         if (run, window) in job.notes:
             add(job.notes[(run, window)], 2)
-    if not lines_:
+    if not out:
         add("no window of two or more ranks (one rank's trace: traceprobe overlap-report PATH)")
-    return "\n".join(lines_) + "\n"
+    return "\n".join(out) + "\n"
