@@ -4,11 +4,15 @@ draw the pictures under docs/ with the commands the README gives for them.
 A quoted part sits between two markers in the Markdown:
 
 - ``<!-- figures: NAME -->`` ... ``<!-- end -->`` (each marker a line of its own): a table or sentence of figures read off the reports of the samples
-  (:data:`FIGURES`, NAME -> a function of :func:`samples_summary`); ``table FOLDER``: scripts/matrix_table.py's table
-  of a folder of recorded scenarios (``matrix``, ``heldout/w4-late2``...); ``fixes FOLDER``: scripts/fix_table.py's;
+  and the recordings' own files (:data:`FIGURES`, NAME -> a function of :func:`samples_summary`; those of
+  sample_traces/README.md in scripts/sample_figures.py); ``table FOLDER...``: scripts/matrix_table.py's table of
+  folders of recorded scenarios (``matrix``, ``heldout/w4-late2``, ``sync-log/w4 sync-log/w2``...); ``fixes FOLDER``:
+  scripts/fix_table.py's; ``finding FOLDER``: the top what-if of a scenario's window and its critical path, in the
+  tool's words. Those of folders outside :data:`WHOLE` are read off the samples' summary (:func:`of_samples`);
 - ``<!-- output: ARGS -->`` ... ``<!-- end -->``: a fenced block holding what ``traceprobe ARGS`` prints on an
   80-column terminal (``COLUMNS=80``, no colours); ``ARGS; lines 1-12,20-24`` quotes those lines only and
-  ``ARGS; match REGEX`` the lines that match, with ``...`` where lines are left out.
+  ``ARGS; match REGEX`` the lines that match (an indented one with the lines under it: its sentence wrapped under its
+  label), with ``...`` where lines are left out.
 
 The pictures (:data:`PICTURES`) are drawn by the command quoted beside them. tests/test_table.py
 (``test_readme_figures_are_the_tools``) and tests/test_readme.py check every part against what the tool gives now;
@@ -221,25 +225,41 @@ def four_gpus(summary) -> list[str]:
             f"(all-reduce under backward compute {low:.0%}-{high:.0%})."]
 
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import sample_figures  # noqa: E402  (scripts/sample_figures.py)
+
 FIGURES: dict[str, Callable[..., list[str]]] = {"samples": samples_table, "causes": causes_table, "stopwatch": stopwatch,
-                                                 "four-gpus": four_gpus}
+                                                 "four-gpus": four_gpus, "manifests": sample_figures.manifests,
+                                                 "pageable": sample_figures.pageable, "stream-wait": sample_figures.stream_wait,
+                                                 "efficiency": sample_figures.efficiency,
+                                                 "record-shapes": sample_figures.record_shapes}
 """Each ``figures`` part's lines, by NAME, from the samples' summary."""
 
 
-def folder_table(folders: str) -> list[str]:
+def of_samples(spec: str) -> bool:
+    """Whether the ``figures`` part ``spec`` is read off the samples' summary (:func:`samples_summary`, what
+    tests/test_table.py checks in the default run): a NAME of :data:`FIGURES`, or a ``table`` or ``finding`` of folders
+    outside :data:`WHOLE` (the others analyse their folders: tests/test_readme.py, slow)."""
+    kind, _, rest = spec.partition(" ")
+    if spec in FIGURES:
+        return True
+    return kind in ("table", "finding") and bool(rest.split()) and all(Path(f).parts[0] not in WHOLE for f in rest.split())
+
+
+def folder_table(folders: str, summary=None) -> list[str]:
     """``python scripts/matrix_table.py sample_traces/FOLDER``'s table: each recorded scenario's built-in cause (its
-    ``injected.jsonl``), the top what-if and the gain against what was built in and what was measured (a slow one:
-    each scenario's ranks analysed). Several folders (``heldout/w1-logged heldout/w1-short``) make one table, each
-    scenario named by its folder's last part and its own (```w1-short/ddp-sleep```)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
+    ``injected.jsonl``), the top what-if and the gain against what was built in and what was measured (each scenario's
+    ranks analysed, or read off ``summary`` where given). Several folders (``heldout/w1-logged heldout/w1-short``) make
+    one table, each scenario named by its folder's last part and its own (```w1-short/ddp-sleep```)."""
     import matrix_table  # (scripts/matrix_table.py)
 
+    analysed = (lambda p: sample_figures.under(summary, p)) if summary is not None else None
     names = folders.split()
     if len(names) == 1:
-        return matrix_table.table(SAMPLES / names[0])
+        return matrix_table.table(SAMPLES / names[0], analysed)
     out: list[str] = []
     for name in names:
-        lines = matrix_table.table(SAMPLES / name)
+        lines = matrix_table.table(SAMPLES / name, analysed)
         out = out or lines[:2]
         out += [line.replace("| `", f"| `{Path(name).name}/", 1) for line in lines[2:]]
     return out
@@ -248,21 +268,37 @@ def folder_table(folders: str) -> list[str]:
 def fixes_table(folder: str) -> list[str]:
     """``python scripts/fix_table.py sample_traces/FOLDER``'s table: each loop's top what-if, and each fix's gain against
     the what-if of the cause it removes (a slow one)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
     import fix_table  # (scripts/fix_table.py)
 
     return fix_table.table(SAMPLES / folder)
 
 
+def finding(folder: str, summary=None) -> list[str]:
+    """The top what-if of ``FOLDER``'s window as the tool says it, and where its critical path ran: a fenced block, each
+    sentence wrapped at :data:`WIDTH` under its start (the folder analysed, or read off ``summary`` where given)."""
+    from traceprobe.collect import analyze_paths
+    from traceprobe.report.grid import para
+
+    found = sample_figures.under(summary, SAMPLES / folder) if summary is not None else analyze_paths([str(SAMPLES / folder)], jobs=1)
+    w = next((w for w in found.what_ifs if w.top is not None), None)
+    if w is None:
+        return ["```", "no what-if above the noise floor", "```"]
+    return ["```", *(t.plain for x in (w.finding(), w.path_line()) if x for t in para(x, WIDTH)), "```"]
+
+
 def figures(spec: str, summary) -> str:
-    """The text of the ``figures`` part ``spec``: ``table FOLDER`` (:func:`folder_table`), ``fixes FOLDER``
-    (:func:`fixes_table`) or a name of :data:`FIGURES` (``summary``: the samples' summary, a function returning it,
-    called only where it is needed)."""
-    if spec.startswith("table "):
-        return "\n".join(folder_table(spec.removeprefix("table ").strip())) + "\n"
-    if spec.startswith("fixes "):
-        return "\n".join(fixes_table(spec.removeprefix("fixes ").strip())) + "\n"
-    return "\n".join(FIGURES[spec](summary() if callable(summary) else summary)) + "\n"
+    """The text of the ``figures`` part ``spec``: ``table FOLDER...`` (:func:`folder_table`), ``fixes FOLDER``
+    (:func:`fixes_table`), ``finding FOLDER`` (:func:`finding`) or a name of :data:`FIGURES` (``summary``: the samples'
+    summary, or a function returning it, called only where it is needed: :func:`of_samples`)."""
+    kind, _, rest = spec.partition(" ")
+    samples = (summary() if callable(summary) else summary) if of_samples(spec) else None
+    if kind == "table":
+        return "\n".join(folder_table(rest.strip(), samples)) + "\n"
+    if kind == "fixes":
+        return "\n".join(fixes_table(rest.strip())) + "\n"
+    if kind == "finding":
+        return "\n".join(finding(rest.strip(), samples)) + "\n"
+    return "\n".join(FIGURES[spec](samples)) + "\n"
 
 
 # --- command outputs -----------------------------------------------------------------------------------------------
@@ -274,6 +310,25 @@ def _lines(spec: str) -> list[tuple[int, int]]:
         a, _, b = piece.strip().partition("-")
         out.append((int(a), int(b or a)))
     return out
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def under(keep: list[int], lines: list[str]) -> list[int]:
+    """``keep`` (1-based line numbers) with the lines under each indented one: those after it indented deeper, up to the
+    next line at its indent or less (a sentence wrapped under its label, a name's values under it, a list's items)."""
+    out: list[int] = []
+    for i in keep:
+        out.append(i)
+        if _indent(lines[i - 1]) == 0:
+            continue
+        j = i
+        while j < len(lines) and lines[j].strip() and _indent(lines[j]) > _indent(lines[i - 1]):
+            j += 1
+            out.append(j)
+    return sorted(set(out))
 
 
 def command_output(spec: str) -> str:
@@ -303,7 +358,7 @@ def command_output(spec: str) -> str:
     chosen = chosen.strip()
     if chosen:
         if chosen.startswith("match "):
-            keep = [i + 1 for i, x in enumerate(lines) if re.search(chosen.removeprefix("match "), x)]
+            keep = under([i + 1 for i, x in enumerate(lines) if re.search(chosen.removeprefix("match "), x)], lines)
         else:
             keep = [i for a, b in _lines(chosen.removeprefix("lines").strip()) for i in range(a, min(b, len(lines)) + 1)]
         picked, last = [], 0

@@ -101,7 +101,7 @@ def test_traces_beside_summaries_are_a_job_of_their_own(tmp_path: Path) -> None:
     synth_job.write_summaries(st.Config(events=2000, seed=3), 2, tmp_path)  # ranks 0 and 1, steps 1-10
     for r in (0, 1):
         _trace(tmp_path / f"other.rank{r}.pt.trace.json", rank=r, steps=10, comm=True)  # another run, the same window
-    res = CliRunner().invoke(app, ["job", str(tmp_path), "-j", "1"])
+    res = CliRunner().invoke(app, ["job", str(tmp_path), "-j", "1"], env={"COLUMNS": "1000"})  # (each header on one line)
     assert res.exit_code == 0, res.output
     heads = [ln for ln in res.stdout.splitlines() if ln.endswith("ranks")]
     assert heads == [f"{tmp_path} steps 1-10: 2 ranks", f"{tmp_path} (traces without a job id) steps 1-10: 2 ranks"], heads

@@ -99,7 +99,7 @@ def test_stragglers_are_the_late_ranks(job8: Path) -> None:
     cfg, ranks, skewed, skew_ns = JOB8
     _causes_follow_plan(job, synth_job.plan_job(cfg, ranks, skewed, skew_ns), {6, 7})
     text = job_text(job)
-    assert "arrived last, process group 0 (default_pg): rank" in text and "clocks agree" in text
+    assert "arrived last, process group 0 (default_pg):\n    rank " in text and "clocks agree" in text
 
 
 def test_outlier_rank_named(job8: Path, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ INJECTED = {f["folder"]: f for f in map(json.loads, (MATRIX / "injected.jsonl").
 
 
 def _job_lines(folder: Path) -> list[str]:
-    res = CliRunner().invoke(app, ["job", str(folder), "--jobs", "1"])
+    res = CliRunner().invoke(app, ["job", str(folder), "--jobs", "1"], env={"COLUMNS": "1000"})  # (each sentence on one line)
     assert res.exit_code == 0, res.output
     return res.stdout.splitlines()
 

@@ -2,8 +2,8 @@
 ``<!-- output: ARGS -->`` and ``<!-- end -->`` is what ``traceprobe ARGS`` prints now on an 80-column terminal, written
 by scripts/readme.py (``TRACEPROBE_UPDATE_GOLDEN=1`` rewrites a stale one here too); the README stays short, its links
 lead to files and anchors that exist, and docs/compute-copy.png is what the command quoted beside it draws.
-The tables of scenario folders are checked here (slow), the other quoted figures by tests/test_table.py
-(``test_readme_figures_are_the_tools``)."""
+The tables and findings of matrix/ and heldout/ folders are checked here (slow), the other quoted figures (every one
+read off the samples' summary) by tests/test_table.py (``test_readme_figures_are_the_tools``)."""
 
 from __future__ import annotations
 
@@ -33,13 +33,16 @@ OUTPUTS = [pytest.param(path, part.spec, id=f"{path.parent.name}/{path.name}: {p
 
 
 TABLES = [pytest.param(path, part.spec, id=f"{path.parent.name}/{path.name}: {part.spec}", marks=pytest.mark.slow)
-          for path in readme.DOCS for part in readme.parts(path.read_text()) if part.spec.startswith(("table ", "fixes "))]
+          for path in readme.DOCS for part in readme.parts(path.read_text())
+          if part.kind == "figures" and part.spec.startswith(("table ", "fixes ", "finding ")) and not readme.of_samples(part.spec)]
+"""The quoted parts that analyse folders of matrix/ and heldout/ (those read off the samples' summary are
+tests/test_table.py's, in the default run)."""
 
 
 @pytest.mark.parametrize("path, spec", TABLES)
 def test_scenario_tables_are_the_tools(path: Path, spec: str):
     """Each table of a folder of recorded scenarios (matrix/, heldout/...) is scripts/matrix_table.py's (or
-    fix_table.py's) now."""
+    fix_table.py's) now, and each quoted finding the tool's words for its folder now."""
     want = readme.figures(spec, None)
     text, stale = readme.rewrite(path, lambda p: want if p.spec == spec else p.text)
     if os.environ.get("TRACEPROBE_UPDATE_GOLDEN") and stale:

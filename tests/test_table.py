@@ -255,12 +255,14 @@ def test_shorten_keeps_the_end_and_wrap_keeps_units():
 
 def test_readme_figures_are_the_tools(summary):
     """Every figure README.md and sample_traces/README.md quote of the sample traces (what they show, the causes'
-    scenarios, the stopwatch) is written from the tool's own reports by scripts/readme.py, between
-    ``<!-- figures: NAME -->`` and ``<!-- end -->`` (``TRACEPROBE_UPDATE_GOLDEN=1`` rewrites them, as it rewrites the
-    golden outputs); each verdict's words are checked against its level there. The scenario folders' tables (``table
-    FOLDER``, ``fixes FOLDER``) are tests/test_readme.py's, slow."""
+    scenarios, the stopwatch, the manifests, stream-wait/, sync-log/ and efficiency/: each table, finding and sentence
+    read off this summary, :func:`readme.of_samples`) is written from the tool's own reports by scripts/readme.py,
+    between ``<!-- figures: NAME -->`` and ``<!-- end -->`` (``TRACEPROBE_UPDATE_GOLDEN=1`` rewrites them, as it
+    rewrites the golden outputs); each verdict's words are checked against its level there. The tables and findings of
+    matrix/ and heldout/ (``table FOLDER``, ``fixes FOLDER``, ``finding FOLDER``) are tests/test_readme.py's, slow."""
     for path in readme.DOCS:
-        text, stale = readme.rewrite(path, lambda p: readme.figures(p.spec, summary) if p.spec in readme.FIGURES else p.text)
+        text, stale = readme.rewrite(path, lambda p: readme.figures(p.spec, summary) if p.kind == "figures" and readme.of_samples(p.spec)
+                                     else p.text)
         if os.environ.get("TRACEPROBE_UPDATE_GOLDEN") and stale:
             path.write_text(text)
             stale = []

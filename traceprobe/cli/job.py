@@ -56,7 +56,13 @@ def job_cmd(
             if " traces in window " in w:
                 say(f"warning: {w}: its ranks are counted from every file of the window (traces of another run beside "
                     "the summaries?); give the summaries or the traces alone", "yellow")
-    text = job_text(job, top) if fmt is JobFormat.text else job_json(job)
+    if fmt is JobFormat.text:
+        from ..console import layout
+        from ..report.first_screen import PIPE_WIDTH
+
+        text = job_text(job, top, layout(output)[0] or PIPE_WIDTH)  # (the terminal's width; a pipe's or a file's as the first screen's)
+    else:
+        text = job_json(job)
     errors = [f"{f.path}: {f.error}" for f in failures] + emit(text, output, fmt.value if fmt is JobFormat.json else "text")
     for e in errors:
         say(e, "red")

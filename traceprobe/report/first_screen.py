@@ -36,7 +36,7 @@ from rich.text import Text
 
 from ..analysis.advice.verdicts import NOT_JUDGED
 from ..analysis.summary import Summary
-from .grid import Column, cell, lines, natural_width, shorten, wrap
+from .grid import NARROWEST, Column, cell, lines, natural_width, para, shorten, wrap
 from .places import base_folder
 from .table import COLUMNS, WORD, note_lines, to_text
 from .windows import WindowView, busy_text, claims_by_cause, counts, short_claim, window_views
@@ -46,7 +46,7 @@ BLOCKS, LINES, WORST = 16, 120, 5
 ``WORST`` windows' blocks follow the lines."""
 CAUSES = 6
 """Causes listed in the folder summary."""
-MIN_NAME = 16
+MIN_NAME = NARROWEST
 """The narrowest a name is shortened to."""
 NAMES = (("copy_overlap", "copy/compute"), ("device_concurrency", "cross-device"), ("stream_concurrency", "streams"),
          ("comm_overlap", "comm/compute"), ("cpu_gpu", "CPU/GPU"), ("host_threads", "host threads"))
@@ -60,16 +60,6 @@ LEGEND = ("busy: mean GPU utilization, min-max across a window's ranks; the figu
 def mode(traces: int, every: bool = False) -> str:
     """``blocks``, ``lines`` or ``groups`` for a folder of ``traces`` traces (module doc); ``every``: blocks."""
     return "blocks" if every or traces <= BLOCKS else "lines" if traces <= LINES else "groups"
-
-
-def _para(text: str, width: int, indent: int = 0, style: str = "") -> list[Text]:
-    """``text`` as lines of at most ``width``, the first indented ``indent``, the others two more; a word longer than
-    a line (a name) shortened in the middle."""
-    out = []
-    for k, part in enumerate(wrap(text, max(width - indent - 2, MIN_NAME))):
-        pad = indent + (2 if k else 0)
-        out.append(cell(" " * pad + shorten(part, width - pad), style))
-    return out
 
 
 def _best(r, figure: str) -> tuple[float, str] | None:
@@ -145,22 +135,22 @@ def bubble_line(v: WindowView) -> str:
 
 def block(v: WindowView, width: int, ranks: bool = False) -> list[Text]:
     """A window's block (module doc)."""
-    out = _para(head(v), width, 0, "bold")
+    out = para(head(v), width, 0, "bold")
     if ranks:
         out += _rank_rows(v, width)
     if v.top is not None:
-        out += _para(v.top.label, width, 2)
+        out += para(v.top.label, width, 2)
         if v.top.do:
-            out += _para(f"do: {v.top.do}", width, 2, "cyan")
+            out += para(f"do: {v.top.do}", width, 2, "cyan")
     elif v.reports and any(not r.streams.empty for r in v.reports):
-        out += _para("no claim: no cause gives back more than its noise floor", width, 2, "green")
+        out += para("no claim: no cause gives back more than its noise floor", width, 2, "green")
     bubble = bubble_line(v)
     if bubble and not (v.top is not None and v.top.cause.startswith("pipeline bubble")):
-        out += _para(bubble, width, 2)
+        out += para(bubble, width, 2)
     if v.named:
-        out += _para("ranks: " + ", ".join(v.named), width, 2, "dim")
+        out += para("ranks: " + ", ".join(v.named), width, 2, "dim")
     if v.path and v.top is not None:
-        out += _para(v.path, width, 2, "dim")
+        out += para(v.path, width, 2, "dim")
     return out
 
 
@@ -238,7 +228,7 @@ def claims_lines(views: list[WindowView], width: int) -> list[Text]:
     rows = claims_by_cause(views)
     if not rows:
         return []
-    out = _para("top claims: the windows each cause leads, and where it gives back most:", width)
+    out = para("top claims: the windows each cause leads, and where it gives back most:", width)
     shown = rows[:CAUSES]
     cw = min(max(len(c) for c, _, _ in shown) + 2, name_width(width))
     for c, n, v in shown:
@@ -248,13 +238,13 @@ def claims_lines(views: list[WindowView], width: int) -> list[Text]:
             head = Text("")
         out += _row(Text(head.plain.ljust(cw)), [(str(n), 3)], cell(f"{v.top.figure if v.top else ''} {v.where()}"), width, cw)
     if len(rows) > CAUSES:
-        out += _para(f"  and {len(rows) - CAUSES} more causes", width, 0, "dim")
+        out += para(f"  and {len(rows) - CAUSES} more causes", width, 0, "dim")
     return out
 
 
 def folder_lines(summary: Summary, views: list[WindowView], width: int, causes: bool = True) -> list[Text]:
     """The folder summary (module doc): the counts, then (``causes``) the causes that lead most windows."""
-    return _para(counts(summary).line(), width, 0, "bold") + (claims_lines(views, width) if causes else [])
+    return para(counts(summary).line(), width, 0, "bold") + (claims_lines(views, width) if causes else [])
 
 
 @dataclass
@@ -318,10 +308,10 @@ class FirstScreen:
             return out
         worst = sorted((v for v in self.views if v.top is not None), key=lambda v: -v.share)[:WORST]
         if worst:
-            out += [Text(""), *_para(f"the {len(worst)} windows whose claims give back the most:", self.width, 0, "bold")]
+            out += [Text(""), *para(f"the {len(worst)} windows whose claims give back the most:", self.width, 0, "bold")]
             for v in worst:
                 out += [Text(""), *block(v, self.width)]
-        return [*out, Text(""), *_para("every window's block: --all; every rank's row: --ranks; every table: --detail"
+        return [*out, Text(""), *para("every window's block: --all; every rank's row: --ranks; every table: --detail"
                                        + ("; each figure across ranks, outliers, stragglers: traceprobe job PATHS"
                                           if any(v.rank_count >= 2 for v in self.views) else ""), self.width, 0, "dim")]
 
@@ -333,8 +323,8 @@ class FirstScreen:
         """The stopwatch, warnings and clocks (:func:`.table.note_lines`), then the legend."""
         out: list[Text] = []
         for n in note_lines(summary, legend=False):
-            out += _para(n.plain, self.width, 0, str(n.style))
-        return out + (_para(LEGEND, self.width, 0, "dim") if summary.reports else [])
+            out += para(n.plain, self.width, 0, str(n.style))
+        return out + (para(LEGEND, self.width, 0, "dim") if summary.reports else [])
 
     def end(self, summary: Summary) -> list[Text]:
         """After the windows, as they were printed part by part: :meth:`after`, the folder summary, the notes."""

@@ -20,8 +20,13 @@ from ..console import one_line
 
 GAP = " "
 """Between two columns."""
-_UNIT = re.compile(r"(?<=\d) (?=(?:ns|µs|us|ms|s|%|x|GB/s|MB|GB|KB|B)\b)")
+_UNIT = re.compile(r"(?<=\d) (?=(?:ns|µs|us|ms|s|%|x|GB/s|MB|GB|KB|B|ranks?|steps?)\b)"
+                   r"|(?:(?<=\brank)|(?<=\branks)|(?<=\bstream)|(?<=\bstep)|(?<=\bsteps)|(?<=\bgroup)) (?=\d)")
+"""The spaces a line never breaks at: between a number and its unit (``58.0 ms``, ``4 ranks``), and between a word and
+the number that names it (``rank 3``, ``stream 7``, ``steps 2-4``, ``group 1``)."""
 _NBSP = "\u00a0"
+NARROWEST = 16
+"""The narrowest a paragraph is wrapped to, and a name shortened to (:func:`para`)."""
 
 
 def cell(text: object, style: str = "") -> Text:
@@ -41,7 +46,8 @@ def shorten(text: str, width: int) -> str:
 
 def wrap(text: str, width: int) -> list[str]:
     """``text`` word-wrapped into lines of at most ``width`` characters where its words allow
-    (a word longer than ``width`` stands alone on its line, whole); a number keeps its unit."""
+    (a word longer than ``width`` stands alone on its line, whole); a number keeps its unit, and ``rank 3`` its number
+    (:data:`_UNIT`)."""
     words = _UNIT.sub(_NBSP, text).split(" ")
     lines: list[str] = []
     line = ""
@@ -53,6 +59,19 @@ def wrap(text: str, width: int) -> list[str]:
             line = f"{line} {w}" if line else w
     lines.append(line)
     return [x.replace(_NBSP, " ") for x in lines]
+
+
+def para(text: str, width: int | None, indent: int = 0, style: str = "", hang: int = 2) -> list[Text]:
+    """``text`` as lines of at most ``width`` columns (None: one line, as it is): the first indented ``indent``, the
+    others ``hang`` more (under its label); wrapped between words (:func:`wrap`, never narrower than :data:`NARROWEST`),
+    a word longer than its line (a name) shortened in the middle (:func:`shorten`). Each line escaped by :func:`cell`."""
+    if width is None:
+        return [cell(" " * indent + text, style)]
+    out = []
+    for k, part in enumerate(wrap(text, max(width - indent - hang, NARROWEST))):
+        pad = indent + (hang if k else 0)
+        out.append(cell(" " * pad + shorten(part, width - pad), style))
+    return out
 
 
 @dataclass

@@ -4,8 +4,10 @@ Nothing is computed here. Per window of two or more ranks: each figure's min, me
 a name and unit a person reads (:data:`FIGURES`: per step first, in ``ms/step``; then shares in %; then the window's
 totals, labelled ``in the window``), the outlier ranks and why, the ranks that arrived last at collectives per process
 group and the wait they caused, the straggler and the one action it calls for, the clocks, and the window replayed
-(where its ranks carry their graph): its top what-if and where its critical path ran. ``--format json``
-keeps the keys and integer ns (:func:`traceprobe.analysis.job.job.job_json`).
+(where its ranks carry their graph): its top what-if and where its critical path ran. Every line fits the width it is
+given (the terminal's; 80 columns on a pipe or in a file): a sentence wraps under its label, a figure's name too long
+for its column stands on its own line above its values, and a name is cut in the middle (``…``) only where it is longer
+than its line. ``--format json`` keeps the keys and integer ns (:func:`traceprobe.analysis.job.job.job_json`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from ..analysis.causal.what_if_windows import LABELS
 from ..analysis.job.causes import WindowCauses
 from ..analysis.job.job import JobReport
 from .actions import DO_CAUSE, DO_KIND
+from .grid import GAP, Column, cell, lines, para, shorten
 
 FIGURES = (
     ("mean_step_ns", "step time", "step"),
@@ -88,55 +91,86 @@ def straggler_line(c: WindowCauses) -> str:
             f"{waited}; overlapping communication on the waiting ranks would not help")
 
 
-def job_text(job: JobReport, top: int = 5) -> str:
-    """The job report as text (module doc); ``top`` ranks named per list."""
-    lines: list[str] = []
+HEADERS = ("min", "median", "p95", "max")
+"""The columns of a window's table, after the figure's name."""
+
+
+def figure_lines(named: list, width: int | None, value_width: int) -> list[str]:
+    """A window's table (``named``: ((name, kind), min, median, p95, max) per figure), indented two: the values
+    right-aligned in columns of ``value_width``, two spaces apart where the names fit beside them, else one; a name
+    still too long for what is left stands on its own line above its values (cut in the middle only where longer than
+    the line)."""
+    names = [n for (n, _), *_ in named]
+    room = max(len(n) for n in [*names, "figure"])
+    pad = 1
+    if width is not None and 2 + room + len(HEADERS) * (value_width + 2) > width:
+        pad = 0
+        room = max(min(room, width - 2 - len(HEADERS) * (value_width + len(GAP))), len("figure"))
+    values = [Column(h, [cell(value(kind, xs[i])) for (_, kind), *xs in named], right=True, width=value_width + pad)
+              for i, h in enumerate(HEADERS)]
+    above = {i: [cell(shorten(n, width - 2) if width else n)] for i, n in enumerate(names) if len(n) > room}
+    col = Column("figure", [cell("" if i in above else n) for i, n in enumerate(names)], width=room)
+    return ["  " + t.plain for t in lines([col, *values], before=above)]
+
+
+def job_text(job: JobReport, top: int = 5, width: int | None = None) -> str:
+    """The job report as text (module doc); ``top`` ranks named per list; every line at most ``width`` columns (None:
+    each paragraph on one line): text wrapped under its label (:func:`.grid.para`), a name cut in the middle only where
+    longer than its line."""
+    out: list[str] = []
+
+    def add(text: str, indent: int = 0) -> None:
+        out.extend(t.plain for t in para(text, width, indent))
+
     causes = {(c.run, c.window): c for c in job.causes}
     clocks = {(c.run, c.window): c for c in job.clocks}
     what_ifs: dict[tuple[str, str], list] = {}
     for wi in job.what_ifs:
         what_ifs.setdefault((wi.run, wi.window), []).append(wi)
     order = {key: i for i, (key, _, _) in enumerate(FIGURES)}
-    for key, g in job.figures.groupby(["run", "window"], sort=False):
+    f = job.figures
+    value_width = max([len(h) for h in HEADERS] + [len(value(figure_label(str(k))[1], x)) for k, *xs in
+                       zip(f["figure"], f["min"], f["median"], f["p95"], f["max"]) for x in xs])
+    for key, g in f.groupby(["run", "window"], sort=False):
         run, window = key  # type: ignore[misc]
-        lines.append(f"{run} {window}: {int(g['ranks'].max())} ranks")
+        add(f"{run} {window}: {int(g['ranks'].max())} ranks")
         g = g.assign(_order=g["figure"].map(lambda f: order.get(f, len(order)))).sort_values("_order", kind="stable")
         host_only = bool((g["figure"] == "gpu_busy_ns").any()) and not (g.loc[g["figure"] == "gpu_busy_ns", "max"] > 0).any()
         if host_only:  # (a CPU-only window: every device figure is zero by definition; the host's figures are what it has)
             g = g[g["figure"].isin(HOST_FIGURES)]
-            lines.append("  no device work on any rank (a CPU-only job): its collectives run on the host (gloo), and its "
-                         "critical path reads the host's time (its host collectives are no cross-rank edges of the replay: no what-if)")
+            add("no device work on any rank (a CPU-only job): its collectives run on the host (gloo), and its critical path "
+                "reads the host's time (its host collectives are no cross-rank edges of the replay: no what-if)", 2)
         named = [(figure_label(str(f)), lo, med, p95, hi) for f, lo, med, p95, hi in
                  zip(g["figure"], g["min"], g["median"], g["p95"], g["max"])]
-        w = max([len("figure"), *(len(n) for (n, _), *_ in named)])
-        lines.append(f"  {'figure':{w}} {'min':>13} {'median':>13} {'p95':>13} {'max':>13}")
-        for (name, kind), *xs in named:
-            lines.append(f"  {name:{w}} " + " ".join(f"{value(kind, x):>13}" for x in xs))
+        out += figure_lines(named, width, value_width)
         o = job.outliers[(job.outliers["run"] == run) & (job.outliers["window"] == window)]
         if len(o):
-            lines.append(f"  outliers ({len(o)}):")
+            add(f"outliers ({len(o)}" + (f", the first {top * 2}" if len(o) > top * 2 else "") + "):", 2)
             for r in o.head(top * 2).itertuples(index=False):
                 name, kind = figure_label(str(r.figure))
                 rel = f" ({100 * (r.value / r.median - 1):+.0f}%)" if kind != "share" and r.median else ""
-                lines.append(f"    rank {r.rank}: {name} {value(kind, r.value)} against a median of {value(kind, r.median)}{rel}")
+                add(f"rank {r.rank}: {name} {value(kind, r.value)} against a median of {value(kind, r.median)}{rel}", 4)
         s = job.stragglers[(job.stragglers["run"] == run) & (job.stragglers["window"] == window)]
         for pg, sg in s.groupby("pg", sort=False):
             d0 = str(sg["pg_desc"].tolist()[0])
-            desc = f" ({d0})" if d0 else ""
-            best = ", ".join(f"rank {r.rank} in {r.last} of {r.collectives} (the others waited {r.caused_wait_ns / 1e6:,.1f} ms "
-                             "in the window)" for r in sg.head(top).itertuples())
-            lines.append(f"  arrived last, process group {pg}{desc}: {best}")
+            add(f"arrived last, process group {pg}" + (f" ({d0})" if d0 else "") + ":", 2)
+            for r in sg.head(top).itertuples():
+                add(f"rank {r.rank} in {r.last} of {r.collectives} (the others waited {r.caused_wait_ns / 1e6:,.1f} ms in the "
+                    "window)", 4)
         c = causes.get((run, window))
         if c is not None and c.straggler is not None and c.label:
-            lines.append(f"  straggler: {straggler_line(c)}")
+            add(f"straggler: {straggler_line(c)}", 2)
             if PART_ACTIONS.get(c.cause):
-                lines.append(f"    do: {PART_ACTIONS[c.cause]} (rank {c.straggler})")
+                add(f"do: {PART_ACTIONS[c.cause]} (rank {c.straggler})", 2)
         k = clocks.get((run, window))
         if k is not None:
-            lines.append(f"  {k.describe()}")
+            add(k.describe(), 2)
         for wi in what_ifs.get((run, window), []):  # (the window replayed: its top what-if and where its critical path ran)
-            lines += [f"  {x}" for x in (wi.finding(), wi.path_line()) if x]
+            for x in (wi.finding(), wi.path_line()):
+                if x:
+                    add(x, 2)
         if (run, window) in job.notes:
-            lines.append(f"  {job.notes[(run, window)]}")
-    return "\n".join(lines) + ("\n" if lines else "no window of two or more ranks (one rank's trace: traceprobe overlap-report PATH)\n")
-
+            add(job.notes[(run, window)], 2)
+    if not out:
+        add("no window of two or more ranks (one rank's trace: traceprobe overlap-report PATH)")
+    return "\n".join(out) + "\n"
