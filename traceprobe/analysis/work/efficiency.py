@@ -21,7 +21,7 @@ from ..device.busy import all_device_intervals
 from ..device.steps import step_windows
 from ..memo import device_column, per_trace
 from .kernel_classes import CLASSES, kernel_classes
-from .op_owners import has_shapes
+from .op_owners import event_owners, has_shapes
 from .op_work import op_work
 from .roofline import Roofline, device_name, device_roofline
 
@@ -241,6 +241,40 @@ def _mfu(trace: Trace, ops: pd.DataFrame, roofs: dict[int, Roofline | None]) -> 
         out["mfu"] = np.where(out["peak_tflops"] > 0, out["flops"] / per_ns, np.nan)
         out["hfu"] = np.where(out["peak_tflops"] > 0, out["hardware_flops"] / per_ns, np.nan)
     return out.loc[:, list(cols)].astype({c: t for c, t in cols.items() if t is not object}).reset_index(drop=True)
+
+
+@per_trace
+def achieved_tflops(trace: Trace) -> pd.DataFrame:
+    """Per device, the TFLOP/s its kernels achieved at each change, as a step function: ``device``, ``ts`` (int64 ns),
+    ``value`` (float TFLOP/s from ``ts`` until the device's next row; its last row 0). Each device event of an op
+    whose FLOPs are known (:func:`.op_work.op_work`, forward or backward) runs at its op's FLOPs over its op's device
+    time (the op's work spread evenly over its kernels' time); events at once add. Its integral over time is the
+    modelled FLOPs. Empty for a trace without shapes (nothing is computed for one)."""
+    empty = pd.DataFrame({"device": pd.Series([], dtype=np.int64), "ts": pd.Series([], dtype=np.int64),
+                          "value": pd.Series([], dtype=np.float64)})
+    ops = op_work(trace)
+    if ops.empty:
+        return empty
+    owner, part = event_owners(trace)
+    rate = (ops["flops"].to_numpy(np.float64) / np.maximum(ops["time_ns"].to_numpy(np.float64), 1)) / 1e3  # (TFLOP/s)
+    rate = np.where(ops["flops"].to_numpy(np.int64) > 0, rate, 0.0)
+    pos = pd.Index(ops["op_row"].to_numpy(np.int64) * 2 + ops["backward"].to_numpy(bool)).get_indexer(owner * 2 + (part > 0))
+    ev = np.flatnonzero((owner >= 0) & (pos >= 0))
+    ev = ev[rate[pos[ev]] > 0]
+    if ev.size == 0:
+        return empty
+    r, dev = rate[pos[ev]], device_column(trace, "device")[ev].astype(np.int64)
+    t = np.r_[device_column(trace, "start_ns")[ev], device_column(trace, "end_ns")[ev]].astype(np.int64)
+    d, step, opens = np.r_[dev, dev], np.r_[r, -r], np.r_[np.ones(ev.size, np.int64), -np.ones(ev.size, np.int64)]
+    o = np.lexsort((step, t, d))  # (by device and time; at one time, ends before starts)
+    d, t, step, opens = d[o], t[o], step[o], opens[o]
+    first = np.r_[True, d[1:] != d[:-1]]
+    group = np.cumsum(first)
+    value = pd.Series(step).groupby(group).cumsum().to_numpy(np.float64)
+    running = pd.Series(opens).groupby(group).cumsum().to_numpy(np.int64)
+    value = np.where(running > 0, np.maximum(value, 0.0), 0.0)  # (none running: exactly 0, not a rounding residue)
+    last = np.r_[(d[1:] != d[:-1]) | (t[1:] != t[:-1]), True]
+    return pd.DataFrame({"device": d[last], "ts": t[last], "value": value[last]})
 
 
 @per_trace
