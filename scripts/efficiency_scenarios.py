@@ -32,6 +32,10 @@ Scenarios (``--scenario``):
   never saw (only a trace is recorded; there is no fix to time).
 - ``loader``: a training step fed by a ``DataLoader`` whose two worker processes cannot keep up (each sample costs
   host time). Fix: eight workers.
+- ``checkpoint``: a bf16 MLP of 4096-wide linear layers trained with each layer under activation checkpointing
+  (``torch.utils.checkpoint``), non-reentrant (``nonreentrant``) and reentrant (``reentrant``), against none
+  (``plain``): each layer's forward runs again in the backward pass, a third more GEMM work than the model's (HFU
+  against MFU). No fix: checkpointing trades that work for memory.
 
 Example::
 
@@ -52,7 +56,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SCENARIOS = ["fp32-gemm", "unfused", "attention", "gemm-control", "decode-gemm", "loader", "timm-resnet", "hf-gpt2", "pre-sync"]
+SCENARIOS = ["fp32-gemm", "unfused", "attention", "gemm-control", "decode-gemm", "loader", "timm-resnet", "hf-gpt2", "pre-sync",
+             "checkpoint"]
 SCHEDULE = {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
 STEPS = 6
 BLOCK, ROUNDS = int(os.environ.get("EFF_BLOCK", "10")), int(os.environ.get("EFF_ROUNDS", "3"))
@@ -203,6 +208,31 @@ def gemm_control() -> tuple[dict, dict]:
     return {"slow": lambda: _train_step(model, opt, x)}, {"width": width, "depth": depth, "batch": batch, "gemm_flops_per_step": flops}
 
 
+def checkpointed() -> tuple[dict, dict]:
+    from torch.utils.checkpoint import checkpoint
+
+    width, depth, batch = _scaled(4096), 4, _scaled(4096)
+    model = _mlp(width, depth, torch.bfloat16)
+    layers = [nn.Sequential(model[2 * i], model[2 * i + 1]) for i in range(depth)]
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+    x = torch.randn(batch, width, device=DEV, dtype=torch.bfloat16, requires_grad=True)  # (reentrant needs an input with grad)
+
+    def step(reentrant: bool | None) -> None:
+        h = x
+        for layer in layers:
+            h = layer(h) if reentrant is None else checkpoint(layer, h, use_reentrant=reentrant)
+        loss = h.float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        x.grad = None
+        loss.backward()
+        opt.step()
+
+    gemm = depth * 2 * batch * width * width  # (one pass of the layers' GEMMs)
+    return ({"plain": lambda: step(None), "nonreentrant": lambda: step(False), "reentrant": lambda: step(True)},
+            {"width": width, "depth": depth, "batch": batch, "model_flops_per_step": 3 * gemm,
+             "hardware_flops_per_step": {"plain": 3 * gemm, "nonreentrant": 4 * gemm, "reentrant": 4 * gemm}})
+
+
 def decode_gemm() -> tuple[dict, dict]:
     d, layers = _scaled(8192), 24
     weights = [torch.randn(d, d, device=DEV, dtype=torch.bfloat16) / d**0.5 for _ in range(layers)]
@@ -326,11 +356,12 @@ def pre_sync(out: Path) -> None:
 
 
 BUILD = {"fp32-gemm": fp32_gemm, "unfused": unfused, "attention": attention, "gemm-control": gemm_control,
-         "decode-gemm": decode_gemm, "loader": loader, "timm-resnet": timm_resnet, "hf-gpt2": hf_gpt2}
+         "decode-gemm": decode_gemm, "loader": loader, "timm-resnet": timm_resnet, "hf-gpt2": hf_gpt2, "checkpoint": checkpointed}
 FIX = {"fp32-gemm": "TF32 (allow_tf32) or bf16 autocast for the fp32 GEMMs", "unfused": "torch.compile of the block",
        "attention": "the flash backend of scaled_dot_product_attention", "gemm-control": "none (control)",
        "decode-gemm": "none: the decode GEMMs' time is the weights' bytes over the bandwidth", "loader": "eight DataLoader workers",
-       "timm-resnet": "none (a held-out model)", "hf-gpt2": "bf16 autocast for an fp32 model"}
+       "timm-resnet": "none (a held-out model)", "hf-gpt2": "bf16 autocast for an fp32 model",
+       "checkpoint": "none: activation checkpointing trades recomputed work for memory"}
 
 
 def main() -> None:
