@@ -167,3 +167,11 @@ def test_attention_backward_counted_in_a_recorded_training_step() -> None:
     assert c.loc["attention", "flops"] == 3 * facts["full_attention_flops_per_step"] // 2
     w = op_work(t)
     assert set(w.loc[w["name"].str.startswith("aten::_scaled_dot_product_attention_math"), "kernels"]) == {20, 12}
+
+
+def test_nodes_whose_forward_the_trace_does_not_hold() -> None:
+    """HTA's call_stack/backward_thread excerpt (real, shapes): an ``AddmmBackward0`` node on autograd's thread, no
+    forward op in the excerpt: no link, its ``aten::mm`` keeps its kernel (before: an IndexError)."""
+    t = load_trace(Path(__file__).resolve().parent / "data" / "public" / "hta_backward_thread.json")
+    w = op_work(t)
+    assert w["name"].tolist() == ["aten::mm"] and not w["backward"].any() and w["flops"].tolist() == [2 * 2048 * 2048 * 256]

@@ -119,13 +119,15 @@ def backward_nodes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     n_thread = to.reindex(fwd[nodes]).fillna(-1).to_numpy(np.int64)
     # the node's forward op: the last op of its sequence number on that thread
     fw = np.flatnonzero(is_fwd)
+    if fw.size == 0:  # (nodes whose forward the trace does not hold)
+        return node, op
     k_fw, k_node = keys((thread[fw], seq[fw]), (n_thread, seq[nodes]))
     o = np.lexsort((start[fw], k_fw))
     k_sorted = k_fw[o]
     last = np.r_[k_sorted[1:] != k_sorted[:-1], True]
     u_key, u_row = k_sorted[last], fw[o[last]]
-    pos = np.minimum(np.searchsorted(u_key, k_node), max(u_key.size - 1, 0))
-    hit = (n_thread >= 0) & (u_key.size > 0) & (u_key[pos] == k_node) if u_key.size else np.zeros(nodes.size, bool)
+    pos = np.minimum(np.searchsorted(u_key, k_node), u_key.size - 1)
+    hit = (n_thread >= 0) & (u_key[pos] == k_node)
     forward = np.where(hit, u_row[pos], -1)
     ok = forward >= 0
     op[nodes[ok]] = _holding(trace, thread[forward[ok]], start[forward[ok]])
