@@ -167,3 +167,19 @@ def test_host_threads_below_the_bound_linear(tmp_path):
         assert rc == 0, err
         took.append(t)
     assert took[1] < 16 * took[0]
+
+
+def test_innermost_interval_of_each_group():
+    """SYNTHETIC intervals of two groups (host threads): per query, the innermost interval of its group holding it (of
+    two that cross, the later-starting one), -1 where none does; another group's intervals never answer."""
+    import numpy as np
+
+    from traceprobe.analysis.device.keyed import innermost
+
+    group = np.array([0, 0, 0, 1, 0, 0])
+    start = np.array([0, 10, 12, 0, 50, 55])
+    end = np.array([100, 40, 20, 100, 70, 80])  # (4 and 5 cross)
+    q_group = np.array([0, 0, 0, 1, 0, 2, 0])
+    at = np.array([5, 15, 30, 15, 52, 15, 60])
+    assert innermost(group, start, end, q_group, at).tolist() == [0, 2, 1, 3, 4, -1, 5]
+    assert innermost(group[:0], start[:0], end[:0], q_group, at).tolist() == [-1] * 7

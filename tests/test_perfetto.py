@@ -31,7 +31,8 @@ from traceprobe.cli import app
 from traceprobe.report import perfetto as pf
 from traceprobe.report import perfetto_sql
 from traceprobe.report.chrome import DEVICE_PID_BASE, assign_lanes, write_chrome_json
-from traceprobe.report.perfetto import BREAKDOWN_TRACK
+from traceprobe.report.perfetto import BREAKDOWN_TRACK, TFLOPS_TRACK
+from traceprobe.report.perfetto_claims import CLAIMS_SEQ, CLAIMS_TRACK
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 SAMPLE_FILES = sorted(SAMPLES.glob("*.pt.trace.json.gz"))
@@ -44,31 +45,34 @@ def replay(path: Path) -> dict:
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
     trace = pb.Trace.FromString(data)
-    tracks, names, ann_names = {}, {}, {}
+    tracks: dict = {}
+    names: dict = defaultdict(dict)  # (interned names per packet sequence: each has its own)
+    ann_names: dict = defaultdict(dict)
     stacks, slices, counters = defaultdict(list), [], defaultdict(list)
     flows_out, flows_in = defaultdict(list), defaultdict(list)
-    last_ts = -1
+    last_ts: dict = defaultdict(lambda: -1)
     for p in trace.packet:
-        assert p.trusted_packet_sequence_id == pf.SEQ
+        seq = p.trusted_packet_sequence_id
+        assert seq in (pf.SEQ, CLAIMS_SEQ)
         for a in p.interned_data.debug_annotation_names:
-            ann_names[a.iid] = a.name
+            ann_names[seq][a.iid] = a.name
         for n in p.interned_data.event_names:
-            names[n.iid] = n.name
+            names[seq][n.iid] = n.name
         if p.HasField("track_descriptor"):
             td = p.track_descriptor
             assert td.uuid not in tracks
             tracks[td.uuid] = td
             continue
         te = p.track_event
-        assert p.timestamp >= last_ts, "packets are written in timestamp order"
-        last_ts = p.timestamp
+        assert p.timestamp >= last_ts[seq], "packets are written in timestamp order (within a sequence)"
+        last_ts[seq] = p.timestamp
         assert te.track_uuid in tracks
         if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
             ann = {}
             for a in te.debug_annotations:
                 kind = a.WhichOneof("value")
-                ann[ann_names[a.name_iid]] = getattr(a, kind)
-            rec = {"track": te.track_uuid, "start": p.timestamp, "name": names[te.name_iid], **ann}
+                ann[ann_names[seq][a.name_iid]] = getattr(a, kind)
+            rec = {"track": te.track_uuid, "start": p.timestamp, "name": names[seq][te.name_iid], **ann}
             stacks[te.track_uuid].append(rec)
             for f in te.flow_ids:
                 flows_out[f].append(rec)
@@ -80,7 +84,8 @@ def replay(path: Path) -> dict:
             rec["end"] = p.timestamp
             slices.append(rec)
         elif te.type == pb.TrackEvent.TYPE_COUNTER:
-            counters[te.track_uuid].append((p.timestamp, te.counter_value))
+            value = te.double_counter_value if te.HasField("double_counter_value") else te.counter_value
+            counters[te.track_uuid].append((p.timestamp, value))
     assert not any(stacks.values()), "slices left open"
     cols = ["track", "start", "end", "name", *pf.ANNOTATIONS]
     return {"tracks": tracks, "slices": pd.DataFrame(slices, columns=cols), "counters": counters, "flows_out": flows_out, "flows_in": flows_in}
@@ -354,3 +359,63 @@ def test_engines_agree(name):
     assert len(m) == len(report.copy_overlap) == len(sql.copy_overlap)
     assert (m["overlapped_ns"] == m["overlapped_ns_sql"]).all() and (m["copy_ns"] == m["copy_ns_sql"]).all()
     assert (sql.any_busy_ns, sql.concurrent_ns) == (report.devices.any_busy_ns, report.devices.concurrent_ns)
+
+
+EFFICIENCY = SAMPLES / "efficiency"
+
+
+def test_achieved_tflops_and_claims_roundtrip(tmp_path):
+    """export --perfetto of sample_traces/efficiency/attention-slow (real, H100, shapes recorded): the device's
+    ``achieved TFLOP/s`` counter integrates to the FLOPs of its modelled ops (forward and backward), and the ``traceprobe
+    claims`` track holds the window's claim in the words of the JSON document's ``top_claims`` (its action, figure and
+    gain beside it), over the window; the rest reads back as before. A trace without shapes has no TFLOP/s counter."""
+    from traceprobe.analysis.work.efficiency import kernel_efficiency
+
+    folder = EFFICIENCY / "attention-slow"
+    res = CliRunner().invoke(app, ["export", str(folder), "--perfetto", "--out-dir", str(tmp_path), "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    (out,) = tmp_path.glob("*.pftrace")
+    src = next(folder.glob("*.json.gz"))
+    trace = load_trace(src)
+    r = check_roundtrip(trace, overlap_report(trace, all_device_work=True), out)  # (the timeline draws every device event)
+    report = overlap_report(trace)  # (the window the claims are over: the report's, as the command's)
+    (tf,) = [u for u, td in r["tracks"].items() if td.name == TFLOPS_TRACK]
+    assert r["tracks"][tf].counter.unit_name == "TFLOP/s"
+    pts = r["counters"][tf]
+    ts, v = np.array([p[0] for p in pts], np.int64), np.array([p[1] for p in pts], np.float64)
+    flops = int(kernel_efficiency(trace).classes["flops"].sum())
+    assert (np.diff(ts) * v[:-1]).sum() * 1e3 == pytest.approx(flops, rel=1e-9) and v[-1] == 0
+    doc = json.loads(CliRunner().invoke(app, ["overlap-report", str(folder), "--format", "json", "--jobs", "1"]).stdout)
+    (want,) = doc["top_claims"]
+    (ct,) = [u for u, td in r["tracks"].items() if td.name == CLAIMS_TRACK]
+    claims = r["slices"][r["slices"]["track"] == ct]
+    assert claims["name"].tolist() == [want["claim"]] and claims["do"].tolist() == [want["do"]]
+    assert claims["gain_ns"].tolist() == [want["gain_ns"]] and claims["rank"].tolist() == [1]
+    assert claims["value"].tolist() == pytest.approx([want["share"]])
+    assert (claims["start"] == report.window_ns[0]).all() and (claims["end"] == report.window_ns[1]).all()
+    plain = pf.write_perfetto(load_trace(OVERLAPPED), tmp_path / "plain.pftrace", None)
+    assert not [td for td in replay(Path(plain.path))["tracks"].values() if td.name == TFLOPS_TRACK]
+
+
+def test_claims_written_with_the_trace_or_added_later_are_the_same(tmp_path):
+    """SYNTHETIC claims on compute-copy.overlapped: given to write_perfetto, or added to the written file later
+    (add_claims, as ``export`` does once the run is analysed), plain or gzipped: the same trace; two claims ranked, the
+    first outermost."""
+    from traceprobe.report.actions import Top
+    from traceprobe.report.perfetto_claims import add_claims
+
+    trace = load_trace(OVERLAPPED)
+    report = overlap_report(trace)
+    claims = [Top("exposed copies -1.0 ms/step", "pin the buffer", True, "exposed copies", "-1.0 ms/step", 3e6, 0.25),
+              Top("syncs -0.5 ms/step", "drop the syncs", True, "syncs", "-0.5 ms/step", 1.5e6, 0.125)]
+    for name in ("t.pftrace", "t.pftrace.gz"):
+        pf.write_perfetto(trace, tmp_path / f"with.{name}", report, claims=claims)
+        pf.write_perfetto(trace, tmp_path / f"later.{name}", report)
+        assert add_claims(tmp_path / f"later.{name}", claims, report.window_ns) == 2
+        a, b = replay(tmp_path / f"with.{name}"), replay(tmp_path / f"later.{name}")
+        pd.testing.assert_frame_equal(a["slices"], b["slices"])
+        (ct,) = [u for u, td in a["tracks"].items() if td.name == CLAIMS_TRACK]
+        got = a["slices"][a["slices"]["track"] == ct]
+        assert got["rank"].tolist() == [2, 1]  # (closed innermost first: the first claim holds the second)
+        assert got.sort_values("rank")["name"].tolist() == [c.label for c in claims]
+    assert (tmp_path / "with.t.pftrace").read_bytes() == (tmp_path / "later.t.pftrace").read_bytes()

@@ -249,3 +249,35 @@ def test_a_rank_is_titled_by_its_folder_and_rank():
     assert title_of("/x/a/data-parallel.ddp.rank1.pt.trace.json.gz", {"workload": "data-parallel", "variant": "ddp"}, 1) == \
         "data-parallel.ddp.rank1"
     assert title_of("/x/a/trace.123.pt.trace.json.gz", {}, None) == "trace.123"
+
+
+def test_kernels_are_coloured_by_class():
+    """sample_traces/efficiency/attention-slow and unfused-slow (real, H100, shapes recorded): each slice is drawn in
+    its kernel class's colour (traceprobe.analysis.work.kernel_classes), the attention's backward as attention; the
+    legend names every class drawn, whole, inside the figure, over no text, and no two texts overprint."""
+    from matplotlib.colors import to_hex
+
+    from traceprobe.analysis.device.picture import KINDS
+    from traceprobe.analysis.work.kernel_classes import CLASSES, kernel_classes
+
+    for name, want in (("attention-slow", {"attention", "elementwise"}), ("unfused-slow", {"gemm", "elementwise", "reduction"})):
+        path = next((SAMPLES / "efficiency" / name).glob("*.json.gz"))
+        (it,) = items([path])
+        drawn = {KINDS[k] for k in it.lanes.slices["kind"].tolist()}
+        assert KINDS == CLASSES and want <= drawn
+        assert drawn == set(np.array(CLASSES)[np.unique(kernel_classes(load_trace(path)))])
+        fig = plot.timeline_figure(it)
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        colours = {c.get_label(): to_hex(c.get_facecolor()[0]) for c in ax.collections if c.get_label() in plot.CLASSES}
+        assert colours == {plot.CLASSES[KINDS.index(k)]: plot.COLORS[KINDS.index(k)] for k in drawn}
+        renderer = fig.canvas.get_renderer()  # pyright: ignore[reportAttributeAccessIssue]
+        (legend,) = fig.legends
+        entries = [t.get_text() for t in legend.get_texts()]
+        assert {plot.CLASSES[KINDS.index(k)] for k in drawn} <= set(entries)
+        boxes = [t.get_window_extent(renderer) for t in legend.get_texts()]
+        assert all(0 <= b.x0 and b.x1 <= fig.bbox.width for b in boxes)
+        texts = [t.get_window_extent(renderer) for t in fig.texts if t.get_text().strip()]
+        box = legend.get_window_extent(renderer)
+        assert not [t for t in texts if box.overlaps(t)]
+        assert not [(a, b) for i, a in enumerate(texts) for b in texts[i + 1:] if a.overlaps(b)]

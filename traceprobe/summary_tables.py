@@ -56,7 +56,7 @@ COLUMNS: dict[str, dict[str, Column]] = {
                                "roofline_ns lost_ns"),
     "kernel_ops": _columns("device count time_ns flops bytes", "tflops tbps efficiency", "name klass dtype shape bound",
                            "roofline_ns lost_ns"),
-    "mfu": _columns("device step window_ns flops", "peak_tflops mfu", "dtype"),
+    "mfu": _columns("device step window_ns flops hardware_flops", "peak_tflops mfu hfu", "dtype"),
 }
 """Every known table of a summary (``tables``) and its known columns (:data:`Column`), declared once: what the
 writer (:func:`traceprobe.analysis.job.summaries.to_summary`) gives them and every reader (the report rebuilt from a

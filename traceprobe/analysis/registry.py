@@ -116,10 +116,12 @@ COMPUTED: tuple[Figure[Any], ...] = (
     Figure("mfu", compute=lambda x: trace_efficiency(x.kept).mfu,
            schema={"type": "object",
                    "description": "model FLOPs utilisation per device and step (step -1: the trace window): the matrix ops' "
-                                  "FLOPs over the window over the peak of their main dtype (traceprobe.analysis.work.efficiency)",
+                                  "FLOPs over the window over the peak of their main dtype, and hardware FLOPs utilisation "
+                                  "(hfu: recomputed ops included; PaLM, Appendix B) (traceprobe.analysis.work.efficiency)",
                    "properties": {"device": {"type": "integer"}, "step": {"type": "integer"}, "window_ns": {"$ref": "#/$defs/ns"},
-                                  "flops": {"type": "integer"}, "dtype": {"type": "string"},
-                                  "peak_tflops": {"type": ["number", "null"]}, "mfu": {"type": ["number", "null"]}},
+                                  "flops": {"type": "integer"}, "hardware_flops": {"type": "integer"}, "dtype": {"type": "string"},
+                                  "peak_tflops": {"type": ["number", "null"]}, "mfu": {"type": ["number", "null"]},
+                                  "hfu": {"type": ["number", "null"]}},
                    "required": ["device", "step", "window_ns", "flops", "dtype", "mfu"]},
            required=True),
 )

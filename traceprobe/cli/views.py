@@ -86,10 +86,31 @@ def export_files(paths: list[Any], out_dir: Path, perfetto: bool, json_: bool, j
     lines: list[tuple[bool, str]] = []
     summary = analyze_paths(paths, jobs=jobs, then=partial(export_one, out_dir=str(out_dir), stems=stems, perfetto=perfetto, json_=json_),
                             on_then=lambda _, done: lines.extend(done), scheduler=scheduler)
+    if perfetto:  # (each window's claims, known now that every trace is analysed: a track of their own)
+        lines += _claims(summary, out_dir, stems, {line for ok, line in lines if ok})
     for ok, line in lines:
         if ok:
             print_line(line)
     return [f"{f.path}: {f.error}" for f in summary.failures] + [line for ok, line in lines if not ok]
+
+
+def _claims(summary: Any, out_dir: Path, stems: dict[str, str], wrote: set[str]) -> list[tuple[bool, str]]:
+    """The claims' track (:mod:`traceprobe.report.perfetto_claims`) added to each ``.pftrace`` written now (``wrote``:
+    the lines that say so): ``(False, why)`` where one could not be."""
+    from ..fileio import WriteError
+    from ..report.actions import tops_by_path
+    from ..report.perfetto_claims import add_claims
+
+    out: list[tuple[bool, str]] = []
+    tops = tops_by_path(summary)
+    for rep in summary.reports:
+        path = out_dir / f"{stems.get(str(rep.path), '')}.pftrace"
+        if rep.path in tops and str(rep.path) in stems and any(w.startswith(f"wrote {path}:") for w in wrote):
+            try:
+                add_claims(path, [tops[rep.path]], rep.window_ns)
+            except (WriteError, OSError) as e:
+                out.append((False, str(e)))
+    return out
 
 
 def _trace_of(trace: Any, report: Any) -> Any:

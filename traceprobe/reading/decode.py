@@ -74,6 +74,8 @@ _ARGS = [  # (field, JSON key, strict type, default): the args traceprobe reads
     ("input_dims", "Input Dims", msgspec.Raw, _EMPTY_RAW), ("input_type", "Input type", msgspec.Raw, _EMPTY_RAW),
     ("input_strides", "Input Strides", msgspec.Raw, _EMPTY_RAW), ("concrete", "Concrete Inputs", msgspec.Raw, _EMPTY_RAW),
     ("flops", "flops", msgspec.Raw, _EMPTY_RAW),
+    # autograd's link from a backward op to the forward op that recorded it (read where shapes were recorded)
+    ("seq", "Sequence number", int | str, NO_ID), ("fwd_thread", "Fwd thread id", int | str, NO_ID),
 ]
 OP_ARGS = ("input_dims", "input_type", "input_strides", "concrete", "flops")
 """The args of a host op that say what work it did: ``Input Dims``, ``Input type``, ``Input Strides``, ``Concrete Inputs``
@@ -213,7 +215,9 @@ class _Builder:
             cols["wait_correlation"][sync] = id_column(args[sync], "wait_correlation")
             cols["wait_stream"][sync] = id_column(args[sync], "wait_stream")
         cols["args"] = np.full(n, -1, np.int32)
+        cols["seq"], cols["fwd_thread"] = np.full(n, NO_ID, np.int64), np.full(n, NO_ID, np.int64)
         if (ops := np.flatnonzero(cat[keep] == CAT_CODE["cpu_op"])).size and any(map(_recorded, map(_MARKS, args[ops]))):
+            cols["seq"][ops], cols["fwd_thread"][ops] = id_column(args[ops], "seq"), id_column(args[ops], "fwd_thread")
             ops = ops[np.fromiter(map(_recorded, map(_MARKS, args[ops])), bool, ops.size)]  # (an op without them: -1, in any piece)
             cols["args"][ops] = np.fromiter(map(self.op_args.__getitem__, map(_op_args_key, args[ops])), np.int32, ops.size)
         if (mtia := np.flatnonzero(cat[keep] == CAT_CODE["mtia_ccp_events"])).size:

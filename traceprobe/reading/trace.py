@@ -71,8 +71,10 @@ class Trace:
             ``user_annotation``; a ``ProfilerStep#N`` is always a ``user_annotation``, though torch 1.8/1.9 wrote it
             as an ``Operator``: :data:`.columns.STEP_NAME`), sorted by ``start_ns``. Columns ``pid`` and ``tid`` (str: Kineto may write
             either numbers or labels), ``cat`` (category), ``name`` (category), ``start_ns``, ``end_ns`` (int64
-            ns), ``correlation`` and ``external_id`` (int64, -1 if absent); ``args`` (int32, a row of ``op_args``, -1: none)
-            where shapes or FLOPs were recorded.
+            ns), ``correlation`` and ``external_id`` (int64, -1 if absent); where shapes or FLOPs were recorded,
+            ``args`` (int32, a row of ``op_args``, -1: none), and ``seq``, ``fwd_thread`` (int64, a ``cpu_op``'s
+            ``Sequence number`` and ``Fwd thread id``, -1 if absent: autograd's link from a backward op, ``fwd_thread``
+            above 0, to the forward op of the same sequence number on that forward thread, ``fwd_thread`` 0).
         op_args: the host ops' recorded shapes and FLOPs, one row per distinct tuple (:func:`.side_tables.op_args_frame`).
         devices: ``deviceProperties`` as a DataFrame (one row per GPU, Kineto's keys as columns: ``id``,
             ``name``, ``totalGlobalMem`` in bytes, ...); empty if the trace has none.
@@ -313,6 +315,7 @@ def host_frame(dec: Decoded) -> pd.DataFrame:
             "correlation": np.where(c["correlation"] == NO_ID, -1, c["correlation"])[order],
             "external_id": np.where(c["external_id"] == NO_ID, -1, c["external_id"])[order],
             **({"args": c["args"][order]} if dec.op_args else {}),  # (only where recorded: a trace without costs nothing)
+            **({k: np.where(c[k] == NO_ID, -1, c[k])[order] for k in ("seq", "fwd_thread")} if dec.op_args else {}),
         }
     )
 

@@ -8,9 +8,14 @@ to ``stream N (lane k)``, see :mod:`.chrome`); host processes and threads with t
 ops; per device an ``overlap`` track (where a memcpy and a compute kernel ran at
 once: the intervals behind ``copy_overlap``'s ``all`` row), a ``time breakdown`` track
 (where its exposed communication, exposed copy, other and idle parts lie, see
-:func:`~traceprobe.analysis.device.timeline.breakdown_intervals`) and a ``busy streams``
-counter; a ``busy devices`` counter; ``traceprobe verdicts`` (one slice per verdict
-over the window); flows from each launch to its first device event.
+:func:`~traceprobe.analysis.device.timeline.breakdown_intervals`), a ``busy streams``
+counter and, where shapes were recorded, an ``achieved TFLOP/s`` counter
+(:func:`~traceprobe.analysis.work.efficiency.achieved_tflops`); a ``busy devices`` counter;
+``traceprobe verdicts`` (one slice per verdict over the window); flows from each launch to
+its first device event; and, given the window's claims (:func:`.actions.tops_by_path`, the
+JSON document's ``top_claims``), ``traceprobe claims``: one slice per claim over the window,
+ranked, on a sequence of its own after the rest (:func:`add_claims` appends it to a written
+file, once the claims are known).
 
 Timestamps are the DataFrames' int64 ns. Packets go out in chunks of
 ``CHUNK_PACKETS`` (small ``Trace`` messages, which concatenate to one trace), on
@@ -19,6 +24,7 @@ one sequence in timestamp order, with event and annotation names interned.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,16 +34,22 @@ import pandas as pd
 from .. import intervals as iv
 from ..analysis.device.timeline import BREAKDOWN_SLICES, breakdown_intervals, busy_devices, busy_streams, copy_compute_overlap, launch_flows
 from ..analysis.per_trace import OverlapReport
+from ..analysis.work.efficiency import achieved_tflops
 from ..fileio import atomic_open
 from ..reading import Trace
+from .actions import Top
 from .chrome import DEVICE_PID_BASE, device_lanes, host_lanes, numeric_ids
+from .perfetto_claims import claims_packets
 
 SEQ = 1
 CHUNK_PACKETS = 20_000
 OVERLAP_NAME = "copy under compute"
 BREAKDOWN_TRACK = "time breakdown"
 """The track (one per device) of where the GPU time breakdown's exposed, other and idle parts lie."""
-ANNOTATIONS = ("kind", "device", "stream", "correlation", "bytes", "direction", "cat", "external_id", "figure", "level", "value", "text")
+TFLOPS_TRACK = "achieved TFLOP/s"
+"""The counter (one per device) of the TFLOP/s its kernels achieved."""
+ANNOTATIONS = ("kind", "device", "stream", "correlation", "bytes", "direction", "cat", "external_id", "figure", "level", "value", "text",
+               "rank", "do", "gain_ns")
 _A = {n: i + 1 for i, n in enumerate(ANNOTATIONS)}
 _DEVICE, _HOST, _OVERLAP, _VERDICT, _BREAKDOWN = 0, 1, 2, 3, 4
 _BEGIN, _END, _COUNTER = 1, 2, 4
@@ -136,6 +148,10 @@ def _layout(trace: Trace, report: OverlapReport | None):
     for d, g in bs.groupby("device", sort=True):
         u = track("busy streams", parent=dev_uuid[int(d)], rank=1, counter=True)  # pyright: ignore  (pandas/matplotlib stubs)
         counters.append(pd.DataFrame({"track": u, "ts": g["ts"].to_numpy(), "value": g["value"].to_numpy()}))
+    for d, g in achieved_tflops(trace).groupby("device", sort=True):  # (none without shapes)
+        if int(d) in dev_uuid:  # pyright: ignore  (pandas/matplotlib stubs)
+            u = track(TFLOPS_TRACK, parent=dev_uuid[int(d)], rank=3, counter=True, unit="TFLOP/s")  # pyright: ignore
+            counters.append(pd.DataFrame({"track": u, "ts": g["ts"].to_numpy(), "value": g["value"].to_numpy(), "real": True}))
     if len(dev_uuid):
         bd = busy_devices(trace)
         u = track("busy devices", counter=True)
@@ -158,6 +174,7 @@ def _layout(trace: Trace, report: OverlapReport | None):
         slices.loc[len(ev) + fl["host_row"].to_numpy(), "flow_out"] = fl["correlation"].to_numpy()  # host rows follow device rows
         slices.loc[fl["device_row"].to_numpy(), "flow_in"] = fl["correlation"].to_numpy()
     cnt = pd.concat(counters, ignore_index=True) if counters else pd.DataFrame({"track": [], "ts": [], "value": []}, dtype=np.int64)
+    cnt["real"] = cnt["real"].fillna(False).astype(bool) if "real" in cnt else False  # (a double counter: TFLOP/s)
     split = int((dlane > 0).sum() + (hlane > 0).sum())
     return rows, names, slices, cnt, overlap, len(fl), split
 
@@ -223,6 +240,8 @@ def _descriptor_packets(builder, rows: list[dict], pb) -> None:
             td.sibling_order_rank = r["rank"]
         if r.get("counter"):
             td.counter.SetInParent()
+            if r.get("unit"):
+                td.counter.unit_name = r["unit"]
 
 
 def _annotators(trace: Trace, report: OverlapReport | None):
@@ -266,13 +285,15 @@ def _annotators(trace: Trace, report: OverlapReport | None):
 
 
 def write_packets(path: str | Path, rows: list[dict], names: list[str], slices: pd.DataFrame, cnt: pd.DataFrame,
-                  fill: dict, chunk_packets: int = CHUNK_PACKETS) -> int:
+                  fill: dict, chunk_packets: int = CHUNK_PACKETS, tail: bytes = b"") -> int:
     """Write track descriptors ``rows``, then the slices' BEGIN/END and the counters' points in
     time order, atomically (gzipped if ``path`` ends in ``.gz``); the number of packets.
 
     ``slices`` has int64 columns ``track``, ``start``, ``end``, ``name_iid`` (1-based into
     ``names``), ``src`` (key of ``fill``, whose function adds a slice's annotations from its
-    ``row``), ``row``, ``flow_out``, ``flow_in`` (0: none); ``cnt`` has ``track``, ``ts``, ``value``.
+    ``row``), ``row``, ``flow_out``, ``flow_in`` (0: none); ``cnt`` has ``track``, ``ts``, ``value`` (and ``real``,
+    bool: written as a double, else as an integer). ``tail``: serialized packets of a sequence of their own, written
+    last (:func:`.perfetto_claims.claims_packets`).
     """
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     from perfetto.trace_builder.proto_builder import TraceProtoBuilder
@@ -281,7 +302,7 @@ def write_packets(path: str | Path, rows: list[dict], names: list[str], slices: 
     ts, typ, ref, trk, first = (ep[c].tolist() for c in ("ts", "typ", "ref", "trk", "first"))
     name_iid, src, row = (slices[c].tolist() for c in ("name_iid", "src", "row"))
     fo, fi = slices["flow_out"].tolist(), slices["flow_in"].tolist()
-    cval = cnt["value"].tolist()
+    cval, creal = cnt["value"].tolist(), (cnt["real"].to_numpy(bool) if "real" in cnt else np.zeros(len(cnt), bool)).tolist()
     needs = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
     p = Path(path)
     packets = len(rows)
@@ -309,18 +330,22 @@ def write_packets(path: str | Path, rows: list[dict], names: list[str], slices: 
                 if fi[i]:
                     te.terminating_flow_ids.append(fi[i])
             elif t == _COUNTER:
-                te.counter_value = cval[ref[j]]
+                if creal[ref[j]]:
+                    te.double_counter_value = float(cval[ref[j]])
+                else:
+                    te.counter_value = int(cval[ref[j]])
             pending += 1
             if pending == chunk_packets:
                 f.write(builder.serialize())
                 builder, pending = TraceProtoBuilder(), 0
         if pending:
             f.write(builder.serialize())
+        f.write(tail)
     return packets + len(ts)
 
 
 def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None,
-                   chunk_packets: int = CHUNK_PACKETS) -> PerfettoExport:
+                   chunk_packets: int = CHUNK_PACKETS, claims: Sequence[Top] = ()) -> PerfettoExport:
     """Write ``trace`` as a native Perfetto trace (module doc); gzipped if ``path`` ends in ``.gz``.
 
     Args:
@@ -329,9 +354,12 @@ def write_perfetto(trace: Trace, path: str | Path, report: OverlapReport | None,
         report: its :func:`~traceprobe.analysis.overlap_report`, for the verdicts track
             (None: no verdicts track; nothing is computed here).
         chunk_packets: packets per chunk written to the file.
+        claims: the window's claims, ranked (:func:`.actions.tops_by_path`), for the claims' track over the report's
+            window (:mod:`.perfetto_claims`; none: no track, as :func:`.perfetto_claims.add_claims` can add it later).
     """
     rows, names, slices, cnt, overlap, nflows, split = _layout(trace, report)
-    packets = write_packets(path, rows, names, slices, cnt, _annotators(trace, report), chunk_packets)
+    tail = claims_packets(claims, report.window_ns) if report is not None else b""
+    packets = write_packets(path, rows, names, slices, cnt, _annotators(trace, report), chunk_packets, tail)
     src_a = slices["src"].to_numpy()
     return PerfettoExport(
         path=str(path), packets=packets, device_slices=int((src_a == _DEVICE).sum()), host_slices=int((src_a == _HOST).sum()),

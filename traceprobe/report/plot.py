@@ -8,8 +8,9 @@ report and its :class:`~traceprobe.analysis.device.picture.TimelineLanes`, compu
 trace was analysed) and returns the image's bytes, or the :class:`Figure`; it computes
 no interval and writes no file (the caller writes them, through :mod:`traceprobe.fileio`).
 
-- :func:`timeline`: one lane per (device, stream) over the trace window; compute
-  kernels, copies, communication kernels and memsets in distinct colours; where
+- :func:`timeline`: one lane per (device, stream) over the trace window; kernels coloured by class
+  (:mod:`traceprobe.analysis.work.kernel_classes`: GEMM, attention, convolution, elementwise, reduction/norm,
+  copy (memcpys and memsets among them), communication, other; the classes a picture holds are its legend's); where
   copies or communication ran under compute, the device's lanes are shaded; with
   two or more devices a top lane marks when two or more were busy; each step's GPU
   interval begins at a dotted line (``step N``); the verdicts are the title block.
@@ -50,8 +51,11 @@ from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
 from .chrome import trace_stem
 
-CLASSES = KINDS
-COLORS = ("#1f77b4", "#ff7f0e", "#9467bd", "#7f7f7f")
+CLASSES = tuple({"gemm": "GEMM", "reduction": "reduction/norm", "copy": "copy (memcpy, memset)", "other": "other kernels"}.get(k, k)
+                for k in KINDS)
+"""The legend's name of each kernel class (:data:`traceprobe.analysis.device.picture.KINDS`)."""
+COLORS = ("#4e79a7", "#ff9da7", "#9c755f", "#edc948", "#76b7b2", "#f28e2b", "#9467bd", "#bab0ac")
+"""The colour of each kernel class (Tableau's palette, apart from the bands' colours below)."""
 SHADE = "#2ca02c"
 MULTI = "#17becf"
 WAIT = "#cf222e"

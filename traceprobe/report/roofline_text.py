@@ -48,8 +48,11 @@ def roofline_parts(r: OverlapReport) -> list[Spec | str]:
             per = f"; per step {steps.min():.1%} to {steps.max():.1%}" if len(steps) else ""
             m, peak = float(value[i]), float(mfu["peak_tflops"].iloc[i])
             of = f" of {mfu['dtype'].iloc[i]}'s {_num(peak)} TFLOP/s" if not math.isnan(m) else ""
+            hw = int(mfu["hardware_flops"].iloc[i]) if "hardware_flops" in mfu else int(mfu["flops"].iloc[i])
+            hfu = (f"; HFU {_num(float(mfu['hfu'].iloc[i]) * 100)}% with the recomputed work ({hw / 1e12:,.2f} TFLOP: "
+                   "activation checkpointing)" if hw != int(mfu["flops"].iloc[i]) else "")  # (shown where it differs)
             parts.append(f"MFU (device {dev[i]}): {_num(m * 100)}%{of} ({int(mfu['flops'].iloc[i]) / 1e12:,.2f} TFLOP of matrix work "
-                         f"over the window){per}")
+                         f"over the window){per}{hfu}")
     if (classes["flops"] == 0).all():
         parts.append(SHAPES_NOTE)
     elif classes["roofline_ns"].isna().all():

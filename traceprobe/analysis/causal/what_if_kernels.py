@@ -27,7 +27,8 @@ import pandas as pd
 
 from ...reading import Trace
 from ..work.efficiency import op_rooflines
-from ..work.op_work import op_of_event, op_work
+from ..work.op_owners import event_owners
+from ..work.op_work import op_work
 from ..work.roofline import Roofline, device_roofline
 from .dependency_graph import RankGraph
 
@@ -110,8 +111,11 @@ def kernel_causes(trace: Trace, graph: RankGraph, roofline: Roofline | None = No
     with np.errstate(invalid="ignore"):
         ach = np.fmax(ops["compute_ns"] / compute, ops["memory_ns"] / memory).to_numpy(np.float64)
     time = ops["time_ns"].to_numpy(np.float64)
-    owner = op_of_event(trace)[graph.event_rows]  # (each graph op's row of host_events, -1 none)
-    pos = pd.Index(ops["op_row"].to_numpy(np.int64)).get_indexer(owner)  # (its row of ops, -1 none)
+    owners, parts = event_owners(trace)
+    owner = owners[graph.event_rows]  # (each graph op's row of host_events, -1 none)
+    key = owner * 2 + (parts[graph.event_rows] > 0)  # (an op, or its backward)
+    pos = pd.Index(ops["op_row"].to_numpy(np.int64) * 2 + ops["backward"].to_numpy(bool)).get_indexer(key)  # (its row of ops)
+    pos = np.where(owner >= 0, pos, -1)
     ok = pos >= 0
     out = []
 

@@ -52,3 +52,30 @@ def count_between(group: npt.ArrayLike, at: npt.ArrayLike, q_group: npt.ArrayLik
     side_hi = "right" if hi_side == "right" else "left"
     count = np.searchsorted(k_at, k_hi, side=side_hi) - np.searchsorted(k_at, k_lo, side=side_lo)
     return np.maximum(count, 0).astype(np.int64)  # (an empty range, such as ``lo < at < hi`` with lo == hi: none)
+
+
+def innermost(group: npt.ArrayLike, start: npt.ArrayLike, end: npt.ArrayLike, q_group: npt.ArrayLike,
+              at: npt.ArrayLike) -> I64:
+    """Per query ``i``: the index of the innermost interval ``[start[j], end[j])`` of its group (``group[j] ==
+    q_group[i]``) holding ``at[i]``, -1 where none does or the intervals open there do not nest cleanly (int64, one
+    per query). Intervals nest as host ops do on a thread: the innermost is the latest-starting one of the depth of
+    the intervals open at ``at``; one pass per depth, over every group at once.
+    """
+    k_s, k_e, k_at = keys((group, start), (group, end), (q_group, at))
+    out = np.full(k_at.size, -1, dtype=np.int64)
+    if k_s.size == 0 or k_at.size == 0:
+        return out
+    o = np.lexsort((-k_e, k_s))  # (by start; an interval before one it holds that starts with it)
+    s, e = k_s[o], k_e[o]
+    ends = np.sort(e)
+    depth = np.arange(o.size) - np.searchsorted(ends, s, "right")  # (intervals open at each one's start, before it)
+    want = np.searchsorted(s, k_at, "right") - np.searchsorted(ends, k_at, "right") - 1  # (the depth of the innermost)
+    for d in np.unique(want[want >= 0]).tolist():
+        level = np.flatnonzero(depth == d)
+        q = np.flatnonzero(want == d)
+        k = np.searchsorted(s[level], k_at[q], "right") - 1
+        ok = k >= 0
+        cand = level[np.maximum(k, 0)]
+        ok &= e[cand] > k_at[q]
+        out[q[ok]] = o[cand[ok]]
+    return out

@@ -28,14 +28,17 @@ from ...reading import Trace
 from ..job.clocks import ClockEstimate, shift_times
 from ..memo import device_column
 from ..per_trace import OverlapReport
+from ..work.kernel_classes import CLASSES, kernel_classes
 from .busy import comm_mask, copy_mask, device_intervals
 from .timeline import under_compute
 
 if TYPE_CHECKING:
     from ..summary import Summary
 
-KINDS = ("compute kernel", "memcpy", "communication kernel", "memset")
-"""The kinds of slice, by their code in :attr:`TimelineLanes.slices` (``kind``)."""
+KINDS = CLASSES
+"""The kinds of slice, by their code in :attr:`TimelineLanes.slices` (``kind``): the kernel classes
+(:mod:`traceprobe.analysis.work.kernel_classes`: GEMM, attention, convolution, elementwise, reduction/norm, copy,
+communication, other; memcpys and memsets are copies)."""
 PIXELS = 1400
 """Width in pixels the slices are merged for: events of one lane and kind less than a quarter of
 ``window / PIXELS`` apart become one slice, so a million kernels travel and draw as fast as a thousand."""
@@ -54,7 +57,7 @@ class TimelineLanes:
         window_ns: the report's window (first start, last end of the device work counted).
         lanes: one row per (device, stream), sorted: ``device``, ``stream`` (int64), ``label`` (str,
             ``cuda:0 stream 7``).
-        slices: ``lane`` (int64, row of ``lanes``), ``kind`` (int64, index into :data:`KINDS`),
+        slices: ``lane`` (int64, row of ``lanes``), ``kind`` (int64, index into :data:`KINDS`: the kernel class),
             ``start_ns``, ``end_ns`` (int64): the device events of each lane and kind, merged where less
             than a quarter of ``window / PIXELS`` apart (``merge_ns``).
         under_compute: ``device``, ``start_ns``, ``end_ns`` (int64): where copies or communication
@@ -98,7 +101,7 @@ def timeline_lanes(trace: Trace, report: OverlapReport, pixels: int = PIXELS) ->
     lanes = pd.DataFrame({"device": pairs[:, 0], "stream": pairs[:, 1],
                           "label": [f"{trace.device_label(int(d))} stream {int(s)}" for d, s in pairs.tolist()]})
     lane = pd.MultiIndex.from_arrays([pairs[:, 0], pairs[:, 1]]).get_indexer(pd.MultiIndex.from_arrays([dev, stream]))
-    kind = np.select([copy_mask(trace), ev["is_comm"].to_numpy(bool), (ev["kind"] == "memset").to_numpy(bool)], [1, 2, 3], 0)
+    kind = kernel_classes(trace).astype(np.int64)  # (the report's classes: computed once per trace)
     k, s, e = iv.grouped_union(lane * len(KINDS) + kind, device_column(trace, "start_ns"), device_column(trace, "end_ns") + merge)
     slices = _frame(lane=k // len(KINDS), kind=k % len(KINDS), start_ns=s, end_ns=np.maximum(e - merge, s))
     shade = under_compute(trace, copy_mask(trace))

@@ -21,7 +21,8 @@ from ..device.busy import all_device_intervals
 from ..device.steps import step_windows
 from ..memo import device_column, per_trace
 from .kernel_classes import CLASSES, kernel_classes
-from .op_work import has_shapes, op_work
+from .op_owners import event_owners, has_shapes
+from .op_work import op_work
 from .roofline import Roofline, device_name, device_roofline
 
 SHAPES_NOTE = ("no shapes recorded: classes and times from kernel names only; record with "
@@ -51,12 +52,13 @@ class Efficiency:
             batched) for a GEMM, else ``""``), ``count``, ``time_ns``, ``flops``, ``bytes`` (int64, totals),
             ``tflops``, ``tbps``, ``efficiency`` (float), ``bound`` (str), ``roofline_ns``, ``lost_ns`` (Int64, NA
             without a roofline).
-        mfu: model FLOPs utilisation, one row per (device, step) and a row ``step`` -1 for the whole window:
-            ``device``, ``step`` (int64), ``window_ns`` (int64: the span of the device work the step launched, its host window
-            where it launched none, or the trace's device window for step -1),
-            ``flops`` (int64, of the matrix ops (:data:`MATRIX_CLASSES`) launched in it), ``dtype`` (str, the one
-            with most of those FLOPs), ``peak_tflops`` (float), ``mfu`` (float, ``flops / window / peak``; NaN
-            without a roofline).
+        mfu: model and hardware FLOPs utilisation (:func:`_mfu` defines both), one row per (device, step) and a row
+            ``step`` -1 for the whole window: ``device``, ``step`` (int64), ``window_ns`` (int64: the span of the
+            device work the step launched, its host window where it launched none, or the trace's device window for
+            step -1), ``flops`` (int64, the model FLOPs of the matrix ops (:data:`MATRIX_CLASSES`) launched in it,
+            forward and backward, recomputed ops left out), ``hardware_flops`` (int64, recomputed ops included),
+            ``dtype`` (str, the one with most of those FLOPs), ``peak_tflops`` (float), ``mfu`` (float, ``flops /
+            window / peak``), ``hfu`` (float, ``hardware_flops / window / peak``; both NaN without a roofline).
         rooflines: each device's :class:`.roofline.Roofline`, None where unknown.
         shapes: whether the trace recorded shapes.
         notes: what the figures could not say, one sentence each (no shapes, an unknown device).
@@ -199,8 +201,16 @@ def _device_spans(trace: Trace, steps: np.ndarray, host_ns: np.ndarray) -> np.nd
 
 
 def _mfu(trace: Trace, ops: pd.DataFrame, roofs: dict[int, Roofline | None]) -> pd.DataFrame:
-    cols = {"device": np.int64, "step": np.int64, "window_ns": np.int64, "flops": np.int64, "dtype": object,
-            "peak_tflops": np.float64, "mfu": np.float64}
+    """MFU and HFU per (device, step) and over the trace window (step -1): :attr:`Efficiency.mfu`'s columns.
+
+    Definitions (PaLM, Chowdhery et al. 2022, Appendix B): *model FLOPs utilisation* (MFU) is the FLOPs the model
+    needs, forward and backward, each op counted once, over the time taken, over the device's peak FLOP/s; *hardware
+    FLOPs utilisation* (HFU) counts the FLOPs the device ran, the forward ops run again in the backward pass
+    (activation checkpointing's recomputation, :func:`.op_owners.recomputed`) included. Where nothing is recomputed
+    the two are equal. Only the matrix ops (:data:`MATRIX_CLASSES`) count; the peak is that of the dtype holding most
+    of the model FLOPs."""
+    cols = {"device": np.int64, "step": np.int64, "window_ns": np.int64, "flops": np.int64, "hardware_flops": np.int64,
+            "dtype": object, "peak_tflops": np.float64, "mfu": np.float64, "hfu": np.float64}
     mat = ops.loc[(ops["klass"].isin(MATRIX_CLASSES) & (ops["flops"] > 0)).to_numpy(bool)]
     if mat.empty:
         return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
@@ -211,23 +221,60 @@ def _mfu(trace: Trace, ops: pd.DataFrame, roofs: dict[int, Roofline | None]) -> 
     inside = (k >= 0) & (start < we[np.maximum(k, 0)]) if len(ws) else np.zeros(len(start), bool)
     lo, hi = trace.window_ns
     steps = w["step"].to_numpy(np.int64)
+    hw = mat["flops"].to_numpy(np.int64)
     per = pd.DataFrame({"device": mat["device"].to_numpy(np.int64), "dtype": mat["dtype"].to_numpy(object),
-                        "flops": mat["flops"].to_numpy(np.int64)})
+                        "flops": np.where(mat["recomputed"].to_numpy(bool), 0, hw), "hardware_flops": hw})
     whole = per.assign(step=-1, window_ns=max(hi - lo, 1))
     span = _device_spans(trace, steps, we - ws)  # (a step's device span: the host runs ahead, so its own window is short)
     stepped = per[inside].assign(step=steps[k[inside]], window_ns=span[k[inside]])
     both = pd.concat([whole, stepped], ignore_index=True)
-    by = pd.DataFrame(both.groupby(["device", "step", "window_ns", "dtype"], sort=True)["flops"].sum()).reset_index()
-    top = by.sort_values("flops", ascending=False, kind="stable").drop_duplicates(["device", "step"])
-    total = pd.DataFrame(by.groupby(["device", "step", "window_ns"])["flops"].sum()).reset_index().rename(columns={"flops": "total"})
+    keys = ["device", "step", "window_ns"]
+    by = pd.DataFrame(both.groupby([*keys, "dtype"], sort=True)[["flops", "hardware_flops"]].sum()).reset_index()
+    top = by.sort_values(["flops", "hardware_flops"], ascending=False, kind="stable").drop_duplicates(["device", "step"])
+    total = pd.DataFrame(by.groupby(keys)[["flops", "hardware_flops"]].sum()).reset_index()
     out = total.merge(top.loc[:, ["device", "step", "dtype"]], on=["device", "step"]).sort_values(["device", "step"])
     peak = [r.peak_flops(str(d)) / 1e12 if (r := roofs.get(int(v))) is not None else np.nan
             for v, d in zip(out["device"].tolist(), out["dtype"].tolist())]
     out["peak_tflops"] = np.array(peak, dtype=np.float64)
-    out["flops"] = out["total"].astype(np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["mfu"] = np.where(out["peak_tflops"] > 0, out["flops"] / out["window_ns"] / (out["peak_tflops"] * 1e3), np.nan)
+        per_ns = out["window_ns"] * (out["peak_tflops"] * 1e3)  # (the peak's FLOPs in the window)
+        out["mfu"] = np.where(out["peak_tflops"] > 0, out["flops"] / per_ns, np.nan)
+        out["hfu"] = np.where(out["peak_tflops"] > 0, out["hardware_flops"] / per_ns, np.nan)
     return out.loc[:, list(cols)].astype({c: t for c, t in cols.items() if t is not object}).reset_index(drop=True)
+
+
+@per_trace
+def achieved_tflops(trace: Trace) -> pd.DataFrame:
+    """Per device, the TFLOP/s its kernels achieved at each change, as a step function: ``device``, ``ts`` (int64 ns),
+    ``value`` (float TFLOP/s from ``ts`` until the device's next row; its last row 0). Each device event of an op
+    whose FLOPs are known (:func:`.op_work.op_work`, forward or backward) runs at its op's FLOPs over its op's device
+    time (the op's work spread evenly over its kernels' time); events at once add. Its integral over time is the
+    modelled FLOPs. Empty for a trace without shapes (nothing is computed for one)."""
+    empty = pd.DataFrame({"device": pd.Series([], dtype=np.int64), "ts": pd.Series([], dtype=np.int64),
+                          "value": pd.Series([], dtype=np.float64)})
+    ops = op_work(trace)
+    if ops.empty:
+        return empty
+    owner, part = event_owners(trace)
+    rate = (ops["flops"].to_numpy(np.float64) / np.maximum(ops["time_ns"].to_numpy(np.float64), 1)) / 1e3  # (TFLOP/s)
+    rate = np.where(ops["flops"].to_numpy(np.int64) > 0, rate, 0.0)
+    pos = pd.Index(ops["op_row"].to_numpy(np.int64) * 2 + ops["backward"].to_numpy(bool)).get_indexer(owner * 2 + (part > 0))
+    ev = np.flatnonzero((owner >= 0) & (pos >= 0))
+    ev = ev[rate[pos[ev]] > 0]
+    if ev.size == 0:
+        return empty
+    r, dev = rate[pos[ev]], device_column(trace, "device")[ev].astype(np.int64)
+    t = np.r_[device_column(trace, "start_ns")[ev], device_column(trace, "end_ns")[ev]].astype(np.int64)
+    d, step, opens = np.r_[dev, dev], np.r_[r, -r], np.r_[np.ones(ev.size, np.int64), -np.ones(ev.size, np.int64)]
+    o = np.lexsort((step, t, d))  # (by device and time; at one time, ends before starts)
+    d, t, step, opens = d[o], t[o], step[o], opens[o]
+    first = np.r_[True, d[1:] != d[:-1]]
+    group = np.cumsum(first)
+    value = pd.Series(step).groupby(group).cumsum().to_numpy(np.float64)
+    running = pd.Series(opens).groupby(group).cumsum().to_numpy(np.int64)
+    value = np.where(running > 0, np.maximum(value, 0.0), 0.0)  # (none running: exactly 0, not a rounding residue)
+    last = np.r_[(d[1:] != d[:-1]) | (t[1:] != t[:-1]), True]
+    return pd.DataFrame({"device": d[last], "ts": t[last], "value": value[last]})
 
 
 @per_trace

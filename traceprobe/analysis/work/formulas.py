@@ -27,6 +27,21 @@ def gemm(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, bias: np.nd
     return flops.astype(I64), moved.astype(I64)
 
 
+def gemm_backward(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, bias: np.ndarray,
+                  bpe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The backward of :func:`gemm` (``C = A B (+ bias)``): ``dA = dC Bᵀ`` and ``dB = Aᵀ dC``, ``2mnk`` FLOPs each,
+    and the bias gradient (a sum of ``dC``, ``mn``): FLOPs ``b (4mnk + mn·bias)``, twice the forward's GEMM. Bytes:
+    each gradient GEMM reads two of (A, B, dC) and writes the third, ``2b (mk + kn + mn)·bpe``, and the bias gradient
+    ``b·mn`` (counted in elements, as TraceLens counts it).
+
+    Source: TraceLens's ``GEMM.flops_bwd`` / ``bytes_bwd`` (input and weight gradients as two GEMMs of
+    ``GEMM.flops_func`` / ``bytes_func``).
+    """
+    flops = b * (4 * m * n * k + np.where(bias, m * n, 0))
+    moved = b * (2 * (m * k + k * n + m * n) * bpe + np.where(bias, m * n, 0))
+    return flops.astype(I64), moved.astype(I64)
+
+
 def attention(b: np.ndarray, n_q: np.ndarray, h_q: np.ndarray, n_kv: np.ndarray, h_kv: np.ndarray, d_qk: np.ndarray,
               d_v: np.ndarray, causal: np.ndarray, bpe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Scaled dot-product attention, forward: FLOPs ``b·h_q (2 n_q n_kv d_qk + 2 n_q n_kv d_v)``, halved where causal
@@ -48,6 +63,10 @@ def attention_backward(b: np.ndarray, n_q: np.ndarray, h_q: np.ndarray, n_kv: np
     """Scaled dot-product attention, backward: the four GEMMs of dV, dP, dQ, dK (``2 n_q n_kv d`` each per head),
     with the GQA reductions, plus QKᵀ again where the kernel recomputes it (flash); halved where causal. Bytes: Q,
     K, V, dO read and dQ, dK, dV written once.
+
+    Without recomputation (SDPA's math backend keeps the probabilities) that is twice the forward's FLOPs where
+    ``d_qk == d_v``; with it 2.5 times (FlashAttention-2, Dao 2023, and its ``benchmark_flash_attention.py``:
+    backward FLOPs ``2.5 x`` the forward's).
 
     Source: TraceLens's ``SDPA.flops_bwd_func`` / ``bytes_bwd_func`` (its ``flash_impl`` is ``recompute``).
     """

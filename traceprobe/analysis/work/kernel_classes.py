@@ -25,7 +25,7 @@ from ...reading import Trace
 from ..device.busy import per_value
 from ..memo import device_column, per_trace
 from .op_models import class_of_name, op_class
-from .op_work import op_of_event
+from .op_owners import op_of_event
 
 CLASSES = ("gemm", "attention", "convolution", "elementwise", "reduction", "copy", "communication", "other")
 """The kernel classes, in the order tables list them."""

@@ -56,6 +56,10 @@ OP_FAMILY: dict[str, str] = {
 }
 """Op name -> family of :mod:`.formulas` (the ops TraceLens models, and a few more of each family)."""
 
+BACKWARD_FAMILY = {"gemm": "gemm_backward", "attention": "attention_backward", "convolution": "convolution_backward"}
+"""Forward family -> the family of its backward's work (:mod:`.formulas`), read from the forward op's own shapes: the
+backward of an op that has no backward op of its own to model (:mod:`.op_owners`)."""
+
 FAMILY_CLASS = {"gemm": "gemm", "attention": "attention", "attention_backward": "attention", "convolution": "convolution",
                 "convolution_backward": "convolution", "unary": "elementwise", "binary": "elementwise",
                 "streamed": "reduction"}
@@ -160,13 +164,16 @@ def _parse(family: str, name: str, dims: list[Any], types: list[Any], concrete: 
     return {"n1": n, "bpe": bpe, "bytes_in": sum(e * s for e, s in tensors), "bytes_out": 0 if "norm" not in name else n * bpe}
 
 
-def op_parameters(names: pd.Series, dims: pd.Series, types: pd.Series, concrete: pd.Series) -> pd.DataFrame:
+def op_parameters(names: pd.Series, dims: pd.Series, types: pd.Series, concrete: pd.Series,
+                  backward: pd.Series | None = None) -> pd.DataFrame:
     """FLOPs and bytes of each distinct (op, args) pair: the parameters read once per pair (:func:`_parse`), then
     :mod:`.formulas` over all pairs of a family at once.
 
     Args:
         names, dims, types, concrete: one entry per pair: the op name, and the JSON text of its ``Input Dims``,
             ``Input type``, ``Concrete Inputs`` (``Trace.op_args``).
+        backward: per pair (bool), the work of the op's backward instead (:data:`BACKWARD_FAMILY`, from the forward's
+            shapes; unmodelled where its family has none); None: forward only.
 
     Returns:
         one row per pair (the input's index): ``family`` (str, ``""`` where unmodelled), ``dtype`` (str, the main
@@ -186,6 +193,10 @@ def op_parameters(names: pd.Series, dims: pd.Series, types: pd.Series, concrete:
                 p = None
         main = (tt[_GEMMS[name][0]] if family == "gemm" else tt[0]) if p is not None and tt else ""
         rows.append({"family": family if p is not None else "", "dtype": DTYPES.get(str(main).lower(), ""), **(p or {})})
+    if backward is not None:
+        for row, back in zip(rows, backward.tolist()):
+            if back:
+                row["family"] = BACKWARD_FAMILY.get(row["family"], "")
     df = pd.DataFrame(rows, index=names.index)
     for col in PARAMETERS:
         df[col] = df[col].fillna(0).astype(np.int64) if col in df else np.zeros(len(df), np.int64)
@@ -203,6 +214,7 @@ def op_parameters(names: pd.Series, dims: pd.Series, types: pd.Series, concrete:
 
 _FORMULAS = {
     "gemm": lambda g: formulas.gemm(g["b"], g["m"], g["n"], g["k"], g["bias"] > 0, g["bpe"], g["bpe_out"]),
+    "gemm_backward": lambda g: formulas.gemm_backward(g["b"], g["m"], g["n"], g["k"], g["bias"] > 0, g["bpe"]),
     "attention": lambda g: formulas.attention(g["b"], g["n_q"], g["h_q"], g["n_kv"], g["h_kv"], g["d_qk"], g["d_v"],
                                               g["causal"] > 0, g["bpe"]),
     "attention_backward": lambda g: formulas.attention_backward(g["b"], g["n_q"], g["h_q"], g["n_kv"], g["h_kv"], g["d_qk"],

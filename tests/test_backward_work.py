@@ -1,0 +1,177 @@
+"""The backward's work (traceprobe.analysis.work.op_owners): autograd's nodes linked to the forward op that made them
+by sequence number, their kernels classed and counted as that op's backward; recomputation read apart (HFU beside MFU)."""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from traceprobe.analysis.work import formulas
+from traceprobe.analysis.work.efficiency import kernel_efficiency
+from traceprobe.analysis.work.kernel_classes import CLASSES, kernel_classes
+from traceprobe.analysis.work.op_work import op_work
+from traceprobe.reading import load_trace
+
+B, H, S, D = 2, 4, 128, 64
+M, N, K = 256, 512, 1024
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces" / "efficiency"
+
+
+class _Trace:
+    """A Kineto trace built by hand: host ops on threads 1 (forward) and 2 (autograd's), kernels on stream 7."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0,
+                                    "dur": 5000}]
+        self.corr, self.kernel_ts = 0, 10_000
+
+    def op(self, name: str, tid: int, ts: int, dur: int, seq: int | None = None, fwd: int = 0, dims: list | None = None,
+           types: list | None = None, concrete: list | None = None) -> None:
+        args: dict = {"External id": len(self.events)}
+        if seq is not None:
+            args |= {"Sequence number": seq, "Fwd thread id": fwd}
+        args |= {"Input Dims": dims or [], "Input type": types or [], "Concrete Inputs": concrete or []}
+        self.events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args})
+
+    def launch(self, tid: int, ts: int, us: int = 100, kernel: str = "some_kernel") -> None:
+        self.corr += 1
+        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid, "ts": ts,
+                            "dur": 2, "args": {"correlation": self.corr}})
+        self.events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": self.kernel_ts, "dur": us,
+                            "args": {"device": 0, "stream": 7, "correlation": self.corr}})
+        self.kernel_ts += us + 1
+
+    def write(self, path: Path) -> Path:
+        path.write_text(json.dumps({"traceEvents": self.events, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}))
+        return path
+
+
+QKV = ([[B, H, S, D]] * 3 + [[]] * 6, ["c10::BFloat16"] * 3 + [""] * 6, ["", "", "", "", "0.", "False", "", "", "False"])
+
+
+def _training(path: Path, recompute: bool = False) -> Path:
+    """SYNTHETIC training step: SDPA's math backend (two ``aten::bmm`` and a softmax, each its own node: seqs 10-12) and
+    an ``aten::mm`` (seq 13) and ``aten::addmm`` (seq 14) forward on thread 1; on thread 2 autograd's nodes
+    (``Fwd thread id`` 1): ``BmmBackward0`` x 2 and ``SoftmaxBackward0`` (their ``aten::bmm`` and softmax backward, no
+    sequence numbers), ``MmBackward0`` (two ``aten::mm`` of its own) and ``AddmmBackward0`` launching its kernel
+    itself (no modelled op inside). With ``recompute``, a ``CheckpointFunctionBackward`` node runs an ``aten::mm``
+    again (recorded with a sequence number: autograd on) before them."""
+    t = _Trace()
+    bmm_in = [[B * H, S, D], [B * H, D, S]], ["c10::BFloat16"] * 2
+    t.op("aten::_scaled_dot_product_attention_math", 1, 10, 300, 10, 0, *QKV)
+    t.op("aten::bmm", 1, 20, 50, 10, 0, *bmm_in)
+    t.launch(1, 30)
+    t.op("aten::_softmax", 1, 100, 50, 11, 0, [[B, H, S, S], [], []], ["c10::BFloat16", "", ""])
+    t.launch(1, 110)
+    t.op("aten::bmm", 1, 200, 50, 12, 0, [[B * H, S, S], [B * H, S, D]], ["c10::BFloat16"] * 2)
+    t.launch(1, 210)
+    mm = [[M, K], [K, N]], ["float", "float"]
+    t.op("aten::mm", 1, 400, 50, 13, 0, *mm)
+    t.launch(1, 410)
+    t.op("aten::addmm", 1, 500, 50, 14, 0, [[N], [M, K], [K, N]], ["float"] * 3)
+    t.launch(1, 510)
+    if recompute:
+        t.op("aten::checkpoint_marker", 1, 600, 10, 20, 0)  # (the forward op of the checkpoint's node)
+        t.op("CheckpointFunctionBackward", 2, 900, 90, 20, 1)
+        t.op("aten::mm", 2, 910, 50, 30, 0, *mm)  # (run again: a forward op, sequence number recorded)
+        t.launch(2, 920)
+    t.op("AddmmBackward0", 2, 1000, 50, 14, 1, [[M, N]], ["float"])
+    t.launch(2, 1010, 300)
+    t.op("MmBackward0", 2, 1100, 90, 13, 1, [[M, N]], ["float"])
+    for i in range(2):
+        t.op("aten::mm", 2, 1110 + 40 * i, 30, None, 0, *mm)
+        t.launch(2, 1115 + 40 * i)
+    t.op("BmmBackward0", 2, 1200, 90, 12, 1, [[B * H, S, D]], ["c10::BFloat16"])
+    for i in range(2):
+        t.op("aten::bmm", 2, 1210 + 40 * i, 30, None, 0, *bmm_in)
+        t.launch(2, 1215 + 40 * i)
+    t.op("SoftmaxBackward0", 2, 1300, 50, 11, 1, [[B, H, S, S]], ["c10::BFloat16"])
+    t.op("aten::_softmax_backward_data", 2, 1310, 30, None, 0, [[B, H, S, S], [B, H, S, S], [], []], ["c10::BFloat16"] * 2)
+    t.launch(2, 1315)
+    t.op("BmmBackward0", 2, 1400, 90, 10, 1, [[B * H, S, S]], ["c10::BFloat16"])
+    for i in range(2):
+        t.op("aten::bmm", 2, 1410 + 40 * i, 30, None, 0, *bmm_in)
+        t.launch(2, 1415 + 40 * i)
+    return t.write(path)
+
+
+def test_backward_nodes_of_math_attention_are_attention(tmp_path: Path) -> None:
+    """SYNTHETIC (:func:`_training`): the math backend's five backward kernels are attention, one op (its backward) with
+    the backward's FLOPs, twice the forward's; the forward's three kernels its forward. Before the link they were two
+    GEMMs and a softmax each, classed gemm and reduction."""
+    t = load_trace(_training(tmp_path / "train.json"))
+    w = op_work(t).set_index("name")
+    fwd, bwd = w.loc["aten::_scaled_dot_product_attention_math"], w.loc["aten::_scaled_dot_product_attention_math (backward)"]
+    assert fwd["kernels"] == 3 and not fwd["backward"] and bwd["kernels"] == 5 and bwd["backward"]
+    assert bwd["klass"] == "attention" and bwd["family"] == "attention_backward"
+    one = np.array([1])
+    f_fwd = formulas.attention(B * one, S * one, H * one, S * one, H * one, D * one, D * one, one < 0, 2 * one)[0][0]
+    assert fwd["flops"] == f_fwd and bwd["flops"] == 2 * f_fwd  # (no recomputation: dV, dP, dQ, dK)
+    classes = np.array(CLASSES)[kernel_classes(t)]
+    assert list(classes) == ["attention"] * 3 + ["gemm"] * 2 + ["gemm"] * 3 + ["attention"] * 5
+
+
+def test_gemm_backward_is_counted_once(tmp_path: Path) -> None:
+    """SYNTHETIC (:func:`_training`): ``MmBackward0``'s two ``aten::mm`` keep their own kernels and FLOPs (2mnk each);
+    ``AddmmBackward0``, whose kernel no modelled op of its own launched, is ``aten::addmm``'s backward: 4mnk + mn."""
+    t = load_trace(_training(tmp_path / "train.json"))
+    w = op_work(t)
+    mm = w[(w["name"] == "aten::mm")]
+    assert len(mm) == 3 and (mm["flops"] == 2 * M * N * K).all() and not mm["backward"].any()
+    addmm = w[w["name"] == "aten::addmm (backward)"].iloc[0]
+    assert addmm["klass"] == "gemm" and addmm["family"] == "gemm_backward" and addmm["flops"] == 4 * M * N * K + M * N
+    assert not w["recomputed"].any()
+
+
+def test_hfu_counts_the_recomputed_forward(tmp_path: Path) -> None:
+    """SYNTHETIC (:func:`_training` with a checkpoint): the ``aten::mm`` run again inside the checkpoint's node is
+    recomputation: in HFU, not in MFU, by its FLOPs (2mnk) exactly; without it the two are equal."""
+    e = kernel_efficiency(load_trace(_training(tmp_path / "ckpt.json", recompute=True)))
+    whole = e.mfu.set_index("step").loc[-1]
+    assert whole["hardware_flops"] - whole["flops"] == 2 * M * N * K
+    assert whole["hfu"] / whole["mfu"] == pytest.approx(whole["hardware_flops"] / whole["flops"])
+    plain = kernel_efficiency(load_trace(_training(tmp_path / "plain.json"))).mfu.set_index("step").loc[-1]
+    assert plain["hardware_flops"] == plain["flops"] == whole["flops"] and plain["hfu"] == plain["mfu"]
+
+
+TL_CHECKPOINT = Path("/work/pub/tl/tests/traces/mi300/resnet_act_checkpoint.json.gz")
+
+
+@pytest.mark.skipif(not TL_CHECKPOINT.is_file(), reason="TraceLens's mi300/resnet_act_checkpoint (1.2 MB) is not vendored")
+def test_activation_checkpointing_recorded_on_an_mi300x() -> None:
+    """TraceLens's resnet_act_checkpoint (real, MI300X, DDP, 3 steps): the convolutions run again on autograd's thread
+    inside the backward's nodes are recomputation. HFU over MFU is the hardware FLOPs over the model's: about 4/3
+    (forward F, backward 2F, F again)."""
+    t = load_trace(str(TL_CHECKPOINT))
+    w = op_work(t)
+    again = w[w["recomputed"]]
+    assert len(again) and set(again["klass"]) >= {"convolution"}
+    conv = w[(w["klass"] == "convolution") & ~w["recomputed"] & (w["name"] == "aten::convolution")]
+    assert set(again.loc[again["klass"] == "convolution", "args"]) <= set(conv["args"])  # (the same shapes as the forward's)
+    whole = kernel_efficiency(t).mfu.set_index("step").loc[-1]
+    assert whole["hardware_flops"] - whole["flops"] == again.loc[again["klass"] == "convolution", "flops"].sum()
+    assert 1.2 < whole["hfu"] / whole["mfu"] < 1.4
+
+
+def test_attention_backward_counted_in_a_recorded_training_step() -> None:
+    """sample_traces/efficiency/attention-slow (real, H100: causal SDPA on the math backend, forward and backward, 3
+    steps): every kernel of the steps' attention, forward and backward, is attention, and its FLOPs are the causal
+    attention's counted by hand (fixes.jsonl: 3 x 4 b h s^2 d a step, full; halved where causal)."""
+    facts = next(f for f in map(json.loads, (SAMPLES / "fixes.jsonl").read_text().splitlines()) if f["scenario"] == "attention")
+    t = load_trace(glob.glob(str(SAMPLES / "attention-slow" / "*.json.gz"))[0])
+    c = kernel_efficiency(t).classes.set_index("klass")
+    assert c.loc["attention", "flops"] == 3 * facts["full_attention_flops_per_step"] // 2
+    w = op_work(t)
+    assert set(w.loc[w["name"].str.startswith("aten::_scaled_dot_product_attention_math"), "kernels"]) == {20, 12}
+
+
+def test_nodes_whose_forward_the_trace_does_not_hold() -> None:
+    """HTA's call_stack/backward_thread excerpt (real, shapes): an ``AddmmBackward0`` node on autograd's thread, no
+    forward op in the excerpt: no link, its ``aten::mm`` keeps its kernel (before: an IndexError)."""
+    t = load_trace(Path(__file__).resolve().parent / "data" / "public" / "hta_backward_thread.json")
+    w = op_work(t)
+    assert w["name"].tolist() == ["aten::mm"] and not w["backward"].any() and w["flops"].tolist() == [2 * 2048 * 2048 * 256]
