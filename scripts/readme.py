@@ -331,6 +331,15 @@ def under(keep: list[int], lines: list[str]) -> list[int]:
     return sorted(set(out))
 
 
+def command_argv(args: str, root: Path = ROOT) -> list[str]:
+    """The arguments of an ``output`` part (its spec before ``;``) as the shell gives them in ``root``: words split,
+    globs expanded (sorted)."""
+    argv = []
+    for a in shlex.split(args):
+        argv += sorted(glob.glob(a, root_dir=root)) if any(c in a for c in "*?[") else [a]
+    return argv
+
+
 def command_output(spec: str) -> str:
     """The fenced block of ``output`` part ``spec`` (module doc): the command run in this process, as on an 80-column
     terminal, from the repository's root (its paths are relative to it); shell globs expanded there.
@@ -343,9 +352,7 @@ def command_output(spec: str) -> str:
     from traceprobe.cli import app
 
     args, _, chosen = spec.partition(";")
-    argv = []
-    for a in shlex.split(args):
-        argv += sorted(glob.glob(a, root_dir=ROOT)) if any(c in a for c in "*?[") else [a]
+    argv = command_argv(args)
     here = os.getcwd()
     os.chdir(ROOT)
     try:
@@ -354,7 +361,13 @@ def command_output(spec: str) -> str:
         os.chdir(here)
     if res.exit_code not in (0, 1):  # (1: a gate not met, still an output to quote)
         raise RuntimeError(f"traceprobe {args.strip()} exited {res.exit_code}: {res.stderr.strip()[-500:]}")
-    lines = res.stdout.rstrip("\n").splitlines()
+    return quoted(res.stdout, chosen)
+
+
+def quoted(stdout: str, chosen: str = "") -> str:
+    """The fenced block quoting ``stdout``, a command's output: every line, or those ``chosen`` (an ``output`` part's
+    spec after ``;``: ``lines 1-12,20-24`` or ``match REGEX``) with ``...`` where lines are left out."""
+    lines = stdout.rstrip("\n").splitlines()
     chosen = chosen.strip()
     if chosen:
         if chosen.startswith("match "):

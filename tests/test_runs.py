@@ -141,22 +141,62 @@ def test_two_jobs_in_one_folder_are_two_windows(tmp_path):
     assert not any("has 2 traces in window" in x for x in s.warnings)
 
 
-def test_a_trace_the_manifest_lacks_joins_its_window_by_its_rank_and_steps(tmp_path):
-    """A rank killed after writing its trace, before its manifest entry (the recorded two-rank ``record --script`` run
-    of sample_traces/script-ddp, rank 1's entry taken out): both ranks are one window of one run, and a line says the
-    manifest lacked rank 1's trace (before, two runs: "no window of two or more ranks")."""
+def _lacking_rank1(tmp_path: Path) -> Path:
+    """The recorded two-rank ``record --script`` run of sample_traces/script-ddp, rank 1's manifest entry taken out."""
     import json
     import shutil
 
-    src = Path(__file__).resolve().parent.parent / "sample_traces" / "script-ddp"
     folder = tmp_path / "script-ddp"
-    shutil.copytree(src, folder)
+    shutil.copytree(SAMPLES / "script-ddp", folder)
     doc = json.loads((folder / "manifest.json").read_text())
     doc["variants"] = [e for e in doc["variants"] if e.get("rank") != 1]
     (folder / "manifest.json").write_text(json.dumps(doc))
+    return folder
+
+
+def _lacked_line(folder: Path) -> str:
+    return (f"{folder}/train_small.steps2-4.rank1.pt.trace.json.gz: not in {folder}/manifest.json (its rank stopped before its "
+            "entry?): joined window steps 2-4 by its own rank 1 and steps")
+
+
+def test_a_trace_the_manifest_lacks_joins_its_window_by_its_rank_and_steps(tmp_path):
+    """A rank killed after writing its trace, before its manifest entry (rank 1's entry taken out of a real recording):
+    both ranks are one window of one run, and a line says the manifest lacked rank 1's trace (before, two runs: "no
+    window of two or more ranks"). tests/test_kill_rank.py kills a real rank there, under torchrun."""
+    folder = _lacking_rank1(tmp_path)
     summary = analyze_paths([folder], jobs=1)
     assert [(r.name, [(w.label, w.ranks) for w in r.windows]) for r in summary.runs] == [
         (f"{folder}/train_small", [("steps 2-4", (0, 1))])]
-    lacked = [w for w in summary.warnings if "manifest.json" in w]
-    assert lacked == [f"{folder}/train_small.steps2-4.rank1.pt.trace.json.gz: not in {folder}/manifest.json (its rank "
-                      "stopped before its entry?): joined window steps 2-4 by its own rank 1 and steps"]
+    assert [w for w in summary.warnings if "manifest.json" in w] == [_lacked_line(folder)]
+
+
+def test_the_lacked_trace_joins_on_the_streamed_first_screen(tmp_path):
+    """overlap-report's first screen, summarised run by run as traces come back (collect.parts): the trace the manifest
+    lacks is in the part of its folder's runs, so it joins there too (it was a run of its own: "script-ddp 2-4: rank 1"
+    beside "train_small 2-4: rank 0")."""
+    from typer.testing import CliRunner
+
+    from traceprobe.cli import app
+
+    folder = _lacking_rank1(tmp_path)
+    res = CliRunner().invoke(app, ["overlap-report", str(folder), "-j", "1"])
+    assert res.exit_code == 0, res.output
+    heads = [ln for ln in res.stdout.splitlines() if ln and not ln.startswith(" ")]
+    assert heads[0].startswith("train_small 2-4: 2 ranks, ") and heads[1] == "1 warning(s) about the traces' data: see --detail", res.stdout
+
+
+def test_the_lacked_trace_joins_beside_the_summaries_of_the_others(tmp_path):
+    """What a rank killed there leaves beside the ranks that finished: their summaries (written after each entry) and
+    its bare trace, which a folder of summaries takes for a trace of another job ("traces without a job id"); it joins
+    the summaries' window all the same (it was a run of its own)."""
+    from traceprobe.recording.summary_process import summarize_trace
+
+    folder = _lacking_rank1(tmp_path)
+    out = summarize_trace(str(folder / "train_small.steps2-4.rank0.pt.trace.json.gz"), "script-ddp")
+    assert out.get("summary") and not out.get("error"), out
+    summary = analyze_paths([folder], jobs=1)
+    assert [(r.name, [(w.label, w.ranks) for w in r.windows]) for r in summary.runs] == [
+        (f"{folder}/train_small", [("steps 2-4", (0, 1))])]
+    assert [Path(r.path).name for r in summary.runs[0].windows[0].reports] == [
+        "train_small.steps2-4.rank0.summary.json", "train_small.steps2-4.rank1.pt.trace.json.gz"]
+    assert [w for w in summary.warnings if "manifest.json" in w] == [_lacked_line(folder)]

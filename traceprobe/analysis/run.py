@@ -27,7 +27,9 @@ per-trace report carries (no file is read here):
 
 A trace the folder's manifest lacks (its rank killed after writing the trace, before its manifest entry) while it
 names others of the folder joins the run whose window has its steps and lacks its rank, by its own rank and steps
-(read from the trace), where exactly one does; :attr:`Run.notes` says the manifest lacked it.
+(read from the trace), where exactly one does; :attr:`Run.notes` says the manifest lacked it. So does such a trace beside
+the summaries of the others (the ranks that finished wrote theirs after their entries; the killed one none), which
+would otherwise be a job of its own (``traces without a job id``).
 """
 
 from __future__ import annotations
@@ -243,7 +245,9 @@ def _unlisted_joined(keyed: list[tuple[TraceKey, OverlapReport]]) -> tuple[list[
     out, notes = [], defaultdict(list)
     for k, r in keyed:
         folder = _folder(r.path)
-        if not r.info.get("workload") and k.steps is not None and k.rank is not None and k.run == folder:
+        # (a bare trace beside the others' summaries too, run "<folder> (traces without a job id)": a rank killed there
+        # never wrote its summary, which follows its entry)
+        if not r.info.get("workload") and k.steps is not None and k.rank is not None:
             runs = [run for (f, run, w), ranks in listed.items() if f == folder and w == k.window and k.rank not in ranks]
             if len(runs) == 1:
                 k = TraceKey(runs[0], k.window, k.steps, k.rank)

@@ -28,11 +28,15 @@ class Parts:
         except ValueError:  # (absolute and relative paths mixed)
             base = ""
 
-        def key(f: str | Path) -> tuple[bool, str, str, str]:
-            path = str(f)
-            return display_key(run_name(path, manifest_info(f) if not is_url(f) else {}), _folder(path), base)
-
-        keys = [key(f) for f in files]
+        infos = [manifest_info(f) if not is_url(f) else {} for f in files]
+        folders = [_folder(str(f)) for f in files]
+        keys = [display_key(run_name(str(f), info), d, base) for f, info, d in zip(files, infos, folders)]
+        # a trace its folder's manifest lacks, beside traces it names, may join one of their runs by its own rank and
+        # steps, known once read (analysis.run): that folder's runs are one part, under the first of their keys
+        named = {d for d, info in zip(folders, infos) if info.get("workload")}
+        lacking = {d for d, info in zip(folders, infos) if d in named and not info.get("workload")}
+        first = {d: min(k for k, e in zip(keys, folders) if e == d) for d in lacking}
+        keys = [first.get(d, k) for k, d in zip(keys, folders)]
         self._where = sorted(range(len(files)), key=lambda i: (keys[i], i))
         self.work = [files[i] for i in self._where]
         self._part: list[int] = []  # the part of each item of work
