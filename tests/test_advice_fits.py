@@ -114,6 +114,8 @@ def test_a_cpu_only_job_reads_its_host_collectives():
     path = next(ln for ln in out.splitlines() if ln.strip().startswith("critical path:"))
     share = int(path.split("critical path: ")[1].split("%")[0])
     assert "host waits for other ranks" in path.split(",")[0] and share >= 40, path
+    first = CliRunner().invoke(app, ["overlap-report", str(GLOO), "--jobs", "1"])
+    assert first.exit_code == 0 and "most device work" not in first.stdout, first.stdout  # (no device work to compare)
 
 
 def test_a_kernel_whose_peers_are_not_in_the_window_keeps_their_arrival():

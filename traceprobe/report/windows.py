@@ -104,7 +104,8 @@ def _named(summary: Summary, run: str, window: str, ranks: tuple[int | None, ...
         at = ((rs["run"] == run) & (rs["window"] == window)).to_numpy().nonzero()[0]
         if len(at):
             b, m = rs["busiest_rank"].iloc[at[0]], rs["most_comm_rank"].iloc[at[0]]
-            out.append(f"most device work rank {int(b)}")
+            if any(not math.isnan(x) for x in busy):  # (a CPU-only window has no device work to compare)
+                out.append(f"most device work rank {int(b)}")
             if not units.missing(m):
                 out.append(f"most time in collectives rank {int(m)}")
     known = [x for x in busy if not math.isnan(x)]
