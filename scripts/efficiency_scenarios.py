@@ -20,7 +20,8 @@ Scenarios (``--scenario``):
   same block (the elementwise chains fused into a few Triton kernels).
 - ``attention``: causal self-attention through ``scaled_dot_product_attention`` on the math backend (the matmuls,
   softmax and mask as separate kernels), forward and backward. Fix: the flash backend.
-- ``gemm-control``: a healthy bf16 GEMM-bound training loop (large linear layers): the control, no fix.
+- ``gemm-control``: a healthy bf16 GEMM-bound training loop (large linear layers): the control; ``compiled`` the same
+  step with its forward and loss under ``torch.compile`` (what fusing its few elementwise kernels gives back).
 - ``decode-gemm``: decode-shaped GEMMs, ``M`` tokens (1, 8 and 32; variants ``m1``, ``m8``, ``m32``) against 8192 x
   8192 bf16 weights, layer after layer: the weights' bytes over the memory bandwidth bound the time, not the FLOPs.
 - ``timm-resnet``: timm's ResNet-50 trained in bf16 autocast, channels-last, batch 128 of 224 x 224 images (one
@@ -160,7 +161,20 @@ def gemm_control() -> tuple[dict, dict]:
     opt = torch.optim.SGD(model.parameters(), lr=1e-6)
     x = torch.randn(batch, width, device=DEV, dtype=torch.bfloat16)
     flops = 3 * depth * 2 * batch * width * width
-    return {"slow": lambda: _train_step(model, opt, x)}, {"width": width, "depth": depth, "batch": batch, "gemm_flops_per_step": flops}
+
+    def loss_of(x: torch.Tensor) -> torch.Tensor:
+        return model(x).float().square().mean()
+
+    compiled = torch.compile(loss_of) if CUDA else loss_of
+
+    def step_compiled() -> None:  # (the same step, its forward and loss compiled: what fusing its chains gives back)
+        loss = compiled(x)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return ({"slow": lambda: _train_step(model, opt, x), "compiled": step_compiled},
+            {"width": width, "depth": depth, "batch": batch, "gemm_flops_per_step": flops})
 
 
 def decode_gemm() -> tuple[dict, dict]:

@@ -11,7 +11,8 @@
   every activation, ``checkpointed`` wraps each block in ``torch.utils.checkpoint.checkpoint(use_reentrant=False)``,
   so the backward pass runs each forward again. ``fix.json`` gives the FLOPs of a step counted by hand: the
   model's (each Linear ``2 * tokens * in * out`` forward and twice that backward; MFU's model FLOPs, Chowdhery et
-  al. 2022, Appendix B) and the hardware's (the checkpointed forward counted twice).
+  al. 2022, Appendix B) and the hardware's (the checkpointed forward counted twice). ``compiled``: ``plain`` with its
+  forward and loss under ``torch.compile`` (what fusing the GELU, residual and casts gives back).
 
 Example::
 
@@ -109,20 +110,24 @@ def checkpoint() -> tuple[dict, dict]:
     opt = torch.optim.AdamW(blocks.parameters(), lr=1e-4, fused=E.CUDA)
     x, y = torch.randn(TOKENS, WIDTH, device=E.DEV), torch.randn(TOKENS, WIDTH, device=E.DEV)
 
-    def step(checkpointed: bool) -> None:
-        opt.zero_grad(set_to_none=True)
+    def loss_of(checkpointed: bool) -> torch.Tensor:
         with torch.autocast(E.DEV.type, dtype=torch.bfloat16):
             h = x
             for b in blocks:
                 h = ckpt(b, h, use_reentrant=False) if checkpointed else b(h)
-            loss = F.mse_loss(h.float(), y)
-        loss.backward()
+            return F.mse_loss(h.float(), y)
+
+    compiled = torch.compile(loss_of) if E.CUDA else loss_of
+
+    def step(checkpointed: bool | None) -> None:
+        opt.zero_grad(set_to_none=True)
+        (compiled(False) if checkpointed is None else loss_of(checkpointed)).backward()
         opt.step()
 
     forward = LAYERS * 2 * (2 * TOKENS * WIDTH * 4 * WIDTH)  # the two Linears of each block, FLOPs of one forward
-    return ({"plain": lambda: step(False), "checkpointed": lambda: step(True)},
+    return ({"plain": lambda: step(False), "checkpointed": lambda: step(True), "compiled": lambda: step(None)},
             {"width": WIDTH, "layers": LAYERS, "tokens": TOKENS, "model_flops_per_step": 3 * forward,
-             "hardware_flops_per_step": {"plain": 3 * forward, "checkpointed": 4 * forward}})
+             "hardware_flops_per_step": {"plain": 3 * forward, "checkpointed": 4 * forward, "compiled": 3 * forward}})
 
 
 E.SCENARIOS += ["resnet-loader", "checkpoint"]

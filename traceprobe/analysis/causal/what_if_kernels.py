@@ -27,6 +27,7 @@ import pandas as pd
 
 from ...reading import Trace
 from ..work.efficiency import op_rooflines
+from ..work.op_models import class_of_name
 from ..work.op_owners import event_owners
 from ..work.op_work import op_work
 from ..work.roofline import Roofline, device_roofline
@@ -145,13 +146,24 @@ def kernel_causes(trace: Trace, graph: RankGraph, roofline: Roofline | None = No
     return tuple(out)
 
 
+def _fusable(ops: pd.DataFrame) -> np.ndarray:
+    """Per op: of a :data:`FUSABLE` class, or a copy whose kernel is an elementwise kernel (a dtype cast such as
+    ``bfloat16_copy_kernel_cuda`` or a strided ``direct_copy_kernel_cuda``: the fusing compiler folds it into the kernels
+    beside it). A memcpy or memset (a copy engine's transfer, no kernel) stays outside every chain."""
+    klass = ops["klass"].to_numpy(object)
+    code, names = pd.factorize(ops["kernel_name"].astype(str))
+    elementwise = np.array([class_of_name(n) == "elementwise" for n in names], bool)  # (once per kernel name)
+    cast = (klass == "copy") & elementwise[code] if len(names) else np.zeros(len(ops), bool)
+    return np.isin(klass, FUSABLE) | cast
+
+
 def _unfused(graph: RankGraph, ops: pd.DataFrame, pos: np.ndarray, owner: np.ndarray, memory: float,
              out: list[tuple[str, str, np.ndarray]]) -> None:
     """Add the ``unfused`` cause (module docstring): chains of ops of :data:`FUSABLE` classes back to back on a lane."""
     moved = ops["bytes"].to_numpy(np.float64)
     per_byte = ops["memory_ns"].to_numpy(np.float64) / np.maximum(moved, 1)  # (ns per byte at the device's bandwidth)
     p = np.maximum(pos, 0)
-    fusable = (pos >= 0) & np.isin(ops["klass"].to_numpy(object), FUSABLE)[p] & np.isfinite(per_byte[p]) & (moved[p] > 0)
+    fusable = (pos >= 0) & _fusable(ops)[p] & np.isfinite(per_byte[p]) & (moved[p] > 0)
     k = graph.d.size
     if k < 2 or not fusable.any():
         return
