@@ -9,10 +9,17 @@
 - ``checkpoint``: a stack of ``LOOP_LAYERS`` (8) MLP blocks (``Linear(d, 4d) -> GELU -> Linear(4d, d)``, residual,
   ``d`` = ``LOOP_WIDTH``, 2048) over ``LOOP_TOKENS`` (8192) tokens in bf16 autocast with fused AdamW: ``plain`` keeps
   every activation, ``checkpointed`` wraps each block in ``torch.utils.checkpoint.checkpoint(use_reentrant=False)``,
-  so the backward pass runs each forward again. ``fix.json`` gives the FLOPs of a step counted by hand: the
-  model's (each Linear ``2 * tokens * in * out`` forward and twice that backward; MFU's model FLOPs, Chowdhery et
-  al. 2022, Appendix B) and the hardware's (the checkpointed forward counted twice). ``compiled``: ``plain`` with its
-  forward and loss under ``torch.compile`` (what fusing the GELU, residual and casts gives back).
+  so the backward pass runs each block's forward again. ``fix.json`` gives the FLOPs of a step counted by hand (one
+  GEMM ``G = 2 * tokens * d * 4d``; biases left out): the model's (MFU's, Chowdhery et al. 2022, Appendix B): each
+  Linear ``G`` forward, ``G`` for the gradient of its weight and ``G`` for that of its input, except the first
+  Linear's input (``x``, which needs no gradient: autograd skips that GEMM), so ``LAYERS * 2 * 3 - 1`` GEMMs; and the
+  hardware's: the checkpointed blocks' recomputation adds ``LAYERS`` GEMMs, not ``2 * LAYERS``. Non-reentrant
+  checkpointing stops recomputing once every tensor the block saved for backward is back
+  (``torch.utils.checkpoint``'s ``early_stop``, on by default): the down projection's inputs are saved before its
+  GEMM runs, so the recompute ends there, its ``aten::addmm`` recorded (with a sequence number, its two saved
+  tensors detached) but no GEMM launched.
+  ``compiled``: ``plain`` with its forward and loss under ``torch.compile`` (what fusing the GELU, residual and
+  casts gives back).
 
 Example::
 
@@ -124,10 +131,12 @@ def checkpoint() -> tuple[dict, dict]:
         (compiled(False) if checkpointed is None else loss_of(checkpointed)).backward()
         opt.step()
 
-    forward = LAYERS * 2 * (2 * TOKENS * WIDTH * 4 * WIDTH)  # the two Linears of each block, FLOPs of one forward
+    gemm = 2 * TOKENS * WIDTH * 4 * WIDTH  # (one Linear's GEMM, either projection)
+    model = (LAYERS * 2 * 3 - 1) * gemm  # (forward, weight and input gradients; the input x needs no gradient)
+    recomputed = LAYERS * gemm  # (each block's up projection; early stop ends the recompute before the down one)
     return ({"plain": lambda: step(False), "checkpointed": lambda: step(True), "compiled": lambda: step(None)},
-            {"width": WIDTH, "layers": LAYERS, "tokens": TOKENS, "model_flops_per_step": 3 * forward,
-             "hardware_flops_per_step": {"plain": 3 * forward, "checkpointed": 4 * forward, "compiled": 3 * forward}})
+            {"width": WIDTH, "layers": LAYERS, "tokens": TOKENS, "model_flops_per_step": model,
+             "hardware_flops_per_step": {"plain": model, "checkpointed": model + recomputed, "compiled": model}})
 
 
 E.SCENARIOS += ["resnet-loader", "checkpoint"]

@@ -138,6 +138,110 @@ def test_hfu_counts_the_recomputed_forward(tmp_path: Path) -> None:
     assert plain["hardware_flops"] == plain["flops"] == whole["flops"] and plain["hfu"] == plain["mfu"]
 
 
+T, D4 = 256, 64  # (tokens, width of a checkpointed MLP block: Linear(D4, 4 D4) -> GELU -> Linear(4 D4, D4))
+UP, DOWN = ([[4 * D4], [T, D4], [D4, 4 * D4], [], []], ["c10::BFloat16"] * 3 + ["Scalar"] * 2), \
+    ([[D4], [T, 4 * D4], [4 * D4, D4], [], []], ["c10::BFloat16"] * 3 + ["Scalar"] * 2)
+CAST = [[4 * D4, D4], [4 * D4, D4], []], ["c10::BFloat16", "float", ""]
+
+
+def _checkpointed_block(path: Path, early_stop: bool = True) -> Path:
+    """SYNTHETIC step of one MLP block under non-reentrant ``torch.utils.checkpoint`` (the shape of
+    sample_traces/efficiency/checkpoint-checkpointed): forward on thread 1 (up ``aten::addmm`` seq 1, ``aten::gelu``
+    seq 2, down ``aten::addmm`` seq 3, each launching its kernel; an ``aten::to`` cast, seq 4, its ``aten::copy_``
+    launching); on thread 2 the down projection's ``AddmmBackward0`` node (seq 3, ``Fwd thread id`` 1) unpacks its
+    saved tensors, which runs the block again inside the node (autograd's own sequence numbers, 101-104): the up
+    ``aten::addmm``, ``aten::gelu`` and autocast's cast (``aten::to`` seq 103, its ``aten::copy_`` none) launch; the
+    down ``aten::addmm`` only detaches its two saved inputs (the pack hook's) and, with ``early_stop`` (PyTorch's
+    default), launches nothing: the recompute stops there. Then the node's two ``aten::mm``, ``GeluBackward0``'s
+    kernel, the up projection's ``AddmmBackward0`` with one ``aten::mm`` (its input needs no gradient) and the
+    cast's ``ToCopyBackward0`` with its ``aten::copy_``."""
+    t = _Trace()
+    bf16 = ["c10::BFloat16"] * 2
+    for seq, (name, shapes), ts in ((1, ("aten::addmm", UP), 10), (2, ("aten::gelu", ([[T, 4 * D4], []], bf16)), 100),
+                                    (3, ("aten::addmm", DOWN), 200)):
+        t.op(name, 1, ts, 50, seq, 0, *shapes)
+        t.launch(1, ts + 10)
+    t.op("aten::to", 1, 300, 20, 4, 0, [[4 * D4, D4], [], [], [], []], ["float", "", "", "", ""])
+    t.op("aten::copy_", 1, 305, 10, None, 0, *CAST)
+    t.launch(1, 308)
+    t.op("AddmmBackward0", 2, 1000, 400, 3, 1, [[T, D4]], ["c10::BFloat16"])
+    t.op("aten::addmm", 2, 1010, 40, 101, 0, *UP)
+    t.launch(2, 1020)
+    t.op("aten::gelu", 2, 1060, 30, 102, 0, [[T, 4 * D4], []], bf16)
+    t.launch(2, 1070)
+    t.op("aten::to", 2, 1091, 8, 103, 0, [[4 * D4, D4], [], [], [], []], ["float", "", "", "", ""])  # (autocast's cast)
+    t.op("aten::copy_", 2, 1092, 6, None, 0, *CAST)
+    t.launch(2, 1093)
+    t.op("aten::addmm", 2, 1100, 60, 104, 0, *DOWN)
+    for i, dims in enumerate(([T, 4 * D4], [4 * D4, D4])):
+        t.op("aten::detach", 2, 1105 + 20 * i, 10, None, 0, [dims], ["c10::BFloat16"])
+    if not early_stop:
+        t.launch(2, 1150)
+    for i, dims in enumerate(([[T, D4], [D4, 4 * D4]], [[D4, T], [T, 4 * D4]])):  # (dX, dW of the down projection)
+        t.op("aten::mm", 2, 1200 + 100 * i, 50, None, 0, dims, bf16)
+        t.launch(2, 1210 + 100 * i)
+    t.op("GeluBackward0", 2, 1500, 50, 2, 1, [[T, 4 * D4]], ["c10::BFloat16"])
+    t.op("aten::gelu_backward", 2, 1505, 40, None, 0, [[T, 4 * D4], [T, 4 * D4], []], bf16)
+    t.launch(2, 1510)
+    t.op("AddmmBackward0", 2, 1600, 60, 1, 1, [[T, 4 * D4]], ["c10::BFloat16"])
+    t.op("aten::mm", 2, 1605, 50, None, 0, [[4 * D4, T], [T, D4]], bf16)  # (dW only)
+    t.launch(2, 1610)
+    t.op("ToCopyBackward0", 2, 1700, 30, 4, 1, [[4 * D4, D4]], ["c10::BFloat16"])
+    t.op("aten::copy_", 2, 1705, 20, None, 0, *CAST)
+    t.launch(2, 1710)
+    return t.write(path)
+
+
+def test_checkpoint_early_stop_recomputes_what_launched(tmp_path: Path) -> None:
+    """SYNTHETIC (:func:`_checkpointed_block`): inside the node, the up ``aten::addmm``, ``aten::gelu`` and the cast's
+    ``aten::copy_`` (no sequence number of its own: its caller's, ``aten::to``'s, says it is forward work; before, it
+    read as the node's) are recomputation, the node's own ops and ``ToCopyBackward0``'s copy not; HFU's extra work is
+    the up GEMM's FLOPs exactly; the down ``aten::addmm`` that early stop ended before its GEMM launched has no work
+    (counting recorded ops, not launched work, would add a down GEMM). Without early stop the down GEMM runs again and
+    counts too."""
+    t = load_trace(_checkpointed_block(tmp_path / "ckpt.json"))
+    w = op_work(t)
+    again = w[w["recomputed"]]
+    assert sorted(again["name"]) == ["aten::addmm", "aten::copy_", "aten::gelu"]
+    assert (w["name"] == "aten::copy_").sum() == 3 and not w.loc[w["name"] == "aten::copy_", "backward"].any()
+    assert again.loc[again["name"] == "aten::addmm", ["m", "n"]].to_numpy().tolist() == [[T, 4 * D4]]
+    up = w[(w["name"] == "aten::addmm") & ~w["recomputed"] & (w["n"] == 4 * D4)]["flops"].iloc[0]
+    assert (w["name"] == "aten::addmm").sum() == 3 and not w["backward"].any()  # (two forward, one recomputed)
+    assert len(w[w["name"] == "aten::mm"]) == 3
+    whole = kernel_efficiency(t).mfu.set_index("step").loc[-1]
+    assert whole["hardware_flops"] - whole["flops"] == up
+    assert whole["flops"] == w.loc[~w["recomputed"] & (w["klass"] == "gemm"), "flops"].sum()
+    full = kernel_efficiency(load_trace(_checkpointed_block(tmp_path / "full.json", early_stop=False))).mfu.set_index("step").loc[-1]
+    down = w[(w["name"] == "aten::addmm") & (w["n"] == D4)]["flops"].iloc[0]
+    assert full["flops"] == whole["flops"] and full["hardware_flops"] - full["flops"] == up + down
+
+
+@pytest.mark.parametrize("variant", ["plain", "checkpointed"])
+def test_mfu_and_hfu_of_a_recorded_checkpointed_mlp(variant: str) -> None:
+    """sample_traces/efficiency/checkpoint-* (real, H100: 8 MLP blocks of width 2048 over 8,192 tokens in bf16
+    autocast, 3 steps; checkpointed: each block under non-reentrant ``torch.utils.checkpoint``): each step's MFU and
+    HFU are the FLOPs fixes.jsonl counts by hand (model: 47 GEMMs a step, the input needing no gradient; hardware: 8
+    more, each block's up projection, early stop ending the recompute before the down one) over the trace's own step
+    (within 5% of the step timed with ``record_shapes=True``) and the bf16 peak, within 2%. The plain run recomputes
+    nothing: HFU is MFU. (fixes.jsonl's first count, 48 GEMMs and 16 recomputed, failed both.)"""
+    facts = next(f for f in map(json.loads, (SAMPLES / "fixes.jsonl").read_text().splitlines()) if f["scenario"] == "checkpoint")
+    t = load_trace(glob.glob(str(SAMPLES / f"checkpoint-{variant}" / "*.json.gz"))[0])
+    mfu = kernel_efficiency(t).mfu
+    model, hardware = facts["model_flops_per_step"], facts["hardware_flops_per_step"][variant]
+    steps = mfu[mfu["step"] >= 0]
+    assert len(steps) == 3 and (steps["dtype"] == "bf16").all()
+    window = steps["window_ns"].to_numpy(np.float64)
+    assert window / 1e6 == pytest.approx([facts["variants"][variant]["shapes_ms_per_step"]] * 3, rel=0.05)
+    peak = steps["peak_tflops"].to_numpy(np.float64) * 1e12
+    assert steps["mfu"].to_numpy() == pytest.approx(model / (window / 1e9) / peak, rel=0.02)
+    assert steps["hfu"].to_numpy() == pytest.approx(hardware / (window / 1e9) / peak, rel=0.02)
+    if variant == "plain":
+        assert (steps["hfu"] == steps["mfu"]).all() and (steps["hardware_flops"] == steps["flops"]).all()
+        assert not op_work(t)["recomputed"].any()
+    else:
+        assert (steps["hfu"] / steps["mfu"]).to_numpy() == pytest.approx(hardware / model, rel=0.02)
+
+
 TL_CHECKPOINT = Path("/work/pub/tl/tests/traces/mi300/resnet_act_checkpoint.json.gz")
 
 

@@ -32,7 +32,7 @@ from traceprobe.report import perfetto as pf
 from traceprobe.report import perfetto_sql
 from traceprobe.report.chrome import DEVICE_PID_BASE, assign_lanes, write_chrome_json
 from traceprobe.report.perfetto import BREAKDOWN_TRACK, TFLOPS_TRACK
-from traceprobe.report.perfetto_claims import CLAIMS_SEQ, CLAIMS_TRACK
+from traceprobe.report.perfetto_claims import CLAIM_ANNOTATIONS, CLAIMS_SEQ, CLAIMS_TRACK
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 SAMPLE_FILES = sorted(SAMPLES.glob("*.pt.trace.json.gz"))
@@ -87,7 +87,7 @@ def replay(path: Path) -> dict:
             value = te.double_counter_value if te.HasField("double_counter_value") else te.counter_value
             counters[te.track_uuid].append((p.timestamp, value))
     assert not any(stacks.values()), "slices left open"
-    cols = ["track", "start", "end", "name", *pf.ANNOTATIONS]
+    cols = ["track", "start", "end", "name", *dict.fromkeys([*pf.ANNOTATIONS, *CLAIM_ANNOTATIONS])]
     return {"tracks": tracks, "slices": pd.DataFrame(slices, columns=cols), "counters": counters, "flows_out": flows_out, "flows_in": flows_in}
 
 

@@ -12,7 +12,7 @@ import pytest
 from test_perfetto import replay
 from typer.testing import CliRunner
 
-from traceprobe import load_trace
+from traceprobe import load_trace, overlap_report
 from traceprobe.cli import app
 from traceprobe.report.perfetto_ranks import CROSS_FLOW_BASE, RANK_PID_BASE
 
@@ -135,3 +135,53 @@ def test_merge_ranks_says_the_skipped_traces_in_one_line(tmp_path):
     assert [x for x in lines if "skipped" in x] == [
         "skipped 4 single-rank traces: --merge-ranks needs two or more ranks in a window (export them without --merge-ranks)"]
     assert res.exit_code == 2 and any("nothing to merge" in x for x in lines)
+
+
+def test_merge_ranks_claims_roundtrip(tmp_path):
+    """export --perfetto --merge-ranks of the matrix's mesh-sleep run (real, 4x H200, rank 3 sleeps 20 ms a step): a
+    top-level ``traceprobe claims`` track holds the window's claim in the words of the JSON document's ``top_claims``
+    (the same for the four ranks: one slice, ``ranks`` 0-3), its action, figure, gain and share beside it, over the
+    ranks' windows together; as one trace's export has (test_perfetto.test_achieved_tflops_and_claims_roundtrip)."""
+    import json
+
+    from traceprobe.report.perfetto_claims import CLAIMS_TRACK
+
+    folder = SAMPLES / "matrix" / "mesh-sleep"
+    res = CliRunner().invoke(app, ["export", str(folder), "--perfetto", "--merge-ranks", "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    r = replay(next(tmp_path.glob("*.pftrace")))
+    doc = json.loads(CliRunner().invoke(app, ["overlap-report", str(folder), "--format", "json", "--jobs", "1"]).stdout)
+    want = doc["top_claims"]
+    assert len(want) == 4 and len({c["claim"] for c in want}) == 1
+    (ct,) = [u for u, td in r["tracks"].items() if td.name == CLAIMS_TRACK]
+    assert _under(r["tracks"], ct) is None  # (the window's, not a rank's)
+    got = r["slices"][r["slices"]["track"] == ct]
+    assert got["name"].tolist() == [want[0]["claim"]] and got["do"].tolist() == [want[0]["do"]]
+    assert got["gain_ns"].tolist() == [want[0]["gain_ns"]] and got["rank"].tolist() == [1]
+    assert got["value"].tolist() == pytest.approx([want[0]["share"]]) and got["ranks"].tolist() == ["0, 1, 2, 3"]
+    windows = [t["window_ns"] for t in doc["traces"]]
+    assert got["start"].tolist() == [min(w[0] for w in windows)] and got["end"].tolist() == [max(w[1] for w in windows)]
+
+
+def test_merge_ranks_claims_of_ranks_apart(tmp_path):
+    """SYNTHETIC claims on the DDP pair (real traces): each rank's own claim is a slice of its own, the larger gain first
+    (outermost), with the rank whose claim it is; a claim of both ranks is one slice, ``ranks`` ``0, 1``; no claims, no
+    track."""
+    from traceprobe.report.actions import Top
+    from traceprobe.report.perfetto_claims import CLAIMS_TRACK
+    from traceprobe.report.perfetto_ranks import write_perfetto_ranks
+
+    items = [(rank, t, overlap_report(t)) for rank, t in ((r, load_trace(p)) for r, p in enumerate(DDP))]
+    small = Top("syncs -0.5 ms/step", "drop the syncs", True, "syncs", "-0.5 ms/step", 1.5e6, 0.125)
+    large = Top("exposed copies -1.0 ms/step", "pin the buffer", True, "exposed copies", "-1.0 ms/step", 3e6, 0.25)
+    cases = {"apart": ([(0, small), (1, large)], [(large.label, "1", 1), (small.label, "0", 2)]),
+             "shared": ([(0, large), (1, large)], [(large.label, "0, 1", 1)]), "none": ([], [])}
+    for name, (claims, want) in cases.items():
+        out = write_perfetto_ranks(items, tmp_path / f"{name}.pftrace", claims=claims)
+        r = replay(tmp_path / f"{name}.pftrace")
+        on = [u for u, td in r["tracks"].items() if td.name == CLAIMS_TRACK]
+        assert out.claims == len(want) and len(on) == (1 if want else 0)
+        got = r["slices"][r["slices"]["track"].isin(on)].sort_values("rank")
+        assert list(zip(got["name"], got["ranks"], got["rank"])) == want
+        lo, hi = min(rep.window_ns[0] for _, _, rep in items), max(rep.window_ns[1] for _, _, rep in items)
+        assert (got["start"] == lo).all() and (got["end"] == hi).all()

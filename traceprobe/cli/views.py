@@ -129,6 +129,7 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
     """
     from ..collect import analyze_paths
     from ..fileio import WriteError
+    from ..report.actions import tops_by_path
     from ..report.perfetto_ranks import write_perfetto_ranks
     from ..report.table import base_folder, relative
 
@@ -138,6 +139,7 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
     clocks = {(c.run, c.window): c.clock for c in getattr(summary, "collectives", ())}
     estimates = {(c.run, c.window): c for c in summary.clocks} if align_clocks else {}
     paths_by_window = {(w.run, w.window): w.critical_path for w in summary.what_ifs if not w.path}
+    tops = tops_by_path(summary)  # (each rank's claim: the JSON document's top_claims)
     base = base_folder(summary)
     used: dict[str, int] = {}
     written = 0
@@ -155,7 +157,9 @@ def merge_runs(paths: list[Any], out_dir: Path, align_clocks: bool = False) -> l
             try:
                 print_line(write_perfetto_ranks(items, out_dir / f"{name}.pftrace", clocks.get((run.name, w.label), ""),
                                                 clocks=estimates.get((run.name, w.label)),
-                                                critical=paths_by_window.get((run.name, w.label))).describe())
+                                                critical=paths_by_window.get((run.name, w.label)),
+                                                claims=[(rank, tops[r.path]) for rank, r in zip(w.ranks, w.reports)
+                                                        if rank is not None and r.path in tops]).describe())
                 written += 1
             except WriteError as e:
                 errors.append(str(e))

@@ -7,7 +7,9 @@ they go on a packet sequence of their own (:data:`CLAIMS_SEQ`, with its own inte
 (:func:`add_claims` appends them; :func:`.perfetto.write_perfetto` writes them last where it is given them): one slice
 per claim over the window, ranked (the first outermost), with the debug annotations ``rank`` (1 first), ``do`` (its
 action), ``figure`` (its figure per step), ``gain_ns`` (what it would give back in the window) and ``value`` (that as a
-share of the window).
+share of the window). All ranks of a window in one file (``export --merge-ranks``, :mod:`.perfetto_ranks`): each rank's
+claim, one slice per distinct claim (:func:`window_claims`), the largest gain first, with ``ranks`` (the ranks whose
+claim it is: ``0, 1``) beside the rest.
 """
 
 from __future__ import annotations
@@ -24,13 +26,26 @@ CLAIMS_TRACK = "traceprobe claims"
 """The name of the claims' track."""
 CLAIMS_SEQ, CLAIMS_UUID = 2, 1 << 48
 """The claims' packet sequence and track uuid, apart from the rest of the file's (:mod:`.perfetto`: sequence 1, small uuids)."""
-CLAIM_ANNOTATIONS = ("rank", "do", "figure", "gain_ns", "value")
-"""The debug annotations of a claim's slice (module doc)."""
+CLAIM_ANNOTATIONS = ("rank", "do", "figure", "gain_ns", "value", "ranks")
+"""The debug annotations of a claim's slice (module doc; ``ranks`` only where the file holds several ranks)."""
 
 
-def claims_packets(claims: Sequence[Top], window: tuple[int, int]) -> bytes:
+def window_claims(by_rank: Sequence[tuple[int, Top]]) -> tuple[list[Top], list[str]]:
+    """The claims of a window of several ranks, for :func:`claims_packets`: each distinct claim (its words: label,
+    action, figure) once, ranked by its gain in the window (ns, the largest first; then by its first rank), and beside
+    each the ranks whose claim it is (``"0, 1"``), from ``(rank, claim)`` pairs (each rank's first-screen claim,
+    :func:`.actions.tops_by_path`)."""
+    held: dict[tuple[str, str, str], tuple[Top, list[int]]] = {}
+    for rank, top in sorted(by_rank, key=lambda x: x[0]):
+        held.setdefault((top.label, top.do, top.figure), (top, []))[1].append(int(rank))
+    order = sorted(held.values(), key=lambda v: (-float(v[0].gain_ns), v[1][0]))
+    return [t for t, _ in order], [", ".join(map(str, r)) for _, r in order]
+
+
+def claims_packets(claims: Sequence[Top], window: tuple[int, int], ranks: Sequence[str] = ()) -> bytes:
     """The serialized packets of the claims' track (module doc) over ``window`` (int ns, [start, end)); empty where there
-    is no claim or no window."""
+    is no claim or no window. ``ranks``: per claim, the ranks whose claim it is (:func:`window_claims`), written as the
+    ``ranks`` annotation; none: not written (one trace)."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
@@ -41,7 +56,7 @@ def claims_packets(claims: Sequence[Top], window: tuple[int, int]) -> bytes:
     pkt = builder.add_packet()
     pkt.trusted_packet_sequence_id = CLAIMS_SEQ
     pkt.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-    ids = {n: i + 1 for i, n in enumerate(CLAIM_ANNOTATIONS)}
+    ids = {n: i + 1 for i, n in enumerate(CLAIM_ANNOTATIONS) if n != "ranks" or ranks}
     for n, iid in ids.items():
         pkt.interned_data.debug_annotation_names.add(iid=iid, name=n)
     pkt.track_descriptor.uuid = CLAIMS_UUID
@@ -59,6 +74,8 @@ def claims_packets(claims: Sequence[Top], window: tuple[int, int]) -> bytes:
         add(name_iid=ids["figure"], string_value=c.figure)
         add(name_iid=ids["gain_ns"], int_value=int(c.gain_ns))
         add(name_iid=ids["value"], double_value=float(c.share))
+        if ranks:
+            add(name_iid=ids["ranks"], string_value=str(ranks[i]))
     for _ in claims:
         pkt = builder.add_packet()
         pkt.timestamp, pkt.trusted_packet_sequence_id = hi, CLAIMS_SEQ

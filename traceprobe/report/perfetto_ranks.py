@@ -19,6 +19,11 @@ several hosts are aligned only as well as the hosts' clocks are. What the
 collectives say of it (``clock``, from
 :func:`traceprobe.analysis.job.collectives`) is written on a top-level
 ``clocks`` track over the window and returned by :meth:`MergedExport.describe`.
+
+Claims: given each rank's first-screen claim (:func:`.actions.tops_by_path`, the JSON document's ``top_claims``), a
+top-level ``traceprobe claims`` track over the window (the ranks' report windows together, on the reference clock
+where shifted), one slice per distinct claim with the ranks whose claim it is (:mod:`.perfetto_claims`), as one
+trace's export has.
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ import pandas as pd
 from ..analysis.job.clocks import ClockEstimate
 from ..analysis.per_trace import OverlapReport
 from ..reading import Trace
+from .actions import Top
 from .perfetto import _DEVICE, CHUNK_PACKETS, _annotators, _layout, write_packets
+from .perfetto_claims import claims_packets, window_claims
 
 RANK_PID_BASE = 1 << 28
 """Process id of rank N's process: ``RANK_PID_BASE + N``."""
@@ -56,6 +63,7 @@ class MergedExport:
     collective_slices: int
     clock: str
     shifted: bool = False
+    claims: int = 0
 
     def describe(self) -> str:
         """One line for a person."""
@@ -97,7 +105,7 @@ def _crossings(path: pd.DataFrame) -> pd.DataFrame:
 
 def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path: str | Path, clock: str = "",
                          chunk_packets: int = CHUNK_PACKETS, clocks: ClockEstimate | None = None,
-                         critical: pd.DataFrame | None = None) -> MergedExport:
+                         critical: pd.DataFrame | None = None, claims: Sequence[tuple[int, Top]] = ()) -> MergedExport:
     """Write the traces of one window's ranks as one ``.pftrace`` (module doc).
 
     Args:
@@ -110,6 +118,8 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
         critical: the window's critical path (:func:`traceprobe.analysis.causal.critical_path.critical_path`): drawn on a
             ``critical path`` track of each rank it crosses, one slice per segment (``cause: name``; a host stretch
             named by its largest class), with a flow from one rank's segment to the next where the path crosses ranks.
+        claims: ``(rank, claim)``, each rank's first-screen claim (:func:`.actions.tops_by_path`), for the claims'
+            track (module doc); none: no track.
     """
     shift = clocks is not None and clocks.differ
     if critical is not None and len(critical):
@@ -117,6 +127,7 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
     rows: list[dict] = []
     names: list[str] = []
     parts, counters, fills = [], [], {}
+    windows: list[tuple[int, int]] = []
     for k, (rank, trace, report) in enumerate(sorted(items, key=lambda x: x[0])):
         r_rows, r_names, slices, cnt, _, _, _ = _layout(trace, report)
         base, nbase = len(rows), len(names)
@@ -158,6 +169,9 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
             slices = slices.assign(start=slices["start"] - fix(rank, slices["start"].to_numpy(np.int64)),
                                    end=slices["end"] - fix(rank, slices["end"].to_numpy(np.int64)))
             cnt = cnt.assign(ts=cnt["ts"] - fix(rank, cnt["ts"].to_numpy(np.int64)))
+        w = np.asarray(report.window_ns, np.int64)
+        w = w - clocks.correction_ns(rank, w) if shift and clocks is not None else w  # (on the reference clock, as the slices)
+        windows.append((int(w[0]), int(w[1])))
         for src, fn in _annotators(trace, report).items():
             fills[src + k * _SRC_STRIDE] = fn
         names += r_names
@@ -180,9 +194,11 @@ def write_perfetto_ranks(items: Sequence[tuple[int, Trace, OverlapReport]], path
                                "flow_out": [0], "flow_in": [0]}))
     slices = pd.concat(parts, ignore_index=True).astype(np.int64)
     cnt = pd.concat(counters, ignore_index=True) if counters else pd.DataFrame({"track": [], "ts": [], "value": []}, dtype=np.int64)
-    packets = write_packets(path, rows, names, slices, cnt, fills, chunk_packets)
+    tops, held = window_claims(claims)
+    span = (min(w[0] for w in windows), max(w[1] for w in windows)) if windows else (0, 0)
+    packets = write_packets(path, rows, names, slices, cnt, fills, chunk_packets, claims_packets(tops, span, held))
     src = slices["src"].to_numpy() % _SRC_STRIDE
     on_coll = np.isin(slices["track"].to_numpy(), [r["uuid"] for r in rows if r["name"] == "collectives"])
     return MergedExport(str(path), tuple(sorted(r for r, _, _ in items)), packets, int(((src == _DEVICE) & ~on_coll).sum()),
-                        int(on_coll.sum()), clock or "unknown", shift)
+                        int(on_coll.sum()), clock or "unknown", shift, len(tops) if span[1] > span[0] else 0)
 

@@ -26,9 +26,15 @@ two ``aten::mm``, ``ConvolutionBackward0``'s ``convolution_backward``, the flash
 work exactly), and its other kernels are the op's backward: with the family's backward work where the node has no
 modelled op of its own, as class and time only otherwise (no work counted twice).
 
-Recomputation (activation checkpointing): a modelled forward op that recorded a sequence number inside a node (its
-forward run again in the backward pass). Ops inside a node record sequence numbers only where autograd is on there:
-checkpointing, and ``create_graph=True`` (whose second-order ops are read as recomputation too).
+Recomputation (activation checkpointing): a modelled op inside a node whose innermost op with a sequence number (itself,
+or the op that called it: ``aten::copy_`` under ``aten::to``'s sequence number) is a forward op: the forward run again
+in the backward pass. Ops inside a node record sequence numbers only where autograd is on there: checkpointing, and
+``create_graph=True`` (whose second-order ops are read as recomputation too); the node's own ops have none, so their
+innermost op with one is the node. A recomputed op counts the work it launched, as any op: non-reentrant
+checkpointing stops recomputing once every tensor saved for backward is back (``torch.utils.checkpoint``'s
+``early_stop``, on by default), inside the op whose saved inputs come last and before its kernels (autograd saves an
+op's inputs before running it), so that op is recorded, with its sequence number, but launches nothing and owns no
+device event.
 
 No shapes, no owner: a trace recorded without ``record_shapes=True`` has no modelled op.
 """
@@ -186,7 +192,8 @@ def op_of_event(trace: Trace) -> np.ndarray:
 @per_trace
 def recomputed(trace: Trace) -> np.ndarray:
     """Per row of ``trace.host_events``: a modelled op run again in the backward pass (activation checkpointing: an op
-    with a sequence number inside an autograd node; module docstring), bool."""
+    inside an autograd node whose innermost op with a sequence number, itself or a caller, is a forward op; module
+    docstring), bool."""
     host = trace.host_events
     out = np.zeros(len(host), bool)
     top = modelled_tops(trace)
@@ -194,11 +201,13 @@ def recomputed(trace: Trace) -> np.ndarray:
         return out
     seq, fwd = host_column(trace, "seq"), host_column(trace, "fwd_thread")
     nodes = np.flatnonzero((seq >= 0) & (fwd > 0))
-    top = top[seq[top] >= 0]
-    if nodes.size == 0 or top.size == 0:
+    if nodes.size == 0:
         return out
     thread = host_thread_codes(trace).astype(np.int64)
     start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
-    inside = innermost(thread[nodes], start[nodes], end[nodes], thread[top], start[top]) >= 0
-    out[top[inside]] = True
+    top = top[innermost(thread[nodes], start[nodes], end[nodes], thread[top], start[top]) >= 0]  # (inside a node)
+    marked = np.flatnonzero(seq >= 0)
+    inner = innermost(thread[marked], start[marked], end[marked], thread[top], start[top])
+    top = top[inner >= 0]
+    out[top[fwd[marked[inner[inner >= 0]]] <= 0]] = True
     return out
