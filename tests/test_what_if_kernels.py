@@ -152,8 +152,9 @@ def _measured_ms(scenario: str, fixed: str) -> float:
 def test_what_if_of_each_recorded_fix(scenario: str) -> None:
     """sample_traces/efficiency (real, H100, training steps, forward and backward): the slow variant's top finding is
     the what-if of its fix. Attention (math backend against flash) and fp32 GEMMs (against TF32) within 20% of the gain
-    measured: the attention's backward kernels count as attention (before: forward only, 11.4 of 21.0 ms); fusing
-    counts device time alone (module docstring of what_if_kernels), so ``unfused`` is at most the gain measured."""
+    measured: the attention's backward kernels count as attention (before: forward only, 11.4 of 21.0 ms); and the
+    unfused chains (the dtype casts of a hand-written RMSNorm in them: before, 7.1 of 9.5 ms, the casts breaking the
+    chains)."""
     from traceprobe.analysis.causal.what_if_windows import window_what_if
 
     cause, fixed = SAMPLE_FIXES[scenario]
@@ -162,7 +163,4 @@ def test_what_if_of_each_recorded_fix(scenario: str) -> None:
     got = w.table.set_index("cause").loc[cause, "per_step_ns"] / 1e6
     measured = _measured_ms(scenario, fixed)
     assert w.top is not None and w.top["cause"] == cause
-    if cause == "unfused":
-        assert 0.5 * measured <= got <= measured, (got, measured)
-    else:
-        assert got == pytest.approx(measured, rel=0.2)
+    assert got == pytest.approx(measured, rel=0.2)
