@@ -112,7 +112,8 @@ class Top:
     (``""`` where none is known), ``what_if`` whether it is a what-if (its full advice is under *what would give
     time back*; else in ``--detail``); ``cause`` its cause in words (``data loading``, ``exposed HtoD copy``),
     ``figure`` its figure per step alone (``-20.9 ms/step``, ``-1.9 ms in the trace``), ``gain_ns`` what it would give
-    back in the window (ns) and ``share`` that as a share of the window (0..1): how the first screen ranks windows."""
+    back in the window (ns) and ``share`` that as a share of the window (0..1): how the first screen ranks windows;
+    ``bound_ns`` the most its fix can give back (:func:`claim_bound`), which no figure of it exceeds."""
 
     label: str
     do: str
@@ -121,6 +122,19 @@ class Top:
     figure: str = ""
     gain_ns: float = 0.0
     share: float = 0.0
+    bound_ns: float = 0.0
+
+
+def claim_bound(row: dict, what_if: bool) -> float:
+    """The bound of a claim, ns: what its fix takes out of the window. A what-if's (``row`` of its table): its
+    ``removed_ns``, the cause's own time on the ranks it is removed from and the other ranks' compute its contention
+    relief lowers (:func:`traceprobe.analysis.causal.what_if.what_ifs`): the replay's times are maxima of sums over the
+    dependency graph, so taking x ns out of its weights ends no path more than x ns earlier (the part of it on a
+    critical path is :mod:`traceprobe.analysis.causal.what_if_plan`'s bound). A span finding's (``row`` of the report's
+    findings): its ``headroom_ns``, wall time of the window no other finding claims, which fixing it can at most give
+    back. :func:`what_if_top` and :func:`finding_top` print no figure above it (a figure above it would be a defect of
+    the replay: the claim says its bound)."""
+    return float(row.get("removed_ns", row["gain_ns"])) if what_if else float(row["headroom_ns"])
 
 
 def per_step(per_ns: float, total_ns: float, steps: int, sign: str = "") -> str:
@@ -162,9 +176,11 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
         return None
     cause, action = _what_if_causes(w)
     who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if w.ranked else ""
-    figure = per_step(t["per_step_ns"], t["gain_ns"], w.steps, sign="-")
+    bound = claim_bound(t, True)
+    gain, per = min(float(t["gain_ns"]), bound), min(float(t["per_step_ns"]), bound)  # (no figure above its bound)
+    figure = per_step(per, gain, w.steps, sign="-")
     if action in ONE_TIME and w.steps >= 2 and 0 < int(t.get("steps_with", 0)) < w.steps:  # (not a cost of every step)
-        figure = f"-{_ms(t['gain_ns'])} once ({int(t['steps_with'])} of {w.steps} steps)"
+        figure = f"-{_ms(gain)} once ({int(t['steps_with'])} of {w.steps} steps)"
     do = DO_CAUSE.get(action, "")
     if cause == "host" and t.get("top"):  # (the trace's stacks name the Python function)
         do = f"speed up {short_frame(str(t['top']), brief=True)} or move it off the step"
@@ -180,7 +196,7 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
         do = DO_CAUSE["sync_cpu_op"]
     part = w.partial()  # (a sampled or cut-short trace says so beside its figure)
     return Top(f"{who}{w.cause_label(cause)} {figure}" + (f" ({part})" if part else ""), do, True, w.cause_label(cause),
-               figure.split(" (")[0], float(t["gain_ns"]), float(t["gain_ns"]) / max(w.window_ns, 1))
+               figure.split(" (")[0], gain, gain / max(w.window_ns, 1), bound)
 
 
 DATA_PARALLEL_CAUSES = ("dispatch", "host", "optimizer", "idle_launch", "idle_host", "idle_optimizer")
@@ -219,7 +235,8 @@ def finding_top(r: OverlapReport) -> Top | None:
     head = _TRAILING.sub("", label)
     if kind == "bubble" and not head.startswith("pipeline"):
         head = f"pipeline {head}"
-    total, per = float(top["headroom_ns"]), float(top["per_step_ns"])
+    bound = claim_bound(top.to_dict(), False)
+    total, per = min(float(top["headroom_ns"]), bound), min(float(top["per_step_ns"]), bound)
     steps = round(total / per) if per > 0 else 0
     action = DO_KIND.get(kind, "")
     if kind in ("idle_warmup", "idle_profiler") and (steps or report_runs_before(r)):  # (no start-up: one-time, or ran before)
@@ -228,7 +245,7 @@ def finding_top(r: OverlapReport) -> Top | None:
     sep = "; " if re.search(r"\d", head) else " "
     figure = per_step(per, total, steps, sign="-")  # (what fixing it could give back: signed as the what-ifs are)
     window = r.window_ns[1] - r.window_ns[0]
-    return Top(f"{head}{sep}{figure}", action, False, head, figure.split(" (")[0], total, total / window if window > 0 else 0.0)
+    return Top(f"{head}{sep}{figure}", action, False, head, figure.split(" (")[0], total, total / window if window > 0 else 0.0, bound)
 
 
 UNMODELLED = ("queued_wait",)

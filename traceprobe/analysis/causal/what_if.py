@@ -182,8 +182,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         before: the steps or runs of the program before the window: a slow call is one-time as :func:`.what_if_steps.one_time_slow` says.
 
     Returns:
-        DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op,
-        sync call or kernel name holding most of it), ``removed_ns`` (int64: the time taken out, on all its ranks),
+        DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op, sync call or kernel
+        name holding most of it), ``removed_ns`` (int64: the time taken out, on all its ranks, with the others' compute its contention relief lowers: ``gain_ns``' bound),
         ``gain_ns`` (int64: how much earlier the window's last work ends), ``per_step_ns`` (int64: ``gain_ns`` over
         the most steps n a rank of the window has, or ``gain_ns`` without steps; where n >= 2, at least the gain after
         the first step, ``gain_ns`` less how much earlier the first step's last work ends, over n - 1: a cause that
@@ -241,13 +241,13 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         ranks = c.ranks
         rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
         h, d, drop = c.make(_ALL, _ALL, _ALL)
-        t, end, arrival = replay_arrivals(job, h, d, drop)
-        if c.relief >= 0:  # the others' compute, slowed beside waits for this rank (.contention)
+        (t, end, arrival), cut = replay_arrivals(job, h, d, drop), np.zeros(0, np.int64)
+        if c.relief >= 0:  # the others' compute, slowed beside waits for this rank (.contention): taken out too
             share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, c.relief) / max(charged[c.relief], 1)
-            if share > 0:
-                t, end = replay(job, h, np.maximum(d - (slow[c.relief] * min(share, 1.0)).astype(np.int64), 0), drop)
+            cut = np.minimum((slow[c.relief] * min(max(share, 0.0), 1.0)).astype(np.int64), d)
+            t, end = replay(job, h, d - cut, drop) if share > 0 else (t, end)
         earlier = np.where(base_steps > NEG, base_steps - ends_of(t, end), 0)  # (how much earlier each step's last work ends)
-        return (rank, c.cause, c.top, sum(c.removed), base - _finish(t, end, counted), max(c.held), int(earlier[0]) if earlier.size else 0,
+        return (rank, c.cause, c.top, sum(c.removed) + int(cut.sum()), base - _finish(t, end, counted), max(c.held), int(earlier[0]) if earlier.size else 0,
                 c.first, {graphs[i].rank: n for i, n in zip(ranks, c.removed)}, np.diff(earlier, prepend=0))
 
     sync = HOST_CLASSES.index("sync")
