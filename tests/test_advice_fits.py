@@ -1,19 +1,24 @@
 """Advice that fits the trace: the action read from what the trace records (the DataLoader's iterator, ``nn.DataParallel``'s
-replicas, a sync and the host work it exposes), on recorded samples (sample_traces/: causes/ and efficiency/ on one H100,
-what each scenario built in is in its folder's README and fixes.jsonl)."""
+replicas, a sync and the host work it exposes; the profiler's schedule and its own start-up: one-time work is told to
+be recorded after only where nothing ran before the window, the profiler's own work is never the program's warm-up, an
+op that launches nothing is CPU work however slow), on recorded samples (sample_traces/: causes/ and efficiency/ on one
+H100, what each scenario built in is in its folder's README and fixes.jsonl), and SYNTHETIC traces for each rule."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+from synthetic import BASE, TraceBuilder
 from typer.testing import CliRunner
 
 from traceprobe.analysis.advice.idle_advice import loader_fix, loader_kind
 from traceprobe.cli import app
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+SCHEDULE = "schedule(wait=1, warmup=1"
 
 
 def _first_screen(path: Path, *more: str) -> list[str]:
@@ -209,3 +214,199 @@ def test_a_resnet_loading_in_the_main_process_is_told_to_load_in_workers():
     v = fixes["resnet-loader"]["variants"]
     measured = v["slow"]["shapes_ms_per_step"] - v["workers4"]["shapes_ms_per_step"]
     assert abs(gain - measured) <= 0.2 * measured, (gain, measured)
+
+
+def _screen(path: Path, *more: str) -> tuple[str, str, str]:
+    """(the first screen's claim, its do line, the whole output) of one trace or folder."""
+    res = CliRunner().invoke(app, ["overlap-report", str(path), "--jobs", "1", *more])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    i = next((k for k, ln in enumerate(lines) if ln.strip().startswith("do:")), None)
+    assert i is not None and i >= 1, lines
+    return lines[i - 1].strip(), lines[i].strip(), res.stdout
+
+
+def _detail(path: Path) -> str:
+    res = CliRunner().invoke(app, ["overlap-report", str(path), "--jobs", "1", "--detail"], terminal_width=400)
+    assert res.exit_code == 0, res.output
+    return " ".join(res.stdout.replace("│", " ").split())
+
+
+def test_a_workload_record_warmed_up_is_not_told_to_profile_after_warm_up():
+    """h200-4gpu/branches.synchronized (real, 2x H200): ``record`` ran the step once to warm up and three times timed
+    before the profiled run (its manifest: ``wall_runs_s``). Its top was "one-time first calls -8.4 ms" with "profile after
+    warm-up (torch.profiler.schedule(wait=1, warmup=1))": an aten::linear of the CPU branch 30x its name's other calls,
+    whose first layer is eight times as wide (4096 -> 512 against 512 -> 512): CPU work the devices wait for, in every
+    run. Now it is CPU work, and no view advises a schedule."""
+    from traceprobe.analysis.host.warmup_notes import runs_before
+    from traceprobe.manifest import info_for
+
+    path = SAMPLES / "h200-4gpu" / "branches.synchronized.pt.trace.json.gz"
+    assert runs_before(-1, info_for(path)) == 4  # (record: a warm-up run and 3 timed runs)
+    claim, do, _ = _screen(path)
+    assert claim.startswith("CPU ops that launch nothing -"), claim
+    assert "move the CPU work to the device" in do, do
+    detail = _detail(path)
+    assert SCHEDULE not in detail and "one-time first calls" not in detail, detail
+
+
+def test_a_script_profiled_from_its_start_keeps_the_advice():
+    """causes/startup (real, one H100): profiled from before anything touches CUDA, no steps, no manifest: its CUDA,
+    cuDNN and cuBLAS start-up is in the window, and recording after it is the action."""
+    claim, do, _ = _screen(SAMPLES / "causes" / "startup")
+    assert "one-time first calls" in claim, claim
+    assert do == "do: profile after warm-up (torch.profiler.schedule(wait=1, warmup=1))", do
+
+
+def test_the_profilers_buffer_request_is_not_the_programs_time():
+    """heldout/w2-late0/ddp-pageable rank 0 (real, 2x H200, steps 2-4): Kineto's 2.6 ms "Activity Buffer Request" lies
+    inside its first pageable copy (``aten::to``: a slow call; ``cudaMemcpyAsync``: a kernel's slow first launch). Before,
+    its time was the program's (slow calls and warm-up); now it is the profiler's, named by its record, and the copy
+    is judged on its own time."""
+    from traceprobe import intervals as iv
+    from traceprobe.analysis.device.busy import host_thread_codes
+    from traceprobe.analysis.host.host_classes import HOST_CAUSES, class_spans
+    from traceprobe.analysis.host.idle_causes import idle_causes
+    from traceprobe.analysis.host.warmup import profiler_spans
+    from traceprobe.reading import load_trace
+
+    (path,) = (SAMPLES / "heldout" / "w2-late0" / "ddp-pageable").glob("rank0.*.pt.trace.json.gz")
+    t = load_trace(str(path))
+    assert list(t.overhead_events["name"]) == ["Activity Buffer Request"]
+    prof = profiler_spans(t)
+    thread = int(host_thread_codes(t)[t.host_events["name"].astype(str).eq("cudaMemcpyAsync").to_numpy()][0])
+    held = {c: iv.length(iv.intersect(s, prof)) for c, s in zip(HOST_CAUSES, class_spans(t, (thread,)))}
+    assert held["profiler"] > 1_500_000 and held["warmup"] == held["slow_call"] == 0, held
+    assert any(d.top["profiler"] == "Activity Buffer Request" for d in idle_causes(t) if d.spans["profiler"][0].size)
+
+
+def _first_launch_trace(path: Path, record: str) -> Path:
+    """SYNTHETIC, no steps: six kernels launched by 2 µs calls, 150 µs each, then a kernel's first launch whose call
+    holds a 5 ms CUPTI overhead record named ``record`` (the device idle meanwhile), then four more of it."""
+    b = TraceBuilder("first launch", base_ns=BASE)
+    t = 0
+    for _ in range(6):
+        b.launch(t, "kernel", 0, 7, t + 10_000, 150_000, name="k_a")
+        t += 200_000
+    c = b.runtime(t, 5_020_000)["args"]["correlation"]
+    b.raw({"ph": "X", "cat": "overhead", "name": record, "pid": -1, "tid": 0, "ts": (BASE + t + 10_000) / 1000, "dur": 5000.0})
+    b.kernel(0, 7, t + 5_030_000, 150_000, name="k_b", correlation=c)
+    t += 5_200_000
+    for _ in range(4):
+        b.launch(t, "kernel", 0, 7, t + 10_000, 150_000, name="k_b")
+        t += 200_000
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return b.write(path)
+
+
+def test_a_first_launch_held_by_the_profiler_is_its_start_up(tmp_path):
+    """SYNTHETIC: a kernel's first launch held 5 ms by Kineto's "Activity Buffer Request". Before: one-time first calls
+    -5.0 ms, "profile after warm-up". Now: the profiler's own work, nothing to fix in the program; its start-up (no run
+    before the window), which a schedule's warm-up step takes out. The same 5 ms as "Lazy Function Loading" (the driver
+    loading the kernel's code: the program's own first launch) stays warm-up."""
+    claim, do, _ = _screen(_first_launch_trace(tmp_path / "abr.pt.trace.json", "Activity Buffer Request"))
+    assert claim.startswith("profiler's own work (CUPTI buffers) -5.0 ms"), claim
+    assert do == "do: nothing to fix: profiler start-up (schedule(wait=1, warmup=1) skips it)", do
+    claim, do, _ = _screen(_first_launch_trace(tmp_path / "lazy.pt.trace.json", "Lazy Function Loading"))
+    assert claim.startswith("one-time first calls -5.0 ms"), claim
+    assert do == "do: profile after warm-up (torch.profiler.schedule(wait=1, warmup=1))", do
+
+
+def _first_call_trace(path: Path, first_step: int | None = None) -> Path:
+    """SYNTHETIC: a kernel, then an ``aten::conv2d`` whose first call takes 20 ms before it launches its kernel (the
+    device idle), then three of 0.5 ms; with ``first_step``, one call a step, the steps numbered from it."""
+    b = TraceBuilder("first call", base_ns=BASE)
+    t = 0
+    for i, dur in enumerate((20_000_000, 500_000, 500_000, 500_000)):
+        if first_step is not None:
+            b.step(first_step + i, t, dur + 800_000)
+        b.launch(t, "kernel", 0, 7, t + 5_000, 50_000, name="prep")
+        b.cpu_op(t + 10_000, dur, "aten::conv2d")
+        b.launch(t + 10_000 + dur - 2_000, "kernel", 0, 7, t + dur + 20_000, 600_000, name="conv")
+        t += dur + 800_000
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return b.write(path)
+
+
+def test_first_calls_after_the_programs_runs_are_no_start_up(tmp_path):
+    """SYNTHETIC, no steps: a first call of 20 ms, 40x its later ones. Profiled alone (no manifest) the action is to
+    record after warm-up; with a manifest saying ``record`` ran the workload before (a warm-up run and timed runs,
+    ``wall_runs_s``; or ``runs_before``), it is not start-up: no view advises a schedule."""
+    claim, do, _ = _screen(_first_call_trace(tmp_path / "alone" / "w.v.pt.trace.json"))
+    assert claim.startswith("one-time first calls -"), claim
+    assert do == "do: profile after warm-up (torch.profiler.schedule(wait=1, warmup=1))", do
+    for entry, runs in (({"wall_s": 0.02, "wall_runs_s": [0.021, 0.02, 0.02]}, 4), ({"runs_before": 2}, 2)):
+        folder = tmp_path / f"ran{runs}"
+        path = _first_call_trace(folder / "w.v.pt.trace.json")
+        (folder / "manifest.json").write_text(json.dumps({"schema": 2, "variants": [
+            {"workload": "w", "variant": "v", "status": "ok", "traces": [path.name], **entry}]}))
+        claim, do, _ = _screen(path)
+        assert do == "do: not start-up: new shapes or a recompile (TORCH_LOGS=recompiles)", (claim, do)
+        detail = _detail(path)
+        assert SCHEDULE not in detail and f"had run {runs} steps or runs before the window" in detail, detail
+        assert f"recorded after {runs} runs of the program" in detail, detail
+
+
+@pytest.mark.parametrize("first_step, scheduled", [(0, True), (2, False)])
+def test_the_first_step_number_says_whether_steps_ran_before(tmp_path, first_step, scheduled):
+    """SYNTHETIC, steps from ``ProfilerStep#0`` or ``#2``: the first step's 20 ms first call is a one-time cost either way
+    (its figure once); the trace's own finding (before the replay) advises a schedule from step 0 only: from step 2, two
+    steps had run (before: it advised a schedule from either)."""
+    from traceprobe.analysis.per_trace import overlap_report
+    from traceprobe.reading import load_trace
+
+    path = _first_call_trace(tmp_path / "t.pt.trace.json", first_step)
+    claim, do, _ = _screen(path)
+    assert "one-time first calls" in claim and "once (1 of 4 steps)" in claim, claim
+    assert do == "do: nothing to fix: a one-time cost, not a steady one", do
+    f = overlap_report(load_trace(str(path))).findings
+    text = f.loc[f["kind"] == "idle_warmup", "text"].iloc[0]
+    assert (SCHEDULE in text) == scheduled, text
+
+
+def _cpu_op_trace(path: Path, launches: bool) -> Path:
+    """SYNTHETIC, no steps: ``aten::linear`` four times on the device (30 µs, a kernel each), then once for 10 ms and
+    three times for 0.3 ms on the CPU (launching nothing), the device idle meanwhile, then a kernel; with ``launches``,
+    the 10 ms call launches a kernel at its end."""
+    b = TraceBuilder("cpu op", base_ns=BASE)
+    t = 0
+    for _ in range(4):
+        b.cpu_op(t, 30_000, "aten::linear")
+        b.launch(t + 20_000, "kernel", 0, 7, t + 40_000, 100_000, name="gemm")
+        t += 200_000
+    for dur in (10_000_000, 300_000, 300_000, 300_000):
+        b.cpu_op(t, dur, "aten::linear")
+        if launches and dur > 1_000_000:
+            b.launch(t + dur - 5_000, "kernel", 0, 7, t + dur + 10_000, 100_000, name="gemm")
+        t += dur + 20_000
+    b.launch(t, "kernel", 0, 7, t + 10_000, 100_000, name="gemm")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return b.write(path)
+
+
+def test_a_slow_op_that_launches_nothing_is_cpu_work(tmp_path):
+    """SYNTHETIC: an op of the CPU 33x its name's median (a wider input) is CPU work, which the device waits for in every
+    run, not a new shape's one-time plan (before: one-time first calls, "profile after warm-up"); the same call launching
+    a kernel is still a slow call seen once, a first call, unless the program ran before the window (its manifest): one
+    run cannot tell a one-time call from one of every run."""
+    claim, do, _ = _screen(_cpu_op_trace(tmp_path / "cpu.pt.trace.json", False))
+    assert claim.startswith("CPU ops that launch nothing -10."), claim
+    assert "move the CPU work" in do, do
+    claim, do, _ = _screen(_cpu_op_trace(tmp_path / "gpu.pt.trace.json", True))
+    assert claim.startswith("one-time first calls -"), claim
+    path = _cpu_op_trace(tmp_path / "ran" / "w.v.pt.trace.json", True)  # (a program that ran before: no one-time call told)
+    (path.parent / "manifest.json").write_text(json.dumps({"schema": 2, "variants": [
+        {"workload": "w", "variant": "v", "status": "ok", "traces": [path.name], "runs_before": 3}]}))
+    claim, do, _ = _screen(path)
+    assert claim.startswith("slow calls (new shapes) -") and SCHEDULE not in _detail(path), claim
+
+
+def test_runs_before_reads_the_steps_then_the_manifest():
+    """The steps or runs before a window: the first step's number; else the manifest's ``runs_before``, else record's
+    warm-up run and timed runs; else none."""
+    from traceprobe.analysis.host.warmup_notes import runs_before
+
+    assert runs_before(2) == 2 and runs_before(0, {"workload": "w", "wall_runs_s": [1.0]}) == 0
+    assert runs_before(-1, {"workload": "w", "wall_runs_s": [1.0, 1.0, 1.0]}) == 4
+    assert runs_before(-1, {"workload": "w", "runs_before": 1, "wall_runs_s": [1.0]}) == 1
+    assert runs_before(-1, {}) == runs_before(-1, None) == runs_before(-1, {"wall_runs_s": [1.0]}) == 0

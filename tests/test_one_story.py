@@ -214,3 +214,109 @@ def test_no_gain_exceeds_its_bound_and_the_table_is_in_the_order_shown(tmp_path_
     assert (t["gain_ns"] <= t["removed_ns"]).all(), t
     real = t[(t["cause"] != "sync").to_numpy()]
     assert (np.diff(real["per_step_ns"].to_numpy()) <= 0).all(), real
+
+
+_FIG = re.compile(r"-([\d,]+(?:\.\d+)?) (ns|µs|ms|s)\b")
+_UNIT = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
+_ROUNDING = 0.05e6
+"""Figures are printed to 0.1 ms (ms from 0.1 ms to 1 s, two decimals of a second beyond: report.units)."""
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.replace("│", " ").split())
+
+
+def _figures(text: str) -> list[float]:
+    """The signed figures (``-2.6 ms``, ``-1.23 s``) of a claim's text, ns."""
+    return [float(n.replace(",", "")) * _UNIT[u] for n, u in _FIG.findall(text)]
+
+
+def _one_story(folder: Path) -> None:
+    """Every view of ``folder``'s analysis names each trace's top claim as :func:`.actions.top_findings` makes it (the
+    JSON document's top_claims, the TSV, the Markdown), each window's (the first screen) as its ranks' top one, a
+    window's top what-if as the --detail and job text tell it (rank, cause and figure); no figure printed exceeds its
+    claim's bound (:func:`.actions.claim_bound`), nor any what-if's gain the time it removes."""
+    from traceprobe.analysis.job.job import job_report
+    from traceprobe.collect import analyze_paths
+    from traceprobe.report.actions import top_findings
+    from traceprobe.report.job_text import job_text
+    from traceprobe.report.json_document import document
+    from traceprobe.report.panels import finding_text
+    from traceprobe.report.renderers import renderer
+    from traceprobe.report.windows import window_views
+
+    s = analyze_paths([str(folder)], jobs=1)
+    tops = top_findings(s)
+    screen = _flat(renderer("table", width=250).render(s))
+    detail = _flat(str(renderer("table", width=1000, detail=True).render(s)))
+    md, tsv, job = str(renderer("markdown").render(s)), str(renderer("tsv").render(s)), _flat(job_text(job_report(s)))
+    claims = {c["path"]: c for c in document(s)["top_claims"]}
+    for r in s.reports:
+        t = tops.get(id(r))
+        if t is None:
+            assert r.path not in claims and f"{r.path}\t" in tsv
+            continue
+        c = claims[r.path]
+        assert (c["claim"], c["cause"], c["do"], c["gain_ns"], c["bound_ns"]) == (t.label, t.cause, t.do, int(t.gain_ns), int(t.bound_ns)), c
+        assert f"Top finding: {t.label}" in md and f"\t{t.label}\t{t.do}\n" in tsv, t
+        assert t.gain_ns <= t.bound_ns and all(f <= t.bound_ns + _ROUNDING for f in _figures(t.label)), t
+    for w in s.what_ifs:
+        assert (w.table["gain_ns"] <= w.table["removed_ns"]).all(), w.table
+    for v in window_views(s, str(folder)):
+        if v.top is None:
+            continue
+        assert v.top in [tops[id(r)] for r in v.reports if id(r) in tops] and v.top.label in screen, (v.top, screen)
+        assert f"do: {v.top.do}" in screen if v.top.do else True
+        if not v.top.what_if:  # (a span of lost time: the first finding of its trace in --detail)
+            rep = next(r for r in v.reports if tops.get(id(r)) == v.top)
+            assert _flat(finding_text(rep.findings.iloc[0].to_dict())) in detail, v.top
+            continue
+        ranked = len({k for k in v.ranks if k is not None}) >= 2
+        (w,) = [w for w in s.what_ifs if (not w.path and ranked and w.window == v.reports[0].info.get("window", w.window)
+                                          and set(w.ranks) == {k for k in v.ranks if k is not None}) or (w.path == v.reports[0].path)]
+        told = _flat(w.finding())
+        assert told in detail and (told in job or not ranked), told
+        who = v.top.label[: v.top.label.index(v.top.cause)].strip()
+        named = f"{who}: {v.top.cause}: " if who else f"{v.top.cause}: "  # (after what part of the trace it covers)
+        assert named in told, (told, v.top)
+        if " once (" not in v.top.figure:  # (a one-time cost's figure is its total, the finding's per step)
+            assert abs(_figures(told.split(named, 1)[1])[0] - _figures(v.top.figure)[0]) <= _ROUNDING, (told, v.top)
+
+
+def _random_job(folder: Path, seed: int, ranks: int, skewed: int, events: int, device: float, cpu: float, memcpy: float,
+                nccl: float, steps: int, threads: int) -> None:
+    """A SYNTHETIC job (scripts/synth_job.py) of the given shares, its flow pairs as many as its runtime calls allow."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import synth_job  # pyright: ignore[reportMissingImports]
+
+    flow = 0.9 * min(2 * min(device, cpu / 2), 0.25)
+    cfg = synth_job.st.Config(events=events, device_share=device, cpu_share=cpu, memcpy_share=memcpy, nccl_share=nccl,
+                              flow_share=flow, steps=steps, threads=threads, seed=seed)
+    synth_job.write_job(cfg, ranks, folder, skewed=min(skewed, ranks - 1), skew_ns=300_000 * (1 + seed % 3), jobs=1)
+
+
+_JOBS = dict(seed=st.integers(0, 10_000), ranks=st.integers(2, 4), skewed=st.integers(0, 2), events=st.integers(500, 1500),
+             device=st.floats(0.1, 0.25), cpu=st.floats(0.2, 0.4), memcpy=st.floats(0.0, 0.3), nccl=st.floats(0.05, 0.3),
+             steps=st.integers(1, 4), threads=st.integers(1, 3))
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(**_JOBS)
+def test_every_view_tells_one_claim_within_its_bound(tmp_path_factory, **job):
+    """SYNTHETIC windows of 2-4 ranks, random shares of device, host, copy and collective work (scripts/synth_job.py):
+    every view's top claim is the same, and no printed gain exceeds its claim's bound."""
+    folder = tmp_path_factory.mktemp("job")
+    _random_job(folder, **job)
+    _one_story(folder)
+
+
+@pytest.mark.slow
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(**_JOBS)
+def test_every_view_tells_one_claim_within_its_bound_more(tmp_path_factory, **job):
+    """:func:`test_every_view_tells_one_claim_within_its_bound` on more random windows."""
+    folder = tmp_path_factory.mktemp("job")
+    _random_job(folder, **job)
+    _one_story(folder)

@@ -9,7 +9,7 @@ trace's workload and variant and to compare wall times. Layout on disk
      "environment": {...machine facts...},
      "processes": [{...one per record --script / capture process...}],
      "variants": [{"workload", "variant", "status", "traces": [file names], "description",
-                   "reason", "wall_s", "wall_runs_s", "params", "device", "devices", "rank", "steps", ...}]}
+                   "reason", "wall_s", "wall_runs_s", "params", "device", "devices", "rank", "steps", "runs_before", ...}]}
 
 Older manifests name a variant's file(s) under ``trace`` (a string or a list);
 both are read into :attr:`Entry.traces`, always a list. Keys this module does not
@@ -97,6 +97,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "devices": (lambda v: isinstance(v, list) and all(isinstance(d, str) for d in v), "a list of strings"),
     "rank": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "steps": (lambda v: isinstance(v, list) and len(v) == 2 and all(_is_int(s) for s in v), "[first, last]"),
+    "runs_before": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
 }
 """Optional entry fields and what they must be (``None`` is always allowed)."""
 
@@ -119,6 +120,8 @@ class Entry:
         device: ``cuda`` or ``cpu``; devices: torch device strings used.
         rank: the torchrun rank that wrote it (``record --script``), else None.
         steps: ``[first, last]`` profiled steps of a window, None for a whole run.
+        runs_before: how many times the variant ran before the run its trace profiled (``record``: its warm-up run and
+            its timed runs), None where not said.
         extra: every other key, kept as read (``resumed``, ``pid``, ``json_bytes``...).
     """
 
@@ -135,6 +138,7 @@ class Entry:
     devices: list[str] | None = None
     rank: int | None = None
     steps: list[int] | None = None
+    runs_before: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -346,7 +350,7 @@ def info_for(trace_file: str | Path) -> dict[str, Any]:
 
     Keys: ``workload``, ``variant``, ``wall_s``, ``wall_runs_s``, ``description``, ``params``,
     ``devices``, ``rank`` and ``steps`` (``record --script``: the trace's rank and
-    its window's first and last step), those the entry has; ``order`` (the entry's position:
+    its window's first and last step), ``runs_before``, those the entry has; ``order`` (the entry's position:
     ``record`` writes each workload's baseline first) and ``environment``
     (``host``, ``torch``, ``cuda``, ``devices`` of the machine, those present).
     """
@@ -361,7 +365,7 @@ def info_for(trace_file: str | Path) -> dict[str, Any]:
         return {}
     order, e = hit
     info: dict[str, Any] = {"workload": e.workload, "variant": e.variant}
-    for k in ("wall_s", "wall_runs_s", "description", "params", "devices", "rank", "steps"):
+    for k in ("wall_s", "wall_runs_s", "description", "params", "devices", "rank", "steps", "runs_before"):
         v = getattr(e, k)
         if v is not None:
             info[k] = v

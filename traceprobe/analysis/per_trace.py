@@ -35,7 +35,7 @@ from .host.graph_capture import capture_notes
 from .host.host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
 from .host.idle_causes import idle_cause_table
 from .host.training import data_parallel_wrapper, training_evidence
-from .host.warmup_notes import warmup_notes
+from .host.warmup_notes import first_step, runs_before, warmup_notes
 from .job.collectives import collective_table
 from .job.comm_types import collective_type
 from .memo import device_column
@@ -296,14 +296,14 @@ def gpu_step_windows(steps: pd.DataFrame) -> pd.DataFrame:
                          "end_ns": g["gpu_end_ns"].to_numpy(np.int64)})
 
 
-def _tables(trace: Trace, kept: Trace, steps: pd.DataFrame) -> dict[str, Any]:
+def _tables(trace: Trace, kept: Trace, steps: pd.DataFrame, before: int = 0) -> dict[str, Any]:
     """The report's breakdowns, findings, kernel, queue and collective tables, CPU/GPU overlap and host-thread
     concurrency (computed once the figures that do not need them are), and the figures of
     :data:`.registry.COMPUTED`. Per-step tables use the steps' GPU intervals, so a step holds every device
-    interval inside it, whichever step launched it."""
+    interval inside it, whichever step launched it; ``before``: the runs before the window (:func:`.runs_before`)."""
     windows = gpu_step_windows(steps)
     return {"breakdown": gpu_breakdown(kept), "breakdown_steps": step_breakdown(kept, windows),
-            "findings": findings(kept, steps=windows if not windows.empty else None),
+            "findings": findings(kept, steps=windows if not windows.empty else None, runs_before=before),
             "kernels": kernel_table(kept), "queue": queue_times(kept), "collectives": collective_table(kept),
             "cpu": cpu_gpu_overlap(kept), "threads": host_thread_concurrency(trace),
             "exposed_comm": exposed_collective_spans(kept), "idle_causes": idle_cause_table(kept, windows),
@@ -346,7 +346,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
     colls = _collective_kinds(kept)
     training, backend = training_evidence(trace), trace.backend
     copy_hints, wrapper_copies = _copy_hints(kept, colls, bool(training))
-    t = _tables(trace, kept, steps)
+    t = _tables(trace, kept, steps, runs_before(first_step(trace.steps), info))
     cpu, threads = t["cpu"], t["threads"]
     verdicts = (
         vd.copy_verdicts(f["copy"], busy, copy_hints, backend, wrapper_copies)
@@ -361,7 +361,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         notes = [n.replace(": left out", ": kept (--all-device-work)") for n in notes]
     if not la.linked and not trace.device_events.empty:
         notes.append("no device event is linked to a launch in this trace (no runtime events): all device work kept")
-    notes += capture_notes(trace) + warmup_notes(trace) + vd.omissions(f["copy"], f["comm"], busy, f["streams"], backend)
+    notes += capture_notes(trace) + warmup_notes(trace, info) + vd.omissions(f["copy"], f["comm"], busy, f["streams"], backend)
     return OverlapReport(
         path=trace.path,
         window_ns=window,

@@ -171,12 +171,18 @@ SYNC_CATEGORIES = {"cuda_sync": "cuda_sync"}
 Wait Event``, ``Event Sync``, ``Stream Sync``, ``Context Sync``: what a call waited for), kept in a table of their own
 (``Trace.sync_events``)."""
 
+OVERHEAD_CATEGORIES = {"overhead": "overhead"}
+"""Kineto ``cat`` of CUPTI's overhead records (``Activity Buffer Request``, ``Lazy Function Loading``, ...: where the
+profiler or the driver held a thread), kept in a table of their own (``Trace.overhead_events``)."""
+
 KINDS = np.array([None, *dict.fromkeys(DEVICE_CATEGORIES.values()), *dict.fromkeys(HOST_CATEGORIES.values()),
-                  *PYTHON_CATEGORIES.values(), *SYNC_CATEGORIES.values()], dtype=object)
-"""traceprobe kind/cat per category code (0: not kept): device kinds, host categories, Python frames, CUDA syncs."""
+                  *PYTHON_CATEGORIES.values(), *SYNC_CATEGORIES.values(), *OVERHEAD_CATEGORIES.values()], dtype=object)
+"""traceprobe kind/cat per category code (0: not kept): device kinds, host categories, Python frames, CUDA syncs, CUPTI's
+overhead records."""
 N_DEVICE_KINDS = len(set(DEVICE_CATEGORIES.values()))
 N_HOST_KINDS = len(set(HOST_CATEGORIES.values()))
-CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0]) for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES | PYTHON_CATEGORIES | SYNC_CATEGORIES).items()}
+CAT_CODE = {c: int(np.flatnonzero(KINDS == k)[0])
+            for c, k in (DEVICE_CATEGORIES | HOST_CATEGORIES | PYTHON_CATEGORIES | SYNC_CATEGORIES | OVERHEAD_CATEGORIES).items()}
 PH_CODES = {"X": 1, "B": 2, "E": 3}
 """Chrome trace ``ph`` of complete events, begins and ends; every other phase is skipped."""
 

@@ -113,7 +113,7 @@ class Decoded:
     Attributes:
         head: the top-level fields (``deviceProperties``, ``distributedInfo``...).
         event_count: length of ``traceEvents``.
-        tables: ``{"device": columns, "host": columns, "python": columns, "sync": columns}`` of complete events (B/E pairs joined): int64
+        tables: ``{"device": ..., "host": ..., "python": ..., "sync": ..., "overhead": columns}`` of complete events (B/E pairs joined): int64
             ``ts``/``dur``/``end`` (ns, exact), the :data:`~.columns.ID_COLUMNS` (int64, :data:`~.columns.NO_ID`
             where absent), int8 ``cat`` (an index into :data:`~.columns.KINDS`), int8 ``dma`` (a copy direction
             code of MTIA's ``args.direction``, 0 where none), int64 ``comm`` (a row of ``collectives``, -1 where
@@ -259,7 +259,8 @@ class _Builder:
         out = {}
         cat, host_top = cols["cat"], N_DEVICE_KINDS + N_HOST_KINDS
         for what, in_table in (("device", (cat > 0) & (cat <= N_DEVICE_KINDS)), ("host", (cat > N_DEVICE_KINDS) & (cat <= host_top)),
-                               ("python", cat == CAT_CODE["python_function"]), ("sync", cat == CAT_CODE["cuda_sync"])):
+                               ("python", cat == CAT_CODE["python_function"]), ("sync", cat == CAT_CODE["cuda_sync"]),
+                               ("overhead", cat == CAT_CODE["overhead"])):
             complete, paired = np.flatnonzero(in_table & (cols["ph"] == 1)), np.flatnonzero(in_table & (cols["ph"] > 1))
             x = {k: v[complete] for k, v in cols.items()}  # (masks made once, not once per column)
             be = {k: v[paired] for k, v in cols.items()}
@@ -267,11 +268,11 @@ class _Builder:
             if missing_dur:
                 warnings.append(f"{missing_dur} {what} complete event(s) without 'dur': taken as 0 ns long")
                 x["dur_status"] = np.where(x["dur_status"] == MISSING, 0, x["dur_status"]).astype(np.int8)
-            if what in ("python", "sync"):  # (they only name host time or edges: one with unusable times is dropped)
+            if what in ("python", "sync", "overhead"):  # (they only name host time or edges: one with unusable times is dropped)
                 bad = bad_times(x)
                 if bad.any():
-                    warnings.append(f"{int(bad.sum())} {'python_function' if what == 'python' else 'cuda_sync'} event(s) with missing, "
-                                    "non-numeric, negative or absurd ts/dur dropped")
+                    warnings.append(f"{int(bad.sum())} {dict(python='python_function', sync='cuda_sync').get(what, what)} event(s) with "
+                                    "missing, non-numeric, negative or absurd ts/dur dropped")
                     x = {k: v[~bad] for k, v in x.items()}
             else:
                 check_times(path, x, what, self.names.values)

@@ -1,4 +1,5 @@
-"""Tables beside a trace's events: its Python stack frames, CUDA synchronization events, collective args and host ops' recorded args, as DataFrames.
+"""Tables beside a trace's events: its Python stack frames, CUDA synchronization events, CUPTI's overhead records, collective
+args and host ops' recorded args, as DataFrames.
 
 Both are kept apart from the host ops (:attr:`.trace.Trace.host_events`), whose analyses they would disturb: a frame
 is no op, and a sync event repeats what its runtime call did, with what it waited for.
@@ -39,6 +40,20 @@ def python_frame(dec: Decoded) -> pd.DataFrame:
     order = np.argsort(c["ts"], kind="stable")
     return pd.DataFrame({"tid": categorical(c["tid"][order], dec.threads), "name": categorical(c["name"][order], dec.names),
                          "start_ns": c["ts"][order], "end_ns": c["end"][order]})
+
+
+def no_overhead_events() -> pd.DataFrame:
+    """``Trace.overhead_events`` of a trace without them: its columns, no rows."""
+    return pd.DataFrame({"name": pd.Categorical([]), "start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64)})
+
+
+def overhead_frame(dec: Decoded) -> pd.DataFrame:
+    """``Trace.overhead_events`` (columns in its docstring)."""
+    c = dec.tables.get("overhead")
+    if c is None or not len(c["ts"]):
+        return no_overhead_events()
+    o = np.argsort(c["ts"], kind="stable")
+    return pd.DataFrame({"name": categorical(c["name"][o], dec.names), "start_ns": c["ts"][o], "end_ns": c["end"][o]})
 
 
 SYNC_COLUMNS = ("device", "stream", "correlation", "wait_correlation", "wait_stream")

@@ -18,12 +18,13 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
+from . import side_tables as st
 from .columns import CAT_CODE, DMA_DIRECTIONS, KINDS, NO_ID, STEP_NAME, copy_parts, is_step_name, mtia_kind, thread_ids
 from .comm_kernels import COMM_KERNEL_RE, comm_op_launches
 from .decode import Decoded, read_events
 from .files import is_url
 from .limits import MAX_STREAMS, too_many
-from .side_tables import categorical, collective_args, no_python_events, no_sync_events, op_args_frame, python_frame, sync_frame
+from .side_tables import categorical
 from .splitter import HEAD_FIELDS
 
 __all__ = ["MAX_STREAMS", "Trace", "backend_of", "load_trace"]
@@ -100,6 +101,10 @@ class Trace:
             call's, int64), ``wait_correlation`` (the ``cudaEventRecord`` call waited for, Kineto's
             ``wait_on_cuda_event_record_corr_id``), ``wait_stream`` (the stream it recorded on); -1 where absent (newer
             torch records ``cudaEventRecordWithFlags``, which Kineto does not resolve). Empty for a trace without them.
+        overhead_events: one row per CUPTI overhead record (Kineto ``cat`` ``overhead``, written on no thread), sorted by
+            ``start_ns``: ``name`` (category: ``Activity Buffer Request``, ``Buffer Flush``, ``Instrumentation``,
+            ``Resource``, ``Lazy Function Loading``, ``Runtime Triggered Module Loading``, ``Command Buffer Full``...: CUPTI's
+            ``CUpti_ActivityOverheadKind``), ``start_ns``, ``end_ns`` (int64 ns). Empty for a trace without them.
 
     Derived tables (``steps``) are cached properties computed from these fields, so a copy made with
     ``dataclasses.replace`` (as :func:`traceprobe.analysis.device.steps.clip_trace` does) derives its own.
@@ -112,9 +117,10 @@ class Trace:
     metadata: dict[str, Any] = field(default_factory=dict)
     collective_args: pd.DataFrame = field(default_factory=pd.DataFrame)
     backend: str = "cuda"
-    python_events: pd.DataFrame = field(default_factory=lambda: no_python_events())
-    sync_events: pd.DataFrame = field(default_factory=lambda: no_sync_events())
-    op_args: pd.DataFrame = field(default_factory=lambda: op_args_frame([]))
+    python_events: pd.DataFrame = field(default_factory=lambda: st.no_python_events())
+    sync_events: pd.DataFrame = field(default_factory=lambda: st.no_sync_events())
+    overhead_events: pd.DataFrame = field(default_factory=lambda: st.no_overhead_events())
+    op_args: pd.DataFrame = field(default_factory=lambda: st.op_args_frame([]))
     derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Tables and arrays derived from the events, computed once per trace (see
     :func:`traceprobe.analysis.memo.per_trace`); a copy made with
@@ -217,11 +223,12 @@ def _build(p: str | Path, dec: Decoded) -> Trace:
         host_events=host_events,
         devices=devices,
         metadata=metadata,
-        collective_args=collective_args(dec),
+        collective_args=st.collective_args(dec),
         backend=backend_of(dec, devices),
-        python_events=python_frame(dec),
-        sync_events=sync_frame(dec),
-        op_args=op_args_frame(dec.op_args),
+        python_events=st.python_frame(dec),
+        sync_events=st.sync_frame(dec),
+        overhead_events=st.overhead_frame(dec),
+        op_args=st.op_args_frame(dec.op_args),
     )
 
 

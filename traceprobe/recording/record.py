@@ -144,6 +144,7 @@ def run_variant(ctx: Context, w: Workload, v: Variant, out: Path, force: bool = 
             step()
             runs.append(time.perf_counter() - t0)
         entry.wall_runs_s, entry.wall_s = runs, statistics.median(runs)
+        entry.runs_before = 1 + len(runs)  # (the warm-up run and the timed runs: the profiled run is not the first)
         _profile(ctx, step, out / names[0])
         return entry
     except Skip as s:

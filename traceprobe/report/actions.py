@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from ..analysis.advice.idle_advice import COMPILED_OPS, loader_kind
 from ..analysis.causal.sync_names import sync_kind
 from ..analysis.causal.what_if_kernels import ACTIONS as KERNEL_ACTIONS
-from ..analysis.causal.what_if_windows import WindowWhatIf
+from ..analysis.causal.what_if_windows import WindowWhatIf, report_runs_before
 from ..analysis.host.python_frames import short_frame
 from ..analysis.per_trace import OverlapReport
 from ..analysis.summary import Summary
@@ -33,6 +33,9 @@ DO_CAUSE = {
     "slow_call": "keep input shapes fixed (pad or bucket them)",
     "warmup": "nothing to fix: a one-time cost, not a steady one",
     "warmup_unscheduled": "profile after warm-up (torch.profiler.schedule(wait=1, warmup=1))",
+    "warmup_after_runs": "not start-up: new shapes or a recompile (TORCH_LOGS=recompiles)",
+    "profiler": "nothing to fix in the program: the profiler's own work",
+    "profiler_unscheduled": "nothing to fix: profiler start-up (schedule(wait=1, warmup=1) skips it)",
     "pinned_alloc": "allocate pinned buffers once and reuse them",
     "device_alloc": "keep tensor sizes steady; no empty_cache() in the loop",
     "other_rank": "see why the rank it waits for is late",
@@ -53,8 +56,10 @@ DO_CAUSE = {
     **KERNEL_ACTIONS,
 }
 """The action of each what-if cause (:data:`traceprobe.analysis.causal.what_if_windows.LABELS`), shortened from
-:func:`traceprobe.analysis.causal.what_if_windows.advice`; ``compile_once``, ``warmup_unscheduled``: a one-time cost, in a
-trace without steps for the latter; ``sync_htod``, ``sync_condition``,
+:func:`traceprobe.analysis.causal.what_if_advice.advice`; ``compile_once``, ``warmup_unscheduled``: a one-time cost, in a
+trace without steps for the latter, of a program that had not run before it (``warmup_after_runs`` where it had:
+:func:`traceprobe.analysis.host.warmup_notes.runs_before`); ``profiler``, ``profiler_unscheduled``: the profiler's own work
+(:func:`traceprobe.analysis.host.warmup.profiler_spans`), its start-up in the latter; ``sync_htod``, ``sync_condition``,
 ``sync_data_dependent``: syncs that wait for copies to the device from pageable memory, for a Python condition on a
 device tensor, or for an op to size its output (:func:`traceprobe.analysis.causal.sync_names.sync_kind`); ``dispatch_compiled``, ``dispatch_replayed``: launch-bound inside compiled code,
 without and with graph replays in the trace (:func:`traceprobe.analysis.advice.idle_advice.launch_fix`); ``host_unrecorded``:
@@ -74,6 +79,7 @@ DO_KIND = {
     "idle_graph_capture": DO_CAUSE["graph_capture"],
     "idle_sync": DO_CAUSE["sync"],
     "idle_warmup": DO_CAUSE["warmup_unscheduled"],
+    "idle_profiler": DO_CAUSE["profiler_unscheduled"],
     "idle_pinned_alloc": DO_CAUSE["pinned_alloc"],
     "idle_device_alloc": DO_CAUSE["device_alloc"],
     "idle_other_rank": DO_CAUSE["other_rank"],
@@ -93,7 +99,7 @@ DO_KIND = {
 }
 """The action of each finding kind (:mod:`traceprobe.analysis.advice.findings`), shortened from its advice."""
 
-ONE_TIME = ("warmup", "compile_once")
+ONE_TIME = ("warmup", "compile_once", "profiler", "profiler_unscheduled")
 """Actions of one-time costs: where such a cause is in some of a window's steps only, its figure is the window's total,
 ``once``, never a share per step (:func:`what_if_top`)."""
 
@@ -106,7 +112,8 @@ class Top:
     (``""`` where none is known), ``what_if`` whether it is a what-if (its full advice is under *what would give
     time back*; else in ``--detail``); ``cause`` its cause in words (``data loading``, ``exposed HtoD copy``),
     ``figure`` its figure per step alone (``-20.9 ms/step``, ``-1.9 ms in the trace``), ``gain_ns`` what it would give
-    back in the window (ns) and ``share`` that as a share of the window (0..1): how the first screen ranks windows."""
+    back in the window (ns) and ``share`` that as a share of the window (0..1): how the first screen ranks windows;
+    ``bound_ns`` the most its fix can give back (:func:`claim_bound`), which no figure of it exceeds."""
 
     label: str
     do: str
@@ -115,6 +122,19 @@ class Top:
     figure: str = ""
     gain_ns: float = 0.0
     share: float = 0.0
+    bound_ns: float = 0.0
+
+
+def claim_bound(row: dict, what_if: bool) -> float:
+    """The bound of a claim, ns: what its fix takes out of the window. A what-if's (``row`` of its table): its
+    ``removed_ns``, the cause's own time on the ranks it is removed from and the other ranks' compute its contention
+    relief lowers (:func:`traceprobe.analysis.causal.what_if.what_ifs`): the replay's times are maxima of sums over the
+    dependency graph, so taking x ns out of its weights ends no path more than x ns earlier (the part of it on a
+    critical path is :mod:`traceprobe.analysis.causal.what_if_plan`'s bound). A span finding's (``row`` of the report's
+    findings): its ``headroom_ns``, wall time of the window no other finding claims, which fixing it can at most give
+    back. :func:`what_if_top` and :func:`finding_top` print no figure above it (a figure above it would be a defect of
+    the replay: the claim says its bound)."""
+    return float(row.get("removed_ns", row["gain_ns"])) if what_if else float(row["headroom_ns"])
 
 
 def per_step(per_ns: float, total_ns: float, steps: int, sign: str = "") -> str:
@@ -135,17 +155,17 @@ def _ms(ns: float) -> str:
 
 
 def _what_if_causes(w: WindowWhatIf) -> tuple[str, str]:
-    """(the cause it is named by, the cause of its action): a slow call seen once is a first call (warm-up), a
-    compilation or warm-up seen once is a one-time cost, profiled or not (without steps)."""
+    """(the cause it is named by, the cause of its action): a slow call seen once is a first call (warm-up,
+    :meth:`WindowWhatIf.named_cause`), a compilation or warm-up seen once is a one-time cost, profiled or not (without
+    steps); without steps, warm-up and the profiler's own work are start-up to record after only where no run of the
+    program went before the window (:attr:`WindowWhatIf.runs_before`)."""
     t = w.top or {}
-    cause = str(t.get("cause", ""))
+    cause = w.named_cause(t) if t else ""
     every = int(t.get("steps_with", 0)) >= 2 and int(t.get("steps_with", 0)) >= w.steps - 1
-    if cause == "slow_call" and not every:
-        cause = "warmup"
     if cause == "compile" and not every:
         return cause, "compile_once"
-    if cause == "warmup" and w.steps == 0:
-        return cause, "warmup_unscheduled"
+    if cause in ("warmup", "profiler") and w.steps == 0:
+        return cause, f"{cause}_unscheduled" if w.runs_before <= 0 else "warmup_after_runs" if cause == "warmup" else cause
     return cause, cause
 
 
@@ -156,9 +176,11 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
         return None
     cause, action = _what_if_causes(w)
     who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if w.ranked else ""
-    figure = per_step(t["per_step_ns"], t["gain_ns"], w.steps, sign="-")
+    bound = claim_bound(t, True)
+    gain, per = min(float(t["gain_ns"]), bound), min(float(t["per_step_ns"]), bound)  # (no figure above its bound)
+    figure = per_step(per, gain, w.steps, sign="-")
     if action in ONE_TIME and w.steps >= 2 and 0 < int(t.get("steps_with", 0)) < w.steps:  # (not a cost of every step)
-        figure = f"-{_ms(t['gain_ns'])} once ({int(t['steps_with'])} of {w.steps} steps)"
+        figure = f"-{_ms(gain)} once ({int(t['steps_with'])} of {w.steps} steps)"
     do = DO_CAUSE.get(action, "")
     if cause == "host" and t.get("top"):  # (the trace's stacks name the Python function)
         do = f"speed up {short_frame(str(t['top']), brief=True)} or move it off the step"
@@ -174,7 +196,7 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
         do = DO_CAUSE["sync_cpu_op"]
     part = w.partial()  # (a sampled or cut-short trace says so beside its figure)
     return Top(f"{who}{w.cause_label(cause)} {figure}" + (f" ({part})" if part else ""), do, True, w.cause_label(cause),
-               figure.split(" (")[0], float(t["gain_ns"]), float(t["gain_ns"]) / max(w.window_ns, 1))
+               figure.split(" (")[0], gain, gain / max(w.window_ns, 1), bound)
 
 
 DATA_PARALLEL_CAUSES = ("dispatch", "host", "optimizer", "idle_launch", "idle_host", "idle_optimizer")
@@ -213,13 +235,17 @@ def finding_top(r: OverlapReport) -> Top | None:
     head = _TRAILING.sub("", label)
     if kind == "bubble" and not head.startswith("pipeline"):
         head = f"pipeline {head}"
-    total, per = float(top["headroom_ns"]), float(top["per_step_ns"])
+    bound = claim_bound(top.to_dict(), False)
+    total, per = min(float(top["headroom_ns"]), bound), min(float(top["per_step_ns"]), bound)
     steps = round(total / per) if per > 0 else 0
-    action = DO_CAUSE["warmup"] if kind == "idle_warmup" and steps else DO_KIND.get(kind, "")
+    action = DO_KIND.get(kind, "")
+    if kind in ("idle_warmup", "idle_profiler") and (steps or report_runs_before(r)):  # (no start-up: one-time, or ran before)
+        cause = kind.removeprefix("idle_")
+        action = DO_CAUSE[cause if steps or cause == "profiler" else "warmup_after_runs"]
     sep = "; " if re.search(r"\d", head) else " "
     figure = per_step(per, total, steps, sign="-")  # (what fixing it could give back: signed as the what-ifs are)
     window = r.window_ns[1] - r.window_ns[0]
-    return Top(f"{head}{sep}{figure}", action, False, head, figure.split(" (")[0], total, total / window if window > 0 else 0.0)
+    return Top(f"{head}{sep}{figure}", action, False, head, figure.split(" (")[0], total, total / window if window > 0 else 0.0, bound)
 
 
 UNMODELLED = ("queued_wait",)

@@ -144,7 +144,9 @@ DOCUMENT: dict[str, Any] = {'$schema': 'https://json-schema.org/draft/2020-12/sc
                                                             'do': {'type': 'string', 'description': 'the one action it calls for ("" where none)'},
                                                             'what_if': {'type': 'boolean', 'description': 'a replayed gain (else a span of lost time)'},
                                                             'gain_ns': {'type': 'integer'},
-                                                            'share': {'type': 'number', 'description': 'gain_ns over the window, 0..1'}},
+                                                            'share': {'type': 'number', 'description': 'gain_ns over the window, 0..1'},
+                                                            'bound_ns': {'type': 'integer', 'description': 'the most its fix can give back, '
+                                                                         'which gain_ns never exceeds (traceprobe.report.actions.claim_bound)'}},
                                              'required': ['path', 'claim', 'do', 'what_if']}},
                     'causes': {'type': 'array',
                                'description': 'per window of two or more ranks with matched collectives: waits, exposed waits, '

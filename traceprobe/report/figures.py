@@ -281,6 +281,7 @@ TRACE: tuple[Figure[OverlapReport], ...] = (
                                      'step': {'type': 'integer'},
                                      'cause': {'enum': ['graph_capture',
                                                         'sync',
+                                                        'profiler',
                                                         'compile',
                                                         'slow_call',
                                                         'warmup',

@@ -111,7 +111,7 @@ def document(summary: Summary) -> dict[str, Any]:
         "what_if": [what_if_dict(w) for w in summary.what_ifs],
         "failures": [{"path": f.path, "error": f.error} for f in summary.failures],
         "top_claims": [{"path": p, "claim": t.label, "cause": t.cause, "do": t.do, "what_if": t.what_if, "gain_ns": int(t.gain_ns),
-                        "share": float(t.share)} for p, t in tops_by_path(summary).items()],
+                        "share": float(t.share), "bound_ns": int(t.bound_ns)} for p, t in tops_by_path(summary).items()],
     }
 
 

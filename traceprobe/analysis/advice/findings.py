@@ -17,8 +17,8 @@ from the interval sets of :mod:`.breakdown` and :mod:`.idle_causes`:
 - ``exposed_comm``: collective kernels with no compute beside them,
   (M \\ M_p2p) \\ C. Across the ranks of a window it is split into the wait for a
   named late rank and the exposed transfer (:mod:`.causes`).
-- one kind per idle cause of :mod:`.idle_causes`: ``idle_graph_capture``, ``idle_sync``,
-  ``idle_warmup``, ``idle_pinned_alloc``, ``idle_device_alloc``, ``idle_other_rank``,
+- one kind per idle cause of :mod:`.idle_causes`: ``idle_graph_capture``, ``idle_sync``, ``idle_profiler`` (the
+  profiler's own work), ``idle_warmup``, ``idle_pinned_alloc``, ``idle_device_alloc``, ``idle_other_rank``,
   ``idle_data_loading``, ``idle_optimizer``, ``idle_launch`` (launch-bound), ``idle_cpu_op`` (CPU ops
   that launch nothing), ``idle_host`` (host outside any op), ``stream_wait`` (queued work waited for
   another stream's work, the dependency graph's edge: idle cause ``dependency``) and ``queued_wait`` (queued work
@@ -72,8 +72,8 @@ P2P_TYPES = frozenset({"send", "recv", "sendrecv"})
 """Collective types (:func:`.comm_types.collective_type`) of point-to-point communication."""
 
 IDLE_KINDS = {
-    "graph_capture": "idle_graph_capture", "sync": "idle_sync", "compile": "idle_compile", "slow_call": "idle_slow_call",
-    "warmup": "idle_warmup", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
+    "graph_capture": "idle_graph_capture", "sync": "idle_sync", "profiler": "idle_profiler", "compile": "idle_compile",
+    "slow_call": "idle_slow_call", "warmup": "idle_warmup", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc", "other_rank": "idle_other_rank",
     "data_loading": "idle_data_loading", "optimizer": "idle_optimizer", "launch": "idle_launch", "cpu_op": "idle_cpu_op", "host": "idle_host",
     "dependency": "stream_wait", "queued": "queued_wait",
 }
@@ -174,9 +174,9 @@ def _copy_candidates(trace: Trace, t: DeviceTime, b: Backend) -> list[_Candidate
 
 
 def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_busy: iv.Intervals, b: Backend,
-                shape: tuple[int, int]) -> list[list[_Candidate]]:
+                shape: tuple[int, int], before: int = 0) -> list[list[_Candidate]]:
     """The device's candidates in three tiers: direct causes, cross-device, host blocked in a sync (``shape``:
-    :func:`pipeline_shape`, read once per trace)."""
+    :func:`pipeline_shape`, read once per trace; ``before``: the runs before the window, for the advice)."""
     d, subj, dev = t.device, _subject(trace, t.device), b.device(t.device)
     bubble, exposed = exposed_spans(trace, t)
     first = _copy_candidates(trace, t, b)
@@ -194,7 +194,7 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
         for cause, kind in IDLE_KINDS.items():
             empty = not idle.spans[cause][0].size  # (no row: its words are not made)
             unseen = cause == "queued" and not empty and not iv.length(iv.intersect(idle.spans[cause], others_busy))
-            advice = "" if empty else idle_advice(cause, dev, idle.top[cause], b, idle.queued_stream, replays, unseen)
+            advice = "" if empty else idle_advice(cause, dev, idle.top[cause], b, idle.queued_stream, replays, unseen, before)
             span = idle.spans[cause]
             if cause == "queued":  # (the device's own gaps between queued kernels are no wait)
                 long = span[1] - span[0] > DEPENDENCY_SLACK_NS
@@ -298,7 +298,7 @@ def claim_in_order(spans: list[iv.Intervals]) -> list[iv.Intervals]:
 
 
 def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: float = MIN_SHARE,
-             steps: pd.DataFrame | None = None) -> pd.DataFrame:
+             steps: pd.DataFrame | None = None, runs_before: int = 0) -> pd.DataFrame:
     """Ranked findings of one trace (module docstring).
 
     Args:
@@ -307,6 +307,8 @@ def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: flo
         steps: step windows (``step``, ``start_ns``, ``end_ns``, int64 ns) for the
             per-step times, e.g. the steps' GPU intervals; default the
             ``ProfilerStep`` host windows (``trace.steps``).
+        runs_before: the steps or runs of the program before the window (:func:`..host.warmup_notes.runs_before`): the
+            advice on one-time work reads it.
 
     Returns:
         DataFrame, largest headroom first: ``kind`` (str), ``subject`` (str),
@@ -331,7 +333,7 @@ def findings(trace: Trace, window: tuple[int, int] | None = None, min_share: flo
     shape = pipeline_shape(trace)
     for t in times:
         others = iv.empty() if len(times) < 2 else others_busy(any_busy, two_busy, t.busy)
-        for tier, cands in zip(tiers, _candidates(trace, t, idle.get(t.device), others, b, shape)):
+        for tier, cands in zip(tiers, _candidates(trace, t, idle.get(t.device), others, b, shape, runs_before)):
             tier += cands
     rows = []
     ordered = [c for group in tiers for c in sorted(group, key=lambda c: -iv.length(c.span))]

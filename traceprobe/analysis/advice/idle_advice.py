@@ -55,12 +55,15 @@ def loader_fix(top: str) -> str:
 
 
 def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int = -1, replays: bool = False,
-                unseen: bool = False) -> str:
+                unseen: bool = False, before: int = 0) -> str:
     """The advice for a device (``dev``, e.g. ``cuda:0``) idle for ``cause`` (one of
     :data:`traceprobe.analysis.host.host_classes.CAUSES`), the host being in ``top`` (``""``: unknown); ``queued_stream``
     the stream of queued work, ``replays`` whether the trace replays graphs, ``unseen`` whether no other device's work
-    ran while queued work waited (the trace does not show what it waited for). Raises KeyError for another cause."""
+    ran while queued work waited (the trace does not show what it waited for); ``before`` the steps or runs of the
+    program before the window (:func:`traceprobe.analysis.host.warmup_notes.runs_before`): after them, first calls are
+    no start-up to record after. Raises KeyError for another cause."""
     held = f" ({top})" if top else ""
+    ran = f"the program had run {before} step{'s' if before > 1 else ''} or run{'s' if before > 1 else ''} before the window"
     stream = f" (on stream {queued_stream})" if queued_stream >= 0 else ""
     return {
         "graph_capture": f"{dev} was idle while the host made a graph{held}: what it launches inside a capture is recorded "
@@ -68,16 +71,25 @@ def idle_advice(cause: str, dev: str, top: str, b: Backend, queued_stream: int =
                          "captured again every step usually means new input shapes: pad or bucket them so that one graph is replayed)",
         "sync": f"{dev} was idle while the host was blocked in a synchronizing call{held}: remove it from the loop or defer it "
                 "(.item(), .cpu(), printing a tensor, blocking copies, explicit synchronize)",
+        "profiler": f"{dev} was idle while the profiler did its own work{held} (CUPTI requesting its activity buffers, setting up "
+                    "its instrumentation): the profiler's cost, not the program's; " + (
+                        f"{ran}, so it is no start-up of the program: nothing to fix in it" if before else
+                        "a profiler started a step before the measured steps (torch.profiler.schedule(wait=1, warmup=1, active=N)) "
+                        "does its start-up in that step"),
         "compile": f"{dev} was idle while torch.compile compiled{held}: a compile after the first steps is a recompile "
-                   "(TORCH_LOGS=recompiles names the guard; mark_dynamic or pad to fixed sizes where shapes change), a first "
-                   "one is one-time: record after it with torch.profiler.schedule(wait=1, warmup=1, active=N)",
+                   "(TORCH_LOGS=recompiles names the guard; mark_dynamic or pad to fixed sizes where shapes change), " + (
+                       f"and {ran}" if before else
+                       "a first one is one-time: record after it with torch.profiler.schedule(wait=1, warmup=1, active=N)"),
         "slow_call": f"{dev} was idle while calls ran far slower than their name's median{held}: a new shape's cuDNN/cuBLAS "
                      "plan or autotuning; where shapes change every step, keep them fixed (pad or bucket)",
-        "warmup": f"{dev} was idle while the host did one-time work{held}: first calls far longer than the later ones, or "
-                  "torch.compile setting up and compiling; warm-up (CUDA context, lazy kernel loading, cuDNN/cuBLAS handles, compilation, NCCL "
-                  "communicators) was profiled: record after it with torch.profiler.schedule(wait=1, warmup=1, active=N) and "
-                  "prof.step() each step, or warm up before profiling; a compile after the first steps is a recompile "
-                  "(TORCH_LOGS=recompiles says why)",
+        "warmup": (f"{dev} was idle while the host did one-time work{held}: first calls far longer than the later ones; {ran}, "
+                   "so they are no start-up to record after: a new shape's first calls, new work, or a recompile (TORCH_LOGS=recompiles "
+                   "says why)") if before else
+                  (f"{dev} was idle while the host did one-time work{held}: first calls far longer than the later ones, or "
+                   "torch.compile setting up and compiling; warm-up (CUDA context, lazy kernel loading, cuDNN/cuBLAS handles, compilation, "
+                   "NCCL communicators) was profiled: record after it with torch.profiler.schedule(wait=1, warmup=1, active=N) and "
+                   "prof.step() each step, or warm up before profiling; a compile after the first steps is a recompile "
+                   "(TORCH_LOGS=recompiles says why)"),
         "pinned_alloc": f"{dev} was idle while the host allocated page-locked memory{held}: every non_blocking copy to the "
                         "host allocates a pinned destination; reuse pinned buffers (allocate once, .copy_(..., non_blocking=True) into them)",
         "device_alloc": f"{dev} was idle while the host allocated or freed device memory{held}: keep allocations at steady sizes "

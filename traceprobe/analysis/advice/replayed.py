@@ -5,7 +5,7 @@ was doing then (:mod:`.idle_causes`), and its *headroom* is that span: the most 
 trace's window was replayed (:func:`.what_if_windows.window_what_ifs`: every trace with a dependency graph, ranks of a
 window together), the replay answers the same question with the job's dependencies in it, and it is the one answer:
 
-- every idle-cause finding that a what-if cause stands for (``idle_graph_capture``, ``idle_sync``, ``idle_warmup``,
+- every idle-cause finding that a what-if cause stands for (``idle_graph_capture``, ``idle_sync``, ``idle_profiler``, ``idle_warmup``,
   ``idle_pinned_alloc``, ``idle_device_alloc``, ``idle_other_rank``, ``idle_data_loading``, ``idle_optimizer``,
   ``idle_launch``, ``idle_host``) is replaced by the what-if rows of the trace's rank and of every rank at once that give
   back at least the window's noise floor (:attr:`.what_if_windows.WindowWhatIf.floor_ns`): kind :data:`KINDS` of the
@@ -34,7 +34,8 @@ from ..per_trace import OverlapReport
 from .findings import COLUMNS, IDLE_KINDS, findings_frame
 
 KINDS = {
-    "graph_capture": "idle_graph_capture", "sync": "idle_sync", "compile": "idle_compile", "slow_call": "idle_slow_call",
+    "graph_capture": "idle_graph_capture", "sync": "idle_sync", "profiler": "idle_profiler", "compile": "idle_compile",
+    "slow_call": "idle_slow_call",
     "warmup": "idle_warmup", "pinned_alloc": "idle_pinned_alloc", "device_alloc": "idle_device_alloc",
     "other_rank": "idle_other_rank", "data_loading": "idle_data_loading", "optimizer": "idle_optimizer",
     "dispatch": "idle_launch", "cpu_op": "idle_cpu_op", "host": "idle_host", "pageable_copy": "pageable_copy",

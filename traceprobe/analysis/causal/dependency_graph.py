@@ -43,7 +43,7 @@ from ..host.graph_capture import replays_graphs
 from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, class_spans, device_frees, host_classes, program_call_top, top_name
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
-from ..host.warmup import compile_holders
+from ..host.warmup import compile_holders, profiler_top
 from ..memo import device_column, host_column, per_trace
 from .event_waits import event_sync_targets, stream_waits
 
@@ -303,7 +303,8 @@ def rank_graph(trace: Trace) -> RankGraph:
         m = on & (cls >= 0) & (~runtime_calls(trace) if HOST_CLASSES[c] in ("dispatch", "cpu_op") else True)  # (not ProfilerStep#N)
         if HOST_CLASSES[c] == "compile":  # (named by its phase, not by the op holding it)
             m &= ~compile_holders(trace)
-        tops.append((program_call_top if HOST_CLASSES[c] == "sync" else top_name)(trace, np.flatnonzero(m), s))
+        tops.append(profiler_top(trace, s) if HOST_CLASSES[c] == "profiler" else  # (the profiler's record, not the op it held up)
+                    (program_call_top if HOST_CLASSES[c] == "sync" else top_name)(trace, np.flatnonzero(m), s))
     if a and not trace.python_events.empty:  # (the Python function the host was in, where the trace has stacks)
         host_span = iv.subtract(iv.union(prev_t[h > 0], (prev_t + h)[h > 0]), iv.coverage_at_least(spans, 1))
         tops.append(frame_holding(trace, host_span, thread_labels(trace, threads)))

@@ -154,7 +154,8 @@ WHAT_IF_COLUMNS = COLUMNS
 
 
 def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0,
-             only: set[int] | None = None, groups: Mapping[str, tuple[str, ...]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+             only: set[int] | None = None, groups: Mapping[str, tuple[str, ...]] | None = None,
+             before: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The gain of removing each cause, one at a time (module docstring), in all and step by step; and of each of
     ``groups`` (a name: host classes of :data:`HOST_CLASSES`, sync aside) removed at once, on the ranks where the first
     of them holds more than ``min_ns``, in rows of that name after the ordered ones (they are not causes of their own:
@@ -178,17 +179,17 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             rank at once are replayed all the same. Time removed from work off the critical path gives nothing back (the
             path keeps its length), so the ranks the window's critical path visits are enough: a job of thousands of
             ranks replays a few of them alone.
+        before: the steps or runs of the program before the window: a slow call is one-time as :func:`.what_if_steps.one_time_slow` says.
 
     Returns:
-        DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op,
-        sync call or kernel name holding most of it), ``removed_ns`` (int64: the time taken out, on all its ranks),
+        DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op, sync call or kernel
+        name holding most of it), ``removed_ns`` (int64: the time taken out, on all its ranks, with the others' compute its contention relief lowers: ``gain_ns``' bound),
         ``gain_ns`` (int64: how much earlier the window's last work ends), ``per_step_ns`` (int64: ``gain_ns`` over
         the most steps n a rank of the window has, or ``gain_ns`` without steps; where n >= 2, at least the gain after
         the first step, ``gain_ns`` less how much earlier the first step's last work ends, over n - 1: a cause that
         delays the step after it, such as a sync at a step's end, gives nothing back in the window's first step; only
         where the first step held at least :data:`FIRST_STEP_SHARE` of an even split of the removed time, so the
-        cause was there alike; not for ``imbalance``, whose excess is taken from the window as a whole),
-        ``steps_with`` (int64: the steps
+        cause was there alike; not for ``imbalance``, whose excess is taken from the window as a whole), ``steps_with`` (int64: the steps
         whose own time the cause held, on the rank holding it most; -1 without steps), ``beyond`` (int64: for a row of
         every rank whose cause one rank holds most of, that rank: the row's gains are what removing it on every rank
         gives beyond removing it on that rank alone (:func:`_beyond_the_lead`); -1 otherwise). Ordered by ``per_step_ns``,
@@ -204,7 +205,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         return pd.DataFrame({c: pd.Series([], dtype=object if c in ("cause", "top") else np.int64) for c in WHAT_IF_COLUMNS}), \
             pd.DataFrame({c: pd.Series([], dtype=object if c == "cause" else np.int64) for c in STEP_COLUMNS})
     n_steps = max((len(g.steps) for g in graphs), default=0)
-    graphs = [first_calls_merged(g, n_steps, max(min_ns, 0)) for g in graphs]
+    graphs = [first_calls_merged(g, n_steps, max(min_ns, 0), before) for g in graphs]
     job = _job(graphs, per_rank)
     h0 = np.concatenate([g.h for g in graphs])
     no_sync = np.zeros(h0.size, bool)
@@ -240,13 +241,13 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         ranks = c.ranks
         rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
         h, d, drop = c.make(_ALL, _ALL, _ALL)
-        t, end, arrival = replay_arrivals(job, h, d, drop)
-        if c.relief >= 0:  # the others' compute, slowed beside waits for this rank (.contention)
+        (t, end, arrival), cut = replay_arrivals(job, h, d, drop), np.zeros(0, np.int64)
+        if c.relief >= 0:  # the others' compute, slowed beside waits for this rank (.contention): taken out too
             share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, c.relief) / max(charged[c.relief], 1)
-            if share > 0:
-                t, end = replay(job, h, np.maximum(d - (slow[c.relief] * min(share, 1.0)).astype(np.int64), 0), drop)
+            cut = np.minimum((slow[c.relief] * min(max(share, 0.0), 1.0)).astype(np.int64), d)
+            t, end = replay(job, h, d - cut, drop) if share > 0 else (t, end)
         earlier = np.where(base_steps > NEG, base_steps - ends_of(t, end), 0)  # (how much earlier each step's last work ends)
-        return (rank, c.cause, c.top, sum(c.removed), base - _finish(t, end, counted), max(c.held), int(earlier[0]) if earlier.size else 0,
+        return (rank, c.cause, c.top, sum(c.removed) + int(cut.sum()), base - _finish(t, end, counted), max(c.held), int(earlier[0]) if earlier.size else 0,
                 c.first, {graphs[i].rank: n for i, n in zip(ranks, c.removed)}, np.diff(earlier, prepend=0))
 
     sync = HOST_CLASSES.index("sync")

@@ -68,16 +68,26 @@ def steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
     return int((per > max(min_ns, 0)).sum())
 
 
-def first_calls_merged(g: RankGraph, n_steps: int, floor: int) -> RankGraph:
-    """``g`` with its ``slow_call`` time given to ``warmup`` where it is one-time (held in fewer than every step but one of
-    the window's ``n_steps``, or in a trace without steps): a call far slower than its median once is a first call, and
-    its what-if is the warm-up's (replayed together, not as two rows of one cause)."""
+def one_time_slow(with_: int, n_steps: int, before: int) -> bool:
+    """Whether slow calls held in ``with_`` of a window's ``n_steps`` steps (-1 or 0 without steps) are one-time, first
+    calls: in fewer than every step but one; in a window without steps, only where no run of the program went before it
+    (``before``, :func:`..host.warmup_notes.runs_before`): one run of a program that ran before cannot tell a one-time
+    call from one of every run."""
+    if n_steps <= 0 and with_ <= 0:
+        return before <= 0
+    return not (with_ >= 2 and with_ >= n_steps - 1)
+
+
+def first_calls_merged(g: RankGraph, n_steps: int, floor: int, before: int = 0) -> RankGraph:
+    """``g`` with its ``slow_call`` time given to ``warmup`` where it is one-time (:func:`one_time_slow`: held in fewer
+    than every step but one of the window's ``n_steps``, or in a trace without steps of a program that had not run before
+    it, ``before``): a call far slower than its median once is a first call, and its what-if is the warm-up's (replayed
+    together, not as two rows of one cause)."""
     s, w = HOST_CLASSES.index("slow_call"), HOST_CLASSES.index("warmup")
     held = g.class_ns[s]
     if not held.any():
         return g
-    with_ = steps_with(g, held, floor)
-    if with_ >= 2 and with_ >= n_steps - 1:
+    if not one_time_slow(steps_with(g, held, floor), n_steps, before):
         return g
     cls = g.class_ns.copy()
     cls[w] += cls[s]

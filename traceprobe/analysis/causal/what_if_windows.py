@@ -8,30 +8,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..advice.idle_advice import COMPILED_OPS, Backend, launch_fix, loader_fix
 from ..host.python_frames import short_frame
+from ..host.warmup_notes import first_step
+from ..host.warmup_notes import runs_before as runs_before_of
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
-from .sync_names import sync_kind
 from .what_if import STEP_COLUMNS, _finish, measured_anchors, what_ifs
-from .what_if_kernels import LABELS as KERNEL_LABELS
-from .what_if_kernels import advice as kernel_advice
+from .what_if_advice import LABELS, advice, short_name
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
-from .what_if_steps import first_calls_merged
+from .what_if_steps import first_calls_merged, one_time_slow
 
 NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
 """A what-if gives a finding only above its window's noise floor: 1% of the window (from its first device work to its
 last work, or its steps' span where longer: a step that spends 13 s compiling before 2 µs of device work is 13 s long)
 and 0.5 ms per step."""
 
-LABELS = {
-    "graph_capture": "graph capture", "sync": "syncs", "compile": "compilation", "slow_call": "slow calls (new shapes)",
-    "warmup": "one-time first calls", "pinned_alloc": "pinned allocation", "device_alloc": "device allocation",
-    "other_rank": "host waits for other ranks", "data_loading": "data loading", "optimizer": "optimizer on the host",
-    "dispatch": "launch-bound dispatch", "cpu_op": "CPU ops that launch nothing", "host": "host outside ops",
-    "pageable_copy": "pageable copies", "imbalance": "extra device work", **KERNEL_LABELS,
-}
-"""Short names of the what-if causes."""
 
 UNRECORDED_HOST = "host between launch calls"
 """The ``host`` cause's name in a window whose traces recorded no host ops (:attr:`.dependency_graph.RankGraph.host_ops`)
@@ -43,62 +34,6 @@ SAMPLED_DENSITY = 0.01
 (:attr:`.dependency_graph.RankGraph.id_density`: HTA's ``sampled`` traces hold 0.46%; the recorded samples 3-100%)."""
 LINKED_MIN = 0.5
 """A window that links fewer than this share of its device ops to launches in the trace is sampled or cut short."""
-
-
-def _short(name: str) -> str:
-    """A kernel's name for a sentence: one over 48 characters (they run to 130) as its start and end, which say which."""
-    return name[:30].rstrip() + "…" + name[-17:].lstrip() if len(name) > 48 else name
-
-
-def advice(cause: str, top: str, steps_with: int, steps: int, backend: str = "cuda", replays: bool = False,
-           host_ops: str = "") -> str:
-    """The one action a what-if's cause calls for (``top``: what holds most of it; ``steps_with`` of ``steps``); launch-bound
-    dispatch in the words of ``backend``, told what is left where ``top`` is compiled code and the trace ``replays``
-    graphs (:func:`.idle_advice.launch_fix`); host time where the trace holds no host ops (``host_ops`` ``"none"``) or
-    only some (``"sampled"``) as that (:attr:`WindowWhatIf.unrecorded_host`)."""
-    if cause == "host" and host_ops == "none":
-        return ("host time between the runtime calls the trace recorded: it holds no host ops, so whether an op, Python or "
-                "a sleep held it cannot be told; record host ops too (torch.profiler's CPU activity) to name it")
-    if cause == "host" and host_ops == "sampled":
-        return ("host time between the calls the sampled trace kept: the ops it dropped may hold it, so whether an op, Python "
-                "or a sleep held it cannot be told; record a whole window (no sampling) to name it")
-    every = steps_with >= 2 and steps_with >= steps - 1
-    full, full_top = top if cause == "host" else "", top  # (the Python frame the trace's stacks name: short_frame shortens it)
-    top = _short(top)
-    where = f" ({top})" if top else ""
-    return {
-        "graph_capture": "capture the graph once and replay it; a capture per step records launches that do not run",
-        "sync": {"htod": "the host waits for its copies to the device from pageable memory: pin the batches "
-                         "(DataLoader(pin_memory=True)) and copy with .to(device, non_blocking=True)",
-                 "condition": f"a Python condition reads a device tensor{where} (if, while, bool(), assert) and waits for the "
-                              "device: keep the check on the device (torch.where, a masked update) or check every N steps",
-                 "data_dependent": f"an op whose output size depends on the data{where} waits for the device to size it: "
-                                   "torch.where or a mask in place of boolean indexing, or give the size (nonzero_static, "
-                                   "output_size=)"}.get(sync_kind(full_top),
-                f"drop the syncs in the loop{where}: .item(), .cpu(), printing a device tensor; log every N steps"),
-        "compile": (f"recompiling in {steps_with} of {steps} steps: shapes change; find the guard with TORCH_LOGS=recompiles, "
-                    "then mark_dynamic or pad to fixed sizes") if every else f"compilation{where}: one-time, not a steady cost",
-        "slow_call": (f"calls{where} ran 10x their median in {steps_with} of {steps} steps: a new shape each step builds "
-                      "new cuDNN/cuBLAS plans; keep shapes fixed (pad or bucket)") if every else
-                     (f"first calls of new shapes{where}: cuDNN/cuBLAS plans and autotuning, one-time; "
-                      "torch.profiler.schedule(wait=1, warmup=1, ...) leaves them out") if steps == 0 else
-                     f"slow calls{where} in {max(steps_with, 1)} of {steps} steps: a new shape's plan or autotuning",
-        "warmup": (f"one-time first calls{where}: torch.profiler.schedule(wait=1, warmup=1, ...) leaves them out"
-                   if steps == 0 else f"one-time first calls{where}: not a steady-state cost"),
-        "pinned_alloc": f"pinned host memory allocated in the step{where}: allocate it once and reuse it",
-        "device_alloc": f"cudaMalloc/cudaFree in the step{where}: drop empty_cache() and keep tensor sizes steady",
-        "other_rank": f"the host waits for other ranks{where}: see the rank it waits for",
-        "data_loading": f"the step waits for its input{where}: {loader_fix(full_top)}",
-        "optimizer": f"the optimizer runs on the host{where}: foreach=True or fused=True",
-        "dispatch": f"the host launches slower than the device runs{where}: " + (launch_fix(full_top, Backend(backend), replays)
-                    if COMPILED_OPS.search(full_top) else f"fewer, larger kernels (torch.compile) or {Backend(backend).graphs}"),
-        "cpu_op": f"CPU work that launches nothing{where}: move it to the device or off the step (a DataLoader worker)",
-        "host": (f"host time outside any op, most of it in {short_frame(full)}: speed it up or move it off the step "
-                 "(a DataLoader worker, a background thread)") if full else
-                "host time outside any op (Python, sleeps, I/O): find it with stacks (record --with-stack) or py-spy",
-        "pageable_copy": "copies from pageable memory block the host: pin the buffer and copy with non_blocking=True",
-        "imbalance": f"this rank runs more device work than the median rank{where}: balance data, experts or stages",
-    }.get(cause, "") or kernel_advice(cause, full_top)
 
 
 @dataclass(frozen=True)
@@ -128,6 +63,8 @@ class WindowWhatIf:
             :data:`UNRECORDED_HOST`, and its advice says the trace cannot tell what held it).
         by_step: each row of :attr:`table` step by step (:func:`.what_if.what_ifs`: ``rank``, ``cause``, ``step``,
             ``gain_ns``).
+        runs_before: the steps or runs of the program before the window (:func:`..host.warmup_notes.runs_before`, the most
+            of its ranks): where some ran, its first calls are no start-up to record after (:func:`.what_if_advice.advice`).
         graph_of_step: per rank replayed (and every rank, -1), launch-bound dispatch and the host time around it
             (:data:`AROUND_LAUNCHES`) removed at once: what a CUDA graph of the step gives back at most (the columns of
             :attr:`table`, ``cause`` :data:`GRAPH_OF_STEP`; a figure beside the causes, not one of them).
@@ -153,6 +90,7 @@ class WindowWhatIf:
     by_step: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: [] for c in STEP_COLUMNS}))
     host_ops: bool = True
     graph_of_step: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: [] for c in COLUMNS}))
+    runs_before: int = 0
 
     @property
     def unrecorded_host(self) -> str:
@@ -188,9 +126,10 @@ class WindowWhatIf:
 
     def named_cause(self, row: dict) -> str:
         """The cause a row of :attr:`table` is named by: a slow call seen in fewer than every step but one is a first
-        call (``warmup``), whatever its shape; else the row's own."""
-        every = row["steps_with"] >= 2 and row["steps_with"] >= self.steps - 1
-        return "warmup" if row["cause"] == "slow_call" and not every else str(row["cause"])
+        call (``warmup``), whatever its shape, unless the window has no steps and the program ran before it
+        (:attr:`runs_before`: one run cannot tell a one-time call); else the row's own."""
+        return "warmup" if row["cause"] == "slow_call" and one_time_slow(int(row["steps_with"]), self.steps, self.runs_before) \
+            else str(row["cause"])
 
     def label(self, row: dict | None = None) -> str:
         """The top what-if (or ``row``, a row of :attr:`table` as a dict) in a few words, ``""`` without one: e.g.
@@ -227,7 +166,7 @@ class WindowWhatIf:
             who = f"rank {r.rank} " if self.ranks and self.ranked else ""
             where = f" on {who}{r.lane}" if r.lane != "host" else f" on {who[:-1]}'s host" if who else ""
             name = short_frame(str(r.name), brief=True) if r.cause == "host" else str(r.name)
-            name = _short(name)
+            name = short_name(name)
             parts.append(f"{r.share:.0%} {self.cause_label(str(r.cause))}{where}" + (f" ({name})" if name else ""))
         return "critical path: " + ", ".join(parts) if parts else ""
 
@@ -249,7 +188,7 @@ class WindowWhatIf:
             partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
                        "what follows is of the events it kept; ")
         return (f"{partial}{who}{self.cause_label(cause)}: {self._figure(t)}{share} if removed; "
-                f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays, self.unrecorded_host)}"
+                f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays, self.unrecorded_host, self.runs_before)}"
                 f"{self._exposed(t)}{self._around(t)}{self._stacks(cause)}")
 
     def partial(self) -> str:
@@ -304,9 +243,9 @@ class WindowWhatIf:
         r = rows.iloc[0]
         figure = self._figure(r)
         if host_work:
-            return (f"; it runs after a sync ({_short(str(r['top']))}) that drained the device's queue: without the sync it "
+            return (f"; it runs after a sync ({short_name(str(r['top']))}) that drained the device's queue: without the sync it "
                     f"would run under queued work, {figure}")
-        name = short_frame(str(r["top"]), brief=True) if r["cause"] == "host" else _short(str(r["top"]))
+        name = short_frame(str(r["top"]), brief=True) if r["cause"] == "host" else short_name(str(r["top"]))
         return (f"; the sync drains the device's queue, so the host work after it ({self.cause_label(str(r['cause']))}"
                 f"{', ' + name if name else ''}: {figure} if removed) runs with the device idle")
 
@@ -322,10 +261,14 @@ PATH_SHARE = 0.10
 """A part of the critical path (a rank's lane and cause) is named in :meth:`WindowWhatIf.path_line` from this share on."""
 
 
-def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowWhatIf:
+def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], per_rank: pd.DataFrame | None,
+                   runs_before: int | None = None) -> WindowWhatIf:
     """One window's what-ifs: its graphs (one per rank) replayed with its cross-rank instances (:func:`window_instances`,
     None for one rank), causes under the window's noise floor (:data:`NOISE_SHARE` of it, :data:`NOISE_PER_STEP_NS` a
-    step) neither replayed nor its top."""
+    step) neither replayed nor its top; ``runs_before`` the steps or runs of the program before it
+    (:attr:`WindowWhatIf.runs_before`; None: as its graphs' first steps say)."""
+    if runs_before is None:
+        runs_before = max((runs_before_of(first_step(g.steps)) for g in graphs), default=0)
     steps = max((len(g.steps) for g in graphs), default=0)
     # (from the first device work: a trace's host events can start long before, at 0 ns in some)
     lo = min((int(g.start.min() if g.start.size else g.t.min()) for g in graphs if g.start.size or g.t.size), default=0)
@@ -333,12 +276,12 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     span = max(hi - lo, 0)
     stepped = max((int(g.steps["end_ns"].max() - g.steps["start_ns"].min()) for g in graphs if len(g.steps)), default=0)
     floor = max(int(NOISE_SHARE * max(span, stepped)), NOISE_PER_STEP_NS * max(steps, 1))
-    graphs = [first_calls_merged(g, steps, floor) for g in graphs]  # (the path names a one-time slow call as the table does)
+    graphs = [first_calls_merged(g, steps, floor, runs_before) for g in graphs]  # (the path names a one-time slow call as the table does)
     cp = critical_path(graphs, per_rank)
     index = {g.rank: i for i, g in enumerate(graphs)}
     on_path = {index[r] for r in cp["rank"].unique().tolist() if r in index} if len(graphs) > 1 and len(cp) else None
     table, by_step = what_ifs(graphs, per_rank, min_ns=floor, only=on_path,  # (a cause that removes less cannot give back the floor)
-                              groups={GRAPH_OF_STEP: ("dispatch", *AROUND_LAUNCHES)})
+                              groups={GRAPH_OF_STEP: ("dispatch", *AROUND_LAUNCHES)}, before=runs_before)
     grouped = (table["cause"] == GRAPH_OF_STEP).to_numpy()
     table, graph_of_step = pd.DataFrame(table[~grouped]).reset_index(drop=True), pd.DataFrame(table[grouped]).reset_index(drop=True)
     by_step = pd.DataFrame(by_step[(by_step["cause"] != GRAPH_OF_STEP).to_numpy()]).reset_index(drop=True)
@@ -349,7 +292,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
                         _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs), floor,
                         max((g.stack_frames // max(len(g.steps), 1) for g in graphs), default=0),
                         graphs[0].backend if graphs else "cuda", any(g.replays for g in graphs), by_step,
-                        all(g.host_ops for g in graphs), graph_of_step)
+                        all(g.host_ops for g in graphs), graph_of_step, runs_before)
 
 
 def _linked(graphs: list[RankGraph]) -> float:
@@ -377,10 +320,19 @@ def window_what_ifs(runs, collectives) -> list[WindowWhatIf]:
             ranked = [(r, rep) for r, rep in zip(w.ranks, w.reports) if r is not None and rep.graph is not None]
             if len({r for r, _ in ranked}) >= 2 and len({r for r, _ in ranked}) == len(ranked):
                 c = by_key.get((run.name, w.label))
-                out.append(window_what_if(run.name, w.label, "", [rep.graph for _, rep in ranked], window_instances(c)))
+                out.append(window_what_if(run.name, w.label, "", [rep.graph for _, rep in ranked], window_instances(c),
+                                          max(report_runs_before(rep) for _, rep in ranked)))
                 continue
-            out += [window_what_if(run.name, w.label, rep.path, [rep.graph], None) for rep in w.reports if rep.graph is not None]
+            out += [window_what_if(run.name, w.label, rep.path, [rep.graph], None, report_runs_before(rep))
+                    for rep in w.reports if rep.graph is not None]
     return out
+
+
+def report_runs_before(rep) -> int:
+    """The steps or runs of the program before the window of one trace's report (:func:`..host.warmup_notes.runs_before`):
+    its graph's first step, else its manifest facts (``rep.info``)."""
+    g = getattr(rep, "graph", None)
+    return runs_before_of(first_step(g.steps if g is not None else getattr(rep, "steps", None)), getattr(rep, "info", None))
 
 
 def _whole(table: pd.DataFrame) -> np.ndarray:

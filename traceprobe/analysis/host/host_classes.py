@@ -16,24 +16,27 @@ from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals
 from ..memo import host_column, per_trace
 from .graph_capture import graph_intervals
 from .launch_links import launch_rows
-from .warmup import compile_holders, compile_phases, first_calls, first_launches, setup_span, slow_calls
+from .warmup import compile_holders, compile_phases, first_calls, first_launches, profiler_spans, setup_span, slow_calls, varying_calls
 
-CAUSES = ("graph_capture", "sync", "compile", "slow_call", "warmup", "pinned_alloc", "device_alloc", "other_rank", "data_loading",
-          "optimizer", "launch", "cpu_op", "host", "dependency", "queued", "unattributed")
-"""The idle causes, in the order the host part of a gap is classified (:mod:`.idle_causes`)."""
+CAUSES = ("graph_capture", "sync", "profiler", "compile", "slow_call", "warmup", "pinned_alloc", "device_alloc", "other_rank",
+          "data_loading", "optimizer", "launch", "cpu_op", "host", "dependency", "queued", "unattributed")
+"""The idle causes, in the order the host part of a gap is classified (:mod:`.idle_causes`). ``profiler`` is the
+profiler's own work inside a host event (:func:`.warmup.profiler_spans`: CUPTI's activity buffers and start-up), held
+by no host event of its own (:func:`class_spans`)."""
 
-HOST_CAUSES = CAUSES[:13]
+HOST_CAUSES = CAUSES[:14]
 """The causes of the host part of a gap: the device waited for the launching thread. The dependency graph's host
 classes (:data:`..causal.dependency_graph.HOST_CLASSES`) are the same, ``launch`` named ``dispatch``."""
 
 EVENT_CAUSES = HOST_CAUSES[1:-1]
 """The host causes held by host events, ``sync`` to ``cpu_op`` (:func:`host_classes` gives each event one of them up to
-``launch``; :func:`dispatching` splits ``launch`` from ``cpu_op``)."""
-_SYNC, _COMPILE, _SLOW, _WARMUP, _OPTIMIZER, _LAUNCH = (EVENT_CAUSES.index(c) for c in ("sync", "compile", "slow_call", "warmup", "optimizer",
-                                                                                         "launch"))
+``launch``, ``profiler`` aside; :func:`dispatching` splits ``launch`` from ``cpu_op``)."""
+_SYNC, _PROFILER, _COMPILE, _SLOW, _WARMUP, _OPTIMIZER, _LAUNCH = (EVENT_CAUSES.index(c) for c in (
+    "sync", "profiler", "compile", "slow_call", "warmup", "optimizer", "launch"))
 
 LABELS = {
-    "graph_capture": "graph capture", "sync": "sync", "compile": "compilation", "slow_call": "slow calls (new shapes)",
+    "graph_capture": "graph capture", "sync": "sync", "profiler": "profiler's own work", "compile": "compilation",
+    "slow_call": "slow calls (new shapes)",
     "warmup": "warm-up", "pinned_alloc": "pinned alloc", "device_alloc": "device alloc", "other_rank": "host waits for ranks",
     "data_loading": "data loading", "optimizer": "optimizer on host", "launch": "launch-bound", "cpu_op": "CPU ops, no launch",
     "host": "host outside ops",
@@ -108,7 +111,8 @@ def host_classes(trace: Trace) -> np.ndarray:
     name), unless it synchronizes: a compile phase or an op holding one (:func:`.warmup.compile_phases`,
     :func:`.warmup.compile_holders`) is ``compile``, else a slow call (:func:`.warmup.slow_calls`: a new shape's plan)
     ``slow_call``, else a first call holding warm-up (:func:`.warmup.first_calls`) or a kernel's slow first launch
-(:func:`.warmup.first_launches`) ``warmup``; rows that are none of
+    (:func:`.warmup.first_launches`) ``warmup``, unless its name's later calls are as slow (:func:`.warmup.varying_calls`:
+    an op of the CPU, whose time grows with its input, keeps its class); rows that are none of
     these nor a ``cpu_op``/runtime/driver call (user annotations) are -1 (but a collective of a trace without device work,
 :data:`_HOST_COLLECTIVE_RE`, is ``other_rank``): they do not make the host "in an op"; so are the
     step annotations (``ProfilerStep#N``, :func:`step_annotations`) whatever their category. A device free (:data:`FREE_CALLS`) that spent at least half its time with its device's work
@@ -122,7 +126,7 @@ def host_classes(trace: Trace) -> np.ndarray:
     in_op = per_value(host["cat"], _OP_CATS.__contains__, False, bool) & ~step_annotations(trace)
     cls = np.where((cls < _LAUNCH) | in_op, cls, -1)
     own = (cls != _SYNC) & ~_waiting_frees(trace)
-    cls = np.where((first_calls(trace) | first_launches(trace)) & own, _WARMUP, cls)
+    cls = np.where((first_calls(trace) | first_launches(trace)) & own & ~varying_calls(trace), _WARMUP, cls)  # (slow again later)
     cls = np.where(slow_calls(trace) & own, _SLOW, cls)
     return np.where((compile_phases(trace) | compile_holders(trace)) & own, _COMPILE, cls).astype(np.int8)
 
@@ -259,7 +263,8 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
     host part and the dependency graph's host time per anchor read (computed once per trace and thread set).
 
     The classes, in order: ``graph_capture`` (inside a stream capture or a graph call, :func:`.graph_capture.graph_intervals`);
-    ``sync`` to ``optimizer`` (inside a host event of that class, :func:`host_classes`; ``warmup`` also holds the set-up
+    ``sync`` to ``optimizer`` (inside a host event of that class, :func:`host_classes`; ``profiler`` the profiler's own
+    work while the threads were in a host event, :func:`.warmup.profiler_spans`; ``warmup`` also holds the set-up
     before a first compile where a thread is outside any op, :func:`.warmup.setup_span`; ``optimizer`` is the optimizer's
     span outside the events in it that dispatch device work: an optimizer on the device spends its host time launching
     its kernels, which is ``launch``, and what is left is its Python and CPU work); ``launch`` (inside an event that
@@ -289,6 +294,8 @@ def class_spans(trace: Trace, threads: tuple[int, ...]) -> tuple[iv.Intervals, .
     raw = [iv.coverage_at_least(captured, 1) if captured else iv.empty()]
     launching = dispatching(trace)[rows]
     raw += [span(cls == k) for k in range(_LAUNCH)]
+    if (prof := profiler_spans(trace))[0].size:  # (the profiler's own work, while the threads were in a host event)
+        raw[1 + _PROFILER] = iv.intersect(prof, span(cls >= 0))
     if raw[1 + _OPTIMIZER][0].size:  # (an optimizer's launches are dispatch, thread by thread)
         raw[1 + _OPTIMIZER] = iv.coverage_at_least([iv.subtract(span(cls == _OPTIMIZER, thread == t), span(launching, thread == t))
                                                     for t in threads], 1)

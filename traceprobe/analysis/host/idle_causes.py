@@ -34,26 +34,28 @@ host thread, the *launching thread*. Then:
      ``Synchronize``, a synchronous copy (:data:`.host_classes.SYNC_CALLS`: ``cudaMemcpy``,
      ``hipMemcpyWithStream``, ...), or ``aten::item``/``aten::_local_scalar_dense``
      (``.item()``, ``.cpu()`` and printing a tensor end there);
-  2. ``compile``: inside a phase of ``torch.compile``'s compilation (:func:`.warmup.compile_phases`), or an op holding
+  2. ``profiler``: inside a host event while the profiler did its own work (:func:`.warmup.profiler_spans`: CUPTI's
+     ``Activity Buffer Request``, its instrumentation and resources set up: the profiler's start-up and buffers);
+  3. ``compile``: inside a phase of ``torch.compile``'s compilation (:func:`.warmup.compile_phases`), or an op holding
      one that launches nothing outside it (:func:`.warmup.compile_holders`: Dynamo's frame callback);
-  3. ``slow_call``: inside a call far slower than its name's median (:func:`.warmup.slow_calls`: a new shape's
-     cuDNN/cuBLAS plan or autotuning, recurring where shapes keep changing);
-  4. ``warmup``: inside the first call of an op that took at least ten times its later calls (:mod:`.warmup`: context
+  4. ``slow_call``: inside a call that launches device work and ran far slower than its name's median
+     (:func:`.warmup.slow_calls`: a new shape's cuDNN/cuBLAS plan or autotuning, recurring where shapes keep changing);
+  5. ``warmup``: inside the first call of an op that took at least ten times its later calls (:mod:`.warmup`: context
      creation, lazy kernel loading, library handles: one-time work a schedule's first steps would have left out); and,
      in a trace without ``ProfilerStep`` annotations, the time outside any op before the trace's first compile phase
      (set-up: :func:`.warmup.setup_span`);
-  5. ``pinned_alloc``: page-locked host allocation (:data:`.host_classes.PINNED_ALLOC_CALLS`:
+  6. ``pinned_alloc``: page-locked host allocation (:data:`.host_classes.PINNED_ALLOC_CALLS`:
      ``cudaHostAlloc``, ``cudaMallocHost``, ``hipHostMalloc``, ...);
-  6. ``device_alloc``: device allocation or free (:data:`.host_classes.DEVICE_ALLOC_CALLS`);
-  7. ``other_rank``: a host op that waits for other ranks (barriers, c10d waits, gloo);
-  8. ``data_loading``: ``enumerate(DataLoader)#...`` (torch's DataLoader iterator);
-  9. ``optimizer``: ``Optimizer.step#...`` / ``Optimizer.zero_grad#...`` on the host;
-  10. ``launch``: inside any other runtime or driver call, or a ``cpu_op`` that launched device work (a launch call
+  7. ``device_alloc``: device allocation or free (:data:`.host_classes.DEVICE_ALLOC_CALLS`);
+  8. ``other_rank``: a host op that waits for other ranks (barriers, c10d waits, gloo);
+  9. ``data_loading``: ``enumerate(DataLoader)#...`` (torch's DataLoader iterator);
+  10. ``optimizer``: ``Optimizer.step#...`` / ``Optimizer.zero_grad#...`` on the host;
+  11. ``launch``: inside any other runtime or driver call, or a ``cpu_op`` that launched device work (a launch call
       inside it on its thread, :func:`.host_classes.dispatching`): the host was busy launching (framework overhead,
       small kernels: launch-bound);
-  11. ``cpu_op``: inside any other ``cpu_op``: one that launched no device work (CPU work such as an op on a CPU
+  12. ``cpu_op``: inside any other ``cpu_op``: one that launched no device work (CPU work such as an op on a CPU
       tensor: not launch-bound, the host was computing);
-  12. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
+  13. ``host``: outside every profiled op (Python, I/O, ``time.sleep``).
 
 Each host event's class is :func:`.host_classes.host_classes`', and each nanosecond's :func:`.host_classes.class_spans`':
 the one classification the dependency graph's host time per anchor reads too.
@@ -84,7 +86,7 @@ from .graph_capture import captures, graph_calls
 from .host_classes import CAUSES, EVENT_CAUSES, HOST_CAUSES, class_spans, dispatching, host_classes, program_call_top, top_name
 from .launch_links import launch_rows
 from .python_frames import frame_holding, thread_labels
-from .warmup import compile_holders
+from .warmup import compile_holders, profiler_top
 
 Intervals = iv.Intervals
 _SYNC, _COMPILE, _LAUNCH = EVENT_CAUSES.index("sync"), EVENT_CAUSES.index("compile"), EVENT_CAUSES.index("launch")
@@ -239,6 +241,7 @@ def _idle_causes(trace: Trace, window: tuple[int, int]) -> list[DeviceIdle]:
                 c = captures(trace)
                 top["graph_capture"] = str(c["begin"].iloc[0]) if len(c) else top_name(
                     trace, np.flatnonzero(threads_on & graph_calls(trace)), spans["graph_capture"])
+            top["profiler"] = profiler_top(trace, spans["profiler"])  # (the profiler's record, not the op it held up)
             top["queued"] = top_name(trace, np.flatnonzero(threads_on & runtime), queued)
             if not top["host"] and not trace.python_events.empty:  # (the Python function, where the trace has stacks)
                 top["host"] = frame_holding(trace, spans["host"], thread_labels(trace, launched_by))

@@ -30,6 +30,12 @@ Two kinds of host events hold warm-up (:func:`warmup_calls`):
   work outside the phases (Dynamo's frame callback ``dynamo``, ``entire_frame_compile``: :func:`compile_holders`), whose
   own time around the phases (recompile bookkeeping, installing the new cache entry) is there only because it compiled.
 
+Each call is judged by its own time, less the profiler's (:func:`own_ns`): CUPTI's records of its own work
+(:data:`PROFILER_OVERHEAD`: its activity buffers requested, its instrumentation set up at start) that lie inside a
+call are the profiler's start-up, host class ``profiler`` (:func:`profiler_spans`), never the program's warm-up; the
+first launches after the profiler starts wait for them (``sample_traces/h200-4gpu/branches.synchronized``: a 721 µs
+``Activity Buffer Request`` inside its first ``aten::addmm``, recorded after the workload had run four times).
+
 The idle time of a device while its launching thread was inside either is the idle cause
 ``warmup`` (:mod:`.idle_causes`), except where it was in a synchronizing call, which stays ``sync``.
 So is, in a trace without ``ProfilerStep`` annotations (a whole script profiled), the launching
@@ -45,6 +51,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
+from ..device import keyed
 from ..device.busy import host_name_codes, host_thread_codes, per_value, runtime_calls
 from ..memo import host_column, per_trace
 from .launch_links import launch_rows
@@ -59,8 +66,49 @@ LAUNCH_FACTOR = 100
 """How many times the median of its call name's launches a kernel's first launch must last to be warm-up (module
 docstring): a launch that waits for a slot in a full queue lasts about one kernel, and is no first launch of its
 kernel in a steady loop."""
+PROFILER_OVERHEAD = frozenset({"Activity Buffer Request", "Buffer Flush", "Instrumentation", "Resource", "UVM Activity Init"})
+"""The names of CUPTI's overhead records (Kineto ``cat`` ``overhead``, CUPTI's ``CUpti_ActivityOverheadKind``) that are the
+profiler's own work: its activity buffers requested and flushed, its instrumentation, resources and unified-memory
+tracking set up. The others are the program's, profiled or not: ``Lazy Function Loading`` and ``Runtime Triggered
+Module Loading`` (the driver loading a kernel's code at its first launch: warm-up), ``Command Buffer Full`` (the
+launch queue full), ``Driver Compiler`` (JIT compilation)."""
 COMPILE_SUFFIX = " (dynamo_timed)"
 """The end of the name of every phase of ``torch.compile``'s compilation in a trace (module docstring)."""
+
+
+@per_trace
+def profiler_spans(trace: Trace) -> iv.Intervals:
+    """Where the profiler did its own work: the union of the trace's overhead records named in
+    :data:`PROFILER_OVERHEAD` (``trace.overhead_events``), a normalised int64 ns interval set; empty without them."""
+    ov = trace.overhead_events
+    if ov.empty:
+        return iv.empty()
+    own = per_value(ov["name"], PROFILER_OVERHEAD.__contains__, False, bool)
+    return iv.union(ov["start_ns"].to_numpy(np.int64)[own], ov["end_ns"].to_numpy(np.int64)[own])
+
+
+@per_trace
+def own_ns(trace: Trace) -> np.ndarray:
+    """Per row of ``trace.host_events``: its duration less the profiler's own work inside it (:func:`profiler_spans`),
+    int64 ns: what the call itself took."""
+    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
+    spans = profiler_spans(trace)
+    return end - start - (iv.measure(spans, start, end) if spans[0].size else 0)
+
+
+def profiler_top(trace: Trace, span: iv.Intervals) -> str:
+    """The name of the profiler's overhead records (:data:`PROFILER_OVERHEAD`) holding most of ``span`` (a normalised
+    interval set), e.g. ``Activity Buffer Request``; ``""`` where none is in it."""
+    ov = trace.overhead_events
+    if ov.empty or span[0].size == 0:
+        return ""
+    own = np.flatnonzero(per_value(ov["name"], PROFILER_OVERHEAD.__contains__, False, bool))
+    held = iv.measure(span, ov["start_ns"].to_numpy(np.int64)[own], ov["end_ns"].to_numpy(np.int64)[own])
+    if not (held > 0).any():
+        return ""
+    names = ov["name"].astype(str).to_numpy()[own]
+    kinds, at = np.unique(names, return_inverse=True)
+    return str(kinds[int(np.argmax(np.bincount(at, weights=held.astype(np.float64))))])
 
 
 @per_trace
@@ -91,7 +139,7 @@ def first_launches(trace: Trace) -> np.ndarray:
     _, at = np.unique(kernel[order], return_index=True)
     firsts = np.unique(call[order][at])  # (the call of each kernel name's earliest launch)
     code = host_name_codes(trace)[0]
-    dur = host_column(trace, "end_ns") - start
+    dur = own_ns(trace)  # (less the profiler's own work inside the call)
     calls = np.unique(call)
     c, d = code[calls], dur[calls]
     o = np.lexsort((d, c))
@@ -165,7 +213,7 @@ def first_calls(trace: Trace) -> np.ndarray:
     if host.empty:
         return out
     code = host_name_codes(trace)[0]
-    dur = host_column(trace, "end_ns") - host_column(trace, "start_ns")
+    dur = own_ns(trace)  # (less the profiler's own work inside the call)
     rows = np.flatnonzero(np.isin(code, code[dur >= MIN_FIRST_NS]) & (code >= 0))  # every call of a name called long once
     code, dur = code[rows], dur[rows]
     _, first = np.unique(code, return_index=True)  # (rows are sorted by start: the earliest call of each name)
@@ -188,18 +236,49 @@ SLOW_CALL_NS = 5_000_000
 
 @per_trace
 def slow_calls(trace: Trace) -> np.ndarray:
-    """Boolean mask over the rows of ``trace.host_events``: *slow calls*, the calls of an op (``cpu_op``) called at least
-    three times that lasted at least :data:`SLOW_CALL_NS` and :data:`FACTOR` times the median of all its calls, other
-    than a first call (:func:`first_calls`) unless a later call of its name is slow too: the first call of a new shape
-    (cuDNN and cuBLAS build a plan or autotune per shape) or an input of another size. Unlike warm-up it recurs where
-    shapes keep changing."""
+    """Boolean mask over the rows of ``trace.host_events``: *slow calls*, the calls far slower than their name's median
+    (:func:`varying_calls`) of ops that launch device work (a launch call inside them on their thread,
+    :func:`launching_ops`): the first call of a new shape, for which cuDNN and cuBLAS build a plan or autotune. Unlike
+    warm-up it recurs where shapes keep changing. An op that launches nothing is left out, however slow: its host time
+    is its own computation on the CPU, which grows with its input (a wider first layer than the later ones of one
+    ``aten::linear``: ``sample_traces/h200-4gpu/branches.synchronized``'s CPU branch), where an op that launches
+    spends about the same host time whatever its input's size; it is CPU work (``cpu_op``)."""
+    return varying_calls(trace) & launching_ops(trace)
+
+
+@per_trace
+def launching_ops(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events``: the ops (``cpu_op``) with a launch call (Kineto's correlation
+    id, :func:`.launch_links.launch_rows`) inside them on their thread."""
+    host = trace.host_events
+    if host.empty or trace.device_events.empty:
+        return np.zeros(len(host), bool)
+    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
+    thread = host_thread_codes(trace)
+    launching = np.zeros(len(host), bool)
+    rows = launch_rows(trace)
+    launching[rows[rows >= 0]] = True
+    launching &= runtime_calls(trace)
+    out = np.zeros(len(host), bool)
+    sel = np.flatnonzero(per_value(host["cat"], lambda c: c == "cpu_op", False, bool))
+    out[sel] = keyed.count_between(thread[launching], start[launching], thread[sel], start[sel], end[sel]) > 0
+    return out
+
+
+@per_trace
+def varying_calls(trace: Trace) -> np.ndarray:
+    """Boolean mask over the rows of ``trace.host_events``: the calls of an op (``cpu_op``) called at least three times
+    that lasted at least :data:`SLOW_CALL_NS` and :data:`FACTOR` times the median of all its calls (each less the
+    profiler's own work inside it, :func:`own_ns`), other than a first call (:func:`first_calls`) unless a later call
+    of its name is slow too: the first call of a new shape, or an input of another size. Such a first call is no
+    warm-up (:func:`.host_classes.host_classes`)."""
     host = trace.host_events
     out = np.zeros(len(host), dtype=bool)
     if host.empty:
         return out
     code = host_name_codes(trace)[0]
     op = per_value(host["cat"], lambda c: c == "cpu_op", False, bool)
-    dur = host_column(trace, "end_ns") - host_column(trace, "start_ns")
+    dur = own_ns(trace)  # (less the profiler's own work inside the call)
     rows = np.flatnonzero(op & (code >= 0) & np.isin(code, code[op & (dur >= SLOW_CALL_NS)]))
     if rows.size == 0:
         return out
