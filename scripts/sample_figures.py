@@ -74,7 +74,7 @@ def stream_wait(summary) -> list[str]:
 
 
 WORK = {"gemm_flops_per_step": "{:.2f} TFLOP of GEMMs a step", "full_attention_flops_per_step": "{:.2f} TFLOP of attention a step",
-        "weight_bytes_per_step": "{:.1f} GB of weights read a step"}
+        "weight_bytes_per_step": "{:.1f} GB of weights read a step", "model_flops_per_step": "{:.2f} TFLOP of model GEMMs a step"}
 """The work of a step ``fixes.jsonl`` counts by hand, in words (FLOPs in TFLOP, bytes in GB)."""
 
 
