@@ -279,3 +279,19 @@ def test_nodes_whose_forward_the_trace_does_not_hold() -> None:
     t = load_trace(Path(__file__).resolve().parent / "data" / "public" / "hta_backward_thread.json")
     w = op_work(t)
     assert w["name"].tolist() == ["aten::mm"] and not w["backward"].any() and w["flops"].tolist() == [2 * 2048 * 2048 * 256]
+
+
+def test_shapes_without_a_modelled_op(tmp_path: Path) -> None:
+    """SYNTHETIC: shapes recorded (``Input Dims`` on every op) but no op of a modelled family (a custom op launching a
+    Triton kernel, as HTA's ``triton_example`` and ``cpu_only`` traces hold): no modelled op, nothing recomputed, and
+    the one-trace report builds (before: ``ValueError: Grouper and axis must be same length`` ended the whole
+    command)."""
+    from traceprobe.analysis.per_trace import overlap_report
+    from traceprobe.analysis.work.op_owners import modelled_tops, recomputed
+
+    tr = _Trace()
+    tr.op("custom::fused_thing", 1, 10, 500, dims=[[64, 64]], types=["float"])
+    tr.launch(1, 20, kernel="triton_poi_fused_add_0")
+    t = load_trace(tr.write(tmp_path / "t.json"))
+    assert modelled_tops(t).size == 0 and not recomputed(t).any()
+    assert overlap_report(t).path == str(t.path)

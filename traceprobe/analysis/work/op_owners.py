@@ -75,6 +75,8 @@ def modelled_tops(trace: Trace) -> np.ndarray:
     thread = host_thread_codes(trace).astype(np.int64)
     start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
     ops = np.flatnonzero(known)
+    if ops.size == 0:  # (shapes recorded, but no op of a modelled family)
+        return np.zeros(0, np.int64)
     ops = ops[np.lexsort((-end[ops], start[ops], thread[ops]))]  # by thread, start, the outer op first
     t, e = thread[ops], end[ops]
     first = np.r_[True, t[1:] != t[:-1]]
