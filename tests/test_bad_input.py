@@ -411,3 +411,28 @@ def test_odd_values_are_warnings_not_other_ids(tmp_path):
     assert "1 unmatched B/E event(s) dropped" in w
     r = overlap_report(t)
     assert set(t.metadata["warnings"]) <= set(r.warnings)
+
+
+def test_a_defect_on_one_trace_fails_that_file_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SYNTHETIC: the analysis raises on one trace (a defect of traceprobe, as an IndexError deep in an analysis
+    would): that file is one line naming it, the exception and where it rose, the exit status is not zero, and the
+    other trace is still reported (before: ``error: IndexError: ...`` and nothing reported)."""
+    from typer.testing import CliRunner
+
+    from traceprobe.analysis import per_trace
+    from traceprobe.cli import app
+
+    good, bad = _good(tmp_path, "good"), _good(tmp_path, "bad")
+    real = per_trace.overlap_report
+
+    def flaky(trace, *a, **k):
+        if "bad" in str(trace.path):
+            raise IndexError("index 3 is out of bounds for axis 0 with size 2")
+        return real(trace, *a, **k)
+
+    monkeypatch.setattr(per_trace, "overlap_report", flaky)
+    res = CliRunner().invoke(app, ["overlap-report", str(good), str(bad), "--jobs", "1"])
+    assert res.exit_code != 0
+    assert "good" in res.stdout, res.output
+    line = next(ln for ln in res.output.splitlines() if str(bad) in ln and "IndexError" in ln)
+    assert "index 3 is out of bounds" in line and "please report" in line, line

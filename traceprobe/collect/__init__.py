@@ -253,8 +253,20 @@ def analyze_file(
         return Failure(str(p), e.reason)
     except MemoryError:
         return Failure(str(p), "not enough memory to load this trace")
+    except Exception as e:  # noqa: BLE001 - a defect of traceprobe on this trace: this file fails, the others are reported
+        return Failure(str(p), f"traceprobe failed on this trace ({internal_error(e)}): please report it with the trace")
     finally:
         release()  # (what this trace held of the command's shared limit: its work is done)
+
+
+def internal_error(e: BaseException) -> str:
+    """One line for a defect of traceprobe: the exception's type and message, and the traceprobe frame it rose from."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "traceprobe" in f.filename]
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    text = " ".join(str(e).split())[:200]
+    return f"{type(e).__name__}: {text}{where}" if text else f"{type(e).__name__}{where}"
 
 
 _TRACE_END = re.compile(r"(\.pt\.trace)?\.json(\.gz)?$")
