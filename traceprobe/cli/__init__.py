@@ -15,6 +15,7 @@ others are still reported), a file could not be written, bad usage; 130 interrup
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -146,7 +147,10 @@ def overlap_report(
     check_outputs(paths, {"--output": output, "--plot": plot})
     # what each picture draws is computed where its trace was analysed (the trace does not come back from a
     # worker); the pictures are drawn here, after the analysis
-    from ..collect import analyze_paths, timeline_lanes  # (these import no pandas: see their module)
+    from ..collect import DEBUG_ENV, analyze_paths, timeline_lanes  # (these import no pandas: see their module)
+
+    if debug:  # (a defect on one trace raises with its traceback, in worker processes too, instead of failing the file)
+        os.environ[DEBUG_ENV] = "1"
 
     drawn: list = []  # (report, its TimelineLanes)
     limit = None if max_bytes is None else int(max_bytes)
@@ -186,6 +190,8 @@ def overlap_report(
         if debug:
             raise
         _fail(f"{type(e).__name__}: {e}")
+    finally:
+        os.environ.pop(DEBUG_ENV, None)
 
     errors = [f"{f.path}: {f.error}" for f in summary.failures]
     from ..report.renderers import renderer

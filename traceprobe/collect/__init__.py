@@ -254,6 +254,8 @@ def analyze_file(
     except MemoryError:
         return Failure(str(p), "not enough memory to load this trace")
     except Exception as e:  # noqa: BLE001 - a defect of traceprobe on this trace: this file fails, the others are reported
+        if os.environ.get(DEBUG_ENV):
+            raise
         return Failure(str(p), f"traceprobe failed on this trace ({internal_error(e)}): please report it with the trace")
     finally:
         release()  # (what this trace held of the command's shared limit: its work is done)
@@ -269,6 +271,8 @@ def internal_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}{where}" if text else f"{type(e).__name__}{where}"
 
 
+DEBUG_ENV = "TRACEPROBE_DEBUG"
+"""Set (by ``--debug``): a defect of traceprobe on one trace raises with its traceback instead of failing that file."""
 _TRACE_END = re.compile(r"(\.pt\.trace)?\.json(\.gz)?$")
 _SUMMARY_END = re.compile(r"\.summary\.json(\.gz)?$")
 
