@@ -41,7 +41,6 @@ Example::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -55,7 +54,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_loops  # noqa: E402
-from gpu_loops import CUDA, DEV, STEPS, activities, scaled, sync, timed  # noqa: E402
+from gpu_loops import CUDA, DEV, STEPS, activities, scaled, scenario_args, sync, timed  # noqa: E402
 
 SCENARIOS = ["fp32-gemm", "unfused", "attention", "gemm-control", "decode-gemm", "loader", "timm-resnet", "hf-gpt2", "pre-sync"]
 BLOCK, ROUNDS = int(os.environ.get("EFF_BLOCK", "10")), int(os.environ.get("EFF_ROUNDS", "3"))
@@ -308,36 +307,29 @@ FIX = {"fp32-gemm": "TF32 (allow_tf32) or bf16 autocast for the fp32 GEMMs", "un
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--scenario", choices=SCENARIOS)
-    p.add_argument("--out", type=Path)
-    p.add_argument("--list", action="store_true")
-    a = p.parse_args()
-    if a.list:
-        print("\n".join(SCENARIOS))
+    args = scenario_args(SCENARIOS, __doc__)
+    if args is None:
         return
-    if a.scenario is None or a.out is None:
-        p.error("--scenario and --out are needed")
-    torch.manual_seed(0)
-    if a.scenario == "pre-sync":
-        pre_sync(a.out)
+    scenario, out = args
+    if scenario == "pre-sync":
+        pre_sync(out)
         return
-    variants, facts = BUILD[a.scenario]()
+    variants, facts = BUILD[scenario]()
     for step in variants.values():  # warm-up outside the profiler: compilation, cuBLAS and cuDNN plans, the allocator
         for _ in range(3):
             step()
     sync()
     for name, step in variants.items():
-        gpu_loops.profiled(a.out / name, step, record_shapes=True)
+        gpu_loops.profiled(out / name, step, record_shapes=True)
     bare, profiled, shapes = (_timed(variants, m) for m in ("bare", "profiled", "shapes"))
-    facts = {"scenario": a.scenario, "fix": FIX[a.scenario],
+    facts = {"scenario": scenario, "fix": FIX[scenario],
              "variants": {k: {"ms_per_step": round(bare[k], 3), "profiled_ms_per_step": round(profiled[k], 3),
                               "shapes_ms_per_step": round(shapes[k], 3)} for k in variants},
              "measured": f"{ROUNDS} rounds of {BLOCK} steps of each variant in turn, a device synchronize around each block: "
                          "unprofiled (ms_per_step), inside torch.profiler.profile (profiled_ms_per_step), and with "
                          "record_shapes=True (shapes_ms_per_step)",
              "scale": SCALE, "device": torch.cuda.get_device_name() if CUDA else "cpu", "torch": torch.__version__, **facts}
-    (a.out / "fix.json").write_text(json.dumps(facts, indent=2) + "\n")
+    (out / "fix.json").write_text(json.dumps(facts, indent=2) + "\n")
     print(json.dumps(facts))
 
 

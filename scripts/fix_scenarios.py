@@ -42,7 +42,6 @@ Example::
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
@@ -56,7 +55,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_loops  # noqa: E402
-from gpu_loops import CUDA, DEV, scaled, sync, timed  # noqa: E402
+from gpu_loops import CUDA, DEV, scaled, scenario_args, sync, timed  # noqa: E402
 
 SCENARIOS = ["launch-bound", "log-every-step", "cpu-augment", "grad-check", "decode"]
 DECODE_TOKENS = int(os.environ.get("FIX_TOKENS", "16"))
@@ -320,37 +319,30 @@ OTHER_FIXES = {"fused-optimizer": "the optimizer's launches: Adam(fused=True), o
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--scenario", choices=SCENARIOS)
-    p.add_argument("--out", type=Path)
-    p.add_argument("--list", action="store_true")
-    a = p.parse_args()
-    if a.list:
-        print("\n".join(SCENARIOS))
+    args = scenario_args(SCENARIOS, __doc__)
+    if args is None:
         return
-    if a.scenario is None or a.out is None:
-        p.error("--scenario and --out are needed")
-    torch.manual_seed(0)
+    scenario, out = args
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
-    variants, facts = BUILD[a.scenario]()
+    variants, facts = BUILD[scenario]()
     for name, step in variants.items():
         if name not in PROFILED_VARIANTS:
             continue
         for _ in range(2):  # warm-up outside the profiler: first calls, cuDNN plans, the allocator
             step()
         sync()
-        gpu_loops.profiled(a.out / name, step, record_shapes=False)
+        gpu_loops.profiled(out / name, step, record_shapes=False)
     bare, profiled = _timed(variants, False), _timed(variants, True)
-    habit, fix, removed = HABIT[a.scenario]
+    habit, fix, removed = HABIT[scenario]
     removes = {"fixed": removed, **OTHER_FIXES}
-    facts = {"scenario": a.scenario, "habit": habit, "fix": fix,
+    facts = {"scenario": scenario, "habit": habit, "fix": fix,
              "variants": {k: {"ms_per_step": round(bare[k], 3), "profiled_ms_per_step": round(profiled[k], 3),
                               **({"removes": removes[k]} if k != "slow" else {})} for k in variants},
              "measured": f"{ROUNDS} rounds of {BLOCK} steps of each variant, a device synchronize around each block: "
                          "unprofiled (ms_per_step), then inside torch.profiler.profile (profiled_ms_per_step)",
              "scale": SCALE, "host_scale": HOST, "device": torch.cuda.get_device_name() if CUDA else "cpu", "torch": torch.__version__, **facts}
-    (a.out / "fix.json").write_text(json.dumps(facts, indent=2) + "\n")
+    (out / "fix.json").write_text(json.dumps(facts, indent=2) + "\n")
     print(json.dumps(facts))
 
 

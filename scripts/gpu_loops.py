@@ -8,6 +8,7 @@ of each variant over its blocks. A trace's what-if is read against the differenc
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import time
 from collections.abc import Callable, Mapping
@@ -79,3 +80,20 @@ def timed(variants: Mapping[str, Callable[[], object]], mode: str, block: int, r
                 sync()
                 ms[name].append((time.perf_counter() - t0) * 1e3 / block)
     return {k: sum(v) / len(v) for k, v in ms.items()}
+
+
+def scenario_args(scenarios: list[str], doc: str | None) -> tuple[str, Path] | None:
+    """``--scenario S --out DIR`` of a scenario script (``--list`` prints ``scenarios`` and gives None); the random
+    seed set, so every variant starts from the same weights."""
+    p = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    p.add_argument("--scenario", choices=scenarios)
+    p.add_argument("--out", type=Path)
+    p.add_argument("--list", action="store_true")
+    a = p.parse_args()
+    if a.list:
+        print("\n".join(scenarios))
+        return None
+    if a.scenario is None or a.out is None:
+        p.error("--scenario and --out are needed")
+    torch.manual_seed(0)
+    return a.scenario, a.out

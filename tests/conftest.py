@@ -103,3 +103,15 @@ def dask_scheduler():
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         yield cluster.scheduler_address
+
+
+def starts_with_window(text: str, folder: object, window: str) -> bool:
+    """Whether ``text`` (a ``job`` report, any wrapping) starts with ``folder``'s window header ``FOLDER WINDOW``: the
+    folder's name whole, or cut in the middle with ``…`` where it is wider than the line (a long temporary path)."""
+    joined = " ".join(text.split())
+    head, _, _ = joined.partition(f" {window}")
+    full = str(folder)
+    if head == full:
+        return joined.startswith(f"{full} {window}")
+    left, cut, right = head.partition("…")
+    return bool(cut) and full.startswith(left) and full.endswith(right) and joined.startswith(f"{head} {window}")

@@ -96,7 +96,7 @@ def _threads_doc(n: int, launch: bool) -> dict:
 
 def test_keyed_count_matches_brute_force():
     """SYNTHETIC: counts of points of the same group inside each query, every side, against a loop per query."""
-    from traceprobe.analysis.device import keyed
+    from traceprobe import keyed
 
     rng = np.random.default_rng(56)
     for _ in range(20):
@@ -174,7 +174,7 @@ def test_innermost_interval_of_each_group():
     two that cross, the later-starting one), -1 where none does; another group's intervals never answer."""
     import numpy as np
 
-    from traceprobe.analysis.device.keyed import innermost
+    from traceprobe.keyed import innermost
 
     group = np.array([0, 0, 0, 1, 0, 0])
     start = np.array([0, 10, 12, 0, 50, 55])

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import starts_with_window
 from typer.testing import CliRunner
 
 from traceprobe.cli import app
@@ -390,16 +391,23 @@ def test_a_graph_whose_arrays_disagree_is_one_line(good: Path, tmp_path: Path, n
     assert e.value.path == str(bad) and "graph" in e.value.reason and "\n" not in str(e.value)
 
 
+def _shift_steps(good: Path, out: Path, by: int) -> dict:
+    """Each summary of ``good`` written to ``out`` with its steps numbered ``by`` apart (SYNTHETIC); the last one's document."""
+    doc: dict = {}
+    for f in sorted(good.iterdir()):
+        doc = json.loads(f.read_text())
+        t = doc["tables"]["steps"]
+        i = t["columns"].index("step")
+        t["data"][i] = [s + by for s in t["data"][i]]
+        (out / f.name).write_text(json.dumps(doc))
+    return doc
+
+
 def test_negative_steps_are_counted_from_their_numbers(good: Path, tmp_path: Path) -> None:
     """Two ranks whose steps are numbered -19..-10 (SYNTHETIC: the good summaries' steps moved down by 20): ``job``
     reports their window as ``steps -19--10``, with the figures of the same ranks numbered 1..10, its causes over its
     10 steps (it split the label on "-" and stopped on int('')); a third summary whose steps are fractional is one line."""
-    for f in good.iterdir():
-        doc = json.loads(f.read_text())
-        t = doc["tables"]["steps"]
-        i = t["columns"].index("step")
-        t["data"][i] = [s - 20 for s in t["data"][i]]
-        (tmp_path / f.name).write_text(json.dumps(doc))
+    doc = _shift_steps(good, tmp_path, -20)
     bad = tmp_path / "fractional.summary.json"
     doc["rank"] = 2
     _declare(doc, "steps", "step", -18.5, "float64")
@@ -419,12 +427,7 @@ def test_negative_steps_are_counted_from_their_numbers(good: Path, tmp_path: Pat
 def test_negative_step_numbers_make_one_window(good: Path, tmp_path: Path) -> None:
     """Two ranks' summaries whose steps are numbered -9..0: one window of both ranks, labelled and counted from the
     step numbers (a label such as ``steps -9-0`` is never parsed back)."""
-    for p in good.iterdir():
-        doc = json.loads(p.read_text())
-        t = doc["tables"]["steps"]
-        c = t["columns"].index("step")
-        t["data"][c] = [v - 10 for v in t["data"][c]]
-        (tmp_path / p.name).write_text(json.dumps(doc))
+    _shift_steps(good, tmp_path, -10)
     res = CliRunner().invoke(app, ["job", str(tmp_path)])
     assert res.exit_code == 0, res.output
-    assert " ".join(res.stdout.split()).startswith(f"{tmp_path} steps -9-0: 2 ranks ")  # (its header wrapped at 80 columns)
+    assert starts_with_window(res.stdout, tmp_path, "steps -9-0: 2 ranks ")  # (its header wrapped at 80 columns)

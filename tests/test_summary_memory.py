@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import starts_with_window
 from typer.testing import CliRunner
 
 from traceprobe.analysis.job.graph_tables import PER_OP
@@ -142,4 +143,4 @@ def test_job_from_summaries_counts_transfers_against_its_limit(good, tmp_path):
     assert res.stderr.splitlines() == [f"{folder / 'rank0.summary.json'}: too large: its 200,000 point-to-point transfers take "
                                        "about 98 MiB of memory while the other files read at once held 0 MiB of the command's 64 MiB "
                                        "(the max_bytes limit (--max-bytes), shared by every file read at once; --max-bytes sets it)"]
-    assert " ".join(res.stdout.split()).startswith(f"{folder} steps 1-10: 3 ranks ")  # (its header wrapped at 80 columns)
+    assert starts_with_window(res.stdout, folder, "steps 1-10: 3 ranks ")  # (its header wrapped at 80 columns)

@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ..keyed import innermost
 from .columns import is_step_name
 
 
@@ -127,10 +128,9 @@ def comm_op_launches(device: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
     hit = ids[pos] == query
     kernels, call = kernels[hit], rt[first[pos[hit]]]
     thread = _thread_codes(host)
-    inner = np.full(call.size, -1, dtype=np.int64)
-    for t in np.unique(thread[call]).tolist():  # (once per launching thread)
-        mine = np.flatnonzero(thread[call] == t)
-        inner[mine] = _innermost(np.flatnonzero(ops & (thread == t)), start, end, start[call[mine]])
+    rows = np.flatnonzero(ops)
+    held = innermost(thread[rows], start[rows], end[rows], thread[call], start[call])  # (every thread in one sort)
+    inner = np.where(held >= 0, rows[np.maximum(held, 0)], -1)
     out[kernels[inner >= 0]] = comm[inner[inner >= 0]]
     return out
 
@@ -155,24 +155,3 @@ def _per_name(values: pd.Series, fn: Callable[[str], bool]) -> np.ndarray:
     codes, uniq = pd.factorize(values.astype(str))
     return np.array([*(bool(fn(str(u))) for u in uniq), False], dtype=bool)[codes]
 
-
-def _innermost(rows: np.ndarray, start: np.ndarray, end: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Of the ops ``rows`` (of one thread), the innermost one holding each time ``at`` (int64 ns; [start, end)), -1
-    where none does or they do not nest cleanly there: the latest-starting op of the depth of the ops open at ``at``."""
-    out = np.full(at.size, -1, dtype=np.int64)
-    if rows.size == 0:
-        return out
-    o = rows[np.lexsort((-end[rows], start[rows]))]  # (by start; an op before an op it holds that starts with it)
-    s, e = start[o], end[o]
-    ends = np.sort(e)
-    depth = np.arange(o.size) - np.searchsorted(ends, s, "right")  # ops open at each op's start, before it
-    want = np.searchsorted(s, at, "right") - np.searchsorted(ends, at, "right") - 1  # the depth of the innermost open op
-    for d in np.unique(want[want >= 0]).tolist():  # (one pass per depth, not per op)
-        level = np.flatnonzero(depth == d)
-        q = np.flatnonzero(want == d)
-        k = np.searchsorted(s[level], at[q], "right") - 1
-        ok = k >= 0
-        cand = level[np.maximum(k, 0)]
-        ok &= e[cand] > at[q]
-        out[q[ok]] = o[cand[ok]]
-    return out

@@ -1,7 +1,7 @@
 """Bounds on what one trace may hold: its (device, stream) pairs and its host threads, past which it is refused.
 
 Each per-stream and per-thread question is answered for every stream or thread in one sort where it can be
-(:mod:`traceprobe.analysis.device.keyed`); what is still asked once per thread (a gap's host part, classified by the thread that
+(:mod:`traceprobe.keyed`); what is still asked once per thread (a gap's host part, classified by the thread that
 launched its work, :mod:`traceprobe.analysis.host.idle_causes`) costs about 0.3 ms a thread. The bounds keep a
 hostile trace (a 1.9 MB file of 10^5 threads of one op each) to one line instead of minutes.
 """

@@ -3,5 +3,5 @@ overlap, concurrency across devices and streams, the GPU time breakdown, steps a
 queue time, idle gaps, the profiled window, and the time series the timelines draw.
 
 Modules (each public): ``busy``, ``overlap``, ``concurrency``, ``breakdown``, ``steps``, ``step_figures``,
-``kernels``, ``idle_gaps``, ``profiled``, ``timeline``, ``picture``, ``keyed`` (per-thread questions of host events, every thread in one sort). Nothing is imported here: import the module.
+``kernels``, ``idle_gaps``, ``profiled``, ``timeline``, ``picture``. Nothing is imported here: import the module.
 """

@@ -34,9 +34,9 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
+from ... import keyed
 from ...reading import Trace
 from ..memo import device_column, host_column
-from . import keyed
 from .busy import (
     any_device_busy,
     comm_mask,

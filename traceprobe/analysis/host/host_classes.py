@@ -9,9 +9,9 @@ import re
 import numpy as np
 
 from ... import intervals as iv
+from ... import keyed
 from ...reading import Trace
 from ...reading.columns import is_step_name
-from ..device import keyed
 from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals, per_value, runtime_calls
 from ..memo import host_column, per_trace
 from .graph_capture import graph_intervals

@@ -50,8 +50,8 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
+from ... import keyed
 from ...reading import Trace
-from ..device import keyed
 from ..device.busy import host_name_codes, host_thread_codes, per_value, runtime_calls
 from ..memo import host_column, per_trace
 from .launch_links import launch_rows

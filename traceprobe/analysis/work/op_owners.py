@@ -44,9 +44,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...keyed import innermost, keys
 from ...reading import Trace
 from ..device.busy import host_thread_codes, per_value
-from ..device.keyed import innermost, keys
 from ..host.launch_links import launch_rows
 from ..memo import host_column, per_trace
 from .op_models import BACKWARD_FAMILY, OP_FAMILY
