@@ -164,7 +164,7 @@ def host_compute_intervals(trace: Trace) -> iv.Intervals:
     if not is_op.any():
         return iv.empty()
     # a runtime call belongs to an op when it starts inside the op on the same
-    # thread; every thread in one sort (:mod:`traceprobe.analysis.device.keyed`)
+    # thread; every thread in one sort (:mod:`traceprobe.keyed`)
     thread = host_thread_codes(trace)
     start = host_column(trace, "start_ns")
     end = host_column(trace, "end_ns")

@@ -170,7 +170,7 @@ def dispatching(trace: Trace) -> np.ndarray:
     launching[rows[rows >= 0]] = True
     op = (cls == _LAUNCH) & ~runtime
     out = (cls == _LAUNCH) & runtime
-    sel = np.flatnonzero(op)  # (a launch call inside the op on its thread: every thread in one sort, :mod:`traceprobe.analysis.device.keyed`)
+    sel = np.flatnonzero(op)  # (a launch call inside the op on its thread: every thread in one sort, :mod:`traceprobe.keyed`)
     out[sel] = keyed.count_between(thread[launching], start[launching], thread[sel], start[sel], end[sel]) > 0
     return out
 
@@ -215,7 +215,7 @@ def program_calls(trace: Trace) -> np.ndarray:
     if ops.size == 0:
         return out
     ops = ops[np.lexsort((-end[ops], start[ops], thread[ops]))]  # (by thread, then by start, the longer first)
-    # every thread at once (:mod:`traceprobe.analysis.device.keyed`): keys of one thread are contiguous, so a running maximum of the
+    # every thread at once (:mod:`traceprobe.keyed`): keys of one thread are contiguous, so a running maximum of the
     # end keys is each thread's running maximum of ends once past its first op
     k_end, k_start, k_row = keyed.keys((thread[ops], end[ops]), (thread[ops], start[ops]), (thread, start))
     run = np.maximum.accumulate(k_end)
