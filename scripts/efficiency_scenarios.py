@@ -20,8 +20,11 @@ Scenarios (``--scenario``):
   same block (the elementwise chains fused into a few Triton kernels).
 - ``attention``: causal self-attention through ``scaled_dot_product_attention`` on the math backend (the matmuls,
   softmax and mask as separate kernels), forward and backward. Fix: the flash backend.
-- ``gemm-control``: a healthy bf16 GEMM-bound training loop (large linear layers): the control; ``compiled`` the same
-  step with its forward and loss under ``torch.compile`` (what fusing its few elementwise kernels gives back).
+- ``gemm-control``: a healthy bf16 GEMM-bound training loop (large linear layers, ReLU between them, the output's
+  mean as the loss: no elementwise chain to fuse): the control (one variant, ``loop``).
+- ``fp32-loss``: the same layers, the loss computed the way many loops write it, ``out.float().square().mean()``: on
+  8192 x 8192 outputs the cast, square and their backward are a chain of elementwise kernels over 256 MB fp32
+  tensors (``slow``). Fix (``compiled``): the forward and loss under ``torch.compile`` (the chain fused).
 - ``decode-gemm``: decode-shaped GEMMs, ``M`` tokens (1, 8 and 32; variants ``m1``, ``m8``, ``m32``) against 8192 x
   8192 bf16 weights, layer after layer: the weights' bytes over the memory bandwidth bound the time, not the FLOPs.
 - ``timm-resnet``: timm's ResNet-50 trained in bf16 autocast, channels-last, batch 128 of 224 x 224 images (one
@@ -56,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_loops  # noqa: E402
 from gpu_loops import CUDA, DEV, STEPS, activities, scaled, scenario_args, sync, timed  # noqa: E402
 
-SCENARIOS = ["fp32-gemm", "unfused", "attention", "gemm-control", "decode-gemm", "loader", "timm-resnet", "hf-gpt2", "pre-sync"]
+SCENARIOS = ["fp32-gemm", "unfused", "attention", "gemm-control", "fp32-loss", "decode-gemm", "loader", "timm-resnet", "hf-gpt2", "pre-sync"]
 BLOCK, ROUNDS = int(os.environ.get("EFF_BLOCK", "10")), int(os.environ.get("EFF_ROUNDS", "3"))
 SCALE = float(os.environ.get("EFF_SCALE", "1"))
 
@@ -154,26 +157,41 @@ def attention() -> tuple[dict, dict]:
             {"batch": batch, "heads": heads, "seq": seq, "dim": dim, "causal": True, "full_attention_flops_per_step": flops})
 
 
-def gemm_control() -> tuple[dict, dict]:
+def _gemm_mlp() -> tuple[nn.Sequential, torch.optim.Optimizer, torch.Tensor, dict]:
     width, depth, batch = _scaled(8192), 4, _scaled(8192)
     model = _mlp(width, depth, torch.bfloat16)
     opt = torch.optim.SGD(model.parameters(), lr=1e-6)
     x = torch.randn(batch, width, device=DEV, dtype=torch.bfloat16)
-    flops = 3 * depth * 2 * batch * width * width
+    return model, opt, x, {"width": width, "depth": depth, "batch": batch, "gemm_flops_per_step": 3 * depth * 2 * batch * width * width}
+
+
+def gemm_control() -> tuple[dict, dict]:
+    model, opt, x, facts = _gemm_mlp()
+
+    def step() -> None:
+        loss = model(x).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return {"loop": step}, facts
+
+
+def fp32_loss() -> tuple[dict, dict]:
+    model, opt, x, facts = _gemm_mlp()
 
     def loss_of(x: torch.Tensor) -> torch.Tensor:
         return model(x).float().square().mean()
 
     compiled = torch.compile(loss_of) if CUDA else loss_of
 
-    def step_compiled() -> None:  # (the same step, its forward and loss compiled: what fusing its chains gives back)
-        loss = compiled(x)
+    def step(f: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        loss = f(x)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
 
-    return ({"slow": lambda: _train_step(model, opt, x), "compiled": step_compiled},
-            {"width": width, "depth": depth, "batch": batch, "gemm_flops_per_step": flops})
+    return {"slow": lambda: step(loss_of), "compiled": lambda: step(compiled)}, facts
 
 
 def decode_gemm() -> tuple[dict, dict]:
@@ -299,9 +317,10 @@ def pre_sync(out: Path) -> None:
 
 
 BUILD = {"fp32-gemm": fp32_gemm, "unfused": unfused, "attention": attention, "gemm-control": gemm_control,
-         "decode-gemm": decode_gemm, "loader": loader, "timm-resnet": timm_resnet, "hf-gpt2": hf_gpt2}
+         "fp32-loss": fp32_loss, "decode-gemm": decode_gemm, "loader": loader, "timm-resnet": timm_resnet, "hf-gpt2": hf_gpt2}
 FIX = {"fp32-gemm": "TF32 (allow_tf32) or bf16 autocast for the fp32 GEMMs", "unfused": "torch.compile of the block",
        "attention": "the flash backend of scaled_dot_product_attention", "gemm-control": "none (control)",
+       "fp32-loss": "torch.compile of the forward and loss",
        "decode-gemm": "none: the decode GEMMs' time is the weights' bytes over the bandwidth", "loader": "eight DataLoader workers",
        "timm-resnet": "none (a held-out model)", "hf-gpt2": "bf16 autocast for an fp32 model"}
 
