@@ -141,6 +141,23 @@ print("BENCH_RESULT " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "ove
                                   "timeline": timeline.to_dict(orient="records")}, default=str))
 '''
 
+TRACELENS_BATCH_CODE = r'''
+import time
+t0 = time.perf_counter()
+import json, logging, sys, warnings
+from pathlib import Path
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+from TraceLens import TreePerfAnalyzer
+t1 = time.perf_counter()
+rows = 0
+for path in sorted(Path(sys.argv[1]).glob("*.json*")):
+    rows += len(TreePerfAnalyzer.from_file(str(path)).get_df_gpu_timeline())
+t2 = time.perf_counter()
+print("BENCH_RESULT " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "overlap_s": 0.0, "rows": rows}))
+'''
+"""TraceLens on a folder of rank traces: each file's GPU timeline in turn, in one process (it has no folder mode)."""
+
 PEERS = {"hta": ("hta", "HolisticTraceAnalysis 0.5 (pip install holistictraceanalysis==0.5.0)"),
          "tracelens": ("TraceLens", "AMD's TraceLens (pip install --no-deps git+https://github.com/AMD-AGI/TraceLens, "
                                     "then pip install tqdm openpyxl tabulate orjson PyYAML matplotlib; PyPI's 'tracelens' is another "
@@ -158,12 +175,14 @@ def peer_installed(peer: str, python: str) -> bool:
 def peer_cmd(peer: str, path: Path, python: str, folder: Path) -> list[str]:
     """The whole-process command of a peer on ``path``; HTA reads every trace of a folder, so it is given ``folder``,
     which holds only a link to ``path`` (made here)."""
+    if peer == "hta" and path.is_dir():  # (a folder of rank traces: HTA reads it whole)
+        return [python, "-c", HTA_CODE, str(path)]
     if peer == "hta":
         link = folder / path.name
         if not link.exists():
             link.symlink_to(path.resolve())
         return [python, "-c", HTA_CODE, str(folder)]
-    return [python, "-c", TRACELENS_CODE, str(path)]
+    return [python, "-c", TRACELENS_BATCH_CODE if path.is_dir() else TRACELENS_CODE, str(path)]
 
 
 STAGES_CODE = r'''
@@ -179,6 +198,23 @@ except ImportError:
 from traceprobe import overlap_report  # (where it lives inside the package changes between versions)
 from traceprobe.analysis.summary import summarize
 from traceprobe.report.json_document import to_json
+replay = [0.0]  # seconds inside the replay's sweep (numba's import and cached kernels included): its share of the analysis
+try:
+    from traceprobe.analysis.causal import sweep as _sweep
+
+    def _timing(f):
+        def timed(*a, **k):
+            t = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                replay[0] += time.perf_counter() - t
+        return timed
+    for _m in ("__init__", "replay", "critical_paths"):
+        if hasattr(_sweep.Sweep, _m):
+            setattr(_sweep.Sweep, _m, _timing(getattr(_sweep.Sweep, _m)))
+except ImportError:  # a checkout from before the sweep
+    pass
 t1 = time.perf_counter()
 dec = read_events(sys.argv[1])
 t2 = time.perf_counter()
@@ -189,10 +225,12 @@ t4 = time.perf_counter()
 text = to_json(summarize([rep], []))
 t5 = time.perf_counter()
 print("BENCH_RESULT " + json.dumps({"imports_s": t1 - t0, "read_decode_s": t2 - t1, "frames_s": t3 - t2,
-                                  "analysis_s": t4 - t3, "json_s": t5 - t4, "bytes": len(text)}))
+                                  "analysis_s": t4 - t3, "json_s": t5 - t4, "replay_s": replay[0], "bytes": len(text)}))
 '''
 """Where one trace's time goes, stage by stage, in one process (imports, read + decode, DataFrames,
-analysis, JSON document); run from a checkout (``cwd``), so a ``--baseline`` checkout is timed alike."""
+analysis, JSON document: the summary's cross-rank part, the what-if replay among it, and the JSON text), and the
+replay's own seconds (``replay_s``: the sweep's methods, timed where they run); run from a checkout (``cwd``), so a
+``--baseline`` checkout is timed alike."""
 
 
 SAMPLE_FIRST_S, SAMPLE_MAX_S = 0.002, 0.025
@@ -276,8 +314,10 @@ def traceprobe_cmd(paths: list[str], *opts: str) -> list[str]:
     return [sys.executable, "-m", "traceprobe", "overlap-report", *paths, "--format", "json", "--output", os.devnull, *opts]
 
 
-def floor_cmd(path: str) -> list[str]:
-    return [sys.executable, "-c", FLOOR_CODE, path]
+def floor_cmd(path: str, pandas: bool = False) -> list[str]:
+    """The parse floor's process on ``path``; with ``pandas``, the same process importing pandas first (the floor a
+    tool that builds pandas tables starts from: issue 52's reference)."""
+    return [sys.executable, "-c", ("import pandas\n" if pandas else "") + FLOOR_CODE, path]
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
