@@ -136,7 +136,8 @@ def test_decode_gemms_are_memory_bound_at_their_bandwidth() -> None:
 
 
 EFFICIENCY = SAMPLES / "efficiency"
-SAMPLE_FIXES = {"attention": ("kernels_attention", "flash"), "fp32-gemm": ("fp32_gemm", "tf32"), "unfused": ("unfused", "compiled")}
+SAMPLE_FIXES = {"attention": ("kernels_attention", "flash"), "fp32-gemm": ("fp32_gemm", "tf32"), "unfused": ("unfused", "compiled"),
+                "fp32-loss": ("unfused", "compiled")}
 """Per scenario of sample_traces/efficiency (recorded on an H100; fixes.jsonl): the what-if that names its fix, and the
 fixed variant."""
 
@@ -154,7 +155,8 @@ def test_what_if_of_each_recorded_fix(scenario: str) -> None:
     the what-if of its fix. Attention (math backend against flash) and fp32 GEMMs (against TF32) within 20% of the gain
     measured: the attention's backward kernels count as attention (before: forward only, 11.4 of 21.0 ms); and the
     unfused chains (the dtype casts of a hand-written RMSNorm in them: before, 7.1 of 9.5 ms, the casts breaking the
-    chains)."""
+    chains); fp32-loss, bf16 GEMMs of 8192 whose loss is ``out.float().square().mean()`` (its cast, square and their
+    backward over 256 MB fp32 tensors; fixed by ``torch.compile`` of the forward and loss: 1.1 ms a step)."""
     from traceprobe.analysis.causal.what_if_windows import window_what_if
 
     cause, fixed = SAMPLE_FIXES[scenario]
@@ -164,3 +166,59 @@ def test_what_if_of_each_recorded_fix(scenario: str) -> None:
     measured = _measured_ms(scenario, fixed)
     assert w.top is not None and w.top["cause"] == cause
     assert got == pytest.approx(measured, rel=0.2)
+
+
+def test_the_gemm_bound_control_gets_no_efficiency_finding() -> None:
+    """sample_traces/efficiency/gemm-control-loop (real, H100: the bf16 MLP of 8192-wide layers of fp32-loss, its
+    output's mean as the loss, nothing to fuse): busy all the window, GEMMs at 70-80% of the bf16 peak; no
+    efficiency what-if clears its noise floor, so the window has no top claim (fp32-loss, the same layers with the fp32
+    square-mean loss, has one: its chains)."""
+    from traceprobe.analysis.causal.what_if_windows import window_what_if
+
+    t = load_trace(next((EFFICIENCY / "gemm-control-loop").glob("*.json.gz")))
+    w = window_what_if("gpu", "control", str(t.path), [with_kernel_causes(rank_graph(t), t)], None)
+    kernel = w.table[w.table["cause"].str.startswith(("kernels_", "fp32_gemm", "unfused"))]
+    assert w.top is None and (kernel["gain_ns"] < w.floor_ns).all(), (w.top, kernel, w.floor_ns)
+
+
+def _elementwise_ops(path: Path, ops: list[tuple[str, list, str]]) -> Path:
+    """SYNTHETIC: one step on an H100 whose ops (name, Input Dims, kernel) run back to back on stream 7, 1 ms each,
+    bf16, launched 50 µs apart well ahead of their kernels (the device bound)."""
+    ev: list[dict] = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0,
+                       "dur": 2000 + 1000 * len(ops)}]
+    for i, (name, dims, kernel) in enumerate(ops):
+        t = 10 + 50 * i
+        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": t, "dur": 40,
+                   "args": {"External id": i + 1, "Input Dims": dims, "Input type": ["c10::BFloat16"] * len(dims),
+                            "Concrete Inputs": [""] * len(dims)}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 5, "dur": 20,
+                   "args": {"External id": i + 1, "correlation": 100 + i}})
+        ev.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": 1000 + 1000 * i, "dur": 1000,
+                   "args": {"External id": i + 1, "device": 0, "stream": 7, "correlation": 100 + i}})
+    ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 10 + 50 * len(ops),
+               "dur": 1000 + 1000 * len(ops), "args": {"correlation": 999}})
+    path.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}))
+    return path
+
+
+MUL = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<c10::BFloat16>>(int, T1, T2)"
+SUM = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, at::native::func_wrapper_t>>(T3)"
+
+
+def test_a_chain_is_one_loop_its_reductions_and_broadcasts_beside_it(tmp_path: Path) -> None:
+    """SYNTHETIC: back to back on one stream, a ``mul`` and an ``add`` over 4096 x 4096, a ``sum`` of that size, a ``mul``
+    of its 4096-element result, then two ``mul`` over 2048 x 2048 (a quarter of the elements: another loop, over other
+    tensors). The first four are one chain (the reduction's output, 4,096x smaller, fused into its loop); the last two
+    another; the chains break between 4096^2 and 2048^2 (before: one chain of six, all brought to the largest op's
+    bytes)."""
+    big, small, row = [[4096, 4096], [4096, 4096]], [[2048, 2048], [2048, 2048]], [[4096], [4096]]
+    t = load_trace(_elementwise_ops(tmp_path / "chains.json", [
+        ("aten::mul", big, MUL), ("aten::add", big, MUL), ("aten::sum", [[4096, 4096]], SUM), ("aten::mul", row, MUL),
+        ("aten::mul", small, MUL), ("aten::add", small, MUL)]))
+    g = with_kernel_causes(rank_graph(t), t)
+    (d,) = [d for c, _, d in g.device_causes if c == "unfused"]
+    f = d / g.d  # (each op's time kept by the fusion: its chain's fused time over the chain's time)
+    assert f[0] == f[1] == f[2] == f[3] and f[4] == f[5] and f[0] != f[4], f
+    bytes_big, bytes_small = 3 * 4096**2 * 2, 3 * 2048**2 * 2  # (the largest op of each chain: two operands read, one written)
+    assert f[0] == pytest.approx(bytes_big / (0.8 * 3.35e12) * 1e9 / 4e6, rel=1e-3)
+    assert f[4] == pytest.approx(bytes_small / (0.8 * 3.35e12) * 1e9 / 2e6, rel=1e-3)

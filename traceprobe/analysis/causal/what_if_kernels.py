@@ -12,7 +12,11 @@ kernels reach on large shapes). The causes, each a set of the graph's device ops
   ``torch.backends.cuda.matmul.allow_tf32`` or autocast to bf16;
 - ``unfused``: each chain of two or more elementwise or reduction ops run back to back on one stream, read once and
   written once: the chain's time brought to its largest op's bytes over the achievable bandwidth (what
-  ``torch.compile`` makes of it). Only device time is modelled: the launches a fusion saves would add to it.
+  ``torch.compile`` makes of it). Only device time is modelled: the launches a fusion saves would add to it. A chain
+  is one loop (:data:`SAME_LOOP_RATIO`): it breaks between ops over different tensors (elements that differ by at most
+  that ratio), which a fusing compiler leaves as separate kernels, as Inductor's scheduler fuses only nodes of one
+  iteration space. A trace holds no tensor identities, so two loops over different tensors of the same size are read
+  as one chain (the gain then over-stated).
 
 No cause without shapes: no efficiency figure from a guessed shape. A device without a known roofline (and no
 ``--roofline``) has none either.
@@ -39,6 +43,10 @@ ACHIEVABLE_MEMORY = 0.8
 """The share of the datasheet's bandwidth a tuned kernel reaches (module docstring)."""
 CLASS_CAUSES = ("gemm", "attention", "convolution", "elementwise", "reduction", "copy")
 """The classes whose ops' time a ``kernels_<class>`` cause brings to its roofline."""
+SAME_LOOP_RATIO = 64
+"""Two fusable ops back to back are one chain where their loops have the same number of elements, or where one has
+more than this many times the other's (the smaller a reduction's output or a broadcast row or column, fused into the
+larger's loop); between the two, they loop over different tensors and stay two kernels (module docstring)."""
 FUSABLE = ("elementwise", "reduction")
 """The classes an ``unfused`` chain is made of."""
 
@@ -157,6 +165,21 @@ def _fusable(ops: pd.DataFrame) -> np.ndarray:
     return np.isin(klass, FUSABLE) | cast
 
 
+def _other_loop(ops: pd.DataFrame, p: np.ndarray, fusable: np.ndarray) -> np.ndarray:
+    """Per graph op (``p`` its row of ``ops``): whether it loops over other tensors than the fusable ops before it
+    (:data:`SAME_LOOP_RATIO`). An op's loop is its elements (an elementwise or reduction op's FLOPs, :mod:`..work.formulas`);
+    an op more than :data:`SAME_LOOP_RATIO` times smaller than the op before it (a reduction's output, a broadcast row)
+    is an epilogue of that loop, and the ops after it are compared with the loop it belongs to, not with it."""
+    size = np.where(fusable, ops["flops"].to_numpy(np.float64)[p], np.nan)
+    prev = np.r_[np.nan, size[:-1]]
+    with np.errstate(invalid="ignore"):
+        epilogue = size * SAME_LOOP_RATIO < prev
+        at = np.maximum.accumulate(np.where(~epilogue, np.arange(size.size), 0))
+        loop = np.r_[np.nan, size[at][:-1]]  # (the loop of the ops before each op)
+        lo, hi = np.fmin(size, loop), np.fmax(size, loop)
+        return ~epilogue & (hi > lo) & (hi <= SAME_LOOP_RATIO * lo)
+
+
 def _unfused(graph: RankGraph, ops: pd.DataFrame, pos: np.ndarray, owner: np.ndarray, memory: float,
              out: list[tuple[str, str, np.ndarray]]) -> None:
     """Add the ``unfused`` cause (module docstring): chains of ops of :data:`FUSABLE` classes back to back on a lane."""
@@ -167,7 +190,7 @@ def _unfused(graph: RankGraph, ops: pd.DataFrame, pos: np.ndarray, owner: np.nda
     k = graph.d.size
     if k < 2 or not fusable.any():
         return
-    breaks = ~fusable | np.r_[True, graph.lane[1:] != graph.lane[:-1]] | np.r_[True, ~fusable[:-1]]
+    breaks = ~fusable | np.r_[True, graph.lane[1:] != graph.lane[:-1]] | np.r_[True, ~fusable[:-1]] | _other_loop(ops, p, fusable)
     chain = np.cumsum(breaks)  # (a chain: fusable ops back to back on one lane; an op's kernels stay together)
     c, o = chain[fusable], p[fusable]
     n = int(chain.max()) + 1
