@@ -137,7 +137,7 @@ def test_decode_gemms_are_memory_bound_at_their_bandwidth() -> None:
 
 EFFICIENCY = SAMPLES / "efficiency"
 SAMPLE_FIXES = {"attention": ("kernels_attention", "flash"), "fp32-gemm": ("fp32_gemm", "tf32"), "unfused": ("unfused", "compiled"),
-                "fp32-loss": ("unfused", "compiled")}
+                "fp32-loss": ("unfused", "compiled"), "hf-gpt2": ("fp32_gemm", "bf16")}
 """Per scenario of sample_traces/efficiency (recorded on an H100; fixes.jsonl): the what-if that names its fix, and the
 fixed variant."""
 
