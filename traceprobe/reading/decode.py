@@ -20,7 +20,7 @@ import re
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import reduce
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import attrgetter, ne, or_
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,7 @@ OP_ARGS = ("input_dims", "input_type", "input_strides", "concrete", "flops")
 _OP_ARGS_OF = attrgetter(*OP_ARGS)
 _MARKS = attrgetter("input_dims", "flops")
 _NO_MARKS = (_EMPTY_RAW, _EMPTY_RAW)
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")
 _EVENT = [("cat", str, ""), ("name", str, ""), ("pid", int | str, -1), ("tid", int | str, -1)]
 
 
@@ -204,9 +205,10 @@ class _Builder:
         if keep.size < len(objs):
             objs = list(compress(objs, cat.tolist()))
         n = len(objs)
-        tsdur = chain.from_iterable(map(attrgetter("ts", "dur"), objs))  # ts, dur, ts, dur...
-        times, status = parse_us(list(tsdur))
-        ts, dur, ts_status, dur_status = times[0::2], times[1::2], status[0::2], status[1::2]
+        raws = list(map(_TS, objs))
+        raws += map(_DUR, objs)  # every ts, then every dur
+        times, status = parse_us(raws)
+        ts, dur, ts_status, dur_status = times[:n], times[n:], status[:n], status[n:]
         self.count += len(events)  # (nothing is recorded before the times are read: a piece that gives way leaves no trace)
         args = np.fromiter(map(attrgetter("args"), objs), object, n)
         args[np.equal(args, _NONE)] = _NO_ARGS
