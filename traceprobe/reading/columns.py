@@ -74,8 +74,14 @@ def parse_us(raws: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         :data:`OK`, :data:`MISSING` (empty text) or :data:`INVALID` (not a
         number, a numeric string excepted, or beyond int64 ns).
     """
-    lens = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
-    ns, ok = _plain(raws, lens)
+    n = len(raws)
+    joined = b" ".join(raws) + b" "
+    plain = joined.translate(None, b"0123456789.-") == b" " * n
+    if plain:  # (digits, points and minus signs only: each text ends at the next space, and its length is read from there)
+        lens = np.diff(np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 32), prepend=-1) - 1
+    else:
+        lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    ns, ok = _plain(raws, lens, joined, plain)
     status = np.where(ok, OK, np.where(lens == 0, MISSING, INVALID)).astype(np.int8)
     for i in np.flatnonzero(~ok & (lens > 0)).tolist():  # exponents, strings, null, long texts: one by one
         value = _one(bytes(raws[i]))
@@ -84,11 +90,12 @@ def parse_us(raws: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     return ns, status
 
 
-def _plain(raws: Sequence[Any], lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _plain(raws: Sequence[Any], lens: np.ndarray, joined: bytes | None = None, plain: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(ns, ok)`` of texts (``lens`` bytes each) shaped ``-?digits[.digits]`` whose ns value has at most 18
     digits, or 19 led by a digit up to 8 (so it fits int64); ``ok`` is False for other texts.
 
-    The shape is checked on the texts joined by spaces, so that whatever the bytes, a text that passes is
+    The shape is checked on the texts joined by spaces (``joined``, where the caller has it; ``plain``: whether it
+    holds digits, points, minus signs and those spaces only), so that whatever the bytes, a text that passes is
     one integer to numpy's parser once its point is removed; that integer, scaled by the number of its
     decimals, is the ns value. The texts that do not pass are left out, and the others read again alone.
     """
@@ -96,12 +103,13 @@ def _plain(raws: Sequence[Any], lens: np.ndarray) -> tuple[np.ndarray, np.ndarra
     ns = np.zeros(n, dtype=np.int64)
     if n == 0:
         return ns, np.zeros(0, dtype=bool)
-    joined = b" ".join(raws) + b" "
+    if joined is None:
+        joined = b" ".join(raws) + b" "
     buf = np.frombuffer(joined, dtype=np.uint8)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lens[:-1] + 1, out=starts[1:])
     ok = lens > 0
-    if joined.translate(None, b"0123456789.-") != b" " * n:  # another byte than the separators (rare): which texts
+    if not (plain if plain is not None else joined.translate(None, b"0123456789.-") == b" " * n):  # another byte (rare): which texts
         bad = ~_PLAIN[buf]
         bad[starts + lens] = False
         ok[np.searchsorted(starts, np.flatnonzero(bad), side="right") - 1] = False

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from ..keyed import innermost
-from .columns import is_step_name
+from .columns import copy_parts, is_step_name
 
 
 class CommFamily(NamedTuple):
@@ -82,6 +83,13 @@ _FAMILY_RES = tuple(re.compile(f.pattern, re.IGNORECASE) for f in COMM_KERNEL_FA
 def family_of(name: str) -> CommFamily | None:
     """The first family whose pattern is found in the kernel ``name``; None for a compute kernel's name."""
     return next((f for f, r in zip(COMM_KERNEL_FAMILIES, _FAMILY_RES) if r.search(name)), None)
+
+
+@lru_cache(maxsize=1 << 16)
+def device_name_facts(name: str) -> tuple[tuple[str | None, str | None, str | None], bool]:
+    """A device event name's copy parts (:func:`.columns.copy_parts`) and whether :data:`COMM_KERNEL_RE` finds it:
+    searched once per distinct name in a process (the ranks of a job, read by one worker, share their names)."""
+    return copy_parts(name), COMM_KERNEL_RE.search(name) is not None
 
 
 COMM_HOST_OP_RE = re.compile(r"^(?:record_param_comms$|(?:nccl|rccl):\w|c10d::\w)")

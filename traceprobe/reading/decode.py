@@ -11,7 +11,7 @@ joined to the next. Each piece's columns are pulled out before the next chunk is
 only a piece or two of JSON and of structs are alive at a time. ``ts`` and ``dur`` are
 kept as their JSON text and converted to int64 ns exactly (:func:`.columns.parse_us`).
 A document without a ``traceEvents`` list is named by what it looks like
-(:func:`not_a_trace`) rather than ``not valid JSON``.
+(:mod:`.not_traces`) rather than ``not valid JSON``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import re
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import reduce
-from itertools import chain, compress
-from operator import attrgetter, or_
+from itertools import compress, repeat
+from operator import attrgetter, ne, or_
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from ..errors import TraceFormatError
 from .columns import (
     CAT_CODE,
     ID_COLUMNS,
+    KINDS,
     MISSING,
     N_DEVICE_KINDS,
     N_HOST_KINDS,
@@ -49,6 +50,7 @@ from .columns import (
     ph_code,
 )
 from .files import read_trace_chunks
+from .not_traces import not_a_trace, not_json
 from .splitter import Head, NotJSON, Piece, Splitter, join
 
 PIECE_BYTES = 1 << 20
@@ -82,6 +84,8 @@ OP_ARGS = ("input_dims", "input_type", "input_strides", "concrete", "flops")
 (``record_shapes=True``) and ``flops`` (``with_flops=True``), each as its JSON text (``b""`` where absent)."""
 _OP_ARGS_OF = attrgetter(*OP_ARGS)
 _MARKS = attrgetter("input_dims", "flops")
+_NO_MARKS = (_EMPTY_RAW, _EMPTY_RAW)
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")
 _EVENT = [("cat", str, ""), ("name", str, ""), ("pid", int | str, -1), ("tid", int | str, -1)]
 
 
@@ -115,11 +119,11 @@ class Decoded:
         event_count: length of ``traceEvents``.
         tables: ``{"device": ..., "host": ..., "python": ..., "sync": ..., "overhead": columns}`` of complete events (B/E pairs joined): int64
             ``ts``/``dur``/``end`` (ns, exact), the :data:`~.columns.ID_COLUMNS` (int64, :data:`~.columns.NO_ID`
-            where absent), int8 ``cat`` (an index into :data:`~.columns.KINDS`), int8 ``dma`` (a copy direction
-            code of MTIA's ``args.direction``, 0 where none), int64 ``comm`` (a row of ``collectives``, -1 where
-            none), int64 ``wait_correlation``/``wait_stream`` (a ``cuda_sync`` event's ``wait_on_cuda_event_record_corr_id`` /
-            ``wait_on_stream``, :data:`~.columns.NO_ID` elsewhere), and int32 ``name``, ``pid``, ``tid`` codes into
-            ``names`` / ``threads``.
+            where absent, and in the tables that do not read it: :data:`_ID_READERS`), int8 ``cat`` (an index into
+            :data:`~.columns.KINDS`), int8 ``dma`` (a copy direction code of MTIA's ``args.direction``, 0 where none),
+            int64 ``comm`` (a row of ``collectives``, -1 where none), int64 ``wait_correlation``/``wait_stream`` (a
+            ``cuda_sync`` event's ``wait_on_cuda_event_record_corr_id`` / ``wait_on_stream``, :data:`~.columns.NO_ID`
+            elsewhere), and int32 ``name``, ``pid``, ``tid`` codes into ``names`` / ``threads``.
         names: event name per ``name`` code, as written (str, or another JSON value in odd traces).
         threads: ``pid``/``tid`` value (int or str as written) per code.
         collectives: the :data:`~.columns.COLLECTIVE_ARGS` of events whose args name a collective (Kineto's
@@ -201,30 +205,32 @@ class _Builder:
         if keep.size < len(objs):
             objs = list(compress(objs, cat.tolist()))
         n = len(objs)
-        tsdur = chain.from_iterable(map(attrgetter("ts", "dur"), objs))  # ts, dur, ts, dur...
-        times, status = parse_us(list(tsdur))
-        ts, dur, ts_status, dur_status = times[0::2], times[1::2], status[0::2], status[1::2]
+        raws = list(map(_TS, objs))
+        raws += map(_DUR, objs)  # every ts, then every dur
+        times, status = parse_us(raws)
+        ts, dur, ts_status, dur_status = times[:n], times[n:], status[:n], status[n:]
         self.count += len(events)  # (nothing is recorded before the times are read: a piece that gives way leaves no trace)
         args = np.fromiter(map(attrgetter("args"), objs), object, n)
         args[np.equal(args, _NONE)] = _NO_ARGS
-        cols = {k: id_column(args, k) for k in ID_COLUMNS}
+        kcat = cat[keep]
+        cols = _ids(args, kcat)
         cols["comm"] = self._collectives(args)
         cols["dma"] = np.zeros(n, np.int8)
         cols["wait_correlation"], cols["wait_stream"] = np.full(n, NO_ID, np.int64), np.full(n, NO_ID, np.int64)
-        if (sync := np.flatnonzero(cat[keep] == CAT_CODE["cuda_sync"])).size:
+        if (sync := np.flatnonzero(kcat == CAT_CODE["cuda_sync"])).size:
             cols["wait_correlation"][sync] = id_column(args[sync], "wait_correlation")
             cols["wait_stream"][sync] = id_column(args[sync], "wait_stream")
         cols["args"] = np.full(n, -1, np.int32)
         cols["seq"], cols["fwd_thread"] = np.full(n, NO_ID, np.int64), np.full(n, NO_ID, np.int64)
-        if (ops := np.flatnonzero(cat[keep] == CAT_CODE["cpu_op"])).size and any(map(_recorded, map(_MARKS, args[ops]))):
-            cols["seq"][ops], cols["fwd_thread"][ops] = id_column(args[ops], "seq"), id_column(args[ops], "fwd_thread")
-            ops = ops[np.fromiter(map(_recorded, map(_MARKS, args[ops])), bool, ops.size)]  # (an op without them: -1, in any piece)
-            cols["args"][ops] = np.fromiter(map(self.op_args.__getitem__, map(_op_args_key, args[ops])), np.int32, ops.size)
-        if (mtia := np.flatnonzero(cat[keep] == CAT_CODE["mtia_ccp_events"])).size:
+        if (ops := np.flatnonzero(kcat == CAT_CODE["cpu_op"])).size and (recorded := _recorded_rows(op_args := args[ops])).any():
+            cols["seq"][ops], cols["fwd_thread"][ops] = id_column(op_args, "seq"), id_column(op_args, "fwd_thread")
+            ops, op_args = ops[recorded], op_args[recorded]  # (an op without them: -1, in any piece)
+            cols["args"][ops] = np.fromiter(map(self.op_args.__getitem__, map(_op_args_key, op_args)), np.int32, ops.size)
+        if (mtia := np.flatnonzero(kcat == CAT_CODE["mtia_ccp_events"])).size:
             cols["dma"][mtia] = self.dma.column(list(args[mtia]), "direction")
         cols |= {
             "ph": ph[sel][keep],
-            "cat": cat[keep],
+            "cat": kcat,
             "name": self.names.column(objs, "name"),
             "pid": self.threads.column(objs, "pid"),
             "tid": self.threads.column(objs, "tid"),
@@ -339,58 +345,40 @@ def _recorded(values: tuple[Any, Any]) -> bool:
     return any(v is not None and (not isinstance(v, msgspec.Raw) or len(v) > 0) for v in values)
 
 
+def _recorded_rows(args: np.ndarray) -> np.ndarray:
+    """:func:`_recorded` of each host op's args struct (object array of structs -> bool array): a strict struct in one
+    C-level pass (a field absent is the default ``b""`` object itself, a value present is never it; JSON ``null`` is
+    ``b"null"``), a tolerant one (``None`` there) value by value."""
+    if args.size and type(args[0]) is _Args:  # (a piece is strict or tolerant throughout)
+        return np.fromiter(map(ne, map(_MARKS, args), repeat(_NO_MARKS)), bool, args.size)
+    return np.fromiter(map(_recorded, map(_MARKS, args)), bool, args.size)
+
+
+_CODES = np.arange(len(KINDS))
+_DEVICE, _SYNC = (_CODES >= 1) & (_CODES <= N_DEVICE_KINDS), _CODES == CAT_CODE["cuda_sync"]
+_HOST = (_CODES > N_DEVICE_KINDS) & (_CODES <= N_DEVICE_KINDS + N_HOST_KINDS)  # (as :meth:`_Builder.tables` files them)
+_ID_READERS = ((_DEVICE | _SYNC, ("device", "stream")), (_DEVICE, ("bytes",)), (_DEVICE | _HOST | _SYNC, ("correlation",)),
+               (_HOST, ("external_id",)))
+"""Which tables read each id (by category code): device and stream the device and sync tables, bytes the device table,
+correlation those and the host table, External id the host table (the collectives read theirs apart)."""
+
+
+def _ids(args: np.ndarray, cat: np.ndarray) -> dict[str, np.ndarray]:
+    """The :data:`~.columns.ID_COLUMNS` (int64) of the events' args structs (object array) of category codes ``cat``:
+    each read only in the rows of the tables that use it (:data:`_ID_READERS`), :data:`~.columns.NO_ID` in the others."""
+    n, cols = len(args), {}
+    for cats, names in _ID_READERS:
+        rows = np.flatnonzero(cats[cat])
+        sub = args if rows.size == n else args[rows]
+        for k in names:
+            if rows.size == n:
+                cols[k] = id_column(args, k)
+            else:
+                cols[k] = np.full(n, NO_ID, np.int64)
+                cols[k][rows] = id_column(sub, k)
+    return {k: cols[k] for k in ID_COLUMNS}
+
+
 def _op_args_key(args: Any) -> tuple[bytes, ...]:
     """A host op's :data:`OP_ARGS` as a hashable tuple of JSON texts (a tolerant decode's values encoded back)."""
     return tuple(bytes(v) if isinstance(v, msgspec.Raw) else msgspec.json.encode(v) for v in _OP_ARGS_OF(args))
-
-
-def not_json(path: str | Path, head: bytes, error: str) -> str:
-    """Why a file whose first bytes ``head`` are not JSON is not a trace: a Perfetto protobuf is named (by its
-    suffix, or as a ``Trace`` message: field 1, ``packet``, length-delimited, so byte 0x0a, a varint length, and
-    bytes no JSON text holds) and an Nsight Systems report (by its suffix, ``.nsys-rep``, ``.qdrep``), each with what
-    to do; anything else is ``not valid JSON (error)``."""
-    protobuf = head[:1] == b"\x0a" and any(b < 0x20 and b not in b"\t\n\r" for b in head[1:64])
-    if str(path).endswith((".nsys-rep", ".qdrep", ".qdstrm")):
-        return ("an Nsight Systems report, not a torch.profiler trace: traceprobe reads torch.profiler (Kineto) JSON; "
-                "record the run with torch.profiler (traceprobe record --script SCRIPT), or read this report with nsys "
-                "(nsys stats, nsys export --type sqlite)")
-    if str(path).endswith((".pftrace", ".perfetto-trace")) or protobuf:
-        return ("a Perfetto trace (protobuf), not a torch.profiler trace: open it with traceprobe view PATH (the Perfetto "
-                "UI); traceprobe's figures need the torch.profiler JSON it was made from")
-    return f"not valid JSON ({error})"
-
-
-def not_a_trace(path: str | Path, raw: Any) -> str:
-    """Why a JSON document (``raw``, its bytes) without a ``traceEvents`` list is not a trace, naming what it is where known.
-
-    Recognised: PyTorch execution traces (``nodes`` and ``schema``, written by
-    ``ExecutionTraceObserver``, often ``*_et.json``), memory-timeline exports
-    (``export_memory_timeline``: ``[times, sizes]``), memory snapshots
-    (``segments``/``device_traces``), traceprobe's ``manifest.json`` and JSON
-    reports, serving engines' ``execution_details.json``-style summaries; any other
-    object is named by its first keys.
-
-    Raises:
-        msgspec.DecodeError: ``raw`` is not JSON.
-    """
-    doc = msgspec.json.decode(raw, type=dict[str, msgspec.Raw] | list[msgspec.Raw])
-    if isinstance(doc, list):
-        if len(doc) == 2 and all(bytes(x).lstrip()[:1] == b"[" for x in doc):
-            return "a PyTorch memory-timeline export, not a Kineto trace: skipped"
-        return "unexpected trace content: a list of events expected"
-    keys = set(doc)
-    if "traceEvents" in keys:
-        return "unexpected trace content: 'traceEvents' is not a list of events"
-    if {"nodes", "schema"} <= keys:
-        return "a PyTorch execution trace, not a Kineto trace: skipped"
-    if {"segments", "device_traces"} & keys:
-        return "a PyTorch memory snapshot, not a Kineto trace: skipped"
-    if "variants" in keys and ("environment" in keys or "workload" in keys):
-        return "a traceprobe manifest, not a trace: skipped"
-    if "traceprobe" in keys or {"schema", "reports"} <= keys:
-        return "a traceprobe report, not a trace: skipped"
-    name = Path(str(path)).name
-    if "execution_details" in name or {"requests", "config"} <= keys or "engine_args" in keys:
-        return "not a torch.profiler trace (looks like a serving engine's execution details): skipped"
-    shown = ", ".join(sorted(keys)[:5]) + (", ..." if len(keys) > 5 else "")
-    return f"not a torch.profiler trace: no 'traceEvents' list (top-level keys: {shown or 'none'})"

@@ -86,14 +86,19 @@ class Splitter:
     def __init__(self, piece_bytes: int) -> None:
         self.piece_bytes = piece_bytes
         self.dropped = 0  # document bytes dropped from the front of the buffer
-        self.buf = bytearray()
+        self.buf: bytearray | memoryview = bytearray()  # (a view of the first chunk until a second one comes: no copy)
         self.before: bytes | None = None  # the text before the list; None until the list is found
         self.bare = False  # the JSON Array Format
         self.resume = 0  # where the next search starts: no match starts before it
 
     def feed(self, chunk: bytes) -> list[Piece]:
         """Take the next chunk; the pieces it completes."""
-        self.buf += chunk
+        if not self.buf:  # (nothing held: the chunk itself is the buffer, not a copy of it)
+            self.buf = memoryview(chunk)
+        else:
+            if isinstance(self.buf, memoryview):
+                self.buf = bytearray(self.buf)
+            self.buf += chunk
         if self.before is None and not self._find_list():
             return []
         # the last quarter piece is held back: head fields after the list, up to that long, are never cut into
@@ -112,7 +117,7 @@ class Splitter:
             return None
         buf = self.buf
         if self.bare:
-            close = buf.rfind(b"]")
+            close = (buf.tobytes() if isinstance(buf, memoryview) else buf).rfind(b"]")
             if close < 0 or skip_space(buf, close + 1, len(buf)) != len(buf):
                 return None
             head: Head = Head()
@@ -137,13 +142,16 @@ class Splitter:
         return head, pieces
 
     def _drop(self, n: int) -> None:
-        del self.buf[:n]
+        if isinstance(self.buf, memoryview):
+            self.buf = self.buf[n:]
+        else:
+            del self.buf[:n]
         self.dropped += n
 
     def _find_list(self) -> bool:
         """Whether the event list's start is found; if so the buffer starts after its ``[``."""
+        self._drop(skip_space(self.buf, 0, len(self.buf)))  # white space before the document does not count
         buf = self.buf
-        self._drop(skip_space(buf, 0, len(buf)))  # white space before the document does not count
         if not buf:
             return False
         if buf[0] not in b"{[":

@@ -19,8 +19,8 @@ import pandas as pd
 
 from ..errors import TraceFormatError
 from . import side_tables as st
-from .columns import CAT_CODE, DMA_DIRECTIONS, KINDS, NO_ID, STEP_NAME, copy_parts, is_step_name, mtia_kind, thread_ids
-from .comm_kernels import COMM_KERNEL_RE, comm_op_launches
+from .columns import CAT_CODE, DMA_DIRECTIONS, KINDS, NO_ID, STEP_NAME, is_step_name, mtia_kind, thread_ids
+from .comm_kernels import comm_op_launches, device_name_facts
 from .decode import Decoded, read_events
 from .files import is_url
 from .limits import MAX_STREAMS, too_many
@@ -276,9 +276,9 @@ def device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
     names = [str(n) for n in name.categories]
     codes = np.asarray(name.codes)
     is_copy = kind == KIND_NAMES.index("memcpy")
-    parsed = [copy_parts(n) for n in names]  # once per distinct name
+    facts = [device_name_facts(n) for n in names]  # once per distinct name
     for k, col in enumerate(("direction", "src_kind", "dst_kind")):
-        cols[col] = _by_name(codes, [p[k] for p in parsed], is_copy)
+        cols[col] = _by_name(codes, [f[0][k] for f in facts], is_copy)
     dma = c["dma"][order]
     if (is_copy & (dma > 0) & (np.asarray(cols["direction"].codes) < 0)).any():  # MTIA's dma_request: direction from its args
         named = np.asarray(cols["direction"]).astype(object)
@@ -287,7 +287,7 @@ def device_frame(dec: Decoded, warnings: list[str]) -> pd.DataFrame:
         cols["direction"] = pd.Categorical(named)
     # communication: a kernel of a documented family (.comm_kernels), or one Kineto wrote a 'Collective name' on (and,
     # once the host events are read, one a communication op launched: _build)
-    comm_names = np.array([COMM_KERNEL_RE.search(n) is not None for n in names], dtype=bool)
+    comm_names = np.array([f[1] for f in facts], dtype=bool)
     named = comm_names[codes] if len(names) else np.zeros(0, bool)
     cols["is_comm"] = (kind == KIND_NAMES.index("kernel")) & (named | (c["comm"][order] >= 0))
     return pd.DataFrame(cols)
@@ -341,7 +341,7 @@ def backend_of(dec: Decoded, devices: pd.DataFrame) -> str:
         return "mtia"
     if dec.head.hip_runtime_version is not None or dec.head.roctracer_version is not None:
         return "hip"
-    if "name" in devices and devices["name"].astype(str).str.contains(_AMD).any():
+    if "name" in devices and any(_AMD.search(str(v)) for v in devices["name"].tolist()):  # (once per device)
         return "hip"
     host = dec.tables["host"]  # (the decoded codes: no pandas needed)
     runtime = np.unique(host["name"][host["cat"] == CAT_CODE["cuda_runtime"]])
