@@ -31,7 +31,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import SimpleNamespace
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -218,12 +219,6 @@ def job_json(job: JobReport) -> str:
 _VIEW_TABLES = ("collectives", "breakdown", "steps", "breakdown_steps", "exposed_comm", "idle_causes", "kernels", "pg_members")
 """The tables of a summary the whole-job report reads (:class:`_JobView`)."""
 
-if TYPE_CHECKING:
-    _Tables = Any
-else:
-    _Tables = msgspec.defstruct("_Tables", [(n, TableView | None, None) for n in _VIEW_TABLES])
-
-
 class _JobView(msgspec.Struct):
     """The fields of a summary (:class:`traceprobe.summary_file.SummaryDoc`) the whole-job report reads, its tables of
     :data:`_VIEW_TABLES` by name (:func:`_view`)."""
@@ -234,13 +229,14 @@ class _JobView(msgspec.Struct):
     event_count: Int64 = 0
     info: dict = msgspec.field(default_factory=dict)
     headline: dict[str, float | None] = msgspec.field(default_factory=dict)
-    tables: _Tables = msgspec.field(default_factory=_Tables)
+    tables: Any = None
+    """Its tables of :data:`_VIEW_TABLES` as attributes (:class:`~traceprobe.summary_file.Table`, None where missing)."""
 
 
 def _view(doc: SummaryDoc) -> _JobView:
     """The fields of a checked summary the whole-job report reads (its other tables are let go with the doc)."""
     return _JobView(doc.job, doc.rank, doc.window_ns, doc.event_count, doc.info, doc.headline,
-                    _Tables(**{n: doc.tables.get(n) for n in _VIEW_TABLES}))
+                    SimpleNamespace(**{n: doc.tables.get(n) for n in _VIEW_TABLES}))
 
 
 _COLL = ("pg", "pg_desc", "collective", "start_ns", "end_ns", "bytes", "pg_ranks", "group_size", "p2p")
