@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from synthetic import TraceBuilder
 
@@ -202,3 +204,42 @@ def test_sendrecv_kernels_of_an_all_to_all_are_no_pipeline_bubble(tmp_path):
         p2p = load_trace(trace(op_name, f"p2p-{op_name is None}"))
         assert set(collective_table(p2p)["collective"]) == ({"send"} if op_name else {"sendrecv"})
         assert overlap_report(p2p).findings["kind"].iloc[0] == "bubble"
+
+
+def _rows(groups: dict) -> pd.DataFrame:
+    """SYNTHETIC collective rows: per process group name, its member list, ranks and each rank's types in order."""
+    rows = []
+    for pg, (members, ranks, types) in groups.items():
+        for r in ranks:
+            for i, t in enumerate(types if not isinstance(types, dict) else types[r]):
+                rows.append({"rank": r, "pg": pg.split("#")[0], "pg_desc": "", "collective": t, "start_ns": 1000 * i + r,
+                             "end_ns": 1000 * i + 900, "bytes": 10**6, "pg_ranks": members, "group_size": len(ranks), "p2p": ""})
+    df = pd.DataFrame(rows).sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
+    return df.astype({"rank": np.int64, "start_ns": np.int64, "end_ns": np.int64, "bytes": np.int64, "group_size": np.int64})
+
+
+def test_many_groups_matched_at_once():
+    """SYNTHETIC: 64 ranks, one group of every rank and 32 groups of two sharing a name (``split_group``): each pair is
+    matched among its two ranks, a pair with a rank short of one collective and a pair whose second collectives differ
+    in type are each said once and left out, the others matched (their rows numbered per rank)."""
+    from traceprobe.analysis.job.collectives import match_rows
+
+    ranks = list(range(64))
+    groups = {"0": (",".join(map(str, ranks)), ranks, ["allreduce"] * 3)}
+    for p in range(32):
+        a, b = 2 * p, 2 * p + 1
+        types: dict = {a: ["allgather"] * 2, b: ["allgather"] * 2}
+        if p == 5:
+            types[b] = ["allgather"]
+        if p == 9:
+            types[b] = ["allgather", "reduce_scatter"]
+        groups[f"1#{p}"] = (f"{a},{b}", [a, b], types)
+    w = match_rows(_rows(groups), tuple(ranks))
+    assert w.mismatched == ("process group '1': rank 10 has 2, rank 11 has 1: not matched",
+                            "process group '1': collective 1 differs in type across ranks: not matched")
+    assert w.matched == 3 + 30 * 2
+    pr = w.per_rank
+    assert sorted(pr["pg"].unique().tolist())[:3] == ["0", "1[0,1]", "1[12,13]"]
+    assert not pr["rank"].isin([10, 11, 18, 19]).any() or set(pr.loc[pr["rank"].isin([10, 11, 18, 19]), "pg"]) == {"0"}
+    assert pr.groupby(["pg", "rank"])["seq"].apply(list).map(lambda s: s == list(range(len(s)))).all()
+    assert (pr.groupby(["pg", "seq"]).size() == pr["pg"].map(lambda g: 64 if g == "0" else 2).groupby([pr["pg"], pr["seq"]]).first()).all()

@@ -51,7 +51,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from .errors import Failure, TraceFormatError
+from .errors import TraceFormatError
 from .summary_tables import COLUMNS as COLUMNS  # (the tables' checks: summary_tables; their names kept here)
 from .summary_tables import DTYPES as DTYPES
 from .summary_tables import table_problem as table_problem
@@ -257,25 +257,6 @@ def read_summary(path: str | Path) -> SummaryDoc:
     if len(raw) > MAX_BYTES:
         raise TraceFormatError(path, too_big)
     return decode(raw, path)
-
-
-def check_files(paths: list[Any]) -> tuple[list[Any], list[Failure]]:
-    """The summaries of ``paths`` a whole-job report may read, and a :class:`~traceprobe.errors.Failure` for each
-    other: every file read and checked as :func:`read_summary` does (so a FIFO, a device, an oversized or
-    malformed file is one line naming it), and one without a rank left out, saying so (a job compares ranks)."""
-    good: list[Any] = []
-    failures: list[Failure] = []
-    for p in paths:
-        try:
-            doc = read_summary(p)
-        except TraceFormatError as e:
-            failures.append(Failure(str(p), e.reason))
-            continue
-        if doc.rank is None:
-            failures.append(Failure(str(p), "traceprobe summary without a rank: the whole-job report compares ranks, left out"))
-            continue
-        good.append(p)
-    return good, failures
 
 
 def json_schema() -> dict[str, Any]:

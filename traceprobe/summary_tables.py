@@ -142,8 +142,28 @@ def table_problem(t: Any, where: str, known: dict[str, Column] | None = None) ->
 
 
 def _members_problem(values: list, key: str) -> str:
-    bad = next((v for v in set(values) if not (isinstance(v, str) and MEMBERS.fullmatch(v))), None) if values else None
+    bad = next((v for v in set(values) if not (isinstance(v, str) and _is_members(v))), None) if values else None
     return "" if bad is None else f"{key}: {str(bad)[:40]!r} is no list of ranks (comma-separated integers)"
+
+
+_LISTS_SEEN: dict[str, None] = {}
+"""Long member lists already found to be lists of ranks (:func:`_is_members`), the latest :data:`LISTS_KEPT`."""
+LISTS_KEPT, LONG_LIST = 16, 1_000
+
+
+def _is_members(v: str) -> bool:
+    """Whether ``v`` is a list of ranks (:data:`MEMBERS`). Every rank of a job names its world group's members (40 KB of
+    text in a job of 8,192 ranks): a long list seen before is known by its hash, and the pattern runs once."""
+    if len(v) < LONG_LIST:
+        return MEMBERS.fullmatch(v) is not None
+    if v in _LISTS_SEEN:
+        return True
+    if MEMBERS.fullmatch(v) is None:
+        return False
+    _LISTS_SEEN[v] = None
+    while len(_LISTS_SEEN) > LISTS_KEPT:
+        del _LISTS_SEEN[next(iter(_LISTS_SEEN))]
+    return True
 
 
 def tables_problem(tables: Any, where: str = "$.tables") -> str:

@@ -34,19 +34,18 @@ def job_cmd(
     from ..collect import analyze_paths, discover
     from ..console import emit
     from ..report.job_text import job_text
-    from ..summary_file import check_files, is_summary
+    from ..summary_file import is_summary
 
     files, failures = discover(paths)
     if files and all(is_summary(f) for f in files) and not align_clocks:  # thousands of ranks: no report built
         from ..reading.files import share_limit, unshare_limit
 
-        good, bad = check_files(files)  # checked as overlap-report checks them: every file left out is one line
         share_limit(None if max_bytes is None else int(max_bytes))  # (every rank's transfers are held at once: counted together)
-        try:
-            job, more = job_report_from_summaries(good)
+        try:  # (each file checked as overlap-report checks them: every file left out is one line)
+            job, more = job_report_from_summaries(files)
         finally:
             unshare_limit()
-        failures += bad + more
+        failures += more
     else:
         summary = analyze_paths(paths, jobs=jobs, align_clocks=align_clocks, max_bytes=None if max_bytes is None else int(max_bytes))
         job, failures = job_report(summary), list(summary.failures)

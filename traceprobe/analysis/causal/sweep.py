@@ -58,7 +58,12 @@ def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarr
     counts = np.bincount(src, minlength=n)
     off = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=off[1:])
-    return off, dst[o].astype(np.int64)
+    return off, _int64(dst[o])
+
+
+def _int64(x: np.ndarray) -> np.ndarray:
+    """``x`` as int64: itself where it is already (no copy), else a copy."""
+    return np.asarray(x, dtype=np.int64)
 
 
 def _check(a: int, k: int, **arrays: tuple[np.ndarray, tuple[int, int] | None]) -> None:
@@ -105,12 +110,13 @@ class Sweep:
         self.first_a[1:] = a_rank[1:] != a_rank[:-1]
         self.first_k = np.ones(k, bool)
         self.first_k[1:] = lane[1:] != lane[:-1]
-        self.t0, self.start0, self.end0 = t0.astype(np.int64), start.astype(np.int64), end.astype(np.int64)
-        self.g_lag, self.l_lag, self.fixed = g_lag.astype(np.int64), l_lag.astype(np.int64), fixed.astype(np.int64)
-        self.ret, self.dep_lag, self.pre_dur = ret.astype(np.int64), dep_lag.astype(np.int64), pre_dur.astype(np.int64)
-        self.anchor, self.dep, self.target = anchor.astype(np.int64), dep.astype(np.int64), target.astype(np.int64)
-        also_anchor, also_op = also_anchor.astype(np.int64), also_op.astype(np.int64)
-        mem_op, mem_group = mem_op.astype(np.int64), mem_group.astype(np.int64)
+        i64 = _int64  # (the arrays as given where they are int64 already: no copy; none is written to)
+        self.t0, self.start0, self.end0 = i64(t0), i64(start), i64(end)
+        self.g_lag, self.l_lag, self.fixed = i64(g_lag), i64(l_lag), i64(fixed)
+        self.ret, self.dep_lag, self.pre_dur = i64(ret), i64(dep_lag), i64(pre_dur)
+        self.anchor, self.dep, self.target = i64(anchor), i64(dep), i64(target)
+        also_anchor, also_op = i64(also_anchor), i64(also_op)
+        mem_op, mem_group = i64(mem_op), i64(mem_group)
         self.also_off, self.also_op = _csr(also_anchor, also_op, a)  # (a sync's other edges, by anchor)
         self.grp_off, self.grp_of_op = _csr(mem_op, mem_group, k)  # (an op's instances)
         self.mem_off, self.mem_of_grp = _csr(mem_group, mem_op, self.n_groups)  # (an instance's members)
@@ -135,10 +141,14 @@ class Sweep:
             (ar + mem_op, gr + mem_group),                                           # an instance after its members ...
             (gr + mem_group, en + mem_op),                                           # ... and their ends after it
         ]
-        src = np.concatenate([p[0] for p in parts]).astype(np.int64)
-        dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
+        src = i64(np.concatenate([p[0] for p in parts]))
+        dst = i64(np.concatenate([p[1] for p in parts]))
+        del parts
+        indegree = np.bincount(dst, minlength=n).astype(np.int64, copy=False)
         off, succ = _csr(src, dst, n)
-        self.order, self.n_acyclic = _compiled().topological_order(off, succ, np.bincount(dst, minlength=n).astype(np.int64))
+        del src, dst
+        self.order, self.n_acyclic = _compiled().topological_order(off, succ, indegree)
+        del off, succ, indegree
         rest = self.order[self.n_acyclic:]  # (a cyclic part: anchors, arrivals, instances, then ends, each read fresh)
         kind = np.select([rest < ar, rest < en, rest < gr], [0, 1, 3], 2)
         self.order[self.n_acyclic:] = rest[np.lexsort((rest, kind))]

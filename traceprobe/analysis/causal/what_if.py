@@ -18,7 +18,7 @@ paths take over: a host sleep while the device is busy costs nothing), so we rep
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -212,26 +212,27 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     t_all, end_all = np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs])
     counted = measured_anchors(graphs)
     base = _finish(t_all, end_all, counted)  # (the replay is exact)
-    fa, fk = first_step(graphs)
+    (fa, fk), floor = first_step(graphs), max(min_ns, 0)
     la, lk, ids = step_last(graphs, job.a_rank, job.lane)
     ends_of = step_ends(graphs, job.a_rank, job.lane)
     base_steps = ends_of(t_all, end_all)
-    floor = max(min_ns, 0)
-    cls_all = np.concatenate([g.class_ns for g in graphs], axis=1)
     waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
     freeing = [g.freeing for g in graphs]
     free_cls = np.concatenate(freeing)  # (device frees: their waits go with their host class, not the syncs')
     pageable = np.concatenate([g.pageable for g in graphs])
-    start0, end0 = np.concatenate([g.start for g in graphs]), np.concatenate([g.end for g in graphs])
+    start0, end0 = np.concatenate([g.start for g in graphs]), end_all  # (read, never written: one array)
     w = wait_spans(start0, end0, job.k_rank, job.mem_op, job.mem_group)
     code, names = kernel_codes(graphs)
     slow = slowdowns(start0, end0, job.d, code, job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}
     charged = {i: charged_wait(start0, end0, w, job.mem_op, job.mem_group, i) for i in slow}  # (each rank's waits, as recorded)
     cands: list[Candidate] = []
 
-    def host_cut(ranks: list[int], cut: np.ndarray, drop: np.ndarray | None) -> Make:
-        """A what-if that removes ``cut`` (per anchor) of the host time of ``ranks`` and the sync edges of ``drop``."""
-        return lambda ia, ik, isx: (h0[ia] - np.where(np.isin(job.a_rank[ia], ranks), cut[ia], 0), job.d[ik],
+    def class_ns(*classes: int) -> Callable[[], np.ndarray]:  # (built where read: the classes x anchors never held twice)
+        return lambda: np.concatenate([g.class_ns[list(classes)].sum(axis=0) for g in graphs])
+
+    def host_cut(ranks: list[int], cut: Callable[[], np.ndarray], drop: np.ndarray | None) -> Make:
+        """A what-if that removes ``cut()`` (per anchor) of the host time of ``ranks`` and the sync edges of ``drop``."""
+        return lambda ia, ik, isx: (h0[ia] - np.where(np.isin(job.a_rank[ia], ranks), cut()[ia], 0), job.d[ik],
                                     np.isin(job.a_rank[isx], ranks) & drop[isx] if drop is not None else no_sync[isx])
 
     def add(ranks: list[int], cause: str, removed: list[int], top: str, make: Make, held: list[int], first: int = 0) -> None:
@@ -259,26 +260,25 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         drop = (free_cls == c) & (job.target >= 0) if holding else None  # (a free's wait goes with it)
         for ranks in _replays(holding, only):
             top = max(ranks, key=lambda i: held_ns[i].sum())
-            add(ranks, cause, [int(held_ns[i].sum()) for i in ranks], graphs[top].class_top[c], host_cut(ranks, cls_all[c], drop),
+            add(ranks, cause, [int(held_ns[i].sum()) for i in ranks], graphs[top].class_top[c], host_cut(ranks, class_ns(c), drop),
                 [steps_with(graphs[i], held_ns[i], floor) for i in ranks], sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
     unseen = [before_the_work(g) for g in graphs]  # (syncs that waited for work launched before the trace: kept)
     waits = [np.where(f >= 0, 0, w) + np.where(u, 0, g.class_ns[sync]) for w, f, g, u in zip(waits, freeing, graphs, unseen)]
-    sync_ns = cls_all[sync] * ~np.concatenate(unseen) if unseen else cls_all[sync]  # (a sync's wait and its host time)
+    sync_ns = class_ns(sync)() * ~np.concatenate(unseen)  # (a sync's wait and its host time)
     holding = [i for i, w in enumerate(waits) if w.sum() > floor]
     sync_drop = (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0)
     for ranks in _replays(holding, only):
         most = max(ranks, key=lambda i: waits[i].sum())
-        add(ranks, "sync", [int(waits[i].sum()) for i in ranks], sync_top(graphs[most], waits[most]), host_cut(ranks, sync_ns, sync_drop),
+        add(ranks, "sync", [int(waits[i].sum()) for i in ranks], sync_top(graphs[most], waits[most]), host_cut(ranks, lambda: sync_ns, sync_drop),
             [steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
     for name, classes in (groups or {}).items():  # (several host classes at once: what a CUDA graph of the step removes)
         idx = [HOST_CLASSES.index(c) for c in classes]
         held_ns = [g.class_ns[idx].sum(axis=0) for g in graphs]
         holding = [i for i, g in enumerate(graphs) if g.class_ns[idx[0]].sum() > floor]  # (where its first class alone counts)
-        cut = cls_all[idx].sum(axis=0)
         for ranks in _replays(holding, only):
             holder = graphs[max(ranks, key=lambda i: held_ns[i].sum())]
             most = max(idx, key=lambda k: int(holder.class_ns[k].sum()))
-            add(ranks, name, [int(held_ns[i].sum()) for i in ranks], holder.class_top[most], host_cut(ranks, cut, None),
+            add(ranks, name, [int(held_ns[i].sum()) for i in ranks], holder.class_top[most], host_cut(ranks, class_ns(*idx), None),
                 [steps_with(graphs[i], held_ns[i], floor) for i in ranks], sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
     holding = [i for i, n in enumerate(copies) if n > floor]

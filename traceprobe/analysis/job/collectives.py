@@ -71,7 +71,7 @@ from ..host.launch_links import launch_rows
 from ..memo import device_column
 from .comm_types import arg_rows, comm_types
 from .p2p import kernel_transfers, pair_rows
-from .process_groups import group_members, member_codes, shared_names
+from .process_groups import matched_groups, member_codes, shared_names
 
 CLOCK_ASSUMPTION = "ranks share a clock (one host, or hosts with synchronized clocks)"
 """What matching across ranks assumes of the traces' timestamps."""
@@ -312,7 +312,6 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
     each in its own order, with a ``rank`` column (int64); ``ranks`` (increasing) names every rank of the window,
     those without collectives too."""
     mismatched: list[str] = []
-    keep = []
     pairs: pd.DataFrame = pd.DataFrame()
     if "p2p" in allk.columns:  # point-to-point kernels are paired, not matched as collectives (.p2p)
         is_p2p = allk["p2p"].fillna("").astype(str).to_numpy(dtype=object) != ""
@@ -324,31 +323,12 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
         allk = allk.assign(pg_ranks="")
     size = allk["group_size"].to_numpy(np.int64) if "group_size" in allk.columns else np.full(len(allk), -1, np.int64)
     codes, members_by = member_codes(allk["pg_ranks"])
-    allk = allk.assign(_size=size, _members=codes)
-    for key, g in allk.groupby(["pg", "_members"], sort=True):
-        pg, code = key  # type: ignore[misc]
-        members = members_by[int(code)]
-        label = f"process group {pg!r}" if pg else "collectives without a process group"
-        group = group_members(str(members), g, ranks)
-        if len(group) < 2:
-            continue  # one member in the window: nothing to match it against
-        counts = g.groupby("rank").size().reindex(list(group), fill_value=0)
-        if counts.nunique() > 1:
-            mismatched.append(f"{label}: " + ", ".join(f"rank {r} has {c}" for r, c in counts.items()) + ": not matched")
-            continue
-        g = g.sort_values(by=["rank", "start_ns"], kind="stable").copy()
-        g["seq"] = g.groupby("rank").cumcount().to_numpy(np.int64)
-        types = g.groupby("seq")["collective"].nunique()
-        if (types > 1).any():
-            s = int(types.index[types.to_numpy() > 1][0])
-            mismatched.append(f"{label}: collective {s} differs in type across ranks: not matched")
-            continue
-        keep.append(g.drop(columns="_size"))
-    if len(ranks) < 2 or not keep:
+    k, unmatched = matched_groups(allk.assign(_size=size, _members=codes), ranks, members_by)
+    mismatched += unmatched
+    if len(ranks) < 2 or k.empty:
         empty = pd.DataFrame()
         return WindowCollectives(run, window, ranks, 0, tuple(mismatched), None, dict.fromkeys(ranks, 0), empty, empty, empty,
                                  p2p=pairs if len(ranks) >= 2 else empty)
-    k = pd.concat(keep, ignore_index=True)
     shared = k["pg"].isin(shared_names(k)).to_numpy()
     if shared.any():
         k.loc[shared, "pg"] = k.loc[shared, "pg"] + "[" + k.loc[shared, "pg_ranks"] + "]"

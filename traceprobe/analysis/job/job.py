@@ -20,8 +20,8 @@ Definitions (quoted by docs/measures.md), per window of a run (:mod:`.run`):
 
 Two ways in, one result: :func:`job_report` takes a :class:`.summary.Summary` (of traces or summaries, every
 report whole); :func:`job_report_from_summaries` reads summary files for thousands of ranks without building
-their reports: each file is decoded into the few fields the job needs (:class:`_JobView`: headline, breakdown,
-steps, collectives, and what the causes read: :func:`.cause_tables.rank_columns`), kept as arrays, and the causes
+their reports: each file is read and checked once, and the few fields the job needs (:class:`_JobView`: headline, breakdown,
+steps, collectives, and what the causes read: :func:`.cause_tables.rank_columns`) are kept as arrays, and the causes
 of every window are computed on them for all its ranks at once (:mod:`.cause_tables`).
 Both give the same figures, outliers, stragglers, causes and clocks (tests/test_job.py).
 """
@@ -31,15 +31,15 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import SimpleNamespace
+from typing import Any
 
 import msgspec
 import numpy as np
 import pandas as pd
 
 from ...errors import Failure, TraceFormatError
-from ...summary_file import FORMAT, VERSION, Int64, Rank, read_summary
-from ...summary_tables import tables_problem
+from ...summary_file import Int64, Rank, SummaryDoc, read_summary
 from ..causal.what_if_windows import WindowWhatIf, window_instances, window_what_if
 from ..summary import Summary
 from ..work.efficiency import window_mfu
@@ -219,25 +219,24 @@ def job_json(job: JobReport) -> str:
 _VIEW_TABLES = ("collectives", "breakdown", "steps", "breakdown_steps", "exposed_comm", "idle_causes", "kernels", "pg_members")
 """The tables of a summary the whole-job report reads (:class:`_JobView`)."""
 
-if TYPE_CHECKING:
-    _Tables = Any
-else:
-    _Tables = msgspec.defstruct("_Tables", [(n, TableView | None, None) for n in _VIEW_TABLES])
-
-
 class _JobView(msgspec.Struct):
-    """The fields of a summary (:class:`traceprobe.summary_file.SummaryDoc`) the whole-job report reads (the
-    other tables are skipped as the file is decoded)."""
+    """The fields of a summary (:class:`traceprobe.summary_file.SummaryDoc`) the whole-job report reads, its tables of
+    :data:`_VIEW_TABLES` by name (:func:`_view`)."""
 
-    format: str = ""
-    version: int = -1
     job: str = ""
     rank: Rank | None = None
     window_ns: tuple[Int64, Int64] = (0, 0)
     event_count: Int64 = 0
     info: dict = msgspec.field(default_factory=dict)
     headline: dict[str, float | None] = msgspec.field(default_factory=dict)
-    tables: _Tables = msgspec.field(default_factory=_Tables)
+    tables: Any = None
+    """Its tables of :data:`_VIEW_TABLES` as attributes (:class:`~traceprobe.summary_file.Table`, None where missing)."""
+
+
+def _view(doc: SummaryDoc) -> _JobView:
+    """The fields of a checked summary the whole-job report reads (its other tables are let go with the doc)."""
+    return _JobView(doc.job, doc.rank, doc.window_ns, doc.event_count, doc.info, doc.headline,
+                    SimpleNamespace(**{n: doc.tables.get(n) for n in _VIEW_TABLES}))
 
 
 _COLL = ("pg", "pg_desc", "collective", "start_ns", "end_ns", "bytes", "pg_ranks", "group_size", "p2p")
@@ -267,40 +266,29 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         paths: summary files (``*.summary.json[.gz]``).
 
     Returns:
-        ``(report, failures)``: a file that cannot be read, of another version, another job than its folder's, or
-        whose tables do not fit (:func:`~traceprobe.summary_tables.tables_problem`) is a :class:`~traceprobe.errors.Failure`.
+        ``(report, failures)``: a file that cannot be read, of another version, another job than its folder's, without a
+        rank, or that does not fit its format (:func:`~traceprobe.summary_file.read_summary`: every field and table checked,
+        each file read and decoded once) is a :class:`~traceprobe.errors.Failure`.
     """
     from collections import defaultdict
 
     from ..run import _run_of
 
-    decoder = msgspec.json.Decoder(_JobView)
     failures: list[Failure] = []
     windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, int]]] = defaultdict(list)
     step_counts: dict[tuple[str, str], int] = {}
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for path in paths:
-        try:
-            raw = Path(path).read_bytes() if not str(path).endswith(".gz") else None
-            try:
-                v = decoder.decode(raw) if raw is not None else None
-            except msgspec.ValidationError:  # (a field that does not fit: the full decode says which, one line)
-                v = None
-            if v is None or v.format != FORMAT or v.version != VERSION:
-                read_summary(path)  # says what is wrong, one line (or decodes a gzipped one)
-            if v is None:
-                v = msgspec.json.decode(msgspec.json.encode(read_summary(path)), type=_JobView)
-            problem = tables_problem({name: getattr(v.tables, name) for name in _VIEW_TABLES})
-            if problem:  # (the tables read here checked as the full decode checks them, for callers that did not decode)
-                raise TraceFormatError(path, f"traceprobe summary version {VERSION} that does not fit its format ({problem})")
+        try:  # every file read and checked once, as overlap-report checks it: each one left out is one line naming it
+            v = _view(read_summary(path))
+            if v.rank is None:
+                raise TraceFormatError(path, "traceprobe summary without a rank: the whole-job report compares ranks, left out")
             check_transfers(path, _col(v.tables.collectives, "p2p"))  # (their pairing's memory, within the command's limit)
         except TraceFormatError as e:
             failures.append(Failure(str(path), e.reason))
             continue
         except (OSError, msgspec.DecodeError) as e:
             failures.append(Failure(str(path), f"traceprobe summary truncated or unreadable ({e})"))
-            continue
-        if v.rank is None:
             continue
         try:  # (checked above: a value that still does not fit is this file's failure, never the whole report's)
             steps = _col(v.tables.steps, "step")

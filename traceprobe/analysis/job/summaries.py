@@ -361,8 +361,8 @@ def graph_of_file(path: str | Path) -> RankGraph | None:
 MAX_REPLAY_EVENTS = 24_000_000
 """A window is replayed from summaries (what-ifs, critical path), whatever its ranks, where their traces held at most
 this many events (each summary's ``event_count``): a replay takes about :data:`NODE_BYTES` of memory an event
-(measured: 1,024 SYNTHETIC ranks of 20,000 events peaked at 4.1 GB)."""
-NODE_BYTES = 200
+(measured: 1,024 SYNTHETIC ranks of 20,000 events peaked at 3.06 GB, the whole job report)."""
+NODE_BYTES = 150
 
 
 def window_graphs(paths: list[str], events: int) -> tuple[list[RankGraph | None], str, list[Exception]]:
