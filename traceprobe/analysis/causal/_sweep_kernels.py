@@ -19,8 +19,8 @@ def topological_order(off, succ, indegree):  # pragma: no cover - compiled
     memory mostly in sequence."""
     n = indegree.size
     deg = indegree.copy()
-    order = np.empty(n, np.int64)
-    stack = np.empty(n, np.int64)
+    order = np.empty(n, succ.dtype)  # (node ids: int32 where they fit, as ``succ``)
+    stack = np.empty(n, succ.dtype)
     top, tail = 0, 0
     for v in range(n - 1, -1, -1):
         if deg[v] == 0:
@@ -43,6 +43,25 @@ def topological_order(off, succ, indegree):  # pragma: no cover - compiled
             order[tail] = v
             tail += 1
     return order, n_acyclic
+
+
+@numba.njit(cache=True)
+def counts_into(x, out):  # pragma: no cover - compiled
+    """``out[v] += 1`` for each value ``v`` of ``x`` (``np.bincount`` into an array of the caller's dtype, without its
+    int64 array of counts)."""
+    for e in range(x.size):
+        out[x[e]] += 1
+
+
+@numba.njit(cache=True)
+def csr_fill(src, dst, off, succ):  # pragma: no cover - compiled
+    """The targets ``dst`` of the edges ``src -> dst`` written into ``succ`` in rows by ``src`` (``off``: the rows'
+    offsets), each row in the edges' order: a stable counting sort, without the argsort's int64 index an edge."""
+    pos = off[:-1].copy()
+    for e in range(src.size):
+        s = src[e]
+        succ[pos[s]] = dst[e]
+        pos[s] += 1
 
 
 @numba.njit(cache=True)

@@ -31,6 +31,7 @@ import pandas as pd
 
 from .contention import last_arrivals
 from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
+from .packed import joined
 from .what_if import _job, measured_anchors
 
 COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns", "step"]
@@ -77,8 +78,8 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     job = _job(graphs, per_rank)
     k_off = np.cumsum([0] + [g.start.size for g in graphs])
     copies = [_copy_names(g) for g in graphs]
-    starts = np.concatenate([g.start for g in graphs])
-    ends = np.concatenate([g.end for g in graphs])
+    starts = joined([g.start for g in graphs])  # (read, never written: the packed graphs' own, .packed)
+    ends = joined([g.end for g in graphs])
     # per instance, the op that arrived last; an op is bound by the latest of its instances' last arrivals
     peer = np.full(starts.size, -1, np.int64)
     if job.mem_op.size:
@@ -90,14 +91,13 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     breaker = (bind != BIND_STREAM) | job.first | (peer >= 0)
     run_start = np.maximum.accumulate(np.where(breaker, np.arange(bind.size), -1)) if bind.size else bind
     a_off = np.cumsum([0] + [g.t.size for g in graphs])
-    t_all = np.concatenate([g.t for g in graphs])
-    h_all = np.concatenate([g.h for g in graphs])
+    t_all = joined([g.t for g in graphs])
+    h_all = joined([g.h for g in graphs])
     prev_t = np.concatenate([np.concatenate([g.t[:1], g.t[:-1]]) for g in graphs])
     target = job.target
     binding_sync = (target >= 0) & (t_all > prev_t + h_all)
     sync_idx = np.flatnonzero(binding_sync)
     frees = np.concatenate([g.freeing for g in graphs])
-    cls_cum = np.concatenate([np.cumsum(g.class_ns, axis=1) for g in graphs], axis=1)
     d_cum = np.cumsum(np.concatenate([g.d for g in graphs]))
 
     def host(i: int, x: int, issued: bool = False) -> tuple[str, int] | None:
@@ -113,8 +113,9 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
             cause = HOST_CLASSES[int(frees[i])] if frees[i] >= 0 else "sync"  # (a device free's wait is its class's)
             rows.append((g.rank, "host", cause, g.class_top[HOST_CLASSES.index(cause)], lo_t, int(t_all[i]), int(t_all[i]) - lo_t))
             return ("dev", tg)
-        before = cls_cum[:, j] if j > lo or binding_sync[j] else np.zeros(len(HOST_CLASSES), np.int64)
-        per = cls_cum[:, i] - before  # (a launch call's own time by its class, as the idle causes give it)
+        # (a launch call's own time by its class, as the idle causes give it: the classes' time after j up to i, summed
+        # where walked, not a running sum of every anchor's classes held for the window)
+        per = g.class_ns[:, j - lo + (j > lo or bool(binding_sync[j])):i - lo + 1].sum(axis=1, dtype=np.int64)
         begin = int(t_all[j])
         for c in np.flatnonzero(per > 0).tolist():
             rows.append((g.rank, "host", HOST_CLASSES[c], g.class_top[c], begin, x, int(per[c])))

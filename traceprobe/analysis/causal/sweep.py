@@ -53,17 +53,28 @@ def _compiled():
 
 
 def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Compressed rows of the edges ``src -> dst`` by ``src``: ``(offsets (n + 1,), targets)``."""
-    o = np.argsort(src, kind="stable")
-    counts = np.bincount(src, minlength=n)
-    off = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=off[1:])
-    return off, _int64(dst[o])
+    """Compressed rows of the edges ``src -> dst`` by ``src``: ``(offsets (n + 1,), targets)``, both of
+    :func:`index_type` (int32 where the edges and nodes allow, int64 else; targets as ``dst``'s values)."""
+    off = np.zeros(n + 1, index_type(max(n, src.size)))
+    _compiled().counts_into(src, off[1:])
+    np.cumsum(off, out=off)
+    succ = np.empty(src.size, index_type(max(n, src.size, int(dst.max(initial=0)) + 1)))
+    _compiled().csr_fill(src, dst, off, succ)  # (rows in the edges' order, as a stable sort by src gives them)
+    return off, succ
 
 
 def _int64(x: np.ndarray) -> np.ndarray:
     """``x`` as int64: itself where it is already (no copy), else a copy."""
     return np.asarray(x, dtype=np.int64)
+
+
+INT32_MAX = 2**31 - 1
+
+
+def index_type(n: int) -> type:
+    """The dtype of indices below ``n`` (node ids, edge offsets): int32 where ``n`` allows (4 bytes an index, half of
+    int64's: the replay's graph is mostly indices), else int64."""
+    return np.int32 if n <= INT32_MAX else np.int64
 
 
 def _check(a: int, k: int, **arrays: tuple[np.ndarray, tuple[int, int] | None]) -> None:
@@ -114,16 +125,16 @@ class Sweep:
         self.t0, self.start0, self.end0 = i64(t0), i64(start), i64(end)
         self.g_lag, self.l_lag, self.fixed = i64(g_lag), i64(l_lag), i64(fixed)
         self.ret, self.dep_lag, self.pre_dur = i64(ret), i64(dep_lag), i64(pre_dur)
-        self.anchor, self.dep, self.target = i64(anchor), i64(dep), i64(target)
-        also_anchor, also_op = i64(also_anchor), i64(also_op)
-        mem_op, mem_group = i64(mem_op), i64(mem_group)
+        n = a + 2 * k + self.n_groups
+        ix = index_type(n + 1)  # (node ids, and the indices of anchors, ops and instances: int32 where they fit)
+        self.anchor, self.dep, self.target = (x.astype(ix, copy=False) for x in (anchor, dep, target))
+        also_anchor, also_op, mem_op, mem_group = (x.astype(ix, copy=False) for x in (also_anchor, also_op, mem_op, mem_group))
         self.also_off, self.also_op = _csr(also_anchor, also_op, a)  # (a sync's other edges, by anchor)
         self.grp_off, self.grp_of_op = _csr(mem_op, mem_group, k)  # (an op's instances)
         self.mem_off, self.mem_of_grp = _csr(mem_group, mem_op, self.n_groups)  # (an instance's members)
-        n = a + 2 * k + self.n_groups
         # nodes: anchors [0, a), arrivals [a, a + k), ends [a + k, a + 2k), instances [a + 2k, n)
         ar, en, gr = a, a + k, a + 2 * k
-        ks, ai = np.arange(k, dtype=np.int64), np.arange(a, dtype=np.int64)
+        ks, ai = np.arange(k, dtype=ix), np.arange(a, dtype=ix)
         has_a = self.anchor >= 0
         # a rank's first anchor keeps its recorded time (x_i holds it; its sync edges give at most that: the replay
         # removes time, it never adds): it needs no edge, and its own launches are no cycle through it
@@ -141,10 +152,12 @@ class Sweep:
             (ar + mem_op, gr + mem_group),                                           # an instance after its members ...
             (gr + mem_group, en + mem_op),                                           # ... and their ends after it
         ]
-        src = i64(np.concatenate([p[0] for p in parts]))
-        dst = i64(np.concatenate([p[1] for p in parts]))
+        src = np.concatenate([p[0] for p in parts]).astype(ix, copy=False)
+        parts = [p[1] for p in parts]  # (the sources' parts go before the targets' are joined)
+        dst = np.concatenate(parts).astype(ix, copy=False)
         del parts
-        indegree = np.bincount(dst, minlength=n).astype(np.int64, copy=False)
+        indegree = np.zeros(n, index_type(dst.size + 1))
+        _compiled().counts_into(dst, indegree)
         off, succ = _csr(src, dst, n)
         del src, dst
         self.order, self.n_acyclic = _compiled().topological_order(off, succ, indegree)
@@ -156,14 +169,14 @@ class Sweep:
     def replay(self, h: np.ndarray, d: np.ndarray, sync: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Anchor times, op ends and op arrivals (int64 ns) with host times ``h`` (A,), durations ``d`` (K,) and the sync
         edges of the anchors in ``sync`` (bool, A) kept (module docstring)."""
-        h, d = h.astype(np.int64), d.astype(np.int64)
+        h, d = _int64(h), _int64(d)  # (read, never written: no copy where int64 already)
         if h.size != self.n_anchors or d.size != self.n_ops or sync.size != self.n_anchors:
             raise ValueError("replay: host times, durations or syncs do not match the graph")
         t, end, arrival = self.t0.copy(), self.end0.copy(), self.start0.copy()
         if self.n_ops == 0 or self.n_anchors == 0:
             return t, end, arrival
         args = (self.n_anchors, self.n_ops, self.first_a, self.first_k, self.t0, np.cumsum(h), h, np.cumsum(self.g_lag + d), d,
-                self.g_lag, self.l_lag, self.fixed, self.ret, self.dep_lag, self.pre_dur, sync.astype(np.bool_), self.anchor,
+                self.g_lag, self.l_lag, self.fixed, self.ret, self.dep_lag, self.pre_dur, np.asarray(sync, np.bool_), self.anchor,
                 self.dep, self.target, self.also_off, self.also_op, self.grp_off, self.grp_of_op, self.mem_off,
                 self.mem_of_grp, t, end, arrival, np.zeros(self.n_ops, np.int64), np.full(self.n_groups, NEG, np.int64))
         visit = _compiled().visit
@@ -184,13 +197,13 @@ class Sweep:
         if self.order.size > self.n_acyclic:
             return None
         t, end, arrival = times
-        h, d = h.astype(np.int64), d.astype(np.int64)
+        h, d = _int64(h), _int64(d)
         buf_h, buf_d, buf_s = np.empty(self.n_anchors, np.int64), np.empty(self.n_ops, np.int64), np.empty(self.n_anchors, np.int64)
         out = []
         for v in sinks:
             nh, nd, ns, source = _compiled().critical_walk(
                 v, self.n_anchors, self.n_ops, self.first_a, self.first_k, t, end, arrival, h, d, self.g_lag, self.l_lag,
-                self.fixed, self.ret, self.dep_lag, self.pre_dur, sync.astype(np.bool_), self.anchor, self.dep,
+                self.fixed, self.ret, self.dep_lag, self.pre_dur, np.asarray(sync, np.bool_), self.anchor, self.dep,
                 self.target, self.also_off, self.also_op, self.grp_off, self.grp_of_op, self.mem_off, self.mem_of_grp,
                 buf_h, buf_d, buf_s)
             if not source:

@@ -27,6 +27,7 @@ import pandas as pd
 from .contention import charged_wait, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
+from .packed import joined
 from .sweep import Sweep
 from .sync_names import sync_top
 from .unseen_peers import alone, pinned_fixed, transfers
@@ -84,7 +85,7 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
     if per_rank is not None and not per_rank.empty:
         ranks = {g.rank: i for i, g in enumerate(graphs)}
         gid = per_rank.groupby(["pg", "seq"], sort=False, dropna=False).ngroup().to_numpy(np.int64)  # (in order of first row)
-        start = cat([g.start for g in graphs])
+        start = joined([g.start for g in graphs])
         ops, grp = [], []
         p2p = per_rank["pg"].astype(str).str.contains("->", regex=False).to_numpy()  # (.p2p.pair_rows's groups)
         row_rank, row_start = per_rank["rank"].to_numpy(), per_rank["start_ns"].to_numpy(np.int64)
@@ -109,7 +110,7 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
         bound = np.full(d.size, NEG, np.int64)
         np.maximum.at(bound, mem_op, last[mem_group])
         m = bound > NEG
-        end = cat([g.end for g in graphs])
+        end = joined([g.end for g in graphs])
         d[m] = np.maximum(end[m] - bound[m], 0)  # a collective's transfer after its last member arrived
     lone = alone(cat([g.comm & g.ranked for g in graphs]), dep, mem_op)  # (peers not in the window: .unseen_peers)
     d = transfers(d, lone, k_rank * (max((len(g.names) for g in graphs), default=0) + 1) + cat([g.name for g in graphs]))
@@ -122,7 +123,7 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
         p2p_instance = np.zeros(int(gid.max()) + 1, bool)  # per instance (its (pg, seq) code): a point-to-point transfer
         p2p_instance[gid[p2p]] = True
         collective[mem_op[~p2p_instance[mem_group]]] = True
-    fixed = pinned_fixed(cat([g.fixed for g in graphs]), cat([g.end for g in graphs]), d, lone)
+    fixed = pinned_fixed(joined([g.fixed for g in graphs]), joined([g.end for g in graphs]), d, lone)
     return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op, collective, fixed)
 
 
@@ -142,7 +143,7 @@ def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray
     stream's lags and durations and ``E`` is its latest other edge, the host at ``H_i + max_{j<=i}(X_j - H_j)``),
     every node computed once from its predecessors' replayed times. O(nodes + edges) per replay."""
     if job.sweep is None:
-        cat, graphs = np.concatenate, job.graphs
+        cat, graphs = joined, job.graphs  # (the packed graphs' arrays as they are: .packed)
         job.sweep = Sweep(job.a_rank, cat([g.t for g in graphs]), job.anchor, job.dep, job.lane, job.target, job.also_anchor,
                           job.also_op, job.mem_op, job.mem_group, cat([g.start for g in graphs]), cat([g.end for g in graphs]),
                           cat([g.g for g in graphs]), cat([g.l for g in graphs]), job.fixed,
@@ -207,9 +208,9 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     n_steps = max((len(g.steps) for g in graphs), default=0)
     graphs = [first_calls_merged(g, n_steps, max(min_ns, 0), before) for g in graphs]
     job = _job(graphs, per_rank)
-    h0 = np.concatenate([g.h for g in graphs])
+    h0 = joined([g.h for g in graphs])  # (read, never written: the packed graphs' own where they are, .packed)
     no_sync = np.zeros(h0.size, bool)
-    t_all, end_all = np.concatenate([g.t for g in graphs]), np.concatenate([g.end for g in graphs])
+    t_all, end_all = joined([g.t for g in graphs]), joined([g.end for g in graphs])
     counted = measured_anchors(graphs)
     base = _finish(t_all, end_all, counted)  # (the replay is exact)
     (fa, fk), floor = first_step(graphs), max(min_ns, 0)
@@ -219,8 +220,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
     freeing = [g.freeing for g in graphs]
     free_cls = np.concatenate(freeing)  # (device frees: their waits go with their host class, not the syncs')
-    pageable = np.concatenate([g.pageable for g in graphs])
-    start0, end0 = np.concatenate([g.start for g in graphs]), end_all  # (read, never written: one array)
+    pageable = joined([g.pageable for g in graphs])
+    start0, end0 = joined([g.start for g in graphs]), end_all  # (read, never written: one array)
     w = wait_spans(start0, end0, job.k_rank, job.mem_op, job.mem_group)
     code, names = kernel_codes(graphs)
     slow = slowdowns(start0, end0, job.d, code, job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}

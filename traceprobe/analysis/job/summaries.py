@@ -34,6 +34,7 @@ from ...summary_file import (
 )
 from ..advice.verdicts import Verdict
 from ..causal.dependency_graph import RankGraph
+from ..causal.packed import pack
 from ..device.concurrency import DeviceConcurrency
 from ..device.overlap import CpuGpuOverlap
 from ..host.host_threads import HostThreadConcurrency
@@ -375,6 +376,7 @@ def window_graphs(paths: list[str], events: int) -> tuple[list[RankGraph | None]
                     f"replay from summaries takes (about {NODE_BYTES * MAX_REPLAY_EVENTS >> 30} GB of memory): no what-if or "
                     "critical path; replay the ranks that matter from their summaries"), []
     try:
-        return [graph_of_file(p) for p in paths], "", []
+        graphs = [graph_of_file(p) for p in paths]
+        return (pack(graphs) if all(g is not None for g in graphs) else graphs), "", []  # type: ignore[arg-type]
     except (TraceFormatError, OSError, msgspec.DecodeError) as e:
         return [], "", [e]
