@@ -13,12 +13,12 @@ NEG = -(2**60)
 
 @numba.njit(cache=True)
 def topological_order(off, succ, indegree):  # pragma: no cover - compiled
-    """Kahn's algorithm: ``(order, n)``; ``order[:n]`` the nodes every predecessor of which comes earlier, ``order[n:]``
+    """Kahn's algorithm (``indegree`` is consumed: counted down to zero): ``(order, n)``; ``order[:n]`` the nodes every predecessor of which comes earlier, ``order[n:]``
     the nodes on or after a cycle, in node order. Ready nodes are taken last in, first out (a stack, seeded in
     reverse node order), so that the order follows one chain as far as it can before the next: the sweep then reads
     memory mostly in sequence."""
     n = indegree.size
-    deg = indegree.copy()
+    deg = indegree  # (counted down in place: the caller's scratch, not a copy of a 4-byte count a node)
     order = np.empty(n, succ.dtype)  # (node ids: int32 where they fit, as ``succ``)
     stack = np.empty(n, succ.dtype)
     top, tail = 0, 0

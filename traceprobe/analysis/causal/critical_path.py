@@ -31,7 +31,7 @@ import pandas as pd
 
 from .contention import last_arrivals
 from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
-from .packed import joined
+from .sweep import joined
 from .what_if import _job, measured_anchors
 
 COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns", "step"]
@@ -93,7 +93,9 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     a_off = np.cumsum([0] + [g.t.size for g in graphs])
     t_all = joined([g.t for g in graphs])
     h_all = joined([g.h for g in graphs])
-    prev_t = np.concatenate([np.concatenate([g.t[:1], g.t[:-1]]) for g in graphs])
+    prev_t = np.concatenate([t_all[:1], t_all[:-1]])  # (each anchor's previous of its rank; a rank's first: itself)
+    firsts = a_off[:-1][a_off[:-1] < t_all.size]
+    prev_t[firsts] = t_all[firsts]
     target = job.target
     binding_sync = (target >= 0) & (t_all > prev_t + h_all)
     sync_idx = np.flatnonzero(binding_sync)

@@ -88,6 +88,20 @@ def _check(a: int, k: int, **arrays: tuple[np.ndarray, tuple[int, int] | None]) 
             raise ValueError(f"dependency graph: {name} out of range")
 
 
+def joined(parts: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(parts)`` (1-D arrays), or without a copy the one array they are consecutive views of, where they
+    cover it (:func:`.packed.pack`'s): read it, never write to it (the graphs hold it)."""
+    base = parts[0].base if parts else None
+    if isinstance(base, np.ndarray) and base.ndim == 1 and base.flags.c_contiguous and all(p.base is base and p.ndim == 1 for p in parts):
+        size = base.dtype.itemsize
+        at = np.array([p.__array_interface__["data"][0] for p in parts], np.int64) - base.__array_interface__["data"][0]
+        lengths = np.array([p.size for p in parts], np.int64)
+        if all(p.dtype == base.dtype and p.flags.c_contiguous for p in parts) and int(lengths.sum()) == base.size \
+                and np.array_equal(at, np.concatenate([[0], np.cumsum(lengths)[:-1]]) * size):
+            return base
+    return np.concatenate(parts)
+
+
 class Sweep:
     """One window's graph in topological order (module docstring); :meth:`replay` replays it.
 
@@ -152,6 +166,7 @@ class Sweep:
             (ar + mem_op, gr + mem_group),                                           # an instance after its members ...
             (gr + mem_group, en + mem_op),                                           # ... and their ends after it
         ]
+        del ks, ai, has_a, sync_in, also_in, issuer
         src = np.concatenate([p[0] for p in parts]).astype(ix, copy=False)
         parts = [p[1] for p in parts]  # (the sources' parts go before the targets' are joined)
         dst = np.concatenate(parts).astype(ix, copy=False)
@@ -175,7 +190,9 @@ class Sweep:
         t, end, arrival = self.t0.copy(), self.end0.copy(), self.start0.copy()
         if self.n_ops == 0 or self.n_anchors == 0:
             return t, end, arrival
-        args = (self.n_anchors, self.n_ops, self.first_a, self.first_k, self.t0, np.cumsum(h), h, np.cumsum(self.g_lag + d), d,
+        p = self.g_lag + d
+        np.cumsum(p, out=p)  # (in place: one array an op, not two)
+        args = (self.n_anchors, self.n_ops, self.first_a, self.first_k, self.t0, np.cumsum(h), h, p, d,
                 self.g_lag, self.l_lag, self.fixed, self.ret, self.dep_lag, self.pre_dur, np.asarray(sync, np.bool_), self.anchor,
                 self.dep, self.target, self.also_off, self.also_op, self.grp_off, self.grp_of_op, self.mem_off,
                 self.mem_of_grp, t, end, arrival, np.zeros(self.n_ops, np.int64), np.full(self.n_groups, NEG, np.int64))

@@ -27,8 +27,7 @@ import pandas as pd
 from .contention import charged_wait, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
-from .packed import joined
-from .sweep import Sweep
+from .sweep import Sweep, index_type, joined
 from .sync_names import sync_top
 from .unseen_peers import alone, pinned_fixed, transfers
 from .what_if_order import COLUMNS, EXPOSING_SHARE
@@ -73,13 +72,13 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
     a_off = np.cumsum([0] + [g.t.size for g in graphs])
     k_off = np.cumsum([0] + [g.start.size for g in graphs])
     l_off = np.cumsum([0] + [int(g.lane.max(initial=-1)) + 1 for g in graphs])
-    cat = np.concatenate
-    a_rank = cat([np.full(g.t.size, i, np.int64) for i, g in enumerate(graphs)])
-    k_rank = cat([np.full(g.start.size, i, np.int64) for i, g in enumerate(graphs)])
-    lane = cat([g.lane + l_off[i] for i, g in enumerate(graphs)])
-    target = cat([np.where(g.target >= 0, g.target + k_off[i], -1) for i, g in enumerate(graphs)])
-    anchor = cat([np.where(g.anchor >= 0, g.anchor + a_off[i], -1) for i, g in enumerate(graphs)])
-    dep = cat([np.where(g.dep >= 0, g.dep + k_off[i], -1) for i, g in enumerate(graphs)])
+    cat, ix = np.concatenate, index_type(int(a_off[-1] + 2 * k_off[-1] + l_off[-1]) + len(graphs) + 1)  # (indices: int32 where they fit)
+    a_rank = cat([np.full(g.t.size, i, ix) for i, g in enumerate(graphs)])
+    k_rank = cat([np.full(g.start.size, i, ix) for i, g in enumerate(graphs)])
+    lane = cat([(g.lane + l_off[i]).astype(ix) for i, g in enumerate(graphs)])
+    target = cat([np.where(g.target >= 0, g.target + k_off[i], -1).astype(ix) for i, g in enumerate(graphs)])
+    anchor = cat([np.where(g.anchor >= 0, g.anchor + a_off[i], -1).astype(ix) for i, g in enumerate(graphs)])
+    dep = cat([np.where(g.dep >= 0, g.dep + k_off[i], -1).astype(ix) for i, g in enumerate(graphs)])
     d = cat([g.d for g in graphs]).copy()
     mem_op, mem_group = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if per_rank is not None and not per_rank.empty:
@@ -113,7 +112,7 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
         end = joined([g.end for g in graphs])
         d[m] = np.maximum(end[m] - bound[m], 0)  # a collective's transfer after its last member arrived
     lone = alone(cat([g.comm & g.ranked for g in graphs]), dep, mem_op)  # (peers not in the window: .unseen_peers)
-    d = transfers(d, lone, k_rank * (max((len(g.names) for g in graphs), default=0) + 1) + cat([g.name for g in graphs]))
+    d = transfers(d, lone, k_rank.astype(np.int64) * (max((len(g.names) for g in graphs), default=0) + 1) + cat([g.name for g in graphs]))
     first = np.ones(lane.size, bool)
     first[1:] = lane[1:] != lane[:-1]
     also_anchor = cat([g.also_anchor + a_off[i] for i, g in enumerate(graphs)])

@@ -13,6 +13,7 @@ from ..host.warmup_notes import first_step
 from ..host.warmup_notes import runs_before as runs_before_of
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
+from .packed import give_back_freed
 from .what_if import STEP_COLUMNS, _finish, measured_anchors, what_ifs
 from .what_if_advice import LABELS, advice, short_name
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
@@ -278,6 +279,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     floor = max(int(NOISE_SHARE * max(span, stepped)), NOISE_PER_STEP_NS * max(steps, 1))
     graphs = [first_calls_merged(g, steps, floor, runs_before) for g in graphs]  # (the path names a one-time slow call as the table does)
     cp = critical_path(graphs, per_rank)
+    give_back_freed()  # (the path's arrays, before the what-ifs take theirs)
     index = {g.rank: i for i, g in enumerate(graphs)}
     on_path = {index[r] for r in cp["rank"].unique().tolist() if r in index} if len(graphs) > 1 and len(cp) else None
     table, by_step = what_ifs(graphs, per_rank, min_ns=floor, only=on_path,  # (a cause that removes less cannot give back the floor)
