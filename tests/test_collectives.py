@@ -54,6 +54,16 @@ def test_straggler_whose_collectives_start_late(tmp_path):
     assert w.implausible == 0
 
 
+def test_a_window_of_one_trace_without_a_rank_matches_nothing(tmp_path):
+    """SYNTHETIC: one trace without ``distributedInfo`` (its window's rank is None) holding NCCL kernels: nothing to
+    match them against, no error (before the one-sort matching of process groups: ``int(None)``)."""
+    b = TraceBuilder("alone")
+    for i in range(2):
+        nccl(b, 100_000 * (i + 1), 20_000)
+    w = match_window({None: table(b, tmp_path, "alone")})  # type: ignore[dict-item]
+    assert w.matched == 0 and not w.mismatched
+
+
 def test_two_process_groups_and_a_mismatched_count(tmp_path):
     r0, r1 = TraceBuilder("rank 0", rank=0, world_size=2), TraceBuilder("rank 1", rank=1, world_size=2)
     # pg "0": all-reduce at 100 and 300 µs on both ranks; pg "1": all-gathers, interleaved differently

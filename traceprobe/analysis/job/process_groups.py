@@ -72,13 +72,14 @@ def matched_groups(allk: pd.DataFrame, ranks: tuple[int, ...], members_by: dict[
         rows of the group) and without ``_size``; and per other group of two or more members, in the same order, why it
         is not matched. One sort of the rows: linear in rows and members but for it.
     """
-    window = np.asarray(ranks, np.int64)
+    window = np.asarray([r for r in ranks if r is not None], np.int64)  # (a one-trace window without a rank: none to match)
     gid = allk.groupby(["pg", "_members"], sort=True, dropna=True).ngroup().to_numpy()
     ok = gid >= 0  # (a row without a group name is in no group)
     rows = np.flatnonzero(ok)
     gid = gid[ok].astype(np.int64)
     n_groups = int(gid.max(initial=-1)) + 1
-    rank = allk["rank"].to_numpy(np.int64)[rows]
+    r = allk["rank"]  # (a window of one trace without a rank: None, read as -1, no window rank)
+    rank = (r.to_numpy(np.int64) if r.dtype.kind in "iu" else pd.Series(pd.to_numeric(r, errors="coerce")).fillna(-1).to_numpy(np.int64))[rows]
     code = allk["_members"].to_numpy(np.int64)[rows]
     first = np.full(n_groups, gid.size, np.int64)  # (a row of each group: its member list and name)
     np.minimum.at(first, gid, np.arange(gid.size, dtype=np.int64))
