@@ -14,6 +14,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import numpy as np
+import pandas as pd
 
 from ..reading import Trace
 
@@ -69,3 +70,21 @@ def host_column(trace: Trace, name: str) -> np.ndarray:
 def _numeric(values: np.ndarray) -> np.ndarray:
     """The column's own array; int64 where it came as objects (a frame built by hand, an empty one)."""
     return values.astype(np.int64) if values.dtype == object else values
+
+
+_EMPTY: dict[tuple[tuple[str, Any], ...], pd.DataFrame] = {}
+
+
+def empty_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """An empty DataFrame of ``columns`` (name -> dtype, in that order; a RangeIndex): what
+    ``pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})`` gives, built once per column set and
+    copied after (about 10 µs against 0.1-0.5 ms a build: empty tables are common on small traces).
+
+    Raises:
+        TypeError: a dtype pandas does not know.
+    """
+    key = tuple(columns.items())
+    frame = _EMPTY.get(key)
+    if frame is None:
+        frame = _EMPTY[key] = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
+    return frame.copy()

@@ -38,7 +38,7 @@ from .host.training import data_parallel_wrapper, training_evidence
 from .host.warmup_notes import first_step, runs_before, warmup_notes
 from .job.collectives import collective_table
 from .job.comm_types import collective_type
-from .memo import device_column
+from .memo import device_column, empty_frame
 from .registry import Inputs, compute_figures
 
 
@@ -289,7 +289,7 @@ def gpu_step_windows(steps: pd.DataFrame) -> pd.DataFrame:
     """The steps' GPU intervals (:func:`.steps.device_steps`: they tile the device time, never overlapping) as
     windows: ``step``, ``start_ns``, ``end_ns`` (int64); steps without device work are left out."""
     if steps.empty or "gpu_start_ns" not in steps:
-        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in ("step", "start_ns", "end_ns")})
+        return empty_frame(dict.fromkeys(("step", "start_ns", "end_ns"), np.int64))
     ok = steps["gpu_start_ns"].to_numpy(np.int64) >= 0  # (-1: the step launched no device work)
     g = pd.DataFrame(steps[ok])
     return pd.DataFrame({"step": g["step"].to_numpy(np.int64), "start_ns": g["gpu_start_ns"].to_numpy(np.int64),

@@ -11,6 +11,7 @@ import pandas as pd
 from ..host.python_frames import short_frame
 from ..host.warmup_notes import first_step
 from ..host.warmup_notes import runs_before as runs_before_of
+from ..memo import empty_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .what_if import STEP_COLUMNS, _finish, measured_anchors, what_ifs
@@ -109,8 +110,7 @@ class WindowWhatIf:
         step. Columns ``step``, ``rank`` (int64), ``cause`` (str), ``gain_ns`` (int64); steps where none does are left out."""
         b = self.by_step
         if b.empty or self.table.empty:
-            return pd.DataFrame({"step": pd.Series([], dtype=np.int64), "rank": pd.Series([], dtype=np.int64),
-                                 "cause": pd.Series([], dtype=object), "gain_ns": pd.Series([], dtype=np.int64)})
+            return empty_frame({"step": np.int64, "rank": np.int64, "cause": object, "gain_ns": np.int64})
         order = self.table[["rank", "cause"]].assign(_k=np.arange(len(self.table)))
         ok = (b["rank"].to_numpy(np.int64) >= 0) & (b["gain_ns"].to_numpy(np.int64) >= self.floor_ns // max(self.steps, 1))
         best = pd.DataFrame(b[ok]).merge(order, on=["rank", "cause"]).sort_values(["step", "_k"], kind="stable").drop_duplicates("step")

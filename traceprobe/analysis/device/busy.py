@@ -19,7 +19,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..memo import device_column, per_trace
+from ..memo import device_column, empty_frame, per_trace
 
 Intervals = iv.Intervals
 
@@ -52,7 +52,7 @@ def stream_busy(trace: Trace) -> pd.DataFrame:
     ev = trace.device_events
     cols = ["device", "stream", "busy_ns", "utilization", "events", "kernels", "memcpys", "memsets"]
     if ev.empty:
-        return pd.DataFrame({c: pd.Series([], dtype=np.float64 if c == "utilization" else np.int64) for c in cols})
+        return empty_frame({c: np.float64 if c == "utilization" else np.int64 for c in cols})
     # (device, stream) pairs: the rows are sorted at the end, so any numbering of pairs will do
     dcode, devs = pd.factorize(device_column(trace, "device"))
     scode, strs = pd.factorize(device_column(trace, "stream"))

@@ -20,14 +20,14 @@ import pandas as pd
 
 from ...reading import Trace
 from ..host.launch_links import launch_rows
-from ..memo import device_column, host_column
+from ..memo import device_column, empty_frame, host_column
 
 KERNEL_COLUMNS = ["device", "kind", "name", "count", "total_ns", "mean_ns", "max_ns", "share"]
 QUEUE_COLUMNS = ["device", "kind", "launched", "mean_ns", "p50_ns", "p95_ns", "max_ns"]
 
 
 def _empty(cols: list[str], text: tuple[str, ...]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=object if c in text else (np.float64 if c == "share" else np.int64)) for c in cols})
+    return empty_frame({c: object if c in text else (np.float64 if c == "share" else np.int64) for c in cols})
 
 
 def kernel_table(trace: Trace) -> pd.DataFrame:
