@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..memo import empty_frame
 from .contention import charged_wait, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
@@ -203,8 +202,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         up to the step's end and the device work launched in it (the ranks' steps taken by position).
     """
     if not graphs:
-        return empty_frame({c: object if c in ("cause", "top") else np.int64 for c in WHAT_IF_COLUMNS}), \
-            empty_frame({c: object if c == "cause" else np.int64 for c in STEP_COLUMNS})
+        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("cause", "top") else np.int64) for c in WHAT_IF_COLUMNS}), \
+            pd.DataFrame({c: pd.Series([], dtype=object if c == "cause" else np.int64) for c in STEP_COLUMNS})
     n_steps = max((len(g.steps) for g in graphs), default=0)
     graphs = [first_calls_merged(g, n_steps, max(min_ns, 0), before) for g in graphs]
     job = _job(graphs, per_rank)
