@@ -38,7 +38,7 @@ from .host.training import data_parallel_wrapper, training_evidence
 from .host.warmup_notes import first_step, runs_before, warmup_notes
 from .job.collectives import collective_table
 from .job.comm_types import collective_type
-from .memo import device_column, empty_frame
+from .memo import device_column, empty_frame, unique_pairs
 from .registry import Inputs, compute_figures
 
 
@@ -257,8 +257,7 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True
     cd, cs = device[comp], stream[comp]
     comp_streams_of: dict[int, set[int]] = {}
     if cd.size:
-        pairs = np.unique(np.stack([cd, cs], axis=1), axis=0)
-        for a, b in pairs.tolist():
+        for a, b in unique_pairs(cd, cs)[0].T.tolist():
             comp_streams_of.setdefault(int(a), set()).add(int(b))
     for (d, direction), g in copy_groups:
         wrapper = sorted(colls.get(d, set()) & BUCKETED) if training else []
