@@ -187,9 +187,9 @@ def _steps_of(graphs: list[RankGraph], path: pd.DataFrame) -> np.ndarray:
     rank, end = path["rank"].to_numpy(np.int64), path["end_ns"].to_numpy(np.int64)
     for g in graphs:  # (one pass per rank)
         sel = np.flatnonzero(rank == g.rank)
-        if not sel.size or g.steps.empty:
+        lo, hi = g.step_bounds
+        if not sel.size or not lo.size:
             continue
-        lo, hi = g.steps["start_ns"].to_numpy(np.int64), g.steps["end_ns"].to_numpy(np.int64)
         o = np.argsort(lo, kind="stable")
         i = np.searchsorted(lo[o], end[sel], "right") - 1
         ok = (i >= 0) & (end[sel] <= hi[o][np.maximum(i, 0)])

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -151,6 +152,15 @@ class RankGraph:
     freeing: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
     host_ops: bool = True
     device_causes: tuple[tuple[str, str, np.ndarray], ...] = ()
+
+    @cached_property
+    def step_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`steps`' ``start_ns`` and ``end_ns`` (int64 arrays; empty without steps), read from the frame once: the
+        what-ifs read them per rank, for every cause."""
+        s = self.steps
+        if not len(s):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return s["start_ns"].to_numpy(np.int64), s["end_ns"].to_numpy(np.int64)
 
 
 def _id_density(trace: Trace) -> float:

@@ -274,7 +274,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     lo = min((int(g.start.min() if g.start.size else g.t.min()) for g in graphs if g.start.size or g.t.size), default=0)
     hi = max((_finish(g.t, g.end, measured_anchors([g])) for g in graphs), default=0)
     span = max(hi - lo, 0)
-    stepped = max((int(g.steps["end_ns"].max() - g.steps["start_ns"].min()) for g in graphs if len(g.steps)), default=0)
+    stepped = max((int(g.step_bounds[1].max() - g.step_bounds[0].min()) for g in graphs if g.step_bounds[0].size), default=0)
     floor = max(int(NOISE_SHARE * max(span, stepped)), NOISE_PER_STEP_NS * max(steps, 1))
     graphs = [first_calls_merged(g, steps, floor, runs_before) for g in graphs]  # (the path names a one-time slow call as the table does)
     cp = critical_path(graphs, per_rank)
