@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import intervals as iv
 from ..reading import Trace
 from .advice import verdicts as vd
 from .advice.findings import exposed_collective_spans, findings
@@ -196,7 +197,7 @@ def _collective_kinds(trace: Trace) -> dict[int, set[str]]:
         labels = [str(v) for v in uniques]
     # the distinct (device, name) pairs of the comm kernels, each name parsed once
     width = len(labels) + 1
-    pairs = np.unique(device_column(trace, "device")[m] * width + (codes[m] + 1))
+    pairs = iv.distinct(device_column(trace, "device")[m] * width + (codes[m] + 1))
     kind_of = {c: collective_type(labels[c] if c >= 0 else "nan") for c in set((pairs % width - 1).tolist())}
     out: dict[int, set[str]] = {}
     for key in pairs.tolist():

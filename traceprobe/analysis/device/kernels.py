@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ... import intervals as iv
 from ...reading import Trace
 from ..host.launch_links import launch_rows
 from ..memo import device_column, empty_frame, host_column
@@ -93,7 +94,7 @@ def queue_times(trace: Trace) -> pd.DataFrame:
     codes, labels = pd.factorize(ev["kind"], use_na_sentinel=False)  # kind codes: a label per distinct kind
     kind, names = codes[ok], [str(v) for v in labels]
     out = []
-    for d in np.unique(dev).tolist():
+    for d in iv.distinct(dev).tolist():
         on = dev == d
         for c in sorted(np.unique(kind[on]).tolist(), key=lambda c: names[c]):
             k = names[c]

@@ -110,7 +110,7 @@ def kernel_efficiency(trace: Trace, roofline: Roofline | None = None, top: int =
         an :class:`Efficiency` (its columns in its docstring).
     """
     ev = trace.device_events
-    devices = np.unique(device_column(trace, "device")).tolist() if len(ev) else []
+    devices = iv.distinct(device_column(trace, "device")).tolist() if len(ev) else []
     roofs = {d: device_roofline(trace.devices, d, roofline) for d in devices}
     shapes = has_shapes(trace)
     notes = [] if shapes else [SHAPES_NOTE]
