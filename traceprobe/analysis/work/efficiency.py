@@ -119,7 +119,8 @@ def kernel_efficiency(trace: Trace, roofline: Roofline | None = None, top: int =
             name = device_name(trace.devices, d)
             notes.append(f"{trace.device_label(d)}: no roofline known for {name or 'this device'}: achieved TFLOP/s and "
                          "TB/s only (give peaks with --roofline bf16=...,tbps=...)")
-    ops = op_rooflines(op_work(trace), roofs)
+    ops = op_work(trace)
+    ops = op_rooflines(ops, roofs) if len(ops) else ops  # (none without shapes: no roofline to put them against)
     return Efficiency(_classes(trace, ops), _top_ops(ops, top), _mfu(trace, ops, roofs), roofs, shapes, tuple(notes))
 
 
@@ -145,7 +146,7 @@ def _classes(trace: Trace, ops: pd.DataFrame) -> pd.DataFrame:
     n = u.size
     modelled, flops, moved = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     roofline, compute, memory = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-    known = ops[(ops["flops"] >= 0) & (ops["bytes"] >= 0)] if len(ops) else ops.iloc[:0]
+    known = ops[(ops["flops"] >= 0) & (ops["bytes"] >= 0)] if len(ops) else ops
     if len(known) and n:
         kg = known.groupby(["device", "klass"])
         sums = pd.DataFrame({"modelled_ns": kg["time_ns"].sum(), "flops": kg["flops"].sum(), "bytes": kg["bytes"].sum(),
