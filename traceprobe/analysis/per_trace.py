@@ -290,10 +290,10 @@ def gpu_step_windows(steps: pd.DataFrame) -> pd.DataFrame:
     windows: ``step``, ``start_ns``, ``end_ns`` (int64); steps without device work are left out."""
     if steps.empty or "gpu_start_ns" not in steps:
         return empty_frame(dict.fromkeys(("step", "start_ns", "end_ns"), np.int64))
-    ok = steps["gpu_start_ns"].to_numpy(np.int64) >= 0  # (-1: the step launched no device work)
-    g = pd.DataFrame(steps[ok])
-    return pd.DataFrame({"step": g["step"].to_numpy(np.int64), "start_ns": g["gpu_start_ns"].to_numpy(np.int64),
-                         "end_ns": g["gpu_end_ns"].to_numpy(np.int64)})
+    lo = steps["gpu_start_ns"].to_numpy(np.int64)
+    ok = lo >= 0  # (-1: the step launched no device work)
+    return pd.DataFrame({"step": steps["step"].to_numpy(np.int64)[ok], "start_ns": lo[ok],
+                         "end_ns": steps["gpu_end_ns"].to_numpy(np.int64)[ok]})
 
 
 def _tables(trace: Trace, kept: Trace, steps: pd.DataFrame, before: int = 0) -> dict[str, Any]:
