@@ -5,6 +5,9 @@ event, each device's interval sets, the compute and communication masks); the
 :func:`per_trace` decorator keeps each result in the trace's ``derived`` dict, keyed
 by function and arguments, so the report pays for each once. Arrays are returned
 read-only: a caller that needs to change one copies it.
+
+Two helpers for what the figures build again and again: :func:`empty_frame` (an empty table of given columns, built
+once per column set) and :func:`unique_pairs` (the distinct pairs of two integer columns by one 1-D sort).
 """
 
 from __future__ import annotations
