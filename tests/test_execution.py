@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from traceprobe.collect.execution import default_jobs, map_items
+from traceprobe.collect.execution import POOL_BYTES, default_jobs, local_jobs, map_items
 
 
 def _square(x: int) -> int:
@@ -57,6 +57,20 @@ def test_default_jobs():
     assert default_jobs(5, 8) == 5
     assert default_jobs(50, 3) == 3
     assert default_jobs(0, None) == 1
+
+
+def test_small_local_files_run_in_this_process_by_default(tmp_path: Path):
+    """No worker pool for a few small files unless asked for; one for enough bytes (a .gz counted ten times), or URLs."""
+    small = [tmp_path / "a.json", tmp_path / "b.json.gz"]
+    small[0].write_bytes(b"x" * 1000)
+    small[1].write_bytes(b"x" * 1000)
+    assert local_jobs(small, None) == 1
+    assert local_jobs(small, 2) == 2  # (asked for)
+    big = tmp_path / "c.json.gz"
+    big.write_bytes(b"x" * (POOL_BYTES // 10))
+    assert local_jobs([*small, big], None) is None
+    assert local_jobs([*small, "s3://bucket/t.json"], None) is None
+    assert local_jobs([tmp_path / "gone.json"], None) is None
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3])

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import intervals as iv
 from ..reading import Trace
 from .advice import verdicts as vd
 from .advice.findings import exposed_collective_spans, findings
@@ -38,7 +39,7 @@ from .host.training import data_parallel_wrapper, training_evidence
 from .host.warmup_notes import first_step, runs_before, warmup_notes
 from .job.collectives import collective_table
 from .job.comm_types import collective_type
-from .memo import device_column
+from .memo import device_column, empty_frame, unique_pairs
 from .registry import Inputs, compute_figures
 
 
@@ -196,7 +197,7 @@ def _collective_kinds(trace: Trace) -> dict[int, set[str]]:
         labels = [str(v) for v in uniques]
     # the distinct (device, name) pairs of the comm kernels, each name parsed once
     width = len(labels) + 1
-    pairs = np.unique(device_column(trace, "device")[m] * width + (codes[m] + 1))
+    pairs = iv.distinct(device_column(trace, "device")[m] * width + (codes[m] + 1))
     kind_of = {c: collective_type(labels[c] if c >= 0 else "nan") for c in set((pairs % width - 1).tolist())}
     out: dict[int, set[str]] = {}
     for key in pairs.tolist():
@@ -257,8 +258,7 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True
     cd, cs = device[comp], stream[comp]
     comp_streams_of: dict[int, set[int]] = {}
     if cd.size:
-        pairs = np.unique(np.stack([cd, cs], axis=1), axis=0)
-        for a, b in pairs.tolist():
+        for a, b in unique_pairs(cd, cs)[0].T.tolist():
             comp_streams_of.setdefault(int(a), set()).add(int(b))
     for (d, direction), g in copy_groups:
         wrapper = sorted(colls.get(d, set()) & BUCKETED) if training else []
@@ -289,11 +289,11 @@ def gpu_step_windows(steps: pd.DataFrame) -> pd.DataFrame:
     """The steps' GPU intervals (:func:`.steps.device_steps`: they tile the device time, never overlapping) as
     windows: ``step``, ``start_ns``, ``end_ns`` (int64); steps without device work are left out."""
     if steps.empty or "gpu_start_ns" not in steps:
-        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in ("step", "start_ns", "end_ns")})
-    ok = steps["gpu_start_ns"].to_numpy(np.int64) >= 0  # (-1: the step launched no device work)
-    g = pd.DataFrame(steps[ok])
-    return pd.DataFrame({"step": g["step"].to_numpy(np.int64), "start_ns": g["gpu_start_ns"].to_numpy(np.int64),
-                         "end_ns": g["gpu_end_ns"].to_numpy(np.int64)})
+        return empty_frame(dict.fromkeys(("step", "start_ns", "end_ns"), np.int64))
+    lo = steps["gpu_start_ns"].to_numpy(np.int64)
+    ok = lo >= 0  # (-1: the step launched no device work)
+    return pd.DataFrame({"step": steps["step"].to_numpy(np.int64)[ok], "start_ns": lo[ok],
+                         "end_ns": steps["gpu_end_ns"].to_numpy(np.int64)[ok]})
 
 
 def _tables(trace: Trace, kept: Trace, steps: pd.DataFrame, before: int = 0) -> dict[str, Any]:

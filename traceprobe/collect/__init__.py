@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Failure, TraceFormatError
 from ..manifest import info_for as manifest_info
 from ..reading.files import is_url, url_filesystem
-from .execution import map_items
+from .execution import local_jobs, map_items
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
     from ..analysis.per_trace import OverlapReport
@@ -316,8 +316,8 @@ def analyze_paths(
 
     Args:
         paths: trace files or folders, local or fsspec URLs (``s3://...``).
-        jobs: worker processes (default: CPU count, at most one per file; 1 runs
-            in this process); see :func:`traceprobe.collect.execution.map_items`. A
+        jobs: worker processes (default: CPU count, at most one per file, none for local files too small to pay for
+            them, :func:`.execution.local_jobs`; 1 runs in this process); see :func:`.execution.map_items`. A
             worker process that dies on a file (out of memory, ...) is replaced and
             the file tried once more; a second death makes it a Failure.
         on_done: called once per file as it completes (for progress bars).
@@ -366,7 +366,7 @@ def analyze_paths(
     stream = Parts(files, on_part, align_clocks) if on_part is not None and not any(is_summary(f) for f in files) else None
     work = files if stream is None else stream.work
     try:
-        results = map_items(fn, work, jobs=jobs, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,  # one file: here
+        results = map_items(fn, work, jobs=local_jobs(work, jobs), scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,  # one file: here
                             on_index=None if stream is None else stream.add)
     finally:
         unshare_limit()

@@ -60,7 +60,7 @@ from ..host.graph_capture import replays_graphs
 from ..host.host_classes import LABELS
 from ..host.idle_causes import DeviceIdle, idle_causes
 from ..job.comm_types import comm_types
-from ..memo import device_column, per_trace
+from ..memo import device_column, empty_frame, per_trace
 from .idle_advice import Backend, idle_advice
 
 MIN_SHARE = 0.02
@@ -217,7 +217,7 @@ def _label(cause: str, idle: DeviceIdle) -> str:
 
 def _empty() -> pd.DataFrame:
     ints = ("device", "headroom_ns", "per_step_ns")
-    return pd.DataFrame({c: pd.Series([], dtype=np.int64 if c in ints else object) for c in COLUMNS})
+    return empty_frame({c: np.int64 if c in ints else object for c in COLUMNS})
 
 
 def findings_frame(rows: list[tuple], text: str | type[object] = "str") -> pd.DataFrame:

@@ -51,19 +51,29 @@ def replayed_rows(w: WindowWhatIf, rank: int | None, straggler: tuple[int, str] 
     """The findings rows (:data:`.findings.COLUMNS`; ``device`` -1) of ``rank``'s what-ifs in window ``w`` (module
     docstring), in the table's order; ``rank`` None or a window of one trace: every row. The row of ``straggler``
     ((rank, cause), the window's straggler) is of kind ``straggler``."""
-    t = w.table
-    if t is None or t.empty:
-        return []
-    keep = t["gain_ns"].to_numpy(np.int64) >= w.floor_ns
+    ranks, rows = _floor_rows(w)
     if rank is not None and w.ranks:
-        keep &= np.isin(t["rank"].to_numpy(np.int64), [rank, -1])
-    rows = []
-    for r in pd.DataFrame(t[keep]).to_dict(orient="records"):
-        gain, per = int(r["gain_ns"]), int(r["per_step_ns"]) if w.steps else -1
-        subject = "every rank" if r["rank"] < 0 else f"rank {r['rank']}" if w.ranked and w.ranks else ""
-        kind = "straggler" if straggler is not None and (int(r["rank"]), str(r["cause"])) == straggler else KINDS.get(w.named_cause(r), w.named_cause(r))
-        rows.append((kind, subject, -1, gain, per, w.label(r), w.finding(r)))
-    return rows
+        rows = [rows[i] for i in np.flatnonzero(np.isin(ranks, [rank, -1])).tolist()]
+    return [("straggler" if straggler is not None and (r, cause) == straggler else kind, *rest)
+            for r, cause, kind, *rest in rows]
+
+
+def _floor_rows(w: WindowWhatIf) -> tuple[np.ndarray, list[tuple]]:
+    """The rows of ``w``'s table at or above its noise floor, in order: their ranks (int64), and per row its rank, cause,
+    kind and the rest of its findings row (subject, device -1, gain, gain per step, label, finding). Worded once per
+    window (kept on it), not once per report of its ranks."""
+    kept = vars(w).get("_floor_rows")
+    if kept is None:
+        t, rows = w.table, []
+        if t is not None and not t.empty:
+            keep = t["gain_ns"].to_numpy(np.int64) >= w.floor_ns
+            for r in pd.DataFrame(t[keep]).to_dict(orient="records"):
+                gain, per = int(r["gain_ns"]), int(r["per_step_ns"]) if w.steps else -1
+                subject = "every rank" if r["rank"] < 0 else f"rank {r['rank']}" if w.ranked and w.ranks else ""
+                kind = KINDS.get(w.named_cause(r), w.named_cause(r))
+                rows.append((int(r["rank"]), str(r["cause"]), kind, subject, -1, gain, per, w.label(r), w.finding(r)))
+        kept = vars(w)["_floor_rows"] = (np.array([r[0] for r in rows], np.int64), rows)
+    return kept
 
 
 def with_what_if(rep: OverlapReport, w: WindowWhatIf, straggler: tuple[int, str] | None = None) -> OverlapReport:

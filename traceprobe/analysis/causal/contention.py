@@ -76,6 +76,17 @@ def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarra
         ops = by_rank[k_bounds[r]:k_bounds[r + 1]]
         return ops[compute[ops]]
 
+    waiting: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def of_waiting(r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A waiting rank's compute ops, their names and durations, and its count of each name: once per rank, not per
+        rank it waited for."""
+        got = waiting.get(r)
+        if got is None:
+            ops = compute_ops(r)
+            got = waiting[r] = (ops, code[ops], d[ops].astype(np.float64), np.bincount(code[ops], minlength=n_codes))
+        return got
+
     pair = np.lexsort((w_rank, charged))  # (the waits grouped by the rank charged, then the rank that waited)
     pc, pr = charged[pair], w_rank[pair]
     cut = np.flatnonzero(np.r_[True, (pc[1:] != pc[:-1]) | (pr[1:] != pr[:-1]), True])
@@ -87,25 +98,27 @@ def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarra
             first = np.searchsorted(code[mine], np.arange(n_codes))  # (where each name's kernels begin)
             avail = np.diff(np.r_[first, mine.size])
         sel = pair[a:b]
-        ops = compute_ops(r)
+        ops, names, dd, counts = of_waiting(r)
         # per name, the median of rank i's shortest kernels, as many as rank r ran (all of them where fewer)
-        n = np.minimum(np.bincount(code[ops], minlength=n_codes), avail)
+        n = np.minimum(counts, avail)
         keep = n >= MIN_REFERENCE
-        ref = np.full(n_codes, np.nan)  # per kernel name code, its reference on rank i
-        if keep.any():
-            at = first[keep]
-            lo_d = d[mine[at + (n[keep] - 1) // 2]].astype(np.float64)
-            hi_d = d[mine[at + n[keep] // 2]].astype(np.float64)
-            ref[keep] = (lo_d + hi_d) / 2  # (the median: the middle one, or the mean of the middle two)
-        base = ref[code[ops]]
-        dd = d[ops].astype(np.float64)
-        extra = np.where(np.isfinite(base) & (dd <= MAX_SLOWDOWN * base), np.maximum(dd - base, 0), 0)
-        if not extra.any():
+        if not keep.any():
             continue
-        ov = iv.measure(iv.union(lo[sel], hi[sel]), start[ops], end[ops])
-        part = (extra * ov / np.maximum(end[ops] - start[ops], 1)).astype(np.int64)
+        ref = np.full(n_codes, np.nan)  # per kernel name code, its reference on rank i
+        at = first[keep]
+        lo_d = d[mine[at + (n[keep] - 1) // 2]].astype(np.float64)
+        hi_d = d[mine[at + n[keep] // 2]].astype(np.float64)
+        ref[keep] = (lo_d + hi_d) / 2  # (the median: the middle one, or the mean of the middle two)
+        base = ref[names]
+        extra = np.where(np.isfinite(base) & (dd <= MAX_SLOWDOWN * base), np.maximum(dd - base, 0), 0)
+        slowed = np.flatnonzero(extra)  # (only these can be charged a part)
+        if not slowed.size:
+            continue
+        hit = ops[slowed]
+        ov = iv.measure(iv.union(lo[sel], hi[sel]), start[hit], end[hit])
+        part = (extra[slowed] * ov / np.maximum(end[hit] - start[hit], 1)).astype(np.int64)
         if part.any():
-            out.setdefault(i, np.zeros(start.size, np.int64))[ops] += part
+            out.setdefault(i, np.zeros(start.size, np.int64))[hit] += part
     return out
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..memo import empty_frame
 from .contention import last_arrivals
 from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
 from .sweep import joined
@@ -74,7 +75,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     """
     rows: list[tuple] = []
     if not graphs or all(g.t.size == 0 and g.start.size == 0 for g in graphs):
-        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("lane", "cause", "name") else np.int64) for c in COLUMNS})
+        return empty_frame({c: object if c in ("lane", "cause", "name") else np.int64 for c in COLUMNS})
     job = _job(graphs, per_rank)
     k_off = np.cumsum([0] + [g.start.size for g in graphs])
     copies = [_copy_names(g) for g in graphs]
@@ -189,9 +190,9 @@ def _steps_of(graphs: list[RankGraph], path: pd.DataFrame) -> np.ndarray:
     rank, end = path["rank"].to_numpy(np.int64), path["end_ns"].to_numpy(np.int64)
     for g in graphs:  # (one pass per rank)
         sel = np.flatnonzero(rank == g.rank)
-        if not sel.size or g.steps.empty:
+        lo, hi = g.step_bounds
+        if not sel.size or not lo.size:
             continue
-        lo, hi = g.steps["start_ns"].to_numpy(np.int64), g.steps["end_ns"].to_numpy(np.int64)
         o = np.argsort(lo, kind="stable")
         i = np.searchsorted(lo[o], end[sel], "right") - 1
         ok = (i >= 0) & (end[sel] <= hi[o][np.maximum(i, 0)])
@@ -214,7 +215,7 @@ def path_shares(path: pd.DataFrame) -> pd.DataFrame:
         (int64: the part's time on the path), ``share`` (float64: ``ns`` over the whole path's time).
     """
     if path.empty:
-        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("lane", "cause", "name") else np.int64) for c in SHARE_COLUMNS})
+        return empty_frame({c: object if c in ("lane", "cause", "name") else np.int64 for c in SHARE_COLUMNS})
     keys = ["rank", "lane", "cause"]
     by = pd.DataFrame(path.groupby(keys, sort=False, as_index=False)["ns"].sum())
     named = pd.DataFrame(path[(path["name"] != GAPS).to_numpy()])

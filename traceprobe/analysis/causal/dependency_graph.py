@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,7 @@ from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, class_spans, device_f
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
 from ..host.warmup import compile_holders, profiler_top
-from ..memo import device_column, host_column, per_trace
+from ..memo import device_column, host_column, per_trace, unique_pairs
 from .event_waits import event_sync_targets, stream_waits
 
 HOST_CLASSES = tuple("dispatch" if c == "launch" else c for c in HOST_CAUSES)
@@ -152,6 +153,15 @@ class RankGraph:
     host_ops: bool = True
     device_causes: tuple[tuple[str, str, np.ndarray], ...] = ()
 
+    @cached_property
+    def step_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`steps`' ``start_ns`` and ``end_ns`` (int64 arrays; empty without steps), read from the frame once: the
+        what-ifs read them per rank, for every cause."""
+        s = self.steps
+        if not len(s):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return s["start_ns"].to_numpy(np.int64), s["end_ns"].to_numpy(np.int64)
+
 
 def _id_density(trace: Trace) -> float:
     if trace.host_events.empty:
@@ -188,8 +198,7 @@ def rank_graph(trace: Trace) -> RankGraph:
     # device ops by lane (device, stream), then start
     dev, stream = device_column(trace, "device"), device_column(trace, "stream")
     start, end = device_column(trace, "start_ns"), device_column(trace, "end_ns")
-    pairs, lane = np.unique(np.stack([dev, stream]), axis=1, return_inverse=True) if k else (np.zeros((2, 0), np.int64), np.zeros(0, np.int64))
-    lane = lane.reshape(-1).astype(np.int64)
+    pairs, lane = unique_pairs(dev, stream)
     lane_names = tuple(f"{trace.device_label(int(d))} stream {int(s)}" for d, s in zip(*pairs))
     o = np.lexsort((end, start, lane))
     lane, start, end, rows = lane[o], start[o], end[o], rows[o]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ... import intervals as iv
 from ...reading import Trace
 
 _SHIFT = 40
@@ -67,7 +68,7 @@ def _last_ended_elsewhere(lane: np.ndarray, start: np.ndarray, end: np.ndarray, 
     """Per op of ``ops``, the op of another lane that ended last at or before its start (-1 none); one pass per lane
     of ``ops`` (the streams that wait on events: few)."""
     out = np.full(ops.size, -1, np.int64)
-    for one in np.unique(lane[ops]).tolist():
+    for one in iv.distinct(lane[ops]).tolist():
         others = np.flatnonzero(lane != one)
         others = others[np.argsort(end[others], kind="stable")]
         mine = np.flatnonzero(lane[ops] == one)

@@ -61,9 +61,9 @@ def segment_codes(graphs: list[RankGraph], code: np.ndarray, names: list[str],
 def in_steps(g: RankGraph) -> np.ndarray:
     """Per device op of ``g``: launched between its first step's start and its last step's end (every op where the
     rank has no steps or the op no launch)."""
-    if g.steps.empty or g.start.size == 0:
+    if not g.step_bounds[0].size or g.start.size == 0:
         return np.ones(g.start.size, bool)
-    lo, hi = int(g.steps["start_ns"].min()), int(g.steps["end_ns"].max())
+    lo, hi = int(g.step_bounds[0].min()), int(g.step_bounds[1].max())
     at = np.where(g.anchor >= 0, g.t[np.maximum(g.anchor, 0)] if g.t.size else 0, lo)
     return (at >= lo) & (at <= hi)
 

@@ -391,7 +391,7 @@ def measured_anchors(graphs: list[RankGraph]) -> np.ndarray:
         if g.start.size == 0:
             out.append(np.ones(g.t.size, bool))
             continue
-        bounds = np.concatenate([g.steps["start_ns"].to_numpy(np.int64), g.steps["end_ns"].to_numpy(np.int64)]) if len(g.steps) else np.zeros(0, np.int64)
+        bounds = np.concatenate(g.step_bounds)
         tgt = np.maximum(g.target, 0)
         waited = (g.target >= 0) & (g.end[tgt] + g.ret >= g.t)  # (a sync that returned when its work ended)
         worked = g.class_ns[[HOST_CLASSES.index(c) for c in PROGRAM_WORK]].sum(axis=0) > 0  # (the program's work before it)

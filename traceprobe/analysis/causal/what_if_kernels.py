@@ -29,6 +29,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from ... import intervals as iv
 from ...reading import Trace
 from ..work.efficiency import op_rooflines
 from ..work.op_models import class_of_name
@@ -194,7 +195,7 @@ def _unfused(graph: RankGraph, ops: pd.DataFrame, pos: np.ndarray, owner: np.nda
     chain = np.cumsum(breaks)  # (a chain: fusable ops back to back on one lane; an op's kernels stay together)
     c, o = chain[fusable], p[fusable]
     n = int(chain.max()) + 1
-    pairs = np.unique(c * (len(ops) + 1) + o)
+    pairs = iv.distinct(c * (len(ops) + 1) + o)
     pc, po = pairs // (len(ops) + 1), pairs % (len(ops) + 1)
     n_ops = np.bincount(pc, minlength=n)
     fused = np.zeros(n)

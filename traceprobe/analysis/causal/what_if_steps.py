@@ -33,7 +33,7 @@ def step_last(graphs: list[RankGraph], a_rank: np.ndarray, lane: np.ndarray) -> 
     n = max((len(g.steps) for g in graphs), default=0)
     sid_a, sid_k = [], []
     for g in graphs:
-        e = g.steps["end_ns"].to_numpy(np.int64) if len(g.steps) else np.zeros(0, np.int64)
+        e = g.step_bounds[1]
         sid_a.append(np.searchsorted(e, g.t, "left") if e.size else np.full(g.t.size, n))
         at = np.where(g.anchor >= 0, g.t[np.maximum(g.anchor, 0)] if g.t.size else 0, g.end)  # (device work: by its launch)
         sid_k.append(np.searchsorted(e, at, "left") if e.size else np.full(g.end.size, n))
@@ -53,18 +53,19 @@ def step_last(graphs: list[RankGraph], a_rank: np.ndarray, lane: np.ndarray) -> 
 def first_step(graphs: list[RankGraph]) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per graph, its anchors and its device ops (masks) that end within its rank's first step (none where the rank has
     no steps)."""
-    ends = [int(g.steps["end_ns"].iloc[0]) if len(g.steps) else NEG for g in graphs]
+    ends = [int(g.step_bounds[1][0]) if g.step_bounds[1].size else NEG for g in graphs]
     return [g.t <= e for g, e in zip(graphs, ends)], [g.end <= e for g, e in zip(graphs, ends)]
 
 
 def steps_with(g: RankGraph, ns: np.ndarray, min_ns: int) -> int:
     """The steps of ``g`` in which ``ns`` (per anchor) adds up to more than ``min_ns`` (at least 1 ns); -1 without steps."""
-    if g.steps.empty:
+    lo, hi = g.step_bounds
+    if not lo.size:
         return -1
     t = g.t
-    s = np.searchsorted(g.steps["start_ns"].to_numpy(np.int64), t, "right") - 1
-    ok = (s >= 0) & (t <= int(g.steps["end_ns"].iloc[-1]))
-    per = np.bincount(s[ok], weights=ns[ok].astype(np.float64), minlength=len(g.steps))
+    s = np.searchsorted(lo, t, "right") - 1
+    ok = (s >= 0) & (t <= int(hi[-1]))
+    per = np.bincount(s[ok], weights=ns[ok].astype(np.float64), minlength=lo.size)
     return int((per > max(min_ns, 0)).sum())
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from ..host.python_frames import short_frame
 from ..host.warmup_notes import first_step
 from ..host.warmup_notes import runs_before as runs_before_of
+from ..memo import empty_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .packed import give_back_freed
@@ -110,8 +111,7 @@ class WindowWhatIf:
         step. Columns ``step``, ``rank`` (int64), ``cause`` (str), ``gain_ns`` (int64); steps where none does are left out."""
         b = self.by_step
         if b.empty or self.table.empty:
-            return pd.DataFrame({"step": pd.Series([], dtype=np.int64), "rank": pd.Series([], dtype=np.int64),
-                                 "cause": pd.Series([], dtype=object), "gain_ns": pd.Series([], dtype=np.int64)})
+            return empty_frame({"step": np.int64, "rank": np.int64, "cause": object, "gain_ns": np.int64})
         order = self.table[["rank", "cause"]].assign(_k=np.arange(len(self.table)))
         ok = (b["rank"].to_numpy(np.int64) >= 0) & (b["gain_ns"].to_numpy(np.int64) >= self.floor_ns // max(self.steps, 1))
         best = pd.DataFrame(b[ok]).merge(order, on=["rank", "cause"]).sort_values(["step", "_k"], kind="stable").drop_duplicates("step")
@@ -275,7 +275,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     lo = min((int(g.start.min() if g.start.size else g.t.min()) for g in graphs if g.start.size or g.t.size), default=0)
     hi = max((_finish(g.t, g.end, measured_anchors([g])) for g in graphs), default=0)
     span = max(hi - lo, 0)
-    stepped = max((int(g.steps["end_ns"].max() - g.steps["start_ns"].min()) for g in graphs if len(g.steps)), default=0)
+    stepped = max((int(g.step_bounds[1].max() - g.step_bounds[0].min()) for g in graphs if g.step_bounds[0].size), default=0)
     floor = max(int(NOISE_SHARE * max(span, stepped)), NOISE_PER_STEP_NS * max(steps, 1))
     graphs = [first_calls_merged(g, steps, floor, runs_before) for g in graphs]  # (the path names a one-time slow call as the table does)
     cp = critical_path(graphs, per_rank)

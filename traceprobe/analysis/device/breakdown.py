@@ -57,7 +57,7 @@ from ... import intervals as iv
 from ...reading import Trace
 from ..host.host_classes import HOST_CAUSES
 from ..host.idle_causes import DeviceIdle, idle_causes
-from ..memo import device_column, per_trace
+from ..memo import device_column, empty_frame, per_trace
 from .busy import comm_mask, compute_mask, copy_mask, set_aside_intervals
 
 Intervals = iv.Intervals
@@ -240,7 +240,7 @@ def step_breakdown(trace: Trace, windows: pd.DataFrame) -> pd.DataFrame:
         one row per step and device, sorted by step then device.
     """
     if windows.empty or trace.device_events.empty:
-        return pd.DataFrame({c: pd.Series([], dtype="Int64" if c == "rank" else np.int64) for c in ["step", *COLUMNS]})
+        return empty_frame({c: "Int64" if c == "rank" else np.int64 for c in ["step", *COLUMNS]})
     lo = windows["start_ns"].to_numpy(np.int64)
     hi = windows["end_ns"].to_numpy(np.int64)
     tlo, thi = trace.window_ns

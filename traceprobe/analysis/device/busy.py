@@ -12,14 +12,14 @@ Definitions (quoted by docs/measures.md):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..memo import device_column, per_trace
+from ..memo import device_column, empty_frame, per_trace
 
 Intervals = iv.Intervals
 
@@ -52,7 +52,7 @@ def stream_busy(trace: Trace) -> pd.DataFrame:
     ev = trace.device_events
     cols = ["device", "stream", "busy_ns", "utilization", "events", "kernels", "memcpys", "memsets"]
     if ev.empty:
-        return pd.DataFrame({c: pd.Series([], dtype=np.float64 if c == "utilization" else np.int64) for c in cols})
+        return empty_frame({c: np.float64 if c == "utilization" else np.int64 for c in cols})
     # (device, stream) pairs: the rows are sorted at the end, so any numbering of pairs will do
     dcode, devs = pd.factorize(device_column(trace, "device"))
     scode, strs = pd.factorize(device_column(trace, "stream"))
@@ -170,13 +170,15 @@ def per_value(values: pd.Series | np.ndarray, fn: Callable[[Any], Any], missing:
     through a categorical column's codes (no per-row work in pandas), else through ``pandas.factorize``.
     ``missing`` stands where a value is missing (NaN, None)."""
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
-        codes, uniques = values.cat.codes.to_numpy(), values.cat.categories
+        cat = cast(pd.Categorical, values.array)  # (the Categorical itself: its codes without a Series around them)
+        codes, uniques = cat.codes, cat.categories.tolist()
     else:
         codes, uniques = pd.factorize(values if isinstance(values, pd.Series) else pd.Series(values, dtype=object))
+        uniques = uniques.tolist()
     lut = np.empty(len(uniques) + 1, dtype=dtype)  # the last entry: code -1 (missing)
     lut[:-1] = [fn(u) for u in uniques]
     lut[-1] = missing
-    return lut[codes]
+    return lut[codes.astype(np.intp)]
 
 
 @per_trace

@@ -18,16 +18,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ... import intervals as iv
 from ...reading import Trace
 from ..host.launch_links import launch_rows
-from ..memo import device_column, host_column
+from ..memo import device_column, empty_frame, host_column
 
 KERNEL_COLUMNS = ["device", "kind", "name", "count", "total_ns", "mean_ns", "max_ns", "share"]
 QUEUE_COLUMNS = ["device", "kind", "launched", "mean_ns", "p50_ns", "p95_ns", "max_ns"]
 
 
 def _empty(cols: list[str], text: tuple[str, ...]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=object if c in text else (np.float64 if c == "share" else np.int64)) for c in cols})
+    return empty_frame({c: object if c in text else (np.float64 if c == "share" else np.int64) for c in cols})
 
 
 def kernel_table(trace: Trace) -> pd.DataFrame:
@@ -93,7 +94,7 @@ def queue_times(trace: Trace) -> pd.DataFrame:
     codes, labels = pd.factorize(ev["kind"], use_na_sentinel=False)  # kind codes: a label per distinct kind
     kind, names = codes[ok], [str(v) for v in labels]
     out = []
-    for d in np.unique(dev).tolist():
+    for d in iv.distinct(dev).tolist():
         on = dev == d
         for c in sorted(np.unique(kind[on]).tolist(), key=lambda c: names[c]):
             k = names[c]

@@ -132,26 +132,16 @@ def comm_overlap(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     comm = device_intervals(trace, cmask)
     comp = compute_intervals(trace)
-    counts = pd.Series(device_column(trace, "device")[cmask]).value_counts()
-    rows = []
-    for device, u in comm.items():
-        if device not in counts.index:
-            continue
-        comm_ns = iv.length(u)
-        over = iv.length(iv.intersect(u, comp.get(device, iv.empty())))
-        rows.append(
-            {
-                "device": device,
-                "rank": trace.rank,
-                "comm_kernels": int(counts.loc[device]),
-                "comm_ns": comm_ns,
-                "overlapped_ns": over,
-                "fraction": fraction(over, comm_ns),
-            }
-        )
-    out = pd.DataFrame(rows, columns=cols)
-    out["rank"] = out["rank"].astype("Int64")
-    return out
+    dev = np.sort(device_column(trace, "device")[cmask])
+    first = np.flatnonzero(np.r_[True, dev[1:] != dev[:-1]])  # (each device's comm kernels: a run of the sorted devices)
+    counts = dict(zip(dev[first].tolist(), np.diff(np.r_[first, dev.size]).tolist()))
+    devices = [d for d in comm if d in counts]
+    comm_ns = [iv.length(comm[d]) for d in devices]
+    over = [iv.length(iv.intersect(comm[d], comp.get(d, iv.empty()))) for d in devices]
+    return pd.DataFrame({"device": np.array(devices, np.int64), "rank": pd.array([trace.rank] * len(devices), dtype="Int64"),
+                         "comm_kernels": np.array([counts[d] for d in devices], np.int64), "comm_ns": np.array(comm_ns, np.int64),
+                         "overlapped_ns": np.array(over, np.int64),
+                         "fraction": np.array([fraction(o, c) for o, c in zip(over, comm_ns)], np.float64)})
 
 
 def host_compute_intervals(trace: Trace) -> iv.Intervals:

@@ -58,7 +58,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..memo import device_column, per_trace
+from ..memo import device_column, empty_frame, per_trace
 from .busy import compute_mask
 from .profiled import Launches
 from .step_figures import step_figures
@@ -93,7 +93,7 @@ def step_windows(trace: Trace) -> pd.DataFrame:
     Computed once per trace: callers read it and do not change it."""
     st = trace.steps
     if st.empty:
-        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in ("step", "start_ns", "end_ns", "duration_ns")})
+        return empty_frame(dict.fromkeys(("step", "start_ns", "end_ns", "duration_ns"), np.int64))
     starts = st["start_ns"].to_numpy(np.int64)
     ends = np.empty_like(starts)
     ends[:-1] = starts[1:]
@@ -191,7 +191,7 @@ def device_steps(trace: Trace, la: Launches) -> pd.DataFrame:
     """
     w = step_windows(trace)
     if w.empty:
-        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in STEP_COLUMNS})
+        return empty_frame(dict.fromkeys(STEP_COLUMNS, np.int64))
     which = step_of(trace, la)
     n = len(w)
     sel = np.flatnonzero(which >= 0)

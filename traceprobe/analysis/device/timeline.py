@@ -17,7 +17,7 @@ from ...reading import Trace
 from ..advice.findings import exposed_spans
 from ..host.host_classes import CAUSES, LABELS
 from ..host.launch_links import launch_rows
-from ..memo import device_column, host_column
+from ..memo import device_column, empty_frame, host_column
 from .breakdown import device_times
 from .busy import compute_intervals, copy_mask, device_intervals
 
@@ -79,7 +79,7 @@ def step_counts(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pd.Da
     t = np.concatenate([starts, ends]).astype(np.int64)
     d = np.concatenate([np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)])
     if not len(t):
-        return pd.DataFrame({c: pd.Series([], dtype=np.int64) for c in ("key", "ts", "value")})
+        return empty_frame(dict.fromkeys(("key", "ts", "value"), np.int64))
     o = np.lexsort((d, t, k))
     k, t, d = k[o], t[o], d[o]
     value = pd.Series(d).groupby(k, sort=False).cumsum().to_numpy()

@@ -30,7 +30,7 @@ import pandas as pd
 from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import host_thread_codes, per_value, runtime_calls
-from ..memo import host_column, per_trace
+from ..memo import empty_frame, host_column, per_trace
 
 _BEGIN = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")
 _END = re.compile(r"^(cuda|hip|cu)StreamEndCapture")
@@ -51,7 +51,7 @@ def captures(trace: Trace) -> pd.DataFrame:
         (int64, launch calls inside the capture on its thread).
     """
     host = trace.host_events
-    empty = pd.DataFrame({c: pd.Series([], dtype=object if c == "begin" else np.int64) for c in COLUMNS})
+    empty = empty_frame({c: object if c == "begin" else np.int64 for c in COLUMNS})
     if host.empty:
         return empty
     runtime = runtime_calls(trace)

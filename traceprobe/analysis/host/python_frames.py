@@ -14,6 +14,7 @@ attribution, sampled; here it is exact to the trace's ns.
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -85,7 +86,12 @@ def thread_labels(trace: Trace, threads: np.ndarray) -> set[str]:
     if host.empty or threads.size == 0:
         return set()
     rows = np.flatnonzero(np.isin(host_thread_codes(trace), threads))
-    return {str(x) for x in pd.unique(host["tid"].to_numpy()[rows])}
+    tid = host["tid"]
+    if isinstance(tid.dtype, pd.CategoricalDtype):  # (the loader's: the distinct codes, not a string per row)
+        cat = cast(pd.Categorical, tid.array)
+        codes, labels = iv.distinct(cat.codes[rows]).tolist(), cat.categories.tolist()
+        return {str(labels[c]) if c >= 0 else str(np.nan) for c in codes}
+    return {str(x) for x in pd.unique(tid.to_numpy()[rows])}
 
 
 @per_trace

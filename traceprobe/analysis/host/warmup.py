@@ -136,14 +136,16 @@ def first_launches(trace: Trace) -> np.ndarray:
     call = rows[linked]
     start = host_column(trace, "start_ns")
     order = np.lexsort((start[call], kernel))
-    _, at = np.unique(kernel[order], return_index=True)
-    firsts = np.unique(call[order][at])  # (the call of each kernel name's earliest launch)
+    k = kernel[order]
+    at = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])  # (where each kernel name's launches begin)
+    firsts = iv.distinct(call[order][at])  # (the call of each kernel name's earliest launch)
     code = host_name_codes(trace)[0]
     dur = own_ns(trace)  # (less the profiler's own work inside the call)
-    calls = np.unique(call)
+    calls = iv.distinct(call)
     c, d = code[calls], dur[calls]
     o = np.lexsort((d, c))
-    names, first, count = np.unique(c[o], return_index=True, return_counts=True)
+    first = np.flatnonzero(np.r_[True, c[o][1:] != c[o][:-1]])  # (each call name's calls, by duration: sorted runs)
+    names, count = c[o][first], np.diff(np.r_[first, o.size])
     sd = d[o]
     median = (sd[first + (count - 1) // 2] + sd[first + count // 2]) / 2
     pos = np.searchsorted(names, code[firsts])

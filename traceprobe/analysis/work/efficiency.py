@@ -19,7 +19,7 @@ from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import all_device_intervals
 from ..device.steps import step_windows
-from ..memo import device_column, per_trace
+from ..memo import device_column, empty_frame, per_trace
 from .kernel_classes import CLASSES, kernel_classes
 from .op_owners import event_owners, has_shapes
 from .op_work import op_work
@@ -110,7 +110,7 @@ def kernel_efficiency(trace: Trace, roofline: Roofline | None = None, top: int =
         an :class:`Efficiency` (its columns in its docstring).
     """
     ev = trace.device_events
-    devices = np.unique(device_column(trace, "device")).tolist() if len(ev) else []
+    devices = iv.distinct(device_column(trace, "device")).tolist() if len(ev) else []
     roofs = {d: device_roofline(trace.devices, d, roofline) for d in devices}
     shapes = has_shapes(trace)
     notes = [] if shapes else [SHAPES_NOTE]
@@ -119,44 +119,64 @@ def kernel_efficiency(trace: Trace, roofline: Roofline | None = None, top: int =
             name = device_name(trace.devices, d)
             notes.append(f"{trace.device_label(d)}: no roofline known for {name or 'this device'}: achieved TFLOP/s and "
                          "TB/s only (give peaks with --roofline bf16=...,tbps=...)")
-    ops = op_rooflines(op_work(trace), roofs)
+    ops = op_work(trace)
+    ops = op_rooflines(ops, roofs) if len(ops) else ops  # (none without shapes: no roofline to put them against)
     return Efficiency(_classes(trace, ops), _top_ops(ops, top), _mfu(trace, ops, roofs), roofs, shapes, tuple(notes))
 
 
+CLASS_COLUMNS = ("device", "klass", "time_ns", "share", "events", "modelled_ns", "flops", "bytes", "tflops", "tbps",
+                 "roofline_ns", "efficiency", "bound", "lost_ns")
+
+
 def _classes(trace: Trace, ops: pd.DataFrame) -> pd.DataFrame:
-    ev = trace.device_events
-    klass = kernel_classes(trace)
+    """:attr:`Efficiency.classes` (its columns there): the device events grouped by (device, class) in one sort; the
+    modelled ops' sums (pandas' compensated float sums, as before) only where some op's work is known."""
+    dev = device_column(trace, "device").astype(np.int64)
+    width = len(CLASSES)
+    key = dev * width + kernel_classes(trace).astype(np.int64)  # (by device, then class: CLASSES' order)
     dur = device_column(trace, "end_ns") - device_column(trace, "start_ns")
-    frame = pd.DataFrame({"device": device_column(trace, "device"), "klass": klass, "dur": dur})
-    g = frame.groupby(["device", "klass"], sort=True)["dur"]
-    out = pd.DataFrame({"time_ns": g.sum(), "events": g.size()}).reset_index()
-    out["klass"] = np.array(CLASSES, dtype=object)[out["klass"].to_numpy(np.int64)] if len(out) else out["klass"].astype(object)
-    busy = {d: iv.length(s) for d, s in all_device_intervals(trace).items()} if len(ev) else {}
-    out["share"] = out["time_ns"] / out["device"].map(busy).clip(lower=1)
-    known = ops[(ops["flops"] >= 0) & (ops["bytes"] >= 0)]
-    kg = known.groupby(["device", "klass"])
-    sums = pd.DataFrame({"modelled_ns": kg["time_ns"].sum(), "flops": kg["flops"].sum(), "bytes": kg["bytes"].sum(),
-                         "roofline": kg["roofline_ns"].sum(min_count=1), "compute": kg["compute_ns"].sum(min_count=1),
-                         "memory": kg["memory_ns"].sum(min_count=1)}).reset_index()
-    out = out.merge(sums, on=["device", "klass"], how="left")
-    for c in ("modelled_ns", "flops", "bytes"):
-        out[c] = out[c].fillna(0).astype(np.int64)
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if k.size else np.zeros(0, np.int64)
+    u = k[starts]
+    g_dev = u // width
+    time_ns = np.add.reduceat(dur[order], starts) if k.size else np.zeros(0, np.int64)
+    busy = {d: iv.length(s) for d, s in all_device_intervals(trace).items()} if k.size else {}
+    b = np.array([busy.get(d, np.nan) for d in g_dev.tolist()], dtype=np.float64)
+    n = u.size
+    modelled, flops, moved = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    roofline, compute, memory = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    known = ops[(ops["flops"] >= 0) & (ops["bytes"] >= 0)] if len(ops) else ops
+    if len(known) and n:
+        kg = known.groupby(["device", "klass"])
+        sums = pd.DataFrame({"modelled_ns": kg["time_ns"].sum(), "flops": kg["flops"].sum(), "bytes": kg["bytes"].sum(),
+                             "roofline": kg["roofline_ns"].sum(min_count=1), "compute": kg["compute_ns"].sum(min_count=1),
+                             "memory": kg["memory_ns"].sum(min_count=1)}).reset_index()
+        code = {c: i for i, c in enumerate(CLASSES)}
+        s_key = sums["device"].to_numpy(np.int64) * width + np.array([code.get(str(c), -width) for c in sums["klass"].tolist()],
+                                                                     dtype=np.int64)
+        at = np.minimum(np.searchsorted(u, s_key), n - 1)
+        hit = u[at] == s_key
+        rows, at = np.flatnonzero(hit), at[hit]
+        through = np.float64 if rows.size < n else np.int64  # (a left merge with rows unmatched made these float)
+        for dst, c in ((modelled, "modelled_ns"), (flops, "flops"), (moved, "bytes")):
+            dst[at] = sums[c].to_numpy(np.int64)[rows].astype(through).astype(np.int64)
+        for dst, c in ((roofline, "roofline"), (compute, "compute"), (memory, "memory")):
+            dst[at] = sums[c].to_numpy(np.float64)[rows]
+    t = modelled.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = out["modelled_ns"].to_numpy(np.float64)
-        out["tflops"] = np.where(t > 0, out["flops"] / t / 1e3, np.nan)
-        out["tbps"] = np.where(t > 0, out["bytes"] / t / 1e3, np.nan)
-        out["efficiency"] = np.where(t > 0, out["roofline"] / t, np.nan)
-    has = out["roofline"].notna().to_numpy(bool)
-    roof = out["roofline"].fillna(0).round().astype(np.int64)
-    out["roofline_ns"] = pd.array(np.where(has, roof, 0), dtype="Int64")
-    out.loc[~has, "roofline_ns"] = pd.NA
-    out["bound"] = np.where(~has, "", np.where(out["compute"].fillna(0) >= out["memory"].fillna(0), "compute", "memory"))
-    out["lost_ns"] = pd.array(np.maximum(out["modelled_ns"].to_numpy(np.int64) - roof.to_numpy(np.int64), 0), dtype="Int64")
-    out.loc[~has, "lost_ns"] = pd.NA
-    order = {c: i for i, c in enumerate(CLASSES)}
-    out = out.sort_values(["device", "klass"], key=lambda s: s.map(order) if s.name == "klass" else s, kind="stable")
-    return out.loc[:, ["device", "klass", "time_ns", "share", "events", "modelled_ns", "flops", "bytes", "tflops", "tbps",
-                       "roofline_ns", "efficiency", "bound", "lost_ns"]].reset_index(drop=True)
+        tflops, tbps = np.where(t > 0, flops / t / 1e3, np.nan), np.where(t > 0, moved / t / 1e3, np.nan)
+        efficiency = np.where(t > 0, roofline / t, np.nan)
+    has = ~np.isnan(roofline)
+    roof = np.round(np.where(has, roofline, 0.0)).astype(np.int64)
+    bound = np.where(~has, "", np.where(np.nan_to_num(compute, nan=0.0) >= np.nan_to_num(memory, nan=0.0), "compute", "memory"))
+    lost = np.maximum(modelled - roof, 0)
+    return pd.DataFrame({
+        "device": g_dev, "klass": np.array(CLASSES, dtype=object)[u % width], "time_ns": time_ns,
+        "share": time_ns / np.where(np.isnan(b), b, np.maximum(b, 1)), "events": np.diff(np.r_[starts, k.size]).astype(np.int64),
+        "modelled_ns": modelled, "flops": flops, "bytes": moved, "tflops": tflops, "tbps": tbps,
+        "roofline_ns": pd.arrays.IntegerArray(np.where(has, roof, 0), ~has), "efficiency": efficiency, "bound": bound,
+        "lost_ns": pd.arrays.IntegerArray(np.where(has, lost, 0), ~has)})
 
 
 def _shape(b: int, m: int, n: int, k: int) -> str:
@@ -166,9 +186,9 @@ def _shape(b: int, m: int, n: int, k: int) -> str:
 def _top_ops(ops: pd.DataFrame, top: int) -> pd.DataFrame:
     cols = ["device", "name", "klass", "dtype", "shape", "count", "time_ns", "flops", "bytes", "tflops", "tbps",
             "efficiency", "bound", "roofline_ns", "lost_ns"]
-    known = ops[ops["roofline_ns"].notna() | (ops["flops"] >= 0)]
+    known = ops[ops["roofline_ns"].notna() | (ops["flops"] >= 0)] if len(ops) else ops
     if known.empty:
-        return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+        return empty_frame(dict.fromkeys(cols, object))
     g = known.groupby(["device", "name", "args"], sort=False)
     out = pd.DataFrame(g.agg(klass=("klass", "first"), dtype=("dtype", "first"), count=("time_ns", "size"), time_ns=("time_ns", "sum"),
                 flops=("flops", "sum"), bytes=("bytes", "sum"), roofline=("roofline_ns", "sum"), compute=("compute_ns", "sum"),
@@ -211,9 +231,9 @@ def _mfu(trace: Trace, ops: pd.DataFrame, roofs: dict[int, Roofline | None]) -> 
     of the model FLOPs."""
     cols = {"device": np.int64, "step": np.int64, "window_ns": np.int64, "flops": np.int64, "hardware_flops": np.int64,
             "dtype": object, "peak_tflops": np.float64, "mfu": np.float64, "hfu": np.float64}
-    mat = ops.loc[(ops["klass"].isin(MATRIX_CLASSES) & (ops["flops"] > 0)).to_numpy(bool)]
+    mat = ops.loc[(ops["klass"].isin(MATRIX_CLASSES) & (ops["flops"] > 0)).to_numpy(bool)] if len(ops) else ops
     if mat.empty:
-        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
+        return empty_frame(cols)
     w = step_windows(trace)
     start = mat["start_ns"].to_numpy(np.int64)
     ws, we = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
@@ -250,8 +270,7 @@ def achieved_tflops(trace: Trace) -> pd.DataFrame:
     whose FLOPs are known (:func:`.op_work.op_work`, forward or backward) runs at its op's FLOPs over its op's device
     time (the op's work spread evenly over its kernels' time); events at once add. Its integral over time is the
     modelled FLOPs. Empty for a trace without shapes (nothing is computed for one)."""
-    empty = pd.DataFrame({"device": pd.Series([], dtype=np.int64), "ts": pd.Series([], dtype=np.int64),
-                          "value": pd.Series([], dtype=np.float64)})
+    empty = empty_frame({"device": np.int64, "ts": np.int64, "value": np.float64})
     ops = op_work(trace)
     if ops.empty:
         return empty

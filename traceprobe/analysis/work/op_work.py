@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...reading import Trace
 from ..host.launch_links import launch_start_ns
-from ..memo import device_column, host_column, per_trace
+from ..memo import device_column, empty_frame, host_column, per_trace
 from .op_models import class_of_name, op_class, op_parameters
 from .op_owners import BACKWARD, BACKWARD_TIME, FORWARD, event_owners, recomputed
 
@@ -47,8 +47,8 @@ def op_work(trace: Trace) -> pd.DataFrame:
     owner, part = event_owners(trace)
     has = np.flatnonzero(owner >= 0)
     if has.size == 0:
-        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("name", "family", "klass", "dtype", "kernel_name")
-                                          else bool if c in ("backward", "recomputed") else np.int64) for c in OP_COLUMNS})
+        return empty_frame({c: object if c in ("name", "family", "klass", "dtype", "kernel_name")
+                            else bool if c in ("backward", "recomputed") else np.int64 for c in OP_COLUMNS})
     dur = device_column(trace, "end_ns") - device_column(trace, "start_ns")
     key = owner * 3 + part  # (an op, or its backward)
     order = has[np.lexsort((has, dur[has], key[has]))]  # (events by op, the longest last)
