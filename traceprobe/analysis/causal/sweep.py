@@ -31,8 +31,6 @@ Compiled with numba (cached on disk after a process's first call).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 NEG = -(2**60)
@@ -45,41 +43,13 @@ _kernels = None
 
 
 def _compiled():
-    """The numba kernels, compiled on first use (and cached on disk): numba is imported only where a replay runs.
-
-    numba's CPU target, loaded here once per process, asks whether SciPy's BLAS is there (``numba.np.arraymath``
-    imports ``scipy.linalg``: 0.15 s of CPU, a third of loading numba and the kernels), for ``np.dot`` in compiled
-    code, which the kernels never call: where ``scipy.linalg`` is not imported yet, it is hidden while the target
-    loads, so numba takes its BLAS-less inner product for the rest of the process (the same values) and SciPy is
-    imported as usual by whatever asks for it after.
-    """
+    """The numba kernels, compiled on first use (and cached on disk): numba is imported only where a replay runs."""
     global _kernels
     if _kernels is None:
-        import sys
+        from . import _sweep_kernels
 
-        hide = "scipy.linalg" not in sys.modules and "numba.np.arraymath" not in sys.modules
-        if hide:
-            sys.modules["scipy.linalg"] = None  # type: ignore[assignment]  (an import of it raises ImportError)
-        try:
-            from . import _sweep_kernels
-
-            _load_target()
-        finally:
-            if hide and sys.modules.get("scipy.linalg", 0) is None:
-                del sys.modules["scipy.linalg"]
         _kernels = _sweep_kernels
     return _kernels
-
-
-def _load_target() -> None:
-    """Load numba's CPU target now (what its first compiled call does), where this numba has the call for it."""
-    try:
-        from numba.core.registry import cpu_target
-
-        context: Any = cpu_target.target_context
-        context.refresh()
-    except (ImportError, AttributeError):  # (another numba: its first call loads it, BLAS check included)
-        pass
 
 
 def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
