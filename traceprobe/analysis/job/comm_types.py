@@ -21,6 +21,7 @@ would be point-to-point, and a pipeline bubble (:mod:`.findings`).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -33,8 +34,10 @@ _HOST_OP = re.compile(r"^(nccl|rccl|c10d):{1,2}\w")
 _TYPE_RE = re.compile(r"(allreduce|allgather|reducescatter|reduce_scatter|broadcast|alltoall|all_to_all|reduce|sendrecv|send|recv)")
 
 
+@lru_cache(maxsize=1 << 16)
 def collective_type(name: str) -> str:
-    """Normalised collective type of a ``Collective name`` arg or a communication kernel's name.
+    """Normalised collective type of a ``Collective name`` arg or a communication kernel's name (cached: a worker's
+    ranks share their names, each searched through every documented family's pattern once per process).
 
     ``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``, ``alltoall``,
     ``reduce``, ``sendrecv``, ``send``, ``recv``; ``other`` when none is named. A
