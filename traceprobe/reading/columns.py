@@ -319,10 +319,17 @@ def id_column(args: Any, attr: str) -> np.ndarray:
         return np.fromiter(map(as_int, map(attrgetter(attr), args)), np.int64, len(args))
 
 
+def _int_column(values: list[Any]) -> np.ndarray:
+    """:func:`as_int` of each value as int64: one C-level conversion where all are ints within its bounds, else one by one."""
+    if values and set(map(type, values)) == {int} and -(2**62) < min(values) and max(values) < 2**62:
+        return np.array(values, np.int64)
+    return np.fromiter(map(as_int, values), np.int64, len(values))
+
+
 def collective_columns(args: Any) -> dict[str, np.ndarray]:
     """:data:`COLLECTIVE_ARGS` of the given args structs: numbers int64 (-1 where absent or not
     a number), names str (``""`` where absent)."""
-    ints = {a: np.fromiter(map(as_int, map(attrgetter(a), args)), np.int64, len(args)) for a in COLLECTIVE_ARGS if a not in _COLLECTIVE_STR}
+    ints = {a: _int_column(list(map(attrgetter(a), args))) for a in COLLECTIVE_ARGS if a not in _COLLECTIVE_STR}
     strs = {a: np.fromiter(map(as_str, map(attrgetter(a), args)), object, len(args)) for a in _COLLECTIVE_STR}
     return strs | {a: np.where(v == NO_ID, -1, v) for a, v in ints.items()}
 
