@@ -319,7 +319,7 @@ def rank_graph(trace: Trace) -> RankGraph:
         tops.append(frame_holding(trace, host_span, thread_labels(trace, threads)))
     else:
         tops.append("")
-    return RankGraph(int(trace.rank or 0), t, h, class_ns, tuple(tops), target, ret, lane, start, end, end - start, g, lag,
+    return RankGraph(int(trace.rank or 0), t, h, narrowed(class_ns, h), tuple(tops), target, ret, lane, start, end, end - start, g, lag,
                      anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
@@ -358,3 +358,16 @@ def waited_for_rows(trace: Trace) -> np.ndarray:
         sel = (g.bind == BIND_DEPENDENCY) & (g.dep >= 0)
         out[g.event_rows[sel]] = g.event_rows[g.dep[sel]]
     return out
+
+
+INT32_MAX = 2**31 - 1
+
+
+def narrowed(class_ns: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``class_ns`` (host classes x anchors, int64 ns) as int32 where the anchors' host times ``h`` (int64 ns) are at
+    most :data:`INT32_MAX` and its values fit (every per-anchor sum of them then fits; sums over anchors are taken in int64
+    by numpy), else as it is: half its memory (the 10^6-event trace's: 21 MB as int64, the graph's largest array, alive
+    through its replay). Summary files hold it as int64 (:func:`..job.graph_tables.graph_blob`)."""
+    if class_ns.dtype != np.int64 or h.max(initial=0) > INT32_MAX or class_ns.min(initial=0) < -INT32_MAX or class_ns.max(initial=0) > INT32_MAX:
+        return class_ns
+    return class_ns.astype(np.int32)

@@ -15,23 +15,21 @@ from dataclasses import replace
 
 import numpy as np
 
-from .dependency_graph import RankGraph
+from .dependency_graph import RankGraph, narrowed
 
 PACKED = ("t", "h", "ret", "pre_dur", "blocking", "freeing", "start", "end", "d", "g", "l", "fixed", "dep_lag", "pageable", "comm", "bind")
 """The arrays of :class:`.dependency_graph.RankGraph` the replay concatenates as they are (one value an anchor or an op,
 no rank-local index): :func:`pack` holds each once for the window."""
 
-INT32_MAX = 2**31 - 1
-
 
 def pack(graphs: list[RankGraph]) -> list[RankGraph]:
     """``graphs`` (one window's ranks), in place, with each array of :data:`PACKED` a view of one array for the window
     (in the graphs' order: :func:`.sweep.joined` gives it back without a copy), and ``class_ns`` as int32 where the rank's host
-    times ``h`` (int64 ns) are at most :data:`INT32_MAX` (else as it is); returns the list. Equal to ``graphs`` in every
+    times ``h`` (int64 ns) allow (:func:`.dependency_graph.narrowed`; else as it is); returns the list. Equal to ``graphs`` in every
     value; the arrays are read, never written, by the replay. One field at a time, each graph replaced in the list as it
     goes: the memory it takes beyond the graphs' is one field's."""
     for i, g in enumerate(graphs):
-        graphs[i] = replace(g, class_ns=_narrow(g.class_ns, g.h))
+        graphs[i] = replace(g, class_ns=narrowed(g.class_ns, g.h))
     for name in PACKED:
         parts = [getattr(g, name) for g in graphs]
         whole = np.concatenate(parts) if parts else np.zeros(0)
@@ -57,9 +55,3 @@ def give_back_freed() -> None:
         return
     trim(0)
 
-
-def _narrow(class_ns: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """``class_ns`` (host classes x anchors, int64 ns) as int32 where the anchors' host times ``h`` and its values fit."""
-    if class_ns.dtype != np.int64 or h.max(initial=0) > INT32_MAX or class_ns.min(initial=0) < -INT32_MAX or class_ns.max(initial=0) > INT32_MAX:
-        return class_ns
-    return class_ns.astype(np.int32)
