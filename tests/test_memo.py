@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from traceprobe import load_trace
-from traceprobe.analysis.memo import device_column, empty_frame, host_column, unique_pairs
+from traceprobe.analysis.memo import device_column, empty_frame, host_column
+from traceprobe.keyed import unique_pairs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "compute-copy.overlapped.pt.trace.json.gz"
 

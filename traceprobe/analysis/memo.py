@@ -6,8 +6,8 @@ event, each device's interval sets, the compute and communication masks); the
 by function and arguments, so the report pays for each once. Arrays are returned
 read-only: a caller that needs to change one copies it.
 
-Two helpers for what the figures build again and again: :func:`empty_frame` (an empty table of given columns, built
-once per column set) and :func:`unique_pairs` (the distinct pairs of two integer columns by one 1-D sort).
+:func:`empty_frame` gives what the figures build again and again: an empty table of given columns, built once per
+column set.
 """
 
 from __future__ import annotations
@@ -91,20 +91,3 @@ def empty_frame(columns: dict[str, Any]) -> pd.DataFrame:
     if frame is None:
         frame = _EMPTY[key] = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
     return frame.copy()
-
-
-def unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ``(a, b)`` pairs of two integer arrays of one length: ``(pairs, inverse)``, ``pairs`` (2, P) int64
-    sorted by ``a`` then ``b`` and ``inverse`` (K,) int64, each element's pair; what ``numpy.unique(numpy.stack([a, b]),
-    axis=1, return_inverse=True)`` gives, by one 1-D unique of a combined key (15x faster: the axis form sorts rows as
-    structured values)."""
-    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    if a.size == 0:
-        return np.zeros((2, 0), np.int64), np.zeros(0, np.int64)
-    a0, b0 = int(a.min()), int(b.min())
-    width = int(b.max()) - b0 + 1
-    if (int(a.max()) - a0 + 1) * width >= 1 << 62:  # (no room for a key)
-        pairs, inverse = np.unique(np.stack([a, b]), axis=1, return_inverse=True)
-        return pairs, inverse.reshape(-1).astype(np.int64)
-    key, inverse = np.unique((a - a0) * width + (b - b0), return_inverse=True)
-    return np.stack([key // width + a0, key % width + b0]), inverse.reshape(-1).astype(np.int64)

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
+from ..keyed import unique_pairs
 from ..reading import Trace
 from .advice import verdicts as vd
 from .advice.findings import exposed_collective_spans, findings
@@ -39,7 +40,7 @@ from .host.training import data_parallel_wrapper, training_evidence
 from .host.warmup_notes import first_step, runs_before, warmup_notes
 from .job.collectives import collective_table
 from .job.comm_types import collective_type
-from .memo import device_column, empty_frame, unique_pairs
+from .memo import device_column, empty_frame
 from .registry import Inputs, compute_figures
 
 

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
+from ...keyed import unique_pairs
 from ...reading import Trace
 from ..device.busy import comm_mask, host_thread_codes, pageable_copies, per_value, runtime_calls
 from ..host.graph_capture import replays_graphs
@@ -45,7 +46,7 @@ from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, class_spans, device_f
 from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
 from ..host.warmup import compile_holders, profiler_top
-from ..memo import device_column, host_column, per_trace, unique_pairs
+from ..memo import device_column, host_column, per_trace
 from .event_waits import event_sync_targets, stream_waits
 
 HOST_CLASSES = tuple("dispatch" if c == "launch" else c for c in HOST_CAUSES)
