@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from traceprobe.collect.execution import POOL_BYTES, default_jobs, local_jobs, map_items
+from traceprobe.collect import execution
+from traceprobe.collect.execution import ONE_FILE_BESIDE_BYTES, POOL_BYTES, default_jobs, local_jobs, map_items, work_beside
 
 
 def _square(x: int) -> int:
@@ -44,6 +47,19 @@ def _count_and_die_on_minus_one(arg: tuple[str, int]) -> int:
     with open(Path(folder) / f"attempts-{x}", "a") as fh:
         fh.write(f"{os.getpid()}\n")
     return _die_on_minus_one(x)
+
+
+def _die_first_time_noting_when(arg: tuple[str, int]) -> int:
+    """As :func:`_die_first_time`, noting when each attempt started (the system's monotonic clock, one for every
+    process)."""
+    folder, x = arg
+    with open(Path(folder) / f"started-{x}", "a") as fh:
+        fh.write(f"{time.monotonic()}\n")
+    return _die_first_time(arg)
+
+
+def _pid(x: int) -> int:
+    return os.getpid()
 
 
 def _raise_on_two(x: int) -> int:
@@ -111,6 +127,54 @@ def test_worker_that_dies_once_succeeds_on_the_retry(tmp_path):
     for x in range(6):  # each item ran exactly twice, in two different processes
         pids = (tmp_path / f"attempts-{x}").read_text().split()
         assert len(pids) == 2 and pids[0] != pids[1] and str(os.getpid()) not in pids
+
+
+def test_work_beside_sends_even_one_item_to_a_worker_and_runs_in_a_thread_meanwhile():
+    """``beside`` runs in a thread of this process, and one item goes to a worker process; ``jobs=1`` keeps the item
+    here and runs nothing beside it."""
+    ran = []
+
+    def beside() -> None:
+        ran.append(threading.current_thread() is not threading.main_thread())
+
+    assert map_items(_pid, [0], on_crash=_crashed, beside=beside) != [os.getpid()]
+    assert ran == [True]
+    ran.clear()
+    assert map_items(_pid, [0], jobs=1, on_crash=_crashed, beside=beside) == [os.getpid()]
+    assert ran == []
+
+
+def test_a_dead_workers_replacement_waits_for_the_work_beside(tmp_path):
+    """No fork while the thread runs: the replacement of a worker that died is forked after ``beside`` ended."""
+    times: dict[str, float] = {}
+
+    def beside() -> None:
+        time.sleep(0.5)
+        times["beside"] = time.monotonic()
+
+    out = map_items(_die_first_time_noting_when, [(str(tmp_path), 7)], on_crash=_crashed, beside=beside)
+    assert out == [7] and "beside" in times
+    first, second = map(float, (tmp_path / "started-7").read_text().split())
+    assert first < times["beside"] <= second  # (the first died at once; the retry's worker was forked after the thread)
+
+
+def test_where_work_runs_beside_the_workers(tmp_path: Path, monkeypatch):
+    """Beside the workers where there are workers and a CPU for this process; one file only up to its limit."""
+    monkeypatch.setattr(execution, "usable_cpus", lambda: 2)
+    small = tmp_path / "a.json"
+    small.write_bytes(b"x" * 1000)
+    big = tmp_path / "b.json.gz"
+    big.write_bytes(b"x" * (POOL_BYTES // 10 + 1))
+    assert not work_beside([small], None)  # (no workers: this process reads it)
+    assert work_beside([big], None) and work_beside([small], 2) and work_beside([small, big], None)
+    assert not work_beside([big], 1)
+    huge = tmp_path / "c.json"
+    with open(huge, "wb") as fh:
+        fh.truncate(ONE_FILE_BESIDE_BYTES + 1)  # (sparse: its size is what counts)
+    assert not work_beside([huge], None) and work_beside([huge, big], None)
+    assert not work_beside(["s3://bucket/t.json"], None) and work_beside(["s3://bucket/t.json", big], None)
+    monkeypatch.setattr(execution, "usable_cpus", lambda: 1)
+    assert not work_beside([big], None)
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -1,12 +1,11 @@
 """Finding trace files, reading manifests, and analysing many traces at once.
 
-``analyze_paths`` is what ``traceprobe overlap-report`` runs: it expands files and
-folders into trace files, attaches what a ``manifest.json`` beside them says
-(workload, variant, wall time), and analyses each file, in worker processes when
-``jobs > 1``, then groups them into runs (:func:`~traceprobe.analysis.summary.summarize`).
-A file that fails to load becomes a :class:`~traceprobe.errors.Failure`; the others
-are still reported. Where the per-trace work runs is :mod:`.execution`'s; :mod:`.parts` summarises each run as soon
-as its traces are in (``analyze_paths(on_part=...)``: the first screen printed as it comes).
+``analyze_paths`` is what ``traceprobe overlap-report`` runs: it expands files and folders into trace files, attaches
+what a ``manifest.json`` beside them says (workload, variant, wall time), and analyses each file, in worker processes
+when ``jobs > 1``, then groups them into runs (:func:`~traceprobe.analysis.summary.summarize`). A file that fails to
+load becomes a :class:`~traceprobe.errors.Failure`; the others are still reported. Where the per-trace work runs is
+:mod:`.execution`'s; :mod:`.parts` summarises each run as soon as its traces are in (``analyze_paths(on_part=...)``:
+the first screen printed as it comes).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Failure, TraceFormatError
 from ..manifest import info_for as manifest_info
 from ..reading.files import is_url, url_filesystem
-from .execution import local_jobs, map_items
+from .execution import local_jobs, map_items, work_beside
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
     from ..analysis.per_trace import OverlapReport
@@ -105,7 +104,7 @@ def _walk(folder: Path) -> tuple[list[Path], list[tuple[str, str]], list[tuple[s
     """
     found: list[Path] = []
     unreadable: list[tuple[str, str]] = []
-    escaped: list[tuple[str, str]] = []
+    escaped: list[tuple[str, str]] = []  # (links to folders outside it: their link and target)
     base = os.path.realpath(folder)
 
     def failed(e: OSError) -> None:
@@ -118,15 +117,10 @@ def _walk(folder: Path) -> tuple[list[Path], list[tuple[str, str]], list[tuple[s
             dirs.clear()
             continue
         seen.add(real)
-        kept = []
-        for d in dirs:
-            p = os.path.join(root, d)
-            target = os.path.realpath(p) if os.path.islink(p) else ""
-            if target and not _inside(target, base):
-                escaped.append((p, target))
-            else:
-                kept.append(d)
-        dirs[:] = kept
+        links = [(d, os.path.realpath(p)) for d in dirs if os.path.islink(p := os.path.join(root, d))]
+        out = {d for d, target in links if not _inside(target, base)}
+        escaped += [(os.path.join(root, d), target) for d, target in links if d in out]
+        dirs[:] = [d for d in dirs if d not in out]
         for n in names:
             f = Path(root, n)
             if _is_trace_name(n) and not n.startswith(".") and f.is_file() and not written_by_traceprobe(f):
@@ -317,7 +311,9 @@ def analyze_paths(
     Args:
         paths: trace files or folders, local or fsspec URLs (``s3://...``).
         jobs: worker processes (default: CPU count, at most one per file, none for local files too small to pay for
-            them, :func:`.execution.local_jobs`; 1 runs in this process); see :func:`.execution.map_items`. A
+            them, :func:`.execution.local_jobs`; 1 runs in this process); see :func:`.execution.map_items`. Where
+            :func:`.execution.work_beside` says, this process pays the replay's one-time cost while they read
+            (:func:`~traceprobe.analysis.causal.sweep.warm`), and even one file goes to a worker. A
             worker process that dies on a file (out of memory, ...) is replaced and
             the file tried once more; a second death makes it a Failure.
         on_done: called once per file as it completes (for progress bars).
@@ -351,6 +347,7 @@ def analyze_paths(
     files = pair_summaries(files, keep="summary" if then is None else "trace")
     if on_files is not None:
         on_files([str(f) for f in files])
+    from ..analysis.causal.sweep import warm
     from ..analysis.per_trace import OverlapReport
     from ..analysis.summary import summarize
 
@@ -366,8 +363,8 @@ def analyze_paths(
     stream = Parts(files, on_part, align_clocks) if on_part is not None and not any(is_summary(f) for f in files) else None
     work = files if stream is None else stream.work
     try:
-        results = map_items(fn, work, jobs=local_jobs(work, jobs), scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,  # one file: here
-                            on_index=None if stream is None else stream.add)
+        results = map_items(fn, work, jobs=local_jobs(work, jobs), scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,
+                            on_index=None if stream is None else stream.add, beside=warm if work_beside(work, jobs) else None)
     finally:
         unshare_limit()
     if stream is not None:

@@ -60,7 +60,6 @@ MAX_CRASHES = 2
 QUEUED = 2
 """Items a local worker holds at most: the one it is on and the next (while items remain for every worker)."""
 
-
 POOL_BYTES = 6 << 20
 """Trace bytes (decompressed; a ``.gz`` file counted at ten times its size, about traces' ratio) below which
 :func:`local_jobs` runs the files in this process by default: a worker process costs about 25 ms of CPU to start
@@ -69,22 +68,50 @@ and to warm up on its first file (the fork, copy-on-write faults, every cache bu
 more CPU in two workers, no less wall time). About two SYNTHETIC rank traces of 10^4 events."""
 
 
-def local_jobs(files: Sequence[Any], jobs: int | None) -> int | None:
-    """The worker processes for ``files`` (local paths, or URL strings): ``jobs`` where given; else 1 (this process)
-    where they are local files of fewer than :data:`POOL_BYTES` in all, and None (:func:`default_jobs`) otherwise
-    (a URL's size is not asked for)."""
-    if jobs is not None or any(isinstance(f, str) for f in files):
-        return jobs
+def trace_bytes(files: Sequence[Any], stop: int | None = None) -> int | None:
+    """The trace bytes of local ``files`` as :data:`POOL_BYTES` counts them (a ``.gz`` file at ten times its size),
+    counted until they reach ``stop`` where given; None where one is a URL string or cannot be read."""
+    if any(isinstance(f, str) for f in files):
+        return None
     total = 0
     for f in files:
         try:
             size = os.stat(f).st_size
         except OSError:
-            return jobs
+            return None
         total += size * 10 if str(f).endswith(".gz") else size
-        if total >= POOL_BYTES:
-            return jobs
-    return 1
+        if stop is not None and total >= stop:
+            break
+    return total
+
+
+def local_jobs(files: Sequence[Any], jobs: int | None) -> int | None:
+    """The worker processes for ``files`` (local paths, or URL strings): ``jobs`` where given; else 1 (this process)
+    where they are local files of fewer than :data:`POOL_BYTES` in all, and None (:func:`default_jobs`) otherwise
+    (a URL's size is not asked for)."""
+    if jobs is not None:
+        return jobs
+    total = trace_bytes(files, POOL_BYTES)
+    return 1 if total is not None and total < POOL_BYTES else None
+
+
+ONE_FILE_BESIDE_BYTES = 128 << 20
+"""Trace bytes (as :data:`POOL_BYTES` counts them) of one file above which :func:`work_beside` keeps it here: reading
+and analysing it takes over 2 s (SYNTHETIC 10^6 events, 289 MiB of JSON: 2.5 s on the 2-CPU benchmark machine), so
+the 0.45 s overlapped is under a fifth of it, while a worker holds the trace beside this process (200 MB more)."""
+
+
+def work_beside(files: Sequence[Any], jobs: int | None) -> bool:
+    """Whether this process should run work of its own in a thread (:func:`map_items`'s ``beside``) while local worker
+    processes read ``files``: where workers run them (:func:`local_jobs` not 1), this process has a CPU of its own
+    beside them (two or more usable CPUs: on one, the thread only takes the workers' time), and one file, where it is
+    one, is at most :data:`ONE_FILE_BESIDE_BYTES` (a URL's size is not known: kept here)."""
+    if local_jobs(files, jobs) == 1 or usable_cpus() < 2:
+        return False
+    if len(files) > 1:
+        return True
+    total = trace_bytes(files)
+    return total is not None and total <= ONE_FILE_BESIDE_BYTES
 
 
 def default_jobs(n_items: int, jobs: int | None = None) -> int:
@@ -102,6 +129,7 @@ def map_items(
     scheduler: str | None = None,
     on_done: Callable[[R], None] | None = None,
     on_index: Callable[[int, R], None] | None = None,
+    beside: Callable[[], None] | None = None,
 ) -> list[R]:
     """``[fn(x) for x in items]``, run as the module docstring says.
 
@@ -119,6 +147,10 @@ def map_items(
             progress bars), in completion order.
         on_index: called in this process with each item's index and result as it arrives, in completion order
             (after ``on_done``): for work on the results of a group of items as soon as all of them are in.
+        beside: run in a thread of this process while local workers run the items (started once they are forked,
+            and waited for before a dead worker's replacement is forked and before this returns: no fork while it
+            runs); with it, even one item goes to a worker process, unless ``jobs`` is 1. Ignored with ``scheduler``
+            or ``jobs`` 1.
 
     Returns:
         the results, in the order of ``items``.
@@ -134,7 +166,7 @@ def map_items(
     if scheduler:
         return _on_dask(fn, items, scheduler, on_crash, on_done, counted)
     n = default_jobs(len(items), jobs)
-    if n == 1:
+    if n == 1 and (beside is None or jobs == 1):
         out = []
         for i, x in enumerate(items):
             r = fn(x)
@@ -144,7 +176,7 @@ def map_items(
                 counted(i, r)
             out.append(r)
         return out
-    return _on_local_workers(fn, items, n, on_crash, on_done, counted)
+    return _on_local_workers(fn, items, n, on_crash, on_done, counted, beside if jobs != 1 else None)
 
 
 # --- local worker processes ----------------------------------------------------------------
@@ -266,13 +298,16 @@ def forget_process(pid: int) -> None:
 
 def _on_local_workers(
     fn: Callable[[T], R], items: Sequence[T], n: int, on_crash: Callable[[T, str], R], on_done: Callable[[R], None] | None,
-    on_index: Callable[[int, R], None] | None = None,
+    on_index: Callable[[int, R], None] | None = None, beside: Callable[[], None] | None = None,
 ) -> list[R]:
     results: list[Any] = [None] * len(items)
     pending = deque(range(len(items)))
     crashes = [0] * len(items)
     left = len(items)
     workers = [_start(fn) for _ in range(n)]
+    thread = threading.Thread(target=beside, daemon=True) if beside is not None else None
+    if thread is not None:
+        thread.start()
     try:
         while left:
             for w in workers:
@@ -297,6 +332,8 @@ def _on_local_workers(
                     why = _death(w.process)
                     forget_process(w.process.pid)  # (what it held of the command's memory limit is free again)
                     w.conn.close()
+                    if thread is not None:  # (a fork while another thread runs may copy a lock it holds)
+                        thread.join()
                     workers[k] = _start(fn)
                     pending.extendleft(reversed(w.queue))
                     if crashes[i] < MAX_CRASHES:
@@ -313,6 +350,8 @@ def _on_local_workers(
                     on_done(value)
                 if on_index:
                     on_index(i, value)
+        if thread is not None:  # (its work is for after the items: the caller's next fork finds no thread running)
+            thread.join()
     finally:
         for w in workers:
             try:
