@@ -12,6 +12,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from synthetic import TraceBuilder
 from typer.testing import CliRunner
 
@@ -71,6 +73,20 @@ def test_one_line_escapes_bidi_c1_and_bytes() -> None:
     assert console.one_line(f"{EVIL}{NOT_UTF8}\x85") == "e\\x1b[31mvil\\r\\x07\\u202egnplat\\xff\\u0085"
     text = console.shown_document(f"# {EVIL}\r\n| a\t|\n")
     assert not any(c in text for c in ("\x1b", "\x07", "\u202e")) and text.endswith("\r\n| a\t|\n")
+
+
+_NAMES = st.lists(st.one_of(st.characters(max_codepoint=0x2FF), st.sampled_from([*console.BIDI, NOT_UTF8, "\r\n", "\r"]),
+                            st.integers(0xDC80, 0xDCFF).map(chr))).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_NAMES)
+def test_a_document_is_escaped_as_translate_escapes_it(text: str) -> None:
+    """The document's escaping (one regex over the characters escaped) is ``str.translate`` over its tables, its
+    definition, character for character."""
+    assert console.shown_document(text, "json") == text.translate(console._JSON_ESCAPES)
+    assert console.shown_document(text) == console._LONE_CR.sub("\\\\r", text).translate(console._IN_DOCUMENT)
+    assert console.shown_document(text, "raw") is text
 
 
 def test_json_report_of_a_name_that_is_not_utf8(named: Path) -> None:

@@ -37,6 +37,18 @@ _JSON_ESCAPES = {c: e if e.startswith("\\u") else "\\" + e for c, e in _UNSEEN.i
 _LONE_CR = re.compile("\r(?!\n)")
 
 
+def _escaper(table: dict[int, str]) -> Any:
+    """``text.translate(table)`` as one regex substitution over the characters ``table`` maps (each one a character
+    class's member, replaced by its entry): the same text, but C code scans for them (about 2 ns a character against
+    translate's 47 on a JSON report of 100 rank traces, 2.8 MB: 133 -> 6 ms) and only what matches is rewritten."""
+    pattern = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(table)) + "]")
+    return lambda text: pattern.sub(lambda m: table[ord(m.group())], text)
+
+
+_shown_json = _escaper(_JSON_ESCAPES)
+_shown_text = _escaper(_IN_DOCUMENT)
+
+
 class _Stderr:
     """rich's Console on stderr, built on first use."""
 
@@ -80,8 +92,8 @@ def shown_document(text: str, kind: str = "text") -> str:
     if kind == "raw":
         return text
     if kind == "json":
-        return text.translate(_JSON_ESCAPES)
-    return _LONE_CR.sub("\\\\r", text).translate(_IN_DOCUMENT)
+        return _shown_json(text)
+    return _shown_text(_LONE_CR.sub("\\\\r", text))
 
 
 def shown_names(value: Any) -> Any:
