@@ -26,6 +26,10 @@ def job_cmd(
     max_bytes: float | None = typer.Option(None, "--max-bytes", metavar="BYTES",
                                            help="Limit on the memory the files read take (a trace's JSON, a summary's transfers), "
                                                 "shared by the workers, e.g. 2e9 (default: the smaller of half the available memory and 4 GiB)."),
+    replay_memory: float | None = typer.Option(None, "--replay-memory", metavar="BYTES",
+                                               help="Summaries only: the memory a window's replay (what-ifs, critical path) may take, e.g. "
+                                                    "16e9; a window that needs more is not replayed, with a line saying so (default: the "
+                                                    "larger of 2 GB and half the available memory)."),
 ) -> None:
     """Per window: every figure's min, median, p95 and max across ranks, the outlier ranks and why, the ranks that
     arrived last at collectives per process group and the wait they caused, the straggler's cause, the clocks."""
@@ -42,7 +46,7 @@ def job_cmd(
 
         share_limit(None if max_bytes is None else int(max_bytes))  # (every rank's transfers are held at once: counted together)
         try:  # (each file checked as overlap-report checks them: every file left out is one line)
-            job, more = job_report_from_summaries(files)
+            job, more = job_report_from_summaries(files, None if replay_memory is None else int(replay_memory))
         finally:
             unshare_limit()
         failures += more

@@ -47,7 +47,8 @@ from .cause_tables import RankColumns, rank_columns, rank_tables
 from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
 from .collectives import match_rows
-from .summaries import TableView, check_transfers, members_of, window_graphs
+from .summaries import TableView, check_transfers, members_of
+from .window_replay import replay_budget, window_graphs
 
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
 """Parts of the GPU time breakdown given per step."""
@@ -259,11 +260,13 @@ def _view_figures(v: _JobView) -> list[float]:
     return [h.get(f, np.nan) for f in FIGURES]
 
 
-def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
+def job_report_from_summaries(paths: list, replay_memory: int | None = None) -> tuple[JobReport, list[Failure]]:
     """The whole-job report of summary files (module docstring), for thousands of ranks.
 
     Args:
         paths: summary files (``*.summary.json[.gz]``).
+        replay_memory: the memory (bytes) a window's replay may take, or None for the default
+            (:func:`.window_replay.replay_budget`); a window that needs more is not replayed, with a note saying so.
 
     Returns:
         ``(report, failures)``: a file that cannot be read, of another version, another job than its folder's, without a
@@ -275,6 +278,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
     from ..run import _run_of
 
     failures: list[Failure] = []
+    budget = replay_budget(replay_memory)  # (the memory available when the job starts)
     windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, int]]] = defaultdict(list)
     step_counts: dict[tuple[str, str], int] = {}
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -332,7 +336,7 @@ def job_report_from_summaries(paths: list) -> tuple[JobReport, list[Failure]]:
         stragglers.append(wc)
         steps = step_counts[(run, window)]
         replayed = None
-        graphs, note, failed = window_graphs([x[1] for x in last], sum(x[5] for x in last))
+        graphs, note, failed = window_graphs([x[1] for x in last], sum(x[5] for x in last), budget)
         if note:
             notes[(run, window)] = note
         failures += [Failure(getattr(e, "path", run), f"not replayed: {getattr(e, 'reason', e)}") for e in failed]

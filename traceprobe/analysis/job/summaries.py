@@ -34,7 +34,6 @@ from ...summary_file import (
 )
 from ..advice.verdicts import Verdict
 from ..causal.dependency_graph import RankGraph
-from ..causal.packed import pack
 from ..device.concurrency import DeviceConcurrency
 from ..device.overlap import CpuGpuOverlap
 from ..host.host_threads import HostThreadConcurrency
@@ -357,35 +356,3 @@ def graph_of_file(path: str | Path) -> RankGraph | None:
         return _graph(msgspec.json.decode(raw, type=_GraphSummary).tables.graph, limit)
     except ValueError as e:
         raise TraceFormatError(path, f"traceprobe summary whose graph does not fit its format ({e})") from None
-
-
-REPLAY_BYTES = 2 * 10**9
-"""The memory a window replayed from summaries may take, the whole job report with it (bytes)."""
-BASE_BYTES = 200_000_000
-"""The job report's memory beside the replay (bytes): the interpreter, its modules (numba's among them) and the
-collectives of the ranks; the intercept of the fit below."""
-NODE_BYTES = 87
-"""The replay's memory an event of the ranks' traces (bytes; a rank of 20,000 events is about 8,000 replay nodes:
-4,011 host anchors, 4,000 device ops, so about 217 bytes a node): the slope of the peak resident memory of ``traceprobe
-job`` on SYNTHETIC summaries of 20,000 events a rank (``scripts/bench_job.py``): 256 ranks 0.65 GB, 512 ranks 1.10
-GB, 1,024 ranks 1.98 GB (88 and 86 bytes an event between them)."""
-MAX_REPLAY_EVENTS = (REPLAY_BYTES - BASE_BYTES) // NODE_BYTES
-"""A window is replayed from summaries (what-ifs, critical path), whatever its ranks, where their traces held at most
-this many events (each summary's ``event_count``): what :data:`REPLAY_BYTES` holds beyond :data:`BASE_BYTES` at
-:data:`NODE_BYTES` an event (20,689,655: the 1,024 ranks of 20,000 events replay, 2,048 do not)."""
-
-
-def window_graphs(paths: list[str], events: int) -> tuple[list[RankGraph | None], str, list[Exception]]:
-    """The graphs of a window's rank summaries (``paths``, one a rank), to replay it: ``(graphs, note, errors)``; no
-    graph and a note in words where the ranks' traces held more than :data:`MAX_REPLAY_EVENTS` events together
-    (``events``), no graph and the error where a summary's graph cannot be read (:class:`TraceFormatError`, OSError,
-    msgspec.DecodeError); a None among the graphs where a summary carries none."""
-    if events > MAX_REPLAY_EVENTS:
-        return [], (f"not replayed: its {len(paths)} ranks' traces hold {events:,} events, more than the {MAX_REPLAY_EVENTS:,} a "
-                    f"replay from summaries takes (about {REPLAY_BYTES / 1e9:.0f} GB of memory): no what-if or "
-                    "critical path; replay the ranks that matter from their summaries"), []
-    try:
-        graphs = [graph_of_file(p) for p in paths]
-        return (pack(graphs) if all(g is not None for g in graphs) else graphs), "", []  # type: ignore[arg-type]
-    except (TraceFormatError, OSError, msgspec.DecodeError) as e:
-        return [], "", [e]
