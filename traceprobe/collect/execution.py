@@ -7,7 +7,7 @@ it is sent to the workers by reference, never by value.
 
 Three ways to run, chosen by the caller:
 
-- ``jobs == 1`` (or a single item): in this process, one item after another.
+- ``jobs == 1`` (or a single item, unless work runs ``beside``): in this process, one item after another.
 - ``jobs > 1``: ``jobs`` local worker processes, forked from this one, each
   taking the next item as it finishes the last; a worker ends when this process
   dies, however it dies (:func:`die_with_parent`). While items remain for every
