@@ -190,3 +190,49 @@ def test_extra_device_work_removal_keeps_its_invariants(tmp_path, plan, extra):
         assert i == 1 and (d >= 0).all() and (d <= job.d).all()
         assert np.array_equal(d[job.k_rank == 0], job.d[job.k_rank == 0])
         assert int((job.d - d).sum()) == removed <= beyond
+
+
+@st.composite
+def _window(draw):
+    """SYNTHETIC arrays of a window: ops of 2-5 ranks on two chains a rank (not always one after another: the join
+    must not depend on it), kernel names 0-3, some communication; waits on random ops, charged to the ranks of random
+    ops (a last arrival's)."""
+    ranks = draw(st.integers(2, 5))
+    k = draw(st.integers(1, 60))
+    ints = st.lists(st.integers(0, 10**6), min_size=k, max_size=k)
+    start = np.array(draw(ints), np.int64)
+    end = start + np.array(draw(st.lists(st.integers(0, 50_000), min_size=k, max_size=k)), np.int64)
+    d = np.array(draw(st.lists(st.integers(0, 60_000), min_size=k, max_size=k)), np.int64)
+    k_rank = np.array(draw(st.lists(st.integers(0, ranks - 1), min_size=k, max_size=k)), np.int64)
+    lane = k_rank * 2 + np.array(draw(st.lists(st.integers(0, 1), min_size=k, max_size=k)), np.int64)
+    code = np.array(draw(st.lists(st.integers(0, 3), min_size=k, max_size=k)), np.int64)
+    comm = np.array(draw(st.lists(st.booleans(), min_size=k, max_size=k)))
+    n = draw(st.integers(0, 30))
+    op = np.array(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)), np.int64)
+    lo = np.array(draw(st.lists(st.integers(0, 10**6), min_size=n, max_size=n)), np.int64)
+    hi = lo + np.array(draw(st.lists(st.integers(-10, 200_000), min_size=n, max_size=n)), np.int64)
+    charged = k_rank[np.array(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)), np.int64)]  # (the last member's rank)
+    return ranks, start, end, d, code, k_rank, lane, comm, (op, lo, hi, charged)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_window(), st.booleans())
+def test_slowdowns_equal_the_pass_per_pair_of_ranks(window, by_lane):
+    """The one-pass slowdowns (the waits' overlaps with compute joined chain by chain, every pair of ranks at once)
+    equal the first version's pass per pair of ranks (tests/contention_reference.py), op for op and rank for rank, with
+    the chains given or one chain a rank; and the waits charged to each rank equal its per-rank sums."""
+    from contention_reference import charged_wait, slowdowns_by_pair
+
+    ranks, start, end, d, code, k_rank, lane, comm, w = window
+    want = slowdowns_by_pair(start, end, d, code, k_rank, comm, w)
+    got = contention.slowdowns(start, end, d, code, k_rank, comm, w, lane if by_lane else None)
+    assert sorted(want) == sorted(set(got.rank.tolist())) and len(got) == len(want)
+    for i, dense in want.items():
+        assert i in got and got[i].tolist() == dense.tolist()
+        some = np.arange(0, start.size, 2)
+        assert got.at(i, some).tolist() == dense[some].tolist()
+    assert all(i not in got for i in range(ranks) if i not in want)
+    mem_op = np.arange(start.size, dtype=np.int64)
+    mem_group = code.copy()  # (SYNTHETIC instances: the ops of one name)
+    all_ranks = contention.charged_waits(start, end, w, mem_op, mem_group, ranks)
+    assert all_ranks.tolist() == [charged_wait(start, end, w, mem_op, mem_group, i) for i in range(ranks)]

@@ -24,9 +24,12 @@ Definitions (quoted by docs/measures.md):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ... import intervals as iv
+from ...keyed import keys, unique_pairs
 
 MIN_REFERENCE = 3
 """Kernels of a name on the late rank needed to take their median as the name's uncontended duration."""
@@ -58,80 +61,138 @@ def wait_spans(start: np.ndarray, end: np.ndarray, k_rank: np.ndarray, mem_op: n
     return op, start[op], np.minimum(end[op], start[last]), k_rank[last]
 
 
-def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarray, k_rank: np.ndarray, comm: np.ndarray,
-              w: Waits) -> dict[int, np.ndarray]:
-    """``{rank index i: (K,) int64 ns}``: per op, its slowdown under the waits charged to rank i (module docstring;
-    ``w`` from :func:`wait_spans`, ``code`` the kernel name of each op, ``comm`` whether it is communication)."""
-    op, lo, hi, charged = w
-    out: dict[int, np.ndarray] = {}
-    if op.size == 0:
+@dataclass(frozen=True)
+class Slowdowns:
+    """Per op, its slowdown under the waits charged to each rank (:func:`slowdowns`), held sparse: the (rank, op) pairs
+    slowed only, as many as the waits' overlaps with compute kernels (an array of every op per charged rank would take
+    ranks x ops: 1,024 ranks of 8,000 ops, 67 GB).
+
+    Attributes:
+        rank: (N,) int64, the rank index charged, ascending. op: (N,) int64, the op slowed, ascending within a rank.
+        ns: (N,) int64 ns, its slowdown (> 0). size: the window's ops (K).
+    """
+
+    rank: np.ndarray
+    op: np.ndarray
+    ns: np.ndarray
+    size: int
+
+    @classmethod
+    def none(cls, size: int) -> Slowdowns:
+        """No op slowed, of ``size`` ops."""
+        z = np.zeros(0, np.int64)
+        return cls(z, z, z, size)
+
+    def _span(self, i: int) -> tuple[int, int]:
+        return int(np.searchsorted(self.rank, i, "left")), int(np.searchsorted(self.rank, i, "right"))
+
+    def __contains__(self, i: object) -> bool:
+        """Whether any op is slowed under the waits charged to rank index ``i``."""
+        if not isinstance(i, (int, np.integer)):
+            return False
+        lo, hi = self._span(int(i))
+        return hi > lo
+
+    def __len__(self) -> int:
+        """The ranks charged a slowdown."""
+        return int(np.unique(self.rank).size)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        """(K,) int64 ns: each op's slowdown under the waits charged to rank index ``i`` (0 where none).
+
+        Raises:
+            KeyError: no op is slowed under them.
+        """
+        if i not in self:
+            raise KeyError(i)
+        lo, hi = self._span(i)
+        out = np.zeros(self.size, np.int64)
+        out[self.op[lo:hi]] = self.ns[lo:hi]
         return out
-    compute = ~comm
-    w_rank = k_rank[op]
-    n_codes = int(code.max(initial=0)) + 1
-    by_rank = np.argsort(k_rank, kind="stable")  # (each rank's ops, in their order)
-    k_bounds = np.searchsorted(k_rank[by_rank], np.arange(int(k_rank.max(initial=-1)) + 2))
 
-    def compute_ops(r: int) -> np.ndarray:
-        ops = by_rank[k_bounds[r]:k_bounds[r + 1]]
-        return ops[compute[ops]]
-
-    waiting: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-
-    def of_waiting(r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """A waiting rank's compute ops, their names and durations, and its count of each name: once per rank, not per
-        rank it waited for."""
-        got = waiting.get(r)
-        if got is None:
-            ops = compute_ops(r)
-            got = waiting[r] = (ops, code[ops], d[ops].astype(np.float64), np.bincount(code[ops], minlength=n_codes))
-        return got
-
-    pair = np.lexsort((w_rank, charged))  # (the waits grouped by the rank charged, then the rank that waited)
-    pc, pr = charged[pair], w_rank[pair]
-    cut = np.flatnonzero(np.r_[True, (pc[1:] != pc[:-1]) | (pr[1:] != pr[:-1]), True])
-    for a, b in zip(cut[:-1].tolist(), cut[1:].tolist()):  # (one pass per pair of ranks: a rank and one that waited for it)
-        i, r = int(pc[a]), int(pr[a])
-        if a == 0 or int(pc[a - 1]) != i:
-            mine = compute_ops(i)
-            mine = mine[np.lexsort((d[mine], code[mine]))]  # (by name, shortest first)
-            first = np.searchsorted(code[mine], np.arange(n_codes))  # (where each name's kernels begin)
-            avail = np.diff(np.r_[first, mine.size])
-        sel = pair[a:b]
-        ops, names, dd, counts = of_waiting(r)
-        # per name, the median of rank i's shortest kernels, as many as rank r ran (all of them where fewer)
-        n = np.minimum(counts, avail)
-        keep = n >= MIN_REFERENCE
-        if not keep.any():
-            continue
-        ref = np.full(n_codes, np.nan)  # per kernel name code, its reference on rank i
-        at = first[keep]
-        lo_d = d[mine[at + (n[keep] - 1) // 2]].astype(np.float64)
-        hi_d = d[mine[at + n[keep] // 2]].astype(np.float64)
-        ref[keep] = (lo_d + hi_d) / 2  # (the median: the middle one, or the mean of the middle two)
-        base = ref[names]
-        extra = np.where(np.isfinite(base) & (dd <= MAX_SLOWDOWN * base), np.maximum(dd - base, 0), 0)
-        slowed = np.flatnonzero(extra)  # (only these can be charged a part)
-        if not slowed.size:
-            continue
-        hit = ops[slowed]
-        ov = iv.measure(iv.union(lo[sel], hi[sel]), start[hit], end[hit])
-        part = (extra[slowed] * ov / np.maximum(end[hit] - start[hit], 1)).astype(np.int64)
-        if part.any():
-            out.setdefault(i, np.zeros(start.size, np.int64))[hit] += part
-    return out
+    def at(self, i: int, ops: np.ndarray) -> np.ndarray:
+        """The slowdowns of ``ops`` (int indices) under the waits charged to rank index ``i``, int64 ns (0 where none):
+        ``self[i][ops]`` without the array of every op."""
+        lo, hi = self._span(i)
+        mine, ns = self.op[lo:hi], self.ns[lo:hi]
+        ops = np.asarray(ops, np.int64)
+        if mine.size == 0:
+            return np.zeros(ops.size, np.int64)
+        at = np.minimum(np.searchsorted(mine, ops), mine.size - 1)
+        return np.where(mine[at] == ops, ns[at], 0).astype(np.int64)
 
 
-def charged_wait(arrival: np.ndarray, end: np.ndarray, w: Waits, mem_op: np.ndarray, mem_group: np.ndarray, i: int) -> int:
-    """The waits charged to rank ``i`` in the trace (``w``), measured again on replayed ``arrival`` and ``end`` times
-    (the same instances, their last member's arrival as replayed), in ns."""
+def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarray, k_rank: np.ndarray, comm: np.ndarray,
+              w: Waits, lane: np.ndarray | None = None) -> Slowdowns:
+    """Per op, its slowdown under the waits charged to each rank (module docstring; ``w`` from :func:`wait_spans`,
+    ``code`` the kernel name of each op, ``comm`` whether it is communication, ``lane`` each op's device chain: a
+    stream of one rank, whose kernels run one after another; default one chain a rank), as :class:`Slowdowns`.
+
+    One pass over the waits' overlaps with compute kernels, every pair of ranks at once (the rank charged, the rank
+    that waited): each pair's waits are merged into one interval set; each interval is joined with the compute
+    kernels of the waiting rank that overlap it, chain by chain (a binary search on (chain, time) keys: the kernels of
+    a chain are ordered in time); per kernel and pair, the reference of its name on the rank charged is read from all
+    ranks' compute kernels sorted once by (rank, name, duration). O((waits + kernels) log), linear in the ranks."""
+    op, lo, hi, charged = (np.asarray(x, np.int64) for x in w)
+    size = int(start.size)
+    comp = np.flatnonzero(~np.asarray(comm, bool))
+    if op.size == 0 or comp.size == 0:
+        return Slowdowns.none(size)
+    rank = np.asarray(k_rank, np.int64)
+    pairs, pid = unique_pairs(charged, rank[op])  # (the rank charged, the rank that waited), by the first then the second
+    uk, us, ue = iv.grouped_union(pid, lo, hi)  # each pair's waits as one set
+    if uk.size == 0:
+        return Slowdowns.none(size)
+    chain = (rank if lane is None else np.asarray(lane, np.int64))[comp]
+    chains, _ = unique_pairs(rank[comp], chain)  # (rank, chain) of the compute kernels, by rank
+    c_of = np.searchsorted(chains[0], np.arange(int(rank.max(initial=0)) + 2))
+    q_rank = pairs[1][uk]
+    n_ch = c_of[q_rank + 1] - c_of[q_rank]  # (each interval asks every compute chain of its waiting rank)
+    qi = np.repeat(np.arange(uk.size), n_ch)
+    q_chain = chains[1][np.repeat(c_of[q_rank], n_ch) + np.arange(qi.size) - np.repeat(np.cumsum(n_ch) - n_ch, n_ch)]
+    k_s, k_e, kq_s, kq_e = keys((chain, start[comp]), (chain, end[comp]), (q_chain, us[qi]), (q_chain, ue[qi]))
+    order = np.argsort(k_s, kind="stable")  # (by chain, then start)
+    first = np.searchsorted(np.maximum.accumulate(k_e[order]), kq_s, "right")  # (the chain's first kernel ending after)
+    count = np.maximum(np.searchsorted(k_s[order], kq_e, "left") - first, 0)  # (... up to the first starting at the end)
+    row_q = np.repeat(qi, count)
+    o = comp[order[np.arange(row_q.size) + np.repeat(first - (np.cumsum(count) - count), count)]]
+    ov = np.minimum(end[o], ue[row_q]) - np.maximum(start[o], us[row_q])
+    keep = ov > 0
+    (p, o), at = unique_pairs(uk[row_q[keep]], o[keep])  # (a kernel's overlap with one pair's set: the sum of its pieces)
+    overlap = np.zeros(p.size, np.int64)
+    np.add.at(overlap, at, ov[keep])
+    # the reference of each kernel's name on the rank charged: the median of its shortest kernels of the name, as many
+    # as the waiting rank ran (all of them where fewer), at least MIN_REFERENCE
+    n_codes = int(np.asarray(code).max(initial=0)) + 1
+    by = comp[np.lexsort((d[comp], code[comp], rank[comp]))]
+    by_key = rank[by] * n_codes + code[by]
+    i, r, c = pairs[0][p], pairs[1][p], code[o]
+    at_i = np.searchsorted(by_key, i * n_codes + c, "left")
+    avail = np.searchsorted(by_key, i * n_codes + c, "right") - at_i
+    n = np.minimum(np.searchsorted(by_key, r * n_codes + c, "right") - np.searchsorted(by_key, r * n_codes + c, "left"), avail)
+    ok = n >= MIN_REFERENCE
+    base = np.full(p.size, np.nan)
+    base[ok] = (d[by[at_i[ok] + (n[ok] - 1) // 2]].astype(np.float64) + d[by[at_i[ok] + n[ok] // 2]].astype(np.float64)) / 2
+    dd = d[o].astype(np.float64)
+    extra = np.where(np.isfinite(base) & (dd <= MAX_SLOWDOWN * base), np.maximum(dd - base, 0), 0)
+    part = (extra * overlap / np.maximum(end[o] - start[o], 1)).astype(np.int64)
+    got = np.flatnonzero(part > 0)
+    got = got[np.lexsort((o[got], i[got]))]  # (by the rank charged, then op)
+    return Slowdowns(i[got], o[got], part[got], size)
+
+
+def charged_waits(arrival: np.ndarray, end: np.ndarray, w: Waits, mem_op: np.ndarray, mem_group: np.ndarray, ranks: int) -> np.ndarray:
+    """Per rank index (``ranks`` of them), the waits charged to it in the trace (``w``), measured again on replayed
+    ``arrival`` and ``end`` times (the same instances, their last member's arrival as replayed), int64 ns: every rank
+    at once."""
     op, _, _, charged = w
+    out = np.zeros(ranks, np.int64)
     if op.size == 0 or mem_op.size == 0:
-        return 0
+        return out
     low = np.iinfo(np.int64).min
     last = np.full(int(mem_group.max()) + 1, low, np.int64)
     np.maximum.at(last, mem_group, arrival[mem_op])
     bound = np.full(arrival.size, low, np.int64)
     np.maximum.at(bound, mem_op, last[mem_group])
-    sel = op[charged == i]
-    return int(np.maximum(np.minimum(end[sel], bound[sel]) - arrival[sel], 0).sum())
+    np.add.at(out, charged, np.maximum(np.minimum(end[op], bound[op]) - arrival[op], 0))
+    return out

@@ -3,13 +3,14 @@
 Definitions (quoted by docs/measures.md). Replaying the graph with the trace's durations gives the trace's own times
 exactly (int64 ns): each chain's times are a running maximum (:func:`replay`), and one sweep over the graph in a
 topological order carries time across host, device and rank edges (:mod:`.sweep`). A *what-if* replays it with one
-cause's time removed and gives the *gain*: how much earlier the window's last work (anchor or device op, on any rank) ends; per step, the gain over the number of
-steps. Causes: each host class of :data:`.dependency_graph.HOST_CLASSES` (its host time set to zero), ``sync`` (the
-syncs wait for nothing and their own host time is gone), ``pageable_copy`` (those copies take no time), per rank and
-on every rank at once; and, across ranks, ``imbalance``: a rank's device time, per kernel name, beyond the median of
-the other ranks' (taken from its longest ops of that name first: extra work is whole kernels, or longer ones). Each what-if is replayed alone: gains of two causes are not added (removing both may give less
-than their sum, never more). A cause is replayed only where its bound from the critical paths may clear the window's
-noise floor (:mod:`.what_if_plan`): a rank off the path gives nothing back, and is not replayed.
+cause's time removed and gives the *gain*: how much earlier the window's last work (anchor or device op, on any rank)
+ends; per step, the gain over the number of steps. Causes: each host class of :data:`.dependency_graph.HOST_CLASSES`
+(its host time set to zero), ``sync`` (the syncs wait for nothing and their own host time is gone), ``pageable_copy``
+(those copies take no time), per rank and on every rank at once; and, across ranks, ``imbalance``: a rank's device
+time, per kernel name, beyond the median of the other ranks' (taken from its longest ops of that name first: extra
+work is whole kernels, or longer ones). Each what-if is replayed alone: gains of two causes are not added (removing both
+may give less than their sum, never more). A cause is replayed only where its bound from the critical paths may clear
+the window's noise floor (:mod:`.what_if_plan`): a rank off the path gives nothing back, and is not replayed.
 
 Where we differ from HTA: HTA's critical path is one rank's longest path through the same kinds of edges and
 attributes its time to what lies on it; the gain of removing a cause is not the time it holds on the path (other
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .contention import charged_wait, last_arrivals, slowdowns, wait_spans
+from ..memo import empty_frame
+from .contention import Slowdowns, charged_waits, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
 from .sweep import Sweep, index_type, joined
@@ -113,8 +115,7 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
         d[m] = np.maximum(end[m] - bound[m], 0)  # a collective's transfer after its last member arrived
     lone = alone(cat([g.comm & g.ranked for g in graphs]), dep, mem_op)  # (peers not in the window: .unseen_peers)
     d = transfers(d, lone, k_rank.astype(np.int64) * (max((len(g.names) for g in graphs), default=0) + 1) + cat([g.name for g in graphs]))
-    first = np.ones(lane.size, bool)
-    first[1:] = lane[1:] != lane[:-1]
+    first = np.r_[True, lane[1:] != lane[:-1]] if lane.size else np.ones(0, bool)
     also_anchor = cat([g.also_anchor + a_off[i] for i, g in enumerate(graphs)])
     also_op = cat([g.also_op + k_off[i] for i, g in enumerate(graphs)])
     collective = np.zeros(d.size, bool)
@@ -128,8 +129,7 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
 
 def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`replay_arrivals` without the arrivals: ``(t, end)``."""
-    t, end, _ = replay_arrivals(job, h, d, no_sync)
-    return t, end
+    return replay_arrivals(job, h, d, no_sync)[:2]
 
 
 def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -202,8 +202,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         up to the step's end and the device work launched in it (the ranks' steps taken by position).
     """
     if not graphs:
-        return pd.DataFrame({c: pd.Series([], dtype=object if c in ("cause", "top") else np.int64) for c in WHAT_IF_COLUMNS}), \
-            pd.DataFrame({c: pd.Series([], dtype=object if c == "cause" else np.int64) for c in STEP_COLUMNS})
+        return (empty_frame({c: object if c in ("cause", "top") else np.int64 for c in WHAT_IF_COLUMNS}),
+                empty_frame({c: object if c == "cause" else np.int64 for c in STEP_COLUMNS}))
     n_steps = max((len(g.steps) for g in graphs), default=0)
     graphs = [first_calls_merged(g, n_steps, max(min_ns, 0), before) for g in graphs]
     job = _job(graphs, per_rank)
@@ -223,8 +223,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     start0, end0 = joined([g.start for g in graphs]), end_all  # (read, never written: one array)
     w = wait_spans(start0, end0, job.k_rank, job.mem_op, job.mem_group)
     code, names = kernel_codes(graphs)
-    slow = slowdowns(start0, end0, job.d, code, job.k_rank, np.concatenate([g.comm for g in graphs]), w) if len(graphs) > 1 else {}
-    charged = {i: charged_wait(start0, end0, w, job.mem_op, job.mem_group, i) for i in slow}  # (each rank's waits, as recorded)
+    slow = slowdowns(start0, end0, job.d, code, job.k_rank, np.concatenate([g.comm for g in graphs]), w, job.lane) if len(graphs) > 1 else Slowdowns.none(job.d.size)
+    charged = charged_waits(start0, end0, w, job.mem_op, job.mem_group, len(graphs))  # (each rank's waits, as recorded)
     cands: list[Candidate] = []
 
     def class_ns(*classes: int) -> Callable[[], np.ndarray]:  # (built where read: the classes x anchors never held twice)
@@ -244,7 +244,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         h, d, drop = c.make(_ALL, _ALL, _ALL)
         (t, end, arrival), cut = replay_arrivals(job, h, d, drop), np.zeros(0, np.int64)
         if c.relief >= 0:  # the others' compute, slowed beside waits for this rank (.contention): taken out too
-            share = 1 - charged_wait(arrival, end, w, job.mem_op, job.mem_group, c.relief) / max(charged[c.relief], 1)
+            share = 1 - charged_waits(arrival, end, w, job.mem_op, job.mem_group, len(graphs))[c.relief] / max(int(charged[c.relief]), 1)
             cut = np.minimum((slow[c.relief] * min(max(share, 0.0), 1.0)).astype(np.int64), d)
             t, end = replay(job, h, d - cut, drop) if share > 0 else (t, end)
         earlier = np.where(base_steps > NEG, base_steps - ends_of(t, end), 0)  # (how much earlier each step's last work ends)
@@ -311,7 +311,7 @@ PRUNE = True
 replays every one (the reference of the tests)."""
 
 
-def _replayed(cands: list[Candidate], run, job: _Job, recorded: tuple, slow: dict, floor: int, n_steps: int,
+def _replayed(cands: list[Candidate], run, job: _Job, recorded: tuple, slow: Slowdowns, floor: int, n_steps: int,
               groups: Mapping[str, tuple[str, ...]], graphs: list[RankGraph]) -> dict[int, tuple]:
     """The rows (:data:`.what_if_table.ROW`) of the candidates replayed (:mod:`.what_if_plan`), by their index: those whose
     bound may clear the floor, best bound first, then those the replayed rows' figures or order read."""

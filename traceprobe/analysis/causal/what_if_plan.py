@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .contention import Slowdowns
 from .sweep import index_type
 
 INF = 2**62
@@ -79,7 +80,7 @@ class Bounds:
     distinct)."""
 
     def __init__(self, paths: list[tuple[np.ndarray, np.ndarray, np.ndarray]], h0: np.ndarray, d0: np.ndarray,
-                 slow: dict[int, np.ndarray]) -> None:
+                 slow: Slowdowns) -> None:
         self.n = len(paths)
         (self.ia, at_a), (self.ik, at_k), (self.isx, at_s) = (_distinct([p[j] for p in paths], size)
                                                                for j, size in enumerate((h0.size, d0.size, h0.size)))
@@ -89,7 +90,7 @@ class Bounds:
         self.sizes = tuple(np.array([p[j].size for p in paths], np.int64) for j in range(3))
         """Per kind: each path's number of entries (int64, ``n``)."""
         self.h0, self.d0 = h0[self.ia], d0[self.ik]
-        self.slow = {i: s[self.ik] for i, s in slow.items()}
+        self.slow = slow  # (read at the distinct ops of the paths, for the rank a candidate relieves: .contention.Slowdowns.at)
 
     def of(self, c: Candidate) -> tuple[int, int]:
         """``(window bound, largest step bound)`` of ``c``'s gain (ns; :data:`INF` where a path runs through an edge it
@@ -98,7 +99,7 @@ class Bounds:
         if c.cap is not None:  # (what it removes, then the relief from what is left at most)
             d = self.d0
         if c.relief in self.slow:
-            d = np.maximum(d - self.slow[c.relief], 0)
+            d = np.maximum(d - self.slow.at(c.relief, self.ik), 0)
         b = np.zeros(self.n, np.float64)
         b += self.per_path(0, self.h0 - h)
         b += self.per_path(1, self.d0 - d)
@@ -138,7 +139,7 @@ def _distinct(parts: list[np.ndarray], size: int) -> tuple[np.ndarray, np.ndarra
 
 
 def critical_bounds(sweep, h0: np.ndarray, d0: np.ndarray, times: tuple[np.ndarray, np.ndarray, np.ndarray],
-                    sink: int, step_sinks: list[int], slow: dict[int, np.ndarray]) -> Bounds | None:
+                    sink: int, step_sinks: list[int], slow: Slowdowns) -> Bounds | None:
     """:class:`Bounds` of the window replayed as recorded (``times``: :meth:`.sweep.Sweep.replay` with ``h0``, ``d0`` and
     every sync edge), its critical path into ``sink`` and each step's into ``step_sinks`` (node numbers of
     :mod:`.sweep`); None where the graph has a cycle."""
