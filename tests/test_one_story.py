@@ -155,7 +155,8 @@ def test_a_sync_that_waits_for_work_before_the_trace_gives_nothing(tmp_path):
 
     from traceprobe import load_trace
     from traceprobe.analysis.causal.dependency_graph import rank_graph
-    from traceprobe.analysis.causal.what_if import before_the_work, what_if
+    from traceprobe.analysis.causal.what_if import what_if
+    from traceprobe.analysis.causal.what_if_steps import before_the_work
 
     b = TraceBuilder("SYNTHETIC: a sync on work launched before the trace")
     b.step(1, 0, 106_100_000)

@@ -1,7 +1,7 @@
 """The critical path of a window: the chain of work that ended last, walked back through the job's dependency graph.
 
 Definitions (quoted by docs/measures.md). From the window's last work (the latest device op end or host anchor on any
-rank that ends the measured work, :func:`.what_if.measured_anchors`: not the host's tail after its last device work and
+rank that ends the measured work, :func:`.what_if_steps.measured_anchors`: not the host's tail after its last device work and
 step), each step back follows the edge that bound the work in the trace:
 
 - a device op: its own time is on the path (``compute``, ``copy`` for memcpys and memsets, ``comm`` for
@@ -33,7 +33,8 @@ from ..memo import empty_frame
 from .contention import last_arrivals
 from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
 from .sweep import joined
-from .what_if import _job, measured_anchors
+from .what_if import _job
+from .what_if_steps import measured_anchors
 
 COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns", "step"]
 GAPS = "(gaps between queued work)"

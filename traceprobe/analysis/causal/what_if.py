@@ -34,7 +34,7 @@ from .sync_names import sync_top
 from .unseen_peers import alone, pinned_fixed, transfers
 from .what_if_order import COLUMNS, EXPOSING_SHARE
 from .what_if_plan import Candidate, Make, chosen, critical_bounds, sinks, wanted
-from .what_if_steps import first_calls_merged, first_step, step_ends, step_last, steps_with
+from .what_if_steps import before_the_work, first_calls_merged, first_step, measured_anchors, step_ends, step_last, steps_with
 from .what_if_table import EVERY_RANK_FACTOR, STEP_COLUMNS, assemble, lead
 from .what_if_table import _beyond_the_lead as _beyond_the_lead
 
@@ -286,12 +286,12 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         add(ranks, "pageable_copy", [copies[i] for i in ranks], "Memcpy (pageable)",
             lambda ia, ik, isx, r=ranks: (h0[ia], np.where(pageable[ik] & np.isin(job.k_rank[ik], r), 0, job.d[ik]), no_sync[isx]), [-1],
             sum(int(graphs[i].d[graphs[i].pageable & fk[i]].sum()) for i in ranks))
+    k_at = np.searchsorted(job.k_rank, np.arange(len(graphs) + 1))  # (each rank's ops: one run, the ranks in order)
     for i, g in enumerate(graphs):  # device causes (.what_if_kernels): kernels at their roofline, elementwise chains fused
-        for cause, top, dur in g.device_causes if only is None or i in only else ():
-            d = job.d.copy()
-            d[job.k_rank == i] = np.minimum(dur, d[job.k_rank == i])
-            if int((job.d - d).sum()) > floor:
-                add([i], cause, [int((job.d - d).sum())], top, lambda ia, ik, isx, d=d: (h0[ia], d[ik], no_sync[isx]), [-1])
+        for cause, top, dur in g.device_causes if only is None or i in only else ():  # (held as the rank's durations only)
+            lo, mine = int(k_at[i]), np.minimum(dur, job.d[k_at[i]:k_at[i + 1]])
+            if (cut := int((job.d[k_at[i]:k_at[i + 1]] - mine).sum())) > floor:
+                add([i], cause, [cut], top, lambda ia, ik, isx, lo=lo, mine=mine: (h0[ia], _with_rank(job.d, ik, lo, mine), no_sync[isx]), [-1])
     if len(graphs) > 1:
         s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
         rows, inside = excesses(graphs, job.k_rank, job.d, floor, s_code, s_names, only, segment)
@@ -305,6 +305,17 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
 
 
 _ALL = slice(None)
+
+
+def _with_rank(d: np.ndarray, ik: np.ndarray | slice, lo: int, mine: np.ndarray) -> np.ndarray:
+    """``d[ik]`` (a copy) with the ops ``lo .. lo + mine.size - 1`` (one rank's) at ``mine``."""
+    if isinstance(ik, slice):
+        out = d[ik].copy()
+        out[lo:lo + mine.size] = mine
+        return out
+    out, sel = d[ik], (ik >= lo) & (ik < lo + mine.size)
+    out[sel] = mine[ik[sel] - lo]
+    return out
 
 PRUNE = True
 """Replay only the what-ifs whose bound on the critical paths may clear the noise floor (:mod:`.what_if_plan`); False
@@ -362,39 +373,3 @@ def _finish(t: np.ndarray, end: np.ndarray, counted: np.ndarray | None = None) -
     anchor where None): :func:`measured_anchors`."""
     last_t = t[counted].max(initial=NEG) if counted is not None else t.max(initial=NEG)
     return int(max(last_t, end.max(initial=NEG)))
-
-
-def before_the_work(g: RankGraph) -> np.ndarray:
-    """Per anchor of ``g``: a sync call (host time of class ``sync``) that waited for no device work of the trace and
-    returned before the rank's first device work began: it waited for work launched before the trace began (a warm-up's
-    or capture's queue, the profiler started mid-run), which the trace does not show. Its time is not the loop's sync:
-    removing it gives nothing the trace can show (the ``sync`` what-if keeps it)."""
-    if g.start.size == 0:
-        return np.zeros(g.t.size, bool)
-    return (g.class_ns[HOST_CLASSES.index("sync")] > 0) & (g.target < 0) & (g.t <= g.start.min())
-
-
-PROGRAM_WORK = ("graph_capture", "compile", "data_loading", "optimizer", "dispatch", "cpu_op")
-"""Host classes that are the program's own work (ops, launches, loading, compiling): an anchor after such time ends
-measured work (:func:`measured_anchors`); syncs, allocator calls and time outside ops after the last of them do not."""
-
-
-def measured_anchors(graphs: list[RankGraph]) -> np.ndarray:
-    """Per anchor of the window (the ranks' anchors concatenated): whether its time can end the measured work. Where its
-    rank ran device work, every anchor up to its last step boundary, sync that waited (it returned when its work ended)
-    or anchor after the program's own work (:data:`PROGRAM_WORK`: CPU ops, launches, loading): the host's time after that,
-    past the rank's last device work and step, is the window's tail (the program's own code after what it measured: a
-    benchmark's report, a shutdown), not a loss of the measured work, and its removal gives nothing back. A rank without
-    device work: every anchor."""
-    out = []
-    for g in graphs:
-        if g.start.size == 0:
-            out.append(np.ones(g.t.size, bool))
-            continue
-        bounds = np.concatenate(g.step_bounds)
-        tgt = np.maximum(g.target, 0)
-        waited = (g.target >= 0) & (g.end[tgt] + g.ret >= g.t)  # (a sync that returned when its work ended)
-        worked = g.class_ns[[HOST_CLASSES.index(c) for c in PROGRAM_WORK]].sum(axis=0) > 0  # (the program's work before it)
-        last = int(np.flatnonzero(worked | waited | np.isin(g.t, bounds)).max(initial=-1))
-        out.append(np.arange(g.t.size) <= last)
-    return np.concatenate(out) if out else np.zeros(0, bool)

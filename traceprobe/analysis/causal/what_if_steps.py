@@ -1,5 +1,6 @@
 """The steps of a replayed window: which step each piece of work belongs to, when each step's last work ends in a replay,
-the steps a cause held, and a one-time slow call given to the warm-up (:mod:`.what_if`)."""
+which anchors can end the measured work, the steps a cause held, and a one-time slow call given to the warm-up
+(:mod:`.what_if`)."""
 
 from __future__ import annotations
 
@@ -98,3 +99,39 @@ def first_calls_merged(g: RankGraph, n_steps: int, floor: int, before: int = 0) 
     top[s] = ""
     freeing = np.where(g.freeing == s, w, g.freeing).astype(np.int8)  # (a one-time slow free is a first call's too)
     return replace(g, class_ns=cls, class_top=tuple(top), freeing=freeing)
+
+
+def before_the_work(g: RankGraph) -> np.ndarray:
+    """Per anchor of ``g``: a sync call (host time of class ``sync``) that waited for no device work of the trace and
+    returned before the rank's first device work began: it waited for work launched before the trace began (a warm-up's
+    or capture's queue, the profiler started mid-run), which the trace does not show. Its time is not the loop's sync:
+    removing it gives nothing the trace can show (the ``sync`` what-if keeps it)."""
+    if g.start.size == 0:
+        return np.zeros(g.t.size, bool)
+    return (g.class_ns[HOST_CLASSES.index("sync")] > 0) & (g.target < 0) & (g.t <= g.start.min())
+
+
+PROGRAM_WORK = ("graph_capture", "compile", "data_loading", "optimizer", "dispatch", "cpu_op")
+"""Host classes that are the program's own work (ops, launches, loading, compiling): an anchor after such time ends
+measured work (:func:`measured_anchors`); syncs, allocator calls and time outside ops after the last of them do not."""
+
+
+def measured_anchors(graphs: list[RankGraph]) -> np.ndarray:
+    """Per anchor of the window (the ranks' anchors concatenated): whether its time can end the measured work. Where its
+    rank ran device work, every anchor up to its last step boundary, sync that waited (it returned when its work ended)
+    or anchor after the program's own work (:data:`PROGRAM_WORK`: CPU ops, launches, loading): the host's time after that,
+    past the rank's last device work and step, is the window's tail (the program's own code after what it measured: a
+    benchmark's report, a shutdown), not a loss of the measured work, and its removal gives nothing back. A rank without
+    device work: every anchor."""
+    out = []
+    for g in graphs:
+        if g.start.size == 0:
+            out.append(np.ones(g.t.size, bool))
+            continue
+        bounds = np.concatenate(g.step_bounds)
+        tgt = np.maximum(g.target, 0)
+        waited = (g.target >= 0) & (g.end[tgt] + g.ret >= g.t)  # (a sync that returned when its work ended)
+        worked = g.class_ns[[HOST_CLASSES.index(c) for c in PROGRAM_WORK]].sum(axis=0) > 0  # (the program's work before it)
+        last = int(np.flatnonzero(worked | waited | np.isin(g.t, bounds)).max(initial=-1))
+        out.append(np.arange(g.t.size) <= last)
+    return np.concatenate(out) if out else np.zeros(0, bool)

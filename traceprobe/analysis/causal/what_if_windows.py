@@ -15,10 +15,10 @@ from ..memo import empty_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .packed import give_back_freed
-from .what_if import STEP_COLUMNS, _finish, measured_anchors, what_ifs
+from .what_if import STEP_COLUMNS, _finish, what_ifs
 from .what_if_advice import LABELS, advice, short_name
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
-from .what_if_steps import first_calls_merged, one_time_slow
+from .what_if_steps import first_calls_merged, measured_anchors, one_time_slow
 
 NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
 """A what-if gives a finding only above its window's noise floor: 1% of the window (from its first device work to its
