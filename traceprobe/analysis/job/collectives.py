@@ -338,7 +338,7 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
     k["duration_ns"] = end - start
     # each member's wait for the last arrival: the definition the dependency graph's crossings and the replay read
     # (.contention.wait_spans); members listed in reverse, so that of equal starts the first row is the last arrival
-    gid = pd.MultiIndex.from_arrays([k["pg"], k["seq"]]).factorize()[0].astype(np.int64)
+    gid = k.groupby(key, sort=False, dropna=False).ngroup().to_numpy(np.int64)  # (by first row: a MultiIndex's codes, no tuples)
     rev = np.arange(len(k), dtype=np.int64)[::-1]
     op, lo, hi, _ = wait_spans(start, end, k["rank"].to_numpy(np.int64), rev, gid[rev])
     wait = np.zeros(len(k), np.int64)
