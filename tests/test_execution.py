@@ -195,3 +195,25 @@ def test_dask_cluster_gives_the_same_results(dask_scheduler):
 def test_dask_exceptions_propagate(dask_scheduler):
     with pytest.raises(ValueError, match="two"):
         map_items(_raise_on_two, [1, 2, 3], scheduler=dask_scheduler, on_crash=_crashed)
+
+
+def test_one_trace_read_in_a_worker_beside_the_replays_warm_up_reports_as_in_one_process(monkeypatch):
+    """A trace of 7 MB of JSON (a recorded FSDP rank): with a CPU beside the workers it is read in a worker while this
+    process warms the replay (``beside``), and its JSON document is the one ``--jobs 1`` gives, byte for byte."""
+    import traceprobe.collect as collect
+    from traceprobe.report.json_document import to_json
+
+    trace = Path(__file__).resolve().parent.parent / "sample_traces" / "training" / "tb-fsdp" / "rank0.1795416686455675409.pt.trace.json.gz"
+    monkeypatch.setattr(execution, "usable_cpus", lambda: 2)
+    seen = []
+    real = collect.map_items
+
+    def spy(fn, items, **kw):
+        seen.append(kw.get("beside"))
+        return real(fn, items, **kw)
+
+    monkeypatch.setattr(collect, "map_items", spy)
+    beside = to_json(collect.analyze_paths([trace]))
+    alone = to_json(collect.analyze_paths([trace], jobs=1))
+    assert seen[0] is not None and seen[0].__name__ == "warm" and seen[1] is None
+    assert beside == alone
