@@ -202,7 +202,7 @@ def _window(draw):
     ints = st.lists(st.integers(0, 10**6), min_size=k, max_size=k)
     start = np.array(draw(ints), np.int64)
     end = start + np.array(draw(st.lists(st.integers(0, 50_000), min_size=k, max_size=k)), np.int64)
-    d = np.array(draw(st.lists(st.integers(0, 60_000), min_size=k, max_size=k)), np.int64)
+    d = np.array(draw(st.lists(st.integers(-100, 60_000), min_size=k, max_size=k)), np.int64)  # (some below 0: the sort's fallback)
     k_rank = np.array(draw(st.lists(st.integers(0, ranks - 1), min_size=k, max_size=k)), np.int64)
     lane = k_rank * 2 + np.array(draw(st.lists(st.integers(0, 1), min_size=k, max_size=k)), np.int64)
     code = np.array(draw(st.lists(st.integers(0, 3), min_size=k, max_size=k)), np.int64)

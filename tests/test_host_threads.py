@@ -183,3 +183,22 @@ def test_innermost_interval_of_each_group():
     at = np.array([5, 15, 30, 15, 52, 15, 60])
     assert innermost(group, start, end, q_group, at).tolist() == [0, 2, 1, 3, 4, -1, 5]
     assert innermost(group[:0], start[:0], end[:0], q_group, at).tolist() == [-1] * 7
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), min_size=1, max_size=30),
+       st.sampled_from([1, 10**9, 2**40, 2**60]), st.sampled_from([1, 2**30]))
+def test_keys_order_as_the_group_time_pairs_do(pairs, t_scale, g_scale):
+    """SYNTHETIC (group, time) pairs: keys compare as the pairs do (group first, then time), equal exactly where both
+    are, whether the times and groups fit one int64 as they are (lifted) or only by their ranks (times 6 x 2^60 apart)."""
+    from traceprobe import keyed
+
+    g = np.array([p[0] * g_scale for p in pairs], np.int64)
+    t = np.array([p[1] * t_scale for p in pairs], np.int64)
+    half = len(pairs) // 2
+    k1, k2 = keyed.keys((g[:half], t[:half]), (g[half:], t[half:]))
+    k = np.concatenate([k1, k2])
+    for i in range(len(pairs)):
+        for j in range(len(pairs)):
+            a, b = (int(g[i]), int(t[i])), (int(g[j]), int(t[j]))
+            assert (k[i] < k[j]) == (a < b) and (k[i] == k[j]) == (a == b)

@@ -3,9 +3,11 @@
 A question asked once per host thread ("which launch calls of this op's thread fall inside it?") costs a
 pass over every event per thread when each thread is picked out with a mask, which is quadratic in the
 threads (100,000 threads of one op each took 26 s, 99% of it in those masks). Here every (group, time)
-pair becomes one int64 key, ``group_code * M + time_rank``, with ``time_rank`` the rank of the time among
-every time given (so equal times give equal keys, and the order of times is kept exactly) and ``M`` one
-more than the number of distinct times: keys of one group are contiguous and ordered by time, so one
+pair becomes one int64 key: ``(group - g0) * S + (time - t0)``, with ``g0`` and ``t0`` the least group and time
+given and ``S`` one more than the span of the times, where that fits in 62 bits (no sort at all); else
+``group_code * M + time_rank``, with ``group_code`` the group's rank among the groups, ``time_rank`` the rank of
+the time among every time given (so equal times give equal keys, and the order of times is kept exactly) and ``M``
+one more than the number of distinct times. Either way keys of one group are contiguous and ordered by time, so one
 ``np.searchsorted`` over sorted keys answers the question for every thread at once, in O(n log n).
 
 :func:`unique_pairs` uses the same kind of key to find the distinct pairs of two integer columns in one 1-D sort.
@@ -34,6 +36,11 @@ def keys(*pairs: tuple[npt.ArrayLike, npt.ArrayLike]) -> list[I64]:
         raise ValueError("a group array and its time array differ in length")
     if not gs or sum(g.size for g in gs) == 0:
         return [np.zeros(0, np.int64) for _ in pairs]
+    full = [(g, t) for g, t in zip(gs, ts, strict=True) if g.size]
+    g0, t0 = min(int(g.min()) for g, _ in full), min(int(t.min()) for _, t in full)
+    span = max(int(t.max()) for _, t in full) - t0 + 1
+    if (max(int(g.max()) for g, _ in full) - g0 + 1) * span < 2**62:  # (the times themselves, each group lifted above the last)
+        return [(g - g0) * span + (t - t0) for g, t in zip(gs, ts, strict=True)]
     times = np.sort(np.concatenate(ts))
     groups = np.sort(np.concatenate(gs))
     width = np.int64(times.size + 1)  # (ranks are below the count of times, whatever their duplicates)

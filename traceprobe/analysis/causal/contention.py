@@ -164,21 +164,31 @@ def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarra
     # the reference of each kernel's name on the rank charged: the median of its shortest kernels of the name, as many
     # as the waiting rank ran (all of them where fewer), at least MIN_REFERENCE
     n_codes = int(np.asarray(code).max(initial=0)) + 1
-    by = comp[np.lexsort((d[comp], code[comp], rank[comp]))]
-    by_key = rank[by] * n_codes + code[by]
+    by_key, by_d = _by_rank_name_duration(rank[comp] * n_codes + code[comp], d[comp])
     i, r, c = pairs[0][p], pairs[1][p], code[o]
     at_i = np.searchsorted(by_key, i * n_codes + c, "left")
     avail = np.searchsorted(by_key, i * n_codes + c, "right") - at_i
     n = np.minimum(np.searchsorted(by_key, r * n_codes + c, "right") - np.searchsorted(by_key, r * n_codes + c, "left"), avail)
     ok = n >= MIN_REFERENCE
     base = np.full(p.size, np.nan)
-    base[ok] = (d[by[at_i[ok] + (n[ok] - 1) // 2]].astype(np.float64) + d[by[at_i[ok] + n[ok] // 2]].astype(np.float64)) / 2
+    base[ok] = (by_d[at_i[ok] + (n[ok] - 1) // 2].astype(np.float64) + by_d[at_i[ok] + n[ok] // 2].astype(np.float64)) / 2
     dd = d[o].astype(np.float64)
     extra = np.where(np.isfinite(base) & (dd <= MAX_SLOWDOWN * base), np.maximum(dd - base, 0), 0)
     part = (extra * overlap / np.maximum(end[o] - start[o], 1)).astype(np.int64)
     got = np.flatnonzero(part > 0)
     got = got[np.lexsort((o[got], i[got]))]  # (by the rank charged, then op)
     return Slowdowns(i[got], o[got], part[got], size)
+
+
+def _by_rank_name_duration(key: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(key, d)`` (int64: a (rank, name) code and a duration per kernel) sorted by key, then duration: one sort of a
+    combined int64 where it fits (a lexsort of the two takes 4x as long: 1.06 s against 0.26 at 4M kernels)."""
+    span = int(d.max(initial=0)) + 1
+    if d.size and int(d.min()) >= 0 and (int(key.max()) + 1) * span < 2**62 and int(key.min()) >= 0:
+        both = np.sort(key * span + d)
+        return both // span, both % span
+    o = np.lexsort((d, key))
+    return key[o], d[o]
 
 
 def charged_waits(arrival: np.ndarray, end: np.ndarray, w: Waits, mem_op: np.ndarray, mem_group: np.ndarray, ranks: int) -> np.ndarray:
