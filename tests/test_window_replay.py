@@ -1,5 +1,5 @@
-"""Which windows of a job's summaries are replayed (:mod:`traceprobe.analysis.job.window_replay`): the memory budget,
-its default from the memory available, ``job --replay-memory``. The summaries are a SYNTHETIC job
+"""Which windows are replayed (:mod:`traceprobe.analysis.causal.replay_memory`): the memory budget, its default from the
+memory available, ``job --replay-memory`` on summaries, and a window of traces over it in ``overlap-report``. The summaries are a SYNTHETIC job
 (scripts/synth_job.py: made up, not recorded)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from traceprobe.analysis.job import window_replay as wr
+from traceprobe.analysis.causal import replay_memory as wr
 from traceprobe.analysis.job.job import job_report_from_summaries
 from traceprobe.cli import app
 
@@ -62,3 +62,25 @@ def test_a_window_over_the_budget_is_said_and_one_within_it_replayed(summaries: 
     assert "not replayed" in res.stdout and "--replay-memory sets it" in res.stdout
     res = CliRunner().invoke(app, ["job", str(summaries)])
     assert res.exit_code == 0 and "not replayed" not in res.stdout
+
+
+def test_a_window_of_traces_over_the_budget_is_one_warning_and_the_rest_is_reported(monkeypatch):
+    """A recorded 2-rank DDP window (sample_traces/causes/ddp-compute) with a budget below the report's own memory: no
+    what-if for it and one warning naming it (``overlap-report``, streamed part by part or not, and ``job`` from the
+    traces), every trace still reported; within the default budget it is replayed."""
+    import traceprobe.reading.files as files
+    from traceprobe.collect import analyze_paths
+
+    folder = ROOT / "sample_traces" / "causes" / "ddp-compute"
+    whole = analyze_paths([folder], jobs=1)
+    assert len([w for w in whole.what_ifs if not w.path]) == 1 and not any("not replayed" in w for w in whole.warnings)
+    monkeypatch.setattr(wr, "REPLAY_BYTES", wr.BASE_BYTES)
+    monkeypatch.setattr(files, "available_memory", lambda: 2 * wr.BASE_BYTES)  # (the traces are still read: 200 MB)
+    parts = []
+    for summary in (analyze_paths([folder], jobs=1), analyze_paths([folder], jobs=1, on_part=parts.append)):
+        said = [w for w in summary.warnings if ": not replayed: " in w]
+        assert len(said) == 1 and said[0].startswith(f"{whole.runs[0].name} ") and "job --replay-memory" in said[0]
+        assert not [w for w in summary.what_ifs if not w.path] and len(summary.reports) == len(whole.reports)
+    assert parts
+    res = CliRunner().invoke(app, ["job", str(folder), "-j", "1"])
+    assert res.exit_code == 0 and "not replayed" in res.stderr

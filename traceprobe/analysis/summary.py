@@ -103,9 +103,9 @@ def summarize(reports: list[OverlapReport] | tuple[OverlapReport, ...], failures
         a :class:`Summary`.
     """
     reports = tuple(reports)
-    colls, causes, reports, clocks, what_ifs = _across_ranks(reports, align_clocks)
+    colls, causes, reports, clocks, what_ifs, not_replayed = _across_ranks(reports, align_clocks)
     runs = build_runs(reports)
-    warnings = [f"{r.path}: {w}" for r in reports for w in r.warnings] + _run_warnings(runs)
+    warnings = [f"{r.path}: {w}" for r in reports for w in r.warnings] + _run_warnings(runs) + not_replayed
     return Summary(
         reports=reports,
         runs=tuple(runs),
@@ -139,6 +139,7 @@ def merge(parts: list[Summary] | tuple[Summary, ...], order: list[str], failures
     if len(ranks):
         ranks = ranks.iloc[ranks["run"].map(lambda n: rank.get(n, len(rank))).argsort(kind="stable")].reset_index(drop=True)
     warnings = [f"{r.path}: {w}" for r in reports for w in r.warnings] + _run_warnings(runs)
+    warnings += [w for s in parts for w in s.warnings if w not in set(warnings)]  # (a part's own: a window not replayed)
     return Summary(reports=reports, runs=tuple(runs), rank_summary=ranks, variants=variant_summary(runs=runs),
                    failures=tuple(failures), warnings=tuple(warnings),
                    collectives=ordered([c for s in parts for c in s.collectives]),
@@ -163,7 +164,7 @@ def display_order(runs: list[Run] | tuple[Run, ...], base: str) -> list[Run]:
 
 
 def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False) -> tuple[
-        list[WindowCollectives], list[WindowCauses], tuple[OverlapReport, ...], list[ClockEstimate], list[WindowWhatIf]]:
+        list[WindowCollectives], list[WindowCauses], tuple[OverlapReport, ...], list[ClockEstimate], list[WindowWhatIf], list[str]]:
     """Match each window's collectives, estimate its clocks (and align them, with ``align_clocks``, where they differ),
     replay each window (its what-ifs), find its waits and straggler (named by its what-if, :func:`.causes.window_causes`),
     and give every rank's report the findings seen across ranks (:func:`.causes.with_causes`) and those of its window's
@@ -189,7 +190,7 @@ def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False
             by_key[(run.name, w.label)] = wc
             windows.append((run.name, w, wc, ranked, seen))
     colls = [by_key[(c.run, c.window)] for c in colls]
-    what_ifs = window_what_ifs(runs, colls)
+    what_ifs, not_replayed = window_what_ifs(runs, colls)
     replayed = {(x.run, x.window): x for x in what_ifs if not x.path}
     by_path = {x.path: x for x in what_ifs if x.path}
     causes = []
@@ -208,4 +209,4 @@ def _across_ranks(reports: tuple[OverlapReport, ...], align_clocks: bool = False
                 x = by_path.get(rep.path) or (joint if joint is not None and rep.rank in joint.ranks else None)
                 if x is not None:
                     new[id(rep)] = with_what_if(new.get(id(rep), rep), x, skip.get((run.name, w.label)))
-    return colls, causes, tuple(new.get(id(r), r) for r in reports), clocks, what_ifs
+    return colls, causes, tuple(new.get(id(r), r) for r in reports), clocks, what_ifs, not_replayed

@@ -59,6 +59,8 @@ def job_cmd(
             if " traces in window " in w:
                 say(f"warning: {w}: its ranks are counted from every file of the window (traces of another run beside "
                     "the summaries?); give the summaries or the traces alone", "yellow")
+            elif ": not replayed: " in w:  # (a window over the replay's memory budget)
+                say(f"warning: {w}", "yellow")
     if fmt is JobFormat.text:
         from ..console import layout
         from ..report.first_screen import PIPE_WIDTH

@@ -3,7 +3,8 @@ event waits the trace recorded), its critical path, what removing each cause wou
 collectives, and each window's top cause in words.
 
 Modules (each public but one): ``dependency_graph``, ``event_waits``, ``what_if``, ``sweep`` (the replay as one sweep in a
-topological order), ``packed`` (a window's graphs packed for its replay), ``contention``, ``imbalance``, ``unseen_peers``, ``what_if_plan`` (which what-ifs to replay: bounds
+topological order), ``packed`` (a window's graphs packed for its replay), ``replay_memory`` (the memory a replay takes, and its
+budget), ``contention``, ``imbalance``, ``unseen_peers``, ``what_if_plan`` (which what-ifs to replay: bounds
 from the critical paths), ``what_if_table`` (the table from the replayed rows), ``what_if_order``, ``what_if_steps``,
 ``sync_names``, ``critical_path``, ``what_if_windows``, ``what_if_advice`` (each cause's name and action in words),
 ``what_if_kernels`` (faster kernels and fused chains as device-time causes); ``_sweep_kernels``, the sweep's compiled loops (numba), imported

@@ -15,6 +15,7 @@ from ..memo import empty_frame
 from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .packed import give_back_freed
+from .replay_memory import over_budget, replay_budget
 from .what_if import STEP_COLUMNS, _finish, what_ifs
 from .what_if_advice import LABELS, advice, short_name
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
@@ -311,23 +312,29 @@ def window_instances(c) -> pd.DataFrame | None:
     return pd.concat(parts, ignore_index=True) if parts else None
 
 
-def window_what_ifs(runs, collectives) -> list[WindowWhatIf]:
+def window_what_ifs(runs, collectives, budget: int | None = None) -> tuple[list[WindowWhatIf], list[str]]:
     """The what-ifs of every window of ``runs`` (:class:`.run.Run`): a window of two or more ranks is replayed as one
-    job with its matched collectives (``collectives``: :class:`.collectives.WindowCollectives` by run and window);
-    every other trace on its own. Reports without a graph (read from summaries) are left out."""
+    job with its matched collectives (``collectives``: :class:`.collectives.WindowCollectives` by run and window)
+    where it fits the memory ``budget`` (bytes; :func:`.replay_memory.replay_budget`'s default where None), else it
+    gets a line, ``<run> <window>: not replayed: ...`` (:func:`.replay_memory.over_budget`); every other trace on its
+    own. Reports without a graph (read from summaries) are left out. Returns ``(what-ifs, lines)``."""
     by_key = {(c.run, c.window): c for c in collectives}
-    out = []
+    out, lines = [], []
+    budget = replay_budget(budget)
     for run in runs:
         for w in run.windows:
             ranked = [(r, rep) for r, rep in zip(w.ranks, w.reports) if r is not None and rep.graph is not None]
             if len({r for r, _ in ranked}) >= 2 and len({r for r, _ in ranked}) == len(ranked):
+                if note := over_budget(len(ranked), sum(int(rep.event_count) for _, rep in ranked), budget):
+                    lines.append(f"{run.name} {w.label}: {note}")
+                    continue
                 c = by_key.get((run.name, w.label))
                 out.append(window_what_if(run.name, w.label, "", [rep.graph for _, rep in ranked], window_instances(c),
                                           max(report_runs_before(rep) for _, rep in ranked)))
                 continue
             out += [window_what_if(run.name, w.label, rep.path, [rep.graph], None, report_runs_before(rep))
                     for rep in w.reports if rep.graph is not None]
-    return out
+    return out, lines
 
 
 def report_runs_before(rep) -> int:

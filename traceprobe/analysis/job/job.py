@@ -40,6 +40,7 @@ import pandas as pd
 
 from ...errors import Failure, TraceFormatError
 from ...summary_file import Int64, Rank, SummaryDoc, read_summary
+from ..causal.replay_memory import replay_budget
 from ..causal.what_if_windows import WindowWhatIf, window_instances, window_what_if
 from ..summary import Summary
 from ..work.efficiency import window_mfu
@@ -48,7 +49,7 @@ from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
 from .collectives import match_rows
 from .summaries import TableView, check_transfers, members_of
-from .window_replay import replay_budget, window_graphs
+from .window_replay import window_graphs
 
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
 """Parts of the GPU time breakdown given per step."""

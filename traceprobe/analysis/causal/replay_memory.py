@@ -1,0 +1,46 @@
+"""The memory a window's replay takes, and the budget it is replayed within: measured as :data:`NODE_BYTES` an event of
+the ranks' traces beside :data:`BASE_BYTES`; the budget ``traceprobe job --replay-memory`` sets, by default the larger
+of 2 GB and half the memory available. A window over it is not replayed, with one line saying so
+(:func:`over_budget`): ``job`` from summaries (:mod:`..job.window_replay`) and every window of several ranks
+(:func:`.what_if_windows.window_what_ifs`)."""
+
+from __future__ import annotations
+
+REPLAY_BYTES = 2 * 10**9
+"""The least memory a window's replay may take, the whole report with it (bytes): the default budget
+(:func:`replay_budget`) where half the memory available is less."""
+BASE_BYTES = 200_000_000
+"""The job report's memory beside the replay (bytes): the interpreter, its modules (numba's among them) and the
+collectives of the ranks; the intercept of the fit below."""
+NODE_BYTES = 87
+"""The replay's memory an event of the ranks' traces (bytes; a rank of 20,000 events is about 8,000 replay nodes:
+4,011 host anchors, 4,000 device ops, so about 217 bytes a node): the slope of the peak resident memory of ``traceprobe
+job`` on SYNTHETIC summaries of 20,000 events a rank (``scripts/bench_job.py``): 256 ranks 0.65 GB, 512 ranks 1.10
+GB, 1,024 ranks 1.98 GB (88 and 86 bytes an event between them)."""
+
+
+def replay_budget(budget: int | None = None) -> int:
+    """The memory (bytes) a window's replay may take: ``budget`` where given (``job --replay-memory``),
+    else the larger of :data:`REPLAY_BYTES` and half the memory available now
+    (:func:`traceprobe.reading.files.available_memory`, the share ``--max-bytes``'s default takes)."""
+    from ...reading.files import MEMORY_SHARE, available_memory
+
+    return int(budget) if budget is not None else max(REPLAY_BYTES, int(available_memory() * MEMORY_SHARE))
+
+
+def max_replay_events(budget: int) -> int:
+    """The events of a window's rank traces (each report's or summary's ``event_count``, summed) that a replay within
+    ``budget`` bytes takes: what it holds beyond :data:`BASE_BYTES` at :data:`NODE_BYTES` an event (2 GB: 20,689,655,
+    the 1,024 ranks of 20,000 events, not 2,048)."""
+    return max(budget - BASE_BYTES, 0) // NODE_BYTES
+
+
+def over_budget(ranks: int, events: int, budget: int) -> str:
+    """The line of a window of ``ranks`` ranks whose traces hold ``events`` events, not replayed within ``budget`` bytes
+    (:func:`max_replay_events`), or "" where it fits."""
+    if events <= max_replay_events(budget):
+        return ""
+    return (f"not replayed: its {ranks} ranks' traces hold {events:,} events, more than the {max_replay_events(budget):,} "
+            f"a replay takes within {budget / 1e9:.1f} GB of memory (about {(BASE_BYTES + events * NODE_BYTES) / 1e9:.1f} GB "
+            "would do; traceprobe job --replay-memory sets it): no what-if or critical path; or replay the ranks that "
+            "matter from their summaries")
