@@ -139,7 +139,8 @@ def merge(parts: list[Summary] | tuple[Summary, ...], order: list[str], failures
     if len(ranks):
         ranks = ranks.iloc[ranks["run"].map(lambda n: rank.get(n, len(rank))).argsort(kind="stable")].reset_index(drop=True)
     warnings = [f"{r.path}: {w}" for r in reports for w in r.warnings] + _run_warnings(runs)
-    warnings += [w for s in parts for w in s.warnings if w not in set(warnings)]  # (a part's own: a window not replayed)
+    known = set(warnings)
+    warnings += [w for s in parts for w in s.warnings if w not in known]  # (a part's own: a window not replayed)
     return Summary(reports=reports, runs=tuple(runs), rank_summary=ranks, variants=variant_summary(runs=runs),
                    failures=tuple(failures), warnings=tuple(warnings),
                    collectives=ordered([c for s in parts for c in s.collectives]),
