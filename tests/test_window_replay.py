@@ -4,6 +4,7 @@ memory available, ``job --replay-memory`` on summaries, and a window of traces o
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -45,6 +46,14 @@ def test_the_default_budget_is_half_the_memory_available_and_at_least_2_gb(monke
     assert wr.replay_budget() == wr.REPLAY_BYTES
 
 
+@pytest.fixture(autouse=True)
+def _no_replay_memory_given(monkeypatch):
+    """``--replay-memory`` sets an environment variable for the analysis: each test starts without it, and what a
+    command of it set is gone after it."""
+    monkeypatch.setenv(wr.REPLAY_MEMORY_ENV, "")  # (recorded, so that it is gone again after: delenv alone records nothing
+    monkeypatch.delenv(wr.REPLAY_MEMORY_ENV)  # where the variable is unset)
+
+
 def test_a_window_over_the_budget_is_said_and_one_within_it_replayed(summaries: Path):
     """The same two ranks: replayed within the default budget (a what-if, no note); with a budget too small for
     them, no what-if and one line that says why, how much would do and what sets it."""
@@ -59,7 +68,8 @@ def test_a_window_over_the_budget_is_said_and_one_within_it_replayed(summaries: 
     assert small.figures.equals(job.figures)  # (the figures of every rank, replayed or not)
     res = CliRunner().invoke(app, ["job", str(summaries), "--replay-memory", "2e8"])
     assert res.exit_code == 0, res.output
-    assert "not replayed" in res.stdout and "--replay-memory sets it" in res.stdout
+    assert "not replayed" in res.stdout and "--replay-memory sets it" in " ".join(res.stdout.split())  # (wrapped)
+    os.environ.pop(wr.REPLAY_MEMORY_ENV)  # (set by the command above)
     res = CliRunner().invoke(app, ["job", str(summaries)])
     assert res.exit_code == 0 and "not replayed" not in res.stdout
 
@@ -79,8 +89,26 @@ def test_a_window_of_traces_over_the_budget_is_one_warning_and_the_rest_is_repor
     parts = []
     for summary in (analyze_paths([folder], jobs=1), analyze_paths([folder], jobs=1, on_part=parts.append)):
         said = [w for w in summary.warnings if ": not replayed: " in w]
-        assert len(said) == 1 and said[0].startswith(f"{whole.runs[0].name} ") and "job --replay-memory" in said[0]
+        assert len(said) == 1 and said[0].startswith(f"{whole.runs[0].name} ") and "--replay-memory sets it" in said[0]
         assert not [w for w in summary.what_ifs if not w.path] and len(summary.reports) == len(whole.reports)
     assert parts
     res = CliRunner().invoke(app, ["job", str(folder), "-j", "1"])
     assert res.exit_code == 0 and "not replayed" in res.stderr
+
+
+def test_replay_memory_given_to_overlap_report_and_through_the_environment(monkeypatch):
+    """``overlap-report --replay-memory`` below what a recorded 2-rank window needs: its line among the warnings
+    (``--detail``), no what-if; ``TRACEPROBE_REPLAY_MEMORY`` set by hand does the same, and one that is not a number of
+    bytes is a clear error."""
+    import json
+
+    folder = ROOT / "sample_traces" / "causes" / "ddp-compute"
+    res = CliRunner().invoke(app, ["overlap-report", str(folder), "-j", "1", "--detail", "--replay-memory", "2e8"])
+    assert res.exit_code == 0, res.output
+    assert "not replayed" in res.stdout and os.environ[wr.REPLAY_MEMORY_ENV] == "200000000"
+    doc = json.loads(CliRunner().invoke(app, ["overlap-report", str(folder), "-j", "1", "--format", "json"]).stdout)
+    assert doc["what_if"] == [] or all(w.get("path") for w in doc["what_if"])
+    assert wr.replay_budget() == 200_000_000 and wr.replay_budget(5) == 5
+    monkeypatch.setenv(wr.REPLAY_MEMORY_ENV, "16GB")
+    with pytest.raises(ValueError, match="TRACEPROBE_REPLAY_MEMORY='16GB' is not a number of bytes"):
+        wr.replay_budget()

@@ -26,6 +26,7 @@ import typer
 from ..console import err, one_line, say
 from ..console import fail as _fail
 from .help import FirstSentenceGroup, PlainUsage
+from .job import REPLAY_MEMORY_HELP, given_replay_memory
 
 app = typer.Typer(
     cls=FirstSentenceGroup,  # each command's first sentence whole in -h
@@ -135,11 +136,13 @@ def overlap_report(
     roofline: str | None = typer.Option(None, "--roofline", metavar="PEAKS",
                                         help="Your device's peaks, e.g. bf16=989,fp32=67,tbps=3.35 (dense TFLOP/s per dtype of fp32, tf32, "
                                              "bf16, fp16, fp8; TB/s), in place of the datasheet's matched from deviceProperties."),
+    replay_memory: float | None = typer.Option(None, "--replay-memory", metavar="BYTES", help=REPLAY_MEMORY_HELP),
 ) -> None:
     """Per window of each run: its ranks collapsed, its top claim (what fixing the cause would give back) and the one
     action it calls for; then the folder's summary. --detail: every table of every trace."""
     if roofline is not None:
         _given_roofline(roofline)
+    given_replay_memory(replay_memory)
     if engine is Engine.perfetto:
         _sql_report(paths, trace_processor, debug)
     from ..console import check_outputs, emit, layout, library_warnings, progress_counter, write_files

@@ -9,6 +9,20 @@ import typer
 
 from ..console import check_outputs, say
 
+REPLAY_MEMORY_HELP = ("The memory a window's replay (what-ifs, critical path) may take, e.g. 16e9; a window of several ranks that "
+                      "needs more is not replayed, with a line saying so (default: the larger of 2 GB and half the available memory).")
+
+
+def given_replay_memory(value: float | None) -> None:
+    """Hand ``--replay-memory`` to the analysis through :data:`traceprobe.analysis.causal.replay_memory.REPLAY_MEMORY_ENV`
+    (nothing where not given)."""
+    if value is not None:
+        import os
+
+        from ..analysis.causal.replay_memory import REPLAY_MEMORY_ENV
+
+        os.environ[REPLAY_MEMORY_ENV] = str(int(value))
+
 
 class JobFormat(str, Enum):
     text = "text"
@@ -26,14 +40,12 @@ def job_cmd(
     max_bytes: float | None = typer.Option(None, "--max-bytes", metavar="BYTES",
                                            help="Limit on the memory the files read take (a trace's JSON, a summary's transfers), "
                                                 "shared by the workers, e.g. 2e9 (default: the smaller of half the available memory and 4 GiB)."),
-    replay_memory: float | None = typer.Option(None, "--replay-memory", metavar="BYTES",
-                                               help="Summaries only: the memory a window's replay (what-ifs, critical path) may take, e.g. "
-                                                    "16e9; a window that needs more is not replayed, with a line saying so (default: the "
-                                                    "larger of 2 GB and half the available memory)."),
+    replay_memory: float | None = typer.Option(None, "--replay-memory", metavar="BYTES", help=REPLAY_MEMORY_HELP),
 ) -> None:
     """Per window: every figure's min, median, p95 and max across ranks, the outlier ranks and why, the ranks that
     arrived last at collectives per process group and the wait they caused, the straggler's cause, the clocks."""
     check_outputs(paths, {"--output": output})
+    given_replay_memory(replay_memory)
     from ..analysis.job.job import job_json, job_report, job_report_from_summaries
     from ..collect import analyze_paths, discover
     from ..console import emit

@@ -1,6 +1,6 @@
 """The memory a window's replay takes, and the budget it is replayed within: measured as :data:`NODE_BYTES` an event of
-the ranks' traces beside :data:`BASE_BYTES`; the budget ``traceprobe job --replay-memory`` sets, by default the larger
-of 2 GB and half the memory available. A window over it is not replayed, with one line saying so
+the ranks' traces beside :data:`BASE_BYTES`; the budget ``--replay-memory`` sets (``overlap-report``, ``job``), by
+default the larger of 2 GB and half the memory available. A window over it is not replayed, with one line saying so
 (:func:`over_budget`): ``job`` from summaries (:mod:`..job.window_replay`) and every window of several ranks
 (:func:`.what_if_windows.window_what_ifs`)."""
 
@@ -19,13 +19,32 @@ job`` on SYNTHETIC summaries of 20,000 events a rank (``scripts/bench_job.py``):
 GB, 1,024 ranks 1.98 GB (88 and 86 bytes an event between them)."""
 
 
+REPLAY_MEMORY_ENV = "TRACEPROBE_REPLAY_MEMORY"
+"""The environment variable ``--replay-memory`` sets (``overlap-report``, ``job``): the budget in bytes (an integer),
+read by :func:`replay_budget` where none is given."""
+
+
 def replay_budget(budget: int | None = None) -> int:
-    """The memory (bytes) a window's replay may take: ``budget`` where given (``job --replay-memory``),
-    else the larger of :data:`REPLAY_BYTES` and half the memory available now
-    (:func:`traceprobe.reading.files.available_memory`, the share ``--max-bytes``'s default takes)."""
+    """The memory (bytes) a window's replay may take: ``budget`` where given, else :data:`REPLAY_MEMORY_ENV` where set
+    (``--replay-memory``), else the larger of :data:`REPLAY_BYTES` and half the memory available now
+    (:func:`traceprobe.reading.files.available_memory`, the share ``--max-bytes``'s default takes).
+
+    Raises:
+        ValueError: :data:`REPLAY_MEMORY_ENV` is set to something other than an integer.
+    """
+    import os
+
     from ...reading.files import MEMORY_SHARE, available_memory
 
-    return int(budget) if budget is not None else max(REPLAY_BYTES, int(available_memory() * MEMORY_SHARE))
+    if budget is not None:
+        return int(budget)
+    given = os.environ.get(REPLAY_MEMORY_ENV, "").strip()
+    if given:
+        try:
+            return int(given)
+        except ValueError:
+            raise ValueError(f"{REPLAY_MEMORY_ENV}={given[:40]!r} is not a number of bytes (an integer)") from None
+    return max(REPLAY_BYTES, int(available_memory() * MEMORY_SHARE))
 
 
 def max_replay_events(budget: int) -> int:
@@ -42,5 +61,5 @@ def over_budget(ranks: int, events: int, budget: int) -> str:
         return ""
     return (f"not replayed: its {ranks} ranks' traces hold {events:,} events, more than the {max_replay_events(budget):,} "
             f"a replay takes within {budget / 1e9:.1f} GB of memory (about {(BASE_BYTES + events * NODE_BYTES) / 1e9:.1f} GB "
-            "would do; traceprobe job --replay-memory sets it): no what-if or critical path; or replay the ranks that "
+            "would do; --replay-memory sets it): no what-if or critical path; or replay the ranks that "
             "matter from their summaries")
