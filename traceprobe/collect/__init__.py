@@ -362,9 +362,10 @@ def analyze_paths(
 
     stream = Parts(files, on_part, align_clocks) if on_part is not None and not any(is_summary(f) for f in files) else None
     work = files if stream is None else stream.work
+    local = local_jobs(work, jobs)  # (the files' sizes read once: work_beside takes the jobs it gave)
     try:
-        results = map_items(fn, work, jobs=local_jobs(work, jobs), scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,
-                            on_index=None if stream is None else stream.add, beside=warm if work_beside(work, jobs) else None)
+        results = map_items(fn, work, jobs=local, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,
+                            on_index=None if stream is None else stream.add, beside=warm if work_beside(work, local) else None)
     finally:
         unshare_limit()
     if stream is not None:
