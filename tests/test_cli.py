@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import json
+import os
 from pathlib import Path
 
 import jsonschema
@@ -95,6 +96,22 @@ def test_record_cpu_then_report(tmp_path):
 def test_record_list():
     res = runner.invoke(app, ["record", "--list"])
     assert res.exit_code == 0 and "compute-copy" in res.stdout
+
+
+def test_analysis_commands_ask_openblas_for_one_thread_and_record_keeps_the_users(monkeypatch):
+    from traceprobe.cli import ONE_BLAS_THREAD
+
+    var = ONE_BLAS_THREAD[0]
+    monkeypatch.setenv(var, "x")  # (recorded, so that the test's changes are undone)
+    monkeypatch.delenv(var)
+    assert runner.invoke(app, ["record", "--list"]).exit_code == 0
+    assert var not in os.environ  # record runs the user's code: its BLAS as the user set it
+    f = str(SAMPLES / "compute-copy.overlapped.pt.trace.json.gz")
+    assert runner.invoke(app, ["overlap-report", f, "--format", "json"]).exit_code == 0
+    assert os.environ[var] == "1"
+    monkeypatch.setenv(var, "3")  # a user's setting is kept
+    assert runner.invoke(app, ["overlap-report", f, "--format", "json"]).exit_code == 0
+    assert os.environ[var] == "3"
 
 
 @pytest.mark.slow  # record end to end

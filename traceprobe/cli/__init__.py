@@ -84,11 +84,21 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+ONE_BLAS_THREAD = ("OPENBLAS_NUM_THREADS", "1")
+"""Set (where unset) for every command but ``record``, before numpy loads: reading and analysing traces multiply no
+matrices, while OpenBLAS (numpy's, and SciPy's, which numba loads for the replay) starts a thread per further CPU at
+load, which spins for about 0.1 s: 0.2 s of CPU a command on 2 CPUs, taken from the workers (measured: HTA's
+216k-event trace 1.32 -> 1.09 s of CPU). ``record`` runs the user's code, whose BLAS keeps the user's setting."""
+
+
 @app.callback()
 def _options(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     """Prove whether parallelism actually happened on GPUs: record torch.profiler traces and measure overlap."""
+    if ctx.invoked_subcommand != "record":
+        os.environ.setdefault(*ONE_BLAS_THREAD)
 
 
 from . import record  # noqa: E402  - registers record on app, first in the help
