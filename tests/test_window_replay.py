@@ -112,3 +112,26 @@ def test_replay_memory_given_to_overlap_report_and_through_the_environment(monke
     monkeypatch.setenv(wr.REPLAY_MEMORY_ENV, "16GB")
     with pytest.raises(ValueError, match="TRACEPROBE_REPLAY_MEMORY='16GB' is not a number of bytes"):
         wr.replay_budget()
+
+
+def test_job_reads_the_graphs_in_worker_processes_as_in_this_one(summaries: Path):
+    """``job --jobs 2`` on summaries reads each replayed window's graphs in worker processes: the same report, byte for
+    byte, as one process; a worker's death on a file is that file's error (the window not replayed, the file named)."""
+    from traceprobe.analysis.job.window_replay import window_graphs
+    from traceprobe.cli.job import _graph_reader
+    from traceprobe.errors import TraceFormatError
+
+    one = CliRunner().invoke(app, ["job", str(summaries), "-f", "json", "-j", "1"])
+    two = CliRunner().invoke(app, ["job", str(summaries), "-f", "json", "-j", "2"])
+    import json
+
+    assert one.exit_code == 0 == two.exit_code and json.loads(one.stdout)["what_if"]  # (the window replayed)
+    assert one.stdout == two.stdout
+    files = sorted(map(str, summaries.glob("*.summary.json")))
+    reader = _graph_reader(files, 2)
+    died = reader.keywords["on_crash"](files[1], "worker process died twice (killed by SIGKILL: out of memory?)")
+    assert isinstance(died, TraceFormatError) and died.path == files[1] and "SIGKILL" in died.reason
+    graphs, note, errors = window_graphs(files, 4000, wr.REPLAY_BYTES, lambda fn, paths: [fn(paths[0]), died])
+    assert graphs == [] and note == "" and errors == [died]
+    graphs, _, errors = window_graphs(files, 4000, wr.REPLAY_BYTES, reader)
+    assert not errors and len(graphs) == 2

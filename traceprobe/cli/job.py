@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -58,7 +59,7 @@ def job_cmd(
 
         share_limit(None if max_bytes is None else int(max_bytes))  # (every rank's transfers are held at once: counted together)
         try:  # (each file checked as overlap-report checks them: every file left out is one line)
-            job, more = job_report_from_summaries(files, None if replay_memory is None else int(replay_memory))
+            job, more = job_report_from_summaries(files, None if replay_memory is None else int(replay_memory), _graph_reader(files, jobs))
         finally:
             unshare_limit()
         failures += more
@@ -85,6 +86,22 @@ def job_cmd(
         say(e, "red")
     if errors:
         raise typer.Exit(2)
+
+
+def _graph_reader(files: list, jobs: int | None) -> Any:
+    """How ``job`` reads the graphs of the windows it replays from summaries (``job_report_from_summaries``'s
+    ``mapper``): in ``--jobs`` worker processes (default: one per CPU; none for files too small to pay for them,
+    :func:`~traceprobe.collect.execution.local_jobs`), each graph read and checked where it is read, a worker's death
+    on a file that file's error."""
+    from functools import partial
+
+    from ..collect.execution import local_jobs, map_items
+    from ..errors import TraceFormatError
+
+    def died(path: Any, why: str) -> Exception:
+        return TraceFormatError(path, f"its graph could not be read: {why}")
+
+    return partial(map_items, jobs=local_jobs(files, jobs), on_crash=died)
 
 
 def register(app: typer.Typer) -> None:

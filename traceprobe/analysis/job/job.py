@@ -49,7 +49,7 @@ from .causes import WindowCauses, window_causes
 from .clocks import ClockEstimate, estimate_clocks
 from .collectives import match_rows
 from .summaries import TableView, check_transfers, members_of
-from .window_replay import window_graphs
+from .window_replay import Mapper, window_graphs
 
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
 """Parts of the GPU time breakdown given per step."""
@@ -261,13 +261,15 @@ def _view_figures(v: _JobView) -> list[float]:
     return [h.get(f, np.nan) for f in FIGURES]
 
 
-def job_report_from_summaries(paths: list, replay_memory: int | None = None) -> tuple[JobReport, list[Failure]]:
+def job_report_from_summaries(paths: list, replay_memory: int | None = None, mapper: Mapper | None = None) -> tuple[JobReport, list[Failure]]:
     """The whole-job report of summary files (module docstring), for thousands of ranks.
 
     Args:
         paths: summary files (``*.summary.json[.gz]``).
         replay_memory: the memory (bytes) a window's replay may take, or None for the default
             (:func:`.window_replay.replay_budget`); a window that needs more is not replayed, with a note saying so.
+        mapper: how each replayed window's graphs are read (:data:`.window_replay.Mapper`; default: here, one after
+            another).
 
     Returns:
         ``(report, failures)``: a file that cannot be read, of another version, another job than its folder's, without a
@@ -337,7 +339,7 @@ def job_report_from_summaries(paths: list, replay_memory: int | None = None) -> 
         stragglers.append(wc)
         steps = step_counts[(run, window)]
         replayed = None
-        graphs, note, failed = window_graphs([x[1] for x in last], sum(x[5] for x in last), budget)
+        graphs, note, failed = window_graphs([x[1] for x in last], sum(x[5] for x in last), budget, mapper)
         if note:
             notes[(run, window)] = note
         failures += [Failure(getattr(e, "path", run), f"not replayed: {getattr(e, 'reason', e)}") for e in failed]
