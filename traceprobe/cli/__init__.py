@@ -85,10 +85,9 @@ def _version(value: bool) -> None:
 
 
 ONE_BLAS_THREAD = ("OPENBLAS_NUM_THREADS", "1")
-"""Set (where unset) for every command but ``record``, before numpy loads: reading and analysing traces multiply no
-matrices, while OpenBLAS (numpy's, and SciPy's, which numba loads for the replay) starts a thread per further CPU at
-load, which spins for about 0.1 s: 0.2 s of CPU a command on 2 CPUs, taken from the workers (measured: HTA's
-216k-event trace 1.32 -> 1.09 s of CPU). ``record`` runs the user's code, whose BLAS keeps the user's setting."""
+"""Set (where unset) for every command but ``record``, before numpy loads: the analysis multiplies no matrices, while
+OpenBLAS (numpy's, and SciPy's, which numba loads) starts a thread per further CPU that spins about 0.1 s: 0.2 s of CPU
+a command on 2 CPUs (HTA's 216k-event trace: 1.27 -> 1.06 s). ``record`` runs the user's code, whose BLAS it leaves."""
 
 
 @app.callback()
