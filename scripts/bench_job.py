@@ -3,7 +3,8 @@
 
 Writes (once, kept in ``--workdir``) a SYNTHETIC job of ``--ranks`` rank summaries (``scripts/synth_job.py
 --summaries``: 4 analysed template ranks, each rank with its own collective times, the last two :data:`SKEW_US` late
-at every collective, enough for the causes to name one of them), then runs
+at every collective, enough for the causes to name one of them; with ``--from-traces``, every rank its own trace
+analysed into its summary, so that the replay meets the job's collectives across ranks), then runs
 ``traceprobe job FOLDER`` in a fresh process ``--repeat`` times and prints its wall time, CPU time (user + system,
 ``getrusage`` of the child: the machine may be shared) and peak memory (the process's maximum resident set) against
 the targets: 4,096 and 8,192 ranks each in under a minute and under 2 GB on a 2-CPU machine, replayed; and whether its window was replayed
@@ -12,7 +13,7 @@ the targets: 4,096 and 8,192 ranks each in under a minute and under 2 GB on a 2-
 
 Usage::
 
-    python scripts/bench_job.py --ranks 1024 4096 [--workdir /tmp/traceprobe-job] [--repeat 1] [--json out.json]
+    python scripts/bench_job.py --ranks 1024 4096 [--from-traces] [--workdir /tmp/traceprobe-job] [--repeat 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -41,6 +42,42 @@ def _ensure(ranks: int, workdir: Path, events: int) -> Path:
         return folder
     subprocess.run([sys.executable, str(HERE / "synth_job.py"), "--ranks", str(ranks), "--summaries", "-o", str(folder),
                     "--events", str(events), "--skewed", "2", "--skew-us", str(SKEW_US)], check=True)
+    return folder
+
+
+def _summarize(args: tuple[str, str]) -> None:
+    """One rank trace analysed into its summary (``rank<R>.summary.json``), as the recording handler writes it."""
+    from traceprobe.analysis.job.summaries import to_summary
+    from traceprobe.analysis.per_trace import overlap_report
+    from traceprobe.reading import load_trace
+    from traceprobe.summary_file import encode
+
+    trace, out = args
+    Path(out).write_bytes(encode(to_summary(overlap_report(load_trace(trace)), "synthetic-job", source="")))
+
+
+def _ensure_traced(ranks: int, workdir: Path, events: int) -> Path:
+    """The summaries of a SYNTHETIC job of ``ranks`` rank traces (``synth_job.py``, without ``--summaries``: every
+    rank its own trace, its collectives at its own arrival times), each trace analysed into its summary and deleted:
+    every rank's graph then holds its own collective kernels, so the replay matches them across ranks and waits at
+    them, where the template summaries' graphs keep their template's times (their collectives barely match)."""
+    import shutil
+    import tempfile
+    from concurrent.futures import ProcessPoolExecutor
+
+    folder = workdir / f"job-{ranks}-traced-{events}-skew{SKEW_US}"
+    if folder.exists() and len(list(folder.glob("*.summary.json"))) == ranks:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    traces = Path(tempfile.mkdtemp(prefix="traces-", dir=workdir))
+    try:
+        subprocess.run([sys.executable, str(HERE / "synth_job.py"), "--ranks", str(ranks), "-o", str(traces), "--events", str(events),
+                        "--skewed", "2", "--skew-us", str(SKEW_US)], check=True)
+        work = [(str(t), str(folder / (t.name.split(".")[0] + ".summary.json"))) for t in sorted(traces.glob("rank*.pt.trace.json*"))]
+        with ProcessPoolExecutor(os.cpu_count()) as pool:
+            list(pool.map(_summarize, work, chunksize=8))
+    finally:
+        shutil.rmtree(traces, ignore_errors=True)
     return folder
 
 
@@ -75,12 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=20_000, help="events per template rank trace (sets the summaries' size)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--from-traces", action="store_true", help="summaries of rank traces, each analysed (_ensure_traced; minutes at "
+                    "thousands of ranks), not copies of 4 template ranks")
     a = ap.parse_args(argv)
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in a.ranks:
-        folder = _ensure(n, workdir, a.events)
+        folder = _ensure_traced(n, workdir, a.events) if a.from_traces else _ensure(n, workdir, a.events)
         size = sum(p.stat().st_size for p in folder.glob("*.summary.json"))
         runs = [measure(folder) for _ in range(a.repeat)]
         best = min(runs, key=lambda r: r["wall_s"])

@@ -169,15 +169,27 @@ def write_job(cfg: st.Config, ranks: int, folder: str | Path, skewed: int = 1, s
             with no NCCL kernel (``nccl_share`` 0) or one stream.
     """
     jp = plan_job(cfg, ranks, skewed, skew_ns)
-    cfg, tl, t0_ns, idx, kind, n_in, n_out, in_pairs, end = jp.cfg, jp.timeline, jp.t0_ns, jp.idx, jp.kind, jp.n_in, jp.n_out, jp.in_pairs, jp.end
-    K = idx.size
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    base = tl
-    writes = []
-    for r in range(ranks):
-        tl = replace(base)
+    paths: list[Path] = []
+    n = max(1, min(jobs or os.cpu_count() or 1, ranks))
+    for lo in range(0, ranks, WRITE_CHUNK):  # (each rank's timeline is made for its write: a chunk of them held at once)
+        paths += _write_ranks(jp, range(lo, min(lo + WRITE_CHUNK, ranks)), ranks, out, gz, gzip_level, n)
+    return paths
+
+
+WRITE_CHUNK = 256
+"""Ranks whose timelines :func:`write_job` holds at once (4,096 ranks of 20,000 events held together were killed for
+memory on a 23 GB machine: every task's timeline was pickled at once for the pool)."""
+
+
+def _write_ranks(jp: JobPlan, ranks_of: range, ranks: int, out: Path, gz: bool, gzip_level: int, n: int) -> list[Path]:
+    """Write the traces of the ranks ``ranks_of`` of the job ``jp`` (:func:`write_job`) with ``n`` processes."""
+    cfg, t0_ns, idx, kind, n_in, n_out, in_pairs, end = jp.cfg, jp.t0_ns, jp.idx, jp.kind, jp.n_in, jp.n_out, jp.in_pairs, jp.end
+    K = idx.size
+    paths, writes = [], []
+    for r in ranks_of:
+        tl = replace(jp.timeline)
         start = jp.start(r)
         tl.dev_start = tl.dev_start.copy()
         tl.dev_dur = tl.dev_dur.copy()
@@ -193,7 +205,6 @@ def write_job(cfg: st.Config, ranks: int, folder: str | Path, skewed: int = 1, s
         path = out / f"rank{r}.pt.trace.json{'.gz' if gz else ''}"
         writes.append((replace(cfg, rank=r), path, tl, t0_ns, texts, pgs, gzip_level))
         paths.append(path)
-    n = max(1, min(jobs or os.cpu_count() or 1, ranks))
     if n == 1:
         for w in writes:
             _write_rank(w)
