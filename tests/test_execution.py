@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import threading
@@ -61,10 +60,6 @@ def _die_first_time_noting_when(arg: tuple[str, int]) -> int:
 
 def _pid(x: int) -> int:
     return os.getpid()
-
-
-def _frozen(x: int) -> int:
-    return gc.get_freeze_count()
 
 
 def _raise_on_two(x: int) -> int:
@@ -222,19 +217,3 @@ def test_one_trace_read_in_a_worker_beside_the_replays_warm_up_reports_as_in_one
     alone = to_json(collect.analyze_paths([trace], jobs=1))
     assert seen[0] is not None and seen[0].__name__ == "warm" and seen[1] is None
     assert beside == alone
-
-
-def test_the_parents_objects_are_frozen_for_the_workers_and_only_while_they_run():
-    gc.unfreeze()
-    held = [object() for _ in range(10)]  # (tracked only where they can hold others: lists are)
-    held = [[x] for x in held]
-    counts = map_items(_frozen, [1, 2, 3], jobs=2, on_crash=_crashed)
-    assert min(counts) >= len(held)  # the workers' collections never walk what they were forked with
-    assert gc.get_freeze_count() == 0  # and this process's objects are collected as before, once they are done
-    assert map_items(_frozen, [1, 2], jobs=1, on_crash=_crashed) == [0, 0]  # (in this process: nothing frozen)
-    gc.freeze()  # a caller that froze its own objects (a server that forks) keeps them frozen
-    try:
-        map_items(_frozen, [1, 2], jobs=2, on_crash=_crashed)
-        assert gc.get_freeze_count() > 0
-    finally:
-        gc.unfreeze()

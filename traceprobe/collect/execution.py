@@ -8,23 +8,28 @@ it is sent to the workers by reference, never by value.
 Three ways to run, chosen by the caller:
 
 - ``jobs == 1`` (or a single item, unless work runs ``beside``): in this process, one item after another.
-- ``jobs > 1``: ``jobs`` local worker processes, forked from this one, each taking the next item as it finishes the
-  last; a worker ends when this process dies, however it dies (:func:`die_with_parent`). While items remain for every
-  worker, each holds one more in its pipe, so that it starts the next item at once instead of waiting for this process
-  to take its result (about 1.7 ms per item on 2 CPUs, measured). While they run, every object alive before is frozen
-  (``gc.freeze``, as CPython advises for a fork without exec): no collection, here or in a worker, walks the imports'
-  objects again, nor does a worker copy their pages to count references (a batch of 100 traces: 0.12 s less CPU). A
-  worker that dies while on an item (killed by the OOM killer, a segfault in a C extension, ``os._exit``) takes only
-  that item with it (the one queued behind it goes back to the queue, uncounted): the item is run once more in a fresh
-  worker; if that worker dies too, the item's result is ``on_crash(item, reason)`` (a per-file failure) and the other
-  items go on. (``concurrent.futures.ProcessPoolExecutor`` cannot do this: one dead worker breaks the whole pool and
-  every pending item with it, ``BrokenProcessPool``.) The retry runs in a worker process, not in this one, so a file
-  that kills every process it is read in cannot take the whole command down with it.
-- ``scheduler`` given: the items are submitted to the Dask distributed cluster at that address
-  (``dask.distributed.Client(scheduler)``), which runs ``fn`` on its workers, where the paths are opened (local paths
-  must therefore be visible to the workers, on a shared filesystem; fsspec URLs such as ``s3://`` are read by each
-  worker directly). Only ``fn``'s results travel back. A task whose workers keep dying is given up by the scheduler
-  after its ``allowed-failures`` retries (Dask's ``KilledWorker``); that item's result is ``on_crash(item, reason)``.
+- ``jobs > 1``: ``jobs`` local worker processes, forked from this one, each
+  taking the next item as it finishes the last; a worker ends when this process
+  dies, however it dies (:func:`die_with_parent`). While items remain for every
+  worker, each holds one more in its pipe, so that it starts the next item at
+  once instead of waiting for this process to take its result (about 1.7 ms per
+  item on 2 CPUs, measured). A worker that dies while on an
+  item (killed by the OOM killer, a segfault in a C extension, ``os._exit``) takes
+  only that item with it (the one queued behind it goes back to the queue,
+  uncounted): the item is run once more in a fresh worker; if that
+  worker dies too, the item's result is ``on_crash(item, reason)`` (a per-file
+  failure) and the other items go on. (``concurrent.futures.ProcessPoolExecutor``
+  cannot do this: one dead worker breaks the whole pool and every pending item
+  with it, ``BrokenProcessPool``.) The retry runs in a worker process, not in
+  this one, so a file that kills every process it is read in cannot take the
+  whole command down with it.
+- ``scheduler`` given: the items are submitted to the Dask distributed cluster at
+  that address (``dask.distributed.Client(scheduler)``), which runs ``fn`` on its
+  workers, where the paths are opened (local paths must therefore be visible to
+  the workers, on a shared filesystem; fsspec URLs such as ``s3://`` are read by
+  each worker directly). Only ``fn``'s results travel back. A task whose workers
+  keep dying is given up by the scheduler after its ``allowed-failures`` retries
+  (Dask's ``KilledWorker``); that item's result is ``on_crash(item, reason)``.
   Dask is imported only on this path.
 
 Exceptions raised by ``fn`` itself (not a dead process) propagate to the caller
@@ -35,7 +40,6 @@ Python prints with the parent's traceback (``--debug``).
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import os
 import signal
@@ -132,11 +136,15 @@ def map_items(
     Args:
         fn: a module-level function (sent to workers by name).
         items: its inputs (picklable; small: paths, not data).
-        on_crash: builds the result of an item whose worker processes died (``reason`` is one line, e.g. ``"worker
-            process died twice (killed by SIGKILL: out of memory?)"``). Runs in this process.
-        jobs: local worker processes (default: CPU count, at most one per item; 1 runs here). Ignored with ``scheduler``.
-        scheduler: address of a Dask distributed scheduler (``tcp://host:8786``), or None for local execution.
-        on_done: called in this process with each result as it arrives (for progress bars), in completion order.
+        on_crash: builds the result of an item whose worker processes died
+            (``reason`` is one line, e.g. ``"worker process died twice (killed by
+            SIGKILL: out of memory?)"``). Runs in this process.
+        jobs: local worker processes (default: CPU count, at most one per item;
+            1 runs here). Ignored with ``scheduler``.
+        scheduler: address of a Dask distributed scheduler (``tcp://host:8786``),
+            or None for local execution.
+        on_done: called in this process with each result as it arrives (for
+            progress bars), in completion order.
         on_index: called in this process with each item's index and result as it arrives, in completion order
             (after ``on_done``): for work on the results of a group of items as soon as all of them are in.
         beside: run in a thread of this process while local workers run the items (started once they are forked,
@@ -154,8 +162,9 @@ def map_items(
     """
     if not items:
         return []
+    counted = on_index
     if scheduler:
-        return _on_dask(fn, items, scheduler, on_crash, on_done, on_index)
+        return _on_dask(fn, items, scheduler, on_crash, on_done, counted)
     n = default_jobs(len(items), jobs)
     if n == 1 and (beside is None or jobs == 1):
         out = []
@@ -163,18 +172,11 @@ def map_items(
             r = fn(x)
             if on_done:
                 on_done(r)
-            if on_index:
-                on_index(i, r)
+            if counted:
+                counted(i, r)
             out.append(r)
         return out
-    ours = gc.get_freeze_count() == 0  # (the module docstring says why; a caller's own freeze is left as it is)
-    if ours:
-        gc.freeze()
-    try:
-        return _on_local_workers(fn, items, n, on_crash, on_done, on_index, beside if jobs != 1 else None)
-    finally:
-        if ours:
-            gc.unfreeze()
+    return _on_local_workers(fn, items, n, on_crash, on_done, counted, beside if jobs != 1 else None)
 
 
 # --- local worker processes ----------------------------------------------------------------
