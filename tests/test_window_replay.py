@@ -135,3 +135,28 @@ def test_job_reads_the_graphs_in_worker_processes_as_in_this_one(summaries: Path
     assert graphs == [] and note == "" and errors == [died]
     graphs, _, errors = window_graphs(files, 4000, wr.REPLAY_BYTES, reader)
     assert not errors and len(graphs) == 2
+
+
+def test_a_bad_graph_read_in_a_worker_is_one_line_as_in_one_process(tmp_path: Path):
+    """One of eight SYNTHETIC summaries with its graph broken, ``job -j 2`` in a fresh process: the same output and exit
+    as ``-j 1``, the file named in one line, no worker's traceback (the worker hands the error back; raised, it stopped
+    the other worker mid-file, which printed its own)."""
+    import json
+    import subprocess
+
+    synth_job.write_summaries(st.Config(events=2000, seed=5), 8, tmp_path)
+    f = tmp_path / "rank1.summary.json"  # (read early: the other worker is still on its files)
+    doc = json.loads(f.read_text())
+    blob = doc["tables"]["graph"]["data"][0][0]
+    doc["tables"]["graph"]["data"][0][0] = blob[: len(blob) // 2] + "AAAA" + blob[len(blob) // 2 + 4 :]
+    f.write_text(json.dumps(doc))
+    runs = [subprocess.run([sys.executable, "-m", "traceprobe", "job", str(tmp_path), "-j", j], capture_output=True, text=True)
+            for j in ("1", "2")]
+    assert [r.returncode for r in runs] == [2, 2] and runs[0].stdout == runs[1].stdout and runs[0].stderr == runs[1].stderr
+    (line,) = runs[1].stderr.splitlines()
+    assert line.startswith(f"{f}: not replayed: ") and "Traceback" not in runs[1].stderr
+    from traceprobe.analysis.job.window_replay import graph_or_error
+    from traceprobe.errors import TraceFormatError
+
+    got = graph_or_error(str(f))  # (what a worker runs: the error handed back, never raised)
+    assert isinstance(got, TraceFormatError) and got.path == str(f)

@@ -30,10 +30,17 @@ def window_graphs(paths: list[str], events: int, budget: int = REPLAY_BYTES,
     on its own, so reading them in parallel gives the same graphs (a 512-rank window's on 2 CPUs: 1.7 s of CPU)."""
     if note := over_budget(len(paths), events, budget):
         return [], note, []
+    graphs = mapper(graph_or_error, paths) if mapper is not None else [graph_or_error(p) for p in paths]
+    if failed := next((g for g in graphs if isinstance(g, Exception)), None):
+        return [], "", [failed]
+    return (pack(graphs) if all(g is not None for g in graphs) else graphs), "", []  # type: ignore[arg-type]
+
+
+def graph_or_error(path: str) -> RankGraph | None | Exception:
+    """:func:`.summaries.graph_of_file`, its error (:class:`TraceFormatError`, OSError, msgspec.DecodeError) returned
+    as the value: a worker reading one of a window's graphs hands its error back instead of raising it, which would
+    stop the other workers mid-file."""
     try:
-        graphs = mapper(graph_of_file, paths) if mapper is not None else [graph_of_file(p) for p in paths]
-        if died := next((g for g in graphs if isinstance(g, Exception)), None):
-            return [], "", [died]
-        return (pack(graphs) if all(g is not None for g in graphs) else graphs), "", []  # type: ignore[arg-type]
+        return graph_of_file(path)
     except (TraceFormatError, OSError, msgspec.DecodeError) as e:
-        return [], "", [e]
+        return e
