@@ -551,3 +551,44 @@ def test_a_graph_of_the_step_gives_back_the_launches_and_the_host_time_around_th
     assert singles.max() < whole <= singles.sum()
     assert "graph_of_step" not in set(w.table["cause"]) and "graph_of_step" not in set(w.by_step["cause"])
     assert "all of it at once, -" in w.finding()
+
+
+def _memberships_per_rank(graphs, k_rank, start, row_rank, row_start, gid):
+    """The pass per rank :func:`memberships` replaced (its definition): each rank's rows matched, in order, to the
+    first of its communication kernels in their order that starts at the row's time."""
+    k_off = np.cumsum([0] + [g.comm.size for g in graphs])
+    ranks = {g.rank: i for i, g in enumerate(graphs)}
+    by_rank = np.argsort(row_rank, kind="stable")
+    ops, grp = [], []
+    for r, i in ranks.items():
+        sel = by_rank[np.searchsorted(row_rank[by_rank], r, "left"):np.searchsorted(row_rank[by_rank], r, "right")]
+        ks = np.arange(k_off[i], k_off[i + 1])[graphs[i].comm]
+        if not sel.size or not ks.size:
+            continue
+        key = start[ks]
+        o = np.argsort(key, kind="stable")
+        p = np.searchsorted(key[o], row_start[sel])
+        hit = (p < key.size) & (key[o][np.minimum(p, key.size - 1)] == row_start[sel])
+        ops.append(ks[o[p[hit]]])
+        grp.append(gid[sel][hit])
+    return (np.concatenate(ops).astype(np.int64), np.concatenate(grp).astype(np.int64)) if ops else (np.zeros(0, np.int64),) * 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.lists(st.tuples(st.booleans(), st.integers(0, 6)), max_size=8)), max_size=6),
+       st.lists(st.tuples(st.integers(-1, 6), st.integers(0, 7), st.integers(0, 4)), max_size=30))
+def test_memberships_match_the_pass_per_rank(ranks, rows):
+    """SYNTHETIC graphs (ranks drawn with repeats, communication kernels and starts with ties) and collective rows (of
+    ranks with and without a graph, at times with and without a kernel): the one sort gives the pass per rank's
+    memberships, op for op and in its order."""
+    from types import SimpleNamespace
+
+    from traceprobe.analysis.causal.what_if import memberships
+
+    graphs = [SimpleNamespace(rank=r, comm=np.array([c for c, _ in ops], bool)) for r, ops in ranks]
+    start = np.array([t for _, ops in ranks for _, t in ops], np.int64)
+    k_rank = np.repeat(np.arange(len(graphs)), [g.comm.size for g in graphs])
+    row_rank, row_start, gid = (np.array([x[k] for x in rows], np.int64) for k in range(3))
+    got = memberships(graphs, k_rank, start, row_rank, row_start, gid)  # pyright: ignore[reportArgumentType]
+    want = _memberships_per_rank(graphs, k_rank, start, row_rank, row_start, gid)
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()

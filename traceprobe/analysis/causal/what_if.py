@@ -84,28 +84,10 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
     d = cat([g.d for g in graphs]).copy()
     mem_op, mem_group = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if per_rank is not None and not per_rank.empty:
-        ranks = {g.rank: i for i, g in enumerate(graphs)}
         gid = per_rank.groupby(["pg", "seq"], sort=False, dropna=False).ngroup().to_numpy(np.int64)  # (in order of first row)
         start = joined([g.start for g in graphs])
-        ops, grp = [], []
         p2p = per_rank["pg"].astype(str).str.contains("->", regex=False).to_numpy()  # (.p2p.pair_rows's groups)
-        row_rank, row_start = per_rank["rank"].to_numpy(), per_rank["start_ns"].to_numpy(np.int64)
-        by_rank = np.argsort(row_rank, kind="stable")  # (each rank's rows, in their order: a slice per rank)
-        for r, i in ranks.items():  # (one pass per rank)
-            sel = by_rank[np.searchsorted(row_rank[by_rank], r, "left"):np.searchsorted(row_rank[by_rank], r, "right")]
-            if not sel.size:
-                continue
-            ks = np.arange(k_off[i], k_off[i + 1])[graphs[i].comm]  # (members are communication kernels)
-            if ks.size == 0:
-                continue
-            key = start[ks]
-            o = np.argsort(key, kind="stable")
-            p = np.searchsorted(key[o], row_start[sel])
-            hit = (p < key.size) & (key[o][np.minimum(p, key.size - 1)] == row_start[sel])
-            ops.append(ks[o[p[hit]]])
-            grp.append(gid[sel][hit])
-        if ops:
-            mem_op, mem_group = cat(ops).astype(np.int64), cat(grp).astype(np.int64)
+        mem_op, mem_group = memberships(graphs, k_rank, start, per_rank["rank"].to_numpy(np.int64), per_rank["start_ns"].to_numpy(np.int64), gid)
         last_op = last_arrivals(start, mem_op, mem_group)  # (each instance's last arrival, as the waits read it)
         last = np.where(last_op >= 0, start[np.maximum(last_op, 0)], NEG)
         bound = np.full(d.size, NEG, np.int64)
@@ -125,6 +107,34 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
         collective[mem_op[~p2p_instance[mem_group]]] = True
     fixed = pinned_fixed(joined([g.fixed for g in graphs]), joined([g.end for g in graphs]), d, lone)
     return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op, collective, fixed)
+
+
+def memberships(graphs: list[RankGraph], k_rank: np.ndarray, start: np.ndarray, row_rank: np.ndarray, row_start: np.ndarray,
+                gid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which device op of the window each row of its matched collectives is (:data:`_Job.mem_op`, :data:`_Job.mem_group`):
+    the communication kernel of the row's rank that starts at the row's ``start_ns`` (of several, the first in the
+    graph's order); rows are taken rank by rank in the graphs' order, each rank's in their order, a row of a rank
+    without a graph or without such a kernel left out. ``k_rank``: each op's graph (index); ``start``: each op's start
+    (ns); ``gid``: each row's instance. One sort of (graph, time) keys (:func:`traceprobe.keyed.keys`) for every rank at
+    once: a pass over every row per rank made the 4,096-rank job's replay quadratic in its ranks (95 s of its 122)."""
+    from ...keyed import keys
+
+    none = np.zeros(0, np.int64)
+    sid = np.array([g.rank for g in graphs], np.int64)
+    order = np.argsort(sid, kind="stable")
+    sid = sid[order]
+    lo, hi = np.searchsorted(sid, row_rank, "left"), np.searchsorted(sid, row_rank, "right")
+    rows = np.flatnonzero(hi > lo)
+    keep = np.argsort(order[lo[rows]], kind="stable")  # (at its rank's first graph's place; in its last graph, as a dict of
+    rows, row_graph = rows[keep], order[hi[rows] - 1][keep]  # the ranks gave where two graphs have one rank)
+    ks = np.flatnonzero(np.concatenate([g.comm for g in graphs])) if graphs else none  # (members are communication kernels)
+    if not ks.size or not rows.size:
+        return none, none
+    op_key, row_key = keys((k_rank[ks], start[ks]), (row_graph, row_start[rows]))
+    o = np.argsort(op_key, kind="stable")
+    p = np.minimum(np.searchsorted(op_key[o], row_key), ks.size - 1)
+    hit = op_key[o][p] == row_key
+    return ks[o[p[hit]]].astype(np.int64), gid[rows[hit]].astype(np.int64)
 
 
 def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
