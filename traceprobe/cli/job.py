@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ..console import check_outputs, say
+
+if TYPE_CHECKING:
+    from ..analysis.job.window_replay import Mapper
 
 REPLAY_MEMORY_HELP = ("The memory a window's replay (what-ifs, critical path) may take, e.g. 16e9; a window of several ranks that "
                       "needs more is not replayed, with a line saying so (default: the larger of 2 GB and half the available memory).")
@@ -88,7 +91,7 @@ def job_cmd(
         raise typer.Exit(2)
 
 
-def _graph_reader(files: list, jobs: int | None) -> Any:
+def _graph_reader(files: list, jobs: int | None) -> Mapper:
     """How ``job`` reads the graphs of the windows it replays from summaries (``job_report_from_summaries``'s
     ``mapper``): in ``--jobs`` worker processes (default: one per CPU; none for files too small to pay for them,
     :func:`~traceprobe.collect.execution.local_jobs`), each graph read and checked where it is read, a worker's death
