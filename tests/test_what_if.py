@@ -592,3 +592,41 @@ def test_memberships_match_the_pass_per_rank(ranks, rows):
     got = memberships(graphs, k_rank, start, row_rank, row_start, gid)  # pyright: ignore[reportArgumentType]
     want = _memberships_per_rank(graphs, k_rank, start, row_rank, row_start, gid)
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+def _steps_per_rank(graphs, rank: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The step of each path segment, one pass over the path per graph: the reference :func:`_steps_of` must equal."""
+    step = np.full(rank.size, -1, np.int64)
+    for g in graphs:
+        sel = np.flatnonzero(rank == g.rank)
+        lo, hi = g.step_bounds
+        if not sel.size or not lo.size:
+            continue
+        o = np.argsort(lo, kind="stable")
+        i = np.searchsorted(lo[o], end[sel], "right") - 1
+        ok = (i >= 0) & (end[sel] <= hi[o][np.maximum(i, 0)])
+        step[sel[ok]] = g.steps["step"].to_numpy(np.int64)[o][i[ok]]
+    return step
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.lists(st.tuples(st.integers(0, 50), st.integers(0, 20)), max_size=5)), max_size=6),
+       st.lists(st.tuples(st.integers(-1, 5), st.integers(0, 80)), max_size=25))
+def test_the_steps_of_path_segments_match_the_pass_per_rank(ranks, segments):
+    """SYNTHETIC graphs (ranks drawn with repeats: a later graph of a rank overrides; steps overlapping, out of order,
+    none) and path segments (of ranks with and without a graph): each rank's segments found once give the pass per
+    rank's steps."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from traceprobe.analysis.causal.critical_path import _steps_of
+
+    graphs = []
+    for r, steps in ranks:
+        lo = np.array([s for s, _ in steps], np.int64)
+        graphs.append(SimpleNamespace(rank=r, step_bounds=(lo, lo + np.array([n for _, n in steps], np.int64)),
+                                      steps=pd.DataFrame({"step": np.arange(len(steps), dtype=np.int64) + 3 * r})))
+    path = pd.DataFrame({"rank": np.array([r for r, _ in segments], np.int64), "end_ns": np.array([e for _, e in segments], np.int64)})
+    got = _steps_of(graphs, path)  # pyright: ignore[reportArgumentType]
+    assert got.tolist() == _steps_per_rank(graphs, path["rank"].to_numpy(), path["end_ns"].to_numpy()).tolist()

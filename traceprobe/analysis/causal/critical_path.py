@@ -189,10 +189,14 @@ def _steps_of(graphs: list[RankGraph], path: pd.DataFrame) -> np.ndarray:
     none (int64)."""
     step = np.full(len(path), -1, np.int64)
     rank, end = path["rank"].to_numpy(np.int64), path["end_ns"].to_numpy(np.int64)
-    for g in graphs:  # (one pass per rank)
-        sel = np.flatnonzero(rank == g.rank)
+    order = np.argsort(rank, kind="stable")  # (each rank's segments found once: not a pass over the path per rank)
+    ranks, first, count = np.unique(rank[order], return_index=True, return_counts=True)
+    rows = {int(r): order[f:f + c] for r, f, c in zip(ranks.tolist(), first.tolist(), count.tolist())}
+    for g in graphs:  # (a later graph of the same rank overrides, as it did)
+        if (sel := rows.get(g.rank)) is None:
+            continue
         lo, hi = g.step_bounds
-        if not sel.size or not lo.size:
+        if not lo.size:
             continue
         o = np.argsort(lo, kind="stable")
         i = np.searchsorted(lo[o], end[sel], "right") - 1
