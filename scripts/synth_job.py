@@ -16,8 +16,12 @@ What makes the ranks one job:
   Group Name``, ``Process Group Description``, ``Process Group Ranks``. Process
   group ``0`` (``default_pg``) holds every rank; with an even number of ranks, 4 or more, a fifth of
   the collectives run in group ``1`` (``pairs``: ranks ``2i`` and ``2i+1``);
+- collective sizes: each collective's whole tensor is drawn once, the same at any
+  group size (an all-reduce's buffer, an all-gather's output, a reduce-scatter's
+  input; the parts are the whole over the group size), as a model's parameters and
+  gradients are whatever the ranks;
 - collective timing: collective ``k`` ends at the same time on every rank of its
-  group, ``transfer_k`` after the last rank arrives (a rank arrives when its kernel
+  group, ``transfer_k`` (5 µs and the whole tensor at :data:`BANDWIDTH`) after the last rank arrives (a rank arrives when its kernel
   could start on its NCCL stream); ranks that arrive earlier wait inside the
   kernel, so their kernel is longer, as NCCL kernels are;
 - skew: every rank runs the same program (one compute timeline) and arrives at
@@ -47,8 +51,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import synth_trace as st  # noqa: E402
 
-COLLECTIVES = [  # Collective name, NCCL kernel (index into st.NCCL_KERNELS), share; Out msg nelems: In x group size
-    ("allreduce", 0, 0.6),  # for allgather, In / group size for reduce_scatter, In for allreduce
+COLLECTIVES = [  # Collective name, NCCL kernel (index into st.NCCL_KERNELS), share; the whole tensor (drawn) is an
+    ("allreduce", 0, 0.6),  # all-reduce's In and Out, an all-gather's Out (its In: the whole / group size), a reduce-scatter's In
     ("allgather", 1, 0.2),
     ("reduce_scatter", 2, 0.2),
 ]
@@ -125,11 +129,14 @@ def plan_job(cfg: st.Config, ranks: int, skewed: int = 1, skew_ns: int = 500_000
     t0_ns = int(rng.integers(1_000_000_000_000_000, 5_000_000_000_000_000))
     K = p.nccl
     kind = rng.choice(len(COLLECTIVES), K, p=[c[2] for c in COLLECTIVES])
-    n_in = np.left_shift(1, rng.integers(14, 25, K)).astype(np.int64)
+    # each collective's whole tensor (elements) is the same at any group size, as a model's parameters and gradients are:
+    # at thousands of ranks an all-gather gathers the same tensor in smaller parts, it does not grow with the group
+    whole = np.left_shift(1, rng.integers(14, 25, K)).astype(np.int64)
     in_pairs = (rng.random(K) < 0.2) if _has_pairs(ranks) else np.zeros(K, dtype=bool)
     size = np.where(in_pairs, 2, ranks)
-    n_out = np.where(kind == 1, n_in * size, np.where(kind == 2, np.maximum(n_in // size, 1), n_in)).astype(np.int64)
-    transfer = (5_000 + np.maximum(n_in, n_out) * 2 / BANDWIDTH).astype(np.int64)  # bf16: 2 bytes per element
+    part = np.maximum(whole // size, 1)
+    n_in, n_out = np.where(kind == 1, part, whole), np.where(kind == 2, part, whole)
+    transfer = (5_000 + whole * 2 / BANDWIDTH).astype(np.int64)  # bf16: 2 bytes per element; a ring's time barely grows with its group
 
     # each rank's timeline; the NCCL kernels' arrival times, in time order
     tl = st.build_timeline(cfg, p)  # every rank runs the same program

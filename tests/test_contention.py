@@ -17,7 +17,7 @@ from traceprobe import load_trace
 from traceprobe.analysis.causal import contention
 from traceprobe.analysis.causal.dependency_graph import rank_graph
 from traceprobe.analysis.causal.imbalance import excess_device_work, kernel_codes, segment_codes
-from traceprobe.analysis.causal.what_if import _job, what_if
+from traceprobe.analysis.causal.what_if import what_if, window_job
 from traceprobe.analysis.causal.what_if_windows import window_instances
 from traceprobe.analysis.job.collectives import collective_table, match_window
 
@@ -175,7 +175,7 @@ def test_extra_device_work_removal_keeps_its_invariants(tmp_path, plan, extra):
         trace = load_trace(b.write(tmp_path / f"r{r}.pt.trace.json"))
         tables[r], graphs = collective_table(trace), graphs + [rank_graph(trace)]
     w = match_window(tables)
-    job = _job(graphs, window_instances(w))
+    job = window_job(graphs, window_instances(w))
     code, names = kernel_codes(graphs)
     s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
     rows = excess_device_work(graphs, job.k_rank, job.d, 0, s_code, s_names, {1}, segment)

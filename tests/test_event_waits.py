@@ -15,7 +15,7 @@ from synthetic import TraceBuilder, load, us
 from traceprobe import load_trace
 from traceprobe.analysis.causal.critical_path import critical_path
 from traceprobe.analysis.causal.dependency_graph import BIND_DEPENDENCY, BIND_STREAM, rank_graph
-from traceprobe.analysis.causal.what_if import _job, replay
+from traceprobe.analysis.causal.what_if import replay, window_job
 
 SAMPLES = Path(__file__).parent.parent / "sample_traces" / "stream-wait"
 US = 1_000
@@ -91,7 +91,7 @@ def test_ops_without_a_recorded_wait_keep_the_inferred_dependency_and_replay_exa
     g = rank_graph(load(b, tmp_path))
     late = int(np.argmax(g.start))
     assert g.bind[late] == BIND_DEPENDENCY and g.lane_names[g.lane[g.dep[late]]].endswith("stream 9")
-    job = _job([g], None)
+    job = window_job([g], None)
     t, end = replay(job, g.h, job.d, np.zeros(g.t.size, bool))
     assert np.array_equal(t, g.t) and np.array_equal(end, g.end)
 
@@ -118,7 +118,7 @@ def test_sync_events_are_read_from_real_traces():
     assert len(waits) == 6 and (waits["wait_correlation"] == -1).all() and set(waits["stream"]) == {7, 13}
     g = rank_graph(t)
     assert int((g.bind == BIND_DEPENDENCY).sum()) == 6
-    job = _job([g], None)
+    job = window_job([g], None)
     tt, end = replay(job, g.h, job.d, np.zeros(g.t.size, bool))
     assert np.array_equal(tt, g.t) and np.array_equal(end, g.end)
     # the side stream (13) holds the critical path: 12 products a step against the main stream's 4

@@ -44,7 +44,7 @@ def test_the_sweep_equals_the_rounds_on_random_jobs(tmp_path_factory, seed, rank
     traces = [load_trace(p) for p in paths]
     w = match_window({t.rank: collective_table(t) for t in traces})
     graphs = [rank_graph(t) for t in traces]
-    job = W._job(graphs, window_instances(w))
+    job = W.window_job(graphs, window_instances(w))
     assert job.mem_op.size > 0  # (collectives matched: cross-rank nodes in the sweep)
     rng = np.random.default_rng(seed)
     h0 = np.concatenate([g.h for g in graphs])

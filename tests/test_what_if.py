@@ -21,7 +21,7 @@ from synthetic import TraceBuilder
 from traceprobe import load_trace
 from traceprobe.analysis.causal.critical_path import critical_path
 from traceprobe.analysis.causal.dependency_graph import HOST_CLASSES, NEG, rank_graph
-from traceprobe.analysis.causal.what_if import _job, replay, what_if
+from traceprobe.analysis.causal.what_if import replay, what_if, window_job
 from traceprobe.analysis.causal.what_if_windows import window_what_if
 from traceprobe.analysis.job.collectives import collective_table, match_window
 
@@ -48,7 +48,7 @@ def _one_rank(tmp_path: Path) -> Path:
 
 def test_a_sleep_gives_back_what_the_device_did_not_fill(tmp_path):
     g = rank_graph(load_trace(_one_rank(tmp_path)))
-    job = _job([g], None)
+    job = window_job([g], None)
     t, end = replay(job, g.h, job.d, np.zeros(g.t.size, bool))
     assert np.array_equal(t, g.t) and np.array_equal(end, g.end)  # the trace's own times, exactly
     host = HOST_CLASSES.index("host")
@@ -196,7 +196,7 @@ def test_replay_equals_a_brute_force_evaluation(tmp_path, ops, cls):
             b.runtime(now, max(ret - now, 1_000), "cudaDeviceSynchronize")
             now = max(ret, now + 1_000)
     g = rank_graph(load_trace(b.write(tmp_path / "r.pt.trace.json")))
-    job = _job([g], None)
+    job = window_job([g], None)
     t, end = replay(job, g.h, job.d, np.zeros(g.t.size, bool))
     assert np.array_equal(t, g.t) and np.array_equal(end, g.end)
     h = g.h - g.class_ns[cls]

@@ -33,7 +33,7 @@ from ..memo import empty_frame
 from .contention import last_arrivals
 from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
 from .sweep import joined
-from .what_if import _job
+from .what_if import WindowJob, window_job
 from .what_if_steps import measured_anchors
 
 COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns", "step"]
@@ -60,12 +60,14 @@ def _run_cause(g: RankGraph, copy_names: np.ndarray, lo: int, hi: int) -> tuple[
     return _DEVICE_CAUSES[c], int(np.argmax(held)) if held.size else int(g.name[hi])
 
 
-def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None) -> pd.DataFrame:
+def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, job: WindowJob | None = None) -> pd.DataFrame:
     """The window's critical path (module docstring), last segment first.
 
     Args:
         graphs: the ranks of one window (:func:`.dependency_graph.rank_graph` of each trace).
         per_rank: the window's matched collectives (:attr:`.collectives.WindowCollectives.per_rank`), None for one rank.
+        job: ``graphs`` and ``per_rank`` joined (:func:`.what_if.window_job`), where the caller has it (read, never
+            written: the what-ifs read it after); None: joined here.
 
     Returns:
         DataFrame: ``rank`` (int64), ``lane`` (str: ``host`` or the device chain, ``cuda:0 stream 7``), ``cause`` (str: a host class, ``sync``, ``launch``, ``dependency``, ``compute``, ``copy``, ``comm``),
@@ -77,7 +79,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None)
     rows: list[tuple] = []
     if not graphs or all(g.t.size == 0 and g.start.size == 0 for g in graphs):
         return empty_frame({c: object if c in ("lane", "cause", "name") else np.int64 for c in COLUMNS})
-    job = _job(graphs, per_rank)
+    job = job if job is not None else window_job(graphs, per_rank)
     k_off = np.cumsum([0] + [g.start.size for g in graphs])
     copies = [_copy_names(g) for g in graphs]
     starts = joined([g.start for g in graphs])  # (read, never written: the packed graphs' own, .packed)

@@ -26,17 +26,19 @@ def pack(graphs: list[RankGraph]) -> list[RankGraph]:
     """``graphs`` (one window's ranks), in place, with each array of :data:`PACKED` a view of one array for the window
     (in the graphs' order: :func:`.sweep.joined` gives it back without a copy), and ``class_ns`` as int32 where the rank's host
     times ``h`` (int64 ns) allow (:func:`.dependency_graph.narrowed`; else as it is); returns the list. Equal to ``graphs`` in every
-    value; the arrays are read, never written, by the replay. One field at a time, each graph replaced in the list as it
-    goes: the memory it takes beyond the graphs' is one field's."""
-    for i, g in enumerate(graphs):
-        graphs[i] = replace(g, class_ns=narrowed(g.class_ns, g.h))
+    value; the arrays are read, never written, by the replay. The window's arrays are built first, then each graph is
+    replaced in the list once: the memory it takes beyond the graphs' is the packed arrays' (about half of the graphs':
+    below the replay's own, which comes after)."""
+    views: list[dict[str, np.ndarray]] = [{} for _ in graphs]
     for name in PACKED:
         parts = [getattr(g, name) for g in graphs]
         whole = np.concatenate(parts) if parts else np.zeros(0)
         bounds = np.cumsum([0] + [p.size for p in parts]).tolist()
         del parts
-        for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
-            graphs[i] = replace(graphs[i], **{name: whole[lo:hi]})
+        for v, lo, hi in zip(views, bounds[:-1], bounds[1:]):
+            v[name] = whole[lo:hi]
+    for i, g in enumerate(graphs):  # (one replacement a graph, its own arrays going with it: one a field took 1.8 s at 4,096 ranks)
+        graphs[i] = replace(g, class_ns=narrowed(g.class_ns, g.h), **views[i])
     give_back_freed()
     return graphs
 

@@ -41,7 +41,7 @@ from .what_if_table import _beyond_the_lead as _beyond_the_lead
 
 
 @dataclass
-class _Job:
+class WindowJob:
     """The ranks' graphs concatenated: offsets, chain keys, collective groups."""
 
     graphs: list[RankGraph]
@@ -71,7 +71,11 @@ class _Job:
     """The graph in topological order (:class:`.sweep.Sweep`), built at the first replay."""
 
 
-def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
+def window_job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowJob:
+    """The ranks' graphs of one window joined, with its cross-rank instances (``per_rank``: its matched collectives,
+    :attr:`..job.collectives.WindowCollectives.per_rank`, None for one rank): what :func:`what_ifs` replays and
+    :func:`.critical_path.critical_path` walks, built once for both by :func:`.what_if_windows.window_what_if` (1.9 s
+    at 4,096 ranks)."""
     a_off = np.cumsum([0] + [g.t.size for g in graphs])
     k_off = np.cumsum([0] + [g.start.size for g in graphs])
     l_off = np.cumsum([0] + [int(g.lane.max(initial=-1)) + 1 for g in graphs])
@@ -107,12 +111,12 @@ def _job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> _Job:
         p2p_instance[gid[p2p]] = True
         collective[mem_op[~p2p_instance[mem_group]]] = True
     fixed = pinned_fixed(joined([g.fixed for g in graphs]), joined([g.end for g in graphs]), d, lone)
-    return _Job(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op, collective, fixed)
+    return WindowJob(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op, collective, fixed)
 
 
 def memberships(graphs: list[RankGraph], k_rank: np.ndarray, start: np.ndarray, row_rank: np.ndarray, row_start: np.ndarray,
                 gid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Which device op of the window each row of its matched collectives is (:data:`_Job.mem_op`, :data:`_Job.mem_group`):
+    """Which device op of the window each row of its matched collectives is (:data:`WindowJob.mem_op`, :data:`WindowJob.mem_group`):
     the communication kernel of the row's rank that starts at the row's ``start_ns`` (of several, the first in the
     graph's order); rows are taken rank by rank in the graphs' order, each rank's in their order, a row of a rank
     without a graph or without such a kernel left out. ``k_rank``: each op's graph (index); ``start``: each op's start
@@ -136,12 +140,12 @@ def memberships(graphs: list[RankGraph], k_rank: np.ndarray, start: np.ndarray, 
     return ks[o[p[hit]]].astype(np.int64), gid[rows[hit]].astype(np.int64)
 
 
-def replay(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def replay(job: WindowJob, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`replay_arrivals` without the arrivals: ``(t, end)``."""
     return replay_arrivals(job, h, d, no_sync)[:2]
 
 
-def replay_arrivals(job: _Job, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def replay_arrivals(job: WindowJob, h: np.ndarray, d: np.ndarray, no_sync: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Anchor times and device op ends of the job replayed with host times ``h``, durations ``d`` and the sync edges
     of the anchors in ``no_sync`` (bool) dropped (module docstring). Returns ``(t, end, arrival)`` (int64 ns; arrival:
     when each device op could start, before any cross-rank instance holds it).
@@ -164,7 +168,7 @@ WHAT_IF_COLUMNS = COLUMNS
 
 def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0,
              only: set[int] | None = None, groups: Mapping[str, tuple[str, ...]] | None = None,
-             before: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+             before: int = 0, job: WindowJob | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The gain of removing each cause, one at a time (module docstring), in all and step by step; and of each of
     ``groups`` (a name: host classes of :data:`HOST_CLASSES`, sync aside) removed at once, on the ranks where the first
     of them holds more than ``min_ns``, in rows of that name after the ordered ones (they are not causes of their own:
@@ -189,6 +193,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             path keeps its length), so the ranks the window's critical path visits are enough: a job of thousands of
             ranks replays a few of them alone.
         before: the steps or runs of the program before the window: a slow call is one-time as :func:`.what_if_steps.one_time_slow` says.
+        job: ``graphs`` (with their first calls merged as here) and ``per_rank`` joined (:func:`window_job`), where the
+            caller has it; None: joined here.
 
     Returns:
         DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op, sync call or kernel
@@ -215,7 +221,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
                 empty_frame({c: object if c == "cause" else np.int64 for c in STEP_COLUMNS}))
     n_steps = max((len(g.steps) for g in graphs), default=0)
     graphs = [first_calls_merged(g, n_steps, max(min_ns, 0), before) for g in graphs]
-    job = _job(graphs, per_rank)
+    job = job if job is not None else window_job(graphs, per_rank)
     h0 = joined([g.h for g in graphs])  # (read, never written: the packed graphs' own where they are, .packed)
     no_sync = np.zeros(h0.size, bool)
     t_all, end_all = joined([g.t for g in graphs]), joined([g.end for g in graphs])
@@ -332,7 +338,7 @@ PRUNE = True
 replays every one (the reference of the tests)."""
 
 
-def _replayed(cands: list[Candidate], run, job: _Job, recorded: tuple, slow: Slowdowns, floor: int, n_steps: int,
+def _replayed(cands: list[Candidate], run, job: WindowJob, recorded: tuple, slow: Slowdowns, floor: int, n_steps: int,
               groups: Mapping[str, tuple[str, ...]], graphs: list[RankGraph]) -> dict[int, tuple]:
     """The rows (:data:`.what_if_table.ROW`) of the candidates replayed (:mod:`.what_if_plan`), by their index: those whose
     bound may clear the floor, best bound first, then those the replayed rows' figures or order read."""

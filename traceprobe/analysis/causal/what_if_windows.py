@@ -16,7 +16,7 @@ from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .packed import give_back_freed
 from .replay_memory import over_budget, replay_budget
-from .what_if import STEP_COLUMNS, _finish, what_ifs
+from .what_if import STEP_COLUMNS, _finish, what_ifs, window_job
 from .what_if_advice import LABELS, advice, short_name
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
 from .what_if_steps import first_calls_merged, measured_anchors, one_time_slow
@@ -279,12 +279,13 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     stepped = max((int(g.step_bounds[1].max() - g.step_bounds[0].min()) for g in graphs if g.step_bounds[0].size), default=0)
     floor = max(int(NOISE_SHARE * max(span, stepped)), NOISE_PER_STEP_NS * max(steps, 1))
     graphs = [first_calls_merged(g, steps, floor, runs_before) for g in graphs]  # (the path names a one-time slow call as the table does)
-    cp = critical_path(graphs, per_rank)
+    job = window_job(graphs, per_rank)  # (once: the path and the what-ifs read it alike)
+    cp = critical_path(graphs, per_rank, job)
     give_back_freed()  # (the path's arrays, before the what-ifs take theirs)
     index = {g.rank: i for i, g in enumerate(graphs)}
     on_path = {index[r] for r in cp["rank"].unique().tolist() if r in index} if len(graphs) > 1 and len(cp) else None
     table, by_step = what_ifs(graphs, per_rank, min_ns=floor, only=on_path,  # (a cause that removes less cannot give back the floor)
-                              groups={GRAPH_OF_STEP: ("dispatch", *AROUND_LAUNCHES)}, before=runs_before)
+                              groups={GRAPH_OF_STEP: ("dispatch", *AROUND_LAUNCHES)}, before=runs_before, job=job)
     grouped = (table["cause"] == GRAPH_OF_STEP).to_numpy()
     table, graph_of_step = pd.DataFrame(table[~grouped]).reset_index(drop=True), pd.DataFrame(table[grouped]).reset_index(drop=True)
     by_step = pd.DataFrame(by_step[(by_step["cause"] != GRAPH_OF_STEP).to_numpy()]).reset_index(drop=True)
