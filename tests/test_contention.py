@@ -236,3 +236,22 @@ def test_slowdowns_equal_the_pass_per_pair_of_ranks(window, by_lane):
     mem_group = code.copy()  # (SYNTHETIC instances: the ops of one name)
     all_ranks = contention.charged_waits(start, end, w, mem_op, mem_group, ranks)
     assert all_ranks.tolist() == [charged_wait(start, end, w, mem_op, mem_group, i) for i in range(ranks)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(-3, 10**12)), max_size=40), st.integers(0, 3))
+def test_grouped_medians_are_pandas_grouped_medians(rows, extra):
+    """SYNTHETIC (key, duration) pairs (ties, odd and even counts, keys without values, a negative duration now and
+    then): the one sort gives pandas' ``groupby(key).median()`` per key, to the bit, 0 where a key has no value."""
+    import pandas as pd
+
+    from traceprobe.analysis.causal.imbalance import medians
+
+    key = np.array([k for k, _ in rows], np.int64)
+    d = np.array([v for _, v in rows], np.int64)
+    size = 7 + extra
+    want = np.zeros(size, np.float64)
+    if key.size:
+        m = pd.Series(d).groupby(key).median()
+        want[m.index.to_numpy()] = m.to_numpy()
+    assert medians(key, d, size).tobytes() == want.tobytes()
