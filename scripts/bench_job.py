@@ -84,7 +84,8 @@ def _ensure_traced(ranks: int, workdir: Path, events: int) -> Path:
 def measure(folder: Path) -> dict:
     """One ``traceprobe job FOLDER`` in a fresh process: wall and CPU time (s), peak RSS (bytes), exit code, whether its
     window was replayed (``replayed``: no line of the report says ``not replayed``; ``replay_note``: that line), its
-    stderr's notes."""
+    stderr's notes, its straggler line and its top what-if's line (``what_if``: where no cause clears the window's noise
+    floor, the replay ran but gave no finding: a job whose window grows with its ranks hides every cause under it)."""
     import tempfile
 
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -102,7 +103,9 @@ def measure(folder: Path) -> dict:
     return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_rss_bytes": int(peak), "exit": done.returncode,
             "replayed": done.returncode == 0 and not note, "replay_note": note, "notes": done.stderr.strip().splitlines()[:3],
             "head": done.stdout.splitlines()[:1],
-            "straggler": next((ln.strip()[:160] for ln in done.stdout.splitlines() if ln.strip().startswith("straggler:")), "no straggler named")}
+            "straggler": next((ln.strip()[:160] for ln in done.stdout.splitlines() if ln.strip().startswith("straggler:")), "no straggler named"),
+            "what_if": next((ln.strip()[:160] for ln in done.stdout.splitlines() if "if removed" in ln),
+                            "no what-if above the window's noise floor (its replay gave no finding)")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"replayed: {'met' if best['replayed'] else 'NOT met'}]")
         print(f"{n:>6} ranks from summaries ({row['summaries_mb']:,.1f} MB): {best['wall_s']:6.1f} s ({best['cpu_s']:.1f} s CPU), peak "
               f"{best['peak_rss_bytes'] / 1e9:.2f} GB, {'replayed' if best['replayed'] else 'NOT replayed'}, exit {best['exit']}{ok}", flush=True)
-        for note in [*best["notes"], best["straggler"], *([best["replay_note"]] if best["replay_note"] else [])]:
+        for note in [*best["notes"], best["straggler"], best["what_if"], *([best["replay_note"]] if best["replay_note"] else [])]:
             print(f"        {note}")
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
     print(f"machine: {machine['cpus']} CPUs, Python {machine['python']}")
