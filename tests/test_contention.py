@@ -262,11 +262,11 @@ def test_grouped_medians_are_pandas_grouped_medians(rows, extra):
 def test_runs_of_keys_are_the_searches_over_every_key(keys_, queries):
     """SYNTHETIC sorted keys (repeats, gaps, none) and queries (present, absent, below and above them all): the search
     among the distinct keys gives ``searchsorted`` left and right less left over every key."""
-    from traceprobe.analysis.causal.contention import run_of
+    from traceprobe.analysis.causal.contention import key_runs, run_of
 
     by_key = np.sort(np.array(keys_, np.int64))
     q = np.array(queries, np.int64)
-    start, count = run_of(by_key, q)
+    start, count = run_of(key_runs(by_key), by_key.size, q)
     left = np.searchsorted(by_key, q, "left")
     assert start.tolist() == left.tolist()
     assert count.tolist() == (np.searchsorted(by_key, q, "right") - left).tolist()

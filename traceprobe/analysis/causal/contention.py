@@ -166,8 +166,9 @@ def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarra
     n_codes = int(np.asarray(code).max(initial=0)) + 1
     by_key, by_d = by_key_and_duration(rank[comp] * n_codes + code[comp], d[comp])
     i, r, c = pairs[0][p], pairs[1][p], code[o]
-    at_i, avail = run_of(by_key, i * n_codes + c)
-    n = np.minimum(run_of(by_key, r * n_codes + c)[1], avail)
+    runs = key_runs(by_key)
+    at_i, avail = run_of(runs, by_key.size, i * n_codes + c)
+    n = np.minimum(run_of(runs, by_key.size, r * n_codes + c)[1], avail)
     ok = n >= MIN_REFERENCE
     base = np.full(p.size, np.nan)
     base[ok] = (by_d[at_i[ok] + (n[ok] - 1) // 2].astype(np.float64) + by_d[at_i[ok] + n[ok] // 2].astype(np.float64)) / 2
@@ -179,19 +180,26 @@ def slowdowns(start: np.ndarray, end: np.ndarray, d: np.ndarray, code: np.ndarra
     return Slowdowns(i[got], o[got], part[got], size)
 
 
-def run_of(by_key: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per query key of ``q``, where its run of equal keys starts in ``by_key`` (sorted; where it would go, without one)
-    and how long the run is (0 without one), int64: ``searchsorted`` left, and right less left, found among the distinct
-    keys (a few per rank and kernel name) rather than every kernel, an array the queries read from the cache (the four
-    searches of :func:`slowdowns` at 4,096 ranks: 2.3 s -> 0.4 s)."""
-    if not by_key.size:
-        return np.zeros(q.size, np.int64), np.zeros(q.size, np.int64)
-    first = np.flatnonzero(np.r_[True, by_key[1:] != by_key[:-1]])
-    distinct, ends = by_key[first], np.r_[first[1:], by_key.size]
+def key_runs(by_key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of equal keys of ``by_key`` (sorted): each distinct key, where its run starts and where it ends (int64),
+    for :func:`run_of`."""
+    first = np.flatnonzero(np.r_[True, by_key[1:] != by_key[:-1]]) if by_key.size else np.zeros(0, np.int64)
+    return by_key[first], first.astype(np.int64), np.r_[first[1:], by_key.size].astype(np.int64)
+
+
+def run_of(runs: tuple[np.ndarray, np.ndarray, np.ndarray], size: int, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per query key of ``q``, where its run of equal keys starts in a sorted array of ``size`` keys whose runs are
+    ``runs`` (:func:`key_runs`; where the key would go, without one) and how long the run is (0 without one), int64:
+    ``searchsorted`` left, and right less left, found among the distinct keys (a few per rank and kernel name) rather
+    than every kernel, an array the queries read from the cache (the four searches of :func:`slowdowns` at 4,096 ranks:
+    2.3 s -> under 1 s)."""
+    distinct, first, ends = runs
+    if not distinct.size:
+        return np.full(q.size, size, np.int64), np.zeros(q.size, np.int64)
     g = np.searchsorted(distinct, q, "left")
     gi = np.minimum(g, distinct.size - 1)
     hit = (g < distinct.size) & (distinct[gi] == q)
-    return np.where(g < distinct.size, first[gi], by_key.size).astype(np.int64), np.where(hit, ends[gi] - first[gi], 0).astype(np.int64)
+    return np.where(g < distinct.size, first[gi], size), np.where(hit, ends[gi] - first[gi], 0)
 
 
 def by_key_and_duration(key: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
