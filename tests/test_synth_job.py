@@ -91,3 +91,27 @@ def test_bad_arguments():
         job.write_job(st.Config(events=6000), 2, "/nonexistent-never", skewed=3)
     with pytest.raises(ValueError, match="NCCL"):
         job.write_job(st.Config(events=6000, nccl_share=0.0), 2, "/nonexistent-never")
+
+
+def test_collective_sizes_and_transfers_do_not_grow_with_the_group():
+    """A collective's whole tensor is the same at 8 and 4,096 ranks (an all-gather's output, a reduce-scatter's input,
+    an all-reduce's buffer; the parts are the whole over the group), and so is its transfer after the last arrival: an
+    all-gather whose output grew with the group made the window of thousands of ranks communication alone, every cause
+    under its noise floor."""
+    import numpy as np
+
+    cfg = st.Config(events=3000, nccl_share=0.2, seed=7)
+    small, big = job.plan_job(cfg, 8, skewed=0), job.plan_job(cfg, 4096, skewed=0)
+    assert small.kind.tolist() == big.kind.tolist() and small.in_pairs.tolist() == big.in_pairs.tolist()
+    whole = np.where(small.kind == 1, small.n_out, small.n_in)
+    assert np.array_equal(np.where(big.kind == 1, big.n_out, big.n_in), whole)
+    for p, n in ((small, 8), (big, 4096)):
+        size = np.where(p.in_pairs, 2, n)
+        part = np.maximum(whole // size, 1)
+        assert np.array_equal(np.where(p.kind == 1, p.n_in, np.where(p.kind == 2, p.n_out, part)), part)
+    first = ~small.in_pairs & ~np.r_[True, small.in_pairs[:-1]]  # (group-wide collectives after a group-wide one)
+
+    def transfer(p):  # (each collective's end after its group's last arrival, or the previous collective's end)
+        start = np.maximum(p.arrive.max(axis=0), np.r_[np.iinfo(np.int64).min, p.end.max(axis=0)[:-1]])
+        return (p.end.max(axis=0) - start)[first]
+    assert np.array_equal(transfer(small), transfer(big))
