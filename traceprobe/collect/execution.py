@@ -219,8 +219,8 @@ def _serve(conn: Connection, fn: Callable[[Any], Any], parent: int) -> None:
     while True:
         try:
             job = conn.recv()
-        except EOFError:
-            return
+        except (EOFError, KeyboardInterrupt):  # (KeyboardInterrupt: SIGTERM from the parent, as the command line's
+            return  # handler raises it; the parent stops its workers when another's item raised: nothing waits for this one)
         if job is None:
             return
         (item,) = job
@@ -233,6 +233,8 @@ def _serve(conn: Connection, fn: Callable[[Any], Any], parent: int) -> None:
             stop = isinstance(exc, KeyboardInterrupt)  # (SIGTERM, unwound: start none of the items queued behind it)
         try:
             conn.send(msg)
+        except KeyboardInterrupt:  # (SIGTERM while sending: the parent stopped reading, as above; no traceback printed)
+            return
         except Exception as exc:  # an unpicklable result or exception, or a parent gone
             try:
                 conn.send(("raise", RuntimeError(f"{type(exc).__name__}: {exc}")))
