@@ -118,7 +118,7 @@ def test_every_sample_window_loses_no_finding(monkeypatch):
     checked = []
     orig = W.what_ifs
 
-    def both(graphs, per_rank=None, min_ns=0, only=None, groups=None, before=0):
+    def both(graphs, per_rank=None, min_ns=0, only=None, groups=None, before=0, job=None):
         seen = []
         replayed = W._replayed
 
@@ -128,10 +128,10 @@ def test_every_sample_window_loses_no_finding(monkeypatch):
             return done
 
         W.PRUNE = False
-        full, full_steps = orig(graphs, per_rank, min_ns, only, groups, before)
+        full, full_steps = orig(graphs, per_rank, min_ns, only, groups, before, job)
         W.PRUNE, W._replayed = True, spy
         try:
-            pruned, pruned_steps = orig(graphs, per_rank, min_ns, only, groups, before)
+            pruned, pruned_steps = orig(graphs, per_rank, min_ns, only, groups, before, job)
         finally:
             W._replayed = replayed
         n_steps = max((len(g.steps) for g in graphs), default=0)
