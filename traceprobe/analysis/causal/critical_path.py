@@ -33,8 +33,7 @@ from ..memo import empty_frame
 from .contention import last_arrivals
 from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
 from .sweep import joined
-from .what_if import WindowJob, window_job
-from .what_if_steps import measured_anchors
+from .what_if import WindowJob, counted_anchors, window_job
 
 COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns", "step"]
 GAPS = "(gaps between queued work)"
@@ -129,7 +128,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None,
 
     state: tuple[str, int] | None
     k_last = int(np.argmax(ends)) if ends.size else -1
-    counted = measured_anchors(graphs)  # (host time after the last device work and step is the window's tail: not walked)
+    counted = counted_anchors(job)  # (host time after the last device work and step is the window's tail: not walked)
     i_last = int(np.flatnonzero(counted)[np.argmax(t_all[counted])]) if counted.any() else -1
     state = ("dev", k_last) if k_last >= 0 and (i_last < 0 or ends[k_last] >= t_all[i_last]) else ("host", i_last)
     seen = 0

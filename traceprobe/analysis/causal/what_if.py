@@ -69,6 +69,16 @@ class WindowJob:
     window, :mod:`.unseen_peers`)."""
     sweep: Sweep | None = None
     """The graph in topological order (:class:`.sweep.Sweep`), built at the first replay."""
+    counted: np.ndarray | None = None
+    """(A,) bool: the anchors whose time can end the measured work (:func:`.what_if_steps.measured_anchors` of
+    :attr:`graphs`), found at the first read (:func:`counted_anchors`): the critical path and the what-ifs read it alike."""
+
+
+def counted_anchors(job: WindowJob) -> np.ndarray:
+    """:attr:`WindowJob.counted`, found once per job."""
+    if job.counted is None:
+        job.counted = measured_anchors(job.graphs)
+    return job.counted
 
 
 def window_job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowJob:
@@ -225,11 +235,11 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     h0 = joined([g.h for g in graphs])  # (read, never written: the packed graphs' own where they are, .packed)
     no_sync = np.zeros(h0.size, bool)
     t_all, end_all = joined([g.t for g in graphs]), joined([g.end for g in graphs])
-    counted = measured_anchors(graphs)
+    counted = counted_anchors(job)
     base = _finish(t_all, end_all, counted)  # (the replay is exact)
     (fa, fk), floor = first_step(graphs), max(min_ns, 0)
     la, lk, ids = step_last(graphs, job.a_rank, job.lane)
-    ends_of = step_ends(graphs, job.a_rank, job.lane)
+    ends_of = step_ends(graphs, job.a_rank, job.lane, (la, lk, ids))
     base_steps = ends_of(t_all, end_all)
     waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
     freeing = [g.freeing for g in graphs]
@@ -346,7 +356,7 @@ def _replayed(cands: list[Candidate], run, job: WindowJob, recorded: tuple, slow
     chosen_ = set(range(len(cands)))
     if PRUNE and floor > 0 and cands:
         times = replay_arrivals(job, h0, job.d, np.zeros(h0.size, bool))
-        exact = _finish(times[0], times[1], counted) == base and np.array_equal(step_ends(graphs, job.a_rank, job.lane)(*times[:2]), base_steps)
+        exact = _finish(times[0], times[1], counted) == base and np.array_equal(step_ends(graphs, job.a_rank, job.lane, (la, lk, ids))(*times[:2]), base_steps)
         sink, step_sinks = sinks(h0.size, job.d.size, times[0], times[1], counted, la, lk, ids, n_steps)
         bounds = critical_bounds(job.sweep, h0, job.d, times, sink, [s for s in step_sinks if s >= 0], slow) if exact else None
         if bounds is not None:
