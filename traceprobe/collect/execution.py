@@ -1,9 +1,8 @@
 """Where per-trace work runs: in this process, in local worker processes, or on a Dask cluster.
 
-:func:`map_items` applies one function to every item of a list (trace paths, for
-``overlap-report``, ``diff`` and ``export``) and returns the results in the
-items' order. The function must be importable by name (a module-level function):
-it is sent to the workers by reference, never by value.
+:func:`map_items` applies one function to every item of a list (trace paths, for ``overlap-report``, ``diff`` and
+``export``) and returns the results in the items' order. The function must be importable by name (a module-level
+function): it is sent to the workers by reference, never by value.
 
 Three ways to run, chosen by the caller:
 
@@ -32,10 +31,9 @@ Three ways to run, chosen by the caller:
   (Dask's ``KilledWorker``); that item's result is ``on_crash(item, reason)``.
   Dask is imported only on this path.
 
-Exceptions raised by ``fn`` itself (not a dead process) propagate to the caller
-in every mode: ``fn`` is expected to turn expected errors into results. One raised
-in a local worker carries the worker's traceback as a note (``__notes__``), which
-Python prints with the parent's traceback (``--debug``).
+Exceptions raised by ``fn`` itself (not a dead process) propagate to the caller in every mode: ``fn`` is expected to
+turn expected errors into results. One raised in a local worker carries the worker's traceback as a note
+(``__notes__``), which Python prints with the parent's traceback (``--debug``).
 """
 
 from __future__ import annotations
@@ -219,8 +217,8 @@ def _serve(conn: Connection, fn: Callable[[Any], Any], parent: int) -> None:
     while True:
         try:
             job = conn.recv()
-        except (EOFError, KeyboardInterrupt):  # (KeyboardInterrupt: SIGTERM from the parent, as the command line's
-            return  # handler raises it; the parent stops its workers when another's item raised: nothing waits for this one)
+        except (EOFError, KeyboardInterrupt):  # (KeyboardInterrupt: the parent's SIGTERM as the command line's handler
+            return  # raises it, stopping its workers when another's item raised: nothing waits for this one)
         if job is None:
             return
         (item,) = job

@@ -70,12 +70,12 @@ class WindowJob:
     sweep: Sweep | None = None
     """The graph in topological order (:class:`.sweep.Sweep`), built at the first replay."""
     counted: np.ndarray | None = None
-    """(A,) bool: the anchors whose time can end the measured work (:func:`.what_if_steps.measured_anchors` of
-    :attr:`graphs`), found at the first read (:func:`counted_anchors`): the critical path and the what-ifs read it alike."""
+    """(A,) bool: :func:`counted_anchors`, found at its first read."""
 
 
 def counted_anchors(job: WindowJob) -> np.ndarray:
-    """:attr:`WindowJob.counted`, found once per job."""
+    """The anchors whose time can end the measured work (:func:`.what_if_steps.measured_anchors` of the job's graphs),
+    found once a job (:attr:`WindowJob.counted`): the critical path and the what-ifs read it alike."""
     if job.counted is None:
         job.counted = measured_anchors(job.graphs)
     return job.counted
@@ -84,8 +84,7 @@ def counted_anchors(job: WindowJob) -> np.ndarray:
 def window_job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> WindowJob:
     """The ranks' graphs of one window joined, with its cross-rank instances (``per_rank``: its matched collectives,
     :attr:`..job.collectives.WindowCollectives.per_rank`, None for one rank): what :func:`what_ifs` replays and
-    :func:`.critical_path.critical_path` walks, built once for both by :func:`.what_if_windows.window_what_if` (1.9 s
-    at 4,096 ranks)."""
+    :func:`.critical_path.critical_path` walks, built once for both by :func:`.what_if_windows.window_what_if` (1.9 s at 4,096 ranks)."""
     a_off = np.cumsum([0] + [g.t.size for g in graphs])
     k_off = np.cumsum([0] + [g.start.size for g in graphs])
     l_off = np.cumsum([0] + [int(g.lane.max(initial=-1)) + 1 for g in graphs])
