@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from .contention import by_key_and_duration
+from .contention import by_key_and_duration, key_runs
 from .dependency_graph import RankGraph
 
 
@@ -129,10 +129,10 @@ def medians(key: np.ndarray, d: np.ndarray, size: int) -> np.ndarray:
     if not key.size:
         return out
     keys_sorted, d_sorted = by_key_and_duration(np.asarray(key, np.int64), np.asarray(d, np.int64))
-    first = np.flatnonzero(np.r_[True, keys_sorted[1:] != keys_sorted[:-1]])
-    count = np.diff(np.r_[first, keys_sorted.size])
+    distinct, first, ends = key_runs(keys_sorted)
+    count = ends - first
     lo, hi = d_sorted[first + (count - 1) // 2].astype(np.float64), d_sorted[first + count // 2].astype(np.float64)
-    out[keys_sorted[first]] = (lo + hi) / 2
+    out[distinct] = (lo + hi) / 2
     return out
 
 
