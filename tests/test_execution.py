@@ -225,14 +225,18 @@ def test_dask_exceptions_propagate(dask_scheduler):
         map_items(_raise_on_two, [1, 2, 3], scheduler=dask_scheduler, on_crash=_crashed)
 
 
-def test_one_trace_read_in_a_worker_beside_the_replays_warm_up_reports_as_in_one_process(monkeypatch):
-    """A trace of 7 MB of JSON (a recorded FSDP rank): with a CPU beside the workers it is read in a worker while this
-    process warms the replay (``beside``), and its JSON document is the one ``--jobs 1`` gives, byte for byte."""
+@pytest.mark.parametrize("ahead", [False, True])
+def test_one_trace_read_in_a_worker_beside_the_replays_warm_up_reports_as_in_one_process(monkeypatch, ahead):
+    """A trace of 7 MB of JSON (a recorded FSDP rank): with a CPU beside the workers, where the replay's kernels were not
+    built ahead of time, it is read in a worker while this process warms the replay (``beside``); where they were,
+    there is nothing to warm and it is read here. Its JSON document is the one ``--jobs 1`` gives, byte for byte."""
     import traceprobe.collect as collect
+    from traceprobe.analysis.causal import sweep
     from traceprobe.report.json_document import to_json
 
     trace = Path(__file__).resolve().parent.parent / "sample_traces" / "training" / "tb-fsdp" / "rank0.1795416686455675409.pt.trace.json.gz"
     monkeypatch.setattr(execution, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(sweep, "ahead_of_time", lambda: ahead)
     seen = []
     real = collect.map_items
 
@@ -243,5 +247,6 @@ def test_one_trace_read_in_a_worker_beside_the_replays_warm_up_reports_as_in_one
     monkeypatch.setattr(collect, "map_items", spy)
     beside = to_json(collect.analyze_paths([trace]))
     alone = to_json(collect.analyze_paths([trace], jobs=1))
-    assert seen[0] is not None and seen[0].__name__ == "warm" and seen[1] is None
+    assert seen[1] is None
+    assert seen[0] is None if ahead else (seen[0] is not None and seen[0].__name__ == "warm")
     assert beside == alone

@@ -312,8 +312,9 @@ def analyze_paths(
         paths: trace files or folders, local or fsspec URLs (``s3://...``).
         jobs: worker processes (default: CPU count, at most one per file, none for local files too small to pay for
             them, :func:`.execution.local_jobs`; 1 runs in this process); see :func:`.execution.map_items`. Where
-            :func:`.execution.work_beside` says, this process pays the replay's one-time cost while they read
-            (:func:`~traceprobe.analysis.causal.sweep.warm`), and even one file goes to a worker. A
+            :func:`.execution.work_beside` says and the replay's kernels were not built ahead of time
+            (:func:`~traceprobe.analysis.causal.sweep.ahead_of_time`), this process pays the replay's one-time cost
+            while they read (:func:`~traceprobe.analysis.causal.sweep.warm`), and even one file goes to a worker. A
             worker process that dies on a file (out of memory, ...) is replaced and
             the file tried once more; a second death makes it a Failure.
         on_done: called once per file as it completes (for progress bars).
@@ -347,7 +348,7 @@ def analyze_paths(
     files = pair_summaries(files, keep="summary" if then is None else "trace")
     if on_files is not None:
         on_files([str(f) for f in files])
-    from ..analysis.causal.sweep import warm
+    from ..analysis.causal.sweep import ahead_of_time, warm
     from ..analysis.per_trace import OverlapReport
     from ..analysis.summary import summarize
 
@@ -365,7 +366,7 @@ def analyze_paths(
     local = local_jobs(work, jobs)  # (the files' sizes read once: work_beside takes the jobs it gave)
     try:
         results = map_items(fn, work, jobs=local, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,
-                            on_index=None if stream is None else stream.add, beside=warm if work_beside(work, local) else None)
+                            on_index=None if stream is None else stream.add, beside=warm if work_beside(work, local) and not ahead_of_time() else None)
     finally:
         unshare_limit()
     if stream is not None:

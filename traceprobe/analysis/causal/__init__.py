@@ -7,7 +7,8 @@ topological order), ``packed`` (a window's graphs packed for its replay), ``repl
 budget), ``contention``, ``imbalance``, ``unseen_peers``, ``what_if_plan`` (which what-ifs to replay: bounds
 from the critical paths), ``what_if_table`` (the table from the replayed rows), ``what_if_order``, ``what_if_steps``,
 ``sync_names``, ``critical_path``, ``what_if_windows``, ``what_if_advice`` (each cause's name and action in words),
-``what_if_kernels`` (faster kernels and fused chains as device-time causes); ``_sweep_kernels``, the sweep's compiled loops (numba), imported
-by ``sweep`` alone.
+``what_if_kernels`` (faster kernels and fused chains as device-time causes), ``sweep_aot`` (the sweep's compiled loops built
+ahead of time, at install); ``_sweep_kernels``, the sweep's compiled loops (numba), imported by ``sweep`` alone (and
+built from its source by ``sweep_aot``).
 Nothing is imported here: import the module.
 """

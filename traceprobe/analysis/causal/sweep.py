@@ -43,22 +43,39 @@ _kernels = None
 
 
 def _compiled():
-    """The numba kernels, compiled on first use (and cached on disk): numba is imported only where a replay runs."""
+    """The kernels: those built ahead of time at install where they are (:mod:`.sweep_aot`), else numba's, compiled on
+    first use (and cached on disk). numba is imported only where a replay runs a JIT kernel."""
     global _kernels
     if _kernels is None:
-        from . import _sweep_kernels
+        from . import sweep_aot
 
-        _kernels = _sweep_kernels
+        _kernels = sweep_aot.kernels(_jit) or _jit()
     return _kernels
 
 
+def _jit():
+    """The JIT kernels' module (numba's import, on first call)."""
+    from . import _sweep_kernels
+
+    return _sweep_kernels
+
+
+def ahead_of_time() -> bool:
+    """Whether the replay's kernels were built ahead of time (:mod:`.sweep_aot`): a replay then costs this process no
+    one-time compile or import (:func:`warm` has nothing to do)."""
+    from .sweep_aot import Kernels
+
+    return isinstance(_compiled(), Kernels)
+
+
 def warm() -> None:
-    """Pay this process's one-time cost of the replay now: numba's import, its CPU target (which imports its whole
-    registry of implementations, SciPy's linear algebra among them) and the kernels read from numba's disk cache, about
-    0.45 s of CPU where SciPy is installed (0.3 where not) measured on the 2-CPU benchmark machine, against a few ms for
-    every sweep of a 216k-event trace after it. For a thread of a process whose worker processes are reading the
-    traces meanwhile (:func:`traceprobe.collect.analyze_paths`): the replay after them then starts at once. Any error
-    is left to the replay itself to raise where it runs, with its own context."""
+    """Pay this process's one-time cost of the replay now, where the kernels were not built ahead of time
+    (:func:`ahead_of_time`): numba's import, its CPU target (which imports its whole registry of implementations,
+    SciPy's linear algebra among them) and the kernels read from numba's disk cache, about 0.45 s of CPU where SciPy
+    is installed (0.3 where not) measured on the 2-CPU benchmark machine, against a few ms for every sweep of a
+    216k-event trace after it. For a thread of a process whose worker processes are reading the traces meanwhile
+    (:func:`traceprobe.collect.analyze_paths`): the replay after them then starts at once. Any error is left to the
+    replay itself to raise where it runs, with its own context."""
     try:
         k = _compiled()
         one = np.zeros(1, np.int32)
