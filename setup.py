@@ -25,14 +25,17 @@ def _sweep_aot():
 
 
 class BuildExt(build_ext):
-    """Builds the kernels' module with numba's ``pycc`` (it has no C sources of its own); any failure leaves it out."""
+    """Builds the kernels' module with numba's ``pycc`` (it has no C sources of its own); a failure leaves it out of the
+    build's outputs, so the rest installs."""
 
-    def build_extension(self, ext: Extension) -> None:
-        try:
-            _sweep_aot().build(self.get_ext_fullpath(ext.name))
-        except Exception as e:  # noqa: BLE001 - optional: the JIT kernels take its place
-            print(f"traceprobe: the replay's kernels were not compiled ahead of time ({type(e).__name__}: {e}); "
-                  "they compile on first use instead", file=sys.stderr)
+    def build_extensions(self) -> None:
+        for ext in list(self.extensions):
+            try:
+                _sweep_aot().build(self.get_ext_fullpath(ext.name))
+            except Exception as e:  # noqa: BLE001 - optional: the JIT kernels take its place
+                print(f"traceprobe: the replay's kernels were not compiled ahead of time ({type(e).__name__}: {e}); "
+                      "they compile on first use instead", file=sys.stderr)
+                self.extensions.remove(ext)
 
 
 setup(ext_modules=[Extension("traceprobe.analysis.causal._sweep_aot", sources=[])], cmdclass={"build_ext": BuildExt})
