@@ -38,4 +38,5 @@ class BuildExt(build_ext):
                 self.extensions.remove(ext)
 
 
-setup(ext_modules=[Extension("traceprobe.analysis.causal._sweep_aot", sources=[])], cmdclass={"build_ext": BuildExt})
+if __name__ == "__main__":  # (as setuptools runs it; tests import BuildExt)
+    setup(ext_modules=[Extension("traceprobe.analysis.causal._sweep_aot", sources=[])], cmdclass={"build_ext": BuildExt})

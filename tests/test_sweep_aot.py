@@ -155,3 +155,38 @@ def test_a_module_built_from_another_source_is_not_used(aot_module, monkeypatch,
 
 def test_no_module_leaves_the_jit():
     assert sweep_aot.kernels(sweep._jit, module="traceprobe.analysis.causal._no_such_module") is None
+
+
+def _setup_py():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_traceprobe_setup", ROOT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_build_that_fails_leaves_the_module_out_and_says_so(monkeypatch, tmp_path, capsys):
+    """setup.py's build of the kernels: where it fails (here: a stand-in for numba without pycc), the extension is left
+    out of the build's outputs (setuptools would otherwise copy a file that is not there and fail the install), and
+    one line says so."""
+    from setuptools import Distribution, Extension
+
+    setup_py = _setup_py()
+
+    class NoPycc:
+        @staticmethod
+        def build(path):
+            raise ImportError("No module named 'numba.pycc'")
+
+    monkeypatch.setattr(setup_py, "_sweep_aot", lambda: NoPycc)
+    ext = Extension(sweep_aot.MODULE, sources=[])
+    cmd = setup_py.BuildExt(Distribution({"ext_modules": [ext]}))
+    cmd.initialize_options()
+    cmd.build_lib, cmd.build_temp = str(tmp_path / "lib"), str(tmp_path / "temp")
+    cmd.finalize_options()
+    cmd.build_extensions()
+    assert cmd.extensions == [] and cmd.get_outputs() == []
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not compiled ahead of time (ImportError: No module named 'numba.pycc')" in err
