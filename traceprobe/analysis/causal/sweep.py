@@ -26,7 +26,8 @@ by a later call) keeps the nodes of the cycle and all after them at the end of t
 them until nothing changes, starting from the recorded times: that is the greatest solution at or below the trace's
 times, as the round-based fixed point found.
 
-Compiled with numba (cached on disk after a process's first call).
+Compiled with numba: ahead of time, at install, where it could be (:mod:`.sweep_aot`), else on a process's first call
+(cached on disk).
 """
 
 from __future__ import annotations
