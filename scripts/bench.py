@@ -325,6 +325,9 @@ def _machine() -> dict[str, Any]:
         m["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
     except ImportError:
         pass
+    from traceprobe.analysis.causal.sweep import ahead_of_time  # (this checkout's: a build that failed shows here)
+
+    m["replay_kernels"] = "built ahead of time" if ahead_of_time() else "numba's JIT (not built ahead of time)"
     return m
 
 
@@ -337,7 +340,8 @@ def _before(base: dict[str, Any], now: dict[str, Any]) -> str:
 
 def _print(r: dict[str, Any]) -> None:
     m = r["machine"]
-    print(f"traceprobe benchmark: {m['cpus']} CPUs, Python {m['python']}, medians of {r['repeat']} alternating runs\n")
+    print(f"traceprobe benchmark: {m['cpus']} CPUs, Python {m['python']}, medians of {r['repeat']} alternating runs; "
+          f"the replay's kernels: {m.get('replay_kernels', '?')}\n")
     if r["targets"]:
         w = max(len(t["target"]) for t in r["targets"])
         print(f"{'target':{w}}  {'measured':>10}  {'goal':>9}  met")
