@@ -1,6 +1,7 @@
 """traceprobe's build beside pyproject.toml: the replay's kernels compiled ahead of time into an extension module
 (``traceprobe/analysis/causal/sweep_aot.py`` says why and how). Where they cannot be built (no C compiler, a numba
-without ``pycc``), the install goes on without them, one line says so, and the kernels compile on first use instead."""
+without ``pycc``), the install goes on without them, one line of its log says so (``pip install -v`` shows it), and
+the kernels compile on first use instead."""
 
 from __future__ import annotations
 
