@@ -190,3 +190,9 @@ def test_a_build_that_fails_leaves_the_module_out_and_says_so(monkeypatch, tmp_p
     assert cmd.extensions == [] and cmd.get_outputs() == []
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not compiled ahead of time (ImportError: No module named 'numba.pycc')" in err
+
+
+@pytest.mark.parametrize("value, used", [("1", False), ("0", True), ("", True)])
+def test_the_environment_can_turn_the_module_off(aot_module, monkeypatch, value, used):
+    monkeypatch.setenv(sweep_aot.JIT_ENV, value)
+    assert (sweep_aot.kernels(sweep._jit, module=aot_module) is not None) is used

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -87,10 +88,17 @@ class Kernels:
         raise AttributeError(name)
 
 
+JIT_ENV = "TRACEPROBE_JIT_KERNELS"
+"""Set (to anything but empty or ``0``): the module built ahead of time is not used, every kernel is numba's JIT one
+(to rule the module out where a replay fails)."""
+
+
 def kernels(jit: Callable[[], Any], module: str = MODULE) -> Kernels | None:
     """The kernels built ahead of time (``jit`` gives the module of JIT kernels, imported only when a call needs one),
-    or None where no module of this source is built: not built at install, built from another source, or not loadable
-    here (built against another numpy)."""
+    or None where no module of this source is built: not built at install, built from another source, not loadable
+    here (built against another numpy), or turned off (:data:`JIT_ENV`)."""
+    if os.environ.get(JIT_ENV, "0") not in ("", "0"):
+        return None
     try:
         built = importlib.import_module(module)
         if built.source_id() != source_id(KERNELS_SOURCE.read_bytes()):
