@@ -7,6 +7,8 @@ a C compiler); where it cannot be, these tests are skipped."""
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -196,3 +198,13 @@ def test_a_build_that_fails_leaves_the_module_out_and_says_so(monkeypatch, tmp_p
 def test_the_environment_can_turn_the_module_off(aot_module, monkeypatch, value, used):
     monkeypatch.setenv(sweep_aot.JIT_ENV, value)
     assert (sweep_aot.kernels(sweep._jit, module=aot_module) is not None) is used
+
+
+def test_asking_whether_the_kernels_were_built_imports_no_numba():
+    """Where the module is not used, ``ahead_of_time`` says so without loading the JIT kernels: numba's import is the
+    warm-up thread's (beside the workers, after they are forked) or the first replay's, not the question's."""
+    code = ("import sys; from traceprobe.analysis.causal import sweep; "
+            "assert sweep.ahead_of_time() is False; assert 'numba' not in sys.modules, 'numba imported'")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, sweep_aot.JIT_ENV: "1"}, timeout=120)
+    assert res.returncode == 0, res.stderr

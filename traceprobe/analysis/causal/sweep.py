@@ -32,6 +32,8 @@ Compiled with numba: ahead of time, at install, where it could be (:mod:`.sweep_
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 NEG = -(2**60)
@@ -48,10 +50,16 @@ def _compiled():
     first use (and cached on disk). numba is imported only where a replay runs a JIT kernel."""
     global _kernels
     if _kernels is None:
-        from . import sweep_aot
-
-        _kernels = sweep_aot.kernels(_jit) or _jit()
+        _kernels = _built() or _jit()
     return _kernels
+
+
+@functools.cache
+def _built():
+    """The kernels built ahead of time (:func:`.sweep_aot.kernels`), or None: looked for once a process."""
+    from . import sweep_aot
+
+    return sweep_aot.kernels(_jit)
 
 
 def _jit():
@@ -63,10 +71,9 @@ def _jit():
 
 def ahead_of_time() -> bool:
     """Whether the replay's kernels were built ahead of time (:mod:`.sweep_aot`): a replay then costs this process no
-    one-time compile or import (:func:`warm` has nothing to do)."""
-    from .sweep_aot import Kernels
-
-    return isinstance(_compiled(), Kernels)
+    one-time compile or import (:func:`warm` has nothing to do). Where they were not, numba is not imported here: that
+    is :func:`warm`'s, or the first replay's."""
+    return _built() is not None
 
 
 def warm() -> None:
