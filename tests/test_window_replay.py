@@ -118,7 +118,7 @@ def test_job_reads_the_graphs_in_worker_processes_as_in_this_one(summaries: Path
     """``job --jobs 2`` on summaries reads each replayed window's graphs in worker processes: the same report, byte for
     byte, as one process; a worker's death on a file is that file's error (the window not replayed, the file named)."""
     from traceprobe.analysis.job.window_replay import window_graphs
-    from traceprobe.cli.job import _graph_reader
+    from traceprobe.cli.job import _summary_reader
     from traceprobe.errors import TraceFormatError
 
     one = CliRunner().invoke(app, ["job", str(summaries), "-f", "json", "-j", "1"])
@@ -128,7 +128,7 @@ def test_job_reads_the_graphs_in_worker_processes_as_in_this_one(summaries: Path
     assert one.exit_code == 0 == two.exit_code and json.loads(one.stdout)["what_if"]  # (the window replayed)
     assert one.stdout == two.stdout
     files = sorted(map(str, summaries.glob("*.summary.json")))
-    reader = _graph_reader(files, 2)
+    reader = _summary_reader(files, 2)
     died = reader.keywords["on_crash"](files[1], "worker process died twice (killed by SIGKILL: out of memory?)")
     assert isinstance(died, TraceFormatError) and died.path == files[1] and "SIGKILL" in died.reason
     graphs, note, errors = window_graphs(files, 4000, wr.REPLAY_BYTES, lambda fn, paths: [fn(paths[0]), died])
@@ -160,3 +160,30 @@ def test_a_bad_graph_read_in_a_worker_is_one_line_as_in_one_process(tmp_path: Pa
 
     got = graph_or_error(str(f))  # (what a worker runs: the error handed back, never raised)
     assert isinstance(got, TraceFormatError) and got.path == str(f)
+
+
+def test_job_reads_the_summaries_in_worker_processes_as_in_this_one(tmp_path: Path):
+    """The summaries themselves (:func:`traceprobe.analysis.job.job.rank_item`) are read in the worker processes too:
+    eight SYNTHETIC summaries and one cut short, ``job -j 2`` in a fresh process gives the output, the one line naming
+    the bad file and the exit of ``-j 1``; a worker's death on a summary is that summary's failure, the rest reported."""
+    import subprocess
+
+    from traceprobe.cli.job import _summary_reader
+
+    synth_job.write_summaries(st.Config(events=2000, seed=5), 8, tmp_path)
+    bad = tmp_path / "rank3.summary.json"
+    bad.write_bytes(bad.read_bytes()[:5000])
+    runs = [subprocess.run([sys.executable, "-m", "traceprobe", "job", str(tmp_path), "-f", "json", "-j", j], capture_output=True, text=True)
+            for j in ("1", "2")]
+    assert [r.returncode for r in runs] == [2, 2] and runs[0].stdout == runs[1].stdout and runs[0].stderr == runs[1].stderr
+    (line,) = runs[1].stderr.splitlines()
+    assert line.startswith(f"{bad}: traceprobe summary truncated")
+    import json
+
+    assert json.loads(runs[1].stdout)["what_if"] and 3 not in {r["rank"] for r in json.loads(runs[1].stdout)["outliers"]}
+    files = sorted(map(str, tmp_path.glob("*.summary.json")))
+    files.remove(str(bad))
+    died = _summary_reader(files, 2).keywords["on_crash"](files[1], "worker process died twice (killed by SIGKILL: out of memory?)")
+    report, failures = job_report_from_summaries(files, mapper=lambda fn, paths: [died if p == files[1] else fn(p) for p in paths])
+    assert [(f.path, f.error) for f in failures] == [(files[1], died.reason)]
+    assert report.figures["ranks"].max() == 6  # (the other six ranks)

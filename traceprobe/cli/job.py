@@ -62,7 +62,7 @@ def job_cmd(
 
         share_limit(None if max_bytes is None else int(max_bytes))  # (every rank's transfers are held at once: counted together)
         try:  # (each file checked as overlap-report checks them: every file left out is one line)
-            job, more = job_report_from_summaries(files, None if replay_memory is None else int(replay_memory), _graph_reader(files, jobs))
+            job, more = job_report_from_summaries(files, None if replay_memory is None else int(replay_memory), _summary_reader(files, jobs))
         finally:
             unshare_limit()
         failures += more
@@ -91,10 +91,10 @@ def job_cmd(
         raise typer.Exit(2)
 
 
-def _graph_reader(files: list, jobs: int | None) -> Mapper:
-    """How ``job`` reads the graphs of the windows it replays from summaries (``job_report_from_summaries``'s
+def _summary_reader(files: list, jobs: int | None) -> Mapper:
+    """How ``job`` reads its summaries and the graphs of the windows it replays (``job_report_from_summaries``'s
     ``mapper``): in ``--jobs`` worker processes (default: one per CPU; none for files too small to pay for them,
-    :func:`~traceprobe.collect.execution.local_jobs`), each graph read and checked where it is read, a worker's death
+    :func:`~traceprobe.collect.execution.local_jobs`), each file read and checked where it is read, a worker's death
     on a file that file's error."""
     from functools import partial
 
@@ -102,7 +102,7 @@ def _graph_reader(files: list, jobs: int | None) -> Mapper:
     from ..errors import TraceFormatError
 
     def died(path: Any, why: str) -> Exception:
-        return TraceFormatError(path, f"its graph could not be read: {why}")
+        return TraceFormatError(path, f"the worker process reading it died: {why}")
 
     return partial(map_items, jobs=local_jobs(files, jobs), on_crash=died)
 

@@ -268,8 +268,9 @@ def job_report_from_summaries(paths: list, replay_memory: int | None = None, map
         paths: summary files (``*.summary.json[.gz]``).
         replay_memory: the memory (bytes) a window's replay may take, or None for the default
             (:func:`.window_replay.replay_budget`); a window that needs more is not replayed, with a note saying so.
-        mapper: how each replayed window's graphs are read (:data:`.window_replay.Mapper`; default: here, one after
-            another).
+        mapper: how the summaries (:func:`rank_item`) and each replayed window's graphs are read
+            (:data:`.window_replay.Mapper`; default: here, one after another); a value that is an exception is a file
+            whose worker process died on it, that file's failure.
 
     Returns:
         ``(report, failures)``: a file that cannot be read, of another version, another job than its folder's, without a
@@ -278,39 +279,27 @@ def job_report_from_summaries(paths: list, replay_memory: int | None = None, map
     """
     from collections import defaultdict
 
-    from ..run import _run_of
-
     failures: list[Failure] = []
     budget = replay_budget(replay_memory)  # (the memory available when the job starts)
     windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, int]]] = defaultdict(list)
     step_counts: dict[tuple[str, str], int] = {}
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for path in paths:
-        try:  # every file read and checked once, as overlap-report checks it: each one left out is one line naming it
-            v = _view(read_summary(path))
-            if v.rank is None:
-                raise TraceFormatError(path, "traceprobe summary without a rank: the whole-job report compares ranks, left out")
-            check_transfers(path, _col(v.tables.collectives, "p2p"))  # (their pairing's memory, within the command's limit)
-        except TraceFormatError as e:
-            failures.append(Failure(str(path), e.reason))
+    read = mapper(rank_item, [str(p) for p in paths]) if mapper is not None and len(paths) > 1 else [rank_item(str(p)) for p in paths]
+    for path, got in zip(paths, read):
+        if isinstance(got, Exception):  # (the death of the worker that read it: the mapper's own error)
+            failures.append(Failure(str(path), str(getattr(got, "reason", got))))
             continue
-        except (OSError, msgspec.DecodeError) as e:
-            failures.append(Failure(str(path), f"traceprobe summary truncated or unreadable ({e})"))
+        if isinstance(got, Failure):
+            failures.append(got)
             continue
-        try:  # (checked above: a value that still does not fit is this file's failure, never the whole report's)
-            steps = _col(v.tables.steps, "step")
-            window = f"steps {min(steps)}-{max(steps)}" if steps else "trace"
-            run = _run_of(_Named(str(path), v.info))  # type: ignore[arg-type]
-            # kept per rank: its figures and its collectives as arrays (the decoded lists go at once)
-            tables = {name: _table(getattr(v.tables, name)) for name in _CAUSE_TABLES}
-            coll = _coll_arrays(v)
-            item = (int(v.rank), str(path), v.job, _view_figures(v), coll, rank_columns(int(v.rank), v.window_ns, tables), max(int(v.event_count), 0))
-        except (ValueError, TypeError, OverflowError, IndexError, KeyError) as e:
-            failures.append(Failure(str(path), f"traceprobe summary that does not fit its format ({type(e).__name__}: {e})"))
-            continue
+        run, window, n_steps, item = got
+        coll = item[4]
+        for c in ("pg", "pg_desc", "collective", "pg_ranks", "p2p"):  # (one string for equal names across ranks, as read here)
+            coll[c] = np.array(list(map(_INTERN.setdefault, coll[c], coll[c])), dtype=object)
         windows[(run, window)].append(item)
-        step_counts[(run, window)] = int(max(steps)) - int(min(steps)) + 1 if steps else 1  # (the same for every rank of the window)
-        jobs[str(Path(path).parent)][v.job] += 1
+        step_counts[(run, window)] = n_steps  # (the same for every rank of the window)
+        jobs[str(Path(path).parent)][item[2]] += 1
+    del read  # (each window's items go once it is reported: held here, they stayed through the replay, 280 MB at 4,096 ranks)
     # another job than its folder's
     major = {folder: max(c, key=lambda j: c[j]) for folder, c in jobs.items()}
     dist, outl, stragglers, causes, clocks, what_ifs = [], [], [], [], [], []
@@ -352,6 +341,35 @@ def job_report_from_summaries(paths: list, replay_memory: int | None = None, map
     outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
     st = _stragglers_of(stragglers)
     return JobReport(figures, outliers, st, tuple(causes), tuple(clocks), tuple(what_ifs), notes), sorted(failures, key=lambda f: f.path)
+
+
+def rank_item(path: str) -> tuple[str, str, int, tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, int]] | Failure:
+    """What the whole-job report keeps of one summary file (:func:`job_report_from_summaries`), read and checked once:
+    ``(run, window, steps, (rank, path, job, figures, collectives, cause columns, events))``, or its :class:`Failure`
+    (a file that cannot be read, without a rank, or that does not fit its format). A module-level function of the
+    path alone: the files are read in worker processes (``mapper``), their figures and arrays sent back."""
+    from ..run import _run_of
+
+    try:  # every file read and checked once, as overlap-report checks it: each one left out is one line naming it
+        v = _view(read_summary(path))
+        if v.rank is None:
+            raise TraceFormatError(path, "traceprobe summary without a rank: the whole-job report compares ranks, left out")
+        check_transfers(path, _col(v.tables.collectives, "p2p"))  # (their pairing's memory, within the command's limit)
+    except TraceFormatError as e:
+        return Failure(str(path), e.reason)
+    except (OSError, msgspec.DecodeError) as e:
+        return Failure(str(path), f"traceprobe summary truncated or unreadable ({e})")
+    try:  # (checked above: a value that still does not fit is this file's failure, never the whole report's)
+        steps = _col(v.tables.steps, "step")
+        window = f"steps {min(steps)}-{max(steps)}" if steps else "trace"
+        run = _run_of(_Named(str(path), v.info))  # type: ignore[arg-type]
+        # kept per rank: its figures and its collectives as arrays (the decoded lists go at once)
+        tables = {name: _table(getattr(v.tables, name)) for name in _CAUSE_TABLES}
+        coll = _coll_arrays(v)
+        item = (int(v.rank), str(path), v.job, _view_figures(v), coll, rank_columns(int(v.rank), v.window_ns, tables), max(int(v.event_count), 0))
+        return run, window, int(max(steps)) - int(min(steps)) + 1 if steps else 1, item
+    except (ValueError, TypeError, OverflowError, IndexError, KeyError) as e:
+        return Failure(str(path), f"traceprobe summary that does not fit its format ({type(e).__name__}: {e})")
 
 
 class _Named:
