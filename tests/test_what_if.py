@@ -630,3 +630,27 @@ def test_the_steps_of_path_segments_match_the_pass_per_rank(ranks, segments):
     path = pd.DataFrame({"rank": np.array([r for r, _ in segments], np.int64), "end_ns": np.array([e for _, e in segments], np.int64)})
     got = _steps_of(graphs, path)  # pyright: ignore[reportArgumentType]
     assert got.tolist() == _steps_per_rank(graphs, path["rank"].to_numpy(), path["end_ns"].to_numpy()).tolist()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(moved=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, len(HOST_CLASSES) - 1), st.floats(0, 1)), max_size=12),
+       n_steps=st.integers(0, 4), floor=st.integers(0, 2_000_000), before=st.integers(0, 2))
+def test_merging_first_calls_keeps_the_anchors_that_end_the_measured_work(tmp_path, moved, n_steps, floor, before):
+    """``window_what_if`` finds the anchors that can end the measured work once, on the graphs before their one-time
+    slow calls are merged into the warm-up (:func:`first_calls_merged`), and the replay reads them after: the two must
+    agree. A SYNTHETIC rank (``_one_rank``), random shares of random anchors' host time moved to ``slow_call`` from any
+    class (the program's own work among them)."""
+    from dataclasses import replace
+
+    from traceprobe.analysis.causal.what_if_steps import first_calls_merged, measured_anchors
+
+    g = rank_graph(load_trace(_one_rank(tmp_path)))
+    cls, s = np.asarray(g.class_ns, np.int64).copy(), HOST_CLASSES.index("slow_call")
+    for at, c, share in moved:
+        a = at % g.t.size
+        x = int(cls[c, a] * share)
+        cls[c, a] -= x
+        cls[s, a] += x
+    g = replace(g, class_ns=cls)
+    merged = first_calls_merged(g, n_steps, floor, before)
+    assert np.array_equal(measured_anchors([merged]), measured_anchors([g]))

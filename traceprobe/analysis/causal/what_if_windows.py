@@ -274,12 +274,15 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     steps = max((len(g.steps) for g in graphs), default=0)
     # (from the first device work: a trace's host events can start long before, at 0 ns in some)
     lo = min((int(g.start.min() if g.start.size else g.t.min()) for g in graphs if g.start.size or g.t.size), default=0)
-    hi = max((_finish(g.t, g.end, measured_anchors([g])) for g in graphs), default=0)
+    counted = measured_anchors(graphs)  # (the same after the first calls are merged below: they move no program work)
+    at = np.cumsum([0] + [g.t.size for g in graphs])
+    hi = max((_finish(g.t, g.end, counted[a:b]) for g, a, b in zip(graphs, at[:-1], at[1:])), default=0)
     span = max(hi - lo, 0)
     stepped = max((int(g.step_bounds[1].max() - g.step_bounds[0].min()) for g in graphs if g.step_bounds[0].size), default=0)
     floor = max(int(NOISE_SHARE * max(span, stepped)), NOISE_PER_STEP_NS * max(steps, 1))
     graphs = [first_calls_merged(g, steps, floor, runs_before) for g in graphs]  # (the path names a one-time slow call as the table does)
     job = window_job(graphs, per_rank)  # (once: the path and the what-ifs read it alike)
+    job.counted = counted
     cp = critical_path(graphs, per_rank, job)
     give_back_freed()  # (the path's arrays, before the what-ifs take theirs)
     index = {g.rank: i for i, g in enumerate(graphs)}
