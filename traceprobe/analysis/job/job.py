@@ -268,9 +268,9 @@ def job_report_from_summaries(paths: list, replay_memory: int | None = None, map
         paths: summary files (``*.summary.json[.gz]``).
         replay_memory: the memory (bytes) a window's replay may take, or None for the default
             (:func:`.window_replay.replay_budget`); a window that needs more is not replayed, with a note saying so.
-        mapper: how the summaries (:func:`rank_item`) and each replayed window's graphs are read
-            (:data:`.window_replay.Mapper`; default: here, one after another); a value that is an exception is a file
-            whose worker process died on it, that file's failure.
+        mapper: how the summaries (:func:`rank_item`, with ``on_index``: each called as it arrives) and each replayed
+            window's graphs are read (:data:`.window_replay.Mapper`; default: here, one after another); a value that is
+            an exception is a file whose worker process died on it, that file's failure.
 
     Returns:
         ``(report, failures)``: a file that cannot be read, of another version, another job than its folder's, without a
@@ -284,7 +284,8 @@ def job_report_from_summaries(paths: list, replay_memory: int | None = None, map
     windows: dict[tuple[str, str], list[tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, int]]] = defaultdict(list)
     step_counts: dict[tuple[str, str], int] = {}
     jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    read = mapper(rank_item, [str(p) for p in paths]) if mapper is not None and len(paths) > 1 else [rank_item(str(p)) for p in paths]
+    read = mapper(rank_item, [str(p) for p in paths], on_index=_interned) if mapper is not None and len(paths) > 1 \
+        else [rank_item(str(p)) for p in paths]
     for path, got in zip(paths, read):
         if isinstance(got, Exception):  # (the death of the worker that read it: the mapper's own error)
             failures.append(Failure(str(path), str(getattr(got, "reason", got))))
@@ -293,9 +294,6 @@ def job_report_from_summaries(paths: list, replay_memory: int | None = None, map
             failures.append(got)
             continue
         run, window, n_steps, item = got
-        coll = item[4]
-        for c in ("pg", "pg_desc", "collective", "pg_ranks", "p2p"):  # (one string for equal names across ranks, as read here)
-            coll[c] = np.array(list(map(_INTERN.setdefault, coll[c], coll[c])), dtype=object)
         windows[(run, window)].append(item)
         step_counts[(run, window)] = n_steps  # (the same for every rank of the window)
         jobs[str(Path(path).parent)][item[2]] += 1
@@ -341,6 +339,17 @@ def job_report_from_summaries(paths: list, replay_memory: int | None = None, map
     outliers = pd.DataFrame(outl, columns=OUTLIER_COLUMNS).astype({"rank": np.int64})
     st = _stragglers_of(stragglers)
     return JobReport(figures, outliers, st, tuple(causes), tuple(clocks), tuple(what_ifs), notes), sorted(failures, key=lambda f: f.path)
+
+
+def _interned(_: int, got: Any) -> None:
+    """A summary's :func:`rank_item` as it arrives from a worker process, its collectives' names and member lists made
+    this process's one string each (:data:`_INTERN`), as where it is read here: unpickled, every rank held its own copy
+    of its process groups' member lists (40 KB of text a rank for the world group of 8,192 ranks, 330 MB in all, held
+    until the last rank came). In place; anything else (a failure) is let be."""
+    if isinstance(got, tuple):
+        coll = got[3][4]
+        for c in ("pg", "pg_desc", "collective", "pg_ranks", "p2p"):
+            coll[c] = np.array(list(map(_INTERN.setdefault, coll[c], coll[c])), dtype=object)
 
 
 def rank_item(path: str) -> tuple[str, str, int, tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, int]] | Failure:

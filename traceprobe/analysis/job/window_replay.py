@@ -14,10 +14,11 @@ from ..causal.packed import pack
 from ..causal.replay_memory import REPLAY_BYTES, over_budget
 from .summaries import graph_of_file
 
-Mapper = Callable[[Callable[[str], Any], list[str]], list[Any]]
-"""How the graphs are read: ``mapper(fn, paths)`` is ``[fn(p) for p in paths]`` (the default), or the same run in
-worker processes (``traceprobe.collect.execution.map_items``, which the command line passes), where a value that is
-an exception is a file whose worker died on it."""
+Mapper = Callable[..., list[Any]]
+"""How the summaries and the graphs are read: ``mapper(fn, paths)`` is ``[fn(p) for p in paths]`` (the default), or
+the same run in worker processes (``traceprobe.collect.execution.map_items``, which the command line passes), where a
+value that is an exception is a file whose worker died on it; the summaries are read with ``on_index=cb`` too,
+``cb(i, value)`` called in this process with each value as it arrives (``map_items``' own)."""
 
 
 def window_graphs(paths: list[str], events: int, budget: int = REPLAY_BYTES,
