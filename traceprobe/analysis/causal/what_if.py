@@ -172,9 +172,6 @@ def replay_arrivals(job: WindowJob, h: np.ndarray, d: np.ndarray, no_sync: np.nd
     return job.sweep.replay(h, d, (job.target >= 0) & ~no_sync)
 
 
-WHAT_IF_COLUMNS = COLUMNS
-
-
 def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0,
              only: set[int] | None = None, groups: Mapping[str, tuple[str, ...]] | None = None,
              before: int = 0, job: WindowJob | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -226,7 +223,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         up to the step's end and the device work launched in it (the ranks' steps taken by position).
     """
     if not graphs:
-        return (empty_frame({c: object if c in ("cause", "top") else np.int64 for c in WHAT_IF_COLUMNS}),
+        return (empty_frame({c: object if c in ("cause", "top") else np.int64 for c in COLUMNS}),
                 empty_frame({c: object if c == "cause" else np.int64 for c in STEP_COLUMNS}))
     n_steps = max((len(g.steps) for g in graphs), default=0)
     graphs = [first_calls_merged(g, n_steps, max(min_ns, 0), before) for g in graphs]
@@ -362,6 +359,7 @@ def _replayed(cands: list[Candidate], run, job: WindowJob, recorded: tuple, slow
             for c in cands:
                 c.bound = bounds.of(c)
             chosen_ = chosen(cands, floor, EXPOSING_SHARE, n_steps)
+        del times, bounds  # (the replay as recorded and its path's bounds: 0.1 GB a 1,024 ranks, not held through the replays)
     done: dict[int, tuple] = {}
     gains: dict[int, int] = {}
     while chosen_:
