@@ -191,16 +191,16 @@ def test_job_reads_the_summaries_in_worker_processes_as_in_this_one(tmp_path: Pa
 
 def test_a_summary_read_in_a_worker_shares_its_strings_with_the_other_ranks(summaries: Path):
     """Each rank's collectives name the same process groups and members: read in a worker and unpickled here, every
-    rank held its own copy of each (330 MB of member lists at 8,192 ranks) until ``_interned`` made them one string."""
+    rank held its own copy of each (330 MB of member lists at 8,192 ranks) until ``interned`` made them one string."""
     import pickle
 
-    from traceprobe.analysis.job.job import _interned, rank_item
+    from traceprobe.analysis.job.rank_summary import interned, rank_item
 
     files = sorted(map(str, summaries.glob("*.summary.json")))
     got = [pickle.loads(pickle.dumps(rank_item(f))) for f in files]  # (as a worker's value arrives)
     a, b = (g[3][4]["pg_ranks"] for g in got)
     assert a[0] == b[0] and a[0] is not b[0]
     for i, g in enumerate(got):
-        _interned(i, g)
+        interned(i, g)
     a, b = (g[3][4]["pg_ranks"] for g in got)
     assert a[0] is b[0] and all(x is a[0] for x in a if x == a[0])
