@@ -68,7 +68,7 @@ class WindowJob:
     """(K,) each op's earliest start (:attr:`.dependency_graph.RankGraph.fixed`; raised where its peers are not in the
     window, :mod:`.unseen_peers`)."""
     sweep: Sweep | None = None
-    """The graph in topological order (:class:`.sweep.Sweep`), built at the first replay."""
+    """The graph in topological order (:class:`.sweep.Sweep`), built at the first replay or :func:`swept`."""
     counted: np.ndarray | None = None
     """(A,) bool: :func:`counted_anchors`, found at its first read."""
 
@@ -163,30 +163,33 @@ def replay_arrivals(job: WindowJob, h: np.ndarray, d: np.ndarray, no_sync: np.nd
     times are a running maximum (a device op ends at ``P_k + max_{j<=k}(E_j + d_j - P_j)`` where ``P`` sums its
     stream's lags and durations and ``E`` is its latest other edge, the host at ``H_i + max_{j<=i}(X_j - H_j)``),
     every node computed once from its predecessors' replayed times. O(nodes + edges) per replay."""
+    return swept(job).replay(h, d, (job.target >= 0) & ~no_sync)
+
+
+def swept(job: WindowJob) -> Sweep:
+    """The window's graph in a topological order (:class:`.sweep.Sweep`), built at the first call and kept on ``job``."""
     if job.sweep is None:
         cat, graphs = joined, job.graphs  # (the packed graphs' arrays as they are: .packed)
         job.sweep = Sweep(job.a_rank, cat([g.t for g in graphs]), job.anchor, job.dep, job.lane, job.target, job.also_anchor,
                           job.also_op, job.mem_op, job.mem_group, cat([g.start for g in graphs]), cat([g.end for g in graphs]),
                           cat([g.g for g in graphs]), cat([g.l for g in graphs]), job.fixed,
                           cat([g.ret for g in graphs]), cat([g.dep_lag for g in graphs]), cat([g.pre_dur for g in graphs]))
-    return job.sweep.replay(h, d, (job.target >= 0) & ~no_sync)
+    return job.sweep
 
 
 def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0,
              only: set[int] | None = None, groups: Mapping[str, tuple[str, ...]] | None = None,
              before: int = 0, job: WindowJob | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The gain of removing each cause, one at a time (module docstring), in all and step by step; and of each of
-    ``groups`` (a name: host classes of :data:`HOST_CLASSES`, sync aside) removed at once, on the ranks where the first
-    of them holds more than ``min_ns``, in rows of that name after the ordered ones (they are not causes of their own:
-    their time is their classes').
+    """The gain of removing each cause, one at a time (module docstring), in all and step by step; and of each of ``groups`` (a
+    name: host classes of :data:`HOST_CLASSES`, sync aside) removed at once, on the ranks where the first of them holds more
+    than ``min_ns``, in rows of that name after the ordered ones (they are not causes of their own: their time is their classes').
 
-    Causes: each host class of :data:`HOST_CLASSES` (its host time set to zero), ``sync`` (the syncs wait for
-    nothing), ``pageable_copy`` (copies from or to pageable memory take no time: pinned memory would let the host go
-    on), per rank and, where two or more ranks hold it, on every rank at once (``rank`` -1: a cause every rank
-    shares, such as a sync in the loop or a recompile, gives nothing back when removed from one rank alone); and,
-    across ranks, ``imbalance``: a rank's device time per kernel name beyond the median of the other ranks' (not
-    communication, not pageable copies); a cause removed on one rank also takes away the slowdown its waits caused
-    the others' compute (:mod:`.contention`).
+    Causes: each host class of :data:`HOST_CLASSES` (its host time set to zero), ``sync`` (the syncs wait for nothing),
+    ``pageable_copy`` (copies from or to pageable memory take no time: pinned memory would let the host go on), per rank
+    and, where two or more ranks hold it, on every rank at once (``rank`` -1: a cause every rank shares, such as a sync in
+    the loop or a recompile, gives nothing back when removed from one rank alone); and, across ranks, ``imbalance``: a
+    rank's device time per kernel name beyond the median of the other ranks' (not communication, not pageable copies); a
+    cause removed on one rank also takes away the slowdown its waits caused the others' compute (:mod:`.contention`).
 
     Args:
         graphs: the ranks of one window (:func:`rank_graph` of each trace), in any order.
@@ -199,8 +202,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             path keeps its length), so the ranks the window's critical path visits are enough: a job of thousands of
             ranks replays a few of them alone.
         before: the steps or runs of the program before the window: a slow call is one-time as :func:`.what_if_steps.one_time_slow` says.
-        job: ``graphs`` (with their first calls merged as here) and ``per_rank`` joined (:func:`window_job`), where the
-            caller has it; None: joined here.
+        job: ``graphs`` (with their first calls merged as here) and ``per_rank`` joined (:func:`window_job`), where the caller has it; None: joined here.
 
     Returns:
         DataFrame, largest gain first: ``rank`` (int64, -1 every rank), ``cause`` (str), ``top`` (str: the host op, sync call or kernel

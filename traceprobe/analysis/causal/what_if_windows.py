@@ -16,7 +16,7 @@ from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .packed import give_back_freed
 from .replay_memory import over_budget, replay_budget
-from .what_if import STEP_COLUMNS, _finish, what_ifs, window_job
+from .what_if import STEP_COLUMNS, _finish, swept, what_ifs, window_job
 from .what_if_advice import LABELS, advice, short_name
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
 from .what_if_steps import first_calls_merged, measured_anchors, one_time_slow
@@ -283,6 +283,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     graphs = [first_calls_merged(g, steps, floor, runs_before) for g in graphs]  # (the path names a one-time slow call as the table does)
     job = window_job(graphs, per_rank)  # (once: the path and the what-ifs read it alike)
     job.counted = counted
+    swept(job)  # (the replay's graph, whose edges go once it is built: built before the path and the what-ifs hold their arrays)
     cp = critical_path(graphs, per_rank, job)
     give_back_freed()  # (the path's arrays, before the what-ifs take theirs)
     index = {g.rank: i for i, g in enumerate(graphs)}
