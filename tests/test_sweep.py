@@ -81,6 +81,21 @@ def test_a_cycle_is_swept_until_nothing_changes():
     assert t.tolist() == [0, 610, 660] and e.tolist() == [110, 600]
 
 
+@pytest.mark.parametrize("anchors, ops", [(0, 2), (2, 0), (0, 0)])
+def test_a_graph_without_anchors_or_without_ops_is_built_and_replays_as_recorded(anchors, ops):
+    """SYNTHETIC graphs of device work without a launching call (a trace whose host side was not recorded), of host calls
+    without device work, and of nothing: the sweep is built (a window's what-if builds it before it knows whether any
+    cause is replayed) and a replay gives the recorded times."""
+    i64 = lambda *x: np.array(x, np.int64)  # noqa: E731
+    t0, start, end = i64(*range(0, 100 * anchors, 100)), i64(*range(10, 10 + 50 * ops, 50)), i64(*range(40, 40 + 50 * ops, 50))
+    none = np.zeros(0, np.int64)
+    s = Sweep(np.zeros(anchors, np.int64), t0, np.full(ops, -1), np.full(ops, -1), np.zeros(ops, np.int64), np.full(anchors, -1),
+              none, none, none, none, start, end, g_lag=np.zeros(ops, np.int64), l_lag=np.zeros(ops, np.int64),
+              fixed=start.copy(), ret=np.zeros(anchors, np.int64), dep_lag=np.zeros(ops, np.int64), pre_dur=np.zeros(anchors, np.int64))
+    t, e, _ = s.replay(np.diff(t0, prepend=0), end - start, np.zeros(anchors, bool))
+    assert t.tolist() == t0.tolist() and e.tolist() == end.tolist()
+
+
 @pytest.mark.slow
 def test_the_sweep_equals_the_rounds_on_every_sample(monkeypatch):
     """Every what-if replay of every window of sample_traces/ (each cause, rank and group) equals the rounds'."""

@@ -195,7 +195,7 @@ class Sweep:
         # removes time, it never adds): it needs no edge, and its own launches are no cycle through it
         sync_in = (self.target >= 0) & ~self.first_a
         also_in = ~self.first_a[also_anchor] if also_anchor.size else np.zeros(0, bool)
-        issuer = np.where(self.first_a[np.maximum(self.anchor, 0)], self.anchor, self.anchor - 1)  # (issue reads t_{a-1})
+        issuer = np.where(self.first_a[np.maximum(self.anchor, 0)], self.anchor, self.anchor - 1) if a else self.anchor  # (issue reads t_{a-1})
         parts = [
             (ai[~self.first_a] - 1, ai[~self.first_a]),                              # host chain
             (en + self.target[sync_in], ai[sync_in]),                               # sync
