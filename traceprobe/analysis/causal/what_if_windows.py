@@ -283,7 +283,8 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     graphs = [first_calls_merged(g, steps, floor, runs_before) for g in graphs]  # (the path names a one-time slow call as the table does)
     job = window_job(graphs, per_rank)  # (once: the path and the what-ifs read it alike)
     job.counted = counted
-    swept(job)  # (the replay's graph, whose edges go once it is built: built before the path and the what-ifs hold their arrays)
+    if len(graphs) > 1:  # (the replay's graph, whose edges go once it is built, built before the path and the what-ifs hold
+        swept(job)  # their arrays: where memory counts; one trace builds it at its first replay, where it has one)
     cp = critical_path(graphs, per_rank, job)
     give_back_freed()  # (the path's arrays, before the what-ifs take theirs)
     index = {g.rank: i for i, g in enumerate(graphs)}
