@@ -74,7 +74,7 @@ def interned(_: int, got: Any) -> None:
     if isinstance(got, tuple):
         coll = got[3][4]
         for c in ("pg", "pg_desc", "collective", "pg_ranks", "p2p"):
-            coll[c] = np.array(list(map(_INTERN.setdefault, coll[c], coll[c])), dtype=object)
+            coll[c] = _shared(coll[c])
 
 
 def rank_item(path: str) -> tuple[str, str, int, tuple[int, str, str, list[float], dict[str, np.ndarray], RankColumns, int]] | Failure:
@@ -131,9 +131,13 @@ def _coll_arrays(v: _JobView) -> dict[str, np.ndarray]:
         if c == "pg_ranks" and v.tables.pg_members is not None and n:  # (rows of the group members' table, each list
             listed = [str(m) for m in _col(v.tables.pg_members, "pg_ranks")]  # interned once: the rows share one string)
             vals = members_of(vals, list(map(_INTERN.setdefault, listed, listed))).tolist()
-        out[c] = np.array(vals, dtype=np.int64) if c in ("start_ns", "end_ns", "bytes", "group_size") else \
-            np.array(list(map(_INTERN.setdefault, vals, vals)), dtype=object)
+        out[c] = np.array(vals, dtype=np.int64) if c in ("start_ns", "end_ns", "bytes", "group_size") else _shared(vals)
     return out
+
+
+def _shared(values: Any) -> np.ndarray:
+    """``values`` (strings) as an object array of this process's one object each (:data:`_INTERN`)."""
+    return np.array(list(map(_INTERN.setdefault, values, values)), dtype=object)
 
 
 _INTERN: dict = {}
