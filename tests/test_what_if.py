@@ -19,6 +19,7 @@ from recorded import replayed
 from synthetic import TraceBuilder
 
 from traceprobe import load_trace
+from traceprobe.analysis.causal.class_times import ClassTimes
 from traceprobe.analysis.causal.critical_path import critical_path
 from traceprobe.analysis.causal.dependency_graph import HOST_CLASSES, NEG, rank_graph
 from traceprobe.analysis.causal.what_if import replay, what_if, window_job
@@ -52,7 +53,7 @@ def test_a_sleep_gives_back_what_the_device_did_not_fill(tmp_path):
     t, end = replay(job, g.h, job.d, np.zeros(g.t.size, bool))
     assert np.array_equal(t, g.t) and np.array_equal(end, g.end)  # the trace's own times, exactly
     host = HOST_CLASSES.index("host")
-    assert g.class_ns[host].sum() == 5_000_000 and g.class_ns[HOST_CLASSES.index("dispatch")].sum() == 200_000
+    assert g.class_ns.total(host) == 5_000_000 and g.class_ns.total(HOST_CLASSES.index("dispatch")) == 200_000
     df = what_if([g])
     # without the sleep B is launched at 160 µs but waits for A (ends 1060 µs): it ends at 2060 µs, the sync returns
     # 10 µs later: 6170 - 2070 µs, not the 5 ms slept
@@ -199,7 +200,7 @@ def test_replay_equals_a_brute_force_evaluation(tmp_path, ops, cls):
     job = window_job([g], None)
     t, end = replay(job, g.h, job.d, np.zeros(g.t.size, bool))
     assert np.array_equal(t, g.t) and np.array_equal(end, g.end)
-    h = g.h - g.class_ns[cls]
+    h = g.h - g.class_ns.row(cls)
     t, end = replay(job, h, job.d, np.zeros(g.t.size, bool))
     bt, bend = _brute_force(g, h)
     assert np.array_equal(t, bt) and np.array_equal(end, bend)
@@ -645,12 +646,12 @@ def test_merging_first_calls_keeps_the_anchors_that_end_the_measured_work(tmp_pa
     from traceprobe.analysis.causal.what_if_steps import first_calls_merged, measured_anchors
 
     g = rank_graph(load_trace(_one_rank(tmp_path)))
-    cls, s = np.asarray(g.class_ns, np.int64).copy(), HOST_CLASSES.index("slow_call")
+    cls, s = g.class_ns.dense(), HOST_CLASSES.index("slow_call")
     for at, c, share in moved:
         a = at % g.t.size
         x = int(cls[c, a] * share)
         cls[c, a] -= x
         cls[s, a] += x
-    g = replace(g, class_ns=cls)
+    g = replace(g, class_ns=ClassTimes.of(cls))
     merged = first_calls_merged(g, n_steps, floor, before)
     assert np.array_equal(measured_anchors([merged]), measured_anchors([g]))

@@ -120,7 +120,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None,
             return ("dev", tg)
         # (a launch call's own time by its class, as the idle causes give it: the classes' time after j up to i, summed
         # where walked, not a running sum of every anchor's classes held for the window)
-        per = g.class_ns[:, j - lo + (j > lo or bool(binding_sync[j])):i - lo + 1].sum(axis=1, dtype=np.int64)
+        per = g.class_ns.over(j - lo + (j > lo or bool(binding_sync[j])), i - lo + 1)
         begin = int(t_all[j])
         for c in np.flatnonzero(per > 0).tolist():
             rows.append((g.rank, "host", HOST_CLASSES[c], g.class_top[c], begin, x, int(per[c])))

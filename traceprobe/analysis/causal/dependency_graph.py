@@ -47,6 +47,7 @@ from ..host.launch_links import launch_rows
 from ..host.python_frames import frame_holding, thread_labels
 from ..host.warmup import compile_holders, profiler_top
 from ..memo import device_column, host_column, per_trace
+from .class_times import ClassTimes
 from .event_waits import event_sync_targets, stream_waits
 
 HOST_CLASSES = tuple("dispatch" if c == "launch" else c for c in HOST_CAUSES)
@@ -75,21 +76,29 @@ else: the work of another stream that ended last before it is its dependency (20
 device's own gaps between queued kernels, a few µs)."""
 
 
+INDICES = ("target", "lane", "anchor", "name", "dep", "also_anchor", "also_op")
+"""The fields of :class:`RankGraph` that index its own arrays or names (-1: none): held as int32."""
+
+INT32_MAX = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class RankGraph:
-    """One rank's part of the dependency graph (module docstring), as arrays; times int64 ns as in the trace.
+    """One rank's part of the dependency graph (module docstring), as arrays; times int64 ns as in the trace, indices
+    (:data:`INDICES`) int32.
 
     Attributes:
         rank: the trace's rank (0 without one).
         t: (A,) anchor times (the call's end), increasing.
         h: (A,) host time before each anchor (0 for the first).
-        class_ns: (len(HOST_CLASSES), A) that host time by class; columns sum to ``h``.
+        class_ns: (len(HOST_CLASSES), A) that host time by class, int64 ns held sparse (:class:`.class_times.ClassTimes`);
+            columns sum to ``h``.
         class_top: per host class, the host op or call holding most of its time (``""`` none).
         target: (A,) the device op a sync anchor waited for, -1 for none; ``ret``: (A,) its return latency.
         lane: (K,) device chain of each device op (its (device, stream)), ops sorted by lane then start.
         start, end: (K,) the ops' times; ``d``: (K,) duration; ``g``: (K,) stream-edge lag; ``l``: (K,) launch-edge
             lag; ``anchor``: (K,) launching anchor (-1 none); ``fixed``: (K,) start of an op without launch nor
-            predecessor (NEG otherwise); ``name``: (K,) kernel name, a code into ``names`` (int64); ``dep``: (K,) the op of another stream
+            predecessor (NEG otherwise); ``name``: (K,) kernel name, a code into ``names``; ``dep``: (K,) the op of another stream
             it waited for (-1 none), ``dep_lag``: (K,) the lag after it; ``pre_dur``: (A,) each anchor's call time
             before the point the host reaches it (the launch edge leaves from the call's start); ``pageable``: (K,)
             copies from or to pageable memory; ``blocking``: (A,) anchors that wait for their own copy; ``comm``:
@@ -119,7 +128,7 @@ class RankGraph:
     rank: int
     t: np.ndarray
     h: np.ndarray
-    class_ns: np.ndarray
+    class_ns: ClassTimes
     class_top: tuple[str, ...]
     target: np.ndarray
     ret: np.ndarray
@@ -153,6 +162,17 @@ class RankGraph:
     freeing: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
     host_ops: bool = True
     device_causes: tuple[tuple[str, str, np.ndarray], ...] = ()
+
+    def __post_init__(self) -> None:
+        """The graph's own indices (:data:`INDICES`) held as int32 where their values fit (a rank's anchors, ops and
+        names number far below 2^31: half the memory of int64, 80 KB of a 20,000-event rank's graph), the host classes
+        sparse (:class:`.class_times.ClassTimes`; a dense table given is held sparse)."""
+        for k in INDICES:
+            v = getattr(self, k)
+            if v.dtype != np.int32 and (v.size == 0 or (int(v.min()) >= -INT32_MAX and int(v.max()) <= INT32_MAX)):
+                object.__setattr__(self, k, v.astype(np.int32))
+        if not isinstance(self.class_ns, ClassTimes):
+            object.__setattr__(self, "class_ns", ClassTimes.of(self.class_ns))
 
     @cached_property
     def step_bounds(self) -> tuple[np.ndarray, np.ndarray]:
@@ -320,7 +340,7 @@ def rank_graph(trace: Trace) -> RankGraph:
         tops.append(frame_holding(trace, host_span, thread_labels(trace, threads)))
     else:
         tops.append("")
-    return RankGraph(int(trace.rank or 0), t, h, narrowed(class_ns, h), tuple(tops), target, ret, lane, start, end, end - start, g, lag,
+    return RankGraph(int(trace.rank or 0), t, h, ClassTimes.of(class_ns), tuple(tops), target, ret, lane, start, end, end - start, g, lag,
                      anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
                      np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
@@ -360,15 +380,3 @@ def waited_for_rows(trace: Trace) -> np.ndarray:
         out[g.event_rows[sel]] = g.event_rows[g.dep[sel]]
     return out
 
-
-INT32_MAX = 2**31 - 1
-
-
-def narrowed(class_ns: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """``class_ns`` (host classes x anchors, int64 ns) as int32 where the anchors' host times ``h`` (int64 ns) are at
-    most :data:`INT32_MAX` and its values fit (every per-anchor sum of them then fits; sums over anchors are taken in int64
-    by numpy), else as it is: half its memory (the 10^6-event trace's: 21 MB as int64, the graph's largest array, alive
-    through its replay). Summary files hold it as int64 (:func:`..job.graph_tables.graph_blob`)."""
-    if class_ns.dtype != np.int64 or h.max(initial=0) > INT32_MAX or class_ns.min(initial=0) < -INT32_MAX or class_ns.max(initial=0) > INT32_MAX:
-        return class_ns
-    return class_ns.astype(np.int32)

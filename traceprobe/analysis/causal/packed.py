@@ -4,9 +4,8 @@ The replay (:mod:`.what_if`, :mod:`.sweep`, :mod:`.critical_path`) reads the ran
 op starts and ends, lags. :func:`pack` puts each of them in one array for the window's ranks, each rank's graph
 holding a view of its part, so that :func:`.sweep.joined` gives that array back without a copy where the replay would
 concatenate the ranks' parts again (a copy of each per replay step held beside the graphs: 48 bytes a node of the
-1,024-rank job). It also keeps each rank's host classes (:attr:`.dependency_graph.RankGraph.class_ns`, 14 values an
-anchor) as int32 where its anchors' host times fit (every value and every per-anchor sum of them then fits; sums over
-anchors are taken in int64 by numpy): half their memory. Figures are the same to the ns.
+1,024-rank job). Each rank's host classes (:attr:`.dependency_graph.RankGraph.class_ns`) are held sparse
+(:class:`.class_times.ClassTimes`, a graph given a dense table is given it sparse here). Figures are the same to the ns.
 """
 
 from __future__ import annotations
@@ -15,7 +14,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .dependency_graph import RankGraph, narrowed
+from .class_times import ClassTimes
+from .dependency_graph import RankGraph
 
 PACKED = ("t", "h", "ret", "pre_dur", "blocking", "freeing", "start", "end", "d", "g", "l", "fixed", "dep_lag", "pageable", "comm", "bind")
 """The arrays of :class:`.dependency_graph.RankGraph` the replay concatenates as they are (one value an anchor or an op,
@@ -24,8 +24,8 @@ no rank-local index): :func:`pack` holds each once for the window."""
 
 def pack(graphs: list[RankGraph]) -> list[RankGraph]:
     """``graphs`` (one window's ranks), in place, with each array of :data:`PACKED` a view of one array for the window
-    (in the graphs' order: :func:`.sweep.joined` gives it back without a copy), and ``class_ns`` as int32 where the rank's host
-    times ``h`` (int64 ns) allow (:func:`.dependency_graph.narrowed`; else as it is); returns the list. Equal to ``graphs`` in every
+    (in the graphs' order: :func:`.sweep.joined` gives it back without a copy), and ``class_ns`` sparse
+    (:meth:`.class_times.ClassTimes.of`); returns the list. Equal to ``graphs`` in every
     value; the arrays are read, never written, by the replay. The window's arrays are built first, then each graph is
     replaced in the list once: the memory it takes beyond the graphs' is the packed arrays' (about half of the graphs':
     below the replay's own, which comes after)."""
@@ -38,7 +38,7 @@ def pack(graphs: list[RankGraph]) -> list[RankGraph]:
         for v, lo, hi in zip(views, bounds[:-1], bounds[1:]):
             v[name] = whole[lo:hi]
     for i, g in enumerate(graphs):  # (one replacement a graph, its own arrays going with it: one a field took 1.8 s at 4,096 ranks)
-        graphs[i] = replace(g, class_ns=narrowed(g.class_ns, g.h), **views[i])
+        graphs[i] = replace(g, class_ns=ClassTimes.of(g.class_ns), **views[i])
     give_back_freed()
     return graphs
 

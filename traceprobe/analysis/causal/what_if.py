@@ -251,7 +251,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     cands: list[Candidate] = []
 
     def class_ns(*classes: int) -> Callable[[], np.ndarray]:  # (built where read: the classes x anchors never held twice)
-        return lambda: np.concatenate([g.class_ns[list(classes)].sum(axis=0) for g in graphs])
+        return lambda: np.concatenate([g.class_ns.rows(classes) for g in graphs])
 
     def host_cut(ranks: list[int], cut: Callable[[], np.ndarray], drop: np.ndarray | None) -> Make:
         """A what-if that removes ``cut()`` (per anchor) of the host time of ``ranks`` and the sync edges of ``drop``."""
@@ -278,7 +278,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     for c, cause in enumerate(HOST_CLASSES):
         if c == sync:
             continue  # (told with the syncs' waits, below)
-        held_ns = [g.class_ns[c] + np.where(f == c, w, 0) for g, f, w in zip(graphs, freeing, waits)]
+        held_ns = [g.class_ns.row(c) + np.where(f == c, w, 0) for g, f, w in zip(graphs, freeing, waits)]
         holding = [i for i, x in enumerate(held_ns) if x.sum() > floor]
         drop = (free_cls == c) & (job.target >= 0) if holding else None  # (a free's wait goes with it)
         for ranks in _replays(holding, only):
@@ -286,7 +286,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             add(ranks, cause, [int(held_ns[i].sum()) for i in ranks], graphs[top].class_top[c], host_cut(ranks, class_ns(c), drop),
                 [steps_with(graphs[i], held_ns[i], floor) for i in ranks], sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
     unseen = [before_the_work(g) for g in graphs]  # (syncs that waited for work launched before the trace: kept)
-    waits = [np.where(f >= 0, 0, w) + np.where(u, 0, g.class_ns[sync]) for w, f, g, u in zip(waits, freeing, graphs, unseen)]
+    waits = [np.where(f >= 0, 0, w) + np.where(u, 0, g.class_ns.row(sync)) for w, f, g, u in zip(waits, freeing, graphs, unseen)]
     sync_ns = class_ns(sync)() * ~np.concatenate(unseen)  # (a sync's wait and its host time)
     holding = [i for i, w in enumerate(waits) if w.sum() > floor]
     sync_drop = (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0)
@@ -296,11 +296,11 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             [steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
     for name, classes in (groups or {}).items():  # (several host classes at once: what a CUDA graph of the step removes)
         idx = [HOST_CLASSES.index(c) for c in classes]
-        held_ns = [g.class_ns[idx].sum(axis=0) for g in graphs]
-        holding = [i for i, g in enumerate(graphs) if g.class_ns[idx[0]].sum() > floor]  # (where its first class alone counts)
+        held_ns = [g.class_ns.rows(idx) for g in graphs]
+        holding = [i for i, g in enumerate(graphs) if g.class_ns.total(idx[0]) > floor]  # (where its first class alone counts)
         for ranks in _replays(holding, only):
             holder = graphs[max(ranks, key=lambda i: held_ns[i].sum())]
-            most = max(idx, key=lambda k: int(holder.class_ns[k].sum()))
+            most = max(idx, key=holder.class_ns.total)
             add(ranks, name, [int(held_ns[i].sum()) for i in ranks], holder.class_top[most], host_cut(ranks, class_ns(*idx), None),
                 [steps_with(graphs[i], held_ns[i], floor) for i in ranks], sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
     copies = [int(g.d[g.pageable].sum()) for g in graphs]

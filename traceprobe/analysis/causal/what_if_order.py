@@ -54,5 +54,5 @@ def _own_work(graphs: list[RankGraph], rank: int, cause: str) -> int:
     i = next((k for k, g in enumerate(graphs) if g.rank == rank), -1)
     if len(graphs) < 2 or i < 0:
         return 0
-    held = np.array([int(g.class_ns[HOST_CLASSES.index(cause)].sum()) for g in graphs], np.int64)
+    held = np.array([g.class_ns.total(HOST_CLASSES.index(cause)) for g in graphs], np.int64)
     return int(held[i] - np.median(np.delete(held, i)))

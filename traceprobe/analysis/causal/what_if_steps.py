@@ -88,16 +88,14 @@ def first_calls_merged(g: RankGraph, n_steps: int, floor: int, before: int = 0) 
     it, ``before``): a call far slower than its median once is a first call, and its what-if is the warm-up's (replayed
     together, not as two rows of one cause)."""
     s, w = HOST_CLASSES.index("slow_call"), HOST_CLASSES.index("warmup")
-    held = g.class_ns[s]
-    if not held.any():
+    if not g.class_ns.held(s):
         return g
+    held = g.class_ns.row(s)
     if not one_time_slow(steps_with(g, held, floor), n_steps, before):
         return g
-    cls = g.class_ns.copy()
-    cls[w] += cls[s]
-    cls[s] = 0
+    cls = g.class_ns.moved(s, w)
     top = list(g.class_top)
-    top[w] = top[s] if int(held.sum()) > int(g.class_ns[w].sum()) else top[w]
+    top[w] = top[s] if int(held.sum()) > g.class_ns.total(w) else top[w]
     top[s] = ""
     freeing = np.where(g.freeing == s, w, g.freeing).astype(np.int8)  # (a one-time slow free is a first call's too)
     return replace(g, class_ns=cls, class_top=tuple(top), freeing=freeing)
@@ -110,7 +108,7 @@ def before_the_work(g: RankGraph) -> np.ndarray:
     removing it gives nothing the trace can show (the ``sync`` what-if keeps it)."""
     if g.start.size == 0:
         return np.zeros(g.t.size, bool)
-    return (g.class_ns[HOST_CLASSES.index("sync")] > 0) & (g.target < 0) & (g.t <= g.start.min())
+    return (g.class_ns.row(HOST_CLASSES.index("sync")) > 0) & (g.target < 0) & (g.t <= g.start.min())
 
 
 PROGRAM_WORK = ("graph_capture", "compile", "data_loading", "optimizer", "dispatch", "cpu_op")
@@ -133,7 +131,7 @@ def measured_anchors(graphs: list[RankGraph]) -> np.ndarray:
         bounds = np.concatenate(g.step_bounds)
         tgt = np.maximum(g.target, 0)
         waited = (g.target >= 0) & (g.end[tgt] + g.ret >= g.t)  # (a sync that returned when its work ended)
-        worked = g.class_ns[[HOST_CLASSES.index(c) for c in PROGRAM_WORK]].sum(axis=0) > 0  # (the program's work before it)
+        worked = g.class_ns.rows([HOST_CLASSES.index(c) for c in PROGRAM_WORK]) > 0  # (the program's work before it)
         last = int(np.flatnonzero(worked | waited | np.isin(g.t, bounds)).max(initial=-1))
         out.append(np.arange(g.t.size) <= last)
     return np.concatenate(out) if out else np.zeros(0, bool)

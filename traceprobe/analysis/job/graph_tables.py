@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..causal.dependency_graph import HOST_CLASSES, RankGraph, narrowed
+from ..causal.class_times import ClassTimes
+from ..causal.dependency_graph import HOST_CLASSES, INDICES, RankGraph
 
 TABLE = "graph"
 """The summary table that holds the blob (column ``npz``)."""
@@ -43,8 +44,9 @@ _OPTIONAL = ("freeing",)
 
 def graph_blob(g: RankGraph) -> str:
     """``g`` as one base64 string (module docstring)."""
-    arrays = {k: np.asarray(getattr(g, k)) for k in (*_ARRAYS, *_OPTIONAL) if k != "end"}
-    arrays["class_ns"] = np.asarray(g.class_ns, np.int64)  # (int64 as written before graphs held it narrowed: .dependency_graph.narrowed)
+    arrays = {k: np.asarray(getattr(g, k)) for k in (*_ARRAYS, *_OPTIONAL) if k not in ("end", "class_ns")}
+    arrays |= {k: arrays[k].astype(np.int64) for k in INDICES}  # (int64, as written before graphs held them as int32)
+    arrays["class_ns"] = ClassTimes.of(g.class_ns).dense()  # (dense int64, as written before graphs held it sparse)
     arrays["t"], arrays["start"] = np.diff(g.t, prepend=0), np.diff(g.start, prepend=0)  # (small numbers deflate well)
     arrays |= {"names": np.array(g.names, dtype=str), "lane_names": np.array(g.lane_names, dtype=str),
                "class_top": np.array(g.class_top, dtype=str),
@@ -126,7 +128,7 @@ def graph_from_blob(blob: str, max_inflated: int = MAX_INFLATED) -> RankGraph:
     steps = pd.DataFrame({str(c): a[f"steps_{i}"] for i, c in enumerate(a["steps_columns"])}, columns=[str(c) for c in a["steps_columns"]])
     meta = a["meta"]
     arrays: dict[str, Any] = {k: a[k] for k in _ARRAYS}
-    arrays["class_ns"] = narrowed(arrays["class_ns"], arrays["h"])  # (as the graph was held where it was built)
+    arrays["class_ns"] = ClassTimes.of(arrays["class_ns"])  # (as the graph was held where it was built)
     return RankGraph(rank=int(meta[0]), names=names, lane_names=lanes, class_top=tuple(str(x) for x in a["class_top"]),
                      steps=steps, id_density=float(a["id_density"][0]), ranked=bool(meta[1]),
                      stack_frames=int(meta[2]) if meta.size > 2 else 0, replays=bool(meta[3]) if meta.size > 3 else False,
