@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceprobe.analysis.causal.class_times import ClassTimes
+from traceprobe.analysis.causal.class_times import ClassTimes, window_rows
 
 
 @st.composite
@@ -55,3 +55,16 @@ def test_held_sparse_and_checked():
     assert ClassTimes.of(t) is t
     with pytest.raises(ValueError, match="not \\(classes, anchors\\)"):
         ClassTimes.of(np.zeros(3))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(tables(), min_size=1, max_size=5), st.data())
+def test_window_rows_are_each_ranks_rows_in_its_place(ms, data):
+    """:func:`window_rows` against the dense tables concatenated, the ranks not asked for left 0."""
+    c = min(m.shape[0] for m in ms)
+    ms = [m[:c] for m in ms]
+    classes = data.draw(st.lists(st.integers(0, c - 1), unique=True))
+    ranks = data.draw(st.lists(st.integers(0, len(ms) - 1), unique=True))
+    a_rank = np.concatenate([np.full(m.shape[1], i, np.int32) for i, m in enumerate(ms)])
+    want = np.concatenate([m[classes].sum(axis=0) if i in ranks and classes else np.zeros(m.shape[1], np.int64) for i, m in enumerate(ms)])
+    assert np.array_equal(window_rows([ClassTimes.of(m) for m in ms], a_rank, classes, ranks), want)

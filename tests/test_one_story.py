@@ -101,7 +101,7 @@ def test_the_top_is_the_largest_per_step_and_the_rank_holding_a_cause_leads():
 def test_a_cause_every_rank_shares_alike_stays_whole():
     """SYNTHETIC what-if rows: a cause held alike by four ranks keeps its every-rank row whole; one held mostly by rank 3
     (60 of 100 ns, the others 10 to 20) is told beyond rank 3's row, and dropped where it adds no more than the floor."""
-    from traceprobe.analysis.causal.what_if import _beyond_the_lead
+    from traceprobe.analysis.causal.what_if_table import _beyond_the_lead
 
     z = np.zeros(2, np.int64)
     rows = [(-1, "host", 100, 80, 26, {0: 25, 1: 25, 2: 25, 3: 25}), (0, "host", 25, 20, 6, {0: 25}),

@@ -10,6 +10,7 @@ does not), about 10-15 bytes an anchor. Every figure read from it is the dense t
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,3 +133,16 @@ class ClassTimes:
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_key"}  # (the search keys are rebuilt where read)
 
+
+
+def window_rows(tables: Sequence[ClassTimes], a_rank: np.ndarray, classes: Iterable[int], ranks: Iterable[int]) -> np.ndarray:
+    """(W,) int64: the time of the classes ``classes`` before each anchor of a window of ranks (their tables ``tables``;
+    ``a_rank``: (W,) each anchor's index into them, the ranks' anchors concatenated in their order), summed, for the ranks
+    ``ranks`` (indices into ``tables``), 0 at every other rank's anchors. Built in place: no rank's row is held beside
+    the window's."""
+    at = np.searchsorted(a_rank, np.arange(len(tables) + 1))
+    out = np.zeros(a_rank.size, np.int64)
+    classes = tuple(classes)
+    for i in ranks:
+        out[int(at[i]):int(at[i + 1])] = tables[i].rows(classes)
+    return out

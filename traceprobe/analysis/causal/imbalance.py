@@ -10,6 +10,7 @@ import pandas as pd
 
 from .contention import by_key_and_duration, key_runs
 from .dependency_graph import RankGraph
+from .sweep import joined
 
 
 def kernel_codes(graphs: list[RankGraph]) -> tuple[np.ndarray, list[str]]:
@@ -87,12 +88,14 @@ def excesses(graphs: list[RankGraph], k_rank: np.ndarray, dur: np.ndarray, min_n
     n = len(graphs)
     # counted: ops launched inside the rank's steps (ranks' windows cut the work around them at different places)
     inside = np.concatenate([in_steps(g) for g in graphs])
-    tot = np.zeros((n, len(uniq)), np.int64)
-    np.add.at(tot, (k_rank[inside], code[inside]), np.concatenate([g.d for g in graphs])[inside])
-    count = np.zeros((n, len(uniq)), np.int64)
-    np.add.at(count, (k_rank[inside], code[inside]), 1)
-    pace = medians(k_rank[inside].astype(np.int64) * len(uniq) + code[inside], np.concatenate([g.d for g in graphs])[inside],
-                   n * len(uniq)).reshape(n, len(uniq))  # each rank's median duration per name
+    key = k_rank[inside].astype(np.int64) * len(uniq) + code[inside]  # (each counted op's rank and name, one key: made once)
+    d_in = joined([g.d for g in graphs])[inside]
+    tot = np.zeros(n * len(uniq), np.int64)
+    np.add.at(tot, key, d_in)
+    tot = tot.reshape(n, len(uniq))
+    count = np.bincount(key, minlength=n * len(uniq)).astype(np.int64).reshape(n, len(uniq))
+    pace = medians(key, d_in, n * len(uniq)).reshape(n, len(uniq))  # each rank's median duration per name
+    del key, d_in
     # (communication is another rank's doing; a pageable copy is its own cause)
     comm = np.concatenate([g.comm | g.pageable for g in graphs])
     comm_name = np.zeros(len(uniq), bool)

@@ -33,6 +33,7 @@ Compiled with numba: ahead of time, at install, where it could be (:mod:`.sweep_
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -101,6 +102,26 @@ def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarr
     np.cumsum(off, out=off)
     succ = np.empty(src.size, index_type(max(n, src.size, int(dst.max(initial=0)) + 1)))
     _compiled().csr_fill(src, dst, off, succ)  # (rows in the edges' order, as a stable sort by src gives them)
+    return off, succ
+
+
+def _csr_of(edges: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]], n: int, ix: type) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_csr` of the edges ``edges()`` yields, kind by kind (``(src, dst)`` arrays of node ids below ``n``, of dtype
+    ``ix``), without holding them all: each kind is made three times (its count, its rows' lengths, its targets written),
+    and only one kind's arrays are alive at a time beside the rows (a window's edges, two arrays of 4 bytes an edge, were
+    joined before: 0.2 GB of the 1,024-rank job's peak). The same rows, each in the edges' order (kind by kind, as the
+    joined edges gave them)."""
+    e = sum(int(src.size) for src, _ in edges())
+    off = np.zeros(n + 1, index_type(max(n, e)))
+    for src, _ in edges():
+        _compiled().counts_into(src.astype(ix, copy=False), off[1:])
+    np.cumsum(off, out=off)
+    succ = np.empty(e, index_type(max(n, e)))
+    at = off.copy()  # (where each row's next target goes)
+    for src, dst in edges():
+        src = src.astype(ix, copy=False)
+        _compiled().csr_fill(src, dst.astype(ix, copy=False), at, succ)  # (writes from ``at``, which it does not move ...)
+        _compiled().counts_into(src, at[:-1])  # (... moved here past the targets written)
     return off, succ
 
 
@@ -189,33 +210,28 @@ class Sweep:
         self.mem_off, self.mem_of_grp = _csr(mem_group, mem_op, self.n_groups)  # (an instance's members)
         # nodes: anchors [0, a), arrivals [a, a + k), ends [a + k, a + 2k), instances [a + 2k, n)
         ar, en, gr = a, a + k, a + 2 * k
-        ks, ai = np.arange(k, dtype=ix), np.arange(a, dtype=ix)
-        has_a = self.anchor >= 0
-        # a rank's first anchor keeps its recorded time (x_i holds it; its sync edges give at most that: the replay
-        # removes time, it never adds): it needs no edge, and its own launches are no cycle through it
-        sync_in = (self.target >= 0) & ~self.first_a
-        also_in = ~self.first_a[also_anchor] if also_anchor.size else np.zeros(0, bool)
-        issuer = np.where(self.first_a[np.maximum(self.anchor, 0)], self.anchor, self.anchor - 1) if a else self.anchor  # (issue reads t_{a-1})
-        parts = [
-            (ai[~self.first_a] - 1, ai[~self.first_a]),                              # host chain
-            (en + self.target[sync_in], ai[sync_in]),                               # sync
-            (en + also_op[also_in], also_anchor[also_in]),                          # device-wide sync's others
-            (issuer[has_a], ar + ks[has_a]),                                         # launch
-            (en + self.dep[self.dep >= 0], ar + ks[self.dep >= 0]),                  # dependency (event wait)
-            (en + ks[~self.first_k] - 1, ar + ks[~self.first_k]),                   # stream order
-            (ar + ks, en + ks),                                                      # an op's end after its arrival
-            (ar + mem_op, gr + mem_group),                                           # an instance after its members ...
-            (gr + mem_group, en + mem_op),                                           # ... and their ends after it
-        ]
-        del ks, ai, has_a, sync_in, also_in, issuer
-        src = np.concatenate([p[0] for p in parts]).astype(ix, copy=False)
-        parts = [p[1] for p in parts]  # (the sources' parts go before the targets' are joined)
-        dst = np.concatenate(parts).astype(ix, copy=False)
-        del parts
-        indegree = np.zeros(n, index_type(dst.size + 1))
-        _compiled().counts_into(dst, indegree)
-        off, succ = _csr(src, dst, n)
-        del src, dst
+
+        def edges() -> Iterator[tuple[np.ndarray, np.ndarray]]:  # (each kind's sources and targets, made where read)
+            ks, ai = np.arange(k, dtype=ix), np.arange(a, dtype=ix)
+            has_a = self.anchor >= 0
+            # a rank's first anchor keeps its recorded time (x_i holds it; its sync edges give at most that: the replay
+            # removes time, it never adds): it needs no edge, and its own launches are no cycle through it
+            sync_in = (self.target >= 0) & ~self.first_a
+            also_in = ~self.first_a[also_anchor] if also_anchor.size else np.zeros(0, bool)
+            issuer = np.where(self.first_a[np.maximum(self.anchor, 0)], self.anchor, self.anchor - 1) if a else self.anchor  # (issue reads t_{a-1})
+            yield ai[~self.first_a] - 1, ai[~self.first_a]                              # host chain
+            yield en + self.target[sync_in], ai[sync_in]                               # sync
+            yield en + also_op[also_in], also_anchor[also_in]                          # device-wide sync's others
+            yield issuer[has_a], ar + ks[has_a]                                         # launch
+            yield en + self.dep[self.dep >= 0], ar + ks[self.dep >= 0]                  # dependency (event wait)
+            yield en + ks[~self.first_k] - 1, ar + ks[~self.first_k]                   # stream order
+            yield ar + ks, en + ks                                                      # an op's end after its arrival
+            yield ar + mem_op, gr + mem_group                                           # an instance after its members ...
+            yield gr + mem_group, en + mem_op                                           # ... and their ends after it
+
+        off, succ = _csr_of(edges, n, ix)
+        indegree = np.zeros(n, index_type(succ.size + 1))
+        _compiled().counts_into(succ, indegree)  # (every edge's target is in one row)
         self.order, self.n_acyclic = _compiled().topological_order(off, succ, indegree)
         del off, succ, indegree
         rest = self.order[self.n_acyclic:]  # (a cyclic part: anchors, arrivals, instances, then ends, each read fresh)

@@ -19,7 +19,7 @@ paths take over: a host sleep while the device is busy costs nothing), so we rep
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,17 +27,18 @@ import pandas as pd
 
 from ...keyed import keys
 from ..memo import empty_frame
+from .class_times import window_rows
 from .contention import Slowdowns, charged_waits, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
+from .packed import give_back_freed
 from .sweep import Sweep, index_type, joined
 from .sync_names import sync_top
 from .unseen_peers import alone, pinned_fixed, transfers
 from .what_if_order import COLUMNS, EXPOSING_SHARE
-from .what_if_plan import Candidate, Make, chosen, critical_bounds, sinks, wanted
+from .what_if_plan import Candidate, Make, chosen, critical_bounds, lead_graph, sinks, wanted
 from .what_if_steps import before_the_work, first_calls_merged, first_step, measured_anchors, step_ends, step_last, steps_with
-from .what_if_table import EVERY_RANK_FACTOR, STEP_COLUMNS, assemble, lead
-from .what_if_table import _beyond_the_lead as _beyond_the_lead
+from .what_if_table import EVERY_RANK_FACTOR, STEP_COLUMNS, assemble
 
 
 @dataclass
@@ -215,7 +216,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         cause was there alike; not for ``imbalance``, whose excess is taken from the window as a whole), ``steps_with`` (int64: the steps
         whose own time the cause held, on the rank holding it most; -1 without steps), ``beyond`` (int64: for a row of
         every rank whose cause one rank holds most of, that rank: the row's gains are what removing it on every rank
-        gives beyond removing it on that rank alone (:func:`_beyond_the_lead`); -1 otherwise). Ordered by ``per_step_ns``,
+        gives beyond removing it on that rank alone (:func:`.what_if_table._beyond_the_lead`); -1 otherwise). Ordered by ``per_step_ns``,
         the figure every view shows first (:func:`.what_if_order.ordered`).
 
         And its gain step by step: ``rank``, ``cause`` (as in the table), ``step`` (int64, the step's number, of the
@@ -250,8 +251,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     charged = charged_waits(start0, end0, w, job.mem_op, job.mem_group, len(graphs))  # (each rank's waits, as recorded)
     cands: list[Candidate] = []
 
-    def class_ns(*classes: int) -> Callable[[], np.ndarray]:  # (built where read: the classes x anchors never held twice)
-        return lambda: np.concatenate([g.class_ns.rows(classes) for g in graphs])
+    def class_ns(classes: tuple[int, ...], ranks: Iterable[int]) -> Callable[[], np.ndarray]:  # (built where read, for its ranks)
+        return lambda: window_rows([g.class_ns for g in graphs], job.a_rank, classes, ranks)
 
     def host_cut(ranks: list[int], cut: Callable[[], np.ndarray], drop: np.ndarray | None) -> Make:
         """A what-if that removes ``cut()`` (per anchor) of the host time of ``ranks`` and the sync edges of ``drop``."""
@@ -283,11 +284,11 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         drop = (free_cls == c) & (job.target >= 0) if holding else None  # (a free's wait goes with it)
         for ranks in _replays(holding, only):
             top = max(ranks, key=lambda i: held_ns[i].sum())
-            add(ranks, cause, [int(held_ns[i].sum()) for i in ranks], graphs[top].class_top[c], host_cut(ranks, class_ns(c), drop),
+            add(ranks, cause, [int(held_ns[i].sum()) for i in ranks], graphs[top].class_top[c], host_cut(ranks, class_ns((c,), ranks), drop),
                 [steps_with(graphs[i], held_ns[i], floor) for i in ranks], sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
     unseen = [before_the_work(g) for g in graphs]  # (syncs that waited for work launched before the trace: kept)
     waits = [np.where(f >= 0, 0, w) + np.where(u, 0, g.class_ns.row(sync)) for w, f, g, u in zip(waits, freeing, graphs, unseen)]
-    sync_ns = class_ns(sync)() * ~np.concatenate(unseen)  # (a sync's wait and its host time)
+    sync_ns = class_ns((sync,), range(len(graphs)))() * ~np.concatenate(unseen)  # (a sync's wait and its host time)
     holding = [i for i, w in enumerate(waits) if w.sum() > floor]
     sync_drop = (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0)
     for ranks in _replays(holding, only):
@@ -301,7 +302,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         for ranks in _replays(holding, only):
             holder = graphs[max(ranks, key=lambda i: held_ns[i].sum())]
             most = max(idx, key=holder.class_ns.total)
-            add(ranks, name, [int(held_ns[i].sum()) for i in ranks], holder.class_top[most], host_cut(ranks, class_ns(*idx), None),
+            add(ranks, name, [int(held_ns[i].sum()) for i in ranks], holder.class_top[most], host_cut(ranks, class_ns(tuple(idx), ranks), None),
                 [steps_with(graphs[i], held_ns[i], floor) for i in ranks], sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
     holding = [i for i, n in enumerate(copies) if n > floor]
@@ -315,6 +316,8 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             lo, mine = int(k_at[i]), np.minimum(dur, job.d[k_at[i]:k_at[i + 1]])
             if (cut := int((job.d[k_at[i]:k_at[i + 1]] - mine).sum())) > floor:
                 add([i], cause, [cut], top, lambda ia, ik, isx, lo=lo, mine=mine: (h0[ia], _with_rank(job.d, ik, lo, mine), no_sync[isx]), [-1])
+    held_ns[:] = waits[:] = []  # (each rank's held time, emptied in place: the keys above read them; 66 MB a 1,024 ranks)
+    give_back_freed()  # (their heap pages given back before the imbalance's and the replays' arrays)
     if len(graphs) > 1:
         s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
         rows, inside = excesses(graphs, job.k_rank, job.d, floor, s_code, s_names, only, segment)
@@ -322,6 +325,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             d_of = without_excess(i, excess, whole, job.k_rank, job.d, s_code, inside)
             add([i], "imbalance", [removed], top, lambda ia, ik, isx, d_of=d_of: (h0[ia], d_of(ik), no_sync[isx]), [-1])
             cands[-1].cap = excess_cap(i, excess, job.k_rank, job.d, s_code, inside)
+    del code  # (the kernel codes: not held through the replays)
     done = _replayed(cands, run, job, (h0, t_all, end_all, counted, la, lk, ids, base, base_steps), slow, floor, n_steps,
                      groups or {}, graphs)
     return assemble([done[i] for i in sorted(done)], graphs, n_steps, set(groups or {}), floor)[1:]
@@ -370,16 +374,8 @@ def _replayed(cands: list[Candidate], run, job: WindowJob, recorded: tuple, slow
             gains[i] = int(done[i][4])
         kept = assemble([done[i] for i in sorted(done)], graphs, n_steps, set(groups), floor)[0]
         chosen_ = wanted(cands, gains, kept, lambda c: graphs[c.ranks[0]].rank if len(c.ranks) == 1 else -1, EVERY_RANK_FACTOR,
-                         lambda c: _lead_graph(c, graphs), groups)
+                         lambda c: lead_graph(c, graphs), groups)
     return done
-
-
-def _lead_graph(c: Candidate, graphs: list[RankGraph]) -> int | None:
-    """The graph (index) whose own row ``c``'s every-rank row is told beyond (:func:`.what_if_table.lead`), None where none."""
-    if c.cause == "imbalance":
-        return None
-    top = lead({graphs[i].rank: n for i, n in zip(c.ranks, c.removed)})
-    return next((i for i in c.ranks if graphs[i].rank == top), None)
 
 
 def what_if(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_ns: int = 0, only: set[int] | None = None) -> pd.DataFrame:

@@ -38,7 +38,9 @@ import numpy as np
 import pandas as pd
 
 from .contention import Slowdowns
+from .dependency_graph import RankGraph
 from .sweep import index_type
+from .what_if_table import lead
 
 INF = 2**62
 """No bound: a critical path runs through a dropped edge."""
@@ -201,3 +203,11 @@ def wanted(cands: list[Candidate], done: dict[int, int], out: pd.DataFrame, rank
         rival = int(rows["per_step_ns"].max()) if len(rows) else -1
         want |= {j for j in idle if cands[j].cause not in ("sync", *groups) and rank_of(cands[j]) == r and cands[j].bound[0] >= rival}
     return want
+
+
+def lead_graph(c: Candidate, graphs: list[RankGraph]) -> int | None:
+    """The graph (index) whose own row ``c``'s every-rank row is told beyond (:func:`.what_if_table.lead`), None where none."""
+    if c.cause == "imbalance":
+        return None
+    top = lead({graphs[i].rank: n for i, n in zip(c.ranks, c.removed)})
+    return next((i for i in c.ranks if graphs[i].rank == top), None)
