@@ -12,13 +12,14 @@ REPLAY_BYTES = 2 * 10**9
 BASE_BYTES = 200_000_000
 """The job report's memory beside the replay (bytes): the interpreter, its modules (numba's among them) and the
 collectives of the ranks; the intercept of the fit below."""
-NODE_BYTES = 79
+NODE_BYTES = 62
 """The replay's memory an event of the ranks' traces (bytes; a rank of 20,000 events is about 8,000 replay nodes:
-4,011 host anchors, 4,000 device ops, so about 197 bytes a node): the largest slope of the peak resident memory of
-``traceprobe job`` on SYNTHETIC template summaries of 20,000 events a rank (``scripts/synth_job.py``, 2026-12-07):
-256 ranks 0.49 GB, 512 ranks 0.89 GB, 1,024 ranks 1.70 GB, 4,096 ranks 6.49 GB, 8,192 ranks 12.89 GB (78.3, 78.8,
-78.0 and 78.1 bytes an event between them; 87 before the replay's graph was built ahead of the what-ifs' arrays).
-With :data:`BASE_BYTES` it lies above every one of them."""
+4,011 host anchors, 4,000 device ops, so about 155 bytes a node): above the largest slope of the peak resident memory
+of ``traceprobe job`` on SYNTHETIC template summaries of 20,000 events a rank (``scripts/synth_job.py``, 2026-12-07):
+256 ranks 0.40 GB, 512 ranks 0.72 GB, 1,024 ranks 1.33 GB, 4,096 ranks 5.04 GB, 8,192 ranks 9.96 GB (61.7, 59.6,
+60.5 and 60.0 bytes an event between them; 79 before the host classes were held sparse and the graphs' indices as
+int32, 87 before the replay's graph was built ahead of the what-ifs' arrays). With :data:`BASE_BYTES` it lies above
+every one of them."""
 
 
 REPLAY_MEMORY_ENV = "TRACEPROBE_REPLAY_MEMORY"
@@ -51,7 +52,7 @@ def replay_budget(budget: int | None = None) -> int:
 
 def max_replay_events(budget: int) -> int:
     """The events of a window's rank traces (each report's or summary's ``event_count``, summed) that a replay within
-    ``budget`` bytes takes: what it holds beyond :data:`BASE_BYTES` at :data:`NODE_BYTES` an event (2 GB: 22,784,810,
+    ``budget`` bytes takes: what it holds beyond :data:`BASE_BYTES` at :data:`NODE_BYTES` an event (2 GB: 29,032,258,
     the 1,024 ranks of 20,000 events, not 2,048)."""
     return max(budget - BASE_BYTES, 0) // NODE_BYTES
 
