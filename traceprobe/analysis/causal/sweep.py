@@ -105,23 +105,37 @@ def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarr
     return off, succ
 
 
-def _csr_of(edges: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]], n: int, ix: type) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_csr` of the edges ``edges()`` yields, kind by kind (``(src, dst)`` arrays of node ids below ``n``, of dtype
-    ``ix``), without holding them all: each kind is made three times (its count, its rows' lengths, its targets written),
-    and only one kind's arrays are alive at a time beside the rows (a window's edges, two arrays of 4 bytes an edge, were
-    joined before: 0.2 GB of the 1,024-rank job's peak). The same rows, each in the edges' order (kind by kind, as the
-    joined edges gave them)."""
-    e = sum(int(src.size) for src, _ in edges())
-    off = np.zeros(n + 1, index_type(max(n, e)))
-    for src, _ in edges():
+def _csr_of(edges: Callable[[], Iterator[tuple[int, int, np.ndarray, np.ndarray]]], n: int, ix: type, most: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_csr` of the edges ``edges()`` yields, kind by kind (``(lo, hi, src, dst)``: node ids below ``n`` of dtype
+    ``ix``, every source in ``lo .. hi - 1``, a block of nodes; ``most``: at least their number, for the rows' dtype),
+    without holding them all: each kind is made twice (its rows' lengths counted, then its targets written, the kinds of
+    a block joined, up to about ``n / 4`` edges, each write passing over its block's rows only), so that only those
+    kinds' arrays are alive beside the rows (a window's edges, two arrays of 4 bytes an edge, were joined before: 0.2 GB
+    of the 1,024-rank job's peak). The same rows, each in the edges' order (kind by kind, as the joined edges gave them:
+    a row's edges all come from kinds of its block, written in their order)."""
+    off = np.zeros(n + 1, index_type(max(n, most)))
+    for _, _, src, _ in edges():
         _compiled().counts_into(src.astype(ix, copy=False), off[1:])
     np.cumsum(off, out=off)
-    succ = np.empty(e, index_type(max(n, e)))
+    succ = np.empty(int(off[-1]), off.dtype)
     at = off.copy()  # (where each row's next target goes)
-    for src, dst in edges():
-        src = src.astype(ix, copy=False)
-        _compiled().csr_fill(src, dst.astype(ix, copy=False), at, succ)  # (writes from ``at``, which it does not move ...)
-        _compiled().counts_into(src, at[:-1])  # (... moved here past the targets written)
+    held: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+
+    def write(lo: int, hi: int) -> None:
+        parts = held.pop((lo, hi))
+        src = np.concatenate([x for x, _ in parts]).astype(ix, copy=False) - ix(lo)  # (rows of the block: lo is row 0)
+        dst = np.concatenate([y for _, y in parts]).astype(ix, copy=False)
+        del parts
+        _compiled().csr_fill(src, dst, at[lo:hi + 1], succ)  # (writes from ``at``, which it does not move ...)
+        _compiled().counts_into(src, at[lo:hi])  # (... moved here past the targets written)
+
+    for lo, hi, src, dst in edges():
+        held.setdefault((lo, hi), []).append((src, dst))
+        if sum(x.size for x, _ in held[(lo, hi)]) >= max(n // 4, 1 << 20):
+            write(lo, hi)
+    for block in list(held):
+        write(*block)
     return off, succ
 
 
@@ -211,7 +225,7 @@ class Sweep:
         # nodes: anchors [0, a), arrivals [a, a + k), ends [a + k, a + 2k), instances [a + 2k, n)
         ar, en, gr = a, a + k, a + 2 * k
 
-        def edges() -> Iterator[tuple[np.ndarray, np.ndarray]]:  # (each kind's sources and targets, made where read)
+        def edges() -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:  # (each kind's block, sources, targets)
             ks, ai = np.arange(k, dtype=ix), np.arange(a, dtype=ix)
             has_a = self.anchor >= 0
             # a rank's first anchor keeps its recorded time (x_i holds it; its sync edges give at most that: the replay
@@ -219,17 +233,17 @@ class Sweep:
             sync_in = (self.target >= 0) & ~self.first_a
             also_in = ~self.first_a[also_anchor] if also_anchor.size else np.zeros(0, bool)
             issuer = np.where(self.first_a[np.maximum(self.anchor, 0)], self.anchor, self.anchor - 1) if a else self.anchor  # (issue reads t_{a-1})
-            yield ai[~self.first_a] - 1, ai[~self.first_a]                              # host chain
-            yield en + self.target[sync_in], ai[sync_in]                               # sync
-            yield en + also_op[also_in], also_anchor[also_in]                          # device-wide sync's others
-            yield issuer[has_a], ar + ks[has_a]                                         # launch
-            yield en + self.dep[self.dep >= 0], ar + ks[self.dep >= 0]                  # dependency (event wait)
-            yield en + ks[~self.first_k] - 1, ar + ks[~self.first_k]                   # stream order
-            yield ar + ks, en + ks                                                      # an op's end after its arrival
-            yield ar + mem_op, gr + mem_group                                           # an instance after its members ...
-            yield gr + mem_group, en + mem_op                                           # ... and their ends after it
+            yield 0, a, ai[~self.first_a] - 1, ai[~self.first_a]                              # host chain
+            yield en, gr, en + self.target[sync_in], ai[sync_in]                               # sync
+            yield en, gr, en + also_op[also_in], also_anchor[also_in]                          # device-wide sync's others
+            yield 0, a, issuer[has_a], ar + ks[has_a]                                         # launch
+            yield en, gr, en + self.dep[self.dep >= 0], ar + ks[self.dep >= 0]                  # dependency (event wait)
+            yield en, gr, en + ks[~self.first_k] - 1, ar + ks[~self.first_k]                   # stream order
+            yield ar, en, ar + ks, en + ks                                                      # an op's end after its arrival
+            yield ar, en, ar + mem_op, gr + mem_group                                           # an instance after its members ...
+            yield gr, n, gr + mem_group, en + mem_op                                           # ... and their ends after it
 
-        off, succ = _csr_of(edges, n, ix)
+        off, succ = _csr_of(edges, n, ix, 2 * a + 4 * k + also_anchor.size + 2 * mem_op.size)  # (at most one edge of a kind a node)
         indegree = np.zeros(n, index_type(succ.size + 1))
         _compiled().counts_into(succ, indegree)  # (every edge's target is in one row)
         self.order, self.n_acyclic = _compiled().topological_order(off, succ, indegree)
