@@ -655,3 +655,26 @@ def test_merging_first_calls_keeps_the_anchors_that_end_the_measured_work(tmp_pa
     g = replace(g, class_ns=ClassTimes.of(cls))
     merged = first_calls_merged(g, n_steps, floor, before)
     assert np.array_equal(measured_anchors([merged]), measured_anchors([g]))
+
+
+def test_a_packed_graph_is_written_as_before_it_was_held_sparse(tmp_path):
+    """SYNTHETIC: a graph held with sparse host classes and int32 indices is written as summaries always held it (every
+    array in its place, the host classes a dense int64 table, the indices int64: older readers read it, and a summary
+    is the same byte for byte), and read back equal to itself."""
+    import base64
+    import io
+    import zipfile
+
+    from traceprobe.analysis.causal.dependency_graph import INDICES
+    from traceprobe.analysis.job.graph_tables import _ARRAYS, _OPTIONAL, graph_blob, graph_from_blob
+
+    g = rank_graph(load_trace(_one_rank(tmp_path)))
+    assert isinstance(g.class_ns, ClassTimes) and all(getattr(g, k).dtype == np.int32 for k in INDICES)
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(graph_blob(g)))) as z:
+        names = [i.filename.removesuffix(".npy") for i in z.infolist()]
+        arrays = {k: np.load(io.BytesIO(z.read(k + ".npy"))) for k in ("class_ns", *INDICES)}
+    assert names[:len(_ARRAYS) + len(_OPTIONAL) - 1] == [k for k in (*_ARRAYS, *_OPTIONAL) if k != "end"]
+    assert arrays["class_ns"].dtype == np.int64 and np.array_equal(arrays["class_ns"], g.class_ns.dense())
+    assert all(arrays[k].dtype == np.int64 and np.array_equal(arrays[k], getattr(g, k)) for k in INDICES)
+    back = graph_from_blob(graph_blob(g))
+    assert back.class_ns == g.class_ns and all(np.array_equal(getattr(back, k), getattr(g, k)) for k in INDICES)

@@ -44,9 +44,10 @@ _OPTIONAL = ("freeing",)
 
 def graph_blob(g: RankGraph) -> str:
     """``g`` as one base64 string (module docstring)."""
-    arrays = {k: np.asarray(getattr(g, k)) for k in (*_ARRAYS, *_OPTIONAL) if k not in ("end", "class_ns")}
-    arrays |= {k: arrays[k].astype(np.int64) for k in INDICES}  # (int64, as written before graphs held them as int32)
-    arrays["class_ns"] = ClassTimes.of(g.class_ns).dense()  # (dense int64, as written before graphs held it sparse)
+    arrays = {k: ClassTimes.of(g.class_ns).dense() if k == "class_ns" else np.asarray(getattr(g, k))
+              for k in (*_ARRAYS, *_OPTIONAL) if k != "end"}  # (the host classes dense, int64, ...)
+    arrays |= {k: arrays[k].astype(np.int64) for k in INDICES}  # (... the indices int64: as written before they were held
+    # sparse and as int32; each array in its place, so that a summary is the same byte for byte)
     arrays["t"], arrays["start"] = np.diff(g.t, prepend=0), np.diff(g.start, prepend=0)  # (small numbers deflate well)
     arrays |= {"names": np.array(g.names, dtype=str), "lane_names": np.array(g.lane_names, dtype=str),
                "class_top": np.array(g.class_top, dtype=str),
