@@ -73,10 +73,7 @@ class ClassTimes:
 
     def row(self, c: int) -> np.ndarray:
         """(A,) int64: class ``c``'s time before each anchor."""
-        out = np.zeros(self.n, np.int64)
-        lo, hi = int(self.off[c]), int(self.off[c + 1])
-        out[self.at[lo:hi]] = self.ns[lo:hi]
-        return out
+        return self.rows((c,))
 
     def rows(self, classes: Any) -> np.ndarray:
         """(A,) int64: the time of the classes ``classes`` (indices) before each anchor, summed."""

@@ -4,8 +4,7 @@ The replay (:mod:`.what_if`, :mod:`.sweep`, :mod:`.critical_path`) reads the ran
 op starts and ends, lags. :func:`pack` puts each of them in one array for the window's ranks, each rank's graph
 holding a view of its part, so that :func:`.sweep.joined` gives that array back without a copy where the replay would
 concatenate the ranks' parts again (a copy of each per replay step held beside the graphs: 48 bytes a node of the
-1,024-rank job). Each rank's host classes (:attr:`.dependency_graph.RankGraph.class_ns`) are held sparse
-(:class:`.class_times.ClassTimes`, a graph given a dense table is given it sparse here). Figures are the same to the ns.
+1,024-rank job). Figures are the same to the ns.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from .class_times import ClassTimes
 from .dependency_graph import RankGraph
 
 PACKED = ("t", "h", "ret", "pre_dur", "blocking", "freeing", "start", "end", "d", "g", "l", "fixed", "dep_lag", "pageable", "comm", "bind")
@@ -24,8 +22,7 @@ no rank-local index): :func:`pack` holds each once for the window."""
 
 def pack(graphs: list[RankGraph]) -> list[RankGraph]:
     """``graphs`` (one window's ranks), in place, with each array of :data:`PACKED` a view of one array for the window
-    (in the graphs' order: :func:`.sweep.joined` gives it back without a copy), and ``class_ns`` sparse
-    (:meth:`.class_times.ClassTimes.of`); returns the list. Equal to ``graphs`` in every
+    (in the graphs' order: :func:`.sweep.joined` gives it back without a copy); returns the list. Equal to ``graphs`` in every
     value; the arrays are read, never written, by the replay. The window's arrays are built first, then each graph is
     replaced in the list once: the memory it takes beyond the graphs' is the packed arrays' (about half of the graphs':
     below the replay's own, which comes after)."""
@@ -38,7 +35,7 @@ def pack(graphs: list[RankGraph]) -> list[RankGraph]:
         for v, lo, hi in zip(views, bounds[:-1], bounds[1:]):
             v[name] = whole[lo:hi]
     for i, g in enumerate(graphs):  # (one replacement a graph, its own arrays going with it: one a field took 1.8 s at 4,096 ranks)
-        graphs[i] = replace(g, class_ns=ClassTimes.of(g.class_ns), **views[i])
+        graphs[i] = replace(g, **views[i])
     give_back_freed()
     return graphs
 

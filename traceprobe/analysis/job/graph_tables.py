@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..causal.class_times import ClassTimes
 from ..causal.dependency_graph import HOST_CLASSES, INDICES, RankGraph
 
 TABLE = "graph"
@@ -44,7 +43,7 @@ _OPTIONAL = ("freeing",)
 
 def graph_blob(g: RankGraph) -> str:
     """``g`` as one base64 string (module docstring)."""
-    arrays = {k: ClassTimes.of(g.class_ns).dense() if k == "class_ns" else np.asarray(getattr(g, k))
+    arrays = {k: g.class_ns.dense() if k == "class_ns" else np.asarray(getattr(g, k))
               for k in (*_ARRAYS, *_OPTIONAL) if k != "end"}  # (the host classes dense, int64, ...)
     arrays |= {k: arrays[k].astype(np.int64) for k in INDICES}  # (... the indices int64: as written before they were held
     # sparse and as int32; each array in its place, so that a summary is the same byte for byte)
@@ -129,7 +128,6 @@ def graph_from_blob(blob: str, max_inflated: int = MAX_INFLATED) -> RankGraph:
     steps = pd.DataFrame({str(c): a[f"steps_{i}"] for i, c in enumerate(a["steps_columns"])}, columns=[str(c) for c in a["steps_columns"]])
     meta = a["meta"]
     arrays: dict[str, Any] = {k: a[k] for k in _ARRAYS}
-    arrays["class_ns"] = ClassTimes.of(arrays["class_ns"])  # (as the graph was held where it was built)
     return RankGraph(rank=int(meta[0]), names=names, lane_names=lanes, class_top=tuple(str(x) for x in a["class_top"]),
                      steps=steps, id_density=float(a["id_density"][0]), ranked=bool(meta[1]),
                      stack_frames=int(meta[2]) if meta.size > 2 else 0, replays=bool(meta[3]) if meta.size > 3 else False,
