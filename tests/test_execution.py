@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from traceprobe.collect import execution
-from traceprobe.collect.execution import ONE_FILE_BESIDE_BYTES, POOL_BYTES, default_jobs, local_jobs, map_items, work_beside
+from traceprobe.collect import execution, processes
+from traceprobe.collect.execution import map_items
+from traceprobe.collect.processes import MAX_DECODERS, ONE_FILE_BESIDE_BYTES, POOL_BYTES, SHARE_BYTES, decoders, default_jobs, local_jobs, work_beside
 
 
 def _square(x: int) -> int:
@@ -160,7 +161,7 @@ def test_a_dead_workers_replacement_waits_for_the_work_beside(tmp_path):
 
 def test_where_work_runs_beside_the_workers(tmp_path: Path, monkeypatch):
     """Beside the workers where there are workers and a CPU for this process; one file only up to its limit."""
-    monkeypatch.setattr(execution, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(processes, "usable_cpus", lambda: 2)
     small = tmp_path / "a.json"
     small.write_bytes(b"x" * 1000)
     big = tmp_path / "b.json.gz"
@@ -173,8 +174,28 @@ def test_where_work_runs_beside_the_workers(tmp_path: Path, monkeypatch):
         fh.truncate(ONE_FILE_BESIDE_BYTES + 1)  # (sparse: its size is what counts)
     assert not work_beside([huge], None) and work_beside([huge, big], None)
     assert not work_beside(["s3://bucket/t.json"], None) and work_beside(["s3://bucket/t.json", big], None)
-    monkeypatch.setattr(execution, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(processes, "usable_cpus", lambda: 1)
     assert not work_beside([big], None)
+
+
+def test_how_many_processes_decode_one_trace(tmp_path: Path, monkeypatch):
+    """One local trace of SHARE_BYTES or more: a process per SHARE_BYTES, within the CPUs, --jobs and MAX_DECODERS; else
+    this process alone (several files, a small one, a URL, --jobs 1). Sparse files: their size is what counts."""
+    monkeypatch.setattr(processes, "usable_cpus", lambda: 4)
+
+    def sized(name: str, n: int) -> Path:
+        f = tmp_path / name
+        with open(f, "wb") as fh:
+            fh.truncate(n)
+        return f
+
+    small, two, many = sized("a.json", SHARE_BYTES - 1), sized("b.json", SHARE_BYTES + 1), sized("c.json", 100 * SHARE_BYTES)
+    gz = sized("d.json.gz", SHARE_BYTES // 10 + 1)  # (a .gz counted at ten times its size)
+    assert decoders([small], None) == 1 and decoders([two], None) == 2 and decoders([gz], None) == 2
+    assert decoders([many], None) == 4 and decoders([many], 3) == 3 and decoders([many], 1) == 1
+    assert decoders([two, many], None) == 1 and decoders(["s3://bucket/t.json"], None) == 1
+    monkeypatch.setattr(processes, "usable_cpus", lambda: 64)
+    assert decoders([many], None) == MAX_DECODERS
 
 
 class _InterruptedConn:
@@ -235,7 +256,7 @@ def test_one_trace_read_in_a_worker_beside_the_replays_warm_up_reports_as_in_one
     from traceprobe.report.json_document import to_json
 
     trace = Path(__file__).resolve().parent.parent / "sample_traces" / "training" / "tb-fsdp" / "rank0.1795416686455675409.pt.trace.json.gz"
-    monkeypatch.setattr(execution, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(processes, "usable_cpus", lambda: 2)
     monkeypatch.setattr(sweep, "ahead_of_time", lambda: ahead)
     seen = []
     real = collect.map_items

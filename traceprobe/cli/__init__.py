@@ -126,7 +126,7 @@ def overlap_report(
         help="Exit 1 if a device's exposed communication (no compute beside it) is above this fraction of its window, on any rank."),
     max_idle: float | None = typer.Option(
         None, parser=fraction, metavar="FRACTION", help="Exit 1 if a device is idle for more than this fraction of its window, on any rank."),
-    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count); one large trace is decoded by as many."),
     plot: Path | None = typer.Option(None, "--plot", metavar="PNG", help="Also draw each trace's timeline (several traces: <stem>.<trace>.png)."),
     engine: Engine = typer.Option(Engine.native, "--engine", help="perfetto: copy/compute and cross-device figures in SQL (trace_processor_shell)."),
     trace_processor: Path | None = typer.Option(None, "--trace-processor", metavar="PATH",

@@ -94,11 +94,12 @@ def job_cmd(
 def _summary_reader(files: list, jobs: int | None) -> Mapper:
     """How ``job`` reads its summaries and the graphs of the windows it replays (``job_report_from_summaries``'s
     ``mapper``): in ``--jobs`` worker processes (default: one per CPU; none for files too small to pay for them,
-    :func:`~traceprobe.collect.execution.local_jobs`), each file read and checked where it is read, a worker's death
+    :func:`~traceprobe.collect.processes.local_jobs`), each file read and checked where it is read, a worker's death
     on a file that file's error."""
     from functools import partial
 
-    from ..collect.execution import local_jobs, map_items
+    from ..collect.execution import map_items
+    from ..collect.processes import local_jobs
     from ..errors import TraceFormatError
 
     def died(path: Any, why: str) -> Exception:

@@ -25,7 +25,7 @@ def plot_cmd(
     compare: bool = typer.Option(False, "--compare", help="Stack the traces on one time axis: the ranks of a window on their shared clock "
                                  "(clock offsets applied where estimated), from the window's first device event; other traces each from its own."),
     title: str | None = typer.Option(None, help="Title of the --compare figure."),
-    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count); one large trace is decoded by as many."),
 ) -> None:
     """Draw traces: one lane per device and stream, copies, kernels and communication, overlap shaded, verdicts on top.
 
@@ -180,7 +180,7 @@ def export(
     align_clocks: bool = typer.Option(False, "--align-clocks", help="With --merge-ranks: where the ranks' clocks differ beyond the uncertainty "
                                       "of their estimate from collectives, put every rank on one clock."),
     out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Folder for the files written."),
-    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count)."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", help="Worker processes (default: CPU count); one large trace is decoded by as many."),
     scheduler: str | None = typer.Option(None, "--scheduler", metavar="ADDRESS",
                                          help="Dask distributed scheduler (tcp://host:8786): each trace is read, analysed and written "
                                               "on its workers (--out-dir must be a folder they share)."),

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Failure, TraceFormatError
 from ..manifest import info_for as manifest_info
 from ..reading.files import is_url, url_filesystem
-from .execution import local_jobs, map_items, work_beside
+from .execution import map_items
+from .processes import decoders, local_jobs, work_beside
 
 if TYPE_CHECKING:  # the analysis (pandas) is imported where it is used: see analyze_paths
     from ..analysis.per_trace import OverlapReport
@@ -208,7 +209,7 @@ def _bad_manifests(files: list[str | Path]) -> list[Failure]:
 
 
 def analyze_file(
-    path: str | Path, then: Then | None = None, max_bytes: int | None = None, all_device_work: bool = False,
+    path: str | Path, then: Then | None = None, max_bytes: int | None = None, all_device_work: bool = False, decoders: int = 1,
 ) -> OverlapReport | Failure | tuple[OverlapReport, Any]:
     """Load and analyse one trace (a path or an fsspec URL); a :class:`TraceFormatError` becomes a :class:`Failure`.
 
@@ -216,11 +217,12 @@ def analyze_file(
 
     With ``then``, also ``then(trace, report)`` while the trace is loaded (for
     pictures and exports, so that no trace is parsed twice), and return
-    ``(report, its result)``. ``all_device_work`` is passed to
-    :func:`~traceprobe.analysis.per_trace.overlap_report`.
+    ``(report, its result)``. ``all_device_work`` is passed to :func:`~traceprobe.analysis.per_trace.overlap_report`,
+    ``decoders`` to :func:`~traceprobe.reading.load_trace` (its ``processes``: 1 decodes it here).
     """
     from ..analysis.per_trace import overlap_report
     from ..reading import load_trace
+    from ..reading.files import release
     from ..summary_file import is_summary
 
     p = path if is_url(path) else Path(path)  # (Path() would fold a URL's //)
@@ -229,18 +231,14 @@ def analyze_file(
 
         if then is not None:
             return Failure(str(p), "a traceprobe summary holds no events: pictures and exports need its trace")
-        from ..reading.files import release
-
         try:
             return load_summary(p)
         except TraceFormatError as e:
             return Failure(str(p), e.reason)
         finally:
             release()  # (what its graph and transfers held of the command's shared limit: read)
-    from ..reading.files import release
-
     try:
-        trace = load_trace(p, max_bytes)
+        trace = load_trace(p, max_bytes, decoders)
         report = overlap_report(trace, manifest_info(p), all_device_work=all_device_work)
         return report if then is None else (report, then(trace, report))
     except TraceFormatError as e:
@@ -311,12 +309,13 @@ def analyze_paths(
     Args:
         paths: trace files or folders, local or fsspec URLs (``s3://...``).
         jobs: worker processes (default: CPU count, at most one per file, none for local files too small to pay for
-            them, :func:`.execution.local_jobs`; 1 runs in this process); see :func:`.execution.map_items`. Where
-            :func:`.execution.work_beside` says and the replay's kernels were not built ahead of time
+            them, :func:`.processes.local_jobs`; 1 runs in this process); see :func:`.execution.map_items`. Where
+            :func:`.processes.work_beside` says and the replay's kernels were not built ahead of time
             (:func:`~traceprobe.analysis.causal.sweep.ahead_of_time`), this process pays the replay's one-time cost
             while they read (:func:`~traceprobe.analysis.causal.sweep.warm`), and even one file goes to a worker. A
-            worker process that dies on a file (out of memory, ...) is replaced and
-            the file tried once more; a second death makes it a Failure.
+            worker process that dies on a file (out of memory, ...) is replaced and the file tried once more; a second
+            death makes it a Failure. One large local trace analysed here is decoded by several processes
+            (:func:`.processes.decoders`; ``jobs`` 1: by this one alone).
         on_done: called once per file as it completes (for progress bars).
         then: a module-level function ``then(trace, report)`` run on each trace
             that loaded, where it was analysed (see :func:`analyze_file`);
@@ -351,9 +350,6 @@ def analyze_paths(
     from ..analysis.causal.sweep import ahead_of_time, warm
     from ..analysis.per_trace import OverlapReport
     from ..analysis.summary import summarize
-
-    plain = then is None and max_bytes is None and not all_device_work
-    fn = analyze_file if plain else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work)
     from ..reading.files import share_limit, unshare_limit
 
     if scheduler is None:  # one limit for the whole command, shared by its local workers (reading.files.SharedLimit)
@@ -364,9 +360,12 @@ def analyze_paths(
     stream = Parts(files, on_part, align_clocks) if on_part is not None and not any(is_summary(f) for f in files) else None
     work = files if stream is None else stream.work
     local = local_jobs(work, jobs)  # (the files' sizes read once: work_beside takes the jobs it gave)
+    beside = warm if work_beside(work, local) and not ahead_of_time() else None
+    shared = decoders(work, jobs) if scheduler is None and beside is None else 1  # (one trace analysed here)
+    fn = analyze_file if (then, max_bytes, all_device_work, shared) == (None, None, False, 1) else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work, decoders=shared)
     try:
         results = map_items(fn, work, jobs=local, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,
-                            on_index=None if stream is None else stream.add, beside=warm if work_beside(work, local) and not ahead_of_time() else None)
+                            on_index=None if stream is None else stream.add, beside=beside)
     finally:
         unshare_limit()
     if stream is not None:

@@ -41,14 +41,15 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Generic, TypeVar
+
+from ..reading.forked import die_with_parent
+from .processes import default_jobs
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -57,66 +58,6 @@ MAX_CRASHES = 2
 """Worker deaths on one item before it becomes ``on_crash(item, reason)``: one retry."""
 QUEUED = 2
 """Items a local worker holds at most: the one it is on and the next (while items remain for every worker)."""
-
-POOL_BYTES = 6 << 20
-"""Trace bytes (decompressed; a ``.gz`` file counted at ten times its size, about traces' ratio) below which
-:func:`local_jobs` runs the files in this process by default: a worker process costs about 25 ms of CPU to start
-and to warm up on its first file (the fork, copy-on-write faults, every cache built again), and each report
-3-4 ms to pickle and unpickle, which a few small files do not give back (two SYNTHETIC traces of 500 events: 0.06 s
-more CPU in two workers, no less wall time). About two SYNTHETIC rank traces of 10^4 events."""
-
-
-def trace_bytes(files: Sequence[Any], stop: int | None = None) -> int | None:
-    """The trace bytes of local ``files`` as :data:`POOL_BYTES` counts them (a ``.gz`` file at ten times its size),
-    counted until they reach ``stop`` where given; None where one is a URL string or cannot be read."""
-    if any(isinstance(f, str) for f in files):
-        return None
-    total = 0
-    for f in files:
-        try:
-            size = os.stat(f).st_size
-        except OSError:
-            return None
-        total += size * 10 if str(f).endswith(".gz") else size
-        if stop is not None and total >= stop:
-            break
-    return total
-
-
-def local_jobs(files: Sequence[Any], jobs: int | None) -> int | None:
-    """The worker processes for ``files`` (local paths, or URL strings): ``jobs`` where given; else 1 (this process)
-    where they are local files of fewer than :data:`POOL_BYTES` in all, and None (:func:`default_jobs`) otherwise
-    (a URL's size is not asked for)."""
-    if jobs is not None:
-        return jobs
-    total = trace_bytes(files, POOL_BYTES)
-    return 1 if total is not None and total < POOL_BYTES else None
-
-
-ONE_FILE_BESIDE_BYTES = 128 << 20
-"""Trace bytes (as :data:`POOL_BYTES` counts them) of one file above which :func:`work_beside` keeps it here: reading
-and analysing it takes over 2 s (SYNTHETIC 10^6 events, 289 MiB of JSON: 2.5 s on the 2-CPU benchmark machine), so
-the 0.45 s overlapped is under a fifth of it, while a worker holds the trace beside this process (200 MB more)."""
-
-
-def work_beside(files: Sequence[Any], jobs: int | None) -> bool:
-    """Whether this process should run work of its own in a thread (:func:`map_items`'s ``beside``) while local worker
-    processes read ``files``: where workers run them (:func:`local_jobs` not 1), this process has a CPU of its own
-    beside them (two or more usable CPUs: on one, the thread only takes the workers' time), and one file, where it is
-    one, is at most :data:`ONE_FILE_BESIDE_BYTES` (a URL's size is not known: kept here)."""
-    if local_jobs(files, jobs) == 1 or usable_cpus() < 2:
-        return False
-    if len(files) > 1:
-        return True
-    total = trace_bytes(files)
-    return total is not None and total <= ONE_FILE_BESIDE_BYTES
-
-
-def default_jobs(n_items: int, jobs: int | None = None) -> int:
-    """Worker processes for ``n_items`` items: ``jobs`` (default: the CPU count), at most one per item, at least 1."""
-    n = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
-    return max(1, min(n, n_items))
-
 
 def map_items(
     fn: Callable[[T], R],
@@ -179,34 +120,6 @@ def map_items(
 
 # --- local worker processes ----------------------------------------------------------------
 
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity where the system tells it, else the CPU count), at least 1."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def die_with_parent(parent: int) -> None:
-    """End this (forked) process when its parent ``parent`` dies, however it dies (SIGKILL included):
-    on Linux the kernel sends it SIGKILL (``prctl(PR_SET_PDEATHSIG)``); elsewhere a daemon thread
-    checks the parent id every second. A worker blocked on its pipe would otherwise wait forever,
-    holding the caller's stdout and stderr open."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        try:
-            if ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0:  # 1: PR_SET_PDEATHSIG
-                if os.getppid() != parent:  # it died before the prctl
-                    os._exit(1)
-                return
-        except (OSError, AttributeError):
-            pass
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
 
 
 def _serve(conn: Connection, fn: Callable[[Any], Any], parent: int) -> None:

@@ -19,9 +19,8 @@ from __future__ import annotations
 import re
 from contextlib import closing
 from dataclasses import dataclass, field
-from functools import reduce
 from itertools import compress, repeat
-from operator import attrgetter, ne, or_
+from operator import attrgetter, ne
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,6 @@ from .columns import (
     N_DEVICE_KINDS,
     N_HOST_KINDS,
     NO_ID,
-    PH_CODES,
     Codes,
     bad_times,
     cat_code,
@@ -49,6 +47,7 @@ from .columns import (
     parse_us,
     ph_code,
 )
+from .events import _DUR, _MARKS, _NO_MARKS, _OP_ARGS_OF, _PH_OF_TYPE, _STRICT, _TOLERANT, _TS, _AnyEvent, _Args
 from .files import read_trace_chunks
 from .not_traces import not_a_trace, not_json
 from .splitter import Head, NotJSON, Piece, Splitter, join
@@ -58,56 +57,6 @@ PIECE_BYTES = 1 << 20
 enough for a piece's structs and columns to stay in the CPU's caches (``docs/performance.md``)."""
 
 
-_EMPTY_RAW = msgspec.Raw(b"")
-_ARGS = [  # (field, JSON key, strict type, default): the args traceprobe reads
-    ("device", "device", int | str, NO_ID), ("stream", "stream", int | str, NO_ID),  # ids are ints; a label (ROCm's
-    ("correlation", "correlation", int | str, NO_ID), ("bytes", "bytes", int | str, NO_ID),  # "stream": "0x0") is no id
-    ("external_id", "External id", int | str, NO_ID),
-    # collectives (torch's record_param_comms, and NCCL kernels of newer torch)
-    ("collective", "Collective name", str | None, None), ("in_nelems", "In msg nelems", int, NO_ID),
-    ("out_nelems", "Out msg nelems", int, NO_ID), ("group_size", "Group size", int, NO_ID), ("dtype", "dtype", str | None, None),
-    ("pg_name", "Process Group Name", str | None, None),
-    ("src_rank", "Src Rank", int, NO_ID), ("dst_rank", "Dst Rank", int, NO_ID),  # point-to-point: the peer (group rank)
-    ("direction", "direction", Any, None),  # MTIA's dma_request: HOST_TO_DEVICE, DEVICE_TO_HOST, ...
-    # cuda_sync: the cudaEventRecord call an event wait or sync waited for, and its stream (-1 where Kineto did not know)
-    ("wait_correlation", "wait_on_cuda_event_record_corr_id", int | str, NO_ID), ("wait_stream", "wait_on_stream", int | str, NO_ID),
-    # a host op's recorded shapes (record_shapes=True) and Kineto's FLOPs (with_flops=True): kept as JSON text, read once per
-    # distinct tuple (:data:`OP_ARGS`), and only in pieces that hold them
-    ("input_dims", "Input Dims", msgspec.Raw, _EMPTY_RAW), ("input_type", "Input type", msgspec.Raw, _EMPTY_RAW),
-    ("input_strides", "Input Strides", msgspec.Raw, _EMPTY_RAW), ("concrete", "Concrete Inputs", msgspec.Raw, _EMPTY_RAW),
-    ("flops", "flops", msgspec.Raw, _EMPTY_RAW),
-    # autograd's link from a backward op to the forward op that recorded it (read where shapes were recorded)
-    ("seq", "Sequence number", int | str, NO_ID), ("fwd_thread", "Fwd thread id", int | str, NO_ID),
-]
-OP_ARGS = ("input_dims", "input_type", "input_strides", "concrete", "flops")
-"""The args of a host op that say what work it did: ``Input Dims``, ``Input type``, ``Input Strides``, ``Concrete Inputs``
-(``record_shapes=True``) and ``flops`` (``with_flops=True``), each as its JSON text (``b""`` where absent)."""
-_OP_ARGS_OF = attrgetter(*OP_ARGS)
-_MARKS = attrgetter("input_dims", "flops")
-_NO_MARKS = (_EMPTY_RAW, _EMPTY_RAW)
-_TS, _DUR = attrgetter("ts"), attrgetter("dur")
-_EVENT = [("cat", str, ""), ("name", str, ""), ("pid", int | str, -1), ("tid", int | str, -1)]
-
-
-def _args(name: str, strict: bool) -> Any:
-    return msgspec.defstruct(name, [(f, t if strict else Any, msgspec.field(default=d, name=key)) for f, key, t, d in _ARGS], gc=False)
-
-
-_Args, _AnyArgs = _args("_Args", True), _args("_AnyArgs", False)
-_TIMES = [("ts", msgspec.Raw, _EMPTY_RAW), ("dur", msgspec.Raw, _EMPTY_RAW)]
-_KEPT = {ph: msgspec.defstruct(f"_Event{ph}", [*_EVENT, *_TIMES, ("args", _Args | None, None)], tag_field="ph", tag=ph, gc=False)
-         for ph in PH_CODES}
-"""The strict struct of each kept ``ph`` (X, B, E): every field traceprobe reads; ``ts``/``dur`` as their JSON text."""
-_SKIPPED = {  # every other phase of the Chrome trace format: decoded to an empty struct, skipped
-    ph: msgspec.defstruct(f"_Skip{i}", [], tag_field="ph", tag=ph, gc=False)
-    for i, ph in enumerate(["i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M", "R", "(", ")", "c", "S", "T", "F", "p", "a"])
-}
-_PH_OF_TYPE = {t: PH_CODES[ph] for ph, t in _KEPT.items()} | {t: 0 for t in _SKIPPED.values()}
-_STRICT = msgspec.json.Decoder(list[reduce(or_, [*_KEPT.values(), *_SKIPPED.values()])])  # type: ignore[misc]
-_AnyEvent = msgspec.defstruct("_AnyEvent", [("ph", Any, ""), *[(f, Any, d) for f, _, d in _EVENT], *_TIMES, ("args", _AnyArgs | None, None)],
-                              gc=False)
-"""The tolerant struct of any event: types checked later, column by column."""
-_TOLERANT = msgspec.json.Decoder(list[_AnyEvent])  # type: ignore[valid-type]  (a struct made at run time)
 
 
 @dataclass
@@ -128,7 +77,7 @@ class Decoded:
         threads: ``pid``/``tid`` value (int or str as written) per code.
         collectives: the :data:`~.columns.COLLECTIVE_ARGS` of events whose args name a collective (Kineto's
             ``Collective name``), one row per such event.
-        op_args: the distinct :data:`OP_ARGS` tuples of host ops (bytes of JSON text each), coded by the tables' int32
+        op_args: the distinct :data:`.events.OP_ARGS` tuples of host ops (bytes of JSON text each), coded by the tables' int32
             ``args`` column (-1: none; that column is all -1 in a trace recorded without shapes or FLOPs).
         warnings: what was dropped or guessed, one line each.
     """
@@ -143,6 +92,11 @@ class Decoded:
     op_args: list[tuple[bytes, ...]] = field(default_factory=list)
 
 
+class Unsplittable(Exception):
+    """A piece of a share that does not decode on its own (:meth:`_Builder.add_piece` with a share): the trace is
+    read whole instead, which joins or names it (:mod:`.shares`)."""
+
+
 _NO_ARGS = _Args()
 _NONE = np.array(None, dtype=object)
 
@@ -150,7 +104,11 @@ _NONE = np.array(None, dtype=object)
 class _Builder:
     """Columns of the kept events (``ph`` X/B/E of a known category), piece by piece."""
 
-    def __init__(self) -> None:
+    def __init__(self, share: tuple[int, int] | None = None) -> None:
+        self.share = share  # (k, n): decode only the pieces whose index is k modulo n (.shares); None: every piece
+        self.next_piece = 0
+        self.pieces: list[int] = []  # (with a share: the index of each part's piece, and the collectives before it)
+        self.comm_before: list[int] = []
         self.names, self.threads = Codes(), Codes()
         self.cats, self.dma = Codes(cat_code, np.int8), Codes(dma_code, np.int8)
         self.parts: list[dict[str, np.ndarray]] = []
@@ -169,6 +127,14 @@ class _Builder:
         Raises:
             TraceFormatError: the piece is not JSON, or not a list of events.
         """
+        if self.share is not None:
+            index, self.next_piece = self.next_piece, self.next_piece + 1
+            if index % self.share[1] != self.share[0]:
+                return
+            self.pieces.append(index)
+            self.comm_before.append(self.n_comm)
+            self._decode_share(piece)
+            return
         if self.carry is not None:
             piece, self.carry = join(self.carry, piece), None
         try:
@@ -190,6 +156,18 @@ class _Builder:
                 raise TraceFormatError(path, f"truncated JSON ({msg})") from None
             msg = re.sub(r"\(byte (\d+)\)", lambda m: f"(byte {piece[1] - 1 + int(m.group(1)):,})", msg)
             raise TraceFormatError(path, f"not valid JSON ({msg})") from None
+        self.parts.append(self._columns(events))
+
+    def _decode_share(self, piece: Piece) -> None:
+        """A piece of this builder's share: any piece that does not decode at once (not JSON, cut inside a string,
+        not a list of events) raises :class:`Unsplittable`, and the trace is read again whole (:mod:`.shares`)."""
+        try:
+            try:
+                events = _STRICT.decode(piece[0])
+            except msgspec.ValidationError:
+                events = _TOLERANT.decode(piece[0])
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            raise Unsplittable from None
         self.parts.append(self._columns(events))
 
     def _columns(self, events: list[Any]) -> dict[str, np.ndarray]:
@@ -306,6 +284,27 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
             or events whose ``ts``/``dur`` are unusable.
     """
     builder = _Builder()
+    head = stream_pieces(path, max_bytes, builder)
+    if builder.carry is not None:
+        raise TraceFormatError(path, "truncated JSON (the last event does not end)")
+    return decoded(path, head, builder)
+
+
+def decoded(path: str | Path, head: Head, builder: _Builder) -> Decoded:
+    """The :class:`Decoded` of a builder that holds every piece's columns (the tables checked: :meth:`_Builder.tables`)."""
+    warnings: list[str] = []
+    tables = builder.tables(path, warnings)
+    return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings,
+                   builder.op_args.values)
+
+
+def stream_pieces(path: str | Path, max_bytes: int | None, builder: _Builder) -> Head:
+    """Read the trace at ``path`` chunk by chunk, hand each piece of its event list to ``builder`` in order
+    (:meth:`_Builder.add_piece`), and return its head.
+
+    Raises:
+        TraceFormatError: as :func:`read_events` says; with a share, also :class:`Unsplittable`.
+    """
     splitter = Splitter(PIECE_BYTES)
     first = b""  # the file's first bytes, to name what it is
     try:
@@ -332,12 +331,7 @@ def read_events(path: str | Path, max_bytes: int | None = None) -> Decoded:
     head, pieces = end
     for k, piece in enumerate(pieces):
         builder.add_piece(path, piece, last=k == len(pieces) - 1)
-    if builder.carry is not None:
-        raise TraceFormatError(path, "truncated JSON (the last event does not end)")
-    warnings: list[str] = []
-    tables = builder.tables(path, warnings)
-    return Decoded(head, builder.count, tables, builder.names.values, builder.threads.values, builder.collectives(), warnings,
-                   builder.op_args.values)
+    return head
 
 
 def _recorded(values: tuple[Any, Any]) -> bool:
@@ -380,5 +374,5 @@ def _ids(args: np.ndarray, cat: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _op_args_key(args: Any) -> tuple[bytes, ...]:
-    """A host op's :data:`OP_ARGS` as a hashable tuple of JSON texts (a tolerant decode's values encoded back)."""
+    """A host op's :data:`.events.OP_ARGS` as a hashable tuple of JSON texts (a tolerant decode's values encoded back)."""
     return tuple(bytes(v) if isinstance(v, msgspec.Raw) else msgspec.json.encode(v) for v in _OP_ARGS_OF(args))

@@ -24,6 +24,7 @@ from .comm_kernels import comm_op_launches, device_name_facts
 from .decode import Decoded, read_events
 from .files import is_url
 from .limits import MAX_STREAMS, too_many
+from .shares import read_events_shared
 from .side_tables import categorical
 from .splitter import HEAD_FIELDS
 
@@ -153,7 +154,7 @@ class Trace:
         return _steps(self.host_events)
 
 
-def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
+def load_trace(path: str | Path, max_bytes: int | None = None, processes: int = 1) -> Trace:
     """Read a Kineto/Chrome trace file into a :class:`Trace`.
 
     Complete events (``ph: X``) and begin/end pairs (``ph: B``/``E``) of Kineto's
@@ -166,6 +167,8 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
             CUDA, ROCm or MTIA) or any Chrome trace whose device events follow Kineto's categories.
         max_bytes: largest decompressed size accepted (default: the smaller of half the memory available and 4 GiB,
             :func:`.files.default_max_bytes`).
+        processes: processes that decode its pieces (:func:`.shares.read_events_shared`: the same columns; 1, the
+            default, decodes here: forking a threaded program or a notebook is not safe).
 
     Returns:
         the :class:`Trace` (columns and dtypes in its docstring); what the loader dropped or found odd is listed
@@ -179,7 +182,7 @@ def load_trace(path: str | Path, max_bytes: int | None = None) -> Trace:
     """
     p = path if is_url(path) else Path(path)
     try:
-        return _build(p, read_events(p, max_bytes))
+        return _build(p, read_events(p, max_bytes) if processes < 2 else read_events_shared(p, max_bytes, processes))
     except TraceFormatError:
         raise
     except RecursionError:
