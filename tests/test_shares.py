@@ -164,3 +164,17 @@ def test_one_large_trace_is_decoded_in_shares_by_the_command(ahead, monkeypatch)
     shared = to_json(collect.analyze_paths([sample]))
     assert used == ([2] if ahead else [])
     assert shared == to_json(collect.analyze_paths([sample], jobs=1)) and len(used) == (1 if ahead else 0)
+
+
+def test_a_cut_inside_a_name_after_an_odd_event_joins_the_pieces(tmp_path, monkeypatch):
+    """SYNTHETIC (hypothesis's example): a piece whose strict decode stops at an event of an unknown ``ph`` and whose
+    tolerant decode then finds it cut inside a string (``a},{b``) is joined to the next in one process, as a strict
+    piece is (msgspec's own DecodeError escaped before), and read so by the shares."""
+    evs = [rich_event(i, x) for i, x in enumerate(["k", "k", "a},{b"])]
+    evs.insert(1, {"ph": "Z", "name": "SYNTHETIC odd", "pid": 0, "tid": 0, "ts": 1})
+    p = tmp_path / "t.json"
+    p.write_text(trace_text(evs, BEFORE, AFTER, sep=","))
+    monkeypatch.setattr(decode, "PIECE_BYTES", 224)
+    got = decode.read_events(p)
+    assert got.event_count == 4 and "a},{b" in got.names
+    assert_identical(shares.read_events_shared(p, None, 2), got)

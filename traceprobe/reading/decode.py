@@ -137,16 +137,16 @@ class _Builder:
             return
         if self.carry is not None:
             piece, self.carry = join(self.carry, piece), None
-        try:
-            events = _STRICT.decode(piece[0])
-        except msgspec.ValidationError:
-            try:
+        try:  # (the tolerant decode's errors are handled as the strict one's: a piece cut inside a string whose
+            try:  # strict decode met an odd event first is truncated for both, and joined to the next)
+                events = _STRICT.decode(piece[0])
+            except msgspec.ValidationError:
                 events = _TOLERANT.decode(piece[0])
-            except msgspec.ValidationError as exc:  # (no tolerant struct rejects an object: this is not one)
-                if self.count == 0 and last:  # the whole document is this one list: what is it?
-                    raise TraceFormatError(path, not_a_trace(path, piece[0])) from None
-                where = re.sub(r"`\$\[(\d+)\]([^`]*)`", lambda m: f"`$.traceEvents[{self.count + int(m.group(1))}]{m.group(2)}`", str(exc))
-                raise TraceFormatError(path, f"unexpected trace content: {where}") from None
+        except msgspec.ValidationError as exc:  # (no tolerant struct rejects an object: this is not one)
+            if self.count == 0 and last:  # the whole document is this one list: what is it?
+                raise TraceFormatError(path, not_a_trace(path, piece[0])) from None
+            where = re.sub(r"`\$\[(\d+)\]([^`]*)`", lambda m: f"`$.traceEvents[{self.count + int(m.group(1))}]{m.group(2)}`", str(exc))
+            raise TraceFormatError(path, f"unexpected trace content: {where}") from None
         except msgspec.DecodeError as exc:
             msg = str(exc)
             if "truncated" in msg and not last:
