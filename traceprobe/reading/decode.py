@@ -92,6 +92,19 @@ class Decoded:
     op_args: list[tuple[bytes, ...]] = field(default_factory=list)
 
 
+def _events(piece: Piece) -> list[Any]:
+    """A piece's events: strict structs, else tolerant ones. The tolerant decode's errors are the piece's (a piece cut
+    inside a string whose strict decode met an odd event first is truncated for both, and joined to the next).
+
+    Raises:
+        msgspec.ValidationError: not a list of events; msgspec.DecodeError: not JSON, or truncated.
+    """
+    try:
+        return _STRICT.decode(piece[0])
+    except msgspec.ValidationError:
+        return _TOLERANT.decode(piece[0])
+
+
 class Unsplittable(Exception):
     """A piece of a share that does not decode on its own (:meth:`_Builder.add_piece` with a share): the trace is
     read whole instead, which joins or names it (:mod:`.shares`)."""
@@ -137,11 +150,8 @@ class _Builder:
             return
         if self.carry is not None:
             piece, self.carry = join(self.carry, piece), None
-        try:  # (the tolerant decode's errors are handled as the strict one's: a piece cut inside a string whose
-            try:  # strict decode met an odd event first is truncated for both, and joined to the next)
-                events = _STRICT.decode(piece[0])
-            except msgspec.ValidationError:
-                events = _TOLERANT.decode(piece[0])
+        try:
+            events = _events(piece)
         except msgspec.ValidationError as exc:  # (no tolerant struct rejects an object: this is not one)
             if self.count == 0 and last:  # the whole document is this one list: what is it?
                 raise TraceFormatError(path, not_a_trace(path, piece[0])) from None
@@ -162,11 +172,8 @@ class _Builder:
         """A piece of this builder's share: any piece that does not decode at once (not JSON, cut inside a string,
         not a list of events) raises :class:`Unsplittable`, and the trace is read again whole (:mod:`.shares`)."""
         try:
-            try:
-                events = _STRICT.decode(piece[0])
-            except msgspec.ValidationError:
-                events = _TOLERANT.decode(piece[0])
-        except (msgspec.ValidationError, msgspec.DecodeError):
+            events = _events(piece)
+        except msgspec.DecodeError:  # (a ValidationError is one)
             raise Unsplittable from None
         self.parts.append(self._columns(events))
 

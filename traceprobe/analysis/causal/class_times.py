@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-INT32_MAX = 2**31 - 1
+from .sweep import fits_int32, index_type
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,9 +51,7 @@ class ClassTimes:
         ns = m[c, at].astype(np.int64, copy=False)
         off = np.zeros(m.shape[0] + 1, np.int64)
         np.cumsum(np.bincount(c, minlength=m.shape[0]), out=off[1:])
-        fits = ns.size == 0 or (int(ns.min()) >= -INT32_MAX and int(ns.max()) <= INT32_MAX)
-        return cls(int(m.shape[1]), off, at.astype(np.int32 if m.shape[1] <= INT32_MAX else np.int64),
-                   ns.astype(np.int32) if fits else ns)
+        return cls(int(m.shape[1]), off, at.astype(index_type(m.shape[1])), ns.astype(np.int32) if fits_int32(ns) else ns)
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -49,6 +49,7 @@ from ..host.warmup import compile_holders, profiler_top
 from ..memo import device_column, host_column, per_trace
 from .class_times import ClassTimes
 from .event_waits import event_sync_targets, stream_waits
+from .sweep import fits_int32
 
 HOST_CLASSES = tuple("dispatch" if c == "launch" else c for c in HOST_CAUSES)
 """The host classes, in the order each host nanosecond is given to the first that holds it (module docstring).
@@ -78,8 +79,6 @@ device's own gaps between queued kernels, a few µs)."""
 
 INDICES = ("target", "lane", "anchor", "name", "dep", "also_anchor", "also_op")
 """The fields of :class:`RankGraph` that index its own arrays or names (-1: none): held as int32."""
-
-INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -169,7 +168,7 @@ class RankGraph:
         sparse (:class:`.class_times.ClassTimes`; a dense table given is held sparse)."""
         for k in INDICES:
             v = getattr(self, k)
-            if v.dtype != np.int32 and (v.size == 0 or (int(v.min()) >= -INT32_MAX and int(v.max()) <= INT32_MAX)):
+            if v.dtype != np.int32 and fits_int32(v):
                 object.__setattr__(self, k, v.astype(np.int32))
         if not isinstance(self.class_ns, ClassTimes):
             object.__setattr__(self, "class_ns", ClassTimes.of(self.class_ns))

@@ -145,12 +145,18 @@ def _int64(x: np.ndarray) -> np.ndarray:
 
 
 INT32_MAX = 2**31 - 1
+"""The largest int32: indices, and values held as int32, up to it (:func:`index_type`, :class:`.class_times.ClassTimes`, :class:`.dependency_graph.RankGraph`)."""
 
 
 def index_type(n: int) -> type:
     """The dtype of indices below ``n`` (node ids, edge offsets): int32 where ``n`` allows (4 bytes an index, half of
     int64's: the replay's graph is mostly indices), else int64."""
     return np.int32 if n <= INT32_MAX else np.int64
+
+
+def fits_int32(x: np.ndarray) -> bool:
+    """Whether every value of ``x`` (integers) lies within +-:data:`INT32_MAX` (an empty array: yes)."""
+    return x.size == 0 or (int(x.min()) >= -INT32_MAX and int(x.max()) <= INT32_MAX)
 
 
 def _check(a: int, k: int, **arrays: tuple[np.ndarray, tuple[int, int] | None]) -> None:

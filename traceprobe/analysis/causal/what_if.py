@@ -38,7 +38,7 @@ from .unseen_peers import alone, pinned_fixed, transfers
 from .what_if_order import COLUMNS, EXPOSING_SHARE
 from .what_if_plan import Candidate, Make, chosen, critical_bounds, lead_graph, sinks, wanted
 from .what_if_steps import before_the_work, first_calls_merged, first_step, measured_anchors, step_ends, step_last, steps_with
-from .what_if_table import EVERY_RANK_FACTOR, STEP_COLUMNS, assemble
+from .what_if_table import EVERY_RANK_FACTOR, STEP_COLUMNS, assemble, kept_rows
 
 
 @dataclass
@@ -353,7 +353,8 @@ replays every one (the reference of the tests)."""
 def _replayed(cands: list[Candidate], run, job: WindowJob, recorded: tuple, slow: Slowdowns, floor: int, n_steps: int,
               groups: Mapping[str, tuple[str, ...]], graphs: list[RankGraph]) -> dict[int, tuple]:
     """The rows (:data:`.what_if_table.ROW`) of the candidates replayed (:mod:`.what_if_plan`), by their index: those whose
-    bound may clear the floor, best bound first, then those the replayed rows' figures or order read."""
+    bound may clear the floor, best bound first, then those the replayed rows' figures or order read (each round reads
+    the rows kept, :func:`.what_if_table.kept_rows`, not the ordered table)."""
     h0, t_all, end_all, counted, la, lk, ids, base, base_steps = recorded
     chosen_ = set(range(len(cands)))
     if PRUNE and floor > 0 and cands:
@@ -372,7 +373,7 @@ def _replayed(cands: list[Candidate], run, job: WindowJob, recorded: tuple, slow
         for i in sorted(chosen_, key=lambda i: -cands[i].bound[0]):
             done[i] = run(cands[i])
             gains[i] = int(done[i][4])
-        kept = assemble([done[i] for i in sorted(done)], graphs, n_steps, set(groups), floor)[0]
+        kept = kept_rows([done[i] for i in sorted(done)], n_steps, set(groups), floor)[0]
         chosen_ = wanted(cands, gains, kept, lambda c: graphs[c.ranks[0]].rank if len(c.ranks) == 1 else -1, EVERY_RANK_FACTOR,
                          lambda c: lead_graph(c, graphs), groups)
     return done

@@ -40,11 +40,10 @@ def lead(by: dict[int, int]) -> int | None:
     return top
 
 
-def assemble(rows: list[tuple], graphs: list[RankGraph], n_steps: int, groups: set[str], floor: int
-             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The rows kept before they are ordered (groups aside: ``rank``, ``cause``, ``gain_ns``, ``per_step_ns``...), the
-    what-if table and its gains step by step (:func:`.what_if.what_ifs`' Returns) from the replayed ``rows`` (:data:`ROW`),
-    in the order they were listed."""
+def kept_rows(rows: list[tuple], n_steps: int, groups: set[str], floor: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """``(kept, out, group)``: the replayed ``rows`` (:data:`ROW`) kept, typed, with their gains per step and told
+    beyond their lead (:func:`assemble`'s first value: groups aside), the same with the groups (``out``), and which rows
+    of ``out`` are groups. What the replays read between rounds (:func:`.what_if._replayed`), without the table."""
     out = pd.DataFrame([r[:-2] for r in rows], columns=ROW)
     out["_by"] = [r[-2] for r in rows]
     out["_steps"] = [r[-1] for r in rows]
@@ -61,13 +60,21 @@ def assemble(rows: list[tuple], graphs: list[RankGraph], n_steps: int, groups: s
     out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
     out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64,
                       "beyond": np.int64})
+    group = out["cause"].isin(list(groups)).to_numpy()
+    return pd.DataFrame(out[~group]), out, group
+
+
+def assemble(rows: list[tuple], graphs: list[RankGraph], n_steps: int, groups: set[str], floor: int
+             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The rows kept before they are ordered (groups aside: ``rank``, ``cause``, ``gain_ns``, ``per_step_ns``...), the
+    what-if table and its gains step by step (:func:`.what_if.what_ifs`' Returns) from the replayed ``rows`` (:data:`ROW`),
+    in the order they were listed."""
+    kept, out, group = kept_rows(rows, n_steps, groups, floor)
     labels = next((g.steps["step"].to_numpy(np.int64) for g in graphs if len(g.steps) == n_steps and n_steps), np.zeros(0, np.int64))
     gains = np.stack(out["_steps"].tolist()) if len(out) and n_steps else np.zeros((len(out), 0), np.int64)
     steps = pd.DataFrame({"rank": np.repeat(out["rank"].to_numpy(np.int64), labels.size),
                           "cause": np.repeat(out["cause"].to_numpy(dtype=object), labels.size),
                           "step": np.tile(labels, len(out)), "gain_ns": gains.reshape(-1).astype(np.int64)}, columns=STEP_COLUMNS)
-    group = out["cause"].isin(list(groups)).to_numpy()
-    kept = pd.DataFrame(out[~group])
     table = ordered(kept, graphs, max(floor, 0))
     if group.any():
         table = pd.DataFrame(pd.concat([table, pd.DataFrame(out[group]).sort_values("gain_ns", ascending=False, kind="stable")[COLUMNS]],
