@@ -86,6 +86,26 @@ def test_parts_merged_are_the_summary_of_every_report():
     assert len(parts) == 3 and to_json(merged) == to_json(analyze_paths(paths, jobs=1))
 
 
+def test_runs_are_summarised_as_they_come_back_from_workers_unasked(monkeypatch):
+    """Without ``on_part``, where workers analyse several files, each run is summarised as its traces come back (the
+    workers meanwhile on the others) and the parts merged: the same JSON document as one process's one summary; with
+    ``jobs`` 1, one summary at the end."""
+    from traceprobe.collect import parts as parts_module
+
+    made = []
+
+    class Counted(parts_module.Parts):
+        def __init__(self, *args, **kw):
+            made.append(1)
+            super().__init__(*args, **kw)
+
+    monkeypatch.setattr(parts_module, "Parts", Counted)
+    paths = [SAMPLES / "causes" / "ddp-compute", SAMPLES / "causes" / "prefetch-off", SAMPLES / "script-ddp"]
+    alone = analyze_paths(paths, jobs=1)
+    assert made == []
+    assert to_json(analyze_paths(paths, jobs=2)) == to_json(alone) and made == [1]
+
+
 def _stream(paths, console=None, writes=None):
     from traceprobe.cli import stream as st
 
