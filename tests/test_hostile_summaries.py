@@ -353,6 +353,49 @@ def _huge_header(blob: str) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+def _rezipped(blob: str, compress_type: int, spoil_member=None, member: str = "dep.npy") -> str:
+    """The blob's members written again with ``compress_type``, ``member``'s bytes passed through ``spoil_member``
+    (its compressed data, as the zip holds it) where given."""
+    import base64
+    import io
+    import zipfile
+
+    src = zipfile.ZipFile(io.BytesIO(base64.b64decode(blob)))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compress_type) as z:
+        for info in src.infolist():
+            z.writestr(info.filename, src.read(info))
+    raw = bytearray(buf.getvalue())
+    if spoil_member is not None:
+        info = zipfile.ZipFile(io.BytesIO(bytes(raw))).getinfo(member)
+        at = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+        raw[at:at + info.compress_size] = spoil_member(bytes(raw[at:at + info.compress_size]))
+    return base64.b64encode(bytes(raw)).decode()
+
+
+def _flipped(data: bytes) -> bytes:
+    """Deflated data with one byte of its middle changed: it inflates to other bytes, or not at all."""
+    i = len(data) // 2
+    return data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1:]
+
+
+def _size_lies(blob: str) -> str:
+    """The blob with ``dep.npy``'s inflated size in the zip's directory 64 bytes short of what its data inflates to."""
+    import base64
+    import struct
+
+    raw = bytearray(base64.b64decode(_rezipped(blob, 8)))
+    at = raw.index(b"PK\x01\x02")  # (the first directory entry)
+    while True:  # (each directory entry: its name at 46, its lengths at 28-33, its inflated size at 24)
+        n, e, c = struct.unpack_from("<HHH", raw, at + 28)
+        if raw[at + 46:at + 46 + n] == b"dep.npy":
+            size = struct.unpack_from("<I", raw, at + 24)[0]
+            struct.pack_into("<I", raw, at + 24, size - 64)
+            break
+        at += 46 + n + e + c
+    return base64.b64encode(bytes(raw)).decode()
+
+
 def _renamed_step_column(a: dict) -> None:
     import numpy as np
 
@@ -367,7 +410,39 @@ GRAPH_ARRAY_CASES = {  # name -> how the packed graph's arrays are spoiled (each
     "anchor_float": _respool(lambda a: a.update(anchor=a["anchor"].astype("float64"))),  # IndexError: arrays used as indices
     "steps_renamed": _respool(_renamed_step_column),  # KeyError: 'start_ns'
     "npy_2_40": _huge_header,  # MemoryError: 8 TiB
+    "member_flipped": lambda b: _rezipped(b, 8, _flipped),  # a member's data spoiled: it does not inflate, or not to its CRC-32
+    "member_cut": lambda b: _rezipped(b, 8, lambda d: d[: len(d) // 2] + bytes(len(d) - len(d) // 2)),
+    "member_size_lies": _size_lies,  # a member that inflates past the size the directory gives it
+    "member_bzip2": lambda b: _rezipped(b, 12),  # a method np.savez never writes
+    # a stored member's byte changed (its size kept): only its CRC-32 tells (any duration is a graph's)
+    "member_stored_flipped": lambda b: _rezipped(b, 0, lambda d: d[:-4] + bytes([d[-4] ^ 1]) + d[-3:], "d.npy"),
 }
+
+
+def test_a_graph_member_is_read_as_zipfile_reads_it_and_checked_as_it_checks(good: Path) -> None:
+    """Each member of a packed graph inflated where it lies (``graph_tables._inflated``) gives the arrays ``zipfile``
+    gives, stored or deflated; a member whose bytes were changed, its size kept, is refused by its CRC-32 as
+    ``zipfile`` refuses it. The good summaries: SYNTHETIC."""
+    import base64
+    import io
+    import zipfile
+
+    import numpy as np
+
+    from traceprobe.analysis.job.graph_tables import graph_from_blob
+
+    blob = json.loads((good / "rank0.summary.json").read_text())["tables"]["graph"]["data"][0][0]
+    for packed in (blob, _rezipped(blob, zipfile.ZIP_STORED)):
+        with zipfile.ZipFile(io.BytesIO(base64.b64decode(packed))) as z:
+            want = {i.filename.removesuffix(".npy"): np.load(io.BytesIO(z.read(i)), allow_pickle=False) for i in z.infolist()}
+        got = graph_from_blob(packed)
+        for k in ("d", "dep", "lane", "anchor", "pre_dur", "blocking", "comm"):
+            assert np.array_equal(np.asarray(getattr(got, k)), want[k]) and want[k].size, k
+    spoiled = GRAPH_ARRAY_CASES["member_stored_flipped"](blob)
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(spoiled))) as z, pytest.raises(zipfile.BadZipFile, match="CRC"):
+        z.read("d.npy")
+    with pytest.raises(ValueError, match="CRC-32"):
+        graph_from_blob(spoiled)
 
 
 @pytest.mark.parametrize("command", ["overlap-report", "job"])
