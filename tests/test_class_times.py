@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from traceprobe.analysis.causal import class_times
 from traceprobe.analysis.causal.class_times import ClassTimes, window_rows
 
 
@@ -67,4 +68,9 @@ def test_window_rows_are_each_ranks_rows_in_its_place(ms, data):
     ranks = data.draw(st.lists(st.integers(0, len(ms) - 1), unique=True))
     a_rank = np.concatenate([np.full(m.shape[1], i, np.int32) for i, m in enumerate(ms)])
     want = np.concatenate([m[classes].sum(axis=0) if i in ranks and classes else np.zeros(m.shape[1], np.int64) for i, m in enumerate(ms)])
-    assert np.array_equal(window_rows([ClassTimes.of(m) for m in ms], a_rank, classes, ranks), want)
+    block = data.draw(st.sampled_from([1, 2, 5, 1 << 17]))  # (entries written at a time: a rank's, a few, the window's)
+    old, class_times.ROWS_BLOCK = class_times.ROWS_BLOCK, block
+    try:
+        assert np.array_equal(window_rows([ClassTimes.of(m) for m in ms], a_rank, classes, iter(ranks)), want)  # (any iterable)
+    finally:
+        class_times.ROWS_BLOCK = old

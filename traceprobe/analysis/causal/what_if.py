@@ -30,6 +30,7 @@ from ..memo import empty_frame
 from .class_times import window_rows
 from .contention import Slowdowns, charged_waits, last_arrivals, slowdowns, wait_spans
 from .dependency_graph import HOST_CLASSES, NEG, RankGraph
+from .held_times import WindowSteps
 from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
 from .packed import give_back_freed
 from .sweep import Sweep, index_type, joined
@@ -37,7 +38,7 @@ from .sync_names import sync_top
 from .unseen_peers import alone, pinned_fixed, transfers
 from .what_if_order import COLUMNS, EXPOSING_SHARE
 from .what_if_plan import Candidate, Make, chosen, critical_bounds, lead_graph, sinks, wanted
-from .what_if_steps import before_the_work, first_calls_merged, first_step, measured_anchors, step_ends, step_last, steps_with
+from .what_if_steps import before_the_work, first_calls_merged, first_step, measured_anchors, step_ends, step_last
 from .what_if_table import EVERY_RANK_FACTOR, STEP_COLUMNS, assemble, kept_rows
 
 
@@ -240,9 +241,9 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     la, lk, ids = step_last(graphs, job.a_rank, job.lane)
     ends_of = step_ends(graphs, job.a_rank, job.lane, (la, lk, ids))
     base_steps = ends_of(t_all, end_all)
-    waits = [np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs]
-    freeing = [g.freeing for g in graphs]
-    free_cls = np.concatenate(freeing)  # (device frees: their waits go with their host class, not the syncs')
+    waits = np.concatenate([np.where(g.target >= 0, g.t - np.concatenate([g.t[:1], g.t[:-1]]) - g.h, 0) for g in graphs])
+    free_cls = np.concatenate([g.freeing for g in graphs])  # (device frees: their waits go with their host class, not the syncs')
+    steps_of, freed = WindowSteps(graphs, fa, floor), np.flatnonzero(free_cls >= 0)  # (each cause's time per rank: .held_times)
     pageable = joined([g.pageable for g in graphs])
     start0, end0 = joined([g.start for g in graphs]), end_all  # (read, never written: one array)
     w = wait_spans(start0, end0, job.k_rank, job.mem_op, job.mem_group)
@@ -279,31 +280,31 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     for c, cause in enumerate(HOST_CLASSES):
         if c == sync:
             continue  # (told with the syncs' waits, below)
-        held_ns = [g.class_ns.row(c) + np.where(f == c, w, 0) for g, f, w in zip(graphs, freeing, waits)]
-        holding = [i for i, x in enumerate(held_ns) if x.sum() > floor]
+        held = steps_of.of_classes(graphs, (c,), (mine := freed[free_cls[freed] == c], waits[mine]))  # (a free's wait: its class's)
+        holding = np.flatnonzero(held.ns > floor).tolist()
         drop = (free_cls == c) & (job.target >= 0) if holding else None  # (a free's wait goes with it)
         for ranks in _replays(holding, only):
-            top = max(ranks, key=lambda i: held_ns[i].sum())
-            add(ranks, cause, [int(held_ns[i].sum()) for i in ranks], graphs[top].class_top[c], host_cut(ranks, class_ns((c,), ranks), drop),
-                [steps_with(graphs[i], held_ns[i], floor) for i in ranks], sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
-    unseen = [before_the_work(g) for g in graphs]  # (syncs that waited for work launched before the trace: kept)
-    waits = [np.where(f >= 0, 0, w) + np.where(u, 0, g.class_ns.row(sync)) for w, f, g, u in zip(waits, freeing, graphs, unseen)]
-    sync_ns = class_ns((sync,), range(len(graphs)))() * ~np.concatenate(unseen)  # (a sync's wait and its host time)
-    holding = [i for i, w in enumerate(waits) if w.sum() > floor]
+            top = ranks[int(np.argmax(held.ns[ranks]))]
+            add(ranks, cause, held.ns[ranks].tolist(), graphs[top].class_top[c], host_cut(ranks, class_ns((c,), ranks), drop),
+                held.steps[ranks].tolist(), int(held.first[ranks].sum()))
+    unseen = np.concatenate([before_the_work(g) for g in graphs])  # (syncs that waited for work launched before the trace: kept)
+    sync_ns = class_ns((sync,), range(len(graphs)))() * ~unseen  # (a sync's wait and its host time)
+    waits = np.where(free_cls >= 0, 0, waits) + sync_ns
+    holding = np.flatnonzero((held := steps_of.of_dense(waits)).ns > floor).tolist()
     sync_drop = (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0)
     for ranks in _replays(holding, only):
-        most = max(ranks, key=lambda i: waits[i].sum())
-        add(ranks, "sync", [int(waits[i].sum()) for i in ranks], sync_top(graphs[most], waits[most]), host_cut(ranks, lambda: sync_ns, sync_drop),
-            [steps_with(graphs[i], waits[i], floor) for i in ranks], sum(int(waits[i][fa[i]].sum()) for i in ranks))
+        most = ranks[int(np.argmax(held.ns[ranks]))]
+        add(ranks, "sync", held.ns[ranks].tolist(), sync_top(graphs[most], waits[int(steps_of.at[most]):int(steps_of.at[most + 1])]),
+            host_cut(ranks, lambda: sync_ns, sync_drop), held.steps[ranks].tolist(), int(held.first[ranks].sum()))
     for name, classes in (groups or {}).items():  # (several host classes at once: what a CUDA graph of the step removes)
         idx = [HOST_CLASSES.index(c) for c in classes]
-        held_ns = [g.class_ns.rows(idx) for g in graphs]
+        held = steps_of.of_classes(graphs, idx)
         holding = [i for i, g in enumerate(graphs) if g.class_ns.total(idx[0]) > floor]  # (where its first class alone counts)
         for ranks in _replays(holding, only):
-            holder = graphs[max(ranks, key=lambda i: held_ns[i].sum())]
+            holder = graphs[ranks[int(np.argmax(held.ns[ranks]))]]
             most = max(idx, key=holder.class_ns.total)
-            add(ranks, name, [int(held_ns[i].sum()) for i in ranks], holder.class_top[most], host_cut(ranks, class_ns(tuple(idx), ranks), None),
-                [steps_with(graphs[i], held_ns[i], floor) for i in ranks], sum(int(held_ns[i][fa[i]].sum()) for i in ranks))
+            add(ranks, name, held.ns[ranks].tolist(), holder.class_top[most], host_cut(ranks, class_ns(tuple(idx), ranks), None),
+                held.steps[ranks].tolist(), int(held.first[ranks].sum()))
     copies = [int(g.d[g.pageable].sum()) for g in graphs]
     holding = [i for i, n in enumerate(copies) if n > floor]
     for ranks in _replays(holding, only):
@@ -316,7 +317,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             lo, mine = int(k_at[i]), np.minimum(dur, job.d[k_at[i]:k_at[i + 1]])
             if (cut := int((job.d[k_at[i]:k_at[i + 1]] - mine).sum())) > floor:
                 add([i], cause, [cut], top, lambda ia, ik, isx, lo=lo, mine=mine: (h0[ia], _with_rank(job.d, ik, lo, mine), no_sync[isx]), [-1])
-    held_ns[:] = waits[:] = []  # (each rank's held time, emptied in place: the keys above read them; 66 MB a 1,024 ranks)
+    del waits, held, steps_of  # (each anchor's wait and step: 12 bytes an anchor)
     give_back_freed()  # (their heap pages given back before the imbalance's and the replays' arrays)
     if len(graphs) > 1:
         s_code, s_names, segment = segment_codes(graphs, code, names, job.collective)
@@ -326,6 +327,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             add([i], "imbalance", [removed], top, lambda ia, ik, isx, d_of=d_of: (h0[ia], d_of(ik), no_sync[isx]), [-1])
             cands[-1].cap = excess_cap(i, excess, job.k_rank, job.d, s_code, inside)
     del code  # (the kernel codes: not held through the replays)
+    give_back_freed()  # (what the imbalance freed, in the heap where larger arrays freed before raised malloc's mmap threshold)
     done = _replayed(cands, run, job, (h0, t_all, end_all, counted, la, lk, ids, base, base_steps), slow, floor, n_steps,
                      groups or {}, graphs)
     return assemble([done[i] for i in sorted(done)], graphs, n_steps, set(groups or {}), floor)[1:]
@@ -372,6 +374,7 @@ def _replayed(cands: list[Candidate], run, job: WindowJob, recorded: tuple, slow
     while chosen_:
         for i in sorted(chosen_, key=lambda i: -cands[i].bound[0]):
             done[i] = run(cands[i])
+            give_back_freed()  # (each replay's arrays, freed into the heap: resident until trimmed, under the next one's)
             gains[i] = int(done[i][4])
         kept = kept_rows([done[i] for i in sorted(done)], n_steps, set(groups), floor)[0]
         chosen_ = wanted(cands, gains, kept, lambda c: graphs[c.ranks[0]].rank if len(c.ranks) == 1 else -1, EVERY_RANK_FACTOR,
