@@ -77,3 +77,41 @@ def test_a_window_without_anchors() -> None:
                         class_ns=ClassTimes.of(np.zeros((C, 0), np.int64)))
     held = WindowSteps([g, g], [np.zeros(0, bool)] * 2, 0).of_classes([g, g], (0,))
     assert held.ns.tolist() == [0, 0] and held.steps.tolist() == [-1, -1] and held.first.tolist() == [0, 0]
+
+
+def _measured_reference(graphs) -> np.ndarray:
+    """``what_if_steps.measured_anchors`` as it was, one rank at a time (the reference)."""
+    from traceprobe.analysis.causal.what_if_steps import PROGRAM_WORK
+
+    out = []
+    for g in graphs:
+        if g.start.size == 0:
+            out.append(np.ones(g.t.size, bool))
+            continue
+        bounds = np.concatenate(g.step_bounds)
+        tgt = np.maximum(g.target, 0)
+        waited = (g.target >= 0) & (g.end[tgt] + g.ret >= g.t)
+        worked = g.class_ns.rows([HOST_CLASSES.index(c) for c in PROGRAM_WORK]) > 0
+        last = int(np.flatnonzero(worked | waited | np.isin(g.t, bounds)).max(initial=-1))
+        out.append(np.arange(g.t.size) <= last)
+    return np.concatenate(out) if out else np.zeros(0, bool)
+
+
+@settings(max_examples=150, deadline=None)
+@given(windows(), st.data())
+def test_measured_anchors_are_each_ranks(graphs, data) -> None:
+    """:func:`what_if_steps.measured_anchors`, every rank at once, against the per-rank reference. SYNTHETIC graphs:
+    ranks with and without device work, syncs that waited or not, step bounds on anchors or not."""
+    from traceprobe.analysis.causal.what_if_steps import measured_anchors
+
+    for g in graphs:
+        k = data.draw(st.integers(0, 6))
+        g.start = np.sort(np.array(data.draw(st.lists(st.integers(0, 1000), min_size=k, max_size=k)), np.int64))
+        g.end = g.start + np.array(data.draw(st.lists(st.integers(0, 300), min_size=k, max_size=k)), np.int64)
+        a = g.t.size
+        g.target = np.array(data.draw(st.lists(st.integers(-1, k - 1), min_size=a, max_size=a)), np.int64)
+        g.ret = np.array(data.draw(st.lists(st.integers(0, 200), min_size=a, max_size=a)), np.int64)
+        if a and data.draw(st.booleans()):  # (a step bound on an anchor's time)
+            lo, hi = g.step_bounds
+            g.step_bounds = (np.sort(np.r_[lo, g.t[data.draw(st.integers(0, a - 1))]]), np.r_[hi, 2000])
+    assert np.array_equal(measured_anchors(graphs), _measured_reference(graphs))

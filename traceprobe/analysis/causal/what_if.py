@@ -102,7 +102,8 @@ def window_job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> Window
     if per_rank is not None and not per_rank.empty:
         gid = per_rank.groupby(["pg", "seq"], sort=False, dropna=False).ngroup().to_numpy(np.int64)  # (in order of first row)
         start = joined([g.start for g in graphs])
-        p2p = per_rank["pg"].astype(str).str.contains("->", regex=False).to_numpy()  # (.p2p.pair_rows's groups)
+        pg, pg_names = pd.factorize(per_rank["pg"])  # (.p2p.pair_rows's groups: "src->dst"; each name read once, not each row)
+        p2p = np.isin(pg, np.flatnonzero(np.array(["->" in str(x) for x in pg_names], bool)))
         mem_op, mem_group = memberships(graphs, k_rank, start, per_rank["rank"].to_numpy(np.int64), per_rank["start_ns"].to_numpy(np.int64), gid)
         last_op = last_arrivals(start, mem_op, mem_group)  # (each instance's last arrival, as the waits read it)
         last = np.where(last_op >= 0, start[np.maximum(last_op, 0)], NEG)
@@ -327,7 +328,6 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             add([i], "imbalance", [removed], top, lambda ia, ik, isx, d_of=d_of: (h0[ia], d_of(ik), no_sync[isx]), [-1])
             cands[-1].cap = excess_cap(i, excess, job.k_rank, job.d, s_code, inside)
     del code  # (the kernel codes: not held through the replays)
-    give_back_freed()  # (what the imbalance freed, in the heap where larger arrays freed before raised malloc's mmap threshold)
     done = _replayed(cands, run, job, (h0, t_all, end_all, counted, la, lk, ids, base, base_steps), slow, floor, n_steps,
                      groups or {}, graphs)
     return assemble([done[i] for i in sorted(done)], graphs, n_steps, set(groups or {}), floor)[1:]
@@ -374,7 +374,6 @@ def _replayed(cands: list[Candidate], run, job: WindowJob, recorded: tuple, slow
     while chosen_:
         for i in sorted(chosen_, key=lambda i: -cands[i].bound[0]):
             done[i] = run(cands[i])
-            give_back_freed()  # (each replay's arrays, freed into the heap: resident until trimmed, under the next one's)
             gains[i] = int(done[i][4])
         kept = kept_rows([done[i] for i in sorted(done)], n_steps, set(groups), floor)[0]
         chosen_ = wanted(cands, gains, kept, lambda c: graphs[c.ranks[0]].rank if len(c.ranks) == 1 else -1, EVERY_RANK_FACTOR,
