@@ -139,7 +139,9 @@ def measured_anchors(graphs: list[RankGraph]) -> np.ndarray:
     bounds = [np.concatenate(g.step_bounds) for g in graphs]
     at_bound, bound = keys((a_rank, t), (np.repeat(np.arange(len(graphs), dtype=np.int64), [b.size for b in bounds]),
                                          np.concatenate(bounds).astype(np.int64)))
-    marked = np.flatnonzero(worked | waited | np.isin(at_bound, bound))  # (the program's work before it, a sync that waited, a step's bound)
+    bound = np.sort(bound)
+    on_bound = bound[np.minimum(np.searchsorted(bound, at_bound), bound.size - 1)] == at_bound if bound.size else np.zeros(t.size, bool)
+    marked = np.flatnonzero(worked | waited | on_bound)  # (the program's work before it, a sync that waited, a step's bound)
     last = np.searchsorted(marked, a_at[1:]) - 1  # (each rank's last marked anchor, if it is the rank's: a_at[r] - 1 if none)
     last = np.where((last >= 0) & (marked[np.maximum(last, 0)] >= a_at[:-1]) if marked.size else False, marked[np.maximum(last, 0)] if marked.size else 0,
                     a_at[:-1] - 1)
