@@ -33,7 +33,7 @@ from .dependency_graph import HOST_CLASSES, NEG, RankGraph
 from .held_times import WindowSteps
 from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
 from .packed import give_back_freed
-from .sweep import Sweep, index_type, joined
+from .sweep import Sweep, fits_int32, index_type, joined
 from .sync_names import sync_top
 from .unseen_peers import alone, pinned_fixed, transfers
 from .what_if_order import COLUMNS, EXPOSING_SHARE
@@ -256,10 +256,10 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     def class_ns(classes: tuple[int, ...], ranks: Iterable[int]) -> Callable[[], np.ndarray]:  # (built where read, for its ranks)
         return lambda: window_rows([g.class_ns for g in graphs], job.a_rank, classes, ranks)
 
-    def host_cut(ranks: list[int], cut: Callable[[], np.ndarray], drop: np.ndarray | None) -> Make:
-        """A what-if that removes ``cut()`` (per anchor) of the host time of ``ranks`` and the sync edges of ``drop``."""
+    def host_cut(ranks: list[int], cut: Callable[[], np.ndarray], drop: Callable[[], np.ndarray] | None) -> Make:
+        """A what-if removing ``cut()`` (per anchor) of ``ranks``' host time and the sync edges of ``drop()`` (both built where read)."""
         return lambda ia, ik, isx: (h0[ia] - np.where(np.isin(job.a_rank[ia], ranks), cut()[ia], 0), job.d[ik],
-                                    np.isin(job.a_rank[isx], ranks) & drop[isx] if drop is not None else no_sync[isx])
+                                    np.isin(job.a_rank[isx], ranks) & drop()[isx] if drop is not None else no_sync[isx])
 
     def add(ranks: list[int], cause: str, removed: list[int], top: str, make: Make, held: list[int], first: int = 0) -> None:
         cands.append(Candidate(ranks, cause, removed, top, make, held, first, ranks[0] if len(ranks) == 1 and ranks[0] in slow else -1))
@@ -283,7 +283,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             continue  # (told with the syncs' waits, below)
         held = steps_of.of_classes(graphs, (c,), (mine := freed[free_cls[freed] == c], waits[mine]))  # (a free's wait: its class's)
         holding = np.flatnonzero(held.ns > floor).tolist()
-        drop = (free_cls == c) & (job.target >= 0) if holding else None  # (a free's wait goes with it)
+        drop = (lambda c=c: (free_cls == c) & (job.target >= 0)) if holding else None  # (a free's wait goes with it)
         for ranks in _replays(holding, only):
             top = ranks[int(np.argmax(held.ns[ranks]))]
             add(ranks, cause, held.ns[ranks].tolist(), graphs[top].class_top[c], host_cut(ranks, class_ns((c,), ranks), drop),
@@ -291,12 +291,13 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     unseen = np.concatenate([before_the_work(g) for g in graphs])  # (syncs that waited for work launched before the trace: kept)
     sync_ns = class_ns((sync,), range(len(graphs)))() * ~unseen  # (a sync's wait and its host time)
     waits = np.where(free_cls >= 0, 0, waits) + sync_ns
+    sync_ns = sync_ns.astype(np.int32) if fits_int32(sync_ns) else sync_ns  # (held through the replays: half as int32)
     holding = np.flatnonzero((held := steps_of.of_dense(waits)).ns > floor).tolist()
     sync_drop = (job.target >= 0) & ~np.concatenate([g.blocking for g in graphs]) & (free_cls < 0)
     for ranks in _replays(holding, only):
         most = ranks[int(np.argmax(held.ns[ranks]))]
         add(ranks, "sync", held.ns[ranks].tolist(), sync_top(graphs[most], waits[int(steps_of.at[most]):int(steps_of.at[most + 1])]),
-            host_cut(ranks, lambda: sync_ns, sync_drop), held.steps[ranks].tolist(), int(held.first[ranks].sum()))
+            host_cut(ranks, lambda: sync_ns, lambda: sync_drop), held.steps[ranks].tolist(), int(held.first[ranks].sum()))
     for name, classes in (groups or {}).items():  # (several host classes at once: what a CUDA graph of the step removes)
         idx = [HOST_CLASSES.index(c) for c in classes]
         held = steps_of.of_classes(graphs, idx)
