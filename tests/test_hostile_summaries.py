@@ -379,18 +379,18 @@ def _flipped(data: bytes) -> bytes:
     return data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1:]
 
 
-def _size_lies(blob: str) -> str:
-    """The blob with ``dep.npy``'s inflated size in the zip's directory 64 bytes short of what its data inflates to."""
+def _directory_lies(blob: str, field: int, by: int) -> str:
+    """The blob with a 4-byte field of ``dep.npy``'s entry in the zip's directory (its inflated size at 24, the offset
+    of its local header at 42) moved by ``by``."""
     import base64
     import struct
 
     raw = bytearray(base64.b64decode(_rezipped(blob, 8)))
     at = raw.index(b"PK\x01\x02")  # (the first directory entry)
-    while True:  # (each directory entry: its name at 46, its lengths at 28-33, its inflated size at 24)
+    while True:  # (each directory entry: its name at 46, its lengths at 28-33)
         n, e, c = struct.unpack_from("<HHH", raw, at + 28)
         if raw[at + 46:at + 46 + n] == b"dep.npy":
-            size = struct.unpack_from("<I", raw, at + 24)[0]
-            struct.pack_into("<I", raw, at + 24, size - 64)
+            struct.pack_into("<I", raw, at + field, struct.unpack_from("<I", raw, at + field)[0] + by)
             break
         at += 46 + n + e + c
     return base64.b64encode(bytes(raw)).decode()
@@ -412,7 +412,8 @@ GRAPH_ARRAY_CASES = {  # name -> how the packed graph's arrays are spoiled (each
     "npy_2_40": _huge_header,  # MemoryError: 8 TiB
     "member_flipped": lambda b: _rezipped(b, 8, _flipped),  # a member's data spoiled: it does not inflate, or not to its CRC-32
     "member_cut": lambda b: _rezipped(b, 8, lambda d: d[: len(d) // 2] + bytes(len(d) - len(d) // 2)),
-    "member_size_lies": _size_lies,  # a member that inflates past the size the directory gives it
+    "member_size_lies": lambda b: _directory_lies(b, 24, -64),  # a member that inflates past the size the directory gives it
+    "member_offset_lies": lambda b: _directory_lies(b, 42, 1),  # a directory entry pointing past its member's local header
     "member_bzip2": lambda b: _rezipped(b, 12),  # a method np.savez never writes
     # a stored member's byte changed (its size kept): only its CRC-32 tells (any duration is a graph's)
     "member_stored_flipped": lambda b: _rezipped(b, 0, lambda d: d[:-4] + bytes([d[-4] ^ 1]) + d[-3:], "d.npy"),
