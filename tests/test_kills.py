@@ -109,3 +109,17 @@ def test_a_write_removes_the_leftovers_of_a_killed_writer_of_its_file(tmp_path, 
     os.utime(young, (time.time(), time.time()))
     fileio.atomic_write(tmp_path / "report.txt", "whole")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([other.name, young.name, "report.txt"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [1.5, 4.0])
+def test_sigterm_to_the_process_group_prints_no_worker_traceback(delay):
+    """A timeout's SIGTERM to the whole process group (the command, its workers, a decoding helper) while a folder is
+    analysed: exit 143 and no traceback. Each worker received two (the group's and the command's stopping it) and
+    printed the first, raised as Ctrl-C, often while formatting it when the second came."""
+    proc = subprocess.Popen([sys.executable, "-m", "traceprobe", "overlap-report", str(ROOT / "sample_traces"), "--format", "json",
+                             "-j", "2"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(delay)
+    os.killpg(proc.pid, signal.SIGTERM)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 143 and "Traceback" not in err, err[-2000:]
