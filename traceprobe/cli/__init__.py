@@ -27,6 +27,8 @@ from ..console import err, one_line, say
 from ..console import fail as _fail
 from .help import FirstSentenceGroup, PlainUsage
 from .job import REPLAY_MEMORY_HELP, given_replay_memory
+from .terminate import _TERMINATED, TERMINATED_EXIT
+from .terminate import sigterm_as_ctrl_c as _sigterm_as_ctrl_c
 
 app = typer.Typer(
     cls=FirstSentenceGroup,  # each command's first sentence whole in -h
@@ -378,34 +380,3 @@ def main() -> None:
     finally:
         gc.freeze()
 
-
-TERMINATED_EXIT = 143
-"""The exit status after SIGTERM: 128 + 15, as a shell reports a process SIGTERM ended."""
-_TERMINATED: list[int] = []
-
-
-def _sigterm_as_ctrl_c() -> None:
-    """SIGTERM (``kill``, torchrun stopping the surviving ranks, a scheduler's limit) unwinds as Ctrl-C does: every
-    ``with`` block closes, so no write leaves its temporary file (:mod:`traceprobe.fileio`); then exit
-    :data:`TERMINATED_EXIT`.
-
-    In a process forked from the command (a worker, a decoding helper), which inherits this handler, SIGTERM unwinds
-    as :class:`SystemExit` (:data:`TERMINATED_EXIT`), once: ``multiprocessing`` ends such a process quietly, and the
-    second SIGTERM that a timeout's signal to the whole process group and the command's own stopping of its workers
-    deliver is ignored. Raised as Ctrl-C there, each worker printed a traceback, often of the first signal caught
-    while the second was formatting it."""
-    import signal
-
-    command = os.getpid()
-
-    def on_term(signum: int, frame: Any) -> None:
-        _TERMINATED.append(signum)
-        if os.getpid() != command:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            raise SystemExit(TERMINATED_EXIT)
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    try:
-        signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread (an embedding program): its signals are its own
-        pass

@@ -138,7 +138,7 @@ def _serve(conn: Connection, fn: Callable[[Any], Any], parent: int) -> None:
         stop = False
         try:
             msg: tuple[str, Any] = ("ok", fn(item))
-        except SystemExit:  # (SIGTERM in a worker, unwound: it ends quietly, cli._sigterm_as_ctrl_c)
+        except SystemExit:  # (SIGTERM in a worker, unwound: it ends quietly, cli.terminate)
             raise
         except BaseException as exc:  # noqa: BLE001 - handed to the parent, which re-raises it
             _note_traceback(exc)

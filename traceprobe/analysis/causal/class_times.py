@@ -10,7 +10,7 @@ does not), about 10-15 bytes an anchor. Every figure read from it is the dense t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,19 +151,26 @@ def window_rows(tables: Sequence[ClassTimes], a_rank: np.ndarray, classes: Itera
             ns.clear()
 
     for c in classes:
-        for i in ranks:
-            t = tables[i]
-            lo, hi = int(t.off[c]), int(t.off[c + 1])
-            if hi > lo:
-                where.append(np.add(t.at[lo:hi], at[i], dtype=np.int64))  # (int64: a window may pass int32 anchors)
-                ns.append(t.ns[lo:hi])
-                held += hi - lo
-                if held >= ROWS_BLOCK:
-                    write()
-                    held = 0
+        for a, n in rank_entries(tables, at, c, ranks):
+            where.append(a)
+            ns.append(n)
+            held += a.size
+            if held >= ROWS_BLOCK:
+                write()
+                held = 0
         write()
         held = 0
     return out
+
+
+def rank_entries(tables: Sequence[ClassTimes], first: Sequence[int], c: int, ranks: Iterable[int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Class ``c``'s entries of each rank of ``ranks`` (indices into ``tables``) that holds any, in their order: its
+    anchors in the window (int64: ``first[i]``, rank ``i``'s first anchor there, added) and their times (ns)."""
+    for i in ranks:
+        t = tables[i]
+        lo, hi = int(t.off[c]), int(t.off[c + 1])
+        if hi > lo:
+            yield np.add(t.at[lo:hi], first[i], dtype=np.int64), t.ns[lo:hi]  # (int64: a window may pass int32 anchors)
 
 
 ROWS_BLOCK = 1 << 17

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .class_times import rank_entries
 from .dependency_graph import RankGraph
 
 
@@ -99,15 +100,15 @@ class WindowSteps:
     def of_classes(self, graphs: Sequence[RankGraph], classes: Sequence[int], extra: tuple[np.ndarray, np.ndarray] | None = None) -> Held:
         """The :class:`Held` of the host classes ``classes`` (indices) of every rank, summed, with ``extra`` (window
         anchors, increasing, and int64 ns) added where given; read a block of ranks at a time (:data:`BLOCK`)."""
+        tables, first = [g.class_ns for g in graphs], self.at.tolist()
+
         def parts() -> Iterator[tuple[np.ndarray, np.ndarray]]:
             for r0, r1 in self._blocks():
                 at_parts, ns_parts = [], []
                 for c in classes:
-                    for g, lo in zip(graphs[r0:r1], self.at[r0:r1].tolist()):
-                        a, b = int(g.class_ns.off[c]), int(g.class_ns.off[c + 1])
-                        if b > a:
-                            at_parts.append(np.add(g.class_ns.at[a:b], lo, dtype=np.int64))  # (int64: a window may pass int32 anchors)
-                            ns_parts.append(g.class_ns.ns[a:b])
+                    for a, n in rank_entries(tables, first, c, range(r0, r1)):
+                        at_parts.append(a)
+                        ns_parts.append(n)
                 mixed = len(classes) > 1
                 if extra is not None and extra[0].size:
                     i, j = np.searchsorted(extra[0], self.at[[r0, r1]])

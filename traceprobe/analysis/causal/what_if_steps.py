@@ -142,7 +142,8 @@ def measured_anchors(graphs: list[RankGraph]) -> np.ndarray:
     bound = np.sort(bound)
     on_bound = bound[np.minimum(np.searchsorted(bound, at_bound), bound.size - 1)] == at_bound if bound.size else np.zeros(t.size, bool)
     marked = np.flatnonzero(worked | waited | on_bound)  # (the program's work before it, a sync that waited, a step's bound)
-    last = np.searchsorted(marked, a_at[1:]) - 1  # (each rank's last marked anchor, if it is the rank's: a_at[r] - 1 if none)
-    last = np.where((last >= 0) & (marked[np.maximum(last, 0)] >= a_at[:-1]) if marked.size else False, marked[np.maximum(last, 0)] if marked.size else 0,
-                    a_at[:-1] - 1)
+    last = a_at[:-1] - 1  # (each rank's last marked anchor; before its first where it has none)
+    if marked.size:
+        at = marked[np.maximum(np.searchsorted(marked, a_at[1:]) - 1, 0)]  # (the last marked before the next rank)
+        last = np.where((at >= a_at[:-1]) & (at < a_at[1:]), at, last)
     return (np.arange(t.size) <= last[a_rank]) | (n_k == 0)[a_rank]
