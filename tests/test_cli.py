@@ -19,20 +19,34 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("paths", [
-    pytest.param(sorted(map(str, SAMPLES.glob("*.pt.trace.json.gz"))), id="the folder's top"),
-    pytest.param([str(SAMPLES)], id="every sample", marks=pytest.mark.slow),
-])
-def test_json_report_on_samples(paths):
-    res = runner.invoke(app, ["overlap-report", *paths, "--format", "json", "--jobs", "1"])
+def test_json_report_on_samples():
+    """``overlap-report`` of the sample folder's top as JSON: valid against the schema, the figures in place."""
+    res = runner.invoke(app, ["overlap-report", *sorted(map(str, SAMPLES.glob("*.pt.trace.json.gz"))), "--format", "json", "--jobs", "1"])
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout)
+    _valid_document(res.stdout)
+
+
+@pytest.mark.slow
+def test_json_report_on_every_sample(every_sample):
+    """The JSON document of every sample (each trace's report summarised as ``analyze_paths`` summarises them,
+    conftest's ``every_sample``; the command's own route from the summary: ``to_json``), valid against the schema."""
+    from traceprobe.analysis.per_trace import OverlapReport
+    from traceprobe.analysis.summary import summarize
+    from traceprobe.report.json_document import to_json
+
+    results, failures = every_sample()
+    summary = summarize([r for r in results if isinstance(r, OverlapReport)], failures + [r for r in results if not isinstance(r, OverlapReport)])
+    _valid_document(to_json(summary))
+
+
+def _valid_document(text: str) -> None:
+    doc = json.loads(text)
     assert doc["schema"] == 5 and not doc["failures"]
     schema = json.loads(runner.invoke(app, ["schema"]).stdout)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     jsonschema.Draft202012Validator.check_schema(schema)
     jsonschema.validate(doc, schema, cls=jsonschema.Draft202012Validator)  # the report of every sample trace
-    bad = json.loads(res.stdout)
+    bad = json.loads(text)
     bad["traces"][0]["streams"][0]["busy_ns"] = 1.5
     with pytest.raises(jsonschema.ValidationError):  # ns are integers
         jsonschema.validate(bad, schema, cls=jsonschema.Draft202012Validator)

@@ -5,7 +5,8 @@ a fresh virtual environment (``python -m venv``, no system site-packages) with t
 README's ``traceprobe`` commands in the order the README gives them, run by the environment's ``traceprobe`` from the
 clone's root on an 80-column terminal (``COLUMNS=80``, ``NO_COLOR=1``, as scripts/readme.py quotes them), each
 output the README quotes compared with the quote as tests/test_readme.py compares it (scripts/readme.py's
-:func:`quoted`: the same lines chosen, the same fence).
+:func:`quoted`: the same lines chosen, the same fence); the set-up's command's output fits the terminal (every line,
+and at most :data:`SCREEN_LINES` lines for the whole sample folder).
 
 The commands are read from README.md, not typed here: each ``<!-- output: ARGS -->`` part's, and the ``traceprobe``
 commands of the set-up's block (``traceprobe overlap-report sample_traces/``: it exits 0 and prints its first screen,
@@ -112,6 +113,8 @@ def test_a_newcomer_s_path_from_a_fresh_clone(tmp_path):
             print(f"traceprobe {args}: exit {res.returncode}, {time.monotonic() - t:.1f} s")
             assert res.returncode in ((0,) if setup else (0, 1)), f"traceprobe {args}: exit {res.returncode}\n{res.stderr[-3000:]}"
             assert res.stdout.strip(), f"traceprobe {args} printed nothing"
+            if setup:
+                _fits_a_screen(args, res.stdout)
             for spec in specs:
                 part = next(p for p in readme.parts(text) if p.kind == "output" and p.spec == spec)
                 assert readme.quoted(res.stdout, spec.partition(";")[2]) == part.text, (
@@ -119,3 +122,18 @@ def test_a_newcomer_s_path_from_a_fresh_clone(tmp_path):
     finally:
         shutil.rmtree(venv, ignore_errors=True)  # (about 500 MB)
         shutil.rmtree(clone, ignore_errors=True)
+
+
+SCREEN_LINES = 150
+"""The most lines the set-up's command prints for the whole sample folder (one line per folder, the worst windows'
+blocks, the counts: the first screen of a large folder, docs/measures.md#the-first-screen)."""
+
+
+def _fits_a_screen(args: str, out: str) -> None:
+    """The set-up's command's output on an 80-column terminal: no line wider, at most :data:`SCREEN_LINES` lines for a
+    folder of hundreds of traces, which says how to see every window's block (``--all``)."""
+    lines = out.splitlines()
+    assert max(len(x) for x in lines) <= readme.WIDTH, f"traceprobe {args}: a line wider than {readme.WIDTH} columns"
+    assert len(lines) <= SCREEN_LINES, f"traceprobe {args}: {len(lines)} lines\n{out}"
+    if re.search(r"\d{3,} traces: \d+ runs, \d+ windows", out):  # (a folder too large for every window's block)
+        assert "--all" in out, f"traceprobe {args}: says not how to see every window's block\n{out}"

@@ -23,8 +23,8 @@ FAST = ("overlap-report sample_traces/causes/slow-input",)
 sample folder) under slow."""
 
 WHOLE_FOLDER = "overlap-report sample_traces/;"
-"""The excerpt of the whole folder's first screen: tests/test_windows_screen.py checks it, from the same run that
-checks the screen's width (the folder's analysis is the slowest of the slow tests: it is run once)."""
+"""The excerpt of the whole folder's first screen: tests/test_newcomer.py checks it, from the same run (the README's
+set-up command, on a fresh install) that checks the screen's size (the folder's analysis is run once)."""
 
 OUTPUTS = [pytest.param(path, part.spec, id=f"{path.parent.name}/{path.name}: {part.spec.split(';')[0]}",
                         marks=() if part.spec in FAST else pytest.mark.slow)

@@ -41,7 +41,7 @@ READ = ("causes/ddp-compute/", "training/tb-ddp/", "data-parallel.ddp.rank1.")
 def both(request, tmp_path_factory):
     """Sample traces analysed (the per-trace reports, then the whole analysis), and each report written as a
     summary under the same relative path in a second folder, which is analysed in turn: a few samples and those the
-    tests read by name, or (slow) every sample."""
+    tests read by name, or (slow) every sample (their reports analysed once per test run: conftest's ``every_sample``)."""
     from traceprobe.analysis.summary import summarize
     from traceprobe.collect import _crash_failure, analyze_file, discover
     from traceprobe.collect.execution import map_items
@@ -52,7 +52,11 @@ def both(request, tmp_path_factory):
     jobs = 2 if request.param == "every" else 1
     if request.param == "few":
         files = [f for f in files if few(f) or str(Path(f).resolve().relative_to(SAMPLES)).startswith(READ)]
-    originals = map_items(analyze_file, files, jobs=jobs, on_crash=_crash_failure)
+        originals = map_items(analyze_file, files, jobs=jobs, on_crash=_crash_failure)
+    else:  # (every sample's report, analysed once per test run: conftest's every_sample)
+        kept = {str(f) for f in files}
+        originals = [r for r in request.getfixturevalue("every_sample")()[0] if r.path in kept]
+        assert len(originals) == len(kept)
     for r in originals:
         rel = Path(r.path).resolve().relative_to(SAMPLES)
         (root / rel.parent).mkdir(parents=True, exist_ok=True)

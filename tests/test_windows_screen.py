@@ -1,13 +1,11 @@
 """The first screen: one block per window of a run, its ranks collapsed; printed as each run is analysed, piped or on a
-terminal; fitted to 80 and 120 columns (real sample traces: a few folders by default, every sample under slow)."""
+terminal; fitted to 80 and 120 columns (real sample traces: a few folders; the whole sample folder at 80 columns, the
+README's set-up command, is tests/test_newcomer.py's)."""
 
 from __future__ import annotations
 
 import io
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -157,35 +155,3 @@ def test_on_a_terminal_the_summary_is_repainted_in_place():
     assert "ddp-compute 2-4: 2 ranks, busy 99%" in plain and "slow-input 2-4: busy 61%" in plain
     tail = plain[plain.rindex("slow-input 2-4"):]
     assert "3 traces: 2 runs, 2 windows" in tail and "traces analysed" not in tail[tail.index("3 traces"):]
-
-
-@pytest.mark.slow  # every sample trace, through the real command
-@pytest.mark.parametrize("columns", ["80"])
-def test_the_whole_sample_folder_fits_a_screen(columns):
-    """``overlap-report sample_traces/`` (every sample) at 80 columns: at most 150 lines, none wider (120 columns: the
-    default tests' folders; the whole folder's analysis, the slowest of the slow tests, is run once)."""
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"COLUMNS": columns}
-    res = subprocess.run([sys.executable, "-m", "traceprobe", "overlap-report", "sample_traces/", "-j", "2"], capture_output=True,
-                         text=True, cwd=REPO, env=env, timeout=900)
-    assert res.returncode in (0, 2), res.stderr
-    lines = res.stdout.splitlines()
-    assert max(len(x) for x in lines) <= int(columns)
-    if columns == "80":
-        assert len(lines) <= 150, len(lines)
-        _readme_quotes(lines)
-    assert "--all" in res.stdout and re.search(r"\d{3,} traces: \d+ runs, \d+ windows", res.stdout)
-
-
-def _readme_quotes(lines: list[str]) -> None:
-    """The README's excerpt of ``COLUMNS=80 traceprobe overlap-report sample_traces/`` is the first lines the command
-    prints now (``TRACEPROBE_UPDATE_GOLDEN=1`` rewrites the excerpt, as it rewrites the golden outputs)."""
-    path = REPO / "README.md"
-    readme = path.read_text()
-    start = readme.index("COLUMNS=80 traceprobe overlap-report sample_traces/")
-    a = readme.index("```", start) + 4
-    b = readme.index("```", a)
-    block = readme[a:b].strip("\n").splitlines()
-    if os.environ.get("TRACEPROBE_UPDATE_GOLDEN") and block[:-1] != lines[: len(block) - 1]:
-        path.write_text(readme[:a] + "\n".join([*lines[: len(block) - 1], "..."]) + "\n" + readme[b:])
-        block = [*lines[: len(block) - 1], "..."]
-    assert block[-1] == "..." and block[:-1] == lines[: len(block) - 1]

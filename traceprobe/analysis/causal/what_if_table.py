@@ -43,23 +43,39 @@ def lead(by: dict[int, int]) -> int | None:
 def kept_rows(rows: list[tuple], n_steps: int, groups: set[str], floor: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
     """``(kept, out, group)``: the replayed ``rows`` (:data:`ROW`) kept, typed, with their gains per step and told
     beyond their lead (:func:`assemble`'s first value: groups aside), the same with the groups (``out``), and which rows
-    of ``out`` are groups. What the replays read between rounds (:func:`.what_if._replayed`), without the table."""
-    out = pd.DataFrame([r[:-2] for r in rows], columns=ROW)
-    out["_by"] = [r[-2] for r in rows]
-    out["_steps"] = [r[-1] for r in rows]
-    single = out[out["rank"] >= 0].groupby("cause")["gain_ns"].max()
-    best = out["cause"].map(single).fillna(-1).to_numpy(np.float64)
-    out = out[(out["rank"] >= 0).to_numpy() | (out["gain_ns"].to_numpy() > EVERY_RANK_FACTOR * best)]  # (one rank says it all)
-    out["per_step_ns"] = out["gain_ns"] // max(n_steps, 1)
+    of ``out`` are groups. What the replays read between rounds (:func:`.what_if._replayed`), without the table.
+
+    Each is indexed by its row's position in ``rows``. Computed on the rows' values, one frame built at the end: the
+    replays read it between rounds, several times a window (a frame per step of it cost 33 ms a call)."""
+    n = len(rows)
+    rank = np.fromiter((r[0] for r in rows), np.int64, n)
+    cause = np.array([r[1] for r in rows], dtype=object)
+    gain = np.fromiter((r[4] for r in rows), np.int64, n)
+    single: dict[str, int] = {}  # (each cause's largest gain on one rank)
+    for c, g in zip(cause[rank >= 0].tolist(), gain[rank >= 0].tolist()):
+        single[c] = max(single.get(c, g), g)
+    best = np.array([single.get(c, -1) for c in cause.tolist()], np.float64)
+    at = np.flatnonzero((rank >= 0) | (gain > EVERY_RANK_FACTOR * best))  # (one rank says it all)
+    rank, cause, gain = rank[at], cause[at], gain[at]
+    per_step = gain // max(n_steps, 1)
     if n_steps >= 2:  # (a cause that delays the step after it gives nothing back in the window's first step)
-        first_held = np.asarray(out["removed_first_ns"], dtype=np.int64) * n_steps
-        alike = (np.asarray(out["cause"]) != "imbalance") & (first_held >= FIRST_STEP_SHARE * np.asarray(out["removed_ns"], dtype=np.int64))
-        after = np.where(alike, (out["gain_ns"] - out["first_ns"]) // (n_steps - 1), 0)
-        out["per_step_ns"] = np.maximum(out["per_step_ns"], after)
-    out = _beyond_the_lead(pd.DataFrame(out), groups, floor)
-    out["top"] = [str(x) for x in out["top"]]  # (numpy strings are no JSON)
-    out = out.astype({"rank": np.int64, "removed_ns": np.int64, "gain_ns": np.int64, "per_step_ns": np.int64, "steps_with": np.int64,
-                      "beyond": np.int64})
+        removed = np.fromiter((rows[i][3] for i in at), np.int64, at.size)
+        first_held = np.fromiter((rows[i][7] for i in at), np.int64, at.size) * n_steps
+        alike = (cause != "imbalance") & (first_held >= FIRST_STEP_SHARE * removed)
+        after = np.where(alike, (gain - np.fromiter((rows[i][6] for i in at), np.int64, at.size)) // (n_steps - 1), 0)
+        per_step = np.maximum(per_step, after)
+    kept = [rows[i] for i in at]
+    gain, per_step, steps, beyond, keep = _beyond(rank, cause, gain, per_step, [r[-2] for r in kept], [r[-1] for r in kept], groups, floor)
+    kept, at = [kept[i] for i in keep], at[keep]
+
+    def column(k: int) -> np.ndarray:  # (typed as a frame of every row types it)
+        return pd.Series([r[k] for r in rows], dtype=None if rows else object).iloc[at].to_numpy()
+
+    out = pd.DataFrame({"rank": rank[keep], "cause": cause[keep], "top": [str(r[2]) for r in kept],  # (numpy strings are no JSON)
+                        "removed_ns": np.fromiter((r[3] for r in kept), np.int64, len(kept)), "gain_ns": gain[keep],
+                        "steps_with": np.fromiter((r[5] for r in kept), np.int64, len(kept)), "first_ns": column(6),
+                        "removed_first_ns": column(7), "_by": [r[-2] for r in kept], "_steps": _objects([steps[i] for i in keep]) if kept else [],
+                        "per_step_ns": per_step[keep], "beyond": beyond[keep]}, index=at)
     group = out["cause"].isin(list(groups)).to_numpy()
     return pd.DataFrame(out[~group]), out, group
 
@@ -86,21 +102,38 @@ def _beyond_the_lead(out: pd.DataFrame, groups: set[str], floor: int) -> pd.Data
     """``out`` with each every-rank row (``rank`` -1) whose cause one rank holds most of (:data:`LEAD_SHARE` of the
     time removed, and :data:`LEAD_FACTOR` times the median of the other ranks holding it) told as what it adds beyond
     that rank's own row: its gains less that row's, ``beyond`` that rank; dropped where it adds at most the noise floor
-    (``floor``, in the window). The others wait for that rank: its own row is the finding, the every-rank row the rest."""
-    out = out.assign(beyond=-1)
-    drop = []
-    for idx in out.index[(out["rank"] < 0).to_numpy() & ~out["cause"].isin([*groups, "imbalance"]).to_numpy()]:
-        top = lead(out.at[idx, "_by"])
+    (``floor``, in the window). The others wait for that rank: its own row is the finding, the every-rank row the rest.
+    (:func:`_beyond` on a frame's columns.)"""
+    gain, per_step, steps, beyond, keep = _beyond(out["rank"].to_numpy(np.int64), out["cause"].to_numpy(object), out["gain_ns"].to_numpy(),
+                                                  out["per_step_ns"].to_numpy(), out["_by"].tolist(), out["_steps"].tolist(), groups, floor)
+    return pd.DataFrame(out.assign(gain_ns=gain, per_step_ns=per_step, _steps=pd.Series(_objects(steps), index=out.index),
+                                   beyond=beyond).iloc[keep])
+
+
+def _beyond(rank: np.ndarray, cause: np.ndarray, gain: np.ndarray, per_step: np.ndarray, by: list[dict[int, int]], steps: list,
+            groups: set[str], floor: int) -> tuple[np.ndarray, np.ndarray, list, np.ndarray, np.ndarray]:
+    """:func:`_beyond_the_lead` on the rows' columns: ``(gain, per_step, steps, beyond, keep)``, the first three as told
+    (copies), ``beyond`` (int64, -1 where not told beyond a rank) and the positions of the rows kept."""
+    gain, per_step, steps = gain.copy(), per_step.copy(), list(steps)
+    beyond, keep = np.full(rank.size, -1, np.int64), np.ones(rank.size, bool)
+    for i in np.flatnonzero((rank < 0) & ~np.isin(cause, [*groups, "imbalance"])).tolist():
+        top = lead(by[i])
         if top is None:
             continue
-        own = out[(out["rank"] == top).to_numpy() & (out["cause"] == out.at[idx, "cause"]).to_numpy()]
-        if own.empty:
+        own = np.flatnonzero((rank == top) & (cause == cause[i]))
+        if own.size == 0:
             continue
-        o = own.index[0]
-        for col in ("gain_ns", "per_step_ns"):
-            out.at[idx, col] = max(int(out.at[idx, col]) - int(out.at[o, col]), 0)
-        out.at[idx, "_steps"] = out.at[idx, "_steps"] - out.at[o, "_steps"]
-        out.at[idx, "beyond"] = top
-        if int(out.at[idx, "gain_ns"]) <= floor:
-            drop.append(idx)
-    return pd.DataFrame(out.drop(index=drop))
+        o = int(own[0])
+        gain[i], per_step[i] = max(int(gain[i]) - int(gain[o]), 0), max(int(per_step[i]) - int(per_step[o]), 0)
+        steps[i] = steps[i] - steps[o]
+        beyond[i] = top
+        keep[i] = int(gain[i]) > floor
+    return gain, per_step, steps, beyond, np.flatnonzero(keep)
+
+
+def _objects(values: list) -> np.ndarray:
+    """``values`` as a 1-d object array, one element each (arrays of one length stay elements, not a 2-d array)."""
+    out = np.empty(len(values), object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
