@@ -1,6 +1,6 @@
-"""The rows a what-if table keeps (:func:`traceprobe.analysis.causal.what_if_table.kept_rows`) against the pandas code
-they were computed with before (tests/kept_rows_frames.py), on random SYNTHETIC replayed rows: the same frames, column
-for column, dtypes and index."""
+"""The rows a what-if table keeps (:func:`traceprobe.analysis.causal.what_if_table.kept_rows`) and their order
+(:func:`traceprobe.analysis.causal.what_if_order.ordered`) against the pandas code they were computed with before
+(tests/what_if_frames.py), on random SYNTHETIC rows: the same frames, column for column, dtypes and index."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from kept_rows_frames import kept_rows_frames
+from what_if_frames import kept_rows_frames, ordered_frames
 
+from traceprobe.analysis.causal.what_if_order import COLUMNS, ordered
 from traceprobe.analysis.causal.what_if_table import kept_rows
 
 CAUSES = ["host", "cpu_op", "imbalance", "graph_of_step"]
@@ -48,3 +49,26 @@ def test_kept_rows_are_the_frames(case):
         assert np.array_equal(a.index.to_numpy(), b.index.to_numpy()) and a["_steps"].dtype == b["_steps"].dtype
         assert all(np.array_equal(x, y) for x, y in zip(a["_steps"], b["_steps"]))
     assert np.array_equal(got[2], want[2])
+
+
+@st.composite
+def kept(draw):
+    """SYNTHETIC kept rows (:data:`~traceprobe.analysis.causal.what_if_order.COLUMNS`): a few ranks, syncs beside host
+    work and other causes, gains per step close to each other (ties, gaps within the floor)."""
+    n = draw(st.integers(0, 12))
+    rows = [(draw(st.integers(-1, 3)), draw(st.sampled_from(["sync", "host", "dispatch", "cpu_op", "imbalance"])), "x",
+             draw(st.integers(0, 100)), draw(st.integers(-5, 60)), draw(st.integers(-5, 30)), draw(st.integers(-1, 3)), -1)
+            for _ in range(n)]
+    out = pd.DataFrame(rows, columns=COLUMNS).astype({c: np.int64 for c in COLUMNS if c not in ("cause", "top")})
+    return out, draw(st.integers(0, 8))
+
+
+@settings(max_examples=150, deadline=None)
+@given(kept())
+@example((pd.DataFrame([(1, "dispatch", "x", 50, 40, 12, 1, -1), (0, "host", "x", 50, 30, 10, 1, -1), (0, "cpu_op", "x", 50, 30, 10, 1, -1),
+                        (0, "sync", "x", 50, 20, 8, 1, -1)], columns=COLUMNS), 0))
+def test_ordered_is_the_frames(case):
+    """(The example: a rank's syncs beside two host causes of one gain per step: the first is their rival, and the
+    syncs, which expose it, come before it.)"""
+    out, floor = case
+    pd.testing.assert_frame_equal(ordered(out, [], floor), ordered_frames(out, [], floor), check_exact=True, check_index_type=True)

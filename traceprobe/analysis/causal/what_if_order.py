@@ -33,19 +33,25 @@ def ordered(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataFr
     pageable copy's call waits for its copy); but before the rank's top unnamed host work (:data:`EXPOSED_WORK`) where it gives back at least
     :data:`EXPOSING_SHARE` of it and that work is not the rank's own (the other ranks do as much of it): that work cost
     time because the sync had drained the queue."""
-    is_sync = (out["cause"] == "sync").to_numpy()
+    rank, cause = out["rank"].to_numpy(np.int64), out["cause"].to_numpy(object)
+    is_sync = cause == "sync"
     gain = out["per_step_ns"].to_numpy(np.int64)  # (the figure every view shows first: per step)
     floor //= max(max((len(g.steps) for g in graphs), default=1), 1)
-    others = pd.DataFrame(out[~is_sync]).sort_values("per_step_ns", ascending=False, kind="stable").drop_duplicates("rank").set_index("rank")
-    rival = out["rank"].map(others["per_step_ns"]).fillna(-1).to_numpy(np.int64)
-    rival_cause = out["rank"].map(others["cause"])
-    exposes = is_sync & rival_cause.isin(EXPOSED_WORK).to_numpy() & (gain >= EXPOSING_SHARE * rival)
-    own = np.array([_own_work(graphs, int(r), str(c)) if e else 0 for r, c, e in zip(out["rank"], rival_cause, exposes)], np.int64)
+    top: dict[int, int] = {}  # (each rank's largest cause but its syncs, per step: the first row of the largest)
+    for i in np.flatnonzero(~is_sync).tolist():
+        r = int(rank[i])
+        if r not in top or gain[i] > gain[top[r]]:
+            top[r] = i
+    at = np.array([top.get(int(r), -1) for r in rank.tolist()], np.int64)
+    rival = np.where(at >= 0, gain[at], -1)
+    rival_cause = np.array([cause[i] if i >= 0 else None for i in at.tolist()], dtype=object)
+    exposes = is_sync & np.isin(rival_cause, EXPOSED_WORK) & (gain >= EXPOSING_SHARE * rival)
+    own = np.array([_own_work(graphs, int(r), str(c)) if e else 0 for r, c, e in zip(rank.tolist(), rival_cause.tolist(), exposes.tolist())], np.int64)
     exposes &= own < EXPOSING_SHARE * rival  # (work the other ranks do as well: it costs time here because of the sync)
     tie = is_sync & (np.abs(rival - gain) <= floor)
-    out = out.assign(_key=np.where(tie | exposes, rival, gain), _first=~exposes, _last=is_sync)
-    return pd.DataFrame(out.sort_values(["_key", "_first", "_last", "gain_ns", "rank"], ascending=[False, True, True, False, False],
-                                        kind="stable").reset_index(drop=True)[COLUMNS])
+    key = np.where(tie | exposes, rival, gain)
+    order = np.lexsort((-rank, -out["gain_ns"].to_numpy(np.int64), is_sync, ~exposes, -key))  # (stable: ties keep their order)
+    return pd.DataFrame(out[COLUMNS].take(order)).reset_index(drop=True)
 
 
 def _own_work(graphs: list[RankGraph], rank: int, cause: str) -> int:

@@ -1,12 +1,14 @@
-"""The reference of tests/test_what_if_table.py: :func:`traceprobe.analysis.causal.what_if_table.kept_rows` as it was
-written before it computed on the rows' values (a pandas step each: groupby, map, masks, ``.at`` per every-rank row),
-kept unchanged but for its names."""
+"""The references of tests/test_what_if_table.py: :func:`traceprobe.analysis.causal.what_if_table.kept_rows` and
+:func:`traceprobe.analysis.causal.what_if_order.ordered` as they were written before they computed on the rows' values
+(a pandas step each: groupby, map, masks, ``.at`` per every-rank row, sorts), kept unchanged but for their names."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from traceprobe.analysis.causal.dependency_graph import RankGraph
+from traceprobe.analysis.causal.what_if_order import COLUMNS, EXPOSED_WORK, EXPOSING_SHARE, _own_work
 from traceprobe.analysis.causal.what_if_table import EVERY_RANK_FACTOR, FIRST_STEP_SHARE, ROW, lead
 
 
@@ -56,3 +58,25 @@ def _beyond_the_lead_frames(out: pd.DataFrame, groups: set[str], floor: int) -> 
         if int(out.at[idx, "gain_ns"]) <= floor:
             drop.append(idx)
     return pd.DataFrame(out.drop(index=drop))
+
+
+def ordered_frames(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataFrame:
+    """The what-if table largest gain per step first (``per_step_ns``, the figure shown; ``floor``, the window's noise
+    floor, taken per step; equal gains per step: the larger gain in the window first, then the higher rank), with the syncs placed as :func:`.what_if.what_if` says: a sync within the floor of
+    another cause of its rank comes after it (that cause made it wait: empty_cache syncs the device before it frees; a
+    pageable copy's call waits for its copy); but before the rank's top unnamed host work (:data:`EXPOSED_WORK`) where it gives back at least
+    :data:`EXPOSING_SHARE` of it and that work is not the rank's own (the other ranks do as much of it): that work cost
+    time because the sync had drained the queue."""
+    is_sync = (out["cause"] == "sync").to_numpy()
+    gain = out["per_step_ns"].to_numpy(np.int64)  # (the figure every view shows first: per step)
+    floor //= max(max((len(g.steps) for g in graphs), default=1), 1)
+    others = pd.DataFrame(out[~is_sync]).sort_values("per_step_ns", ascending=False, kind="stable").drop_duplicates("rank").set_index("rank")
+    rival = out["rank"].map(others["per_step_ns"]).fillna(-1).to_numpy(np.int64)
+    rival_cause = out["rank"].map(others["cause"])
+    exposes = is_sync & rival_cause.isin(EXPOSED_WORK).to_numpy() & (gain >= EXPOSING_SHARE * rival)
+    own = np.array([_own_work(graphs, int(r), str(c)) if e else 0 for r, c, e in zip(out["rank"], rival_cause, exposes)], np.int64)
+    exposes &= own < EXPOSING_SHARE * rival  # (work the other ranks do as well: it costs time here because of the sync)
+    tie = is_sync & (np.abs(rival - gain) <= floor)
+    out = out.assign(_key=np.where(tie | exposes, rival, gain), _first=~exposes, _last=is_sync)
+    return pd.DataFrame(out.sort_values(["_key", "_first", "_last", "gain_ns", "rank"], ascending=[False, True, True, False, False],
+                                        kind="stable").reset_index(drop=True)[COLUMNS])
