@@ -4,14 +4,17 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from what_if_frames import kept_rows_frames, ordered_frames
 
 from traceprobe.analysis.causal.what_if_order import COLUMNS, ordered
-from traceprobe.analysis.causal.what_if_table import kept_rows
+from traceprobe.analysis.causal.what_if_table import assemble, kept_rows
 
 CAUSES = ["host", "cpu_op", "imbalance", "graph_of_step"]
 
@@ -47,7 +50,7 @@ def test_kept_rows_are_the_frames(case):
     for a, b in zip(got[:2], want[:2]):
         pd.testing.assert_frame_equal(a.drop(columns="_steps"), b.drop(columns="_steps"), check_exact=True)
         assert np.array_equal(a.index.to_numpy(), b.index.to_numpy()) and a["_steps"].dtype == b["_steps"].dtype
-        assert all(np.array_equal(x, y) for x, y in zip(a["_steps"], b["_steps"]))
+        assert all(np.array_equal(x, np.reshape(y, -1)) for x, y in zip(a["_steps"], b["_steps"]))  # (below: a 0-d array there)
     assert np.array_equal(got[2], want[2])
 
 
@@ -72,3 +75,17 @@ def test_ordered_is_the_frames(case):
     syncs, which expose it, come before it.)"""
     out, floor = case
     pd.testing.assert_frame_equal(ordered(out, [], floor), ordered_frames(out, [], floor), check_exact=True, check_index_type=True)
+
+
+def test_a_one_step_window_told_beyond_its_lead_is_assembled():
+    """SYNTHETIC rows of a window of one step: an every-rank row told beyond rank 0's own row. The pandas code stored
+    its gains step by step as a 0-d array (``.at`` unwraps an array of one element), which the table's assembly could
+    not stack with the others' (``np.stack``: a ValueError); each is an array of one gain now."""
+    rows = [(0, "host", "x", 60, 40, 1, 40, 60, {0: 60}, np.array([40])),
+            (-1, "host", "x", 80, 60, 1, 60, 80, {0: 60, 1: 10, 2: 10}, np.array([60]))]
+    graph = SimpleNamespace(rank=0, steps=pd.DataFrame({"step": [3]}))  # (what the assembly reads of a graph: its steps)
+    kept, table, steps = assemble(rows, [graph], 1, set(), 5)  # pyright: ignore[reportArgumentType]
+    assert kept["beyond"].tolist() == [-1, 0] and [s.tolist() for s in kept["_steps"]] == [[40], [20]]
+    assert table["gain_ns"].tolist() == [40, 20] and steps["gain_ns"].tolist() == [40, 20] and steps["step"].tolist() == [3, 3]
+    with pytest.raises(ValueError):  # (the reference's rows, as the table's assembly read them)
+        np.stack(kept_rows_frames(rows, 1, set(), 5)[1]["_steps"].tolist())

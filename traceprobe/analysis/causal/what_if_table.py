@@ -47,6 +47,12 @@ def kept_rows(rows: list[tuple], n_steps: int, groups: set[str], floor: int) -> 
 
     Each is indexed by its row's position in ``rows``. Computed on the rows' values, one frame built at the end: the
     replays read it between rounds, several times a window (a frame per step of it cost 33 ms a call)."""
+    if not rows:  # (typed as the frame of no row was)
+        out = pd.DataFrame([], columns=ROW)
+        for name in ("_by", "_steps", "per_step_ns", "top", "beyond"):
+            out[name] = []
+        out = out.astype(dict.fromkeys(("rank", "removed_ns", "gain_ns", "per_step_ns", "steps_with", "beyond"), np.int64))
+        return pd.DataFrame(out), out, np.zeros(0, bool)
     n = len(rows)
     rank = np.fromiter((r[0] for r in rows), np.int64, n)
     cause = np.array([r[1] for r in rows], dtype=object)
@@ -68,13 +74,13 @@ def kept_rows(rows: list[tuple], n_steps: int, groups: set[str], floor: int) -> 
     gain, per_step, steps, beyond, keep = _beyond(rank, cause, gain, per_step, [r[-2] for r in kept], [r[-1] for r in kept], groups, floor)
     kept, at = [kept[i] for i in keep], at[keep]
 
-    def column(k: int) -> np.ndarray:  # (typed as a frame of every row types it)
-        return pd.Series([r[k] for r in rows], dtype=None if rows else object).iloc[at].to_numpy()
+    def column(k: int) -> pd.Series:  # (typed as a frame of every row types it: str, object, int64; its rows kept)
+        return pd.Series([r[k] for r in rows]).iloc[at]
 
-    out = pd.DataFrame({"rank": rank[keep], "cause": cause[keep], "top": [str(r[2]) for r in kept],  # (numpy strings are no JSON)
+    out = pd.DataFrame({"rank": rank[keep], "cause": column(1), "top": [str(r[2]) for r in kept],  # (numpy strings are no JSON)
                         "removed_ns": np.fromiter((r[3] for r in kept), np.int64, len(kept)), "gain_ns": gain[keep],
                         "steps_with": np.fromiter((r[5] for r in kept), np.int64, len(kept)), "first_ns": column(6),
-                        "removed_first_ns": column(7), "_by": [r[-2] for r in kept], "_steps": _objects([steps[i] for i in keep]) if kept else [],
+                        "removed_first_ns": column(7), "_by": column(8), "_steps": pd.Series(_objects([steps[i] for i in keep]), index=at, dtype=object),
                         "per_step_ns": per_step[keep], "beyond": beyond[keep]}, index=at)
     group = out["cause"].isin(list(groups)).to_numpy()
     return pd.DataFrame(out[~group]), out, group
