@@ -11,9 +11,12 @@ from __future__ import annotations
 import fcntl
 import os
 import pickle
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -96,6 +99,66 @@ def every_sample(tmp_path_factory):
             part.replace(path)
         data = path.read_bytes()
     return lambda: pickle.loads(data)
+
+
+@dataclass
+class SampleSummary:
+    """:func:`every_sample_summary`'s: the summary, and what its replays showed on the way."""
+
+    summary: Any
+    replays: list[bool] = field(default_factory=list)
+    """Per what-if replay: whether the sweep's arrivals equal the rounds' (tests/replay_rounds.py), array for array."""
+    windows: list[tuple] = field(default_factory=list)
+    """Per window's what-ifs: ``(full, full_steps, pruned, pruned_steps, min_ns, n_steps, seen)``, its tables replayed
+    without the bounds (every cause) and with them, and ``(bound, gain)`` of each candidate replayed with them."""
+
+
+@pytest.fixture(scope="session")
+def every_sample_summary(every_sample) -> SampleSummary:
+    """Every sample's report (:func:`every_sample`) summarised once per process as ``analyze_paths`` summarises them,
+    each what-if replay also run by the rounds and each window's what-ifs also without the bounds (the tables and
+    the bounds kept for tests/test_what_if_plan.py; the replays compared for tests/test_sweep.py; the summary's JSON
+    document is tests/test_cli.py's): one summary of every window instead of one per test (35 s of CPU each)."""
+    from replay_rounds import replay_rounds
+
+    from traceprobe.analysis.causal import what_if as W
+    from traceprobe.analysis.causal import what_if_windows
+    from traceprobe.analysis.per_trace import OverlapReport
+    from traceprobe.analysis.summary import summarize
+
+    out = SampleSummary(None)
+    arrivals, what_ifs, replayed = W.replay_arrivals, what_if_windows.what_ifs, W._replayed
+
+    def both_replays(job, h, d, no_sync):
+        new = arrivals(job, h, d, no_sync)
+        out.replays.append(all(np.array_equal(a, b) for a, b in zip(new, replay_rounds(job, h, d, no_sync))))
+        return new
+
+    def both_tables(graphs, per_rank=None, min_ns=0, only=None, groups=None, before=0, job=None):
+        seen: list[tuple[int, int]] = []
+
+        def spy(cands, *args):
+            done = replayed(cands, *args)
+            seen.extend((cands[i].bound[0], int(r[4])) for i, r in done.items())
+            return done
+
+        W.PRUNE = False
+        full, full_steps = what_ifs(graphs, per_rank, min_ns, only, groups, before, job)
+        W.PRUNE, W._replayed = True, spy
+        try:
+            pruned, pruned_steps = what_ifs(graphs, per_rank, min_ns, only, groups, before, job)
+        finally:
+            W._replayed = replayed
+        out.windows.append((full, full_steps, pruned, pruned_steps, max(min_ns, 0), max((len(g.steps) for g in graphs), default=0), seen))
+        return pruned, pruned_steps
+
+    results, failures = every_sample()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(W, "replay_arrivals", both_replays)
+        mp.setattr(what_if_windows, "what_ifs", both_tables)
+        out.summary = summarize([r for r in results if isinstance(r, OverlapReport)],
+                                failures + [r for r in results if not isinstance(r, OverlapReport)])
+    return out
 
 
 def swept(path) -> bool:

@@ -14,7 +14,7 @@ from unittest import mock
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from synthetic import TraceBuilder, load
 from test_breakdown import make_trace
@@ -661,8 +661,18 @@ def nested_host_ops(draw):
     return b
 
 
+def _at_a_boundary() -> TraceBuilder:
+    """SYNTHETIC: two ops one after the other on a thread and a sync of no length where one ends and the next starts."""
+    b = TraceBuilder("a call at a boundary")
+    b.cpu_op(0, 10, "aten::item")
+    b.cpu_op(10, 10, "aten::add")
+    b.runtime(10, 0, "cudaStreamSynchronize")
+    return b
+
+
 @settings(max_examples=150, deadline=None)
 @given(nested_host_ops())
+@example(b=_at_a_boundary())  # (held by both ops: the first is its call)
 def test_program_calls_are_the_outermost_op_holding_each_event(tmp_path_factory, b):
     """Each host event's program call (:func:`.host_classes.program_calls`) is, by brute force, the ``cpu_op`` on its
     thread that holds it and starts first (the longer first, then the first row), or itself where none holds it."""

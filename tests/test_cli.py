@@ -27,16 +27,13 @@ def test_json_report_on_samples():
 
 
 @pytest.mark.slow
-def test_json_report_on_every_sample(every_sample):
+@pytest.mark.xdist_group("every_sample_summary")  # (one worker summarises every sample for the three)
+def test_json_report_on_every_sample(every_sample_summary):
     """The JSON document of every sample (each trace's report summarised as ``analyze_paths`` summarises them,
-    conftest's ``every_sample``; the command's own route from the summary: ``to_json``), valid against the schema."""
-    from traceprobe.analysis.per_trace import OverlapReport
-    from traceprobe.analysis.summary import summarize
+    conftest's ``every_sample_summary``; the command's own route from the summary: ``to_json``), valid against the schema."""
     from traceprobe.report.json_document import to_json
 
-    results, failures = every_sample()
-    summary = summarize([r for r in results if isinstance(r, OverlapReport)], failures + [r for r in results if not isinstance(r, OverlapReport)])
-    _valid_document(to_json(summary))
+    _valid_document(to_json(every_sample_summary.summary))
 
 
 def _valid_document(text: str) -> None:

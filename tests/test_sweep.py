@@ -19,7 +19,6 @@ from traceprobe.analysis.causal.dependency_graph import rank_graph
 from traceprobe.analysis.causal.sweep import Sweep
 from traceprobe.analysis.causal.what_if_windows import window_instances
 from traceprobe.analysis.job.collectives import collective_table, match_window
-from traceprobe.errors import Failure
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -98,21 +97,9 @@ def test_a_graph_without_anchors_or_without_ops_is_built_and_replays_as_recorded
 
 
 @pytest.mark.slow
-def test_the_sweep_equals_the_rounds_on_every_sample(monkeypatch, every_sample):
-    """Every what-if replay of every window of sample_traces/ (each cause, rank and group) equals the rounds': every
-    sample's report summarised (conftest's ``every_sample``), as ``analyze_paths`` summarises them."""
-    from traceprobe.analysis.summary import summarize
-
-    calls = []
-    orig = W.replay_arrivals
-
-    def both(job, h, d, no_sync):
-        new = orig(job, h, d, no_sync)
-        old = replay_rounds(job, h, d, no_sync)
-        calls.append(all(np.array_equal(a, b) for a, b in zip(new, old)))
-        return new
-
-    results, failures = every_sample()
-    monkeypatch.setattr(W, "replay_arrivals", both)
-    summarize([r for r in results if not isinstance(r, Failure)], failures)
+@pytest.mark.xdist_group("every_sample_summary")  # (one worker summarises every sample for the three)
+def test_the_sweep_equals_the_rounds_on_every_sample(every_sample_summary):
+    """Every what-if replay of every window of sample_traces/ (each cause, rank and group; with and without the bounds)
+    equals the rounds': every sample's report summarised (conftest's ``every_sample_summary``)."""
+    calls = every_sample_summary.replays
     assert len(calls) > 1000 and all(calls), (len(calls), calls.count(False))

@@ -109,39 +109,13 @@ def test_ranks_off_the_path_are_not_replayed(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_every_sample_window_loses_no_finding(monkeypatch, every_sample):
+@pytest.mark.xdist_group("every_sample_summary")  # (one worker summarises every sample for the three)
+def test_every_sample_window_loses_no_finding(every_sample_summary):
     """Every window of sample_traces/ replayed with and without the bounds: the same table less rows no finding can
-    show, every bound at or above its gain (every sample's report summarised, conftest's ``every_sample``)."""
-    from traceprobe.analysis.causal import what_if_windows
-    from traceprobe.analysis.summary import summarize
-    from traceprobe.errors import Failure
-
+    show, every bound at or above its gain (every sample's report summarised, conftest's ``every_sample_summary``)."""
     checked = []
-    orig = W.what_ifs
-
-    def both(graphs, per_rank=None, min_ns=0, only=None, groups=None, before=0, job=None):
-        seen = []
-        replayed = W._replayed
-
-        def spy(cands, *args):
-            done = replayed(cands, *args)
-            seen.extend((cands[i].bound[0], int(r[4])) for i, r in done.items())
-            return done
-
-        W.PRUNE = False
-        full, full_steps = orig(graphs, per_rank, min_ns, only, groups, before, job)
-        W.PRUNE, W._replayed = True, spy
-        try:
-            pruned, pruned_steps = orig(graphs, per_rank, min_ns, only, groups, before, job)
-        finally:
-            W._replayed = replayed
-        n_steps = max((len(g.steps) for g in graphs), default=0)
-        _same_but_pruned(full, pruned, max(min_ns, 0), n_steps, full_steps, pruned_steps)
+    for full, full_steps, pruned, pruned_steps, floor, n_steps, seen in every_sample_summary.windows:
+        _same_but_pruned(full, pruned, floor, n_steps, full_steps, pruned_steps)
         assert all(0 <= gain <= bound for bound, gain in seen), seen
         checked.append(len(full) - len(pruned))
-        return pruned, pruned_steps
-
-    results, failures = every_sample()
-    monkeypatch.setattr(what_if_windows, "what_ifs", both)
-    summarize([r for r in results if not isinstance(r, Failure)], failures)
     assert len(checked) > 20 and sum(checked) > 0, checked

@@ -202,7 +202,8 @@ def program_calls(trace: Trace) -> np.ndarray:
     """Per row of ``trace.host_events``: the row of the outermost ``cpu_op`` on its thread that holds it (starts at or
     before it and ends at or after it): the op the program called (``aten::is_nonzero`` around ``aten::item`` around
     ``aten::_local_scalar_dense`` and its copy and stream sync), else the row itself. Ops are nested by Kineto's
-    intervals; an op that overlaps another without being inside it starts a new outermost op (int64). A step annotation
+    intervals; an op that overlaps another without being inside it starts a new outermost op; where two outermost ops
+    hold an event (one at the end of one and the start of the next), the first is its call (int64). A step annotation
     (``ProfilerStep#N``, :func:`step_annotations`) is no op, whatever its category: it is never the op called."""
     host = trace.host_events
     out = np.arange(len(host), dtype=np.int64)
@@ -217,16 +218,19 @@ def program_calls(trace: Trace) -> np.ndarray:
     ops = ops[np.lexsort((-end[ops], start[ops], thread[ops]))]  # (by thread, then by start, the longer first)
     # every thread at once (:mod:`traceprobe.keyed`): keys of one thread are contiguous, so a running maximum of the
     # end keys is each thread's running maximum of ends once past its first op
-    k_end, k_start, k_row = keyed.keys((thread[ops], end[ops]), (thread[ops], start[ops]), (thread, start))
+    k_end, k_start, k_row, k_row_end = keyed.keys((thread[ops], end[ops]), (thread[ops], start[ops]), (thread, start), (thread, end))
     run = np.maximum.accumulate(k_end)
     before = np.concatenate([[-1], run[:-1]])
     first = np.concatenate([[True], thread[ops][1:] != thread[ops][:-1]])
     keep = first | (k_end > before)  # (not inside an op before it on its thread)
-    outer, k_outer = ops[keep], k_start[keep]
-    k = np.searchsorted(k_outer, k_row, "right") - 1
-    at = outer[np.maximum(k, 0)]
-    held = (k >= 0) & (thread[at] == thread) & (end[at] >= end)
-    out[held] = at[held]
+    outer = ops[keep]
+    # the outer ops of a thread end later as they start later, so those holding a row (starting at or before it and
+    # ending at or after it) are a run ending at the last to start at or before it (k); the first of them (j: the first
+    # to end at or after it) is the op called, as an event at the end of one op and the start of the next is held by both
+    k = np.searchsorted(k_start[keep], k_row, "right") - 1
+    j = np.searchsorted(k_end[keep], k_row_end, "left")
+    held = (k >= 0) & (j <= k)  # (j and k then of the row's thread)
+    out[held] = outer[j[held]]
     return out
 
 
