@@ -286,12 +286,13 @@ def finding(folder: str, summary=None) -> list[str]:
     return ["```", *(t.plain for x in (w.finding(), w.path_line()) if x for t in para(x, WIDTH)), "```"]
 
 
-def figures(spec: str, summary) -> str:
+def figures(spec: str, summary, every: bool = False) -> str:
     """The text of the ``figures`` part ``spec``: ``table FOLDER...`` (:func:`folder_table`), ``fixes FOLDER``
     (:func:`fixes_table`), ``finding FOLDER`` (:func:`finding`) or a name of :data:`FIGURES` (``summary``: the samples'
-    summary, or a function returning it, called only where it is needed: :func:`of_samples`)."""
+    summary, or a function returning it, called only where it is needed: :func:`of_samples`; ``every``: a summary of
+    every sample, :data:`WHOLE` too, read for every table and finding)."""
     kind, _, rest = spec.partition(" ")
-    samples = (summary() if callable(summary) else summary) if of_samples(spec) else None
+    samples = (summary() if callable(summary) else summary) if of_samples(spec) or (every and kind in ("table", "finding")) else None
     if kind == "table":
         return "\n".join(folder_table(rest.strip(), samples)) + "\n"
     if kind == "fixes":

@@ -40,10 +40,12 @@ tests/test_table.py's, in the default run)."""
 
 
 @pytest.mark.parametrize("path, spec", TABLES)
-def test_scenario_tables_are_the_tools(path: Path, spec: str):
+@pytest.mark.xdist_group("every_sample_summary")
+def test_scenario_tables_are_the_tools(path: Path, spec: str, every_sample_summary):
     """Each table of a folder of recorded scenarios (matrix/, heldout/...) is scripts/matrix_table.py's (or
-    fix_table.py's) now, and each quoted finding the tool's words for its folder now."""
-    want = readme.figures(spec, None)
+    fix_table.py's) now, and each quoted finding the tool's words for its folder now (read off the summary of every
+    sample, conftest's ``every_sample_summary``: each folder's part of it is what analysing the folder alone gives)."""
+    want = readme.figures(spec, every_sample_summary.summary, every=True)
     text, stale = readme.rewrite(path, lambda p: want if p.spec == spec else p.text)
     if os.environ.get("TRACEPROBE_UPDATE_GOLDEN") and stale:
         path.write_text(text)
