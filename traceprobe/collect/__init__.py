@@ -332,7 +332,8 @@ def analyze_paths(
             (a progress display's total).
         align_clocks: compare ranks on one clock where their clocks differ
             (:func:`~traceprobe.analysis.summary.summarize`).
-        on_part: called in this process with the summary of each run as soon as its traces are analysed, the runs
+        on_part: called in this process (in a thread of its own where workers analyse the traces, :class:`.parts.Parts`;
+            ``on_done`` is called in the caller's) with the summary of each run as soon as its traces are analysed, the runs
             in the first screen's order (:func:`~traceprobe.analysis.summary.display_order`), which is also the order
             the traces are handed to the workers in; the summary returned is then these parts merged
             (:func:`~traceprobe.analysis.summary.merge`: the same as one summary of every report, no window replayed
@@ -360,14 +361,18 @@ def analyze_paths(
 
     local = local_jobs(files, jobs)  # (the files' sizes read once: work_beside takes the jobs it gave)
     parted = on_part is not None or (len(files) > 1 and local != 1)  # (runs summarised while workers analyse the rest)
-    stream = Parts(files, on_part or (lambda _: None), align_clocks) if parted and not any(is_summary(f) for f in files) else None
+    threaded = len(files) > 1 and (scheduler is not None or local != 1)  # (runs summarised beside the hand-out: .parts)
+    stream = Parts(files, on_part or (lambda _: None), align_clocks, threaded) if parted and not any(is_summary(f) for f in files) else None
     work = files if stream is None else stream.work
     beside = warm if work_beside(work, local) and not ahead_of_time() else None
     shared = decoders(work, jobs) if scheduler is None and beside is None else 1  # (one trace analysed here)
     fn = analyze_file if (then, max_bytes, all_device_work, shared) == (None, None, False, 1) else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work, decoders=shared)
     try:
         results = map_items(fn, work, jobs=local, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,
-                            on_index=None if stream is None else stream.add, beside=beside)
+                            on_index=None if stream is None else stream.add, beside=beside,
+                            forks=None if stream is None else stream.forks, nice=0 if stream is None else stream.nice)
+        if stream is not None:
+            stream.finish()
     finally:
         unshare_limit()
     if stream is not None:
