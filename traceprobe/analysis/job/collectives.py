@@ -259,6 +259,49 @@ class WindowCollectives:
     clock: str = CLOCK_ASSUMPTION
 
 
+def _instances(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The collective instances of matched rows ``k`` (:func:`.process_groups.matched_groups`: ``pg`` named, ``seq``
+    int64): each row's instance, numbered in (``pg``, ``seq``) order as a sorted groupby numbers them (``pg`` in
+    :func:`pandas.factorize`'s sorted order), and each instance's first row (int64 each)."""
+    pg, _ = pd.factorize(k["pg"], sort=True)
+    seq = k["seq"].to_numpy(np.int64)
+    if len(k) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lo = int(seq.min())
+    keys, gid = np.unique(pg.astype(np.int64) * (int(seq.max()) - lo + 1) + (seq - lo), return_inverse=True)
+    gid = gid.ravel().astype(np.int64)
+    first = np.full(keys.size, len(k), np.int64)
+    np.minimum.at(first, gid, np.arange(len(k), dtype=np.int64))
+    return gid, first
+
+
+def _per_instance(k: pd.DataFrame, gid: np.ndarray, first: np.ndarray, last_op: np.ndarray) -> pd.DataFrame:
+    """Per collective instance (:func:`_instances`, in their order): ``pg``, ``seq`` and ``collective`` of its first
+    row (dtypes as ``k``'s), ``bytes`` (the largest), ``ranks`` (its rows), ``first_start``, ``last_start``,
+    ``first_end``, ``last_end`` (int64 ns: the least and largest of its rows'), ``wait`` (its rows' ``wait_ns`` summed)
+    and ``last_rank`` (the rank of its last arrival, ``last_op``)."""
+    g = first.size
+    o = np.argsort(gid, kind="stable")
+    at = np.searchsorted(gid[o], np.arange(g))  # (every instance has a row)
+
+    def reduced(col: str, how: np.ufunc) -> np.ndarray:
+        v = k[col].to_numpy(np.int64)[o]
+        return how.reduceat(v, at) if g else np.zeros(0, np.int64)
+
+    b = k["bytes"]
+    if b.dtype.kind in "iu":
+        size = np.maximum.reduceat(b.to_numpy()[o], at) if g else b.to_numpy()[:0]
+    else:  # (a column of floats or objects: the largest value that is not NaN, as pandas takes it)
+        size = np.asarray(pd.Series(b.to_numpy()).groupby(gid).max())
+    out = {"pg": k["pg"].take(first).reset_index(drop=True), "seq": k["seq"].to_numpy(np.int64)[first],
+           "collective": k["collective"].take(first).reset_index(drop=True), "bytes": size,
+           "ranks": np.bincount(gid, minlength=g).astype(np.int64),
+           "first_start": reduced("start_ns", np.minimum), "last_start": reduced("start_ns", np.maximum),
+           "first_end": reduced("end_ns", np.minimum), "last_end": reduced("end_ns", np.maximum),
+           "wait": reduced("wait_ns", np.add), "last_rank": k["rank"].take(last_op).reset_index(drop=True)}
+    return pd.DataFrame(out)
+
+
 def _busbw_factor(kind: np.ndarray, n: np.ndarray) -> np.ndarray:
     out = np.full(kind.size, np.nan)
     for k, f in BUSBW_FACTOR.items():
@@ -286,7 +329,7 @@ def _by_type(per: pd.DataFrame, sized: np.ndarray, by_size: bool = False) -> pd.
         best = float(np.nanmax(busbw_each[ok])) if np.isfinite(busbw_each[ok]).any() else float("nan")  # (no all-NaN nanmax)
         row = {"collective": kind, "count": int(sel.sum()), "bytes": int(sizes[sel][sizes[sel] > 0].sum()),
                "time_ns": int(t[sel].sum()), "mean_skew_ns": int(skew[sel].sum() // max(int(sel.sum()), 1)),
-               "busbw_gbps": busbw, "best_busbw_gbps": best, "vs_best": busbw / best if ok.any() else float("nan")}
+               "busbw_gbps": busbw, "best_busbw_gbps": best, "vs_best": busbw / best if ok.any() and best > 0 else float("nan")}  # (0: a factor of 0, one rank)
         if by_size:
             row["bytes"] = int(size)
         rows.append(row)
@@ -332,24 +375,18 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
     shared = k["pg"].isin(shared_names(k)).to_numpy()
     if shared.any():
         k.loc[shared, "pg"] = k.loc[shared, "pg"] + "[" + k.loc[shared, "pg_ranks"] + "]"
-    key = ["pg", "seq"]
-    grp = k.groupby(key, sort=True)
     start, end = k["start_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
     k["duration_ns"] = end - start
+    gid, first = _instances(k)
     # each member's wait for the last arrival: the definition the dependency graph's crossings and the replay read
     # (.contention.wait_spans); members listed in reverse, so that of equal starts the first row is the last arrival
-    gid = k.groupby(key, sort=False, dropna=False).ngroup().to_numpy(np.int64)  # (by first row: a MultiIndex's codes, no tuples)
     rev = np.arange(len(k), dtype=np.int64)[::-1]
     op, lo, hi, _ = wait_spans(start, end, k["rank"].to_numpy(np.int64), rev, gid[rev])
     wait = np.zeros(len(k), np.int64)
     wait[op] = np.maximum(hi - lo, 0)
     k["wait_ns"] = wait
     last_op = last_arrivals(start, rev, gid[rev])
-    per = grp.agg(collective=("collective", "first"), bytes=("bytes", "max"), ranks=("rank", "size"),
-                  first_start=("start_ns", "min"), last_start=("start_ns", "max"), first_end=("end_ns", "min"),
-                  last_end=("end_ns", "max"), wait=("wait_ns", "sum")).reset_index()
-    last_rank = k.iloc[last_op][["pg", "seq", "rank"]].rename(columns={"rank": "last_rank"})
-    per = per.merge(last_rank, on=key)
+    per = _per_instance(k, gid, first, last_op)
     per["skew_ns"] = per["last_start"] - per["first_start"]
     per["time_ns"] = per["last_end"] - per["last_start"]
     sized = (per["bytes"] > 0) & (per["time_ns"] > 0)
