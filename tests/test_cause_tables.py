@@ -1,13 +1,14 @@
 """The parts per rank and step that the causes across ranks compare (:func:`traceprobe.analysis.job.cause_tables.rank_tables`)
-against the pandas code they were computed with before (tests/cause_frames.py), on random SYNTHETIC ranks' columns and
-on every sample window of several ranks: the same frame, column for column, dtypes and index."""
+and the blame path (:func:`traceprobe.analysis.job.blame.blame_path`) against the pandas code they were computed with
+before (tests/cause_frames.py), on random SYNTHETIC tables (and the parts on every sample window of several ranks): the
+same frame, column for column, dtypes and index."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
-from cause_frames import parts_frames
+from cause_frames import blame_path_frames, parts_frames
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -52,6 +53,34 @@ def _cols(rank, busy_steps, idle):
 def test_parts_are_the_frames(cols):
     """(The example: idle time of a step without busy rows is left out, a rank's row follows its rank's order.)"""
     pd.testing.assert_frame_equal(rank_tables(cols).parts, parts_frames(cols), check_exact=True, check_index_type=True)
+
+
+@st.composite
+def blamed(draw):
+    """SYNTHETIC parts of ranks 0-4 in steps 0-5 (not every rank in every step; values around each other: ties, even
+    and odd counts for the medians), the exposed wait each late rank caused per step (around the noise floor; ties
+    between late ranks) and the steps present."""
+    rows = []
+    for rank in range(draw(st.integers(0, 5))):
+        for step in sorted(draw(st.sets(st.integers(0, 5), max_size=6))):
+            rows.append([rank, step, *(float(draw(st.sampled_from([0, 1, 2, 3, 5]))) * 400_000 for _ in PARTS)])
+    parts = pd.DataFrame(rows, columns=["rank", "step", *PARTS]).astype({"rank": I64, "step": I64, **dict.fromkeys(PARTS, F64)})
+    waits = [(s, k, draw(st.sampled_from([1, 499_999, 500_000, 900_000]))) for s in range(6) for k in range(5) if draw(st.booleans())]
+    by_step = pd.DataFrame(waits, columns=["step", "key", "ns"]).astype(I64)
+    present = np.array(sorted(draw(st.sets(st.integers(0, 6), max_size=7))), I64)
+    return by_step, present, parts
+
+
+@settings(max_examples=300, deadline=None)
+@given(blamed())
+def test_blame_path_is_the_frames(case):
+    from types import SimpleNamespace
+
+    from traceprobe.analysis.job.blame import blame_path
+
+    by_step, present, parts = case
+    t = SimpleNamespace(parts=parts)
+    pd.testing.assert_frame_equal(blame_path(by_step, present, t), blame_path_frames(by_step, present, t), check_exact=True)
 
 
 @pytest.mark.slow  # (every sample's report)
