@@ -34,8 +34,8 @@ class Parts:
     reports they held (``overlap-report sample_traces/`` on 2 CPUs: 117 s of CPU in 67 s of wall). :attr:`forks` is
     held while a run is summarised: a worker process forked meanwhile would copy the locks the summary holds
     (:func:`~traceprobe.collect.execution.map_items`' ``forks``), and the workers run at :data:`WORKER_NICE`.
-    :meth:`finish` waits for the last summary and
-    raises what summarising raised."""
+    :meth:`finish` (:meth:`finished`) waits for the last
+    summary and raises what summarising raised."""
 
     def __init__(self, files: list[str | Path], on_part: Callable[[Summary], None], align_clocks: bool,
                  beside: bool = False) -> None:
@@ -99,6 +99,10 @@ class Parts:
                 self._thread.start()
             self._runs.put(reports)
 
+    def options(self) -> dict[str, Any]:
+        """:func:`~traceprobe.collect.execution.map_items`' arguments for these parts: ``on_index``, ``forks``, ``nice``."""
+        return {"on_index": self.add, "forks": self.forks, "nice": self.nice}
+
     def finish(self) -> None:
         """Wait for every run handed to the thread to be summarised; raise what summarising raised."""
         if self._thread is not None and self._runs is not None:
@@ -129,8 +133,10 @@ class Parts:
         if self._error is not None:
             raise self._error
 
-    def in_file_order(self, results: list) -> list:
-        """``results`` of :attr:`work` put back in the order of the files."""
+    def finished(self, results: list) -> list:
+        """``results`` of :attr:`work` put back in the order of the files, once every run is summarised
+        (:meth:`finish`)."""
+        self.finish()
         out: list[Any] = [None] * len(results)
         for k, i in enumerate(self._where):
             out[i] = results[k]
