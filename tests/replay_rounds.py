@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from traceprobe import intervals as iv
-from traceprobe.analysis.causal.dependency_graph import NEG
+from traceprobe.analysis.causal.device_chains import NEG
 
 MAX_ROUNDS = 2_000
 

@@ -14,7 +14,8 @@ from synthetic import TraceBuilder, load, us
 
 from traceprobe import load_trace
 from traceprobe.analysis.causal.critical_path import critical_path
-from traceprobe.analysis.causal.dependency_graph import BIND_DEPENDENCY, BIND_STREAM, rank_graph
+from traceprobe.analysis.causal.dependency_graph import rank_graph
+from traceprobe.analysis.causal.device_chains import BIND_DEPENDENCY, BIND_STREAM
 from traceprobe.analysis.causal.what_if import replay, window_job
 
 SAMPLES = Path(__file__).parent.parent / "sample_traces" / "stream-wait"

@@ -23,7 +23,7 @@ from the interval sets of :mod:`.breakdown` and :mod:`.idle_causes`:
   that launch nothing), ``idle_host`` (host outside any op), ``stream_wait`` (queued work waited for
   another stream's work, the dependency graph's edge: idle cause ``dependency``) and ``queued_wait`` (queued work
   waited on something the trace does not show: idle cause ``queued``, its stretches longer than
-  :data:`..causal.dependency_graph.DEPENDENCY_SLACK_NS` only: the device's own few-µs gaps between queued kernels are
+  :data:`..causal.device_chains.DEPENDENCY_SLACK_NS` only: the device's own few-µs gaps between queued kernels are
   no wait, as on the critical path); the idle time of each span is the cause's span.
 - ``cross_device``: the device idle (for a cause not claimed above) while
   another device of the trace was busy.
@@ -53,7 +53,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..causal.dependency_graph import DEPENDENCY_SLACK_NS
+from ..causal.device_chains import DEPENDENCY_SLACK_NS
 from ..device.breakdown import DeviceTime, device_times
 from ..device.busy import comm_mask, copy_directions, copy_mask, pageable_copies, per_value
 from ..host.graph_capture import replays_graphs

@@ -2,7 +2,7 @@
 event waits the trace recorded), its critical path, what removing each cause would give back (what-ifs, replayed), the compute slowed beside waiting
 collectives, and each window's top cause in words.
 
-Modules (each public but one): ``dependency_graph``, ``class_times`` (its host time by class, held sparse), ``held_times`` (the time
+Modules (each public but one): ``dependency_graph``, ``device_chains`` (its device ops on their streams and their edges), ``class_times`` (its host time by class, held sparse), ``held_times`` (the time
 each cause holds on each rank, read from those entries), ``event_waits``, ``what_if``, ``sweep`` (the replay as one sweep in a
 topological order), ``packed`` (a window's graphs packed for its replay), ``replay_memory`` (the memory a replay takes, and its
 budget), ``contention``, ``imbalance``, ``unseen_peers``, ``what_if_plan`` (which what-ifs to replay: bounds

@@ -31,7 +31,8 @@ import pandas as pd
 
 from ..memo import empty_frame
 from .contention import last_arrivals
-from .dependency_graph import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS, HOST_CLASSES, RankGraph
+from .dependency_graph import HOST_CLASSES, RankGraph
+from .device_chains import BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM, DEPENDENCY_SLACK_NS
 from .sweep import joined
 from .what_if import WindowJob, counted_anchors, window_job
 

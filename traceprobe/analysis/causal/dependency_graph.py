@@ -16,7 +16,7 @@ rank, and Daydream's, Zhu et al., USENIX ATC 2020, for what-if replays), replaye
   take their place, and its anchors are its steps' starts and end.
 - *device chains* (one per stream): each kernel, memcpy or memset starts at the latest of the previous work on its
   stream, its launch call's start (plus the trace's launch lag) and, where it started more than
-  :data:`DEPENDENCY_SLACK_NS` after both, the work of another stream that ended last before it (a *dependency*:
+  :data:`.device_chains.DEPENDENCY_SLACK_NS` after both, the work of another stream that ended last before it (a *dependency*:
   an event wait). The one that was latest in the trace is its *binding* edge and keeps the trace's lag; the others
   keep at most zero.
 - *sync*: a synchronizing call returns when the work it waited for ends (the work that ended last inside the call;
@@ -38,17 +38,16 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
-from ...keyed import unique_pairs
 from ...reading import Trace
 from ..device.busy import comm_mask, host_thread_codes, pageable_copies, per_value, runtime_calls
 from ..host.graph_capture import replays_graphs
-from ..host.host_classes import EVENT_CAUSES, HOST_CAUSES, class_spans, device_frees, host_classes, program_call_top, top_name
-from ..host.launch_links import launch_rows
+from ..host.host_classes import HOST_CAUSES, class_spans, program_call_top, top_name
 from ..host.python_frames import frame_holding, thread_labels
 from ..host.warmup import compile_holders, profiler_top
-from ..memo import device_column, host_column, per_trace
+from ..memo import host_column, per_trace
 from .class_times import ClassTimes
-from .event_waits import event_sync_targets, stream_waits
+from .device_chains import BIND_DEPENDENCY, device_chains
+from .event_waits import event_sync_targets
 from .sweep import fits_int32
 
 HOST_CLASSES = tuple("dispatch" if c == "launch" else c for c in HOST_CAUSES)
@@ -57,25 +56,12 @@ HOST_CLASSES = tuple("dispatch" if c == "launch" else c for c in HOST_CAUSES)
 (:func:`.warmup.first_calls`) and the set-up before a first compile; ``slow_call``: later calls far slower than their
 median (:func:`.warmup.slow_calls`: a new shape's plan or autotuning); the others as in :mod:`.idle_causes`."""
 
-BIND_NONE, BIND_STREAM, BIND_LAUNCH, BIND_DEPENDENCY = 0, 1, 2, 3
-"""An op's binding edge: none in the trace (the first op of its stream, launched before the trace), the previous work
-on its stream, its launch, a dependency on another stream."""
-
-NEG = -(2**60)
-"""Minus infinity for int64 times: no edge."""
-
 DEVICE_WIDE = re.compile(r"DeviceSynchronize|CtxSynchronize")
 """Synchronizing calls that wait for every stream of the device (``cudaDeviceSynchronize``, ``hipDeviceSynchronize``,
 ``cuCtxSynchronize``), not one stream or event; the device frees (:data:`..host.host_classes.FREE_CALLS`) do too. A free
 is a sync edge of host class ``device_alloc``; the what-if of its host class (``device_alloc``; ``slow_call`` or
 ``warmup`` for a first or slow one that did not wait) drops its wait with its host time (:data:`RankGraph.freeing`):
 the call goes, and the drain with it."""
-
-DEPENDENCY_SLACK_NS = 20_000
-"""An op that starts more than this after both its stream's previous work and its launch call waited on something
-else: the work of another stream that ended last before it is its dependency (20 µs: above launch latency and the
-device's own gaps between queued kernels, a few µs)."""
-
 
 INDICES = ("target", "lane", "anchor", "name", "dep", "also_anchor", "also_op")
 """The fields of :class:`RankGraph` that index its own arrays or names (-1: none): held as int32."""
@@ -102,7 +88,7 @@ class RankGraph:
             before the point the host reaches it (the launch edge leaves from the call's start); ``pageable``: (K,)
             copies from or to pageable memory; ``blocking``: (A,) anchors that wait for their own copy; ``comm``:
             (K,) communication kernels (:func:`.busy.comm_mask`); ``bind``: (K,) each op's binding edge in the trace
-            (:data:`BIND_NONE`, :data:`BIND_STREAM`, :data:`BIND_LAUNCH`, :data:`BIND_DEPENDENCY`).
+            (:data:`.device_chains.BIND_NONE`, ``BIND_STREAM``, ``BIND_LAUNCH``, ``BIND_DEPENDENCY``).
         lane_names: each device chain's device and stream (``cuda:0 stream 7``), by ``lane``.
         ranked: whether the trace names its rank (``rank`` is 0 where it does not).
         id_density: the runtime calls' distinct correlation ids over the range they span (CUPTI numbers every
@@ -194,71 +180,11 @@ def _id_density(trace: Trace) -> float:
 @per_trace
 def rank_graph(trace: Trace) -> RankGraph:
     """The rank's part of the dependency graph (module docstring; :class:`RankGraph`)."""
-    from ..device.steps import step_windows
-
-    ev = trace.device_events
-    k = len(ev)
-    rows = launch_rows(trace) if k else np.zeros(0, np.int64)
-    host = trace.host_events
-    cls = host_classes(trace) if len(host) else np.zeros(0, np.int8)
-    frees = device_frees(trace) if len(host) else np.zeros(0, bool)
-    sync_rows = np.flatnonzero(((cls == EVENT_CAUSES.index("sync")) | frees) & runtime_calls(trace)) if len(host) else np.zeros(0, np.int64)
-    real = iv.distinct(np.concatenate([rows[rows >= 0], sync_rows])).astype(np.int64)
-    steps = step_windows(trace)
-    step_t = steps["start_ns"].to_numpy(np.int64)  # each step's start is an anchor too: host time from it is counted
-    if len(steps):  # (and the last step's end: the host time after its last call, up to the step's end, is the step's)
-        step_t = np.concatenate([step_t, [int(steps["end_ns"].max())]])
-    h_start = np.concatenate([host_column(trace, "start_ns")[real] if len(host) else np.zeros(0, np.int64), step_t])
-    t = np.concatenate([host_column(trace, "end_ns")[real] if len(host) else np.zeros(0, np.int64), step_t])
-    anchor_rows = np.concatenate([real, np.full(step_t.size, -1, np.int64)])
-    order = np.argsort(t, kind="stable")
-    anchor_rows, h_start, t = anchor_rows[order], h_start[order], t[order]
-    position = np.empty(real.size, np.int64)  # anchor of each real row (real is sorted)
-    position[np.searchsorted(real, anchor_rows[anchor_rows >= 0])] = np.flatnonzero(anchor_rows >= 0)
-    # device ops by lane (device, stream), then start
-    dev, stream = device_column(trace, "device"), device_column(trace, "stream")
-    start, end = device_column(trace, "start_ns"), device_column(trace, "end_ns")
-    pairs, lane = unique_pairs(dev, stream)
-    lane_names = tuple(f"{trace.device_label(int(d))} stream {int(s)}" for d, s in zip(*pairs))
-    o = np.lexsort((end, start, lane))
-    lane, start, end, rows = lane[o], start[o], end[o], rows[o]
-    names_col = ev["name"]
-    if k and isinstance(names_col.dtype, pd.CategoricalDtype):  # (the loader's names are categorical: their codes)
-        code, uniq = names_col.cat.codes.to_numpy().astype(np.int64), list(names_col.cat.categories)
-        code, uniq = np.where(code < 0, len(uniq), code), [*uniq, "nan"]
-    else:
-        code, uniq = pd.factorize(names_col.to_numpy(dtype=object)) if k else (np.zeros(0, np.int64), [])
-    name, names = code.astype(np.int64)[o], tuple(str(x) for x in uniq)
-    first = np.ones(k, bool)
-    first[1:] = lane[1:] != lane[:-1]
-    prev_end = np.where(first, NEG, np.roll(end, 1))
-    anchor = np.where(rows >= 0, position[np.clip(np.searchsorted(real, rows), 0, max(real.size - 1, 0))] if real.size else -1, -1)
-    safe = np.clip(anchor, 0, max(t.size - 1, 0))
-    launch_t = np.where(anchor >= 0, t[safe] if t.size else NEG, NEG)
-    issue_t = np.where(anchor >= 0, h_start[safe] if t.size else NEG, NEG)  # (the launch call's start)
-    # a dependency: work of another stream ending after both, the last before the op's start, where the op started
-    # more than DEPENDENCY_SLACK_NS after both (an event wait: cudaStreamWaitEvent)
-    explained = np.maximum(prev_end, launch_t)
-    by_end = np.argsort(end, kind="stable")
-    j = np.searchsorted(end[by_end], start, "right") - 1
-    dep = np.where(j >= 0, by_end[np.maximum(j, 0)], -1) if k else np.zeros(0, np.int64)
-    dep_end = end[np.maximum(dep, 0)] if k else np.zeros(0, np.int64)
-    dep = np.where((dep >= 0) & (start - explained > DEPENDENCY_SLACK_NS) & (dep_end > explained) & (lane[np.maximum(dep, 0)] != lane), dep, -1)
-    corr = device_column(trace, "correlation")[o] if k else np.zeros(0, np.int64)
-    recorded = stream_waits(trace, pairs, lane, start, end, corr) if k else None
-    exact = np.zeros(k, bool)
-    if recorded is not None:  # the waits the trace recorded, else (Kineto's sync events can miss some) the inferred ones
-        told, exact = recorded
-        dep = np.where(told >= 0, told, dep)
-        dep_end = end[np.maximum(dep, 0)]
-    by_dep = (dep >= 0) & (dep_end > explained)
-    # an edge that did not bind is kept where it is exact (a resolved record; a first op without launch keeps its start)
-    dep = np.where(by_dep | (exact & ((anchor >= 0) | ~first)), dep, -1)
-    by_launch = ~by_dep & (anchor >= 0) & (launch_t > prev_end)  # the binding edge: the latest of the three
-    g = np.where(first, 0, np.where(by_launch | by_dep, np.minimum(start - prev_end, 0), start - prev_end))
-    lag = np.where(anchor >= 0, np.where(by_launch, start - issue_t, np.minimum(start - issue_t, 0)), 0)
-    dep_lag = np.where(by_dep, start - dep_end, np.where(dep >= 0, np.minimum(start - dep_end, 0), 0))
-    fixed = np.where((anchor < 0) & first & ~by_dep, start, NEG)
+    ch = device_chains(trace)
+    k, host, cls, frees, sync_rows, real, steps = len(trace.device_events), trace.host_events, ch.cls, ch.frees, ch.sync_rows, ch.real, ch.steps
+    h_start, t, anchor_rows, pairs, lane, lane_names, o = ch.h_start, ch.t, ch.anchor_rows, ch.pairs, ch.lane, ch.lane_names, ch.o
+    start, end, rows, name, names, anchor, launch_t, corr = ch.start, ch.end, ch.rows, ch.name, ch.names, ch.anchor, ch.launch_t, ch.corr
+    g, lag, fixed, dep, dep_lag = ch.g, ch.lag, ch.fixed, ch.dep, ch.dep_lag
     # syncs: the device op ending last before the call's end, if it ended inside the call
     a = anchor_rows.size
     target, ret = np.full(a, -1, np.int64), np.zeros(a, np.int64)
@@ -342,7 +268,7 @@ def rank_graph(trace: Trace) -> RankGraph:
     return RankGraph(int(trace.rank or 0), t, h, ClassTimes.of(class_ns), tuple(tops), target, ret, lane, start, end, end - start, g, lag,
                      anchor, fixed, name, names, steps, dep, dep_lag, pre_dur, pageable_copies(trace)[o] if k else np.zeros(0, bool),
                      blocked, comm_mask(trace)[o] if k else np.zeros(0, bool),
-                     np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8),
+                     ch.bind,
                      _id_density(trace), lane_names, trace.rank is not None, np.concatenate(also_a), np.concatenate(also_k),
                      len(trace.python_events), trace.backend, replays_graphs(trace), o.astype(np.int64) if k else np.zeros(0, np.int64),
                      _free_classes(anchor_rows, frees, cls) if len(host) else np.full(a, -1, np.int8),
@@ -370,12 +296,12 @@ def _free_classes(anchor_rows: np.ndarray, frees: np.ndarray, cls: np.ndarray) -
 
 def waited_for_rows(trace: Trace) -> np.ndarray:
     """Per row of ``trace.device_events``: the row of the device op of another stream whose end bound its start in the
-    dependency graph (:data:`BIND_DEPENDENCY`: a recorded event wait, or one inferred past
-    :data:`DEPENDENCY_SLACK_NS`), else -1 (int64). The idle causes read it (:mod:`..host.idle_causes`: ``dependency``)."""
-    g = rank_graph(trace)
+    dependency graph (:data:`.device_chains.BIND_DEPENDENCY`: a recorded event wait, or one inferred past
+    :data:`.device_chains.DEPENDENCY_SLACK_NS`), else -1 (int64). The idle causes read it (:mod:`..host.idle_causes`: ``dependency``),
+    from the device chains alone (:func:`.device_chains.device_chains`: the graph's host time is not built for it)."""
+    c = device_chains(trace)
     out = np.full(len(trace.device_events), -1, np.int64)
-    if g.event_rows.size:
-        sel = (g.bind == BIND_DEPENDENCY) & (g.dep >= 0)
-        out[g.event_rows[sel]] = g.event_rows[g.dep[sel]]
+    if c.o.size:
+        sel = (c.bind == BIND_DEPENDENCY) & (c.dep >= 0)
+        out[c.o[sel]] = c.o[c.dep[sel]]
     return out
-

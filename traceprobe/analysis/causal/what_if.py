@@ -29,11 +29,11 @@ from ...keyed import keys
 from ..memo import empty_frame
 from .class_times import window_rows
 from .contention import Slowdowns, charged_waits, last_arrivals, slowdowns, wait_spans
-from .dependency_graph import HOST_CLASSES, NEG, RankGraph
+from .dependency_graph import HOST_CLASSES, RankGraph
 from .held_times import WindowSteps
 from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, without_excess
 from .packed import give_back_freed
-from .sweep import Sweep, fits_int32, index_type, joined
+from .sweep import NEG, Sweep, fits_int32, index_type, joined
 from .sync_names import sync_top
 from .unseen_peers import alone, pinned_fixed, transfers
 from .what_if_order import COLUMNS, EXPOSING_SHARE

@@ -11,7 +11,8 @@ import numpy as np
 
 from ...keyed import keys
 from .class_times import window_rows
-from .dependency_graph import HOST_CLASSES, NEG, RankGraph
+from .dependency_graph import HOST_CLASSES, RankGraph
+from .device_chains import NEG
 from .sweep import joined
 
 
