@@ -142,13 +142,13 @@ def every_sample_summary(every_sample) -> SampleSummary:
             seen.extend((cands[i].bound[0], int(r[4])) for i, r in done.items())
             return done
 
-        W.PRUNE = False
-        full, full_steps = what_ifs(graphs, per_rank, min_ns, only, groups, before, job)
-        W.PRUNE, W._replayed = True, spy
-        try:
+        with pytest.MonkeyPatch.context() as m:  # (every cause replayed, then the bounds pruning as they do)
+            m.setattr(W, "PRUNE", False)
+            full, full_steps = what_ifs(graphs, per_rank, min_ns, only, groups, before, job)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(W, "PRUNE", True)
+            m.setattr(W, "_replayed", spy)
             pruned, pruned_steps = what_ifs(graphs, per_rank, min_ns, only, groups, before, job)
-        finally:
-            W._replayed = replayed
         out.windows.append((full, full_steps, pruned, pruned_steps, max(min_ns, 0), max((len(g.steps) for g in graphs), default=0), seen))
         return pruned, pruned_steps
 

@@ -37,7 +37,7 @@ READ = ("causes/ddp-compute/", "training/tb-ddp/", "data-parallel.ddp.rank1.")
 """Samples the tests below read by name, swept beside the few (:data:`conftest.FEW`) in the default run."""
 
 
-@pytest.fixture(scope="module", params=["few", pytest.param("every", marks=pytest.mark.slow)])
+@pytest.fixture(scope="module", params=["few", pytest.param("every", marks=[pytest.mark.slow, pytest.mark.xdist_group("summaries_every")])])
 def both(request, tmp_path_factory):
     """Sample traces analysed (the per-trace reports, then the whole analysis), and each report written as a
     summary under the same relative path in a second folder, which is analysed in turn: a few samples and those the
