@@ -159,58 +159,6 @@ def test_a_dead_workers_replacement_waits_for_the_work_beside(tmp_path):
     assert first < times["beside"] <= second  # (the first died at once; the retry's worker was forked after the thread)
 
 
-def _niceness(x: int) -> int:
-    return os.nice(0)
-
-
-def _niceness_after_dying(arg: tuple[str, int]) -> int:
-    """Dies the first time it sees an item (as :func:`_die_first_time`); the second time, its process's niceness."""
-    _die_first_time(arg)
-    return os.nice(0)
-
-
-def test_workers_run_at_the_niceness_asked_and_a_replacement_too(tmp_path):
-    """``nice`` is added to each worker's niceness, a dead worker's replacement's too; the caller's is unchanged."""
-    mine = os.nice(0)
-    assert map_items(_niceness, [0, 1, 2], on_crash=_crashed, jobs=2) == [mine] * 3
-    assert map_items(_niceness, [0, 1, 2], on_crash=_crashed, jobs=2, nice=3) == [min(mine + 3, 19)] * 3
-    assert os.nice(0) == mine
-    items = [(str(tmp_path), 5), (str(tmp_path), 6)]
-    assert map_items(_niceness_after_dying, items, on_crash=_crashed, jobs=2, nice=3) == [min(mine + 3, 19)] * 2
-
-
-def _die_first_time_late(arg: tuple[str, int]) -> int:
-    """As :func:`_die_first_time_noting_when`, dying 0.3 s after the first attempt started."""
-    folder, x = arg
-    with open(Path(folder) / f"started-{x}", "a") as fh:
-        fh.write(f"{time.monotonic()}\n")
-    if not (Path(folder) / f"seen-{x}").exists():
-        time.sleep(0.3)
-    return _die_first_time(arg)
-
-
-def test_a_dead_workers_replacement_waits_for_the_forks_lock(tmp_path):
-    """No fork while the caller's thread holds ``forks``: the worker that died is replaced once it lets go."""
-    forks = threading.Lock()
-    released: list[float] = []
-
-    def hold() -> None:  # (taken once the first attempt started: the first fork was not held back)
-        while not (tmp_path / "started-8").exists():
-            time.sleep(0.01)
-        with forks:
-            time.sleep(0.8)
-            released.append(time.monotonic())
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    out = map_items(_die_first_time_late, [(str(tmp_path), 8)], on_crash=_crashed, jobs=2, forks=forks,
-                    beside=lambda: None)
-    holder.join()
-    assert out == [8]
-    first, second = map(float, (tmp_path / "started-8").read_text().split())
-    assert first < released[0] <= second
-
-
 def test_where_work_runs_beside_the_workers(tmp_path: Path, monkeypatch):
     """Beside the workers where there are workers and a CPU for this process; one file only up to its limit."""
     monkeypatch.setattr(processes, "usable_cpus", lambda: 2)

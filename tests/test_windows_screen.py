@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from traceprobe.cli import app
-from traceprobe.collect import analyze_paths, discover
+from traceprobe.collect import analyze_paths
 from traceprobe.report.first_screen import BLOCKS, LINES, FirstScreenRenderer, mode
 from traceprobe.report.json_document import to_json
 
@@ -102,41 +102,6 @@ def test_runs_are_summarised_as_they_come_back_from_workers_unasked(monkeypatch)
     alone = analyze_paths(paths, jobs=1)
     assert made == []
     assert to_json(analyze_paths(paths, jobs=2)) == to_json(alone) and made == [1]
-
-
-def test_workers_are_fed_while_a_run_is_summarised():
-    """With workers, the runs are summarised in a thread of their own: while a run's summary (here its ``on_part``)
-    waits, the traces still come back (every ``on_done`` is called); the parts merged are one summary's JSON document."""
-    import threading
-
-    paths = [SAMPLES / "causes" / "ddp-compute", SAMPLES / "causes" / "prefetch-off", SAMPLES / "script-ddp"]
-    total = len(discover(paths)[0])
-    done, every_trace_in, waited = [], threading.Event(), []
-
-    def on_done(_):
-        done.append(1)
-        if len(done) == total:
-            every_trace_in.set()
-
-    def on_part(_):
-        if not waited:
-            waited.append(every_trace_in.wait(timeout=15))
-
-    merged = analyze_paths(paths, jobs=2, on_done=on_done, on_part=on_part)
-    assert waited == [True] and to_json(merged) == to_json(analyze_paths(paths, jobs=1))
-
-
-def test_what_summarising_a_run_raised_is_raised(monkeypatch):
-    """An error in a run's summary (in the summarising thread) rises from ``analyze_paths``."""
-    from traceprobe.analysis import summary as summary_module
-
-    def broken(*args, **kw):
-        raise ZeroDivisionError("in the summary")
-
-    monkeypatch.setattr(summary_module, "summarize", broken)
-    paths = [SAMPLES / "causes" / "ddp-compute", SAMPLES / "causes" / "prefetch-off"]
-    with pytest.raises(ZeroDivisionError, match="in the summary"):
-        analyze_paths(paths, jobs=2, on_part=lambda _: None)
 
 
 def _stream(paths, console=None, writes=None):

@@ -8,7 +8,6 @@ are done and the folder summary so far, repainted in place, and gives way to the
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from rich.console import Console, Group
@@ -35,7 +34,6 @@ class Stream:
         self.screen: FirstScreen | None = None
         self.live: Live | None = None
         self.total = self.done = 0
-        self._lock = threading.Lock()  # (parts come from the summarising thread, traces done from the caller's)
 
     def __enter__(self) -> Stream:
         if self.console is not None:
@@ -56,16 +54,14 @@ class Stream:
 
     def one_done(self, _: Any) -> None:
         """A trace finished (``on_done``)."""
-        with self._lock:
-            self.done += 1
-            self._repaint()
+        self.done += 1
+        self._repaint()
 
     def part(self, summary: Summary) -> None:
         """A run's summary (``on_part``): its lines, now."""
         assert self.screen is not None
-        with self._lock:
-            self._write(self.screen.part(summary))
-            self._repaint()
+        self._write(self.screen.part(summary))
+        self._repaint()
 
     def end(self, summary: Summary) -> None:
         """The whole summary: what comes after the windows."""

@@ -332,12 +332,13 @@ def analyze_paths(
             (a progress display's total).
         align_clocks: compare ranks on one clock where their clocks differ
             (:func:`~traceprobe.analysis.summary.summarize`).
-        on_part: called in this process (in a thread of its own where workers analyse the traces: :class:`.parts.Parts`)
-            with the summary of each run as soon as its traces are analysed, the runs in the first screen's order
-            (:func:`~traceprobe.analysis.summary.display_order`, the order the traces are handed out in); the summary
-            returned is these parts merged (:func:`~traceprobe.analysis.summary.merge`: one summary of every report, no
-            window replayed twice). A summary file among the inputs (its run known once read) makes the whole summary
-            one part, at the end. Without it, where several files go to workers, runs are summarised so all the same.
+        on_part: called in this process with the summary of each run as soon as its traces are analysed, the runs
+            in the first screen's order (:func:`~traceprobe.analysis.summary.display_order`), which is also the order
+            the traces are handed to the workers in; the summary returned is then these parts merged
+            (:func:`~traceprobe.analysis.summary.merge`: the same as one summary of every report, no window replayed
+            twice). Where a summary file is among the inputs (its run is known only once read), the whole summary is
+            its one part, at the end. Without it, where several files go to workers, runs are summarised so all the
+            same (each while the workers analyse the others: ``sample_traces/`` 72-75 -> 65-67 s on 2 CPUs).
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of
@@ -359,19 +360,18 @@ def analyze_paths(
 
     local = local_jobs(files, jobs)  # (the files' sizes read once: work_beside takes the jobs it gave)
     parted = on_part is not None or (len(files) > 1 and local != 1)  # (runs summarised while workers analyse the rest)
-    threaded = len(files) > 1 and (scheduler is not None or local != 1)  # (runs summarised beside the hand-out: .parts)
-    stream = Parts(files, on_part or (lambda _: None), align_clocks, threaded) if parted and not any(map(is_summary, files)) else None
+    stream = Parts(files, on_part or (lambda _: None), align_clocks) if parted and not any(is_summary(f) for f in files) else None
     work = files if stream is None else stream.work
     beside = warm if work_beside(work, local) and not ahead_of_time() else None
     shared = decoders(work, jobs) if scheduler is None and beside is None else 1  # (one trace analysed here)
     fn = analyze_file if (then, max_bytes, all_device_work, shared) == (None, None, False, 1) else partial(analyze_file, then=then, max_bytes=max_bytes, all_device_work=all_device_work, decoders=shared)
     try:
-        results = map_items(fn, work, jobs=local, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure, beside=beside,
-                            **({} if stream is None else stream.options()))
+        results = map_items(fn, work, jobs=local, scheduler=scheduler, on_done=on_done, on_crash=_crash_failure,
+                            on_index=None if stream is None else stream.add, beside=beside)
     finally:
         unshare_limit()
     if stream is not None:
-        results = stream.finished(results)
+        results = stream.in_file_order(results)
     for r in results:
         if isinstance(r, tuple) and on_then:
             on_then(*r)

@@ -44,7 +44,6 @@ import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Generic, TypeVar
@@ -70,8 +69,6 @@ def map_items(
     on_done: Callable[[R], None] | None = None,
     on_index: Callable[[int, R], None] | None = None,
     beside: Callable[[], None] | None = None,
-    forks: threading.Lock | None = None,
-    nice: int = 0,
 ) -> list[R]:
     """``[fn(x) for x in items]``, run as the module docstring says.
 
@@ -93,11 +90,6 @@ def map_items(
             and waited for before a dead worker's replacement is forked and before this returns: no fork while it
             runs); with it, even one item goes to a worker process, unless ``jobs`` is 1. Ignored with ``scheduler``
             or ``jobs`` 1.
-        forks: a lock the caller's own threads hold while they run work that a forked process must not copy
-            half-done (the locks it holds: :class:`.parts.Parts`); taken around each fork of a local worker.
-        nice: added to each local worker's niceness (``os.nice``; where the system refuses, none): work the caller's
-            own threads do beside the workers (:class:`.parts.Parts`) then takes the CPU first, so that it keeps up
-            with them rather than being left at the end.
 
     Returns:
         the results, in the order of ``items``.
@@ -123,22 +115,17 @@ def map_items(
                 counted(i, r)
             out.append(r)
         return out
-    return _on_local_workers(fn, items, n, on_crash, on_done, counted, beside if jobs != 1 else None, forks, nice)
+    return _on_local_workers(fn, items, n, on_crash, on_done, counted, beside if jobs != 1 else None)
 
 
 # --- local worker processes ----------------------------------------------------------------
 
 
 
-def _serve(conn: Connection, fn: Callable[[Any], Any], parent: int, nice: int = 0) -> None:
+def _serve(conn: Connection, fn: Callable[[Any], Any], parent: int) -> None:
     """Worker loop: receive ``(item,)``, send ``("ok", fn(item))`` or ``("raise", exception)``; stop on ``None`` or EOF,
-    or when the parent process dies. ``nice``: added to the worker's niceness first (:func:`map_items`)."""
+    or when the parent process dies."""
     die_with_parent(parent)
-    if nice:
-        try:
-            os.nice(nice)
-        except OSError:  # (not permitted here: it runs at this process's priority)
-            pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the workers
     while True:
         try:
@@ -191,10 +178,10 @@ class _Worker(Generic[T]):
     queue: deque[int] = field(default_factory=deque)  # the items sent to it, in order: it is on the first
 
 
-def _start(fn: Callable[[Any], Any], nice: int = 0) -> _Worker[Any]:
+def _start(fn: Callable[[Any], Any]) -> _Worker[Any]:
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_serve, args=(child, fn, os.getpid(), nice), daemon=True)
+    proc = ctx.Process(target=_serve, args=(child, fn, os.getpid()), daemon=True)
     proc.start()
     child.close()  # so that the parent sees EOF when the worker dies
     return _Worker(proc, parent)
@@ -227,14 +214,12 @@ def forget_process(pid: int) -> None:
 def _on_local_workers(
     fn: Callable[[T], R], items: Sequence[T], n: int, on_crash: Callable[[T, str], R], on_done: Callable[[R], None] | None,
     on_index: Callable[[int, R], None] | None = None, beside: Callable[[], None] | None = None,
-    forks: threading.Lock | None = None, nice: int = 0,
 ) -> list[R]:
     results: list[Any] = [None] * len(items)
     pending = deque(range(len(items)))
     crashes = [0] * len(items)
     left = len(items)
-    with forks or nullcontext():
-        workers = [_start(fn, nice) for _ in range(n)]
+    workers = [_start(fn) for _ in range(n)]
     thread = threading.Thread(target=beside, daemon=True) if beside is not None else None
     if thread is not None:
         thread.start()
@@ -264,8 +249,7 @@ def _on_local_workers(
                     w.conn.close()
                     if thread is not None:  # (a fork while another thread runs may copy a lock it holds)
                         thread.join()
-                    with forks or nullcontext():
-                        workers[k] = _start(fn, nice)
+                    workers[k] = _start(fn)
                     pending.extendleft(reversed(w.queue))
                     if crashes[i] < MAX_CRASHES:
                         pending.appendleft(i)
