@@ -4,6 +4,6 @@ part of the dependency graph among their tables), and the whole-job report (ever
 each window replayed).
 
 Modules (each public): ``collectives``, ``process_groups``, ``comm_types``, ``p2p``, ``clocks``, ``ranks``, ``causes``,
-``instances``, ``blame``, ``cause_tables``, ``summaries``, ``graph_tables``, ``window_replay``, ``rank_summary``, ``job``. Nothing is
+``blame``, ``cause_tables``, ``summaries``, ``graph_tables``, ``window_replay``, ``rank_summary``, ``job``. Nothing is
 imported here: import the module.
 """

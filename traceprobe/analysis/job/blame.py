@@ -18,60 +18,30 @@ BLAME_COLUMNS = ["step", "rank", "cause", "excess_ns", "wait_ns"]
 
 
 def blame_path(by_step: pd.DataFrame, present: np.ndarray, t: RankTables) -> pd.DataFrame:
-    """The blame path (:attr:`.causes.WindowCauses.blame`) of the steps ``present`` (int64, distinct, increasing): per
-    step, the late rank that caused the largest exposed wait on one rank (``by_step``: ``step``, ``key`` (late rank),
-    ``ns``, int64; ties: the lowest rank), where at least :data:`NOISE_MIN_NS`, and its part (:data:`PARTS`) most in
-    excess over the median of the other ranks holding the step (pandas' median: the mean of the two middle values of
-    an even count); rank -1 where the late rank holds no part of the step, cause "" where no part is known or the
-    excess is under :data:`NOISE_MIN_NS`, the excess 0 where unknown (the float excess truncated to int64 ns)."""
-    steps = np.asarray(present, np.int64)
-    bs, bk, bn = (by_step[c].to_numpy(np.int64) for c in ("step", "key", "ns"))
-    o = np.lexsort((bk, -bn, bs))  # (per step, the most wait first, then the lowest rank)
-    head = o[np.r_[True, bs[o][1:] != bs[o][:-1]]] if o.size else o
-    pos = np.minimum(np.searchsorted(bs[head], steps), max(head.size - 1, 0))
-    found = bs[head][pos] == steps if head.size else np.zeros(steps.size, bool)
-    wait = np.where(found, bn[head][pos] if head.size else 0, 0).astype(np.int64)
-    late = np.where(found & (wait >= NOISE_MIN_NS), bk[head][pos] if head.size else -1, -1).astype(np.int64)
+    """The blame path (:attr:`.causes.WindowCauses.blame`) of the steps ``present``: per step, the late rank that caused the
+    largest exposed wait on one rank (``by_step``: ``step``, ``key`` (late rank), ``ns``; ties: the lowest rank), and
+    its part most in excess over the other ranks' median in that step (ranks holding the step), as one groupby."""
+    best = by_step.sort_values(["step", "ns", "key"], ascending=[True, False, True], kind="stable").drop_duplicates("step")
+    b = pd.DataFrame({"step": present.astype(np.int64)}).merge(best, on="step", how="left")
+    wait = b["ns"].fillna(0).to_numpy(np.int64)
+    late = np.where(wait >= NOISE_MIN_NS, b["key"].fillna(-1).to_numpy(np.int64), -1)
     p = t.parts
-    p_rank, p_step = p["rank"].to_numpy(np.int64), p["step"].to_numpy(np.int64)
-    row = np.full(p_step.size, -1, np.int64)  # (each part's row of ``present``, where that step has a late rank)
-    is_late = np.zeros(p_step.size, bool)
-    if steps.size:
-        at = np.minimum(np.searchsorted(steps, p_step), steps.size - 1)
-        row = np.where((steps[at] == p_step) & (late[at] >= 0), at, -1)
-        is_late = (row >= 0) & (p_rank == late[np.maximum(row, 0)])
-    other = np.flatnonzero((row >= 0) & ~is_late)
-    values = p[list(PARTS)].to_numpy(np.float64)
-    mine = np.full((steps.size, len(PARTS)), np.nan)
-    mine[row[is_late]] = values[is_late]
-    d = mine - _medians(row[other], values[other], steps.size)  # NaN: no other rank holds the step
+    with_late = p.merge(pd.DataFrame({"step": b["step"], "late": late})[late >= 0], on="step")
+    is_late = (with_late["rank"] == with_late["late"]).to_numpy()
+    mine = with_late[is_late].set_index("step")[list(PARTS)]
+    med = with_late[~is_late].groupby("step")[list(PARTS)].median()
+    diff = (mine - med.reindex(mine.index)).reindex(b["step"])  # NaN: no other rank holds the step
+    d = diff.to_numpy(np.float64)
     k = np.argmax(np.nan_to_num(d, nan=-np.inf), axis=1) if len(d) else np.zeros(0, np.int64)
     top = d[np.arange(len(d)), k] if len(d) else np.zeros(0)
     known = np.isfinite(top)
-    in_steps = np.zeros(steps.size, bool)
-    in_steps[row[is_late]] = True
+    in_steps = diff.notna().any(axis=1).to_numpy() | b["step"].isin(mine.index).to_numpy()
     rank = np.where(in_steps, late, -1)
     cause = np.where(known & (top >= NOISE_MIN_NS), np.array(PARTS, dtype=object)[k], "")
     excess = np.where(known, np.maximum(np.nan_to_num(top), 0), 0).astype(np.int64)
-    return pd.DataFrame({"step": steps, "rank": rank.astype(np.int64), "cause": cause, "excess_ns": excess, "wait_ns": wait},
-                        columns=BLAME_COLUMNS)
-
-
-def _medians(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Per group ``0..n-1`` and column of ``values`` (rows of ``group``), the median of its rows (NaN: none), as pandas'
-    groupby median takes it: the middle value, or the mean of the two middle values of an even count."""
-    out = np.full((n, values.shape[1]), np.nan)
-    if group.size == 0:
-        return out
-    count = np.bincount(group, minlength=n)
-    start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    has = np.flatnonzero(count)
-    lo = start[has] + (count[has] - 1) // 2
-    hi = start[has] + count[has] // 2
-    for j in range(values.shape[1]):
-        v = values[np.lexsort((values[:, j], group)), j]
-        out[has, j] = np.where(lo == hi, v[lo], (v[hi] + v[lo]) / 2)
-    return out
+    out = pd.DataFrame({"step": b["step"].to_numpy(np.int64), "rank": rank.astype(np.int64), "cause": cause, "excess_ns": excess, "wait_ns": wait},
+                       columns=BLAME_COLUMNS)
+    return out.astype({"step": np.int64, "rank": np.int64, "excess_ns": np.int64, "wait_ns": np.int64})
 
 
 def replayed_blame(blame: pd.DataFrame, by_step: pd.DataFrame, w: WindowWhatIf) -> pd.DataFrame:

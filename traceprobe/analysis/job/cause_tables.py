@@ -142,46 +142,18 @@ def _cat(cols: Sequence[RankColumns], field: str, names: Sequence[str]) -> pd.Da
 
 
 def rank_tables(cols: Sequence[RankColumns]) -> RankTables:
-    """The :class:`RankTables` of ranks' :func:`rank_columns` (one concatenation per table; the parts summed per rank
-    and step by :func:`_parts`)."""
+    """The :class:`RankTables` of ranks' :func:`rank_columns` (one concatenation per table, one groupby for the parts)."""
+    busy = _cat(cols, "busy", ["step", "compute", "other_busy"])
+    parts = pd.DataFrame(busy.groupby(["rank", "step"], sort=True).sum())
+    idle = _cat(cols, "idle", ["step", "cause", "ns"])
+    if len(idle):
+        parts = pd.DataFrame(parts.join(idle.pivot_table(index=["rank", "step"], columns="cause", values="ns", aggfunc="sum"), how="left"))
+    parts = pd.DataFrame(parts.reindex(columns=list(PARTS))).fillna(0.0).astype(np.float64).reset_index()
+    parts = parts.astype({"rank": np.int64, "step": np.int64})
     return RankTables(np.array([c.rank for c in cols], dtype=np.int64), np.array([c.window_ns for c in cols], dtype=np.int64),
                       _cat(cols, "exposed", ["device", "start_ns", "end_ns"]),
-                      _cat(cols, "steps", ["step", "gpu_start_ns", "gpu_end_ns"]), _parts(cols),
+                      _cat(cols, "steps", ["step", "gpu_start_ns", "gpu_end_ns"]), parts,
                       _cat(cols, "kernels", ["name", "total_ns"]))
-
-
-def _parts(cols: Sequence[RankColumns]) -> pd.DataFrame:
-    """:attr:`RankTables.parts`: one row per (rank, step) of the busy parts (``busy``), sorted; ``compute`` and
-    ``other_busy`` summed over a rank's rows of that step, each idle cause of :data:`PARTS` over its idle rows of that
-    step (a (rank, step) of idle time alone is left out, a cause outside :data:`PARTS` too), 0.0 where none. The
-    sums are of int64 ns in float64 (the reports' tables), exact below 2^53 ns in any order."""
-    rank = np.array([c.rank for c in cols], dtype=np.int64)
-
-    def joined(field: str, j: int, dtype: Any) -> np.ndarray:
-        vals = [getattr(c, field)[j] for c in cols]
-        return np.concatenate(vals).astype(dtype, copy=False) if vals else np.zeros(0, dtype)
-
-    b_rank = np.repeat(rank, [c.busy[0].size for c in cols]) if cols else np.zeros(0, np.int64)
-    b_step = joined("busy", 0, np.int64)
-    i_rank = np.repeat(rank, [c.idle[0].size for c in cols]) if cols else np.zeros(0, np.int64)
-    i_step, i_cause, i_ns = joined("idle", 0, np.int64), joined("idle", 1, object), joined("idle", 2, np.float64)
-    pairs, index = pair_codes(b_rank, b_step)
-    m = pairs.shape[0]
-    values = np.zeros((len(PARTS), m), np.float64)
-    values[0] = np.bincount(index, weights=joined("busy", 1, np.float64), minlength=m)
-    values[1] = np.bincount(index, weights=joined("busy", 2, np.float64), minlength=m)
-    if m and i_step.size:  # (each idle row's (rank, step) found among the busy ones, sorted: one search of joint keys)
-        column = {name: j for j, name in enumerate(PARTS) if j >= 2}
-        col = np.array([column.get(c, -1) for c in i_cause.tolist()], dtype=np.int64)
-        lo_r, lo_s = min(int(pairs[0, 0]), int(i_rank.min())), min(int(pairs[:, 1].min()), int(i_step.min()))
-        width = max(int(pairs[:, 1].max()), int(i_step.max())) - lo_s + 1
-        have, want = (pairs[:, 0] - lo_r) * width + (pairs[:, 1] - lo_s), (i_rank - lo_r) * width + (i_step - lo_s)
-        pos = np.minimum(np.searchsorted(have, want), m - 1)
-        found = (have[pos] == want) & (col >= 0)
-        values += np.bincount(col[found] * m + pos[found], weights=i_ns[found], minlength=len(PARTS) * m).reshape(len(PARTS), m)
-    out: dict[str, Any] = {"rank": pairs[:, 0].astype(np.int64), "step": pairs[:, 1].astype(np.int64)}
-    out.update((name, values[j]) for j, name in enumerate(PARTS))
-    return pd.DataFrame(out)
 
 
 def pair_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

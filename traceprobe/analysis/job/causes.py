@@ -133,13 +133,10 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
-REPORT_TABLES = ("exposed_comm", "steps", "breakdown", "breakdown_steps", "idle_causes", "kernels")
-"""The tables of a report that :func:`.cause_tables.rank_columns` reads."""
-
-
 def report_tables(reports: Mapping[int, OverlapReport]) -> RankTables:
     """The :class:`.cause_tables.RankTables` of reports by rank, in their order."""
-    return rank_tables([rank_columns(r, rep.window_ns, {n: getattr(rep, n) for n in REPORT_TABLES}) for r, rep in reports.items()])
+    names = ("exposed_comm", "steps", "breakdown", "breakdown_steps", "idle_causes", "kernels")
+    return rank_tables([rank_columns(r, rep.window_ns, {n: getattr(rep, n) for n in names}) for r, rep in reports.items()])
 
 
 def _excess(t: RankTables, late: int) -> tuple[dict[str, float], dict[str, float]]:

@@ -70,7 +70,6 @@ from ..device.busy import comm_mask, per_value
 from ..host.launch_links import launch_rows
 from ..memo import device_column
 from .comm_types import arg_rows, comm_types
-from .instances import instances, per_instance
 from .p2p import kernel_transfers, pair_rows
 from .process_groups import matched_groups, member_codes, shared_names
 
@@ -333,18 +332,24 @@ def match_rows(allk: pd.DataFrame, ranks: tuple[int, ...], run: str = "", window
     shared = k["pg"].isin(shared_names(k)).to_numpy()
     if shared.any():
         k.loc[shared, "pg"] = k.loc[shared, "pg"] + "[" + k.loc[shared, "pg_ranks"] + "]"
+    key = ["pg", "seq"]
+    grp = k.groupby(key, sort=True)
     start, end = k["start_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
     k["duration_ns"] = end - start
-    gid, first = instances(k)
     # each member's wait for the last arrival: the definition the dependency graph's crossings and the replay read
     # (.contention.wait_spans); members listed in reverse, so that of equal starts the first row is the last arrival
+    gid = k.groupby(key, sort=False, dropna=False).ngroup().to_numpy(np.int64)  # (by first row: a MultiIndex's codes, no tuples)
     rev = np.arange(len(k), dtype=np.int64)[::-1]
     op, lo, hi, _ = wait_spans(start, end, k["rank"].to_numpy(np.int64), rev, gid[rev])
     wait = np.zeros(len(k), np.int64)
     wait[op] = np.maximum(hi - lo, 0)
     k["wait_ns"] = wait
     last_op = last_arrivals(start, rev, gid[rev])
-    per = per_instance(k, gid, first, last_op)
+    per = grp.agg(collective=("collective", "first"), bytes=("bytes", "max"), ranks=("rank", "size"),
+                  first_start=("start_ns", "min"), last_start=("start_ns", "max"), first_end=("end_ns", "min"),
+                  last_end=("end_ns", "max"), wait=("wait_ns", "sum")).reset_index()
+    last_rank = k.iloc[last_op][["pg", "seq", "rank"]].rename(columns={"rank": "last_rank"})
+    per = per.merge(last_rank, on=key)
     per["skew_ns"] = per["last_start"] - per["first_start"]
     per["time_ns"] = per["last_end"] - per["last_start"]
     sized = (per["bytes"] > 0) & (per["time_ns"] > 0)
