@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from traceprobe import intervals as iv
-from traceprobe.analysis.causal.device_chains import NEG
+from traceprobe.analysis.causal.sweep import NEG
 
 MAX_ROUNDS = 2_000
 

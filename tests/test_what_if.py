@@ -22,7 +22,7 @@ from traceprobe import load_trace
 from traceprobe.analysis.causal.class_times import ClassTimes
 from traceprobe.analysis.causal.critical_path import critical_path
 from traceprobe.analysis.causal.dependency_graph import HOST_CLASSES, rank_graph
-from traceprobe.analysis.causal.device_chains import NEG
+from traceprobe.analysis.causal.sweep import NEG
 from traceprobe.analysis.causal.what_if import replay, what_if, window_job
 from traceprobe.analysis.causal.what_if_windows import window_what_if
 from traceprobe.analysis.job.collectives import collective_table, match_window

@@ -61,12 +61,7 @@ def _beyond_the_lead_frames(out: pd.DataFrame, groups: set[str], floor: int) -> 
 
 
 def ordered_frames(out: pd.DataFrame, graphs: list[RankGraph], floor: int) -> pd.DataFrame:
-    """The what-if table largest gain per step first (``per_step_ns``, the figure shown; ``floor``, the window's noise
-    floor, taken per step; equal gains per step: the larger gain in the window first, then the higher rank), with the syncs placed as :func:`.what_if.what_if` says: a sync within the floor of
-    another cause of its rank comes after it (that cause made it wait: empty_cache syncs the device before it frees; a
-    pageable copy's call waits for its copy); but before the rank's top unnamed host work (:data:`EXPOSED_WORK`) where it gives back at least
-    :data:`EXPOSING_SHARE` of it and that work is not the rank's own (the other ranks do as much of it): that work cost
-    time because the sync had drained the queue."""
+    """:func:`traceprobe.analysis.causal.what_if_order.ordered` (its docstring defines it), as pandas computed it."""
     is_sync = (out["cause"] == "sync").to_numpy()
     gain = out["per_step_ns"].to_numpy(np.int64)  # (the figure every view shows first: per step)
     floor //= max(max((len(g.steps) for g in graphs), default=1), 1)

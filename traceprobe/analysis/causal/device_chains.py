@@ -19,22 +19,16 @@ from ..host.host_classes import EVENT_CAUSES, device_frees, host_classes
 from ..host.launch_links import launch_rows
 from ..memo import device_column, host_column, per_trace
 from .event_waits import stream_waits
+from .sweep import NEG
 
 BIND_NONE, BIND_STREAM, BIND_LAUNCH, BIND_DEPENDENCY = 0, 1, 2, 3
 """An op's binding edge: none in the trace (the first op of its stream, launched before the trace), the previous work
 on its stream, its launch, a dependency on another stream."""
 
-NEG = -(2**60)
-"""Minus infinity for int64 times: no edge."""
-
 DEPENDENCY_SLACK_NS = 20_000
 """An op that starts more than this after both its stream's previous work and its launch call waited on something
 else: the work of another stream that ended last before it is its dependency (20 µs: above launch latency and the
 device's own gaps between queued kernels, a few µs)."""
-
-
-NEG = -(2**60)
-"""Minus infinity for int64 times: no edge."""
 
 
 @dataclass(frozen=True)
@@ -50,11 +44,10 @@ class DeviceChains:
         pairs, lane_names: each lane's (device, stream) and its label. o: (K,) the rows of ``device_events`` in lane
             order (by lane, then start, then end); lane, start, end, rows, corr, name: (K,) each op's lane, times,
             launching host row (-1 none), correlation id and name code (into ``names``), in that order.
-        first, prev_end: (K,) the first op of its lane, the end of the op before it on its lane (:data:`NEG` none).
-        anchor, launch_t, issue_t: (K,) its launching anchor (-1 none), the anchor's time and its call's start.
+        anchor, launch_t: (K,) its launching anchor (-1 none) and the anchor's time (:data:`.sweep.NEG` none).
         dep, dep_lag: (K,) the op of another stream it waited for (-1 none) and the lag after it. g, lag: (K,) the
             stream edge's and the launch edge's lag. fixed: (K,) the start of an op without launch nor predecessor
-            (:data:`NEG` otherwise). bind: (K,) the binding edge (:data:`BIND_NONE`... :data:`BIND_DEPENDENCY`).
+            (:data:`.sweep.NEG` otherwise). bind: (K,) the binding edge (:data:`BIND_NONE`... :data:`BIND_DEPENDENCY`).
     """
 
     cls: np.ndarray
@@ -75,11 +68,8 @@ class DeviceChains:
     corr: np.ndarray
     name: np.ndarray
     names: tuple[str, ...]
-    first: np.ndarray
-    prev_end: np.ndarray
     anchor: np.ndarray
     launch_t: np.ndarray
-    issue_t: np.ndarray
     dep: np.ndarray
     dep_lag: np.ndarray
     g: np.ndarray
@@ -158,4 +148,4 @@ def device_chains(trace: Trace) -> DeviceChains:
     fixed = np.where((anchor < 0) & first & ~by_dep, start, NEG)
     bind = np.select([by_dep, by_launch, ~first], [BIND_DEPENDENCY, BIND_LAUNCH, BIND_STREAM], BIND_NONE).astype(np.int8)
     return DeviceChains(cls, frees, sync_rows, real, steps, t, h_start, anchor_rows, pairs, lane_names, o, lane, start, end, rows, corr,
-                        name, names, first, prev_end, anchor, launch_t, issue_t, dep, dep_lag, g, lag, fixed, bind)
+                        name, names, anchor, launch_t, dep, dep_lag, g, lag, fixed, bind)

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 NEG = -(2**60)
-"""Minus infinity for int64 times (as :data:`.device_chains.NEG`)."""
+"""Minus infinity for int64 times: no edge (the graph's, :mod:`.device_chains`, and the replay's)."""
 
 MAX_SWEEPS = 2_000
 """Sweeps over the cyclic part of a graph (never reached on a graph without cycles) before the replay stops."""

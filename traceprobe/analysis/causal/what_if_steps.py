@@ -12,8 +12,7 @@ import numpy as np
 from ...keyed import keys
 from .class_times import window_rows
 from .dependency_graph import HOST_CLASSES, RankGraph
-from .device_chains import NEG
-from .sweep import joined
+from .sweep import NEG, joined
 
 
 def step_ends(graphs: list[RankGraph], a_rank: np.ndarray, lane: np.ndarray,
