@@ -1,4 +1,4 @@
-"""Print the markdown table of a folder recorded by fix_scenarios.py (sample_traces/heldout/w1-fixes): for each loop as
+"""Print the markdown table of a folder recorded by fix_scenarios.py (tests/data/heldout/w1-fixes): for each loop as
 written, the top what-if ``overlap-report`` gives, and for each fix timed in the run the what-if of the cause it removes
 against the gain it measured: the profiled gain (the slow loop's step time less the fix's, both inside the profiler, as
 the trace was) and the unprofiled one (what the fix gives the job). The profiler's own cost on the host is in the trace,

@@ -1,4 +1,4 @@
-"""Print the markdown table of a folder of recorded scenarios (sample_traces/matrix, sample_traces/heldout/*): each
+"""Print the markdown table of a folder of recorded scenarios (sample_traces/matrix, tests/data/heldout/*): each
 scenario's built-in cause as its injected.jsonl says (measured in the run), the top what-if ``overlap-report`` gives
 (the table's top finding), and the gain against the built-in time; and, where the folder holds the balanced control
 of the same parallelism (``<parallelism>-balanced``, recorded in the same run of matrix_session.sh), the *measured* gain: the

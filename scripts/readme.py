@@ -1,5 +1,5 @@
-"""Write every figure and command output that README.md and sample_traces/README.md quote, from the tool itself, and
-draw the pictures under docs/ with the commands the README gives for them.
+"""Write every figure and command output that README.md, sample_traces/README.md and tests/data/heldout/README.md
+quote, from the tool itself, and draw the pictures under docs/ with the commands the README gives for them.
 
 A quoted part sits between two markers in the Markdown:
 
@@ -38,10 +38,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
-DOCS = (ROOT / "README.md", SAMPLES / "README.md")
+HELDOUT = ROOT / "tests" / "data" / "heldout"
+DOCS = (ROOT / "README.md", SAMPLES / "README.md", HELDOUT / "README.md")
 """The Markdown files whose quoted parts this script writes."""
 WHOLE = ("matrix", "heldout")
-"""Folders of sample_traces/ the figures' tables leave out (they have tables of their own, scripts/matrix_table.py)."""
+"""Folders the figures' tables leave out (they have tables of their own, scripts/matrix_table.py): sample_traces/matrix,
+and the held-out runs of tests/data/heldout (:func:`where`)."""
+
+
+def where(rel: str) -> Path:
+    """The folder a part names (``matrix/ddp-sleep``, ``heldout/w4-late2``): under sample_traces/, the held-out runs'
+    (``heldout/...``) under tests/data/, where the tests that read them are."""
+    return HELDOUT.parent / rel if Path(rel).parts[0] == "heldout" else SAMPLES / rel
 WIDTH = 80
 
 PICTURES = {"docs/compute-copy.png": "plot sample_traces/compute-copy.*.pt.trace.json.gz --compare --output docs/compute-copy.png"}
@@ -247,39 +255,39 @@ def of_samples(spec: str) -> bool:
 
 
 def folder_table(folders: str, summary=None) -> list[str]:
-    """``python scripts/matrix_table.py sample_traces/FOLDER``'s table: each recorded scenario's built-in cause (its
-    ``injected.jsonl``), the top what-if and the gain against what was built in and what was measured (each scenario's
-    ranks analysed, or read off ``summary`` where given). Several folders (``heldout/w1-logged heldout/w1-short``) make
+    """``python scripts/matrix_table.py FOLDER``'s table (the folder as :func:`where` finds it): each recorded scenario's
+    built-in cause (its ``injected.jsonl``), the top what-if and the gain against what was built in and what was
+    measured (each scenario's ranks analysed, or read off ``summary`` where given). Several folders (``heldout/w1-logged heldout/w1-short``) make
     one table, each scenario named by its folder's last part and its own (```w1-short/ddp-sleep```)."""
     import matrix_table  # (scripts/matrix_table.py)
 
     analysed = (lambda p: sample_figures.under(summary, p)) if summary is not None else None
     names = folders.split()
     if len(names) == 1:
-        return matrix_table.table(SAMPLES / names[0], analysed)
+        return matrix_table.table(where(names[0]), analysed)
     out: list[str] = []
     for name in names:
-        lines = matrix_table.table(SAMPLES / name, analysed)
+        lines = matrix_table.table(where(name), analysed)
         out = out or lines[:2]
         out += [line.replace("| `", f"| `{Path(name).name}/", 1) for line in lines[2:]]
     return out
 
 
-def fixes_table(folder: str) -> list[str]:
-    """``python scripts/fix_table.py sample_traces/FOLDER``'s table: each loop's top what-if, and each fix's gain against
-    the what-if of the cause it removes (a slow one)."""
+def fixes_table(rel: str) -> list[str]:
+    """``python scripts/fix_table.py FOLDER``'s table (the folder as :func:`where` finds it): each loop's top what-if,
+    and each fix's gain against the what-if of the cause it removes (a slow one)."""
     import fix_table  # (scripts/fix_table.py)
 
-    return fix_table.table(SAMPLES / folder)
+    return fix_table.table(where(rel))
 
 
-def finding(folder: str, summary=None) -> list[str]:
+def finding(rel: str, summary=None) -> list[str]:
     """The top what-if of ``FOLDER``'s window as the tool says it, and where its critical path ran: a fenced block, each
     sentence wrapped at :data:`WIDTH` under its start (the folder analysed, or read off ``summary`` where given)."""
     from traceprobe.collect import analyze_paths
     from traceprobe.report.grid import para
 
-    found = sample_figures.under(summary, SAMPLES / folder) if summary is not None else analyze_paths([str(SAMPLES / folder)], jobs=1)
+    found = sample_figures.under(summary, where(rel)) if summary is not None else analyze_paths([str(where(rel))], jobs=1)
     w = next((w for w in found.what_ifs if w.top is not None), None)
     if w is None:
         return ["```", "no what-if above the noise floor", "```"]

@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+HELDOUT = Path(__file__).resolve().parent / "data" / "heldout"
+"""The held-out runs (tests/data/heldout/README.md): the what-if model's test set, swept with the samples."""
 
 FEW = (
     "compute-copy.overlapped.",  # copies under compute
@@ -75,8 +77,9 @@ def sample_summary(*paths):
 @pytest.fixture(scope="session")
 def every_sample(tmp_path_factory):
     """A function giving ``(results, failures)``: :func:`traceprobe.collect.analyze_file` of every trace under
-    sample_traces/ (an ``OverlapReport`` or ``Failure`` each, in :func:`~traceprobe.collect.discover`'s order) and the
-    failures ``discover`` found, each call a copy of its own (tests may change it), analysed once per test run.
+    sample_traces/ and tests/data/heldout/ (:data:`HELDOUT`; an ``OverlapReport`` or ``Failure`` each, in
+    :func:`~traceprobe.collect.discover`'s order) and the failures ``discover`` found, each call a copy of its own (tests
+    may change it), analysed once per test run.
 
     The first process of the run to ask analyses them (2 worker processes, as the command's workers do, and pickles
     them as they pickle a report back); pytest-xdist's workers share the run's temporary root, so the others read that
@@ -92,7 +95,7 @@ def every_sample(tmp_path_factory):
     with open(root / "every_sample.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # (released with the file)
         if not path.exists():
-            files, failures = discover([str(SAMPLES)])
+            files, failures = discover([str(SAMPLES), str(HELDOUT)])
             results = map_items(analyze_file, files, jobs=2, on_crash=_crash_failure)
             part = path.with_suffix(".part")
             part.write_bytes(pickle.dumps((results, failures), protocol=5))
@@ -164,9 +167,9 @@ def every_sample_summary(every_sample) -> SampleSummary:
 def swept(path) -> bool:
     """Whether a sample trace is in the sweeps over every sample (reading in pieces, step figures, breakdowns, summary
     round trips): of sample_traces/matrix (21 scenarios x 4 ranks, tested by tests/test_what_if.py) rank 0 only, of
-    sample_traces/heldout (the matrix's scenarios recorded again with other ranks and sizes, tests/test_heldout.py) none."""
+    tests/data/heldout (the matrix's scenarios recorded again with other ranks and sizes, tests/test_heldout.py) none."""
     p = str(path).replace("\\", "/")
-    if "sample_traces/heldout/" in p:
+    if "tests/data/heldout/" in p:
         return False
     return "sample_traces/matrix/" not in p or "/rank0." in p
 

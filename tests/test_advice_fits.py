@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import HELDOUT
 from synthetic import BASE, TraceBuilder
 from typer.testing import CliRunner
 
@@ -279,7 +280,7 @@ def test_the_profilers_buffer_request_is_not_the_programs_time():
     from traceprobe.analysis.host.warmup import profiler_spans
     from traceprobe.reading import load_trace
 
-    (path,) = (SAMPLES / "heldout" / "w2-late0" / "ddp-pageable").glob("rank0.*.pt.trace.json.gz")
+    (path,) = (HELDOUT / "w2-late0" / "ddp-pageable").glob("rank0.*.pt.trace.json.gz")
     t = load_trace(str(path))
     assert list(t.overhead_events["name"]) == ["Activity Buffer Request"]
     prof = profiler_spans(t)

@@ -1,4 +1,4 @@
-"""The what-if model on runs it was not tuned on: sample_traces/heldout (4x H200, torch 2.11), the matrix's scenarios
+"""The what-if model on runs it was not tuned on: tests/data/heldout (4x H200, torch 2.11), the matrix's scenarios
 recorded again by scripts/matrix_session.sh with another rank given the cause, other sizes and other world sizes
 (``w4-late2``: 4 ranks, rank 2, 12 ms sleeps, 5 extra products; ``w2-late1``: 2 ranks, rank 1, 30 ms, 10;
 ``w4-late3``: 4 ranks, rank 3, 25 ms, 3; ``w4-late2-stacks``: 4 ranks, rank 2, 15 ms, 6, with stacks and sync events;
@@ -28,14 +28,13 @@ The runs where it does not are listed in :data:`MISSES` with what the trace show
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import HELDOUT
 from recorded import replayed, scenarios
 
 from traceprobe.analysis.causal.what_if_order import EXPOSING_SHARE
 
-HELDOUT = Path(__file__).resolve().parent.parent / "sample_traces" / "heldout"
 CAUSE = {"compute": "imbalance", "sleep": "host", "pageable_copy": "pageable_copy", "pinned_alloc": "pinned_alloc",
          "device_alloc": "device_alloc", "recompile": "compile", "new_shape": "slow_call", "cpu_op": "cpu_op",
          "dataloader": "data_loading", "sync": "sync"}

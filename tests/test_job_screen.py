@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import HELDOUT
 from typer.testing import CliRunner
 
 from traceprobe.analysis.job.job import job_report
@@ -25,7 +26,7 @@ import synth_job  # noqa: E402
 import synth_trace as st  # noqa: E402
 
 JOBS = [SAMPLES / "causes" / "ddp-compute", SAMPLES / "matrix" / "mesh-compute", ROOT / "tests" / "data" / "gloo-ddp"]
-HELDOUT = sorted(p for p in (SAMPLES / "heldout").iterdir() if p.name.startswith(("w2-", "w4-")))
+HELD_JOBS = sorted(p for p in HELDOUT.iterdir() if p.name.startswith(("w2-", "w4-")))
 """The held-out folders of two or more ranks (w1-*: one rank, no window for ``job``)."""
 NAMED = re.compile(r"\b(?:rank|ranks|stream|group|steps?)$")
 UNIT = re.compile(r"\s*(?:ms|µs|ns|%|ranks?|steps?)\b")
@@ -93,7 +94,7 @@ def test_the_straggler_and_the_top_what_if_keep_their_rank():
 
 
 @pytest.mark.slow  # (every held-out job analysed: about 30 s on 2 busy CPUs)
-@pytest.mark.parametrize("folder", HELDOUT, ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", HELD_JOBS, ids=lambda p: p.name)
 def test_every_held_out_job_fits(folder):
     """Each held-out folder of two or more ranks: every window's text fits 80 and 120 columns with its words whole."""
     job = job_report(analyze_paths([str(folder)], jobs=1))

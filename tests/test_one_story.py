@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import HELDOUT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -74,9 +75,6 @@ def test_the_straggler_choice():
     assert straggler_of(caused, _WhatIf({1: 4_000_000, 3: 4_000_000}))[0] == 1  # type: ignore[arg-type]  (a tie: most wait caused)
     assert straggler_of(caused, _WhatIf({0: 50_000_000}))[0] == 1  # type: ignore[arg-type]  (no late rank has a cause)
     assert straggler_of(caused, None) == (1, None)
-
-
-HELDOUT = Path(__file__).resolve().parent.parent / "sample_traces" / "heldout"
 
 
 def test_the_top_is_the_largest_per_step_and_the_rank_holding_a_cause_leads():

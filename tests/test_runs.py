@@ -10,7 +10,7 @@ import pickle
 from pathlib import Path
 
 import pytest
-from conftest import sample_summary
+from conftest import HELDOUT, sample_summary
 from synthetic import TraceBuilder
 
 from traceprobe.analysis.run import build_runs, trace_key
@@ -130,7 +130,7 @@ def test_two_jobs_in_one_folder_are_two_windows(tmp_path):
     across jobs, so the window splits in two, in time order, each replayed as its own job with its own cause."""
     import shutil
 
-    for run in (SAMPLES / "sync-log" / "w2" / "ddp-item-log", SAMPLES / "heldout" / "w2-late0" / "ddp-compute"):
+    for run in (SAMPLES / "sync-log" / "w2" / "ddp-item-log", HELDOUT / "w2-late0" / "ddp-compute"):
         for p in run.glob("*.pt.trace.json.gz"):
             shutil.copy(p, tmp_path / p.name)
     s = analyze_paths([tmp_path], jobs=1)

@@ -25,10 +25,11 @@ REPO = SAMPLES.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import readme  # noqa: E402  # pyright: ignore[reportMissingImports]  - scripts/readme.py: the README's quoted figures, written from the tool
 
-WHOLE = ("matrix", "heldout")
-"""Folders of sample_traces/ with tests of their own (test_what_if.py, test_heldout.py), left out of the table's
-summary: every other sample, 96 traces, 10 s of CPU instead of 30 (the matrix and the held-out scenarios' rows come
-after the rows the README quotes; the whole folder's table is checked under slow)."""
+WHOLE = readme.WHOLE
+"""scripts/readme.py's: folders with tables and tests of their own (sample_traces/matrix: test_what_if.py; the held-out
+runs of tests/data/heldout: test_heldout.py), left out of the table's summary: every other sample, 96 traces, 10 s of
+CPU instead of 30 (the matrix's rows come after the rows the README quotes; the whole folder's table is checked under
+slow)."""
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import HELDOUT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from recorded import replayed
@@ -454,14 +455,14 @@ def test_a_run_on_the_critical_path_is_named_by_what_holds_most_of_it(tmp_path):
 
 
 def test_syncs_on_copies_from_pageable_memory_ask_for_pinned_batches_not_fewer_items():
-    """Recorded (sample_traces/heldout/w2-patterns/ddp-dataloader-workers, 2x H200): each step moves its DataLoader
+    """Recorded (tests/data/heldout/w2-patterns/ddp-dataloader-workers, 2x H200): each step moves its DataLoader
     batch with ``.to(device)`` from pageable memory, and the copy's call waits for the stream's queued work: the syncs
     are those copies, so the action is to pin the batches, not to drop ``.item()``. The synthetic ``aten::item`` syncs
     above keep their name (test_a_sync_that_exposes_the_host_work_after_it_is_named_before_it)."""
     from traceprobe.analysis.causal.sync_names import PAGEABLE_HTOD
     from traceprobe.report.actions import DO_CAUSE, what_if_top
 
-    _, w = replayed(Path(__file__).resolve().parent.parent / "sample_traces" / "heldout" / "w2-patterns" / "ddp-dataloader-workers")
+    _, w = replayed(HELDOUT / "w2-patterns" / "ddp-dataloader-workers")
     assert w.top is not None and (w.top["cause"], w.top["top"]) == ("sync", PAGEABLE_HTOD)
     assert "pin_memory=True" in w.finding()
     top = what_if_top(w)
