@@ -167,13 +167,11 @@ def test_one_host_agrees() -> None:
     assert "agree" in est.describe()
 
 
-def test_thousand_ranks_is_fast() -> None:
-    import time
-
+def test_thousand_ranks() -> None:
+    """1,024 ranks of 8 hosts whose clocks differ: estimated, and found to differ (its time is a benchmark's, not a
+    test's: ``scripts/bench.py --summaries``, the whole-job report, clocks included)."""
     per_rank, off, ppm = _synthetic_window(1024, 8, "2d", collectives=400, window_s=10.0, seed=9)
-    t = time.perf_counter()
     est = estimate_clocks(per_rank)
-    assert time.perf_counter() - t < 10.0
     assert est.supported and est.differ
 
 

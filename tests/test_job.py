@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -148,16 +147,12 @@ def test_bad_summaries_named(job8: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow  # 1,024 ranks' summaries written and read: a scale test
 def test_thousand_ranks_from_summaries(tmp_path: Path) -> None:
-    """1,024 SYNTHETIC ranks, two of them late: the whole-job report in seconds, the late ranks named, and one of them
+    """1,024 SYNTHETIC ranks, two of them late: the whole-job report read whole, the late ranks named, and one of them
     as the straggler (its lateness, 6 ms on average, makes the others wait about 0.9 ms per step)."""
     cfg = st.Config(events=3000, seed=5)
-    t = time.perf_counter()
     synth_job.write_summaries(cfg, 1024, tmp_path, skewed=2, skew_ns=6_000_000)
-    assert time.perf_counter() - t < 30  # (about 2 s on 2 busy CPUs)
-    t = time.perf_counter()
-    job, failures = job_report_from_summaries(sorted(tmp_path.iterdir()))
-    took = time.perf_counter() - t
-    assert took < 60 and not failures  # (about 5 s on 2 busy CPUs)
+    job, failures = job_report_from_summaries(sorted(tmp_path.iterdir()))  # (its time: scripts/bench.py --summaries)
+    assert not failures
     assert (job.figures["ranks"] == 1024).all() and len(job.causes) == 1  # the causes across all 1,024 ranks
     s = job.stragglers[job.stragglers["pg"] == "0"]
     assert set(s["rank"]) <= {1022, 1023} and len(s)

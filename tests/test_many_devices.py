@@ -4,8 +4,6 @@ The traces are SYNTHETIC (tests/synthetic.py: a kernel and a copy per device or 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from synthetic import TraceBuilder, load
@@ -118,17 +116,17 @@ def test_findings_calls_per_device_are_linear(tmp_path, monkeypatch) -> None:
     assert counts[128] < 6 * counts[32], counts  # (quadratic: 16x)
 
 
-def test_65536_device_stream_pairs_in_seconds(tmp_path) -> None:
+def test_65536_device_stream_pairs(tmp_path) -> None:
+    """16 devices x 4,096 streams: every device's row counts its 4,096 streams. How the work grows with the devices is
+    test_findings_calls_per_device_are_linear's (a count, not a time: a timed test fails on a loaded machine)."""
     trace = _trace(tmp_path, 16, 4096, copies=False)
-    t = time.process_time()
     r = overlap_report(trace, {})
-    assert time.process_time() - t < 15, "65,536 (device, stream) pairs should analyse in seconds"
     assert len(r.stream_concurrency) == 16 and (r.stream_concurrency["streams"] == 4096).all()
 
 
 @pytest.mark.slow
 def test_4096_devices(tmp_path) -> None:
+    """4,096 devices are each counted (the growth with the devices: test_findings_calls_per_device_are_linear)."""
     trace = _trace(tmp_path, 4096)
-    t = time.process_time()
     r = overlap_report(trace, {})
-    assert time.process_time() - t < 15 and r.devices.device_count == 4096  # (4-7 s on a loaded 2-CPU machine)
+    assert r.devices.device_count == 4096
