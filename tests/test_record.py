@@ -211,6 +211,42 @@ def test_killed_record_takes_its_ranks_along_and_resume_completes(tmp_path):
 
 
 @pytest.mark.slow
+def test_ranks_end_with_their_torchrun_however_it_ends(tmp_path):
+    """kill -9 of torchrun itself (it stops no rank then) while the ddp ranks run: each rank ends with it
+    (``die_with_parent`` in the rank), where they ran on, orphaned, until their collectives gave up."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import psutil
+
+    out = tmp_path / "r"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(traceprobe.__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "traceprobe", "record", "--out", str(out), "data-parallel", "--device", "cpu", "--size", "32", "--repeat", "200"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ranks: list[psutil.Process] = []
+    agents: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until torchrun (its agent) has started both ranks
+            agents = [c for c in psutil.Process(proc.pid).children() if "torch.distributed.run" in c.cmdline()]
+            ranks = agents[0].children() if len(agents) == 1 else []
+            if len(ranks) >= 2:
+                break
+            time.sleep(0.2)
+        assert len(ranks) >= 2, "torchrun never started two ranks"
+        agents[0].send_signal(signal.SIGKILL)
+        gone, alive = psutil.wait_procs(ranks, timeout=20)
+        assert not alive, f"ranks left running after torchrun was killed: {[p.cmdline()[:4] for p in alive]}"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.mark.slow
 def test_record_counts_variants_and_says_when_there_is_no_gpu(tmp_path):
     """On the CPU: a first line saying only host threads can be judged, then 'i/n status workload.variant' per variant."""
     from typer.testing import CliRunner

@@ -6,7 +6,9 @@ Usage (what the launcher runs)::
         -m traceprobe.recording.workloads.ddp_worker --out DIR --workload W --variant V \\
         --device cuda|cpu --wall-json FILE --width W --layers L --batch B --steps S
 
-Each rank trains the ``data-parallel`` model wrapped in DistributedDataParallel
+Each rank ends when torchrun does, however torchrun ends (``reading.forked.die_with_parent``: ``kill -9`` of
+``record`` sends torchrun SIGTERM, :mod:`traceprobe.recording.launch`, and a rank whose torchrun went without stopping it would
+otherwise run on). Each rank trains the ``data-parallel`` model wrapped in DistributedDataParallel
 (NCCL on ``cuda:<local rank>``, gloo on the CPU): one warm-up step, ``S`` timed
 steps (synchronized, not profiled), then five steps under ``torch.profiler`` with
 ``schedule(wait=1, warmup=1, active=3)``; the three active steps appear as
@@ -28,6 +30,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from ...fileio import atomic_write
 from ...manifest import trace_name
+from ...reading.forked import die_with_parent
 from ..quiet import kineto_quiet
 from ..trace_files import write_trace
 from .data_parallel import make_batch, make_model, train
@@ -56,6 +59,21 @@ def _exporter(out: Path, dest_name: str):  # noqa: ANN202
     return on_trace_ready
 
 
+def _end_with_torchrun() -> None:
+    """End this rank when its parent, torchrun's agent, ends (``die_with_parent``), and at once where the agent went
+    before that (this rank's parent is then another process: init or a subreaper)."""
+    import psutil
+
+    parent = os.getppid()
+    die_with_parent(parent)
+    try:
+        cmd = " ".join(psutil.Process(parent).cmdline())
+    except psutil.Error:
+        cmd = ""
+    if "torch.distributed.run" not in cmd and "torchrun" not in cmd:
+        os._exit(1)
+
+
 @record
 def main(argv: list[str] | None = None) -> None:
     import torch
@@ -64,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     a = _args(argv)
+    _end_with_torchrun()
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     cuda = a.device == "cuda"
     if cuda:
