@@ -6,9 +6,9 @@ Usage (what the launcher runs)::
         -m traceprobe.recording.workloads.ddp_worker --out DIR --workload W --variant V \\
         --device cuda|cpu --wall-json FILE --width W --layers L --batch B --steps S
 
-Each rank ends when torchrun does, however torchrun ends (``reading.forked.die_with_parent``: ``kill -9`` of
-``record`` sends torchrun SIGTERM, :mod:`traceprobe.recording.launch`, and a rank whose torchrun went without stopping it would
-otherwise run on). Each rank trains the ``data-parallel`` model wrapped in DistributedDataParallel
+Each rank ends when torchrun does, however torchrun ends (``reading.forked.die_with_parent``): ``kill -9`` of
+``record`` sends torchrun SIGTERM (:mod:`traceprobe.recording.launch`), and a rank whose torchrun went without
+stopping it would run on, orphaned. Each rank trains the ``data-parallel`` model wrapped in DistributedDataParallel
 (NCCL on ``cuda:<local rank>``, gloo on the CPU): one warm-up step, ``S`` timed
 steps (synchronized, not profiled), then five steps under ``torch.profiler`` with
 ``schedule(wait=1, warmup=1, active=3)``; the three active steps appear as
