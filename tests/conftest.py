@@ -83,9 +83,10 @@ def every_sample(tmp_path_factory):
 
     The first process of the run to ask analyses them (2 worker processes, as the command's workers do, and pickles
     them as they pickle a report back); pytest-xdist's workers share the run's temporary root, so the others read that
-    pickle (52 MB, 3 s) instead of reading and analysing the 541 traces of both folders again (60 s of 2 CPUs each). For the sweeps
-    over every sample whose subject is what comes after the per-trace analysis (the windows' replays and what-ifs, the
-    whole JSON document, the summaries): each summarises these as ``analyze_paths`` does (``summarize``)."""
+    pickle (52 MB, 3 s) instead of reading and analysing the 541 traces of both folders again (60 s of 2 CPUs each).
+    For the sweeps over every sample whose subject is what comes after the per-trace analysis (the windows' replays and
+    what-ifs, the whole JSON document, the summaries): each summarises these as ``analyze_paths`` does
+    (``summarize``)."""
     from traceprobe.collect import _crash_failure, analyze_file, discover
     from traceprobe.collect.execution import map_items
 
