@@ -171,22 +171,29 @@ def test_resume_adopts_whole_rank_traces_and_removes_the_rest(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def _record_ddp(out):
+    """``traceprobe record data-parallel`` on the CPU into ``out``, long enough (200 timed steps) for its ddp ranks to be
+    caught running: the process, its output dropped."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(traceprobe.__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "traceprobe", "record", "--out", str(out), "data-parallel", "--device", "cpu", "--size", "32", "--repeat", "200"]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 @pytest.mark.slow
 def test_killed_record_takes_its_ranks_along_and_resume_completes(tmp_path):
     """kill -9 of record while torchrun runs the ddp ranks: no process survives it; --resume then completes the folder."""
-    import os
     import signal
-    import subprocess
-    import sys
     import time
-    from pathlib import Path
 
     import psutil
 
     out = tmp_path / "r"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(traceprobe.__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "traceprobe", "record", "--out", str(out), "data-parallel", "--device", "cpu", "--size", "32", "--repeat", "200"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _record_ddp(out)
     family: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 120
@@ -214,19 +221,13 @@ def test_killed_record_takes_its_ranks_along_and_resume_completes(tmp_path):
 def test_ranks_end_with_their_torchrun_however_it_ends(tmp_path):
     """kill -9 of torchrun itself (it stops no rank then) while the ddp ranks run: each rank ends with it
     (``die_with_parent`` in the rank). Before, they ran on, orphaned: a CI run found both sleeping 5 minutes later."""
-    import os
     import signal
-    import subprocess
-    import sys
     import time
-    from pathlib import Path
 
     import psutil
 
     out = tmp_path / "r"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(traceprobe.__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "traceprobe", "record", "--out", str(out), "data-parallel", "--device", "cpu", "--size", "32", "--repeat", "200"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _record_ddp(out)
     ranks: list[psutil.Process] = []
     agents: list[psutil.Process] = []
     try:

@@ -338,7 +338,7 @@ def analyze_paths(
             (:func:`~traceprobe.analysis.summary.merge`: the same as one summary of every report, no window replayed
             twice). Where a summary file is among the inputs (its run is known only once read), the whole summary is
             its one part, at the end. Without it, where several files go to workers, runs are summarised so all the
-            same (each while the workers analyse the others: ``sample_traces/`` 72-75 -> 65-67 s on 2 CPUs).
+            same (each while the workers analyse the others).
 
     Returns:
         the :class:`~traceprobe.analysis.summary.Summary`: reports in the order of

@@ -54,10 +54,13 @@ class RankColumns:
     kernels: tuple[np.ndarray, np.ndarray]
 
 
+RANK_TABLES = ("exposed_comm", "steps", "breakdown", "breakdown_steps", "idle_causes", "kernels")
+"""The tables of a rank's report (or summary) that :func:`rank_columns` reads, by name."""
+
+
 def rank_columns(rank: int, window_ns: tuple[int, int], tables: Mapping[str, Table | None]) -> RankColumns:
-    """What the causes read of one rank's report, from its tables by name (``exposed_comm``, ``steps``,
-    ``breakdown``, ``breakdown_steps``, ``idle_causes``, ``kernels``: :class:`.per_trace.OverlapReport`'s
-    DataFrames, or a summary's columns); missing or empty tables give no rows.
+    """What the causes read of one rank's report, from its tables by name (:data:`RANK_TABLES`:
+    :class:`.per_trace.OverlapReport`'s DataFrames, or a summary's columns); missing or empty tables give no rows.
 
     The per-step parts (:data:`PARTS`) come from ``breakdown_steps`` and the idle causes of steps (step >= 0)
     where the rank has steps, else from ``breakdown`` and the idle causes of the whole window (step -1), which then

@@ -63,7 +63,7 @@ from ..causal.what_if_windows import WindowWhatIf, advice
 from ..host.host_classes import LABELS
 from ..per_trace import OverlapReport
 from .blame import BLAME_COLUMNS, NOISE_MIN_NS, blame_path, replayed_blame
-from .cause_tables import PARTS, ExposedSpans, RankTables, pair_codes, rank_columns, rank_tables, step_maxima
+from .cause_tables import PARTS, RANK_TABLES, ExposedSpans, RankTables, pair_codes, rank_columns, rank_tables, step_maxima
 from .collectives import WindowCollectives
 
 NOISE_SHARE = 0.02
@@ -135,8 +135,7 @@ def _ms(ns: float) -> str:
 
 def report_tables(reports: Mapping[int, OverlapReport]) -> RankTables:
     """The :class:`.cause_tables.RankTables` of reports by rank, in their order."""
-    names = ("exposed_comm", "steps", "breakdown", "breakdown_steps", "idle_causes", "kernels")
-    return rank_tables([rank_columns(r, rep.window_ns, {n: getattr(rep, n) for n in names}) for r, rep in reports.items()])
+    return rank_tables([rank_columns(r, rep.window_ns, {n: getattr(rep, n) for n in RANK_TABLES}) for r, rep in reports.items()])
 
 
 def _excess(t: RankTables, late: int) -> tuple[dict[str, float], dict[str, float]]:

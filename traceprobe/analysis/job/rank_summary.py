@@ -12,7 +12,7 @@ import numpy as np
 
 from ...errors import Failure, TraceFormatError
 from ...summary_file import Int64, Rank, SummaryDoc, read_summary
-from .cause_tables import RankColumns, rank_columns
+from .cause_tables import RANK_TABLES, RankColumns, rank_columns
 from .summaries import TableView, check_transfers, members_of
 
 BREAKDOWN_PARTS = ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")
@@ -98,7 +98,7 @@ def rank_item(path: str) -> tuple[str, str, int, tuple[int, str, str, list[float
         window = f"steps {min(steps)}-{max(steps)}" if steps else "trace"
         run = _run_of(_Named(str(path), v.info))  # type: ignore[arg-type]
         # kept per rank: its figures and its collectives as arrays (the decoded lists go at once)
-        tables = {name: _table(getattr(v.tables, name)) for name in _CAUSE_TABLES}
+        tables = {name: _table(getattr(v.tables, name)) for name in RANK_TABLES}
         coll = _coll_arrays(v)
         item = (int(v.rank), str(path), v.job, _view_figures(v), coll, rank_columns(int(v.rank), v.window_ns, tables), max(int(v.event_count), 0))
         return run, window, int(max(steps)) - int(min(steps)) + 1 if steps else 1, item
@@ -111,9 +111,6 @@ class _Named:
 
     def __init__(self, path: str, info: dict) -> None:
         self.path, self.info = path, info
-
-
-_CAUSE_TABLES = ("exposed_comm", "steps", "breakdown", "breakdown_steps", "idle_causes", "kernels")
 
 
 def _table(t: TableView | None) -> dict[str, list] | None:
