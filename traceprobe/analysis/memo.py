@@ -6,8 +6,8 @@ event, each device's interval sets, the compute and communication masks); the
 by function and arguments, so the report pays for each once. Arrays are returned
 read-only: a caller that needs to change one copies it.
 
-:func:`empty_frame` gives what the figures build again and again: an empty table of given columns, built once per
-column set.
+:func:`empty_frame` (:mod:`traceprobe.reading.side_tables`'s, imported here for the figures) gives what they build
+again and again: an empty table of given columns, built once per column set.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import numpy as np
-import pandas as pd
 
 from ..reading import Trace
+from ..reading.side_tables import empty_frame as empty_frame  # (the figures import it from here)
 
 R = TypeVar("R")
 
@@ -73,21 +73,3 @@ def host_column(trace: Trace, name: str) -> np.ndarray:
 def _numeric(values: np.ndarray) -> np.ndarray:
     """The column's own array; int64 where it came as objects (a frame built by hand, an empty one)."""
     return values.astype(np.int64) if values.dtype == object else values
-
-
-_EMPTY: dict[tuple[tuple[str, Any], ...], pd.DataFrame] = {}
-
-
-def empty_frame(columns: dict[str, Any]) -> pd.DataFrame:
-    """An empty DataFrame of ``columns`` (name -> dtype, in that order; a RangeIndex): what
-    ``pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})`` gives, built once per column set and
-    copied after (about 10 µs against 0.1-0.5 ms a build: empty tables are common on small traces).
-
-    Raises:
-        TypeError: a dtype pandas does not know.
-    """
-    key = tuple(columns.items())
-    frame = _EMPTY.get(key)
-    if frame is None:
-        frame = _EMPTY[key] = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
-    return frame.copy()

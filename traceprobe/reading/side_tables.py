@@ -15,6 +15,23 @@ import pandas as pd
 from .columns import COLLECTIVE_ARGS, NO_ID
 from .decode import Decoded
 
+_EMPTY: dict[tuple[tuple[str, Any], ...], pd.DataFrame] = {}
+
+
+def empty_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """An empty DataFrame of ``columns`` (name -> dtype, in that order; a RangeIndex): what
+    ``pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})`` gives, built once per column set and
+    copied after (about 10 µs against 0.1-0.5 ms a build: empty tables are common on small traces).
+
+    Raises:
+        TypeError: a dtype pandas does not know.
+    """
+    key = tuple(columns.items())
+    frame = _EMPTY.get(key)
+    if frame is None:
+        frame = _EMPTY[key] = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
+    return frame.copy()
+
 
 def categorical(codes: np.ndarray, labels: list[Any]) -> pd.Categorical:
     """``pd.Categorical`` of ``labels[codes]`` (made str), each distinct label converted once."""
@@ -28,8 +45,7 @@ def categorical(codes: np.ndarray, labels: list[Any]) -> pd.Categorical:
 
 def no_python_events() -> pd.DataFrame:
     """``Trace.python_events`` of a trace without stacks: its columns, no rows."""
-    return pd.DataFrame({"tid": pd.Categorical([]), "name": pd.Categorical([]), "start_ns": np.zeros(0, np.int64),
-                         "end_ns": np.zeros(0, np.int64)})
+    return empty_frame({"tid": "category", "name": "category", "start_ns": np.int64, "end_ns": np.int64})
 
 
 def python_frame(dec: Decoded) -> pd.DataFrame:
@@ -44,7 +60,7 @@ def python_frame(dec: Decoded) -> pd.DataFrame:
 
 def no_overhead_events() -> pd.DataFrame:
     """``Trace.overhead_events`` of a trace without them: its columns, no rows."""
-    return pd.DataFrame({"name": pd.Categorical([]), "start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64)})
+    return empty_frame({"name": "category", "start_ns": np.int64, "end_ns": np.int64})
 
 
 def overhead_frame(dec: Decoded) -> pd.DataFrame:
@@ -61,8 +77,7 @@ SYNC_COLUMNS = ("device", "stream", "correlation", "wait_correlation", "wait_str
 
 def no_sync_events() -> pd.DataFrame:
     """``Trace.sync_events`` of a trace without them: its columns, no rows."""
-    return pd.DataFrame({"kind": pd.Categorical([]), "start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
-                         **{k: np.zeros(0, np.int64) for k in SYNC_COLUMNS}})
+    return empty_frame({"kind": "category", "start_ns": np.int64, "end_ns": np.int64, **dict.fromkeys(SYNC_COLUMNS, np.int64)})
 
 
 def sync_frame(dec: Decoded) -> pd.DataFrame:
@@ -81,7 +96,9 @@ def op_args_frame(values: list[tuple[bytes, ...]]) -> pd.DataFrame:
     ``dims``, ``types``, ``strides``, ``concrete`` (str: the JSON text of Kineto's ``Input Dims``, ``Input type``,
     ``Input Strides``, ``Concrete Inputs``; ``""`` where absent) and ``flops`` (int64: Kineto's ``flops``, -1 where
     absent). No rows (those columns) for a trace without them."""
-    cols = list(zip(*values)) if values else [(), (), (), (), ()]
+    if not values:
+        return empty_frame({"dims": object, "types": object, "strides": object, "concrete": object, "flops": np.int64})
+    cols = list(zip(*values))
     text = {k: np.array([v.decode("utf-8", "replace") for v in col], dtype=object)
             for k, col in zip(("dims", "types", "strides", "concrete"), cols[:4])}
     flops = np.array([int(v) if v.strip().isdigit() else -1 for v in cols[4]], dtype=np.int64)
@@ -92,6 +109,8 @@ def collective_args(dec: Decoded) -> pd.DataFrame:
     """``Trace.collective_args`` (columns in its docstring): device rows, then host rows, each in the order of their
     table's columns."""
     rows = {side: np.flatnonzero(dec.tables[side]["comm"] >= 0) for side in ("device", "host")}
+    if not any(r.size for r in rows.values()):
+        return empty_frame({"side": object, "name": object, "start_ns": np.int64, **{a: dec.collectives[a].dtype for a in COLLECTIVE_ARGS}})
 
     def pick(col: str) -> np.ndarray:
         return np.concatenate([dec.tables[side][col][r] for side, r in rows.items()])

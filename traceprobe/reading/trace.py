@@ -25,7 +25,7 @@ from .decode import Decoded, read_events
 from .files import is_url
 from .limits import MAX_STREAMS, too_many
 from .shares import read_events_shared
-from .side_tables import categorical
+from .side_tables import categorical, empty_frame
 from .splitter import HEAD_FIELDS
 
 __all__ = ["MAX_STREAMS", "Trace", "backend_of", "load_trace"]
@@ -392,9 +392,7 @@ def _steps(host: pd.DataFrame) -> pd.DataFrame:
     # The same step may appear as cpu_op and user_annotation: keep the widest span.
     order = rows[np.argsort(nums[rows], kind="stable")]
     step = nums[order]
-    first = np.flatnonzero(np.r_[step.size > 0, step[1:] != step[:-1]])  # (none without steps)
-    return pd.DataFrame({
-        "step": step[first],
-        "start_ns": np.minimum.reduceat(host["start_ns"].to_numpy(np.int64)[order], first),
-        "end_ns": np.maximum.reduceat(host["end_ns"].to_numpy(np.int64)[order], first),
-    })
+    if not (first := np.flatnonzero(np.r_[step.size > 0, step[1:] != step[:-1]])).size:  # (a trace without steps)
+        return empty_frame(dict.fromkeys(("step", "start_ns", "end_ns"), np.int64))
+    return pd.DataFrame({"step": step[first], "start_ns": np.minimum.reduceat(host["start_ns"].to_numpy(np.int64)[order], first),
+                         "end_ns": np.maximum.reduceat(host["end_ns"].to_numpy(np.int64)[order], first)})

@@ -374,5 +374,5 @@ def exposed_collective_spans(trace: Trace, window: tuple[int, int] | None = None
             s, e = exposed_spans(trace, t)[1]
             parts.append(pd.DataFrame({"device": np.full(s.size, t.device, np.int64), "start_ns": s, "end_ns": e}))
     if not parts:
-        return pd.DataFrame({c: np.zeros(0, np.int64) for c in ("device", "start_ns", "end_ns")})
+        return empty_frame(dict.fromkeys(("device", "start_ns", "end_ns"), np.int64))
     return pd.concat(parts, ignore_index=True)

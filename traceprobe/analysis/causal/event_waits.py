@@ -23,6 +23,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
+from ..device.busy import equal_to
 
 _SHIFT = 40
 """Bits of a correlation id in a (lane, correlation) key (CUPTI's ids are 32-bit)."""
@@ -39,7 +40,7 @@ def _lane_of(pairs: np.ndarray, device: np.ndarray, stream: np.ndarray) -> np.nd
 def _events(trace: Trace, kind: str) -> dict[str, np.ndarray]:
     """The ``kind`` rows of ``trace.sync_events``: their int64 columns by name."""
     sync = trace.sync_events
-    m = (sync["kind"] == kind).to_numpy(bool)
+    m = equal_to(sync["kind"], kind)
     return {c: sync[c].to_numpy(np.int64)[m] for c in ("device", "stream", "correlation", "wait_correlation", "wait_stream")}
 
 

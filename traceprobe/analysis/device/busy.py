@@ -130,14 +130,13 @@ def stream_intervals(trace: Trace, device: int, mask: np.ndarray | None = None) 
 @per_trace
 def compute_mask(trace: Trace) -> np.ndarray:
     """Rows of ``device_events`` that are compute kernels (kernels that are not communication, :func:`comm_mask`)."""
-    ev = trace.device_events
-    return ((ev["kind"] == "kernel") & ~ev["is_comm"]).to_numpy()
+    return is_kind(trace, "kernel") & ~device_column(trace, "is_comm").astype(bool)
 
 
 @per_trace
 def copy_mask(trace: Trace) -> np.ndarray:
     """Rows of ``device_events`` that are memcpys."""
-    return (trace.device_events["kind"] == "memcpy").to_numpy()
+    return is_kind(trace, "memcpy")
 
 
 @per_trace
@@ -146,8 +145,7 @@ def comm_mask(trace: Trace) -> np.ndarray:
     :mod:`traceprobe.reading.comm_kernels`): launched by a communication host op (``record_param_comms``, ``nccl:*``,
     ``c10d::*``), or carrying a ``Collective name`` arg, or named by a communication library (NCCL/RCCL by HTA's
     convention, DeepEP, NVSHMEM, the documented families)."""
-    ev = trace.device_events
-    return ((ev["kind"] == "kernel") & ev["is_comm"]).to_numpy()
+    return is_kind(trace, "kernel") & device_column(trace, "is_comm").astype(bool)
 
 
 def work_ns(trace: Trace) -> int:
@@ -181,6 +179,18 @@ def per_value(values: pd.Series | np.ndarray, fn: Callable[[Any], Any], missing:
     return lut[codes.astype(np.intp)]
 
 
+def equal_to(values: pd.Series | np.ndarray, value: Any) -> np.ndarray:
+    """``values == value`` as a bool array, through :func:`per_value` (one comparison per distinct value: a
+    categorical column's codes, no elementwise comparison in pandas); a missing value is not equal."""
+    return per_value(values, lambda v: bool(v == value), False, bool)
+
+
+@per_trace
+def is_kind(trace: Trace, kind: str) -> np.ndarray:
+    """Bool array over ``trace.device_events``: the rows of ``kind`` (``kernel``, ``memcpy``, ``memset``), once per trace."""
+    return equal_to(trace.device_events["kind"], kind)
+
+
 @per_trace
 def runtime_calls(trace: Trace) -> np.ndarray:
     """Bool array over ``trace.host_events``: the CUDA runtime and driver calls (:data:`RUNTIME_CATS`), once per trace."""
@@ -207,7 +217,7 @@ def pageable_copies(trace: Trace) -> np.ndarray:
     ev = trace.device_events
     if "src_kind" not in ev:
         return np.zeros(len(ev), dtype=bool)
-    return ((ev["src_kind"] == "Pageable") | (ev["dst_kind"] == "Pageable")).to_numpy(dtype=bool)
+    return equal_to(ev["src_kind"], "Pageable") | equal_to(ev["dst_kind"], "Pageable")
 
 
 @per_trace

@@ -28,7 +28,7 @@ import pandas as pd
 from ... import intervals as iv
 from ...reading import Trace
 from ..memo import device_column
-from .busy import all_device_intervals, any_device_busy, fraction
+from .busy import all_device_intervals, any_device_busy, fraction, is_kind
 
 STREAM_COLUMNS = ["device", "streams", "busy_ns", "multi_stream_ns", "concurrency", "kernel_busy_ns", "multi_stream_kernel_ns",
                   "kernel_concurrency", "side_busy_ns", "side_concurrency"]
@@ -106,7 +106,7 @@ def stream_concurrency(trace: Trace) -> pd.DataFrame:
     streams, s_idx = np.unique(device_column(trace, "stream"), return_inverse=True)
     pair = d_idx * np.int64(streams.size) + s_idx.astype(np.int64)
     start, end = device_column(trace, "start_ns"), device_column(trace, "end_ns")
-    kmask = (trace.device_events["kind"] == "kernel").to_numpy()
+    kmask = is_kind(trace, "kernel")
 
     def per_stream(m: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         k, s, e = iv.grouped_union(pair if m is None else pair[m], start if m is None else start[m], end if m is None else end[m])

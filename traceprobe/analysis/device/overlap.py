@@ -36,7 +36,7 @@ import pandas as pd
 from ... import intervals as iv
 from ... import keyed
 from ...reading import Trace
-from ..memo import device_column, host_column
+from ..memo import device_column, empty_frame, host_column
 from .busy import (
     any_device_busy,
     comm_mask,
@@ -44,6 +44,7 @@ from .busy import (
     copy_directions,
     copy_mask,
     device_intervals,
+    equal_to,
     fraction,
     host_thread_codes,
     runtime_calls,
@@ -64,7 +65,7 @@ def copy_overlap(trace: Trace) -> pd.DataFrame:
     """
     is_copy = copy_mask(trace)
     if not is_copy.any():
-        return pd.DataFrame(columns=["device", "direction", "copies", "bytes", "copy_ns", "overlapped_ns", "fraction"])
+        return empty_frame(dict.fromkeys(("device", "direction", "copies", "bytes", "copy_ns", "overlapped_ns", "fraction"), object))
     compute = compute_intervals(trace)
     # every (device, direction) group at once, no loop over devices: a group per direction of each device and one
     # for all its copies; each group's copies unioned (grouped_union), the union's part under its device's compute
@@ -129,7 +130,7 @@ def comm_overlap(trace: Trace) -> pd.DataFrame:
     cmask = comm_mask(trace)
     cols = ["device", "rank", "comm_kernels", "comm_ns", "overlapped_ns", "fraction"]
     if not cmask.any():
-        return pd.DataFrame(columns=cols)
+        return empty_frame(dict.fromkeys(cols, object))
     comm = device_intervals(trace, cmask)
     comp = compute_intervals(trace)
     dev = np.sort(device_column(trace, "device")[cmask])
@@ -149,7 +150,7 @@ def host_compute_intervals(trace: Trace) -> iv.Intervals:
     host = trace.host_events
     if host.empty:
         return iv.empty()
-    is_op = (host["cat"] == "cpu_op").to_numpy()
+    is_op = equal_to(host["cat"], "cpu_op")
     is_rt = runtime_calls(trace)
     if not is_op.any():
         return iv.empty()

@@ -51,7 +51,7 @@ import pandas as pd
 from ... import intervals as iv
 from ...reading import Trace
 from ..host.launch_links import launch_start_ns
-from ..memo import device_column
+from ..memo import device_column, empty_frame
 from .busy import ASIDE_KEY, device_intervals, per_value, runtime_calls
 
 STEPS, NO_LAUNCH, BEFORE, AFTER = 0, 1, 2, 3
@@ -150,7 +150,7 @@ def set_aside(trace: Trace, la: Launches) -> pd.DataFrame:
     """
     rows = np.flatnonzero(la.cls != STEPS)
     if rows.size == 0:
-        return pd.DataFrame({c: np.zeros(0, dtype=object if c in ("reason", "work") else np.int64) for c in SET_ASIDE_COLUMNS})
+        return empty_frame({c: object if c in ("reason", "work") else np.int64 for c in SET_ASIDE_COLUMNS})
     dev = trace.device_events
     # one group per (reason code, device, work), numbered in that sort order
     parts = [np.unique(v, return_inverse=True) for v in (la.cls[rows].astype(np.int64), device_column(trace, "device")[rows], _work(dev, rows))]

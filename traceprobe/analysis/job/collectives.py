@@ -68,7 +68,7 @@ from ...reading.trace import is_rank
 from ..causal.contention import last_arrivals, wait_spans
 from ..device.busy import comm_mask, per_value
 from ..host.launch_links import launch_rows
-from ..memo import device_column
+from ..memo import device_column, empty_frame
 from .comm_types import arg_rows, comm_types
 from .p2p import kernel_transfers, pair_rows
 from .process_groups import matched_groups, member_codes, shared_names
@@ -109,10 +109,13 @@ def _name_dtype(name: Any) -> str:
     return m.group(1) if m else ""
 
 
+_EMPTY_DTYPES = {"rank": "Int64", "pg": object, "pg_desc": object, "collective": object, "name": object, "dtype": object,
+                 "pg_ranks": object, "p2p": object}
+
+
 def _empty_table() -> pd.DataFrame:
-    dt = {"rank": "Int64", "pg": object, "pg_desc": object, "collective": object, "name": object, "dtype": object, "pg_ranks": object,
-          "p2p": object}
-    return pd.DataFrame({c: pd.Series([], dtype=dt.get(c, np.int64)) for c in TABLE_COLUMNS})
+    """The collective table of a trace without collectives (:func:`collective_table`'s columns and dtypes)."""
+    return empty_frame({c: _EMPTY_DTYPES.get(c, np.int64) for c in TABLE_COLUMNS})
 
 
 def collective_table(trace: Trace) -> pd.DataFrame:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...reading import Trace
-from ..device.busy import per_value
+from ..device.busy import is_kind, per_value
 from ..memo import device_column, per_trace
 from .op_models import class_of_name, op_class
 from .op_owners import op_of_event
@@ -38,7 +38,7 @@ def kernel_classes(trace: Trace) -> np.ndarray:
         return np.zeros(0, np.int8)
     code = {c: i for i, c in enumerate(CLASSES)}
     by_name = per_value(ev["name"], lambda n: code[class_of_name(str(n))], code["other"], np.int8)
-    not_kernel = (ev["kind"] != "kernel").to_numpy(bool)
+    not_kernel = ~is_kind(trace, "kernel")
     out = np.where(not_kernel, code["copy"], by_name).astype(np.int8)
     owner = op_of_event(trace)
     if (owner >= 0).any():
