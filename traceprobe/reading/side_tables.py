@@ -3,6 +3,9 @@ args and host ops' recorded args, as DataFrames.
 
 Both are kept apart from the host ops (:attr:`.trace.Trace.host_events`), whose analyses they would disturb: a frame
 is no op, and a sync event repeats what its runtime call did, with what it waited for.
+
+:func:`empty_frame` gives the empty table of given columns that these and the analysis' figures return for a trace
+without such events, built once per column set.
 """
 
 from __future__ import annotations
