@@ -39,7 +39,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
-from ..device.busy import comm_mask, host_thread_codes, pageable_copies, per_value, runtime_calls
+from ..device.busy import comm_mask, cpu_ops, host_thread_codes, pageable_copies, per_value, runtime_calls
 from ..host.graph_capture import replays_graphs
 from ..host.host_classes import HOST_CAUSES, class_spans, program_call_top, top_name
 from ..host.python_frames import frame_holding, thread_labels
@@ -272,7 +272,7 @@ def rank_graph(trace: Trace) -> RankGraph:
                      _id_density(trace), lane_names, trace.rank is not None, np.concatenate(also_a), np.concatenate(also_k),
                      len(trace.python_events), trace.backend, replays_graphs(trace), o.astype(np.int64) if k else np.zeros(0, np.int64),
                      _free_classes(anchor_rows, frees, cls) if len(host) else np.full(a, -1, np.int8),
-                     bool(len(host)) and bool((host["cat"] == "cpu_op").any()))
+                     bool(len(host)) and bool(cpu_ops(trace).any()))
 
 
 def _op_threads(trace: Trace, device_ops: int) -> np.ndarray:
@@ -283,7 +283,7 @@ def _op_threads(trace: Trace, device_ops: int) -> np.ndarray:
     host = trace.host_events
     if device_ops or host.empty:
         return np.zeros(0, np.int64)
-    op = per_value(host["cat"], lambda c: c == "cpu_op", False, bool)
+    op = cpu_ops(trace)
     return iv.distinct(host_thread_codes(trace)[op])
 
 

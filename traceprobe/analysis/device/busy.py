@@ -198,6 +198,12 @@ def runtime_calls(trace: Trace) -> np.ndarray:
 
 
 @per_trace
+def cpu_ops(trace: Trace) -> np.ndarray:
+    """Bool array over ``trace.host_events``: the host ops (Kineto's ``cpu_op`` category), once per trace."""
+    return equal_to(trace.host_events["cat"], "cpu_op")
+
+
+@per_trace
 def compute_intervals(trace: Trace) -> dict[int, Intervals]:
     """:func:`device_intervals` of the compute kernels (:func:`compute_mask`), once per trace."""
     return device_intervals(trace, compute_mask(trace))

@@ -43,8 +43,8 @@ from .busy import (
     compute_intervals,
     copy_directions,
     copy_mask,
+    cpu_ops,
     device_intervals,
-    equal_to,
     fraction,
     host_thread_codes,
     runtime_calls,
@@ -150,7 +150,7 @@ def host_compute_intervals(trace: Trace) -> iv.Intervals:
     host = trace.host_events
     if host.empty:
         return iv.empty()
-    is_op = equal_to(host["cat"], "cpu_op")
+    is_op = cpu_ops(trace)
     is_rt = runtime_calls(trace)
     if not is_op.any():
         return iv.empty()

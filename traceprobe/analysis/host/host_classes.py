@@ -12,7 +12,7 @@ from ... import intervals as iv
 from ... import keyed
 from ...reading import Trace
 from ...reading.columns import is_step_name
-from ..device.busy import host_name_codes, host_thread_codes, occupied_intervals, per_value, runtime_calls
+from ..device.busy import cpu_ops, host_name_codes, host_thread_codes, occupied_intervals, per_value, runtime_calls
 from ..memo import host_column, per_trace
 from .graph_capture import graph_intervals
 from .launch_links import launch_rows
@@ -211,7 +211,7 @@ def program_calls(trace: Trace) -> np.ndarray:
         return out
     start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
     thread = host_thread_codes(trace)
-    op = per_value(host["cat"], "cpu_op".__eq__, False, bool) & ~step_annotations(trace)  # (a step holds calls, makes none)
+    op = cpu_ops(trace) & ~step_annotations(trace)  # (a step holds calls, makes none)
     ops = np.flatnonzero(op)
     if ops.size == 0:
         return out

@@ -31,7 +31,7 @@ import numpy as np
 from ... import intervals as iv
 from ...reading import Trace
 from ..advice.verdicts import MIN_SIDE, Verdict, level_of, ms, too_small
-from ..device.busy import fraction, host_thread_codes
+from ..device.busy import cpu_ops, fraction, host_thread_codes
 from ..memo import host_column
 
 
@@ -62,7 +62,7 @@ class HostThreadConcurrency:
 def host_thread_concurrency(trace: Trace) -> HostThreadConcurrency:
     """Host-thread concurrency of ``trace`` (module docstring); never raises on empty traces."""
     host = trace.host_events
-    is_op = (host["cat"] == "cpu_op").to_numpy() if not host.empty else np.zeros(0, bool)
+    is_op = cpu_ops(trace) if not host.empty else np.zeros(0, bool)
     if not is_op.any():
         return HostThreadConcurrency(0, 0, 0, 0, 0, float("nan"), float("nan"))
     thread = host_thread_codes(trace)[is_op]

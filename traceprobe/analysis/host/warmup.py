@@ -52,7 +52,7 @@ import pandas as pd
 from ... import intervals as iv
 from ... import keyed
 from ...reading import Trace
-from ..device.busy import host_name_codes, host_thread_codes, per_value, runtime_calls
+from ..device.busy import cpu_ops, host_name_codes, host_thread_codes, per_value, runtime_calls
 from ..memo import host_column, per_trace
 from .launch_links import launch_rows
 
@@ -177,7 +177,7 @@ def compile_holders(trace: Trace) -> np.ndarray:
         return out
     start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
     thread = host_thread_codes(trace)
-    op = per_value(host["cat"], lambda c: c == "cpu_op", False, bool) & ~phases
+    op = cpu_ops(trace) & ~phases
     rows = launch_rows(trace)
     launching = np.zeros(len(host), bool)
     launching[rows[rows >= 0]] = True
@@ -262,7 +262,7 @@ def launching_ops(trace: Trace) -> np.ndarray:
     launching[rows[rows >= 0]] = True
     launching &= runtime_calls(trace)
     out = np.zeros(len(host), bool)
-    sel = np.flatnonzero(per_value(host["cat"], lambda c: c == "cpu_op", False, bool))
+    sel = np.flatnonzero(cpu_ops(trace))
     out[sel] = keyed.count_between(thread[launching], start[launching], thread[sel], start[sel], end[sel]) > 0
     return out
 
@@ -279,7 +279,7 @@ def varying_calls(trace: Trace) -> np.ndarray:
     if host.empty:
         return out
     code = host_name_codes(trace)[0]
-    op = per_value(host["cat"], lambda c: c == "cpu_op", False, bool)
+    op = cpu_ops(trace)
     dur = own_ns(trace)  # (less the profiler's own work inside the call)
     rows = np.flatnonzero(op & (code >= 0) & np.isin(code, code[op & (dur >= SLOW_CALL_NS)]))
     if rows.size == 0:
