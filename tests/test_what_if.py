@@ -680,3 +680,85 @@ def test_a_packed_graph_is_written_as_before_it_was_held_sparse(tmp_path):
     assert all(arrays[k].dtype == np.int64 and np.array_equal(arrays[k], getattr(g, k)) for k in INDICES)
     back = graph_from_blob(graph_blob(g))
     assert back.class_ns == g.class_ns and all(np.array_equal(getattr(back, k), getattr(g, k)) for k in INDICES)
+
+
+def _late_rank_alone(tmp_path: Path, kernel: str | None = None) -> Path:
+    """SYNTHETIC rank 1 of the sleeping pair above, its trace alone (rank 0's not in the window): a 1 ms kernel at
+    60 µs, 3 ms of host time outside ops, then its all-reduce [3160, 3660] µs (it came last: no wait inside it)."""
+    b = TraceBuilder("rank 1 of 2, alone", rank=1, world_size=2)
+    b.step(1, 0, 3_200_000)
+    b.cpu_op(0, 100_000, "aten::linear")
+    b.launch(50_000, "kernel", 0, 7, 60_000, 1_000_000)
+    b.cpu_op(3_100_000, 100_000, "c10d::allreduce_")
+    if kernel is None:
+        _nccl(b, 3_150_000, 3_160_000, 500_000)
+    else:
+        b.launch(3_150_000, "nccl", 0, 17, 3_160_000, 500_000, name=kernel)
+    return b.write(tmp_path / "r1.pt.trace.json")
+
+
+def test_one_rank_of_a_job_is_also_replayed_with_its_unseen_ranks_alike(tmp_path):
+    """Its all-reduce waits for a rank the trace does not hold. For rank 1 alone the kernel keeps that rank's recorded
+    arrival (3160 µs), so removing its 3 ms outside ops gives nothing back; with the other rank taken to run alike (the
+    same time removed there, its arrival as late against rank 1's as recorded) both arrive at 160 µs, the all-reduce
+    ends at 660 µs and the window with the 1 ms kernel at 1060 µs: 2.6 ms, what the pair's own replay gives above."""
+    from traceprobe.analysis.causal.unseen_peers import alike_job
+    from traceprobe.analysis.causal.what_if import replay_arrivals
+
+    g = rank_graph(load_trace(_late_rank_alone(tmp_path)))
+    job = window_job([g], None)
+    twin = alike_job(job, [g], 0)  # (its all-reduce waited for nothing: it came last)
+    assert twin is not None and twin[1].tolist() == [False, True]
+    t, end, _ = replay_arrivals(twin[0], g.h, twin[0].d, np.zeros(g.t.size, bool))
+    assert np.array_equal(t, g.t) and np.array_equal(end, g.end)  # (the trace's own times, exactly, as the job's replay)
+    w = window_what_if("run", "w", "", [g], None)
+    t = w.table
+    assert _gain(t, -1, "host") == 3_660_000 - 1_060_000
+    assert not ((t["rank"] == 1) & (t["cause"] == "host") & (t["gain_ns"] > 0)).any(), t
+    assert w.alike and w.label(w.top).startswith("every rank (if alike) host outside ops"), w.label(w.top)
+    assert "taken to run alike" in w.finding(w.top)
+
+
+def test_point_to_point_kernels_of_one_rank_are_not_taken_alike(tmp_path):
+    """The same trace with a SendRecv kernel: a pipeline's neighbour is not this rank's like, so no every-rank row."""
+    g = rank_graph(load_trace(_late_rank_alone(tmp_path, "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)")))
+    w = window_what_if("run", "w", "", [g], None)
+    assert not w.alike and not (w.table["rank"] == -1).any(), w.table
+
+
+def test_a_rank_that_waited_for_its_unseen_peers_is_not_taken_alike(tmp_path):
+    """SYNTHETIC rank 0 of 2, its trace alone: two all-reduces, the first 500 µs (its transfer: the shortest of the
+    name), the second 3.5 ms, 3 ms of it waiting for a rank the trace does not hold, more than the window's noise floor
+    (0.5 ms): that rank ran otherwise, so no every-rank row assumes it alike; with both at 500 µs it is taken alike."""
+    def window(second_ns: int):
+        b = TraceBuilder("rank 0 of 2, alone", rank=0, world_size=2)
+        b.step(1, 0, 600_000 + second_ns)
+        b.cpu_op(0, 100_000, "c10d::allreduce_")
+        _nccl(b, 50_000, 60_000, 500_000)
+        b.cpu_op(100_000, 100_000, "c10d::allreduce_")
+        _nccl(b, 150_000, 560_000, second_ns)
+        g = rank_graph(load_trace(b.write(tmp_path / f"r0-{second_ns}.pt.trace.json")))
+        return window_what_if("run", "w", "", [g], None)
+
+    assert not window(3_500_000).alike
+    assert window(500_000).alike
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder, rank", [("sample_traces/script-ddp", 0), ("sample_traces/sync-log/w4/ddp-item", 1),
+                                          ("tests/data/heldout/w2-late0/ddp-recompile", 0),
+                                          ("tests/data/heldout/w2-late0/mesh-item-log", 0)])
+def test_one_rank_alone_taken_alike_gives_what_the_whole_window_gives_every_rank(folder, rank):
+    """Recorded DDP and 2-D mesh windows (2 and 4 ranks): one rank's trace alone, in step with the others its
+    collectives show, taken alike (.unseen_peers), gives for its top every-rank cause within 5% of what the window's own
+    replay, every rank's trace in it, gives for that cause on every rank at once (3.5 / 3.5 ms, 21.2 / 21.2 ms, 160.9 /
+    158.0 ms, 37.5 / 37.5 ms when this test was written)."""
+    root = Path(__file__).resolve().parent.parent / folder
+    _, whole = replayed(root)
+    trace = load_trace(next(p for p in sorted(root.glob("*.pt.trace.json.gz")) if load_trace(p).rank == rank))
+    alone = window_what_if(folder, "", "", [rank_graph(trace)], None)
+    assert alone.alike
+    top = alone.table[alone.table["rank"] == -1].iloc[0]
+    every = whole.table[(whole.table["rank"] == -1) & (whole.table["cause"] == top["cause"]) & (whole.table["beyond"] < 0)]
+    assert len(every) == 1, whole.table
+    assert abs(int(top["gain_ns"]) - int(every["gain_ns"].iloc[0])) <= 0.05 * int(every["gain_ns"].iloc[0]), (top, every)

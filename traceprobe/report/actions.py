@@ -175,7 +175,7 @@ def what_if_top(w: WindowWhatIf) -> Top | None:
     if t is None:
         return None
     cause, action = _what_if_causes(w)
-    who = "every rank " if t["rank"] < 0 else f"rank {t['rank']} " if w.ranked else ""
+    who = f"{w.every_rank} " if t["rank"] < 0 else f"rank {t['rank']} " if w.ranked else ""
     bound = claim_bound(t, True)
     gain, per = min(float(t["gain_ns"]), bound), min(float(t["per_step_ns"]), bound)  # (no figure above its bound)
     figure = per_step(per, gain, w.steps, sign="-")

@@ -69,7 +69,7 @@ def _floor_rows(w: WindowWhatIf) -> tuple[np.ndarray, list[tuple]]:
             keep = t["gain_ns"].to_numpy(np.int64) >= w.floor_ns
             for r in pd.DataFrame(t[keep]).to_dict(orient="records"):
                 gain, per = int(r["gain_ns"]), int(r["per_step_ns"]) if w.steps else -1
-                subject = "every rank" if r["rank"] < 0 else f"rank {r['rank']}" if w.ranked and w.ranks else ""
+                subject = w.every_rank if r["rank"] < 0 else f"rank {r['rank']}" if w.ranked and w.ranks else ""
                 kind = KINDS.get(w.named_cause(r), w.named_cause(r))
                 rows.append((int(r["rank"]), str(r["cause"]), kind, subject, -1, gain, per, w.label(r), w.finding(r)))
         kept = vars(w)["_floor_rows"] = (np.array([r[0] for r in rows], np.int64), rows)

@@ -12,11 +12,36 @@ a what-if that moves its rank's host earlier gives it an earlier end only where 
 Without this (HTA's ``trace_diff/control``, rank 3 of 8), its ``SendRecv`` kernels moved earlier with its host, and a
 what-if gave back more than all of the device's idle time in the window. The replay of the trace's own times is
 unchanged: each such kernel ends at its recorded end there.
+
+That answers for the rank alone: its host or device work removed, the collectives still wait for the other ranks as
+recorded. A cause that every rank holds alike (the same program's dispatch, Python or syncs on each rank of a data- or
+tensor-parallel job) gives nothing back so, though it may hold the whole critical path. So a window of one ranked trace
+whose collectives' peers it does not hold is also replayed with those ranks taken to run *alike* (:func:`alike_job`):
+each such collective keeps its recorded duration, its wait for the others included, and starts when this rank's launch
+and stream let it (no earlier start pinned), so the others arrive as much later than this rank as they did; a cause
+removed then is removed on every rank at once (the what-if's rows of ``rank`` -1). Only where the trace shows the rank
+in step with the others: its waits inside those collectives (each one's recorded duration less its transfer), summed,
+at most the window's noise floor. A rank that waited longer for the others (a straggler's peer) shows them slower for
+reasons its trace cannot tell (their own work, or device work their host time hid behind), and a cause removed on it
+need not move them alike: no such rows. Point-to-point kernels (send, receive, ``SendRecv``: by name,
+:data:`ALIKE_TYPES`) stay pinned: a pipeline's neighbouring stage is not this one's like. The trace cannot tell whether
+the other ranks hold the cause too: the finding says that it assumes so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
 import numpy as np
+
+from ..job.comm_types import collective_type
+from .dependency_graph import RankGraph
+
+ALIKE_TYPES = frozenset({"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall"})
+"""Collective types (:func:`..job.comm_types.collective_type` of a kernel's name) whose unseen peers a window of one
+rank takes to run alike (:func:`alike_job`): every rank of the group runs the collective; not point-to-point."""
 
 
 def alone(comm: np.ndarray, dep: np.ndarray, mem_op: np.ndarray) -> np.ndarray:
@@ -49,3 +74,37 @@ def pinned_fixed(fixed: np.ndarray, end: np.ndarray, d: np.ndarray, lone: np.nda
     arrive = np.asarray(end, np.int64) - np.asarray(d, np.int64)
     out[lone] = np.maximum(out[lone], arrive[lone])
     return out
+
+
+def alike_collectives(g: RankGraph) -> np.ndarray:
+    """(K,) bool per device op of ``g``: a communication kernel of a ranked trace without a dependency edge whose name
+    runs a collective of :data:`ALIKE_TYPES` (all false for a trace that names no rank)."""
+    if not g.ranked or not g.comm.any():
+        return np.zeros(g.start.size, bool)
+    types = np.array([collective_type(str(n)) in ALIKE_TYPES for n in g.names] + [False], bool)  # (-1: no name)
+    return np.asarray(g.comm, bool) & (np.asarray(g.dep) < 0) & types[np.asarray(g.name, np.int64)]
+
+
+def alike_job(job: Any, graphs: list[RankGraph], floor: int) -> tuple[Any, np.ndarray] | None:
+    """``job`` (a :class:`.what_if.WindowJob` of ``graphs``) with the other ranks taken to run alike (module
+    docstring), and which ops that changes: ``(job, ops)``, each op of ``ops`` (bool, K) with its recorded duration and
+    earliest start (its graph's ``d`` and ``fixed``) in place of its transfer and its peers' arrival; None
+    where the window is not one ranked trace, has no such collective, or waited in them for more than ``floor`` (ns,
+    the window's noise floor) in all. Its replay of the trace's own times gives them exactly, as the job's does; its
+    graph in topological order is its own (built at its first replay)."""
+    if len(graphs) != 1:
+        return None
+    g, ops = graphs[0], alike_collectives(graphs[0])
+    ops[np.asarray(job.mem_op, np.int64)] = False
+    if not ops.any() or int((np.asarray(g.d)[ops] - np.asarray(job.d)[ops]).sum()) > floor:
+        return None
+    return replace(job, d=np.where(ops, g.d, job.d), fixed=np.where(ops, g.fixed, job.fixed), sweep=None), ops
+
+
+def alike_inputs(make: Callable, ops: np.ndarray, d: np.ndarray) -> Callable:
+    """``make`` with the durations of the ops of ``ops`` (bool) taken from ``d``: a what-if's inputs (:data:`.what_if_plan.Make`) on
+    the job whose unseen ranks run alike (:func:`alike_job`)."""
+    def made(ia, ik, isx):
+        h, d_made, drop = make(ia, ik, isx)
+        return h, np.where(ops[ik], d[ik], d_made), drop
+    return made

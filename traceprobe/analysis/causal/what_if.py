@@ -20,7 +20,7 @@ paths take over: a host sleep while the device is busy costs nothing), so we rep
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -35,9 +35,9 @@ from .imbalance import excess_cap, excesses, kernel_codes, segment_codes, withou
 from .packed import give_back_freed
 from .sweep import NEG, Sweep, fits_int32, index_type, joined
 from .sync_names import sync_top
-from .unseen_peers import alone, pinned_fixed, transfers
+from .unseen_peers import alike_inputs, alike_job, alone, pinned_fixed, transfers
 from .what_if_order import COLUMNS, EXPOSING_SHARE
-from .what_if_plan import Candidate, Make, chosen, critical_bounds, lead_graph, sinks, wanted
+from .what_if_plan import INF, Candidate, Make, chosen, critical_bounds, lead_graph, sinks, wanted, with_rank
 from .what_if_steps import before_the_work, first_calls_merged, first_step, measured_anchors, step_ends, step_last
 from .what_if_table import EVERY_RANK_FACTOR, STEP_COLUMNS, assemble, kept_rows
 
@@ -264,15 +264,15 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     def add(ranks: list[int], cause: str, removed: list[int], top: str, make: Make, held: list[int], first: int = 0) -> None:
         cands.append(Candidate(ranks, cause, removed, top, make, held, first, ranks[0] if len(ranks) == 1 and ranks[0] in slow else -1))
 
-    def run(c: Candidate) -> tuple:
+    def run(c: Candidate, j: WindowJob = job, every: bool = False) -> tuple:  # (j, every: the alike job's twins, below)
         ranks = c.ranks
-        rank = graphs[ranks[0]].rank if len(ranks) == 1 else -1
+        rank = graphs[ranks[0]].rank if len(ranks) == 1 and not every else -1
         h, d, drop = c.make(_ALL, _ALL, _ALL)
-        (t, end, arrival), cut = replay_arrivals(job, h, d, drop), np.zeros(0, np.int64)
+        (t, end, arrival), cut = replay_arrivals(j, h, d, drop), np.zeros(0, np.int64)
         if c.relief >= 0:  # the others' compute, slowed beside waits for this rank (.contention): taken out too
             share = 1 - charged_waits(arrival, end, w, job.mem_op, job.mem_group, len(graphs))[c.relief] / max(int(charged[c.relief]), 1)
             cut = np.minimum((slow[c.relief] * min(max(share, 0.0), 1.0)).astype(np.int64), d)
-            t, end = replay(job, h, d - cut, drop) if share > 0 else (t, end)
+            t, end = replay(j, h, d - cut, drop) if share > 0 else (t, end)
         earlier = np.where(base_steps > NEG, base_steps - ends_of(t, end), 0)  # (how much earlier each step's last work ends)
         return (rank, c.cause, c.top, sum(c.removed) + int(cut.sum()), base - _finish(t, end, counted), max(c.held), int(earlier[0]) if earlier.size else 0,
                 c.first, {graphs[i].rank: n for i, n in zip(ranks, c.removed)}, np.diff(earlier, prepend=0))
@@ -318,7 +318,7 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
         for cause, top, dur in g.device_causes if only is None or i in only else ():  # (held as the rank's durations only)
             lo, mine = int(k_at[i]), np.minimum(dur, job.d[k_at[i]:k_at[i + 1]])
             if (cut := int((job.d[k_at[i]:k_at[i + 1]] - mine).sum())) > floor:
-                add([i], cause, [cut], top, lambda ia, ik, isx, lo=lo, mine=mine: (h0[ia], _with_rank(job.d, ik, lo, mine), no_sync[isx]), [-1])
+                add([i], cause, [cut], top, lambda ia, ik, isx, lo=lo, mine=mine: (h0[ia], with_rank(job.d, ik, lo, mine), no_sync[isx]), [-1])
     del waits, held, steps_of  # (each anchor's wait and step: 12 bytes an anchor)
     give_back_freed()  # (their heap pages given back before the imbalance's and the replays' arrays)
     if len(graphs) > 1:
@@ -329,23 +329,19 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
             add([i], "imbalance", [removed], top, lambda ia, ik, isx, d_of=d_of: (h0[ia], d_of(ik), no_sync[isx]), [-1])
             cands[-1].cap = excess_cap(i, excess, job.k_rank, job.d, s_code, inside)
     del code  # (the kernel codes: not held through the replays)
-    done = _replayed(cands, run, job, (h0, t_all, end_all, counted, la, lk, ids, base, base_steps), slow, floor, n_steps,
-                     groups or {}, graphs)
-    return assemble([done[i] for i in sorted(done)], graphs, n_steps, set(groups or {}), floor)[1:]
+    recorded = (h0, t_all, end_all, counted, la, lk, ids, base, base_steps)
+    done = _replayed(cands, run, job, recorded, slow, floor, n_steps, groups or {}, graphs)
+    rows = [done[i] for i in sorted(done)]
+    if (twin := alike_job(job, graphs, floor)) is not None:  # (one rank of a job whose other ranks the window lacks, run alike: .unseen_peers)
+        alike, ops = twin
+        twins = [replace(c, make=alike_inputs(c.make, ops, alike.d), relief=-1, bound=(INF, INF)) for c in cands]
+        more = _replayed(twins, lambda c: run(c, alike, True), alike, recorded, slow, floor, n_steps, groups or {}, graphs, True)
+        rows += [more[i] for i in sorted(more)]
+    return assemble(rows, graphs, n_steps, set(groups or {}), floor)[1:]
+
 
 
 _ALL = slice(None)
-
-
-def _with_rank(d: np.ndarray, ik: np.ndarray | slice, lo: int, mine: np.ndarray) -> np.ndarray:
-    """``d[ik]`` (a copy) with the ops ``lo .. lo + mine.size - 1`` (one rank's) at ``mine``."""
-    if isinstance(ik, slice):
-        out = d[ik].copy()
-        out[lo:lo + mine.size] = mine
-        return out
-    out, sel = d[ik], (ik >= lo) & (ik < lo + mine.size)
-    out[sel] = mine[ik[sel] - lo]
-    return out
 
 
 PRUNE = True
@@ -354,10 +350,11 @@ replays every one (the reference of the tests)."""
 
 
 def _replayed(cands: list[Candidate], run, job: WindowJob, recorded: tuple, slow: Slowdowns, floor: int, n_steps: int,
-              groups: Mapping[str, tuple[str, ...]], graphs: list[RankGraph]) -> dict[int, tuple]:
+              groups: Mapping[str, tuple[str, ...]], graphs: list[RankGraph], every: bool = False) -> dict[int, tuple]:
     """The rows (:data:`.what_if_table.ROW`) of the candidates replayed (:mod:`.what_if_plan`), by their index: those whose
     bound may clear the floor, best bound first, then those the replayed rows' figures or order read (each round reads
-    the rows kept, :func:`.what_if_table.kept_rows`, not the ordered table)."""
+    the rows kept, :func:`.what_if_table.kept_rows`, not the ordered table); ``every``: each candidate's row is of every
+    rank (``rank`` -1)."""
     h0, t_all, end_all, counted, la, lk, ids, base, base_steps = recorded
     chosen_ = set(range(len(cands)))
     if PRUNE and floor > 0 and cands:
@@ -377,7 +374,7 @@ def _replayed(cands: list[Candidate], run, job: WindowJob, recorded: tuple, slow
             done[i] = run(cands[i])
             gains[i] = int(done[i][4])
         kept = kept_rows([done[i] for i in sorted(done)], n_steps, set(groups), floor)[0]
-        chosen_ = wanted(cands, gains, kept, lambda c: graphs[c.ranks[0]].rank if len(c.ranks) == 1 else -1, EVERY_RANK_FACTOR,
+        chosen_ = wanted(cands, gains, kept, lambda c: graphs[c.ranks[0]].rank if len(c.ranks) == 1 and not every else -1, EVERY_RANK_FACTOR,
                          lambda c: lead_graph(c, graphs), groups)
     return done
 

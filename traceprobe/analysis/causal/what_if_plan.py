@@ -211,3 +211,14 @@ def lead_graph(c: Candidate, graphs: list[RankGraph]) -> int | None:
         return None
     top = lead({graphs[i].rank: n for i, n in zip(c.ranks, c.removed)})
     return next((i for i in c.ranks if graphs[i].rank == top), None)
+
+
+def with_rank(d: np.ndarray, ik: np.ndarray | slice, lo: int, mine: np.ndarray) -> np.ndarray:
+    """``d[ik]`` (a copy) with the ops ``lo .. lo + mine.size - 1`` (one rank's) at ``mine``."""
+    if isinstance(ik, slice):
+        out = d[ik].copy()
+        out[lo:lo + mine.size] = mine
+        return out
+    out, sel = d[ik], (ik >= lo) & (ik < lo + mine.size)
+    out[sel] = mine[ik[sel] - lo]
+    return out

@@ -16,6 +16,7 @@ from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .packed import give_back_freed
 from .replay_memory import over_budget, replay_budget
+from .unseen_peers import alike_job
 from .what_if import STEP_COLUMNS, _finish, swept, what_ifs, window_job
 from .what_if_advice import LABELS, advice, short_name
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
@@ -71,6 +72,9 @@ class WindowWhatIf:
         graph_of_step: per rank replayed (and every rank, -1), launch-bound dispatch and the host time around it
             (:data:`AROUND_LAUNCHES`) removed at once: what a CUDA graph of the step gives back at most (the columns of
             :attr:`table`, ``cause`` :data:`GRAPH_OF_STEP`; a figure beside the causes, not one of them).
+        alike: the window is one rank of a job whose collectives wait for ranks the trace does not hold: its rows of
+            every rank (``rank`` -1) take those ranks to run alike, the cause removed on each (:func:`.unseen_peers.alike_job`),
+            and say so.
     """
 
     run: str
@@ -94,6 +98,7 @@ class WindowWhatIf:
     host_ops: bool = True
     graph_of_step: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: [] for c in COLUMNS}))
     runs_before: int = 0
+    alike: bool = False
 
     @property
     def unrecorded_host(self) -> str:
@@ -142,13 +147,19 @@ class WindowWhatIf:
         cause = self.named_cause(t)
         return f"{self._who(t)} {self.cause_label(cause)} {self._figure(t)}".lstrip()
 
+    @property
+    def every_rank(self) -> str:
+        """Who a row of every rank (``rank`` -1) is, in words: ``every rank``, or ``every rank (if alike)`` where the
+        window is one rank of a job that takes the others to run alike (:attr:`alike`)."""
+        return "every rank (if alike)" if self.alike else "every rank"
+
     def _who(self, row) -> str:
         """Whose cause a row is, in words: ``rank 3``, ``every rank``, or ``every rank beyond rank 2`` (a row that tells
         what removing the cause on every rank adds beyond one rank's own row: ``beyond``); ``""`` for an unranked trace."""
         if row["rank"] >= 0:
             return f"rank {row['rank']}" if self.ranked else ""
         beyond = int(row.get("beyond", -1)) if hasattr(row, "get") else -1
-        return f"every rank beyond rank {beyond}" if beyond >= 0 else "every rank"
+        return f"every rank beyond rank {beyond}" if beyond >= 0 else self.every_rank
 
     def _figure(self, row) -> str:
         """A row's gain for a sentence: per step where the window has steps, else in all, e.g. ``-17.5 ms/step``."""
@@ -189,6 +200,9 @@ class WindowWhatIf:
         if self.id_density < SAMPLED_DENSITY:
             partial = (f"the trace holds {self.id_density:.2%} of the correlation ids its runtime calls span (sampled): "
                        "what follows is of the events it kept; ")
+        if self.alike and t["rank"] < 0:
+            partial += ("the trace holds one rank of the job, and its collectives wait for ranks it does not: those are taken "
+                        "to run alike, with this cause too, arriving as late against it as they did; ")
         return (f"{partial}{who}{self.cause_label(cause)}: {self._figure(t)}{share} if removed; "
                 f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays, self.unrecorded_host, self.runs_before)}"
                 f"{self._exposed(t)}{self._around(t)}{self._stacks(cause)}")
@@ -301,7 +315,8 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
                         _linked(graphs), min((g.id_density for g in graphs), default=1.0), any(g.ranked for g in graphs), floor,
                         max((g.stack_frames // max(len(g.steps), 1) for g in graphs), default=0),
                         graphs[0].backend if graphs else "cuda", any(g.replays for g in graphs), by_step,
-                        all(g.host_ops for g in graphs), graph_of_step, runs_before)
+                        all(g.host_ops for g in graphs), graph_of_step, runs_before,
+                        alike_job(job, graphs, floor) is not None)
 
 
 def _linked(graphs: list[RankGraph]) -> float:
