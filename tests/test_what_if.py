@@ -729,7 +729,8 @@ def test_point_to_point_kernels_of_one_rank_are_not_taken_alike(tmp_path):
 def test_a_rank_that_waited_for_its_unseen_peers_is_not_taken_alike(tmp_path):
     """SYNTHETIC rank 0 of 2, its trace alone: two all-reduces, the first 500 µs (its transfer: the shortest of the
     name), the second 3.5 ms, 3 ms of it waiting for a rank the trace does not hold, more than the window's noise floor
-    (0.5 ms): that rank ran otherwise, so no every-rank row assumes it alike; with both at 500 µs it is taken alike."""
+    (0.5 ms): that rank ran otherwise, so no every-rank row assumes it alike (its own rows say the trace cannot tell what
+    the others would give); with both at 500 µs it is taken alike."""
     def window(second_ns: int):
         b = TraceBuilder("rank 0 of 2, alone", rank=0, world_size=2)
         b.step(1, 0, 600_000 + second_ns)
@@ -740,7 +741,11 @@ def test_a_rank_that_waited_for_its_unseen_peers_is_not_taken_alike(tmp_path):
         g = rank_graph(load_trace(b.write(tmp_path / f"r0-{second_ns}.pt.trace.json")))
         return window_what_if("run", "w", "", [g], None)
 
-    assert not window(3_500_000).alike
+    waited = window(3_500_000)
+    assert not waited.alike and waited.unseen_wait_ns == 3_000_000 and waited.floor_ns < 3_000_000
+    row = {"rank": 0, "cause": "host", "top": "", "removed_ns": 1_000_000, "gain_ns": 1_000_000, "per_step_ns": 1_000_000,
+           "steps_with": 1, "beyond": -1}
+    assert "waited 3.0 ms in all for ranks it does not hold" in waited.finding(row) and "cannot tell" in waited.finding(row)
     assert window(500_000).alike
 
 

@@ -23,7 +23,8 @@ removed then is removed on every rank at once (the what-if's rows of ``rank`` -1
 in step with the others: its waits inside those collectives (each one's recorded duration less its transfer), summed,
 at most the window's noise floor. A rank that waited longer for the others (a straggler's peer) shows them slower for
 reasons its trace cannot tell (their own work, or device work their host time hid behind), and a cause removed on it
-need not move them alike: no such rows. Point-to-point kernels (send, receive, ``SendRecv``: by name,
+need not move them alike: no such rows, and the rank's own rows say what the others would give, the trace cannot tell
+(:attr:`.what_if_windows.WindowWhatIf.unseen_wait_ns`). Point-to-point kernels (send, receive, ``SendRecv``: by name,
 :data:`ALIKE_TYPES`) stay pinned: a pipeline's neighbouring stage is not this one's like. The trace cannot tell whether
 the other ranks hold the cause too: the finding says that it assumes so.
 """
@@ -85,19 +86,31 @@ def alike_collectives(g: RankGraph) -> np.ndarray:
     return np.asarray(g.comm, bool) & (np.asarray(g.dep) < 0) & types[np.asarray(g.name, np.int64)]
 
 
+def unseen_waits(job: Any, graphs: list[RankGraph]) -> tuple[int, np.ndarray]:
+    """The waits of a window of one ranked trace for the ranks its collectives' peers are (module docstring): each
+    collective of :func:`alike_collectives` outside any cross-rank instance of ``job`` (a :class:`.what_if.WindowJob` of
+    ``graphs``), its recorded duration less its transfer, summed (ns), and those ops (bool, K); ``(-1, none)`` where the
+    window is not one trace or has no such collective."""
+    if len(graphs) != 1:
+        return -1, np.zeros(0, bool)
+    g, ops = graphs[0], alike_collectives(graphs[0])
+    ops[np.asarray(job.mem_op, np.int64)] = False
+    if not ops.any():
+        return -1, ops
+    return int((np.asarray(g.d)[ops] - np.asarray(job.d)[ops]).sum()), ops
+
+
 def alike_job(job: Any, graphs: list[RankGraph], floor: int) -> tuple[Any, np.ndarray] | None:
     """``job`` (a :class:`.what_if.WindowJob` of ``graphs``) with the other ranks taken to run alike (module
     docstring), and which ops that changes: ``(job, ops)``, each op of ``ops`` (bool, K) with its recorded duration and
-    earliest start (its graph's ``d`` and ``fixed``) in place of its transfer and its peers' arrival; None
-    where the window is not one ranked trace, has no such collective, or waited in them for more than ``floor`` (ns,
-    the window's noise floor) in all. Its replay of the trace's own times gives them exactly, as the job's does; its
-    graph in topological order is its own (built at its first replay)."""
-    if len(graphs) != 1:
+    earliest start (its graph's ``d`` and ``fixed``) in place of its transfer and its peers' arrival; None where the
+    window has no such collective (:func:`unseen_waits`) or waited in them for more than ``floor`` (ns, the window's
+    noise floor) in all. Its replay of the trace's own times gives them exactly, as the job's does; its graph in
+    topological order is its own (built at its first replay)."""
+    waits, ops = unseen_waits(job, graphs)
+    if waits < 0 or waits > floor:
         return None
-    g, ops = graphs[0], alike_collectives(graphs[0])
-    ops[np.asarray(job.mem_op, np.int64)] = False
-    if not ops.any() or int((np.asarray(g.d)[ops] - np.asarray(job.d)[ops]).sum()) > floor:
-        return None
+    g = graphs[0]
     return replace(job, d=np.where(ops, g.d, job.d), fixed=np.where(ops, g.fixed, job.fixed), sweep=None), ops
 
 

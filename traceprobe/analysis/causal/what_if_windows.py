@@ -16,7 +16,7 @@ from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .packed import give_back_freed
 from .replay_memory import over_budget, replay_budget
-from .unseen_peers import alike_job
+from .unseen_peers import unseen_waits
 from .what_if import STEP_COLUMNS, _finish, swept, what_ifs, window_job
 from .what_if_advice import LABELS, advice, short_name
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
@@ -72,9 +72,10 @@ class WindowWhatIf:
         graph_of_step: per rank replayed (and every rank, -1), launch-bound dispatch and the host time around it
             (:data:`AROUND_LAUNCHES`) removed at once: what a CUDA graph of the step gives back at most (the columns of
             :attr:`table`, ``cause`` :data:`GRAPH_OF_STEP`; a figure beside the causes, not one of them).
-        alike: the window is one rank of a job whose collectives wait for ranks the trace does not hold: its rows of
-            every rank (``rank`` -1) take those ranks to run alike, the cause removed on each (:func:`.unseen_peers.alike_job`),
-            and say so.
+        unseen_wait_ns: for a window of one ranked trace whose collectives' peers it does not hold, their waits for
+            those ranks in all (:func:`.unseen_peers.unseen_waits`, int ns); -1 otherwise. At most :attr:`floor_ns`:
+            :attr:`alike`; more: the rank's own rows say what they are (the cause removed on it alone, the others as
+            they arrived) and that the trace cannot tell what the others would give.
     """
 
     run: str
@@ -98,7 +99,14 @@ class WindowWhatIf:
     host_ops: bool = True
     graph_of_step: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({c: [] for c in COLUMNS}))
     runs_before: int = 0
-    alike: bool = False
+    unseen_wait_ns: int = -1
+
+    @property
+    def alike(self) -> bool:
+        """Whether the window is one rank of a job in step with the ranks its collectives wait for
+        (:attr:`unseen_wait_ns` at most the noise floor): its rows of every rank (``rank`` -1) take those ranks to run
+        alike, the cause removed on each (:func:`.unseen_peers.alike_job`), and say so."""
+        return 0 <= self.unseen_wait_ns <= self.floor_ns
 
     @property
     def unrecorded_host(self) -> str:
@@ -203,6 +211,10 @@ class WindowWhatIf:
         if self.alike and t["rank"] < 0:
             partial += ("the trace holds one rank of the job, and its collectives wait for ranks it does not: those are taken "
                         "to run alike, with this cause too, arriving as late against it as they did; ")
+        elif self.unseen_wait_ns > self.floor_ns and t["rank"] >= 0:
+            partial += (f"the trace holds one rank of the job, whose collectives waited {self.unseen_wait_ns / 1e6:,.1f} ms in all "
+                        "for ranks it does not hold: this is the cause removed on this rank alone, the others arriving as "
+                        "they did; what removing it on them too would give, the trace cannot tell; ")
         return (f"{partial}{who}{self.cause_label(cause)}: {self._figure(t)}{share} if removed; "
                 f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays, self.unrecorded_host, self.runs_before)}"
                 f"{self._exposed(t)}{self._around(t)}{self._stacks(cause)}")
@@ -316,7 +328,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
                         max((g.stack_frames // max(len(g.steps), 1) for g in graphs), default=0),
                         graphs[0].backend if graphs else "cuda", any(g.replays for g in graphs), by_step,
                         all(g.host_ops for g in graphs), graph_of_step, runs_before,
-                        alike_job(job, graphs, floor) is not None)
+                        unseen_waits(job, graphs)[0])
 
 
 def _linked(graphs: list[RankGraph]) -> float:
