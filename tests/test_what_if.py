@@ -783,3 +783,46 @@ def test_one_rank_alone_names_every_ranks_recompiles_near_their_measured_cost(ru
     assert w.top is not None and w.top["rank"] == -1 and w.top["cause"] == "compile", w.table
     measured = facts["injected_ms_per_step"] * 1e6
     assert 0.9 * measured <= w.top["per_step_ns"] <= measured, (w.top["per_step_ns"], measured)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(1_000, 400_000), st.integers(0, 300_000), st.integers(0, 200_000)),
+                    min_size=1, max_size=16),
+       cls=st.sampled_from(["dispatch", "host"]))
+def test_the_alike_replay_is_exact_and_never_later_than_the_ranks_own(tmp_path, ops, cls):
+    """SYNTHETIC rank 0 of 2, alone, random: host ops each launching a compute kernel (stream 7) or an all-reduce (stream
+    17) of random length, random host gaps between them. The job taken alike (.unseen_peers.alike_job, its waits let
+    through) replays the trace's own times exactly, as the rank's own job does; with a host class removed, no anchor and no
+    op of it ends later than in the rank's own replay (its all-reduces start when the rank lets them and keep their
+    recorded length, never later than the peers' recorded arrival plus their transfer), so its gain is at least that one's."""
+    from traceprobe.analysis.causal.unseen_peers import alike_job
+    from traceprobe.analysis.causal.what_if import replay_arrivals
+
+    b = TraceBuilder("rank 0 of 2, alone, random", rank=0, world_size=2)
+    at, free = 0, {7: 0, 17: 0}
+    for comm, dur, work, gap in ops:
+        b.cpu_op(at, 20_000 + work, "c10d::allreduce_" if comm else "aten::mm")
+        stream = 17 if comm else 7
+        start = max(at + 15_000, free[stream] + 1_000)
+        if comm:
+            _nccl(b, at + 10_000, start, dur)
+        else:
+            b.launch(at + 10_000, "kernel", 0, 7, start, dur)
+        free[stream] = start + dur
+        at += 20_000 + work + gap
+    b.step(1, 0, max(at, *free.values()))
+    g = rank_graph(load_trace(b.write(tmp_path / f"r{len(ops)}.pt.trace.json")))
+    job = window_job([g], None)
+    twin = alike_job(job, [g], 2**62)
+    if not any(c for c, *_ in ops):
+        assert twin is None
+        return
+    assert twin is not None
+    alike, none = twin[0], np.zeros(g.t.size, bool)
+    for j in (job, alike):
+        t, end, _ = replay_arrivals(j, g.h, j.d, none)
+        assert np.array_equal(t, g.t) and np.array_equal(end, g.end)
+    h = g.h - g.class_ns.row(HOST_CLASSES.index(cls))
+    t0, end0, _ = replay_arrivals(job, h, job.d, none)
+    t1, end1, _ = replay_arrivals(alike, h, alike.d, none)
+    assert (t1 <= t0).all() and (end1 <= end0).all()
