@@ -340,7 +340,6 @@ def what_ifs(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None, min_
     return assemble(rows, graphs, n_steps, set(groups or {}), floor)[1:]
 
 
-
 _ALL = slice(None)
 
 

@@ -214,7 +214,8 @@ def lead_graph(c: Candidate, graphs: list[RankGraph]) -> int | None:
 
 
 def with_rank(d: np.ndarray, ik: np.ndarray | slice, lo: int, mine: np.ndarray) -> np.ndarray:
-    """``d[ik]`` (a copy) with the ops ``lo .. lo + mine.size - 1`` (one rank's) at ``mine``."""
+    """``d[ik]`` (a copy) with the ops ``lo .. lo + mine.size - 1`` (one rank's) at ``mine``: a device cause's durations
+    as a what-if's inputs (:data:`Make`, :func:`.what_if.what_ifs`)."""
     if isinstance(ik, slice):
         out = d[ik].copy()
         out[lo:lo + mine.size] = mine
