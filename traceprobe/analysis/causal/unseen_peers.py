@@ -77,38 +77,43 @@ def pinned_fixed(fixed: np.ndarray, end: np.ndarray, d: np.ndarray, lone: np.nda
     return out
 
 
-def alike_collectives(g: RankGraph) -> np.ndarray:
-    """(K,) bool per device op of ``g``: a communication kernel of a ranked trace without a dependency edge whose name
-    runs a collective of :data:`ALIKE_TYPES` (all false for a trace that names no rank)."""
-    if not g.ranked or not g.comm.any():
-        return np.zeros(g.start.size, bool)
+def _collective_names(g: RankGraph) -> np.ndarray:
+    """(K,) bool per device op of ``g``: its kernel's name runs a collective of :data:`ALIKE_TYPES` (one look-up per
+    distinct name)."""
     types = np.array([collective_type(str(n)) in ALIKE_TYPES for n in g.names] + [False], bool)  # (-1: no name)
-    return np.asarray(g.comm, bool) & (np.asarray(g.dep) < 0) & types[np.asarray(g.name, np.int64)]
+    return types[np.asarray(g.name, np.int64)]
 
 
 def unseen_waits(job: Any, graphs: list[RankGraph]) -> tuple[int, np.ndarray]:
     """The waits of a window of one ranked trace for the ranks its collectives' peers are (module docstring): each
-    collective of :func:`alike_collectives` outside any cross-rank instance of ``job`` (a :class:`.what_if.WindowJob` of
-    ``graphs``), its recorded duration less its transfer, summed (ns), and those ops (bool, K); ``(-1, none)`` where the
-    window is not one trace or has no such collective."""
-    if len(graphs) != 1:
+    communication kernel of :func:`alone` (no dependency edge, no cross-rank instance of ``job``, a
+    :class:`.what_if.WindowJob` of ``graphs``) whose name runs a collective of :data:`ALIKE_TYPES`, its recorded
+    duration less its transfer, summed (ns), and those ops (bool, K); ``(-1, none)`` where the window is not one trace
+    or has no such collective."""
+    if len(graphs) != 1 or not graphs[0].ranked or not graphs[0].comm.any():
         return -1, np.zeros(0, bool)
-    g, ops = graphs[0], alike_collectives(graphs[0])
-    ops[np.asarray(job.mem_op, np.int64)] = False
+    g = graphs[0]
+    ops = alone(g.comm, g.dep, job.mem_op) & _collective_names(g)
     if not ops.any():
         return -1, ops
     return int((np.asarray(g.d)[ops] - np.asarray(job.d)[ops]).sum()), ops
+
+
+def in_step(waits: int, floor: int) -> bool:
+    """Whether a window of one ranked trace runs in step with the ranks it does not hold: it has collectives waiting
+    for them (:func:`unseen_waits`, ``waits`` >= 0) and they waited at most ``floor`` (ns, the window's noise floor)
+    in all. Only then are those ranks taken alike (:func:`alike_job`)."""
+    return 0 <= waits <= floor
 
 
 def alike_job(job: Any, graphs: list[RankGraph], floor: int) -> tuple[Any, np.ndarray] | None:
     """``job`` (a :class:`.what_if.WindowJob` of ``graphs``) with the other ranks taken to run alike (module
     docstring), and which ops that changes: ``(job, ops)``, each op of ``ops`` (bool, K) with its recorded duration and
     earliest start (its graph's ``d`` and ``fixed``) in place of its transfer and its peers' arrival; None where the
-    window has no such collective (:func:`unseen_waits`) or waited in them for more than ``floor`` (ns, the window's
-    noise floor) in all. Its replay of the trace's own times gives them exactly, as the job's does; its graph in
-    topological order is its own (built at its first replay)."""
+    window is not in step with those ranks (:func:`in_step`). Its replay of the trace's own times gives them exactly,
+    as the job's does; its graph in topological order is its own (built at its first replay)."""
     waits, ops = unseen_waits(job, graphs)
-    if waits < 0 or waits > floor:
+    if not in_step(waits, floor):
         return None
     g = graphs[0]
     return replace(job, d=np.where(ops, g.d, job.d), fixed=np.where(ops, g.fixed, job.fixed), sweep=None), ops

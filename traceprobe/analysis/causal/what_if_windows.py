@@ -16,7 +16,7 @@ from .critical_path import critical_path, path_shares
 from .dependency_graph import RankGraph
 from .packed import give_back_freed
 from .replay_memory import over_budget, replay_budget
-from .unseen_peers import unseen_waits
+from .unseen_peers import in_step, unseen_waits
 from .what_if import STEP_COLUMNS, _finish, swept, what_ifs, window_job
 from .what_if_advice import LABELS, advice, short_name
 from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
@@ -104,9 +104,9 @@ class WindowWhatIf:
     @property
     def alike(self) -> bool:
         """Whether the window is one rank of a job in step with the ranks its collectives wait for
-        (:attr:`unseen_wait_ns` at most the noise floor): its rows of every rank (``rank`` -1) take those ranks to run
+        (:func:`.unseen_peers.in_step` of :attr:`unseen_wait_ns`): its rows of every rank (``rank`` -1) take those ranks to run
         alike, the cause removed on each (:func:`.unseen_peers.alike_job`), and say so."""
-        return 0 <= self.unseen_wait_ns <= self.floor_ns
+        return in_step(self.unseen_wait_ns, self.floor_ns)
 
     @property
     def unrecorded_host(self) -> str:
