@@ -77,3 +77,21 @@ def test_a_launch_bound_finding_names_the_host_time_a_graph_of_the_step_also_rem
     assert text.endswith("a graph of the step also takes the host time around the launches off the path (host outside ops "
                          "-0.8 ms/step, optimizer on the host -0.6 ms/step, each alone)")
     assert "graph of the step" not in w.finding(w.table.iloc[5].to_dict())
+
+
+def test_causes_giving_back_the_same_to_the_ns_are_named_together():
+    """SYNTHETIC what-if table (ns, 3 steps, floor 1 ms): rank 0's optimizer and its host outside ops each give back
+    exactly 6 ms (a bound other work sets: either reaches it), so the optimizer's finding names the host time as giving
+    as much; a cause 1 ns short of it, another rank's equal gain and a tie under the floor are not named, and a finding
+    without an equal says nothing of it."""
+    w = _window([(0, "optimizer", "Optimizer.step#SGD.step", 8_000_000, 6_000_000, 2_000_000, 3),
+                 (0, "host", "", 20_000_000, 6_000_000, 2_000_000, 3), (0, "dispatch", "aten::mm", 30_000_000, 5_999_999, 1_999_999, 3),
+                 (1, "host", "", 9_000_000, 6_000_000, 2_000_000, 3), (0, "cpu_op", "aten::add", 900_000, 900_000, 300_000, 3),
+                 (0, "sync", "aten::item", 800_000, 900_000, 300_000, 3)], 1_000_000)
+    text = w.finding(w.table.iloc[0].to_dict())
+    assert text.startswith("rank 0: optimizer on the host: -2.0 ms/step") and (
+        "if removed, as much as host outside ops removed instead (the same to the ns: from there other work bounds the "
+        "window, not this cause's own time); ") in text
+    assert "dispatch" not in text.split("; ")[0]
+    assert "as much as" not in w.finding(w.table.iloc[2].to_dict())  # (dispatch: 1 ns less than the others)
+    assert "as much as" not in w.finding(w.table.iloc[4].to_dict())  # (cpu_op ties the sync under the floor)

@@ -215,7 +215,7 @@ class WindowWhatIf:
             partial += (f"the trace holds one rank of the job, whose collectives waited {self.unseen_wait_ns / 1e6:,.1f} ms in all "
                         "for ranks it does not hold: this is the cause removed on this rank alone, the others arriving as "
                         "they did; what removing it on them too would give, the trace cannot tell; ")
-        return (f"{partial}{who}{self.cause_label(cause)}: {self._figure(t)}{share} if removed; "
+        return (f"{partial}{who}{self.cause_label(cause)}: {self._figure(t)}{share} if removed{self._as_much(t)}; "
                 f"{advice(cause, t['top'], t['steps_with'], self.steps, self.backend, self.replays, self.unrecorded_host, self.runs_before)}"
                 f"{self._exposed(t)}{self._around(t)}{self._stacks(cause)}")
 
@@ -253,6 +253,22 @@ class WindowWhatIf:
         at_once = f"; all of it at once, {self._figure(whole.iloc[0])}" if len(whole) else ""
         return (f"; a graph of the step also takes the host time around the launches off the path ({', '.join(parts)}, each "
                 f"alone{at_once})")
+
+    def _as_much(self, t: dict) -> str:
+        """The other causes of the row's rank whose own what-if gives back the same, to the ns (at least the window's
+        noise floor), in a clause; ``""`` where none. Equal gains of different causes are no coincidence of their
+        times: removing either lets the window end where other work bounds it (the device's own work, or collectives
+        waiting for ranks the trace lacks), so the gain is that bound, reached by each, and the row named first (the
+        table's order) is no better a lever than they are."""
+        tb = self.table
+        rows = tb[(tb["rank"] == t["rank"]).to_numpy() & (tb["cause"] != t["cause"]).to_numpy()
+                  & (tb["gain_ns"] == t["gain_ns"]).to_numpy() & (tb["gain_ns"] >= max(self.floor_ns, 1)).to_numpy() & _whole(tb)]
+        if rows.empty:
+            return ""
+        names = [self.cause_label(str(c)) for c in rows["cause"]]
+        either = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        return (f", as much as {either} removed instead (the same to the ns: from there other work bounds the window, "
+                "not this cause's own time)")
 
     def _exposed(self, t: dict) -> str:
         """For a sync: the host work of its rank that removing it would give back at least
