@@ -10,6 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from traceprobe.analysis.diff import diff
@@ -132,3 +134,37 @@ def test_kernel_names_whole_or_shortened_with_an_ellipsis(width):
     (row,) = [x for x in rows if "sm80_xmma" in x]
     shown = row.split("│")[1].strip()
     assert shown == gemm or (("…" in shown) and gemm.startswith(shown.split("…")[0]) and gemm.endswith(shown.split("…")[1]))
+
+
+_ALPHABET = "ab<>, 0123"
+_NAME = st.text(alphabet=_ALPHABET, min_size=0, max_size=30)
+_MIDDLES = _NAME.flatmap(lambda a: st.tuples(st.just(a), st.text(alphabet=_ALPHABET, min_size=len(a), max_size=len(a))))
+
+
+@given(head=_NAME, middles=_MIDDLES, tail=_NAME, width=st.integers(11, 60))
+@settings(max_examples=400, deadline=None)
+def test_names_shortened_alike_keep_where_they_differ(head, middles, tail, width):
+    """SYNTHETIC names (random text around two middles of one length): each at most ``width`` characters, unchanged
+    where it fits, the same name shown the same, and two different names never shown alike, wherever they differ
+    (kernel names that differ only in their template arguments read alike once shortened to their start and end)."""
+    from traceprobe.report.grid import shortened
+
+    one, two = head + middles[0] + tail, head + middles[1] + tail
+    got = shortened([one, two, one], width)
+    assert all(len(s) <= width for s in got) and got[0] == got[2]
+    assert got[0] == one if len(one) <= width else "…" in got[0]
+    assert (got[0] == got[1]) == (one == two)
+
+
+def test_kernel_names_alike_at_their_ends_are_told_apart():
+    """Two cuDNN kernels whose names differ only inside their template arguments (Kineto's tb_plugin ResNet-50 samples,
+    diffed): each row shows where they differ, not the same start and end twice."""
+    from traceprobe.report.grid import shorten, shortened
+
+    names = ["void cudnn::cnn::wgrad_alg0_engine<float, 128, 6, 7, 3, 3, 5, false, 512>(int, int, int, float, int, float "
+             "const*, int, int, int, int)",
+             "void cudnn::cnn::wgrad_alg0_engine<float, 512, 6, 5, 3, 3, 3, false, 512>(int, int, int, float, int, float "
+             "const*, int, int, int, int)"]
+    assert shorten(names[0], 60) == shorten(names[1], 60)
+    got = shortened(names, 60)
+    assert got[0] != got[1] and "128, 6, 7" in got[0] and "512, 6, 5" in got[1]

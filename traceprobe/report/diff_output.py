@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ..analysis.diff import Diff
 from . import units
-from .grid import cell, shorten
+from .grid import cell, shorten, shortened
 from .json_document import SCHEMA_VERSION, rows
 
 FIGURE_NAMES = {"duration_ns": "trace window", "mean_step_ns": "mean step", "throughput_steps_per_s": "throughput",
@@ -159,8 +159,8 @@ def render(console: Console, d: Diff) -> None:
         for h in ("trace", "device", "kernel", "A", "B", "change") if traces else ("device", "kernel", "A", "B", "change"):
             k.add_column(h, justify="left" if h in ("kernel", "trace") else "right", no_wrap=True)
         room = max(console.width - 45 - (24 if traces else 0), 20)  # (device, three times and the gaps around them)
-        for label, name, rec in rows:
-            k.add_row(*([cell(shorten(label, 22))] if traces else []), rec["device_label"], cell(shorten(name, room)),
+        for (label, _, rec), name in zip(rows, shortened([name for _, name, _ in rows], room)):
+            k.add_row(*([cell(shorten(label, 22))] if traces else []), rec["device_label"], cell(name),
                       units.duration(rec["a_ns"]), units.duration(rec["b_ns"]), value("delta_ns", rec["delta_ns"], signed=True))
         console.print(k)
     for side, paths in (("A", d.only_a), ("B", d.only_b)):

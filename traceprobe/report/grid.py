@@ -44,6 +44,39 @@ def shorten(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - tail:]
 
 
+def shortened(texts: list[str], width: int) -> list[str]:
+    """Each of ``texts`` as :func:`shorten` gives it, except where two different texts would read alike (kernel names
+    that differ only in their template arguments): each of those keeps, between its start and its end, the stretch where
+    it first differs from the one most like it (``void wgrad_…, 128, 5, 5, 3, 3, 3, fal…int, int)``): two different
+    texts of one length never read alike. Texts that fit are unchanged; every result is at most ``width`` characters
+    (from 11 on; narrower, as :func:`shorten` gives it)."""
+    out = [shorten(t, width) for t in texts]
+    by_text: dict[str, set[str]] = {}
+    for t, s in zip(texts, out):
+        by_text.setdefault(s, set()).add(t)
+    for i, (t, s) in enumerate(zip(texts, out)):
+        alike = by_text[s] - {t}
+        if alike and width >= 11:
+            out[i] = _with_difference(t, max(_common_prefix(t, o) for o in alike), width)
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common start of ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    return next((k for k in range(n) if a[k] != b[k]), n)
+
+
+def _with_difference(text: str, at: int, width: int) -> str:
+    """``text`` in ``width`` characters (at least 11): its start, the stretch from a third of the room before ``at``, and
+    its end, joined by ``…`` where cut."""
+    head = tail = max((width - 2) // 5, 1)
+    room = width - head - tail - 2
+    lo = min(max(at - room // 3, head), len(text) - tail - room)
+    return text[:head] + ("…" if lo > head else "") + text[lo:lo + room] + ("…" if lo + room < len(text) - tail else "") \
+        + text[len(text) - tail:]
+
+
 def wrap(text: str, width: int) -> list[str]:
     """``text`` word-wrapped into lines of at most ``width`` characters where its words allow
     (a word longer than ``width`` stands alone on its line, whole); a number keeps its unit, and ``rank 3`` its number
