@@ -95,3 +95,22 @@ def test_causes_giving_back_the_same_to_the_ns_are_named_together():
     assert "dispatch" not in text.split("; ")[0]
     assert "as much as" not in w.finding(w.table.iloc[2].to_dict())  # (dispatch: 1 ns less than the others)
     assert "as much as" not in w.finding(w.table.iloc[4].to_dict())  # (cpu_op ties the sync under the floor)
+
+
+def test_equal_gains_are_ordered_by_their_time_on_the_critical_path():
+    """SYNTHETIC what-if table (ns, ordered) and critical path: rank 0's optimizer, dispatch and host outside ops give back
+    the same to the ns; the path holds dispatch most, then host outside ops, so they come in that order, the optimizer
+    (on no segment) last; a larger gain before them and a run holding a sync keep their places, as does every-rank's
+    row, ordered by the causes' time on any rank."""
+    from traceprobe.analysis.causal.what_if_order import path_first
+
+    table = pd.DataFrame([(0, "data_loading", "", 9, 50, 20, 3, -1), (0, "optimizer", "", 5, 30, 10, 3, -1),
+                          (0, "dispatch", "", 90, 30, 10, 3, -1), (0, "host", "", 20, 30, 10, 3, -1),
+                          (1, "sync", "", 5, 8, 3, 3, -1), (1, "host", "", 5, 8, 3, 3, -1),
+                          (-1, "cpu_op", "", 5, 6, 2, 3, -1), (-1, "host", "", 5, 6, 2, 3, -1)], columns=COLUMNS)
+    path = pd.DataFrame({"rank": [0, 0, 0, 1, 1], "cause": ["dispatch", "host", "dispatch", "host", "cpu_op"],
+                         "ns": [40, 25, 30, 9, 2]})
+    got = path_first(table.iloc[::1], path)
+    assert list(zip(got["rank"], got["cause"])) == [(0, "data_loading"), (0, "dispatch"), (0, "host"), (0, "optimizer"),
+                                                    (1, "sync"), (1, "host"), (-1, "host"), (-1, "cpu_op")]
+    assert path_first(table, path.iloc[:0]).equals(table)  # (no path: as it was)

@@ -1,5 +1,6 @@
-"""The order of a what-if table: largest gain first, and where a rank's syncs go beside its other causes (after the
-cause that made them wait, or before the host work they exposed)."""
+"""The order of a what-if table: largest gain first, where a rank's syncs go beside its other causes (after the
+cause that made them wait, or before the host work they exposed), and causes of equal gains by their time on the
+critical path."""
 
 from __future__ import annotations
 
@@ -62,3 +63,31 @@ def _own_work(graphs: list[RankGraph], rank: int, cause: str) -> int:
         return 0
     held = np.array([g.class_ns.total(HOST_CLASSES.index(cause)) for g in graphs], np.int64)
     return int(held[i] - np.median(np.delete(held, i)))
+
+
+def path_first(table: pd.DataFrame, path: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (a what-if table as :func:`ordered` gives it) with each run of consecutive rows whose gains are equal to
+    the ns (``gain_ns`` and ``per_step_ns``), none of them a sync (placed by :func:`ordered`'s own rule), in order of
+    their cause's time on the window's critical path (``path``: :func:`.critical_path.critical_path`'s segments, ``rank``,
+    ``cause``, ``ns``; a row of every rank, its cause's time on any rank), the most first, rows of equal time as they
+    were; index reset. Causes that give back the same are equal levers (the gain is where other work bounds the window):
+    the one the path holds most of is named first, as the path line names it, not the first in :data:`HOST_CLASSES`."""
+    table = table.reset_index(drop=True)
+    if len(table) < 2:
+        return table
+    on_path: dict[tuple[int, str], int] = {}
+    for r, c, ns in zip(path["rank"].tolist(), path["cause"].tolist(), path["ns"].tolist()):
+        for key in ((int(r), str(c)), (-1, str(c))):
+            on_path[key] = on_path.get(key, 0) + int(ns)
+    gain, per = table["gain_ns"].to_numpy(np.int64), table["per_step_ns"].to_numpy(np.int64)
+    cause, rank = table["cause"].tolist(), table["rank"].tolist()
+    order, start = [], 0
+    for i in range(1, len(table) + 1):  # (a table of tens of rows)
+        if i < len(table) and gain[i] == gain[start] and per[i] == per[start]:
+            continue
+        run = list(range(start, i))
+        if "sync" not in (cause[k] for k in run):
+            run.sort(key=lambda k: -on_path.get((int(rank[k]), str(cause[k])), 0))
+        order += run
+        start = i
+    return pd.DataFrame(table.take(order)).reset_index(drop=True)

@@ -19,7 +19,7 @@ from .replay_memory import over_budget, replay_budget
 from .unseen_peers import in_step, unseen_waits
 from .what_if import STEP_COLUMNS, _finish, swept, what_ifs, window_job
 from .what_if_advice import LABELS, advice, short_name
-from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK
+from .what_if_order import COLUMNS, EXPOSING_SHARE, HOST_WORK, path_first
 from .what_if_steps import first_calls_merged, measured_anchors, one_time_slow
 
 NOISE_SHARE, NOISE_PER_STEP_NS = 0.01, 500_000
@@ -334,7 +334,7 @@ def window_what_if(run: str, window: str, path: str, graphs: list[RankGraph], pe
     table, by_step = what_ifs(graphs, per_rank, min_ns=floor, only=on_path,  # (a cause that removes less cannot give back the floor)
                               groups={GRAPH_OF_STEP: ("dispatch", *AROUND_LAUNCHES)}, before=runs_before, job=job)
     grouped = (table["cause"] == GRAPH_OF_STEP).to_numpy()
-    table, graph_of_step = pd.DataFrame(table[~grouped]).reset_index(drop=True), pd.DataFrame(table[grouped]).reset_index(drop=True)
+    table, graph_of_step = path_first(pd.DataFrame(table[~grouped]), cp), pd.DataFrame(table[grouped]).reset_index(drop=True)
     by_step = pd.DataFrame(by_step[(by_step["cause"] != GRAPH_OF_STEP).to_numpy()]).reset_index(drop=True)
     ok = table[table["gain_ns"] >= floor]
     step_ns = max((int(g.steps["duration_ns"].mean()) for g in graphs if len(g.steps)), default=0)
