@@ -168,3 +168,17 @@ def test_kernel_names_alike_at_their_ends_are_told_apart():
     assert shorten(names[0], 60) == shorten(names[1], 60)
     got = shortened(names, 60)
     assert got[0] != got[1] and "128, 6, 7" in got[0] and "512, 6, 5" in got[1]
+
+
+def test_traces_on_other_devices_pair_their_devices_by_order():
+    """Recorded (DDP, 2 ranks): rank 0's trace (cuda:0) against rank 1's (cuda:1) compares each device figure and
+    kernel of one with the other's, named ``cuda:0 / cuda:1``, where every one had a side missing; two traces on the
+    same device keep its name."""
+    ddp = [SAMPLES / f"data-parallel.ddp.rank{r}.pt.trace.json.gz" for r in (0, 1)]
+    d = diff(analyze_paths([ddp[0]], jobs=1), analyze_paths([ddp[1]], jobs=1))
+    assert not d.figures["subject"].str.match(r"cuda:[01](?: [A-Za-z]|$)").any()  # (no device named alone)
+    compute = fig(d.figures, "compute_ns", "cuda:0 / cuda:1")
+    assert compute["a"] > 0 and compute["b"] > 0 and abs(compute["delta"]) < 0.01 * compute["a"]
+    assert set(d.kernels["device_label"]) == {"cuda:0 / cuda:1"} and (d.kernels[["a_ns", "b_ns"]] > 0).all(axis=None)
+    same = diff(analyze_paths([NB], jobs=1), analyze_paths([OV], jobs=1))
+    assert "cuda:0" in set(same.figures["subject"]) and "/" not in "".join(same.figures["subject"])

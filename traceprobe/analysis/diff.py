@@ -19,15 +19,19 @@ where a side lacks the figure):
 - per window of a run: each rank's collective ``wait_ns`` and each collective
   type's ``busbw_gbps`` (:mod:`.collectives`).
 
-Subjects carry the pair's label when there is more than one pair. Kernels are
-compared by device and name: the total device time of each on both sides, and
-the ones whose total changed most.
+Subjects carry the pair's label when there is more than one pair. A pair's devices
+pair by their index; where the two traces ran on as many devices but not the same
+ones (a run placed on another GPU, rank 3's trace against rank 1's), by their order,
+each pair of devices named by both (``cuda:3 / cuda:1``, A's first). Kernels are
+compared by device (so paired) and name: the total device time of each on both sides,
+and the ones whose total changed most.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -65,36 +69,63 @@ class Diff:
     only_b: tuple[str, ...]
 
 
-def report_figures(r: OverlapReport) -> list[tuple[str, str, float]]:
-    """One report's figures as ``(figure, subject, value)`` rows (module docstring)."""
+def report_figures(r: OverlapReport, names: dict[int, str] | None = None) -> list[tuple[str, str, float]]:
+    """One report's figures as ``(figure, subject, value)`` rows (module docstring); ``names``: how each device is named
+    in the subjects (:func:`device_names`; None: ``cuda:N`` as its trace's backend names it)."""
     out: list[tuple[str, str, float]] = [("duration_ns", "", float(r.window_ns[1] - r.window_ns[0]))]
-    be = r.backend  # devices named cuda:N, hip:N or mtia:N, as the trace's backend
+    be = _Names(r.backend, names or {})  # devices named cuda:N, hip:N or mtia:N, as the trace's backend, or as paired
     if not r.steps.empty:
         out += [("mean_step_ns", "", 1e9 / r.throughput if r.throughput > 0 else float("nan")), ("throughput_steps_per_s", "", r.throughput)]
     for b in r.breakdown.to_dict(orient="records"):
-        dev = f"{be}:{b['device']}"
+        dev = be[b['device']]
         out += [(c, dev, float(b[c])) for c in ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")]
     for d in r.devices.devices.to_dict(orient="records"):
-        out.append(("utilization", f"{be}:{d['device']}", float(d["utilization"])))
+        out.append(("utilization", be[d['device']], float(d["utilization"])))
     for c in r.copy_overlap.to_dict(orient="records"):
-        subj = f"{be}:{c['device']} {c['direction']}"
+        subj = f"{be[c['device']]} {c['direction']}"
         out += [("copy_overlap", subj, float(c["fraction"])), ("copy_ns", subj, float(c["copy_ns"]))]
     if r.devices.device_count >= 2:
         out.append(("device_concurrency", "", r.devices.concurrency))
     for s in r.stream_concurrency.to_dict(orient="records"):
         if s["streams"] > 1:
-            out.append(("stream_concurrency", f"{be}:{s['device']}", float(s["concurrency"])))
+            out.append(("stream_concurrency", be[s['device']], float(s["concurrency"])))
     for c in r.comm_overlap.to_dict(orient="records"):
-        out.append(("comm_overlap", f"{be}:{c['device']}", float(c["fraction"])))
+        out.append(("comm_overlap", be[c['device']], float(c["fraction"])))
     out.append(("cpu_gpu_overlap", "", r.cpu_gpu.fraction))
     for k in r.extra.get("kernel_classes", pd.DataFrame()).to_dict(orient="records"):
-        out.append(("kernel_time_ns", f"{be}:{k['device']} {k['klass']}", float(k["time_ns"])))
+        out.append(("kernel_time_ns", f"{be[k['device']]} {k['klass']}", float(k["time_ns"])))
     for m in r.extra.get("mfu", pd.DataFrame()).to_dict(orient="records"):
         if m["step"] < 0:
-            out.append(("mfu", f"{be}:{m['device']}", float(m["mfu"])))
+            out.append(("mfu", be[m['device']], float(m["mfu"])))
     for f in r.findings.to_dict(orient="records"):
         out.append(("headroom_ns", f"{f['kind']} {f['subject']}", float(f["headroom_ns"])))
     return out
+
+
+class _Names:
+    """A trace's device names: ``backend:N``, or as :func:`device_names` paired them."""
+
+    def __init__(self, backend: str, names: dict[int, str]) -> None:
+        self.backend, self.names = backend, names
+
+    def __getitem__(self, device: Any) -> str:
+        d = int(device)
+        return self.names.get(d, f"{self.backend}:{d}")
+
+
+def _devices(r: OverlapReport) -> list[int]:
+    """The devices of a report's device work, by index."""
+    return sorted({int(d) for d in r.devices.devices["device"].tolist()}) if not r.devices.devices.empty else []
+
+
+def device_names(ra: OverlapReport, rb: OverlapReport) -> tuple[dict[int, str], dict[int, str], dict[int, int]]:
+    """How a pair's devices are named and matched (module docstring): ``(A's names, B's names, B's device -> A's)``,
+    all empty where they pair by index (the same devices, or not as many)."""
+    da, db = _devices(ra), _devices(rb)
+    if da == db or len(da) != len(db):
+        return {}, {}, {}
+    names = [f"{ra.backend}:{a} / {rb.backend}:{b}" for a, b in zip(da, db)]
+    return dict(zip(da, names)), dict(zip(db, names)), dict(zip(db, da))
 
 
 def _pair_key(r: OverlapReport, root: str) -> str:
@@ -144,15 +175,18 @@ def _side_by_side(rows_a: list[tuple[str, str, float]], rows_b: list[tuple[str, 
 
 def _kernel_changes(ra: OverlapReport, rb: OverlapReport) -> pd.DataFrame:
     cols = ["device", "name", "total_ns"]
+    names_a, _, b_to_a = device_names(ra, rb)
     ka = ra.kernels.reindex(columns=cols) if not ra.kernels.empty else pd.DataFrame(columns=cols)
     kb = rb.kernels.reindex(columns=cols) if not rb.kernels.empty else pd.DataFrame(columns=cols)
+    if b_to_a:  # (B's devices as the A devices they pair with)
+        kb = kb.assign(device=[b_to_a.get(int(d), int(d)) for d in kb["device"].tolist()])
     m = ka.merge(kb, on=["device", "name"], how="outer", suffixes=("_a", "_b"))
     if m.empty:
         return pd.DataFrame(columns=KERNEL_COLUMNS)
     a = np.nan_to_num(m["total_ns_a"].to_numpy(np.float64)).astype(np.int64)
     b = np.nan_to_num(m["total_ns_b"].to_numpy(np.float64)).astype(np.int64)
     device = m["device"].to_numpy(np.int64)
-    label = [f"{ra.backend if in_a else rb.backend}:{d}" for d, in_a in zip(device.tolist(), m["total_ns_a"].notna().tolist())]
+    label = [names_a.get(d) or f"{ra.backend if in_a else rb.backend}:{d}" for d, in_a in zip(device.tolist(), m["total_ns_a"].notna().tolist())]
     out = pd.DataFrame({"device": device, "name": m["name"].astype(str).to_numpy(), "a_ns": a, "b_ns": b, "delta_ns": b - a,
                         "device_label": np.array(label, dtype=object)})
     order = np.argsort(-np.abs(out["delta_ns"].to_numpy()), kind="stable")[:TOP_KERNELS]
@@ -172,7 +206,8 @@ def diff(a: Summary, b: Summary, root_a: str = "", root_b: str = "") -> Diff:
     pairs, only_a, only_b = pair_reports(a, b, root_a, root_b)
     frames, kernels = [], []
     for label, ra, rb in pairs:
-        side = _side_by_side(report_figures(ra), report_figures(rb))
+        names_a, names_b, _ = device_names(ra, rb)
+        side = _side_by_side(report_figures(ra, names_a), report_figures(rb, names_b))
         if len(pairs) > 1:
             side["subject"] = [f"{label}: {s}" if s else label for s in side["subject"]]
         frames.append(side)

@@ -158,7 +158,8 @@ def render(console: Console, d: Diff) -> None:
         k = Table(title="kernels whose total time changed most", title_justify="left", show_edge=False)
         for h in ("trace", "device", "kernel", "A", "B", "change") if traces else ("device", "kernel", "A", "B", "change"):
             k.add_column(h, justify="left" if h in ("kernel", "trace") else "right", no_wrap=True)
-        room = max(console.width - 45 - (24 if traces else 0), 20)  # (device, three times and the gaps around them)
+        wide = max((len(str(rec["device_label"])) for _, _, rec in rows), default=6)  # (cuda:0, or a pair: cuda:3 / cuda:1)
+        room = max(console.width - 39 - wide - (24 if traces else 0), 20)  # (device, three times and the gaps around them)
         for (label, _, rec), name in zip(rows, shortened([name for _, name, _ in rows], room)):
             k.add_row(*([cell(shorten(label, 22))] if traces else []), rec["device_label"], cell(name),
                       units.duration(rec["a_ns"]), units.duration(rec["b_ns"]), value("delta_ns", rec["delta_ns"], signed=True))
