@@ -293,6 +293,25 @@ def test_the_critical_path_of_one_rank_covers_its_window_exactly(tmp_path):
     assert p["ns"].sum() == 6_170_000  # the window, from the step's start to the sync's return
 
 
+def test_a_launched_op_that_starts_late_puts_a_queued_wait_on_the_path(tmp_path):
+    """SYNTHETIC (the step above, kernel B starting 400 µs after its call returned, the stream idle, no dependency in
+    the trace): the launch latency on the path is 50 µs (the idle causes' ``LAUNCH_LATENCY_NS``), the other 350 µs a
+    ``queued`` wait on B's stream, named as a wait the trace does not show; together they still cover the window."""
+    b = TraceBuilder("one rank, a late start after a launch")
+    b.step(1, 0, 6_561_000)
+    b.cpu_op(0, 100_000, "aten::linear")
+    b.launch(50_000, "kernel", 0, 7, 60_000, 1_000_000)
+    b.cpu_op(5_100_000, 100_000, "aten::relu")
+    b.launch(5_150_000, "kernel", 0, 7, 5_551_000, 1_000_000)     # call [5150, 5151] µs, kernel B [5551, 6551] µs
+    b.runtime(5_200_000, 1_361_000, "cudaStreamSynchronize")       # returns at 6561 µs
+    p = critical_path([rank_graph(load_trace(b.write(tmp_path / "late.pt.trace.json")))])
+    got = [(c, n, s, e) for c, n, s, e in zip(p["cause"], p["ns"], p["start_ns"], p["end_ns"])]
+    assert got[:4] == [("sync", 10_000, 6_551_000, 6_561_000), ("compute", 1_000_000, 5_551_000, 6_551_000),
+                       ("queued", 350_000, 5_201_000, 5_551_000), ("launch", 50_000, 5_151_000, 5_201_000)]
+    assert p["lane"].iloc[2] == "cuda:0 stream 7" and p["name"].iloc[2] == "(a wait the trace does not show)"
+    assert p["ns"].sum() == 6_561_000
+
+
 def test_the_critical_path_crosses_into_the_rank_that_arrived_last(tmp_path):
     """SYNTHETIC (the sleeping rank above): rank 0's all-reduce transfer after rank 1 arrived, then rank 1: its launch
     and its 3 ms sleep; rank 0's 3 ms wait inside its kernel is not on the path."""

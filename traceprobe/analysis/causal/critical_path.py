@@ -9,7 +9,9 @@ step), each step back follows the edge that bound the work in the trace:
   between them included (``compute``: the device's own few-µs gaps between queued kernels are no dependency);
 - a collective that ended on its members after its last arrival: its transfer (``comm``), and the path crosses
   into the rank that arrived last, at its kernel's start (a *crossing*: the wait of the others is not on the path);
-- an op bound by its launch: the launch latency (``launch``: from the call's end to the op's start), then the host
+- an op bound by its launch: the launch latency (``launch``: from the call's end to the op's start, at most
+  :data:`..host.idle_causes.LAUNCH_LATENCY_NS`; the rest, ``queued``: the op waited for something the trace does not
+  show, as the idle causes name that time), then the host
   up to the call's end (the call's own time by its host class, as :mod:`..host.idle_causes` gives it: ``dispatch``,
   or ``warmup`` for a first call's launch that loads code);
 - an op bound by another stream's work: the gap (``dependency``), then that work;
@@ -29,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..host.idle_causes import LAUNCH_LATENCY_NS
 from ..memo import empty_frame
 from .contention import last_arrivals
 from .dependency_graph import HOST_CLASSES, RankGraph
@@ -70,7 +73,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None,
             written: the what-ifs read it after); None: joined here.
 
     Returns:
-        DataFrame: ``rank`` (int64), ``lane`` (str: ``host`` or the device chain, ``cuda:0 stream 7``), ``cause`` (str: a host class, ``sync``, ``launch``, ``dependency``, ``compute``, ``copy``, ``comm``),
+        DataFrame: ``rank`` (int64), ``lane`` (str: ``host`` or the device chain, ``cuda:0 stream 7``), ``cause`` (str: a host class, ``sync``, ``launch``, ``queued``, ``dependency``, ``compute``, ``copy``, ``comm``),
         ``name`` (str: the kernel, or the host op holding most of a class), ``start_ns``, ``end_ns`` (int64: the
         segment), ``ns`` (int64: its time; a host stretch gives one row per class, each with the stretch's bounds),
         ``step`` (int64: the step of its rank, ``ProfilerStep#N``, whose host interval holds the segment's end; -1
@@ -170,7 +173,11 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None,
             reached = int(prev_t[a] + h_all[a])  # (the launch call's end, or a sync's start of its wait)
             if a == int(a_off[r]):  # (a rank's first call holds no host time before it: its own time is the launch's)
                 reached = int(t_all[a] - g.pre_dur[0])
-            rows.append((g.rank, "host", "launch", "", min(reached, int(starts[n])), int(starts[n]), max(int(starts[n]) - reached, 0)))
+            lo, at = min(reached, int(starts[n])), int(starts[n])
+            cut = min(lo + LAUNCH_LATENCY_NS, at)  # (later than the launch latency after its call: queued for a wait not shown)
+            if at > cut:
+                rows.append((g.rank, g.lane_names[g.lane[lk]], "queued", "(a wait the trace does not show)", cut, at, at - cut))
+            rows.append((g.rank, "host", "launch", "", lo, cut, cut - lo))
             state = host(a, reached, issued=True)
         elif b == BIND_DEPENDENCY and job.dep[n] >= 0:
             dep = int(job.dep[n])

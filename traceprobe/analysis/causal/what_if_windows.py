@@ -188,7 +188,8 @@ class WindowWhatIf:
             where = f" on {who}{r.lane}" if r.lane != "host" else f" on {who[:-1]}'s host" if who else ""
             name = short_frame(str(r.name), brief=True) if r.cause == "host" else str(r.name)
             name = short_name(name)
-            parts.append(f"{r.share:.0%} {self.cause_label(str(r.cause))}{where}" + (f" ({name})" if name else ""))
+            named = (f" {name}" if name.startswith("(") else f" ({name})") if name else ""  # ("(a wait the trace does not show)")
+            parts.append(f"{r.share:.0%} {self.cause_label(str(r.cause))}{where}{named}")
         return "critical path: " + ", ".join(parts) if parts else ""
 
     def finding(self, row: dict | None = None) -> str:
