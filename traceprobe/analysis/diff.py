@@ -73,44 +73,37 @@ def report_figures(r: OverlapReport, names: dict[int, str] | None = None) -> lis
     """One report's figures as ``(figure, subject, value)`` rows (module docstring); ``names``: how each device is named
     in the subjects (:func:`device_names`; None: ``cuda:N`` as its trace's backend names it)."""
     out: list[tuple[str, str, float]] = [("duration_ns", "", float(r.window_ns[1] - r.window_ns[0]))]
-    be = _Names(r.backend, names or {})  # devices named cuda:N, hip:N or mtia:N, as the trace's backend, or as paired
+    named = names or {}
+
+    def device_name(device: Any) -> str:  # (cuda:N, hip:N or mtia:N as the trace's backend names it, or as paired)
+        return named.get(int(device), f"{r.backend}:{int(device)}")
+
     if not r.steps.empty:
         out += [("mean_step_ns", "", 1e9 / r.throughput if r.throughput > 0 else float("nan")), ("throughput_steps_per_s", "", r.throughput)]
     for b in r.breakdown.to_dict(orient="records"):
-        dev = be[b['device']]
+        dev = device_name(b['device'])
         out += [(c, dev, float(b[c])) for c in ("compute_ns", "exposed_comm_ns", "exposed_copy_ns", "other_ns", "idle_ns")]
     for d in r.devices.devices.to_dict(orient="records"):
-        out.append(("utilization", be[d['device']], float(d["utilization"])))
+        out.append(("utilization", device_name(d['device']), float(d["utilization"])))
     for c in r.copy_overlap.to_dict(orient="records"):
-        subj = f"{be[c['device']]} {c['direction']}"
+        subj = f"{device_name(c['device'])} {c['direction']}"
         out += [("copy_overlap", subj, float(c["fraction"])), ("copy_ns", subj, float(c["copy_ns"]))]
     if r.devices.device_count >= 2:
         out.append(("device_concurrency", "", r.devices.concurrency))
     for s in r.stream_concurrency.to_dict(orient="records"):
         if s["streams"] > 1:
-            out.append(("stream_concurrency", be[s['device']], float(s["concurrency"])))
+            out.append(("stream_concurrency", device_name(s['device']), float(s["concurrency"])))
     for c in r.comm_overlap.to_dict(orient="records"):
-        out.append(("comm_overlap", be[c['device']], float(c["fraction"])))
+        out.append(("comm_overlap", device_name(c['device']), float(c["fraction"])))
     out.append(("cpu_gpu_overlap", "", r.cpu_gpu.fraction))
     for k in r.extra.get("kernel_classes", pd.DataFrame()).to_dict(orient="records"):
-        out.append(("kernel_time_ns", f"{be[k['device']]} {k['klass']}", float(k["time_ns"])))
+        out.append(("kernel_time_ns", f"{device_name(k['device'])} {k['klass']}", float(k["time_ns"])))
     for m in r.extra.get("mfu", pd.DataFrame()).to_dict(orient="records"):
         if m["step"] < 0:
-            out.append(("mfu", be[m['device']], float(m["mfu"])))
+            out.append(("mfu", device_name(m['device']), float(m["mfu"])))
     for f in r.findings.to_dict(orient="records"):
         out.append(("headroom_ns", f"{f['kind']} {f['subject']}", float(f["headroom_ns"])))
     return out
-
-
-class _Names:
-    """A trace's device names: ``backend:N``, or as :func:`device_names` paired them."""
-
-    def __init__(self, backend: str, names: dict[int, str]) -> None:
-        self.backend, self.names = backend, names
-
-    def __getitem__(self, device: Any) -> str:
-        d = int(device)
-        return self.names.get(d, f"{self.backend}:{d}")
 
 
 def _devices(r: OverlapReport) -> list[int]:
@@ -173,9 +166,10 @@ def _side_by_side(rows_a: list[tuple[str, str, float]], rows_b: list[tuple[str, 
                         columns=FIGURE_COLUMNS)
 
 
-def _kernel_changes(ra: OverlapReport, rb: OverlapReport) -> pd.DataFrame:
+def _kernel_changes(ra: OverlapReport, rb: OverlapReport, names_a: dict[int, str], b_to_a: dict[int, int]) -> pd.DataFrame:
+    """The pair's kernels side by side (:data:`KERNEL_COLUMNS`), B's devices taken as the A devices they pair with
+    (:func:`device_names`: ``names_a``, ``b_to_a``)."""
     cols = ["device", "name", "total_ns"]
-    names_a, _, b_to_a = device_names(ra, rb)
     ka = ra.kernels.reindex(columns=cols) if not ra.kernels.empty else pd.DataFrame(columns=cols)
     kb = rb.kernels.reindex(columns=cols) if not rb.kernels.empty else pd.DataFrame(columns=cols)
     if b_to_a:  # (B's devices as the A devices they pair with)
@@ -206,12 +200,12 @@ def diff(a: Summary, b: Summary, root_a: str = "", root_b: str = "") -> Diff:
     pairs, only_a, only_b = pair_reports(a, b, root_a, root_b)
     frames, kernels = [], []
     for label, ra, rb in pairs:
-        names_a, names_b, _ = device_names(ra, rb)
+        names_a, names_b, b_to_a = device_names(ra, rb)
         side = _side_by_side(report_figures(ra, names_a), report_figures(rb, names_b))
         if len(pairs) > 1:
             side["subject"] = [f"{label}: {s}" if s else label for s in side["subject"]]
         frames.append(side)
-        k = _kernel_changes(ra, rb)
+        k = _kernel_changes(ra, rb, names_a, b_to_a)
         if len(pairs) > 1 and not k.empty:
             k["name"] = [f"{label}: {n}" for n in k["name"]]
         kernels.append(k)

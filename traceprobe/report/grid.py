@@ -10,6 +10,7 @@ variants of a run differ). Nothing here computes a figure.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,14 +58,8 @@ def shortened(texts: list[str], width: int) -> list[str]:
     for i, (t, s) in enumerate(zip(texts, out)):
         alike = by_text[s] - {t}
         if alike and width >= 11:
-            out[i] = _with_difference(t, max(_common_prefix(t, o) for o in alike), width)
+            out[i] = _with_difference(t, max(len(os.path.commonprefix((t, o))) for o in alike), width)
     return out
-
-
-def _common_prefix(a: str, b: str) -> int:
-    """The length of the longest common start of ``a`` and ``b``."""
-    n = min(len(a), len(b))
-    return next((k for k in range(n) if a[k] != b[k]), n)
 
 
 def _with_difference(text: str, at: int, width: int) -> str:

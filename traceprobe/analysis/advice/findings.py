@@ -58,7 +58,7 @@ from ..device.breakdown import DeviceTime, device_times
 from ..device.busy import comm_mask, copy_directions, copy_mask, pageable_copies, per_value
 from ..host.graph_capture import replays_graphs
 from ..host.host_classes import LABELS
-from ..host.idle_causes import DeviceIdle, idle_causes
+from ..host.idle_causes import QUEUED_LABEL, DeviceIdle, idle_causes
 from ..job.comm_types import comm_types
 from ..memo import device_column, empty_frame, per_trace
 from .idle_advice import Backend, idle_advice
@@ -210,9 +210,7 @@ def _candidates(trace: Trace, t: DeviceTime, idle: DeviceIdle | None, others_bus
 
 
 def _label(cause: str, idle: DeviceIdle) -> str:
-    if cause == "queued":
-        return "queued wait"
-    return LABELS[cause]
+    return QUEUED_LABEL if cause == "queued" else LABELS[cause]
 
 
 def _empty() -> pd.DataFrame:

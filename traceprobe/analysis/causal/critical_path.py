@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..host.idle_causes import LAUNCH_LATENCY_NS
+from ..host.idle_causes import LAUNCH_LATENCY_NS, QUEUED_LABEL
 from ..memo import empty_frame
 from .contention import last_arrivals
 from .dependency_graph import HOST_CLASSES, RankGraph
@@ -41,6 +41,11 @@ from .what_if import WindowJob, counted_anchors, window_job
 
 COLUMNS = ["rank", "lane", "cause", "name", "start_ns", "end_ns", "ns", "step"]
 GAPS = "(gaps between queued work)"
+UNSHOWN = "(a wait the trace does not show)"
+"""The name of a path segment that waited for something the trace does not show (a ``dependency`` gap on a stream
+without an edge, a ``queued`` start after a launch)."""
+PATH_LABELS = {"queued": QUEUED_LABEL}
+"""Short names of the path's causes that are no what-if cause's (:data:`.what_if_advice.LABELS`) and read otherwise."""
 
 
 _DEVICE_CAUSES = ("compute", "copy", "comm")
@@ -166,7 +171,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None,
             gap = int(starts[n] - ends[n - 1])
             if gap > 0:
                 rows.append((g.rank, g.lane_names[g.lane[lk]], "compute" if gap <= DEPENDENCY_SLACK_NS else "dependency",
-                             GAPS if gap <= DEPENDENCY_SLACK_NS else "(a wait the trace does not show)", int(ends[n - 1]), int(starts[n]), gap))
+                             GAPS if gap <= DEPENDENCY_SLACK_NS else UNSHOWN, int(ends[n - 1]), int(starts[n]), gap))
             state = ("dev", n - 1)
         elif b == BIND_LAUNCH and job.anchor[n] >= 0:
             a = int(job.anchor[n])
@@ -176,7 +181,7 @@ def critical_path(graphs: list[RankGraph], per_rank: pd.DataFrame | None = None,
             lo, at = min(reached, int(starts[n])), int(starts[n])
             cut = min(lo + LAUNCH_LATENCY_NS, at)  # (later than the launch latency after its call: queued for a wait not shown)
             if at > cut:
-                rows.append((g.rank, g.lane_names[g.lane[lk]], "queued", "(a wait the trace does not show)", cut, at, at - cut))
+                rows.append((g.rank, g.lane_names[g.lane[lk]], "queued", UNSHOWN, cut, at, at - cut))
             rows.append((g.rank, "host", "launch", "", lo, cut, cut - lo))
             state = host(a, reached, issued=True)
         elif b == BIND_DEPENDENCY and job.dep[n] >= 0:

@@ -16,10 +16,8 @@ LABELS = {
     "other_rank": "host waits for other ranks", "data_loading": "data loading", "optimizer": "optimizer on the host",
     "dispatch": "launch-bound dispatch", "cpu_op": "CPU ops that launch nothing", "host": "host outside ops",
     "pageable_copy": "pageable copies", "imbalance": "extra device work", **KERNEL_LABELS,
-    "queued": "queued wait",
 }
-"""Short names of the what-if causes, and of the critical path's ``queued`` (:mod:`.critical_path`: as the idle finding
-names that time)."""
+"""Short names of the what-if causes."""
 
 
 def short_name(name: str) -> str:

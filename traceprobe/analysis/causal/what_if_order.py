@@ -75,10 +75,11 @@ def path_first(table: pd.DataFrame, path: pd.DataFrame) -> pd.DataFrame:
     table = table.reset_index(drop=True)
     if len(table) < 2:
         return table
-    on_path: dict[tuple[int, str], int] = {}
-    for r, c, ns in zip(path["rank"].tolist(), path["cause"].tolist(), path["ns"].tolist()):
-        for key in ((int(r), str(c)), (-1, str(c))):
-            on_path[key] = on_path.get(key, 0) + int(ns)
+    on_path: dict[tuple[int, str], int] = {}  # (a row of every rank, -1: its cause's time on any rank)
+    for keys in (["rank", "cause"], ["cause"]):
+        summed = pd.DataFrame(path.groupby(keys, sort=False, as_index=False)["ns"].sum())
+        ranks = summed["rank"].tolist() if "rank" in keys else [-1] * len(summed)
+        on_path |= {(int(r), str(c)): int(ns) for r, c, ns in zip(ranks, summed["cause"].tolist(), summed["ns"].tolist())}
     gain, per = table["gain_ns"].to_numpy(np.int64), table["per_step_ns"].to_numpy(np.int64)
     cause, rank = table["cause"].tolist(), table["rank"].tolist()
     order, start = [], 0

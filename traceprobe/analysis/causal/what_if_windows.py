@@ -12,7 +12,7 @@ from ..host.python_frames import short_frame
 from ..host.warmup_notes import first_step
 from ..host.warmup_notes import runs_before as runs_before_of
 from ..memo import empty_frame
-from .critical_path import critical_path, path_shares
+from .critical_path import PATH_LABELS, critical_path, path_shares
 from .dependency_graph import RankGraph
 from .packed import give_back_freed
 from .replay_memory import over_budget, replay_budget
@@ -116,8 +116,8 @@ class WindowWhatIf:
 
     def cause_label(self, cause: str) -> str:
         """The short name of a what-if cause (:data:`LABELS`; ``host`` is :data:`UNRECORDED_HOST` where the host ops are
-        not all recorded, :attr:`unrecorded_host`)."""
-        return UNRECORDED_HOST if cause == "host" and self.unrecorded_host else LABELS.get(cause, cause)
+        not all recorded, :attr:`unrecorded_host`), or of a cause of the critical path (:data:`.critical_path.PATH_LABELS`)."""
+        return UNRECORDED_HOST if cause == "host" and self.unrecorded_host else LABELS.get(cause) or PATH_LABELS.get(cause, cause)
 
     def step_tops(self) -> pd.DataFrame:
         """Per step, the first row of :attr:`table` of one rank (not every rank) that gives back at least the window's

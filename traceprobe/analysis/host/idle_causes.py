@@ -92,6 +92,9 @@ Intervals = iv.Intervals
 _SYNC, _COMPILE, _LAUNCH = EVENT_CAUSES.index("sync"), EVENT_CAUSES.index("compile"), EVENT_CAUSES.index("launch")
 _NEVER = np.iinfo(np.int64).max
 
+QUEUED_LABEL = "queued wait"
+"""How a finding and the critical path name the ``queued`` cause (:mod:`..causal.critical_path`)."""
+
 LAUNCH_LATENCY_NS = 50_000
 """Time after a launch call returns within which the device starting the work counts as launch latency (``launch``);
 work that starts later waited on something else (``queued``). 50 µs: kernel launch latency on current GPUs is a few µs
