@@ -10,11 +10,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import HELDOUT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from traceprobe.analysis.diff import diff
+from traceprobe.analysis.diff import _finding_subject, diff
 from traceprobe.cli import app
 from traceprobe.collect import analyze_paths
 
@@ -182,3 +183,22 @@ def test_traces_on_other_devices_pair_their_devices_by_order():
     assert set(d.kernels["device_label"]) == {"cuda:0 / cuda:1"} and (d.kernels[["a_ns", "b_ns"]] > 0).all(axis=None)
     same = diff(analyze_paths([NB], jobs=1), analyze_paths([OV], jobs=1))
     assert "cuda:0" in set(same.figures["subject"]) and "/" not in "".join(same.figures["subject"])
+
+
+def test_findings_of_two_ranks_pair_without_their_rank():
+    """Recorded (held-out, 4-rank DDP, rank 2 given more compute): rank 0's trace against rank 1's pairs their
+    findings of one kind on paired devices in one row (``exposed comm cuda:0 / cuda:1``), where each side's named its
+    own rank and device (``exposed comm rank 0 cuda:0``) and had the other side empty; a subject naming another rank or
+    every rank keeps it."""
+    folder = HELDOUT / "w4-late2" / "ddp-compute"
+    ra, rb = (next(folder.glob(f"rank{r}.*.pt.trace.json.gz")) for r in (0, 1))
+    d = diff(analyze_paths([ra], jobs=1), analyze_paths([rb], jobs=1))
+    found = d.figures[d.figures["figure"] == "headroom_ns"]
+    assert not found.empty and not found["subject"].str.contains(r"\brank [01]\b").any()
+    comm = fig(d.figures, "headroom_ns", "exposed_comm cuda:0 / cuda:1")
+    assert comm["a"] > 0 and comm["b"] > 0 and abs(comm["delta"]) < 0.01 * comm["a"]
+    r = SimpleNamespace(rank=3, backend="cuda")
+    assert _finding_subject(r, "rank 3 cuda:3 HtoD", 3, lambda d: f"cuda:{d} / cuda:1") == "cuda:3 / cuda:1 HtoD"
+    assert _finding_subject(r, "rank 3", 3, str) == ""
+    assert _finding_subject(r, "rank 31 cuda:31", 31, str) == "rank 31 cuda:31"  # (another rank's: kept)
+    assert _finding_subject(r, "every rank", 3, str) == "every rank"

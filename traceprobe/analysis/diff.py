@@ -15,7 +15,8 @@ where a side lacks the figure):
 - ``device_concurrency``, ``cpu_gpu_overlap``;
 - per device and kernel class: ``kernel_time_ns``; per device: ``mfu`` over the trace window (:mod:`.work.efficiency`,
   where the trace recorded shapes);
-- per finding (kind and subject): ``headroom_ns`` (:mod:`.findings`);
+- per finding (kind and subject, the subject without the trace's own rank and its device
+  named as paired): ``headroom_ns`` (:mod:`.findings`);
 - per window of a run: each rank's collective ``wait_ns`` and each collective
   type's ``busbw_gbps`` (:mod:`.collectives`).
 
@@ -102,8 +103,22 @@ def report_figures(r: OverlapReport, names: dict[int, str] | None = None) -> lis
         if m["step"] < 0:
             out.append(("mfu", device_name(m['device']), float(m["mfu"])))
     for f in r.findings.to_dict(orient="records"):
-        out.append(("headroom_ns", f"{f['kind']} {f['subject']}", float(f["headroom_ns"])))
+        out.append(("headroom_ns", f"{f['kind']} {_finding_subject(r, f['subject'], int(f['device']), device_name)}".strip(),
+                    float(f["headroom_ns"])))
     return out
+
+
+def _finding_subject(r: OverlapReport, subject: str, device: int, device_name: Any) -> str:
+    """A finding's subject (:func:`.advice.findings.findings`) as the diff names it: without the trace's own rank (the
+    pair names the traces: rank 0's finding and rank 1's of the same kind are one row), its device as the pair names
+    it (``device_name``)."""
+    own = f"rank {r.rank}" if r.rank is not None else None
+    if own is not None and (subject == own or subject.startswith(own + " ")):
+        subject = subject[len(own):].lstrip()
+    label = f"{r.backend}:{device}"
+    if device >= 0 and (subject == label or subject.startswith(label + " ")):
+        subject = device_name(device) + subject[len(label):]
+    return subject
 
 
 def _devices(r: OverlapReport) -> list[int]:
