@@ -124,7 +124,12 @@ def test_host_bound_last_step_counts_to_its_host_window_end(tmp_path):
     one = TraceBuilder("SYNTHETIC: one such step", base_ns=BASE)
     one.step(1, 0, 500_000)
     one.launch(5_000, "kernel", 0, 7, 10_000, 10_000)
-    assert overlap_report(load(one, tmp_path, "one.pt.trace.json")).throughput == pytest.approx(1 / 490e-6)  # not 1 / 10 µs
+    # its host window: the host runs each step's code in turn (not 1 / 10 µs of work, nor 1 / 490 µs from the kernel's start)
+    assert overlap_report(load(one, tmp_path, "one.pt.trace.json")).throughput == pytest.approx(1 / 500e-6)
+    ahead = TraceBuilder("SYNTHETIC: one step whose host window ends long before its work", base_ns=BASE)
+    ahead.step(1, 0, 100_000)
+    ahead.launch(5_000, "kernel", 0, 7, 50_000, 1_000_000)
+    assert overlap_report(load(ahead, tmp_path, "ahead.pt.trace.json")).throughput == pytest.approx(1 / 1000e-6)  # its work
 
 
 def test_cpu_only_steps_use_host_time(tmp_path):

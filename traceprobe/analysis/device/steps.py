@@ -41,12 +41,16 @@
   trace) waits for, so it is left out: on a host-bound loop it would hide a step's wait (the
   ``slow-input`` sample, whose DataLoader makes every step wait 20 ms on the host:
   38.5 ms per step over the summed GPU intervals, 45.5 ms between the steps'
-  starts on the device, 45.6 ms between their host windows). With one such step, 1 / (its GPU
-  time plus the time from its work's end to its host window's end, when that ends
-  later: the next step's work is launched after it): the one step of a trace of
-  SGLang capturing its decode graph ran 11 µs of work in a 33.7 ms host step, which
-  gave 90,777 steps/s over its GPU time alone and 30.5 so. A trace whose steps hold
-  no device work (a CPU-only run) uses the host windows alike.
+  starts on the device, 45.6 ms between their host windows). With one such step, 1 / the
+  longer of (its GPU time plus the time from its work's end to its host window's end,
+  when that ends later: the next step's work is launched after it) and its host window
+  (the host runs each step's code in turn: a loop of such steps takes at least that
+  long a step): the one step of a trace of SGLang capturing its decode graph ran 11 µs
+  of work in a 33.7 ms host step, which gave 90,777 steps/s over its GPU time alone;
+  HTA's ``call_stack`` test trace launches its one kernel 395 ms into a 413 ms host
+  step, which gave 55 steps/s from the kernel's start, beside a finding of 349 ms of
+  host time a step. A trace whose steps hold no device work (a CPU-only run) uses the
+  host windows alike.
 """
 
 from __future__ import annotations
@@ -234,8 +238,9 @@ def throughput(steps: pd.DataFrame) -> float:
         rows = rows[1:]
     if rows.size >= 2:
         n, total = int(rows[-1] - rows[0]), int(start[rows[-1]] - start[rows[0]])
-    else:  # one step: its time, to its host window's end at least (the next step's work is launched after it)
-        last = int(rows[0])
-        end = max(int(steps["gpu_end_ns"].iloc[last]), int(steps["host_end_ns"].iloc[last])) if on_device else int(steps["host_end_ns"].iloc[last])
-        n, total = 1, end - int(start[last])
+    else:  # one step: its time, to its host window's end at least (the next step's work is launched after it), and
+        last = int(rows[0])  # at least its host window (the host runs each step's code in turn)
+        host_start, host_end = int(steps["host_start_ns"].iloc[last]), int(steps["host_end_ns"].iloc[last])
+        end = max(int(steps["gpu_end_ns"].iloc[last]), host_end) if on_device else host_end
+        n, total = 1, max(end - int(start[last]), host_end - host_start)
     return float(n / (total / 1e9)) if total > 0 else float("nan")
