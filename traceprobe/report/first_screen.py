@@ -15,7 +15,7 @@ nothing is computed here.
   window's claim), then the worst blocks. A line says how to see every window (``--all``) and every rank
   (``--ranks``).
 - The folder summary: how many traces, runs and windows, and the causes that lead most windows, each with the
-  window where it gives back most; then the stopwatch, warnings and clocks (:func:`.table.note_lines`), and a short
+  window where it gives back the largest share; then the stopwatch, warnings and clocks (:func:`.table.note_lines`), and a short
   legend.
 
 :class:`FirstScreen` lays it out part by part, as :func:`traceprobe.collect.analyze_paths` hands out each run's
@@ -228,7 +228,7 @@ def claims_lines(views: list[WindowView], width: int) -> list[Text]:
     rows = claims_by_cause(views)
     if not rows:
         return []
-    out = para("top claims: the windows each cause leads, and where it gives back most:", width)
+    out = para("top claims: the windows each cause leads, and where it gives back the largest share of its window:", width)
     shown = rows[:CAUSES]
     cw = min(max(len(c) for c, _, _ in shown) + 2, name_width(width))
     for c, n, v in shown:
@@ -308,7 +308,7 @@ class FirstScreen:
             return out
         worst = sorted((v for v in self.views if v.top is not None), key=lambda v: -v.share)[:WORST]
         if worst:
-            out += [Text(""), *para(f"the {len(worst)} windows whose claims give back the most:", self.width, 0, "bold")]
+            out += [Text(""), *para(f"the {len(worst)} windows whose claims give back the largest share of their window:", self.width, 0, "bold")]
             for v in worst:
                 out += [Text(""), *block(v, self.width)]
         return [*out, Text(""), *para("every window's block: --all; every rank's row: --ranks; every table: --detail"
