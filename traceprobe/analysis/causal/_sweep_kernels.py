@@ -65,17 +65,17 @@ def csr_fill(src, dst, off, succ):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def visit(order, lo, hi, n_a, n_k, first_a, first_k, t0, H, h, P, d, g_lag, l_lag, fixed, ret, dep_lag, pre_dur, sync,
-          anchor, dep, target, also_off, also_op, grp_off, grp_of_op, mem_off, mem_of_grp, t, end, arrival, own,
+def visit(order, lo, hi, n_a, n_k, first_a, first_k, t0, h, d, g_lag, l_lag, fixed, ret, dep_lag, pre_dur, sync, anchor,
+          dep, target, also_off, also_op, grp_off, grp_of_op, mem_off, mem_of_grp, t, end, arrival,
           last):  # pragma: no cover - compiled
     """Each node of ``order[lo:hi]`` computed from the current times of its predecessors, in place in ``t``, ``end``,
-    ``arrival`` (and ``own``, each op's latest edge but its stream's, ``last``, each instance's latest arrival);
-    returns whether any time changed. One function, no calls per node: a call per node would pass every array."""
+    ``arrival`` (and ``last``, each instance's latest arrival); returns whether any time changed. One function, no
+    calls per node: a call per node would pass every array."""
     ar, en, gr = n_a, n_a + n_k, n_a + 2 * n_k
     changed = False
     for j in range(lo, hi):
         v = order[j]
-        if v < ar:  # an anchor
+        if v < ar:  # an anchor: the latest of its recorded time (a rank's first), its sync edges, its host chain
             i = v
             x = t0[i] if first_a[i] else NEG
             if sync[i]:
@@ -88,18 +88,14 @@ def visit(order, lo, hi, n_a, n_k, first_a, first_k, t0, H, h, P, d, g_lag, l_la
                     y = end[also_op[e]] + ret[i]
                     if y > x:
                         x = y
-            m = x - H[i]
-            if m < NEG:
-                m = NEG
             if not first_a[i]:
-                p = t[i - 1] - H[i - 1]
-                if p > m:
-                    m = p
-            x = H[i] + m
+                y = t[i - 1] + h[i]
+                if y > x:
+                    x = y
             if x != t[i]:
                 t[i] = x
                 changed = True
-        elif v < en:  # an op's arrival
+        elif v < en:  # an op's arrival: the latest of its launch, what it waited for (or its fixed start), its stream
             k = v - ar
             a = anchor[k]
             o = NEG
@@ -112,7 +108,6 @@ def visit(order, lo, hi, n_a, n_k, first_a, first_k, t0, H, h, P, d, g_lag, l_la
             y = end[q] + dep_lag[k] if q >= 0 else fixed[k]
             if y > o:
                 o = y
-            own[k] = o
             if not first_k[k]:
                 y = end[k - 1] + g_lag[k]
                 if y > o:
@@ -120,21 +115,14 @@ def visit(order, lo, hi, n_a, n_k, first_a, first_k, t0, H, h, P, d, g_lag, l_la
             if o != arrival[k]:
                 arrival[k] = o
                 changed = True
-        elif v < gr:  # an op's end
+        elif v < gr:  # an op's end: the latest of its arrival and its instances, plus its duration
             k = v - en
-            x = own[k]
+            x = arrival[k]
             for e in range(grp_off[k], grp_off[k + 1]):
                 y = last[grp_of_op[e]]
                 if y > x:
                     x = y
-            m = x + d[k] - P[k]
-            if m < NEG:
-                m = NEG
-            if not first_k[k]:
-                p = end[k - 1] - P[k - 1]
-                if p > m:
-                    m = p
-            x = P[k] + m
+            x += d[k]
             if x != end[k]:
                 end[k] = x
                 changed = True

@@ -3,18 +3,17 @@ ATC 2020; Lumos's): every node's replayed time from its predecessors', each node
 
 The graph (:mod:`.dependency_graph`, :mod:`.what_if`) has four kinds of node:
 
-- *anchor* ``i`` (a host chain's call): ``t_i = H_i + max(t_{i-1} - H_{i-1}, max(x_i - H_i, NEG))``, the first of its
-  rank ``t_i = H_i + max(x_i - H_i, NEG)``; ``x_i`` is the latest of its rank's first recorded time (first anchor only),
-  its sync edge ``end[target_i] + ret_i`` and a device-wide sync's other edges ``end[also_op] + ret_i``. ``H`` is the
-  running sum of the host times ``h``.
+- *anchor* ``i`` (a host chain's call): ``t_i = max(t_{i-1} + h_i, x_i)``, the first of its rank ``t_i = x_i``;
+  ``x_i`` is the latest of its rank's first recorded time (first anchor only), its sync edge ``end[target_i] + ret_i``
+  and a device-wide sync's other edges ``end[also_op] + ret_i``.
 - *arrival* of device op ``k`` (when it could start before any cross-rank instance holds it):
   ``own_k = max(issue(anchor_k) + l_k, end[dep_k] + dep_lag_k | fixed_k)`` where ``issue(a)`` is the launching call's
   start, ``t_{a-1} + h_a - pre_dur_a`` (``t_a - pre_dur_a`` for the first anchor of a rank); ``arrival_k =
   max(end_{k-1} + g_k, own_k)`` after the previous op of its stream, else ``own_k``.
 - *instance* ``c`` (a collective or point-to-point transfer matched across ranks): the latest arrival of its members.
-- *end* of device op ``k``: ``end_k = P_k + max(end_{k-1} - P_{k-1}, max(max(own_k, last_c) + d_k - P_k, NEG))``
-  (``last_c`` the latest of the instances ``k`` is a member of; ``P`` the running sum of ``g + d``): the same as
-  ``max(arrival_k, last_c) + d_k``, written so that it equals the chain's running maximum to the ns.
+- *end* of device op ``k``: ``end_k = max(arrival_k, last_c) + d_k`` (``last_c`` the latest of the instances ``k`` is a
+  member of): each chain's running maximum (``P_k + max_{j<=k}(E_j + d_j - P_j)``, ``P`` the running sum of its lags and
+  durations, :mod:`.what_if`), one node at a time, to the ns.
 
 Edges go from each term's node to the node it defines. Terms that cannot bind (an op without a launch call: its launch
 term is minus infinity) have no edge. The graph's nodes are put in a topological order once per window (Kahn's
@@ -267,12 +266,10 @@ class Sweep:
         t, end, arrival = self.t0.copy(), self.end0.copy(), self.start0.copy()
         if self.n_ops == 0 or self.n_anchors == 0:
             return t, end, arrival
-        p = self.g_lag + d
-        np.cumsum(p, out=p)  # (in place: one array an op, not two)
-        args = (self.n_anchors, self.n_ops, self.first_a, self.first_k, self.t0, np.cumsum(h), h, p, d,
-                self.g_lag, self.l_lag, self.fixed, self.ret, self.dep_lag, self.pre_dur, np.asarray(sync, np.bool_), self.anchor,
-                self.dep, self.target, self.also_off, self.also_op, self.grp_off, self.grp_of_op, self.mem_off,
-                self.mem_of_grp, t, end, arrival, np.zeros(self.n_ops, np.int64), np.full(self.n_groups, NEG, np.int64))
+        args = (self.n_anchors, self.n_ops, self.first_a, self.first_k, self.t0, h, d, self.g_lag, self.l_lag, self.fixed,
+                self.ret, self.dep_lag, self.pre_dur, np.asarray(sync, np.bool_), self.anchor, self.dep, self.target,
+                self.also_off, self.also_op, self.grp_off, self.grp_of_op, self.mem_off, self.mem_of_grp, t, end, arrival,
+                np.full(self.n_groups, NEG, np.int64))
         visit = _compiled().visit
         visit(self.order, 0, self.n_acyclic, *args)
         n = self.order.size

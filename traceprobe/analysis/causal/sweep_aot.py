@@ -40,7 +40,7 @@ SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "counts_into": ("void", ("i4", "i4!")),
     "csr_fill": ("void", ("i4", "i4", "i4", "i4!")),
     "topological_order": ("Tuple((i4[::1], i8))", ("i4", "i4", "i4!")),
-    "visit": ("b1", ("i4", "n", "n", "n", "n", "b1", "b1") + ("i8",) * 11 + ("b1",) + ("i4",) * 9 + ("i8!",) * 5),
+    "visit": ("b1", ("i4", "n", "n", "n", "n", "b1", "b1") + ("i8",) * 9 + ("b1",) + ("i4",) * 9 + ("i8!",) * 4),
     "critical_walk": ("Tuple((i8, i8, i8, b1))", ("n", "n", "n", "b1", "b1") + ("i8",) * 11 + ("b1",) + ("i4",) * 9
                       + ("i8!",) * 3),
 }

@@ -113,7 +113,8 @@ def window_job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> Window
         end = joined([g.end for g in graphs])
         d[m] = np.maximum(end[m] - bound[m], 0)  # a collective's transfer after its last member arrived
     lone = alone(cat([g.comm & g.ranked for g in graphs]), dep, mem_op)  # (peers not in the window: .unseen_peers)
-    d = transfers(d, lone, k_rank.astype(np.int64) * (max((len(g.names) for g in graphs), default=0) + 1) + cat([g.name for g in graphs]))
+    if lone.any():  # (else the durations and starts as they are: no copy of each, 16 bytes an op)
+        d = transfers(d, lone, k_rank.astype(np.int64) * (max((len(g.names) for g in graphs), default=0) + 1) + cat([g.name for g in graphs]))
     first = np.r_[True, lane[1:] != lane[:-1]] if lane.size else np.ones(0, bool)
     also_anchor = cat([g.also_anchor + a_off[i] for i, g in enumerate(graphs)])
     also_op = cat([g.also_op + k_off[i] for i, g in enumerate(graphs)])
@@ -122,7 +123,8 @@ def window_job(graphs: list[RankGraph], per_rank: pd.DataFrame | None) -> Window
         p2p_instance = np.zeros(int(gid.max()) + 1, bool)  # per instance (its (pg, seq) code): a point-to-point transfer
         p2p_instance[gid[p2p]] = True
         collective[mem_op[~p2p_instance[mem_group]]] = True
-    fixed = pinned_fixed(joined([g.fixed for g in graphs]), joined([g.end for g in graphs]), d, lone)
+    fixed = joined([g.fixed for g in graphs])  # (read, never written: the packed graphs' own where they are)
+    fixed = pinned_fixed(fixed, joined([g.end for g in graphs]), d, lone) if lone.any() else np.asarray(fixed, np.int64)
     return WindowJob(graphs, a_rank, k_rank, lane, target, anchor, mem_op, mem_group, d, first, dep, also_anchor, also_op, collective, fixed)
 
 
