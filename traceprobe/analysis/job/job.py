@@ -11,8 +11,9 @@ Definitions (quoted by docs/measures.md), per window of a run (:mod:`.run`):
 - *distribution*: over the window's ranks, min, median, p95 (linear interpolation, numpy's default) and max of
   each figure; NaN figures are left out (``ranks`` counts the others).
 - *outlier*: a rank whose figure lies more than :data:`OUTLIER_Z` robust deviations (1.4826 x the median
-  absolute deviation) from the median, and by more than :data:`OUTLIER_MIN` of the median (times) or
-  :data:`OUTLIER_MIN_FRACTION` (fractions); *why*: the figure, the rank's value and the median.
+  absolute deviation) from the median, and by more than :data:`OUTLIER_MIN` of the median and the verdicts' floor
+  (times: :data:`..advice.verdicts.MIN_NS`, 50 µs; a per-step figure's a step) or :data:`OUTLIER_MIN_FRACTION`
+  (fractions); *why*: the figure, the rank's value and the median.
 - *stragglers*, per process group: for each rank, how many of the group's matched collectives it arrived at
   last (``last``: its kernel started last, and later than another rank's, :func:`.collectives.match_window`),
   their share, and the wait it caused (``caused_wait_ns``: the other ranks' kernel time before its arrival, summed over those collectives).
@@ -37,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import Failure
+from ..advice.verdicts import MIN_NS
 from ..causal.replay_memory import replay_budget
 from ..causal.what_if_windows import WindowWhatIf, window_instances, window_what_if
 from ..summary import Summary
@@ -52,7 +54,8 @@ FRACTIONS = {"utilization", "comm_overlap", "copy_overlap", "stream_concurrency"
 OUTLIER_Z = 3.5
 """How many robust deviations from the median make an outlier..."""
 OUTLIER_MIN = 0.05
-"""...and by at least this share of the median (times)..."""
+"""...and by at least this share of the median and :data:`..advice.verdicts.MIN_NS` (times: a rank 16% off a median of
+4 µs of memsets a step is no outlier)..."""
 OUTLIER_MIN_FRACTION = 0.05
 """...or this much (fractions, 0..1)."""
 
@@ -118,7 +121,7 @@ def _distribution(figs: pd.DataFrame, run: str, window: str) -> tuple[list[list]
         if n[j] == 0:
             continue
         dist.append([run, window, f, int(n[j]), *(float(x) for x in q[:, j])])
-        floor = OUTLIER_MIN_FRACTION if f in FRACTIONS else OUTLIER_MIN * abs(med[j])
+        floor = OUTLIER_MIN_FRACTION if f in FRACTIONS else max(OUTLIER_MIN * abs(med[j]), MIN_NS)
         dev = np.abs(v[:, j] - med[j])
         hit = ok[:, j] & (dev > OUTLIER_Z * mad[j]) & (dev > floor)
         for i in np.flatnonzero(hit).tolist():
