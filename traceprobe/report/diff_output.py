@@ -145,7 +145,7 @@ def render(console: Console, d: Diff) -> None:
         console.print(cell(f"  B {b}"), soft_wrap=True)
     for label, g in _groups(d):
         title = ((f"{label}: " if label else "") + "figures: A, B and the change (B - A; pt: percentage points; the step "
-                 "first, then times over each trace's whole window)")
+                 "first and then times over each trace's whole window)")
         t = Table(title=cell(title), title_justify="left", show_edge=False)
         for h in ("figure", "subject", "A", "B", "change"):
             t.add_column(h, justify="left" if h in ("figure", "subject") else "right")
