@@ -195,3 +195,27 @@ def test_the_floor_is_relative_to_busy_time_and_absolute():
     assert vd.MIN_NS == 50_000 and vd.MIN_SHARE == 0.01
     assert vd.too_small(5_999_999, 600_000_000) and not vd.too_small(6_000_000, 600_000_000)  # 1% of 600 ms
     assert vd.too_small(49_999, 100_000) and not vd.too_small(50_000, 100_000) and not vd.too_small(50_000, 0)  # 50 µs
+
+
+def test_ddp_bucket_copies_get_the_same_words_as_a_finding(tmp_path):
+    """SYNTHETIC: DDP's DtoD bucket copies with nothing beside them: the finding tells what the verdict tells (the
+    wrapper's own copies, gradient_as_bucket_view=True), not to move them to a side stream; without training evidence
+    (no backward op) the copies are plain copies, and both tell to overlap them."""
+    def trace(training: bool):
+        b = TraceBuilder("DDP: DtoD bucket copies, exposed, beside all-reduce" + ("" if training else " (no backward)"))
+        if training:
+            b.cpu_op(0, 10_000, BACKWARD)
+        b.kernel(0, 7, 0, 500_000)
+        b.memcpy(0, 7, 500_000, 200_000, "DtoD")
+        b.nccl(0, 20, 700_000, 100_000)
+        b.kernel(0, 7, 700_000, 100_000)
+        return overlap_report(load(b, tmp_path, f"t{int(training)}.pt.trace.json"))
+
+    r = trace(True)
+    (f,) = [f for f in r.findings.to_dict(orient="records") if f["subject"].endswith("DtoD")]
+    (v,) = [v for v in r.verdicts if v.figure == "copy_overlap"]
+    assert f["kind"] == "wrapper_copy" and "gradient_as_bucket_view" in f["text"] and "side stream" not in f["text"]
+    assert "gradient_as_bucket_view" in v.text
+    plain = trace(False)
+    (f,) = [f for f in plain.findings.to_dict(orient="records") if f["subject"].endswith("DtoD")]
+    assert f["kind"] == "exposed_copy" and "side stream" in f["text"]

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import intervals as iv
 from ..keyed import unique_pairs
 from ..reading import Trace
 from .advice import verdicts as vd
@@ -27,7 +26,7 @@ from .advice.findings import exposed_collective_spans, findings
 from .causal.dependency_graph import RankGraph, rank_graph
 from .causal.what_if_kernels import with_kernel_causes
 from .device.breakdown import gpu_breakdown, step_breakdown
-from .device.busy import comm_mask, compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
+from .device.busy import compute_mask, copy_directions, copy_mask, fraction_of, pageable_copies, stream_busy, work_ns
 from .device.concurrency import DeviceConcurrency, device_concurrency, stream_concurrency
 from .device.kernels import kernel_table, queue_times
 from .device.overlap import CpuGpuOverlap, comm_overlap, copy_overlap, cpu_gpu_overlap
@@ -39,7 +38,7 @@ from .host.idle_causes import idle_cause_table
 from .host.training import data_parallel_wrapper, training_evidence
 from .host.warmup_notes import first_step, runs_before, warmup_notes
 from .job.collectives import collective_table
-from .job.comm_types import collective_type
+from .job.comm_types import BUCKETED, collective_kinds, wrapper_copy_devices
 from .memo import device_column, empty_frame
 from .registry import Inputs, compute_figures
 
@@ -180,32 +179,6 @@ class OverlapReport:
         }
 
 
-BUCKETED = {"allreduce", "reducescatter", "allgather"}
-"""Collectives a data-parallel wrapper (DDP, FSDP) issues per gradient bucket or shard, and tensor parallelism per layer."""
-
-
-def _collective_kinds(trace: Trace) -> dict[int, set[str]]:
-    """Per device, the collective types of its comm kernels (:func:`.collectives.collective_type` of each name)."""
-    ev = trace.device_events
-    m = comm_mask(trace)
-    if not m.any():
-        return {}
-    name = ev["name"]
-    if isinstance(name.dtype, pd.CategoricalDtype):
-        codes, labels = name.cat.codes.to_numpy(np.int64), [str(v) for v in name.cat.categories]
-    else:
-        codes, uniques = pd.factorize(name.astype(str))
-        labels = [str(v) for v in uniques]
-    # the distinct (device, name) pairs of the comm kernels, each name parsed once
-    width = len(labels) + 1
-    pairs = iv.distinct(device_column(trace, "device")[m] * width + (codes[m] + 1))
-    kind_of = {c: collective_type(labels[c] if c >= 0 else "nan") for c in set((pairs % width - 1).tolist())}
-    out: dict[int, set[str]] = {}
-    for key in pairs.tolist():
-        out.setdefault(key // width, set()).add(kind_of[key % width - 1])
-    return dict(sorted(out.items()))
-
-
 def _comm_hints(colls: dict[int, set[str]], training: bool = True) -> dict[int, str]:
     """The ``none`` hint of each device's communication verdict, by the collectives it ran (:func:`_collective_kinds`).
 
@@ -233,13 +206,12 @@ def _comm_hints(colls: dict[int, set[str]], training: bool = True) -> dict[int, 
     return hints
 
 
-def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True
-                ) -> tuple[dict[tuple[int, str], str], frozenset[tuple[int, str]]]:
+def _copy_hints(trace: Trace) -> tuple[dict[tuple[int, str], str], frozenset[tuple[int, str]]]:
     """The ``none`` hint for each (device, direction) of copies: why they did not overlap, and what would help;
     and the (device, direction) pairs of copies not meant to overlap (:func:`.verdicts.copy_verdicts`).
 
-    DtoD copies beside bucketed collectives are named as a data-parallel wrapper's
-    (DDP's gradient buckets, FSDP's copy-in/out), not meant to overlap, only when ``training``;
+    DtoD copies of the devices of :func:`.job.comm_types.wrapper_copy_devices` are named as a data-parallel
+    wrapper's (DDP's gradient buckets, FSDP's copy-in/out), not meant to overlap, as the findings name them;
     the hints name the trace's runtime (CUDA or HIP events, :func:`.verdicts.runtime_word`).
     """
     rt = vd.runtime_word(trace.backend)
@@ -261,14 +233,10 @@ def _copy_hints(trace: Trace, colls: dict[int, set[str]], training: bool = True
     if cd.size:
         for a, b in unique_pairs(cd, cs)[0].T.tolist():
             comp_streams_of.setdefault(int(a), set()).add(int(b))
+    wrappers = wrapper_copy_devices(trace)
     for (d, direction), g in copy_groups:
-        wrapper = sorted(colls.get(d, set()) & BUCKETED) if training else []
-        if direction == "DtoD" and wrapper:
-            hints[(d, direction)] = (
-                f"DtoD copies beside {'/'.join(wrapper)} are the data-parallel wrapper's own copies into and out of its "
-                "communication buffers (DDP's gradient buckets: gradient_as_bucket_view=True removes them; FSDP's copy-in/out), "
-                "not copies to move to another stream"
-            )
+        if direction == "DtoD" and d in wrappers:
+            hints[(d, direction)] = vd.wrapper_copy_words(wrappers[d])
             wrapper_copies.add((d, direction))
             continue
         comp_streams = comp_streams_of.get(d, set())
@@ -344,9 +312,9 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
     per_device = list(vd.columns(dev.devices, "device", "busy_ns", "utilization"))
     busy = {int(d): int(b) for d, b, _ in per_device}
     util = {int(d): float(u) for d, _, u in per_device}
-    colls = _collective_kinds(kept)
+    colls = collective_kinds(kept)
     training, backend = training_evidence(trace), trace.backend
-    copy_hints, wrapper_copies = _copy_hints(kept, colls, bool(training))
+    copy_hints, wrapper_copies = _copy_hints(kept)
     t = _tables(trace, kept, steps, runs_before(first_step(trace.steps), info))
     cpu, threads = t["cpu"], t["threads"]
     verdicts = (

@@ -71,6 +71,7 @@ host time in a trace that recorded no host ops (:data:`traceprobe.analysis.causa
 
 DO_KIND = {
     "exposed_copy": "issue the copies on a side stream (ordered by events) under compute",
+    "wrapper_copy": "DDP's bucket copies: gradient_as_bucket_view=True removes them",
     "bubble": "use more microbatches or an interleaved schedule",
     "exposed_comm": "overlap the collectives with compute, or send less",
     "exposed_transfer": "overlap the collectives with compute, or send less",

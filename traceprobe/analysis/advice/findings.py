@@ -7,7 +7,9 @@ covers, the most that fixing it could save. The kinds, each per device (subject
 from the interval sets of :mod:`.breakdown` and :mod:`.idle_causes`:
 
 - ``exposed_copy`` (per device and direction): memcpys of that direction with
-  neither compute, communication nor set-aside work beside them, P_x \\ (C ∪ M ∪ A).
+  neither compute, communication nor set-aside work beside them, P_x \\ (C ∪ M ∪ A);
+  ``wrapper_copy`` for the DtoD copies of a data-parallel wrapper's buffers
+  (:func:`..job.comm_types.wrapper_copy_devices`, as the copy verdict names them).
 - ``bubble``: point-to-point communication kernels (send/recv: pipeline stages
   handing activations and gradients to each other) with no compute beside them,
   M_p2p \\ C: the stage waited for its neighbour, the *pipeline bubble*. Its share
@@ -59,9 +61,10 @@ from ..device.busy import comm_mask, copy_directions, copy_mask, pageable_copies
 from ..host.graph_capture import replays_graphs
 from ..host.host_classes import LABELS
 from ..host.idle_causes import QUEUED_LABEL, DeviceIdle, idle_causes
-from ..job.comm_types import comm_types
+from ..job.comm_types import comm_types, wrapper_copy_devices
 from ..memo import device_column, empty_frame, per_trace
 from .idle_advice import Backend, idle_advice
+from .verdicts import wrapper_copy_words
 
 MIN_SHARE = 0.02
 """Findings under this fraction of the window are not listed."""
@@ -162,14 +165,19 @@ def _copy_candidates(trace: Trace, t: DeviceTime, b: Backend) -> list[_Candidate
     start = np.clip(device_column(trace, "start_ns")[m], lo, hi)
     end = np.clip(device_column(trace, "end_ns")[m], lo, hi)
     pageable = pageable_copies(trace)[m]
+    wrapper = wrapper_copy_devices(trace).get(t.device, ())
     out = []
     for x in dict.fromkeys(dirs.tolist()):
         g = dirs == x
         span = iv.subtract(iv.union(start[g], end[g]), t.hidden)  # under set-aside compute a copy was hidden too
         how = "from pinned (page-locked) memory, " if pageable[g].any() else ""
+        lost = f"{x} copies on {b.device(t.device)} ran with nothing else on the device: "
+        if x == "DtoD" and wrapper:  # (the copy verdict's words: one story)
+            out.append(_Candidate("wrapper_copy", f"{_subject(trace, t.device)} {x}", t.device, span, f"exposed {x} copy",
+                                  lost + wrapper_copy_words(wrapper)))
+            continue
         out.append(_Candidate("exposed_copy", f"{_subject(trace, t.device)} {x}", t.device, span, f"exposed {x} copy",
-                              f"{x} copies on {b.device(t.device)} ran with nothing else on the device: issue them {how}on a side "
-                              f"stream, ordered by {b.events}, so compute hides them"))
+                              lost + f"issue them {how}on a side stream, ordered by {b.events}, so compute hides them"))
     return out
 
 

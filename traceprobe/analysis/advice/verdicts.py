@@ -67,6 +67,14 @@ RUNTIME_WORDS = {"cuda": "CUDA", "hip": "HIP", "mtia": "MTIA"}
 """The runtime's name for each backend, as hints say it (``CUDA events``, ``HIP graphs``)."""
 
 
+def wrapper_copy_words(collectives: tuple[str, ...]) -> str:
+    """What DtoD copies beside a data-parallel wrapper's ``collectives`` are, and the one setting that removes them
+    (:func:`..job.comm_types.wrapper_copy_devices`): the copy verdict's hint and the findings' advice, in one place."""
+    return (f"DtoD copies beside {'/'.join(collectives)} are the data-parallel wrapper's own copies into and out of its "
+            "communication buffers (DDP's gradient buckets: gradient_as_bucket_view=True removes them; FSDP's copy-in/out), "
+            "not copies to move to another stream")
+
+
 def device_name(backend: str, device: int) -> str:
     """How a verdict names a device: ``cuda:0``, ``hip:2``, ``mtia:17`` (as :meth:`traceprobe.reading.Trace.device_label`)."""
     return f"{backend}:{device}"

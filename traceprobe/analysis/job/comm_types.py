@@ -24,10 +24,13 @@ import re
 from functools import lru_cache
 
 import numpy as np
+import pandas as pd
 
+from ... import intervals as iv
 from ...reading import Trace
 from ..device.busy import comm_mask, host_thread_codes, per_value
 from ..host.launch_links import first_match, launch_rows
+from ..host.training import training_evidence
 from ..memo import device_column, host_column, per_trace
 
 _HOST_OP = re.compile(r"^(nccl|rccl|c10d):{1,2}\w")
@@ -145,3 +148,41 @@ def comm_types(trace: Trace) -> np.ndarray:
     arg_type = per_value(arg, lambda n: collective_type(str(n)) if n else "", "")
     out[comm] = np.where(arg_type != "", arg_type, np.where(host != "", host, named))
     return out
+
+
+BUCKETED = frozenset({"allreduce", "reducescatter", "allgather"})
+"""Collectives a data-parallel wrapper (DDP, FSDP) issues per gradient bucket or shard, and tensor parallelism per layer."""
+
+
+@per_trace
+def collective_kinds(trace: Trace) -> dict[int, set[str]]:
+    """Per device, the collective types of its comm kernels (:func:`collective_type` of each name)."""
+    ev = trace.device_events
+    m = comm_mask(trace)
+    if not m.any():
+        return {}
+    name = ev["name"]
+    if isinstance(name.dtype, pd.CategoricalDtype):
+        codes, labels = name.cat.codes.to_numpy(np.int64), [str(v) for v in name.cat.categories]
+    else:
+        codes, uniques = pd.factorize(name.astype(str))
+        labels = [str(v) for v in uniques]
+    # the distinct (device, name) pairs of the comm kernels, each name parsed once
+    width = len(labels) + 1
+    pairs = iv.distinct(device_column(trace, "device")[m] * width + (codes[m] + 1))
+    kind_of = {c: collective_type(labels[c] if c >= 0 else "nan") for c in set((pairs % width - 1).tolist())}
+    out: dict[int, set[str]] = {}
+    for key in pairs.tolist():
+        out.setdefault(key // width, set()).add(kind_of[key % width - 1])
+    return dict(sorted(out.items()))
+
+
+def wrapper_copy_devices(trace: Trace) -> dict[int, tuple[str, ...]]:
+    """The devices whose DtoD copies are a data-parallel wrapper's own, copies into and out of its communication
+    buffers (DDP's gradient buckets, FSDP's copy-in/out), not copies to move to another stream, each with the
+    collectives of :data:`BUCKETED` it ran (sorted): in a trace that shows training
+    (:func:`..host.training.training_evidence`), every device running one of them. The copy verdict
+    (:func:`..advice.verdicts.copy_verdicts`) and the findings (:func:`..advice.findings.findings`) read it alike."""
+    if not training_evidence(trace):
+        return {}
+    return {d: tuple(sorted(k & BUCKETED)) for d, k in collective_kinds(trace).items() if k & BUCKETED}
