@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from traceprobe.analysis.job.causes import straggler_of
 from traceprobe.cli import app
+from traceprobe.collect import analyze_paths
 
 MATRIX = Path(__file__).resolve().parent.parent / "sample_traces" / "matrix"
 INJECTED = {f["folder"]: f for f in map(json.loads, (MATRIX / "injected.jsonl").read_text().splitlines())}
@@ -319,3 +320,19 @@ def test_every_view_tells_one_claim_within_its_bound_more(tmp_path_factory, **jo
     folder = tmp_path_factory.mktemp("job")
     _random_job(folder, **job)
     _one_story(folder)
+
+
+def test_a_waiting_ranks_comm_verdict_tells_the_wait_as_its_finding_does():
+    """Recorded (matrix/ddp-new-shape, 4x H200: rank 3 given new shapes): ranks 0-2 spent their exposed communication
+    waiting for rank 3. Their communication verdict told them to bucket gradients (DDP buckets already) beside a
+    finding that overlap would not help; now it names the wait and the late rank, as the finding does. Rank 3's own
+    verdict keeps its hint."""
+    s = analyze_paths([str(MATRIX / "ddp-new-shape")], jobs=1)
+    for r in s.reports:
+        (v,) = [v for v in r.verdicts if v.figure == "comm_overlap"]
+        waits = r.findings[r.findings["kind"] == "wait"]
+        if r.rank == 3:
+            assert waits.empty and "bucket gradients" in v.text
+        else:
+            assert not waits.empty and "waited in collectives for rank 3" in waits["text"].iloc[0]
+            assert "waited for rank 3, which arrived last" in v.text and "bucket" not in v.text, v.text

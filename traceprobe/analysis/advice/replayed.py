@@ -98,10 +98,11 @@ def with_what_if(rep: OverlapReport, w: WindowWhatIf, straggler: tuple[int, str]
     return with_findings(rep, findings_frame(kept, "str" if kept else object))
 
 
-def with_findings(rep: OverlapReport, findings: pd.DataFrame) -> OverlapReport:
-    """``rep`` with ``findings`` (:data:`.findings.COLUMNS`) in place of its own; its headline, where computed, is kept
-    (it reads no finding: as computed where the trace was analysed, not computed again)."""
-    out = replace(rep, findings=findings)
+def with_findings(rep: OverlapReport, findings: pd.DataFrame, verdicts: list | None = None) -> OverlapReport:
+    """``rep`` with ``findings`` (:data:`.findings.COLUMNS`) in place of its own, and ``verdicts`` where given (the same
+    figures and levels, a hint told across ranks: :func:`.verdicts.waited`); its headline, where computed, is kept
+    (it reads no finding and no verdict's words: as computed where the trace was analysed, not computed again)."""
+    out = replace(rep, findings=findings) if verdicts is None else replace(rep, findings=findings, verdicts=verdicts)
     if "headline" in vars(rep):
         vars(out)["headline"] = rep.headline
     return out

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -265,6 +265,15 @@ def comm_verdicts(comm: pd.DataFrame, busy_ns: dict[int, int], hints: dict[int, 
             )
         )
     return out
+
+
+def waited(v: Verdict, wait_ns: int, late: int) -> Verdict:
+    """A ``none`` communication verdict (:func:`comm_verdicts`) of a rank whose exposed communication was mostly a wait
+    for the late rank ``late`` (``wait_ns``, its exposed wait for that rank: :func:`..job.causes.with_causes`), told so
+    in place of its own hint, as its ``wait`` finding tells it: overlapping the collectives on this rank would not help."""
+    head = v.text.rsplit("no overlap: ", 1)[0]
+    return replace(v, text=f"{head}no overlap: {ms(wait_ns)} of it waited for rank {late}, which arrived last at these "
+                           f"collectives: overlap here would not help; see rank {late}'s own findings")
 
 
 def omissions(copy: pd.DataFrame, comm: pd.DataFrame, busy_ns: dict[int, int], streams: pd.DataFrame | None = None,

@@ -58,6 +58,7 @@ import pandas as pd
 
 from ..advice.findings import MIN_SHARE, findings_frame, short_label
 from ..advice.replayed import with_findings
+from ..advice.verdicts import waited as waited_verdict
 from ..causal.what_if_windows import LABELS as WHAT_IF_LABELS
 from ..causal.what_if_windows import WindowWhatIf, advice
 from ..host.host_classes import LABELS
@@ -353,9 +354,11 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
     device = int(comm[0][2]) if comm else -1
     ex = wcause.exposed
     mine = ex["rank"].to_numpy(np.int64) == rank
+    waited = {}
     for late, ns in zip(ex["late_rank"].to_numpy(np.int64)[mine].tolist(), ex["exposed_wait_ns"].to_numpy(np.int64)[mine].tolist()):
         if ns <= 0:
             continue
+        waited[late] = ns
         if late == wcause.straggler and wcause.label:
             label, why = wcause.label, wcause.text
         else:
@@ -376,4 +379,21 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
         rows.append(("straggler", f"rank {rank}", device if device >= 0 else 0, own, each,
                      f"straggler: +{_ms(each)}/step {_PART_WORDS.get(wcause.cause, wcause.cause)}", wcause.text))
     kept = sorted((r for r in rows if r[3] >= MIN_SHARE * w), key=lambda r: -r[3])  # (stable: ties keep their order)
-    return with_findings(rep, findings_frame(kept, "str" if rows else object))
+    return with_findings(rep, findings_frame(kept, "str" if rows else object), _comm_waited(rep, waited))
+
+
+def _comm_waited(rep: OverlapReport, waited: dict[int, int]) -> list | None:
+    """``rep``'s verdicts with its one ``none`` communication verdict told as a wait (:func:`..advice.verdicts.waited`)
+    where its exposed waits for late ranks (``waited``: ns by late rank) are at least half of its exposed
+    communication; None where they are not (its verdicts as they are)."""
+    comm = [i for i, v in enumerate(rep.verdicts) if v.figure == "comm_overlap"]
+    c = rep.comm_overlap
+    if not waited or len(comm) != 1 or rep.verdicts[comm[0]].level != "none" or c is None or len(c) != 1:
+        return None
+    exposed = float(c["comm_ns"].iloc[0]) * (1 - float(c["fraction"].iloc[0]))
+    if 2 * sum(waited.values()) < exposed:
+        return None
+    late = max(waited, key=lambda r: waited[r])
+    out = list(rep.verdicts)
+    out[comm[0]] = waited_verdict(out[comm[0]], waited[late], late)
+    return out
