@@ -5,11 +5,15 @@ Every expected value is computed by hand in the comments; times are µs unless s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from synthetic import TraceBuilder, load
 
 from traceprobe import overlap_report
 from traceprobe.analysis.advice import verdicts as vd
+from traceprobe.analysis.job.comm_types import collective_kinds
+from traceprobe.reading import load_trace
 
 
 @pytest.mark.parametrize(
@@ -219,3 +223,14 @@ def test_ddp_bucket_copies_get_the_same_words_as_a_finding(tmp_path):
     plain = trace(False)
     (f,) = [f for f in plain.findings.to_dict(orient="records") if f["subject"].endswith("DtoD")]
     assert f["kind"] == "exposed_copy" and "side stream" in f["text"]
+
+
+def test_expert_parallel_all_to_all_gets_its_own_hint():
+    """Recorded (sample_traces/matrix/ep-balanced, 4x H200, MoE's all-to-all beside an all-reduce, forward only): NCCL
+    names its all-to-all kernels ``SendRecv``; the trace's args type them. The communication verdict told the
+    tensor-parallel all-reduce of inference (the kernels' names alone: sendrecv and allreduce); now all-to-all's."""
+    trace = next((Path(__file__).resolve().parent.parent / "sample_traces" / "matrix" / "ep-balanced").glob("rank0.*.pt.trace.json.gz"))
+    t = load_trace(trace)
+    assert "alltoall" in collective_kinds(t)[0]
+    (v,) = [v for v in overlap_report(t).verdicts if v.figure == "comm_overlap"]
+    assert v.level == "none" and "all-to-all" in v.text and "tensor-parallel" not in v.text

@@ -180,16 +180,20 @@ class OverlapReport:
 
 
 def _comm_hints(colls: dict[int, set[str]], training: bool = True) -> dict[int, str]:
-    """The ``none`` hint of each device's communication verdict, by the collectives it ran (:func:`_collective_kinds`).
+    """The ``none`` hint of each device's communication verdict, by the collectives it ran (:func:`.job.comm_types.collective_kinds`).
 
-    Training words (gradient buckets, shard prefetch, backward, DataParallel) only when ``training``; all-gathers and
+    All-to-all first (expert parallelism, whatever else ran); training words (gradient buckets, shard prefetch,
+    backward, DataParallel) only when ``training``; all-gathers and
     reduce-scatters (FSDP, ZeRO) are shards, not gradient buckets
     (the trace shows it, :func:`.training.training_evidence`); otherwise serving
     words: the per-layer collectives of tensor parallelism in inference.
     """
     hints = {}
     for d, kinds in colls.items():
-        if kinds & BUCKETED and not training:
+        if "alltoall" in kinds:  # (expert parallelism: tokens to their experts and back)
+            hints[d] = ("all-to-all (expert parallelism's token dispatch and combine) ran while compute waited; pipeline it "
+                        "with the experts' compute over split micro-batches, and balance the tokens across experts")
+        elif kinds & BUCKETED and not training:
             hints[d] = ("the per-layer collectives of tensor-parallel inference sit between layers and overlap little by design; "
                         "use a faster or fused all-reduce (custom one-shot/two-shot or multimem all-reduce, fused with the norm), "
                         "or asynchronous tensor parallelism that overlaps it with the next matmul")

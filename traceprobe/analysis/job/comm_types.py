@@ -24,7 +24,6 @@ import re
 from functools import lru_cache
 
 import numpy as np
-import pandas as pd
 
 from ... import intervals as iv
 from ...reading import Trace
@@ -156,24 +155,17 @@ BUCKETED = frozenset({"allreduce", "reducescatter", "allgather"})
 
 @per_trace
 def collective_kinds(trace: Trace) -> dict[int, set[str]]:
-    """Per device, the collective types of its comm kernels (:func:`collective_type` of each name)."""
-    ev = trace.device_events
-    m = comm_mask(trace)
-    if not m.any():
+    """Per device, the collective types its communication kernels ran (:func:`comm_types`: the trace's args, else the
+    host op around the launch, else the kernel's name: NCCL's all-to-all kernels are named ``SendRecv``)."""
+    types = comm_types(trace)
+    m = np.flatnonzero(types != "")
+    if not m.size:
         return {}
-    name = ev["name"]
-    if isinstance(name.dtype, pd.CategoricalDtype):
-        codes, labels = name.cat.codes.to_numpy(np.int64), [str(v) for v in name.cat.categories]
-    else:
-        codes, uniques = pd.factorize(name.astype(str))
-        labels = [str(v) for v in uniques]
-    # the distinct (device, name) pairs of the comm kernels, each name parsed once
-    width = len(labels) + 1
-    pairs = iv.distinct(device_column(trace, "device")[m] * width + (codes[m] + 1))
-    kind_of = {c: collective_type(labels[c] if c >= 0 else "nan") for c in set((pairs % width - 1).tolist())}
+    kinds, code = np.unique(types[m].astype(str), return_inverse=True)
+    pairs = iv.distinct(device_column(trace, "device")[m] * kinds.size + code)
     out: dict[int, set[str]] = {}
     for key in pairs.tolist():
-        out.setdefault(key // width, set()).add(kind_of[key % width - 1])
+        out.setdefault(key // kinds.size, set()).add(str(kinds[key % kinds.size]))
     return dict(sorted(out.items()))
 
 
