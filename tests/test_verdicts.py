@@ -12,7 +12,7 @@ from synthetic import TraceBuilder, load
 
 from traceprobe import overlap_report
 from traceprobe.analysis.advice import verdicts as vd
-from traceprobe.analysis.job.comm_types import collective_kinds
+from traceprobe.analysis.job.comm_types import collective_kinds, forward_allreduce_devices
 from traceprobe.reading import load_trace
 
 
@@ -234,3 +234,36 @@ def test_expert_parallel_all_to_all_gets_its_own_hint():
     assert "alltoall" in collective_kinds(t)[0]
     (v,) = [v for v in overlap_report(t).verdicts if v.figure == "comm_overlap"]
     assert v.level == "none" and "all-to-all" in v.text and "tensor-parallel" not in v.text
+
+
+def test_tensor_parallel_all_reduce_in_forward_is_not_told_to_bucket():
+    """Recorded (sample_traces/causes/tensor-parallel, 2x H200 training, each linear's all-reduce in forward and backward;
+    matrix/ddp-balanced, DDP): an all-reduce launched outside every autograd backward op is tensor parallelism's, and its
+    verdict names it, not gradient buckets; DDP's, all launched from backward's hooks, keep the bucket hint."""
+    samples = Path(__file__).resolve().parent.parent / "sample_traces"
+
+    def comm(folder: str):
+        t = load_trace(next((samples / folder).glob("rank0.*.pt.trace.json.gz")))
+        (v,) = [v for v in overlap_report(t).verdicts if v.figure == "comm_overlap"]
+        return forward_allreduce_devices(t), v
+
+    fwd, v = comm("causes/tensor-parallel")
+    assert fwd == {0} and v.level == "none" and "tensor parallelism" in v.text and "bucket" not in v.text
+    fwd, v = comm("matrix/ddp-balanced")
+    assert fwd == frozenset() and "tensor parallelism" not in v.text
+
+
+@pytest.mark.parametrize("forward", [False, True])
+def test_an_all_reduce_inside_a_nested_backward_op_is_backwards(tmp_path, forward):
+    """SYNTHETIC: autograd's thread runs a backward op holding a nested one that ends before the all-reduce's launch:
+    the launch is inside the outer op (backward's). A second all-reduce launched on the main thread, outside every
+    backward op, is the forward's."""
+    b = TraceBuilder("an all-reduce launched inside nested backward ops" + (", another in forward" if forward else ""))
+    b.cpu_op(0, 100_000, BACKWARD, tid=2)
+    b.cpu_op(10_000, 10_000, BACKWARD, tid=2)
+    c = b.runtime(50_000, 1_000, tid=2)["args"]["correlation"]
+    b.nccl(0, 20, 60_000, 10_000, correlation=c)
+    if forward:
+        c = b.runtime(200_000, 1_000)["args"]["correlation"]
+        b.nccl(0, 20, 210_000, 10_000, correlation=c)
+    assert forward_allreduce_devices(load(b, tmp_path)) == ({0} if forward else frozenset())

@@ -38,7 +38,7 @@ from .host.idle_causes import idle_cause_table
 from .host.training import data_parallel_wrapper, training_evidence
 from .host.warmup_notes import first_step, runs_before, warmup_notes
 from .job.collectives import collective_table
-from .job.comm_types import BUCKETED, collective_kinds, wrapper_copy_devices
+from .job.comm_types import BUCKETED, collective_kinds, forward_allreduce_devices, wrapper_copy_devices
 from .memo import device_column, empty_frame
 from .registry import Inputs, compute_figures
 
@@ -179,10 +179,11 @@ class OverlapReport:
         }
 
 
-def _comm_hints(colls: dict[int, set[str]], training: bool = True) -> dict[int, str]:
+def _comm_hints(colls: dict[int, set[str]], training: bool = True, forward: frozenset[int] = frozenset()) -> dict[int, str]:
     """The ``none`` hint of each device's communication verdict, by the collectives it ran (:func:`.job.comm_types.collective_kinds`).
 
-    All-to-all first (expert parallelism, whatever else ran); training words (gradient buckets, shard prefetch,
+    All-to-all first (expert parallelism, whatever else ran), then all-reduces launched in forward (``forward``: tensor
+    parallelism's, in training); training words (gradient buckets, shard prefetch,
     backward, DataParallel) only when ``training``; all-gathers and
     reduce-scatters (FSDP, ZeRO) are shards, not gradient buckets
     (the trace shows it, :func:`.training.training_evidence`); otherwise serving
@@ -193,6 +194,10 @@ def _comm_hints(colls: dict[int, set[str]], training: bool = True) -> dict[int, 
         if "alltoall" in kinds:  # (expert parallelism: tokens to their experts and back)
             hints[d] = ("all-to-all (expert parallelism's token dispatch and combine) ran while compute waited; pipeline it "
                         "with the experts' compute over split micro-batches, and balance the tokens across experts")
+        elif d in forward:  # (all-reduces in forward: tensor parallelism's, .job.comm_types.forward_allreduce_devices)
+            hints[d] = ("the per-layer all-reduces of tensor parallelism, launched in forward and backward between layers, "
+                        "overlap little by design; overlap them with the next matmul (asynchronous tensor parallelism), or "
+                        "use sequence parallelism's reduce-scatter and all-gather in their place")
         elif kinds & BUCKETED and not training:
             hints[d] = ("the per-layer collectives of tensor-parallel inference sit between layers and overlap little by design; "
                         "use a faster or fused all-reduce (custom one-shot/two-shot or multimem all-reduce, fused with the norm), "
@@ -325,7 +330,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         vd.copy_verdicts(f["copy"], busy, copy_hints, backend, wrapper_copies)
         + vd.device_verdict(dev.any_busy_ns, dev.concurrent_ns, dev.concurrency, dev.device_count, busy)
         + vd.stream_verdicts(f["streams"], util, backend)
-        + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls, bool(training)), backend)
+        + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls, bool(training), forward_allreduce_devices(kept)), backend)
         + vd.cpu_gpu_verdict(cpu)
         + host_thread_verdict(threads, not trace.device_events.empty)
     )

@@ -26,6 +26,7 @@ from functools import lru_cache
 import numpy as np
 
 from ... import intervals as iv
+from ...keyed import keys
 from ...reading import Trace
 from ..device.busy import comm_mask, host_thread_codes, per_value
 from ..host.launch_links import first_match, launch_rows
@@ -178,3 +179,35 @@ def wrapper_copy_devices(trace: Trace) -> dict[int, tuple[str, ...]]:
     if not training_evidence(trace):
         return {}
     return {d: tuple(sorted(k & BUCKETED)) for d, k in collective_kinds(trace).items() if k & BUCKETED}
+
+
+BACKWARD_OP = "autograd::engine::evaluate_function"
+"""The host op autograd's engine records around each node it runs in backward (Kineto's name prefix)."""
+
+
+@per_trace
+def forward_allreduce_devices(trace: Trace) -> frozenset[int]:
+    """The devices running an all-reduce launched outside every autograd backward op (:data:`BACKWARD_OP`) on its
+    launching thread: the forward's, tensor parallelism's per-layer all-reduce. Data parallelism reduces gradients from
+    backward (DDP's hooks fire inside the engine's ops): the recorded DDP and FSDP runs launch none outside them, the
+    2-D mesh and tensor-parallel ones most of theirs. Empty where the trace shows no training
+    (:func:`..host.training.training_evidence`) or records no backward op."""
+    if not training_evidence(trace) or trace.host_events.empty:
+        return frozenset()
+    ar = np.flatnonzero(comm_types(trace) == "allreduce")
+    call = launch_rows(trace)[ar]
+    ar, call = ar[call >= 0], call[call >= 0]
+    names = trace.host_events["name"]
+    backward = per_value(names, lambda n: str(n).startswith(BACKWARD_OP), False)
+    if not ar.size or not backward.any():
+        return frozenset()
+    thread = host_thread_codes(trace).astype(np.int64)
+    start, end = host_column(trace, "start_ns"), host_column(trace, "end_ns")
+    b = np.flatnonzero(backward)
+    b = b[np.lexsort((start[b], thread[b]))]
+    k_b, k_at = keys((thread[b], start[b]), (thread[call], start[call]))
+    i = np.maximum(np.searchsorted(k_b, k_at, "right") - 1, 0)  # (the backward ops of the thread started by the call ...)
+    reach = iv.grouped_running_max(thread[b], end[b])  # (... and the latest end among them: nested ops too)
+    inside = (np.searchsorted(k_b, k_at, "right") > 0) & (thread[b[i]] == thread[call]) & (reach[i] > start[call])
+    device = device_column(trace, "device")[ar]
+    return frozenset(int(d) for d in np.unique(device[~inside]).tolist())
