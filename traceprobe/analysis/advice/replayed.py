@@ -32,6 +32,7 @@ import pandas as pd
 from ..causal.what_if_windows import WindowWhatIf
 from ..per_trace import OverlapReport
 from .findings import COLUMNS, IDLE_KINDS, findings_frame
+from .verdicts import Verdict
 
 KINDS = {
     "graph_capture": "idle_graph_capture", "sync": "idle_sync", "profiler": "idle_profiler", "compile": "idle_compile",
@@ -98,7 +99,7 @@ def with_what_if(rep: OverlapReport, w: WindowWhatIf, straggler: tuple[int, str]
     return with_findings(rep, findings_frame(kept, "str" if kept else object))
 
 
-def with_findings(rep: OverlapReport, findings: pd.DataFrame, verdicts: list | None = None) -> OverlapReport:
+def with_findings(rep: OverlapReport, findings: pd.DataFrame, verdicts: list[Verdict] | None = None) -> OverlapReport:
     """``rep`` with ``findings`` (:data:`.findings.COLUMNS`) in place of its own, and ``verdicts`` where given (the same
     figures and levels, a hint told across ranks: :func:`.verdicts.waited`); its headline, where computed, is kept
     (it reads no finding and no verdict's words: as computed where the trace was analysed, not computed again)."""

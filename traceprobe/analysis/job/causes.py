@@ -58,6 +58,7 @@ import pandas as pd
 
 from ..advice.findings import MIN_SHARE, findings_frame, short_label
 from ..advice.replayed import with_findings
+from ..advice.verdicts import Verdict
 from ..advice.verdicts import waited as waited_verdict
 from ..causal.what_if_windows import LABELS as WHAT_IF_LABELS
 from ..causal.what_if_windows import WindowWhatIf, advice
@@ -334,8 +335,6 @@ def _group_advice(waits: pd.DataFrame, rank: int) -> str:
     return f"{where}: overlap the transfer with compute (bucketed or prefetched collectives), or reduce what is sent"
 
 
-
-
 def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapReport:
     """``rep`` with its findings seen across ranks: its ``exposed_comm`` finding split into the exposed wait for each
     late rank (``wait``) and the exposed transfer (``exposed_transfer``); the straggler gets a ``straggler`` finding
@@ -354,7 +353,7 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
     device = int(comm[0][2]) if comm else -1
     ex = wcause.exposed
     mine = ex["rank"].to_numpy(np.int64) == rank
-    waited = {}
+    waited: dict[int, int] = {}
     for late, ns in zip(ex["late_rank"].to_numpy(np.int64)[mine].tolist(), ex["exposed_wait_ns"].to_numpy(np.int64)[mine].tolist()):
         if ns <= 0:
             continue
@@ -382,7 +381,7 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
     return with_findings(rep, findings_frame(kept, "str" if rows else object), _comm_waited(rep, waited))
 
 
-def _comm_waited(rep: OverlapReport, waited: dict[int, int]) -> list | None:
+def _comm_waited(rep: OverlapReport, waited: dict[int, int]) -> list[Verdict] | None:
     """``rep``'s verdicts with its one ``none`` communication verdict told as a wait (:func:`..advice.verdicts.waited`)
     where its exposed waits for late ranks (``waited``: ns by late rank) are at least half of its exposed
     communication; None where they are not (its verdicts as they are)."""

@@ -206,8 +206,9 @@ def forward_allreduce_devices(trace: Trace) -> frozenset[int]:
     b = np.flatnonzero(backward)
     b = b[np.lexsort((start[b], thread[b]))]
     k_b, k_at = keys((thread[b], start[b]), (thread[call], start[call]))
-    i = np.maximum(np.searchsorted(k_b, k_at, "right") - 1, 0)  # (the backward ops of the thread started by the call ...)
+    n = np.searchsorted(k_b, k_at, "right")  # (the backward ops of the thread started by the call ...)
+    i = np.maximum(n - 1, 0)
     reach = iv.grouped_running_max(thread[b], end[b])  # (... and the latest end among them: nested ops too)
-    inside = (np.searchsorted(k_b, k_at, "right") > 0) & (thread[b[i]] == thread[call]) & (reach[i] > start[call])
+    inside = (n > 0) & (thread[b[i]] == thread[call]) & (reach[i] > start[call])
     device = device_column(trace, "device")[ar]
     return frozenset(int(d) for d in np.unique(device[~inside]).tolist())
