@@ -336,3 +336,15 @@ def test_a_waiting_ranks_comm_verdict_tells_the_wait_as_its_finding_does():
         else:
             assert not waits.empty and "waited in collectives for rank 3" in waits["text"].iloc[0]
             assert "waited for rank 3, which arrived last" in v.text and "bucket" not in v.text, v.text
+
+
+def test_tensor_parallel_transfer_is_told_as_its_verdict_tells_it():
+    """Recorded (sample_traces/causes/tensor-parallel, 2x H200 training, its all-reduces in the world group): the
+    exposed transfer's finding told 'bucketed or prefetched collectives' beside a verdict naming tensor parallelism's
+    per-layer all-reduce (launched in forward); both now name tensor parallelism."""
+    s = analyze_paths([str(MATRIX.parent / "causes" / "tensor-parallel")], jobs=1)
+    for r in s.reports:
+        (v,) = [v for v in r.verdicts if v.figure == "comm_overlap"]
+        (f,) = r.findings[r.findings["kind"] == "exposed_transfer"]["text"].tolist()
+        assert r.forward_allreduce == (r.rank,) and "tensor parallelism" in v.text
+        assert "tensor-parallel collectives" in f and "bucketed" not in f, f

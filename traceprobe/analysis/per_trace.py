@@ -99,7 +99,9 @@ class OverlapReport:
         training: the host event that shows the trace trains
             (:func:`.training.training_evidence`); ``""`` for a trace without such
             evidence (inference, serving), whose hints use serving words; ``wrapper``
-            ``"nn.DataParallel"`` where its host ops show it (:func:`.training.data_parallel_wrapper`).
+            ``"nn.DataParallel"`` where its host ops show it (:func:`.training.data_parallel_wrapper`);
+            ``forward_allreduce`` the devices whose all-reduces include the forward's, tensor parallelism's
+            (:func:`.job.comm_types.forward_allreduce_devices`).
         extra: the figures computed by a function of their own, declared in
             :data:`.registry.COMPUTED`: each one's table by its key (empty in reports
             built by hand).
@@ -142,6 +144,7 @@ class OverlapReport:
     backend: str = "cuda"
     training: str = ""
     wrapper: str = ""
+    forward_allreduce: tuple[int, ...] = ()
     extra: dict[str, pd.DataFrame] = field(default_factory=dict)
     graph: RankGraph | None = None
 
@@ -372,6 +375,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         backend=backend,
         training=training,
         wrapper=data_parallel_wrapper(trace),
+        forward_allreduce=tuple(sorted(forward_allreduce_devices(kept))),
         extra=t["extra"],
         graph=with_kernel_causes(rank_graph(trace), trace),
     )

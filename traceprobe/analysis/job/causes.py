@@ -317,9 +317,10 @@ def _straggler(out: WindowCauses, t: RankTables, late: int, caused: int) -> Wind
                    kernels=kernels, label=label, text=text)
 
 
-def _group_advice(waits: pd.DataFrame, rank: int) -> str:
+def _group_advice(waits: pd.DataFrame, rank: int, forward: bool = False) -> str:
     """What to try for exposed transfer, by the process group that holds most of it (``pg_desc``: torch's DeviceMesh names
-    its groups ``mesh_<dim>``, e.g. ``mesh_tp``, ``mesh_dp``; ``default_pg`` is the world)."""
+    its groups ``mesh_<dim>``, e.g. ``mesh_tp``, ``mesh_dp``; ``default_pg`` is the world), or by its all-reduces
+    launched in forward (``forward``: :attr:`..per_trace.OverlapReport.forward_allreduce`, tensor parallelism's)."""
     mine = np.flatnonzero(waits["rank"].to_numpy(np.int64) == rank) if "exposed_transfer_ns" in waits else np.zeros(0, np.int64)
     ns = waits["exposed_transfer_ns"].to_numpy(np.int64)[mine] if mine.size else mine
     if not mine.size or int(ns.max()) <= 0:
@@ -328,7 +329,8 @@ def _group_advice(waits: pd.DataFrame, rank: int) -> str:
     pg, pg_desc, collective = (waits[c].iloc[top] for c in ("pg", "pg_desc", "collective"))
     desc = str(pg_desc).lower()
     where = f" (most in process group {pg!s}{' ' + str(pg_desc) if pg_desc else ''}, {collective})"
-    if "tp" in desc.replace("mesh_", "").split("_") or desc.endswith("tp"):
+    tp = forward and collective == "allreduce" and not desc.startswith("mesh_")  # (a mesh's group says its own dim)
+    if "tp" in desc.replace("mesh_", "").split("_") or desc.endswith("tp") or tp:
         return f"{where}: tensor-parallel collectives sit between dependent matmuls; try async tensor parallelism or sequence parallelism"
     if "pp" in desc.replace("mesh_", "").split("_") or desc.endswith("pp"):
         return f"{where}: pipeline hand-offs; use more microbatches or an interleaved schedule"
@@ -368,7 +370,7 @@ def with_causes(rep: OverlapReport, rank: int, wcause: WindowCauses) -> OverlapR
     if tr > 0 and comm:
         rows.append(("exposed_transfer", subject, device, tr, tr // wcause.steps, short_label("exposed transfer", tr, w),
                      f"{_ms(tr)}: collectives on {subject} moved data with no compute beside them (their waits for late "
-                     f"ranks are counted apart){_group_advice(wcause.waits, rank)}"))
+                     f"ranks are counted apart){_group_advice(wcause.waits, rank, bool(rep.forward_allreduce))}"))
     if wcause.straggler == rank and wcause.cause and wcause.gain_ns > 0:  # (its what-if: what removing its cause gives back)
         rows.append(("straggler", f"rank {rank}", device if device >= 0 else 0, wcause.gain_ns, wcause.gain_per_step_ns,
                      f"straggler: {WHAT_IF_LABELS.get(wcause.cause, wcause.cause)} -{_ms(wcause.gain_per_step_ns)}/step", wcause.text))
