@@ -18,8 +18,8 @@ Format (``format`` = :data:`FORMAT`, ``version`` = :data:`VERSION`):
   ``SLURM_JOB_ID``, else the folder's name); the summaries of one folder must share it.
 - ``traceprobe``: the version that wrote it; ``source``: the trace it summarises (file name, "" if none was kept).
 - ``rank``, ``window_ns``, ``event_count``, ``throughput``, ``work_ns``, ``backend``, ``training``, ``wrapper`` (absent
-  from summaries written before it: ``""``), ``all_device_work``, ``warnings``, ``notes``, ``info`` (the manifest's
-  facts): as in the report.
+  from summaries written before it: ``""``), ``forward_allreduce`` (absent from summaries written before it: none),
+  ``all_device_work``, ``warnings``, ``notes``, ``info`` (the manifest's facts): as in the report.
 - ``tables``: the report's tables by name (``streams``, ``copy_overlap``, ``devices``, ``stream_concurrency``,
   ``comm_overlap``, ``steps``, ``breakdown``, ``breakdown_steps``, ``findings``, ``kernels``, ``queue``,
   ``collectives``, ``set_aside``, ``exposed_comm``, ``idle_causes``; ``pg_members``, each process group's member list
@@ -153,6 +153,7 @@ class SummaryDoc(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     verdicts: list[VerdictDoc]
     tables: dict[str, Table]
     wrapper: str = ""
+    forward_allreduce: list[Int64] = msgspec.field(default_factory=list)
 
 
 class _Head(msgspec.Struct):

@@ -131,6 +131,7 @@ def to_summary(report: OverlapReport, job: str = "", source: str | None = None) 
         source=Path(report.path).name if source is None else source,
         rank=report.rank, window_ns=(int(report.window_ns[0]), int(report.window_ns[1])), event_count=int(report.event_count),
         throughput=_num(report.throughput), work_ns=int(report.work_ns), backend=report.backend, training=report.training, wrapper=report.wrapper,
+        forward_allreduce=list(report.forward_allreduce),
         all_device_work=bool(report.all_device_work), warnings=list(report.warnings), notes=list(report.notes),
         info=_clean_info(report.info), headline={k: _num(v) for k, v in report.headline.items()},
         device_concurrency=DeviceConcurrencyFigures(int(dc.any_busy_ns), int(dc.concurrent_ns), _num(dc.concurrency), int(dc.device_count)),
@@ -169,6 +170,7 @@ def from_summary(doc: SummaryDoc, path: str | Path, graph_limit: int = MAX_INFLA
         host_threads=None if th is None else HostThreadConcurrency(th.threads, th.busy_ns, th.multi_thread_ns, th.thread_ns_sum,
                                                                    th.busiest_thread_ns, _unnum(th.concurrency), _unnum(th.fair_concurrency)),
         exposed_comm=frame["exposed_comm"], idle_causes=frame["idle_causes"], backend=doc.backend, training=doc.training, wrapper=doc.wrapper,
+        forward_allreduce=tuple(int(d) for d in doc.forward_allreduce),
         extra={f.key: table_frame(t[f.key]) if f.key in t else pd.DataFrame() for f in COMPUTED},
         graph=_graph(t.get(GRAPH_TABLE), graph_limit),
     )
