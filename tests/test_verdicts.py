@@ -165,6 +165,18 @@ def test_allreduce_gets_bucketing_advice(tmp_path):
     assert v.level == "none" and "bucket gradients" in v.text
 
 
+def test_ddp_all_reduce_is_not_told_to_bucket_again(tmp_path):
+    """SYNTHETIC: the same all-reduce in a trace that shows DistributedDataParallel (its forward's annotation): DDP
+    buckets already, so the hint names its buckets' size, not bucketing."""
+    b = TraceBuilder("DDP: all-reduce after backward")
+    b.annotation("DistributedDataParallel.forward", 0, 5_000)
+    b.cpu_op(0, 10_000, BACKWARD)
+    b.kernel(0, 7, 0, 500_000)
+    b.nccl(0, 20, 500_000, 100_000)
+    (v,) = [v for v in overlap_report(load(b, tmp_path)).verdicts if v.figure == "comm_overlap"]
+    assert v.level == "none" and "bucket_cap_mb" in v.text and "bucket gradients" not in v.text
+
+
 def test_fsdp_all_gather_gets_prefetch_advice_not_buckets(tmp_path):
     """SYNTHETIC: FSDP's all-gather before the layer's compute, exposed: shards are prefetched, not gradients bucketed."""
     b = TraceBuilder("FSDP: all-gather before compute")

@@ -35,7 +35,7 @@ from .device.steps import device_steps, throughput
 from .host.graph_capture import capture_notes
 from .host.host_threads import HostThreadConcurrency, host_thread_concurrency, host_thread_verdict
 from .host.idle_causes import idle_cause_table
-from .host.training import data_parallel_wrapper, training_evidence
+from .host.training import data_parallel_wrapper, distributed_data_parallel, training_evidence
 from .host.warmup_notes import first_step, runs_before, warmup_notes
 from .job.collectives import collective_table
 from .job.comm_types import BUCKETED, collective_kinds, forward_allreduce_devices, wrapper_copy_devices
@@ -182,15 +182,16 @@ class OverlapReport:
         }
 
 
-def _comm_hints(colls: dict[int, set[str]], training: bool = True, forward: frozenset[int] = frozenset()) -> dict[int, str]:
+def _comm_hints(colls: dict[int, set[str]], training: bool = True, forward: frozenset[int] = frozenset(),
+                ddp: bool = False) -> dict[int, str]:
     """The ``none`` hint of each device's communication verdict, by the collectives it ran (:func:`.job.comm_types.collective_kinds`).
 
     All-to-all first (expert parallelism, whatever else ran), then all-reduces launched in forward (``forward``: tensor
-    parallelism's, in training); training words (gradient buckets, shard prefetch,
-    backward, DataParallel) only when ``training``; all-gathers and
-    reduce-scatters (FSDP, ZeRO) are shards, not gradient buckets
-    (the trace shows it, :func:`.training.training_evidence`); otherwise serving
-    words: the per-layer collectives of tensor parallelism in inference.
+    parallelism's, in training); training words (gradient buckets, shard prefetch, backward, DataParallel) only when
+    ``training``, ``DistributedDataParallel``'s own buckets where the trace shows it (``ddp``:
+    :func:`.training.distributed_data_parallel`); all-gathers and reduce-scatters (FSDP, ZeRO) are shards, not
+    gradient buckets (the trace shows it, :func:`.training.training_evidence`); otherwise serving words: the
+    per-layer collectives of tensor parallelism in inference.
     """
     hints = {}
     for d, kinds in colls.items():
@@ -208,6 +209,10 @@ def _comm_hints(colls: dict[int, set[str]], training: bool = True, forward: froz
         elif kinds & {"allgather", "reducescatter"}:  # (FSDP, ZeRO: shards gathered before use, gradients scattered after)
             hints[d] = ("communication ran while compute waited; prefetch the next layer's all-gather (FSDP's forward and "
                         "backward prefetch) so it runs under the current layer's compute, and the reduce-scatter under the next's")
+        elif kinds & BUCKETED and ddp:  # (DDP buckets already: .training.distributed_data_parallel)
+            hints[d] = ("communication ran while compute waited; DistributedDataParallel already all-reduces each gradient "
+                        "bucket during backward, and what stays exposed is mostly the last buckets, after backward's compute: "
+                        "a smaller bucket_cap_mb makes the last one smaller")
         elif kinds & BUCKETED:
             hints[d] = "communication ran while compute waited; bucket gradients so all-reduce starts during backward"
         elif kinds and kinds <= {"broadcast", "reduce"} and training:
@@ -333,7 +338,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         vd.copy_verdicts(f["copy"], busy, copy_hints, backend, wrapper_copies)
         + vd.device_verdict(dev.any_busy_ns, dev.concurrent_ns, dev.concurrency, dev.device_count, busy)
         + vd.stream_verdicts(f["streams"], util, backend)
-        + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls, bool(training), forward_allreduce_devices(kept)), backend)
+        + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls, bool(training), forward_allreduce_devices(kept), distributed_data_parallel(trace)), backend)
         + vd.cpu_gpu_verdict(cpu)
         + host_thread_verdict(threads, not trace.device_events.empty)
     )

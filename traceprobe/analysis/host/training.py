@@ -67,3 +67,19 @@ def data_parallel_wrapper(trace: Trace) -> str:
     labels = {str(v) for v in name.cat.categories} if hasattr(name, "cat") else {str(v) for v in name.tolist()}
     shown = "Gather" in labels and ("Broadcast" in labels or "ReduceAddCoalesced" in labels)
     return "nn.DataParallel" if shown else ""
+
+
+DDP_OP = "DistributedDataParallel.forward"
+"""The annotation ``DistributedDataParallel`` records around each forward (its ``record_function``)."""
+
+
+@per_trace
+def distributed_data_parallel(trace: Trace) -> bool:
+    """Whether the trace's host events show ``DistributedDataParallel`` (:data:`DDP_OP`): its gradients are bucketed
+    already, each bucket all-reduced from backward's hooks as it fills (torch's ``DistributedDataParallel`` notes)."""
+    host = trace.host_events
+    if host.empty:
+        return False
+    name = host["name"]
+    labels = {str(v) for v in name.cat.categories} if hasattr(name, "cat") else {str(v) for v in name.tolist()}
+    return DDP_OP in labels
