@@ -329,7 +329,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
     per_device = list(vd.columns(dev.devices, "device", "busy_ns", "utilization"))
     busy = {int(d): int(b) for d, b, _ in per_device}
     util = {int(d): float(u) for d, _, u in per_device}
-    colls = collective_kinds(kept)
+    colls, forward = collective_kinds(kept), forward_allreduce_devices(kept)
     training, backend = training_evidence(trace), trace.backend
     copy_hints, wrapper_copies = _copy_hints(kept)
     t = _tables(trace, kept, steps, runs_before(first_step(trace.steps), info))
@@ -338,7 +338,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         vd.copy_verdicts(f["copy"], busy, copy_hints, backend, wrapper_copies)
         + vd.device_verdict(dev.any_busy_ns, dev.concurrent_ns, dev.concurrency, dev.device_count, busy)
         + vd.stream_verdicts(f["streams"], util, backend)
-        + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls, bool(training), forward_allreduce_devices(kept), distributed_data_parallel(trace)), backend)
+        + vd.comm_verdicts(f["comm"], busy, _comm_hints(colls, bool(training), forward, distributed_data_parallel(trace)), backend)
         + vd.cpu_gpu_verdict(cpu)
         + host_thread_verdict(threads, not trace.device_events.empty)
     )
@@ -380,7 +380,7 @@ def _report(trace: Trace, info: dict[str, Any] | None, all_device_work: bool, la
         backend=backend,
         training=training,
         wrapper=data_parallel_wrapper(trace),
-        forward_allreduce=tuple(sorted(forward_allreduce_devices(kept))),
+        forward_allreduce=tuple(sorted(forward)),
         extra=t["extra"],
         graph=with_kernel_causes(rank_graph(trace), trace),
     )

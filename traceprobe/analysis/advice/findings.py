@@ -171,13 +171,10 @@ def _copy_candidates(trace: Trace, t: DeviceTime, b: Backend) -> list[_Candidate
         g = dirs == x
         span = iv.subtract(iv.union(start[g], end[g]), t.hidden)  # under set-aside compute a copy was hidden too
         how = "from pinned (page-locked) memory, " if pageable[g].any() else ""
-        lost = f"{x} copies on {b.device(t.device)} ran with nothing else on the device: "
-        if x == "DtoD" and wrapper:  # (the copy verdict's words: one story)
-            out.append(_Candidate("wrapper_copy", f"{_subject(trace, t.device)} {x}", t.device, span, f"exposed {x} copy",
-                                  lost + wrapper_copy_words(wrapper)))
-            continue
-        out.append(_Candidate("exposed_copy", f"{_subject(trace, t.device)} {x}", t.device, span, f"exposed {x} copy",
-                              lost + f"issue them {how}on a side stream, ordered by {b.events}, so compute hides them"))
+        mine = x == "DtoD" and bool(wrapper)  # (a wrapper's own copies: the copy verdict's words, one story)
+        advice = wrapper_copy_words(wrapper) if mine else f"issue them {how}on a side stream, ordered by {b.events}, so compute hides them"
+        out.append(_Candidate("wrapper_copy" if mine else "exposed_copy", f"{_subject(trace, t.device)} {x}", t.device, span,
+                              f"exposed {x} copy", f"{x} copies on {b.device(t.device)} ran with nothing else on the device: {advice}"))
     return out
 
 

@@ -41,12 +41,18 @@ def training_evidence(trace: Trace) -> str:
 
     A non-empty result means the trace trains; the name says why.
     """
+    return next((n for n in sorted(host_names(trace)) if TRAINING_RE.search(n)), "")
+
+
+def host_names(trace: Trace) -> frozenset[str]:
+    """The distinct names of the trace's host events (its categories where the column is categorical), each once:
+    what :func:`training_evidence`, :func:`data_parallel_wrapper` and :func:`distributed_data_parallel` look in (each
+    kept once per trace by its own memo)."""
     host = trace.host_events
     if host.empty:
-        return ""
+        return frozenset()
     name = host["name"]
-    labels = [str(v) for v in name.cat.categories] if hasattr(name, "cat") else sorted({str(v) for v in name.tolist()})
-    return next((n for n in sorted(labels) if TRAINING_RE.search(n)), "")
+    return frozenset(str(v) for v in (name.cat.categories if hasattr(name, "cat") else name.tolist()))
 
 
 DATA_PARALLEL_OPS = ("Broadcast", "Gather")
@@ -60,11 +66,7 @@ def data_parallel_wrapper(trace: Trace) -> str:
 
     One process drives every GPU from Python threads there, so the host launches for all of them and is the usual
     bound; PyTorch's docs recommend ``DistributedDataParallel`` (a process per GPU) in its place."""
-    host = trace.host_events
-    if host.empty:
-        return ""
-    name = host["name"]
-    labels = {str(v) for v in name.cat.categories} if hasattr(name, "cat") else {str(v) for v in name.tolist()}
+    labels = host_names(trace)
     shown = "Gather" in labels and ("Broadcast" in labels or "ReduceAddCoalesced" in labels)
     return "nn.DataParallel" if shown else ""
 
@@ -77,9 +79,4 @@ DDP_OP = "DistributedDataParallel.forward"
 def distributed_data_parallel(trace: Trace) -> bool:
     """Whether the trace's host events show ``DistributedDataParallel`` (:data:`DDP_OP`): its gradients are bucketed
     already, each bucket all-reduced from backward's hooks as it fills (torch's ``DistributedDataParallel`` notes)."""
-    host = trace.host_events
-    if host.empty:
-        return False
-    name = host["name"]
-    labels = {str(v) for v in name.cat.categories} if hasattr(name, "cat") else {str(v) for v in name.tolist()}
-    return DDP_OP in labels
+    return DDP_OP in host_names(trace)
